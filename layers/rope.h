@@ -1,0 +1,64 @@
+// Rotary position embedding on q and k, GPT-NeoX layout: dimension i of a head is paired with
+// i + D/2 and the pair is rotated by angle pos * theta^(-2i/D). Positions are GLOBAL (a token's
+// place in the whole sequence), given per token, so a chunk of a sequence held by one GPU
+// rotates exactly as it would in the whole sequence.
+#pragma once
+#include "layers/common.h"
+
+// qkv: (B, T, 3, H, D); q is slot 0 and k is slot 1, v (slot 2) is copied unchanged.
+template <typename T>
+void rope_forward(T* out,          // (B, T, 3, H, D)
+                  const T* inp,    // (B, T, 3, H, D)
+                  const int* pos,  // (T) global position of each token
+                  int B, int Tn, int H, int D, float theta) {
+    const int half = D / 2;
+    OMP_PARALLEL_FOR_COLLAPSE2
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < Tn; t++) {
+            const size_t row = ((size_t)b * Tn + t) * 3 * H * D;
+            for (int h = 0; h < H; h++) {
+                for (int i = 0; i < half; i++) {
+                    const double angle = pos[t] * std::pow((double)theta, -2.0 * i / D);
+                    const T c = (T)std::cos(angle), s = (T)std::sin(angle);
+                    for (int slot = 0; slot < 2; slot++) {  // q, k
+                        const size_t at = row + (size_t)slot * H * D + (size_t)h * D;
+                        const T x1 = inp[at + i], x2 = inp[at + i + half];
+                        out[at + i] = x1 * c - x2 * s;
+                        out[at + i + half] = x1 * s + x2 * c;
+                    }
+                }
+                const size_t v = row + (size_t)2 * H * D + (size_t)h * D;
+                for (int d = 0; d < D; d++) out[v + d] = inp[v + d];
+            }
+        }
+    }
+}
+
+// Adds into dinp: the rotation is orthogonal, so its backward is the inverse rotation.
+template <typename T>
+void rope_backward(T* dinp,         // (B, T, 3, H, D)
+                   const T* dout,   // (B, T, 3, H, D)
+                   const int* pos,  // (T)
+                   int B, int Tn, int H, int D, float theta) {
+    const int half = D / 2;
+    OMP_PARALLEL_FOR_COLLAPSE2
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < Tn; t++) {
+            const size_t row = ((size_t)b * Tn + t) * 3 * H * D;
+            for (int h = 0; h < H; h++) {
+                for (int i = 0; i < half; i++) {
+                    const double angle = pos[t] * std::pow((double)theta, -2.0 * i / D);
+                    const T c = (T)std::cos(angle), s = (T)std::sin(angle);
+                    for (int slot = 0; slot < 2; slot++) {
+                        const size_t at = row + (size_t)slot * H * D + (size_t)h * D;
+                        const T d1 = dout[at + i], d2 = dout[at + i + half];
+                        dinp[at + i] += d1 * c + d2 * s;
+                        dinp[at + i + half] += -d1 * s + d2 * c;
+                    }
+                }
+                const size_t v = row + (size_t)2 * H * D + (size_t)h * D;
+                for (int d = 0; d < D; d++) dinp[v + d] += dout[v + d];
+            }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+// What train and infer need from a model, whatever runs it. The CPU backend (here) wraps the
+// reference GPT<float>; the CUDA backend implements the same interface with its own kernels,
+// so train.cu and infer.cu pick one at run time and never look inside.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+#include "layers/adamw.h"
+#include "model/gpt.h"
+
+struct AdamWConfig {
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+};
+
+class ModelBackend {
+   public:
+    virtual ~ModelBackend() = default;
+    virtual std::string name() const = 0;
+    virtual const GPTConfig& config() const = 0;
+    virtual size_t num_params() const = 0;
+
+    // Mean loss over targets >= 0 (targets nullptr: inference, returns 0). See GPT::forward.
+    virtual float forward(const int* inputs, const int* targets, const int* doc_start, int B, int T,
+                          const int* positions = nullptr) = 0;
+    virtual void zero_grad() = 0;
+    virtual void backward() = 0;  // adds the gradient of the last forward's mean loss
+    virtual double grad_norm() = 0;
+    virtual void adamw_step(float lr, float grad_scale, const AdamWConfig& opt, int step) = 0;
+    virtual void logits_at(float* out, int b, int t) = 0;  // (V) after a forward
+
+    // fp32 host copies of the state, in param_layout order, for checkpoints.
+    virtual void get_params(float* dst) = 0;
+    virtual void set_params(const float* src) = 0;
+    virtual void get_opt_state(float* m, float* v) = 0;
+    virtual void set_opt_state(const float* m, const float* v) = 0;
+};
+
+class CpuBackend : public ModelBackend {
+   public:
+    explicit CpuBackend(const GPTConfig& cfg) : model_(cfg), m_(model_.num_params), v_(model_.num_params) {}
+    std::string name() const override { return "cpu"; }
+    const GPTConfig& config() const override { return model_.cfg; }
+    size_t num_params() const override { return model_.num_params; }
+    void init_weights(uint64_t seed) { model_.init_weights(seed); }
+
+    float forward(const int* inputs, const int* targets, const int* doc_start, int B, int T, const int* positions) override {
+        return model_.forward(inputs, targets, doc_start, B, T, positions);
+    }
+    void zero_grad() override { model_.zero_grad(); }
+    void backward() override { model_.backward(); }
+    double grad_norm() override { return std::sqrt(grad_norm_squared(model_.grads.data(), model_.num_params)); }
+    void adamw_step(float lr, float grad_scale, const AdamWConfig& o, int step) override {
+        for (const ParamTensor& t : model_.layout) {
+            const size_t at = t.offset;
+            adamw_update(model_.params.data() + at, m_.data() + at, v_.data() + at, model_.grads.data() + at, t.size,
+                         lr, o.beta1, o.beta2, o.eps, t.decay ? o.weight_decay : 0.0f, step, grad_scale);
+        }
+    }
+    void logits_at(float* out, int b, int t) override { model_.logits_at(out, b, t); }
+    void get_params(float* dst) override { std::copy(model_.params.begin(), model_.params.end(), dst); }
+    void set_params(const float* src) override { std::copy(src, src + model_.num_params, model_.params.begin()); }
+    void get_opt_state(float* m, float* v) override {
+        std::copy(m_.begin(), m_.end(), m);
+        std::copy(v_.begin(), v_.end(), v);
+    }
+    void set_opt_state(const float* m, const float* v) override {
+        std::copy(m, m + m_.size(), m_.begin());
+        std::copy(v, v + v_.size(), v_.begin());
+    }
+
+   private:
+    GPT<float> model_;
+    std::vector<float> m_, v_;  // AdamW moments, fp32
+};

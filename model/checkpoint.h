@@ -1,0 +1,153 @@
+// Checkpoints: one safetensors file per save, "<out>/ckpt_<step>.safetensors".
+// Tensors: the model's parameters under their names (param_layout), F32; training
+// checkpoints also hold the AdamW moments as "optim.m.<name>" and "optim.v.<name>".
+// Metadata (all strings): "format" = "longnet-gpt/1", "config" (the GPTConfig as JSON),
+// "tokenizer" (the SentencePiece .model file, base64), and for training state "step",
+// "loader_epoch", "loader_cursor", "train_args" (the flags that shape the run, as JSON).
+#pragma once
+#include <dirent.h>
+#include <algorithm>
+#include <string>
+#include <vector>
+#include "model/backend.h"
+#include "model/safetensors.h"
+
+inline std::string base64_encode(const std::string& in) {
+    static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+        uint32_t v = ((uint8_t)in[i] << 16) | ((uint8_t)in[i + 1] << 8) | (uint8_t)in[i + 2];
+        out += tbl[v >> 18], out += tbl[(v >> 12) & 63], out += tbl[(v >> 6) & 63], out += tbl[v & 63];
+    }
+    if (i + 1 == in.size()) {
+        uint32_t v = (uint8_t)in[i] << 16;
+        out += tbl[v >> 18], out += tbl[(v >> 12) & 63], out += "==";
+    } else if (i + 2 == in.size()) {
+        uint32_t v = ((uint8_t)in[i] << 16) | ((uint8_t)in[i + 1] << 8);
+        out += tbl[v >> 18], out += tbl[(v >> 12) & 63], out += tbl[(v >> 6) & 63], out += '=';
+    }
+    return out;
+}
+
+// Returns false on a character outside the alphabet or a bad length.
+inline bool base64_decode(const std::string& in, std::string* out) {
+    auto val = [](char c) -> int {
+        if (c >= 'A' && c <= 'Z') return c - 'A';
+        if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+        if (c >= '0' && c <= '9') return c - '0' + 52;
+        if (c == '+') return 62;
+        if (c == '/') return 63;
+        return -1;
+    };
+    if (in.size() % 4) return false;
+    out->clear();
+    for (size_t i = 0; i < in.size(); i += 4) {
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            v[k] = in[i + k] == '=' ? 0 : val(in[i + k]);
+            if (v[k] < 0) return false;
+        }
+        uint32_t x = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
+        *out += (char)(x >> 16);
+        if (in[i + 2] != '=') *out += (char)((x >> 8) & 255);
+        if (in[i + 3] != '=') *out += (char)(x & 255);
+    }
+    return true;
+}
+
+struct TrainState {
+    int step = 0;  // optimizer steps done
+    uint64_t loader_epoch = 0, loader_cursor = 0;
+    std::string train_args;  // JSON
+};
+
+struct Checkpoint {
+    GPTConfig cfg;
+    std::string tokenizer;  // .model bytes
+    std::vector<float> params, m, v;  // m, v empty when the file holds no training state
+    bool has_train_state = false;
+    TrainState state;
+};
+
+inline std::string checkpoint_path(const std::string& dir, int step) {
+    char name[64];
+    snprintf(name, sizeof name, "/ckpt_%08d.safetensors", step);
+    return dir + name;
+}
+
+// The checkpoint of the highest step in dir, or "" when there is none.
+inline std::string latest_checkpoint(const std::string& dir) {
+    DIR* d = opendir(dir.c_str());
+    if (!d) return "";
+    std::vector<std::string> names;
+    while (dirent* e = readdir(d)) {
+        std::string n = e->d_name;
+        if (n.rfind("ckpt_", 0) == 0 && n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) names.push_back(n);
+    }
+    closedir(d);
+    if (names.empty()) return "";
+    std::sort(names.begin(), names.end());
+    return dir + "/" + names.back();
+}
+
+inline void save_checkpoint(const std::string& path, ModelBackend& model, const std::string& tokenizer,
+                            const TrainState* state) {
+    const std::vector<ParamTensor> layout = param_layout(model.config());
+    std::vector<float> params(model.num_params()), m, v;
+    model.get_params(params.data());
+    std::vector<TensorToWrite> tensors;
+    for (const ParamTensor& t : layout) tensors.push_back({t.name, t.shape, params.data() + t.offset});
+    std::map<std::string, std::string> meta = {
+        {"format", "longnet-gpt/1"}, {"config", config_to_json(model.config())}, {"tokenizer", base64_encode(tokenizer)}};
+    if (state) {
+        m.resize(model.num_params()), v.resize(model.num_params());
+        model.get_opt_state(m.data(), v.data());
+        for (const ParamTensor& t : layout) {
+            tensors.push_back({"optim.m." + t.name, t.shape, m.data() + t.offset});
+            tensors.push_back({"optim.v." + t.name, t.shape, v.data() + t.offset});
+        }
+        meta["step"] = std::to_string(state->step);
+        meta["loader_epoch"] = std::to_string(state->loader_epoch);
+        meta["loader_cursor"] = std::to_string(state->loader_cursor);
+        meta["train_args"] = state->train_args;
+    }
+    write_safetensors(path, tensors, meta);
+}
+
+inline Checkpoint load_checkpoint(const std::string& path) {
+    SafetensorsFile f = read_safetensors(path);
+    Checkpoint c;
+    auto meta = [&](const char* key) -> const std::string& {
+        auto it = f.metadata.find(key);
+        if (it == f.metadata.end()) fatal("checkpoint %s has no \"%s\" metadata: it was not written by train", path.c_str(), key);
+        return it->second;
+    };
+    if (meta("format") != "longnet-gpt/1") fatal("checkpoint %s has format %s, this build reads longnet-gpt/1", path.c_str(), meta("format").c_str());
+    try {
+        c.cfg = config_from_json(meta("config"));
+    } catch (const JsonError& e) {
+        fatal("checkpoint %s: its config is corrupt (%s)", path.c_str(), e.what());
+    }
+    validate_config(c.cfg, /*allow_any_head_dim=*/true);
+    if (!base64_decode(meta("tokenizer"), &c.tokenizer)) fatal("checkpoint %s: its tokenizer is corrupt", path.c_str());
+    const std::vector<ParamTensor> layout = param_layout(c.cfg);
+    const size_t n = layout.back().offset + layout.back().size;
+    c.params.resize(n);
+    for (const ParamTensor& t : layout) std::copy_n(f.get(t.name, t.shape), t.size, c.params.data() + t.offset);
+    c.has_train_state = f.metadata.count("step") != 0;
+    if (c.has_train_state) {
+        c.m.resize(n), c.v.resize(n);
+        for (const ParamTensor& t : layout) {
+            std::copy_n(f.get("optim.m." + t.name, t.shape), t.size, c.m.data() + t.offset);
+            std::copy_n(f.get("optim.v." + t.name, t.shape), t.size, c.v.data() + t.offset);
+        }
+        c.state.step = std::atoi(meta("step").c_str());
+        c.state.loader_epoch = std::strtoull(meta("loader_epoch").c_str(), nullptr, 10);
+        c.state.loader_cursor = std::strtoull(meta("loader_cursor").c_str(), nullptr, 10);
+        c.state.train_args = meta("train_args");
+    }
+    for (float x : c.params)
+        if (!std::isfinite(x)) fatal("checkpoint %s holds NaN or Inf weights: use an earlier checkpoint", path.c_str());
+    return c;
+}

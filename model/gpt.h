@@ -1,0 +1,290 @@
+// The GPT model on the CPU: parameters, activations, forward and backward, composed from the
+// layer headers in layers/. A template over the scalar type, so the whole model runs in
+// double for the finite-difference gradient check.
+//
+//   x = wte[tokens]                                   // (B, T, C)
+//   for each block l:
+//     qkv = rope(ln1(x) @ Wqkv^T + bqkv)              // (B, T, 3, H, D), rotary on q and k
+//     x   = x + attention_l(qkv) @ Wproj^T + bproj    // pattern of layer l, global positions
+//     x   = x + gelu(ln2(x) @ Wfc^T + bfc) @ Wfcproj^T + bfcproj
+//   loss = cross_entropy(lnf(x) @ wte^T, targets)     // LM head tied to the embedding
+#pragma once
+#include <string>
+#include <vector>
+#include "layers/attention.h"
+#include "layers/classifier.h"
+#include "layers/encoder.h"
+#include "layers/gelu.h"
+#include "layers/layernorm.h"
+#include "layers/matmul.h"
+#include "layers/residual.h"
+#include "layers/rope.h"
+#include "model/gpt_config.h"
+
+// One named parameter tensor inside the flat parameter buffer. The names and shapes are the
+// checkpoint's tensor names (README: "Checkpoint format").
+struct ParamTensor {
+    std::string name;
+    std::vector<int> shape;
+    size_t offset, size;
+    bool decay;  // weight decay applies to matrices only
+};
+
+inline std::vector<ParamTensor> param_layout(const GPTConfig& c) {
+    std::vector<ParamTensor> out;
+    size_t offset = 0;
+    auto add = [&](const std::string& name, std::vector<int> shape) {
+        size_t n = 1;
+        for (int d : shape) n *= (size_t)d;
+        out.push_back({name, shape, offset, n, shape.size() >= 2});
+        offset += n;
+    };
+    const int C = c.n_embd;
+    add("wte", {c.vocab_size, C});
+    for (int l = 0; l < c.n_layer; l++) {
+        const std::string p = "blocks." + std::to_string(l) + ".";
+        add(p + "ln1.weight", {C});
+        add(p + "ln1.bias", {C});
+        add(p + "attn.qkv.weight", {3 * C, C});
+        add(p + "attn.qkv.bias", {3 * C});
+        add(p + "attn.proj.weight", {C, C});
+        add(p + "attn.proj.bias", {C});
+        add(p + "ln2.weight", {C});
+        add(p + "ln2.bias", {C});
+        add(p + "mlp.fc.weight", {4 * C, C});
+        add(p + "mlp.fc.bias", {4 * C});
+        add(p + "mlp.proj.weight", {C, 4 * C});
+        add(p + "mlp.proj.bias", {C});
+    }
+    add("lnf.weight", {C});
+    add("lnf.bias", {C});
+    return out;
+}
+
+// Pointers into the flat buffer, in param_layout's order.
+template <typename T>
+struct BlockParams {
+    T *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+};
+template <typename T>
+struct ParamViews {
+    T* wte;
+    std::vector<BlockParams<T>> blocks;
+    T *lnfw, *lnfb;
+};
+template <typename T>
+ParamViews<T> param_views(T* base, const GPTConfig& c) {
+    std::vector<ParamTensor> layout = param_layout(c);
+    ParamViews<T> v;
+    size_t i = 0;
+    auto next = [&]() { return base + layout[i++].offset; };
+    v.wte = next();
+    for (int l = 0; l < c.n_layer; l++) {
+        BlockParams<T> b;
+        b.ln1w = next(), b.ln1b = next(), b.qkvw = next(), b.qkvb = next(), b.projw = next(), b.projb = next();
+        b.ln2w = next(), b.ln2b = next(), b.fcw = next(), b.fcb = next(), b.fcprojw = next(), b.fcprojb = next();
+        v.blocks.push_back(b);
+    }
+    v.lnfw = next(), v.lnfb = next();
+    return v;
+}
+
+// Everything forward keeps for backward, for one (B, T).
+template <typename T>
+struct BlockActs {
+    std::vector<T> ln1, ln1_mean, ln1_rstd;  // (B,T,C), (B,T), (B,T)
+    std::vector<T> qkv_pre, qkv;             // (B,T,3,H,D) before / after rotary
+    std::vector<T> atty, att_lse;            // (B,T,H,D), (B,H,T)
+    std::vector<T> resid_attn;               // (B,T,C)  x after the attention residual
+    std::vector<T> ln2, ln2_mean, ln2_rstd;  // (B,T,C), (B,T), (B,T)
+    std::vector<T> fch, fch_gelu;            // (B,T,4C)
+    std::vector<T> resid_out;                // (B,T,C)  the block's output
+};
+
+template <typename T>
+struct GPT {
+    GPTConfig cfg;
+    std::vector<ParamTensor> layout;
+    size_t num_params = 0;
+    std::vector<T> params, grads;  // flat, in layout order
+    ParamViews<T> p, g;
+
+    // Activations of the last forward.
+    int B = 0, Tn = 0;
+    std::vector<int> tokens, targets, pos, doc_start;  // doc_start empty: no document mask
+    std::vector<T> encoded;                            // (B,T,C)
+    std::vector<BlockActs<T>> acts;
+    std::vector<T> lnf, lnf_mean, lnf_rstd, losses;    // (B,T,C), (B,T), (B,T), (B,T)
+    // Backward scratch.
+    std::vector<T> dresid, dln, dqkv_rot, dqkv_pre, datty, dfch, dfch_gelu, dtmp;
+
+    GPT(const GPT&) = delete;  // p and g point into this object's own buffers
+    explicit GPT(const GPTConfig& c) : cfg(c), layout(param_layout(c)) {
+        num_params = layout.back().offset + layout.back().size;
+        params.assign(num_params, 0);
+        grads.assign(num_params, 0);
+        p = param_views(params.data(), cfg);
+        g = param_views(grads.data(), cfg);
+    }
+
+    // GPT-2 style initialization: N(0, 0.02), residual projections scaled by 1/sqrt(2L),
+    // LayerNorm gains 1, biases 0. Deterministic in the seed.
+    void init_weights(uint64_t seed) {
+        uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+        auto uniform = [&]() {  // splitmix64 -> (0, 1)
+            uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            return ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+        };
+        auto normal = [&]() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); };
+        for (const ParamTensor& t : layout) {
+            T* w = params.data() + t.offset;
+            const bool is_ln_gain = t.name.find("ln") != std::string::npos && t.name.find(".weight") != std::string::npos;
+            if (t.shape.size() == 1) {
+                for (size_t i = 0; i < t.size; i++) w[i] = is_ln_gain ? T(1) : T(0);
+                continue;
+            }
+            const bool residual_proj = t.name.find("proj.weight") != std::string::npos;
+            const double std_dev = residual_proj ? 0.02 / std::sqrt(2.0 * cfg.n_layer) : 0.02;
+            for (size_t i = 0; i < t.size; i++) w[i] = (T)(std_dev * normal());
+        }
+    }
+
+    void resize(int b, int t) {
+        if (b == B && t == Tn) return;
+        B = b, Tn = t;
+        const size_t BT = (size_t)B * Tn, C = cfg.n_embd, H = cfg.n_head;
+        encoded.assign(BT * C, 0);
+        acts.assign(cfg.n_layer, BlockActs<T>{});
+        for (BlockActs<T>& a : acts) {
+            a.ln1.assign(BT * C, 0), a.ln1_mean.assign(BT, 0), a.ln1_rstd.assign(BT, 0);
+            a.qkv_pre.assign(BT * 3 * C, 0), a.qkv.assign(BT * 3 * C, 0);
+            a.atty.assign(BT * C, 0), a.att_lse.assign(BT * H, 0), a.resid_attn.assign(BT * C, 0);
+            a.ln2.assign(BT * C, 0), a.ln2_mean.assign(BT, 0), a.ln2_rstd.assign(BT, 0);
+            a.fch.assign(BT * 4 * C, 0), a.fch_gelu.assign(BT * 4 * C, 0), a.resid_out.assign(BT * C, 0);
+        }
+        lnf.assign(BT * C, 0), lnf_mean.assign(BT, 0), lnf_rstd.assign(BT, 0), losses.assign(BT, 0);
+        dresid.assign(BT * C, 0), dln.assign(BT * C, 0), dqkv_rot.assign(BT * 3 * C, 0), dqkv_pre.assign(BT * 3 * C, 0);
+        datty.assign(BT * C, 0), dfch.assign(BT * 4 * C, 0), dfch_gelu.assign(BT * 4 * C, 0), dtmp.assign(BT * C, 0);
+    }
+
+    AttnShape attn_shape() const { return {B, Tn, cfg.n_head, cfg.head_dim(), 3 * cfg.n_embd}; }
+
+    // Runs the model on tokens (B, T). targets (B, T) or nullptr: with targets, returns the mean
+    // loss over targets >= 0; without, only lnf (the final hidden states) is computed.
+    // positions (T): global position of each token (nullptr: 0..T-1).
+    // doc_start (B, T) or nullptr: global position where each token's document starts.
+    T forward(const int* in_tokens, const int* in_targets, const int* doc_start_in, int b, int t,
+              const int* positions = nullptr) {
+        resize(b, t);
+        const int C = cfg.n_embd, BT = B * Tn;
+        tokens.assign(in_tokens, in_tokens + BT);
+        for (int i = 0; i < BT; i++)
+            if (tokens[i] < 0 || tokens[i] >= cfg.vocab_size)
+                fatal("token id %d is outside the model's vocabulary of %d: tokenizer and checkpoint do not match", tokens[i], cfg.vocab_size);
+        pos.resize(Tn);
+        for (int i = 0; i < Tn; i++) pos[i] = positions ? positions[i] : i;
+        if (doc_start_in) doc_start.assign(doc_start_in, doc_start_in + BT);
+        else doc_start.clear();
+        const int* ds = doc_start.empty() ? nullptr : doc_start.data();
+        const T scale = T(1) / std::sqrt((T)cfg.head_dim());
+
+        encoder_forward(encoded.data(), tokens.data(), p.wte, B, Tn, C);
+        const T* x = encoded.data();
+        for (int l = 0; l < cfg.n_layer; l++) {
+            BlockActs<T>& a = acts[l];
+            const BlockParams<T>& w = p.blocks[l];
+            const AttnShape s = attn_shape();
+            layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w.ln1w, w.ln1b, BT, C);
+            matmul_forward(a.qkv_pre.data(), a.ln1.data(), w.qkvw, w.qkvb, BT, C, 3 * C);
+            rope_forward(a.qkv.data(), a.qkv_pre.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.rope_theta);
+            const T* qkv = a.qkv.data();
+            attention_forward(a.atty.data(), a.att_lse.data(), qkv, qkv + C, qkv + 2 * C, pos.data(), ds,
+                              cfg.attn(l), s, scale);
+            matmul_forward(dtmp.data(), a.atty.data(), w.projw, w.projb, BT, C, C);
+            residual_forward(a.resid_attn.data(), x, dtmp.data(), (size_t)BT * C);
+            layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.resid_attn.data(), w.ln2w, w.ln2b, BT, C);
+            matmul_forward(a.fch.data(), a.ln2.data(), w.fcw, w.fcb, BT, C, 4 * C);
+            gelu_forward(a.fch_gelu.data(), a.fch.data(), (size_t)BT * 4 * C);
+            matmul_forward(dtmp.data(), a.fch_gelu.data(), w.fcprojw, w.fcprojb, BT, 4 * C, C);
+            residual_forward(a.resid_out.data(), a.resid_attn.data(), dtmp.data(), (size_t)BT * C);
+            x = a.resid_out.data();
+        }
+        layernorm_forward(lnf.data(), lnf_mean.data(), lnf_rstd.data(), x, p.lnfw, p.lnfb, BT, C);
+        if (!in_targets) {
+            targets.clear();
+            return T(0);
+        }
+        targets.assign(in_targets, in_targets + BT);
+        int counted = 0;
+        for (int i = 0; i < BT; i++) counted += targets[i] >= 0;
+        classifier_forward_backward(losses.data(), (T*)nullptr, (T*)nullptr, lnf.data(), p.wte, targets.data(), BT, C,
+                                    cfg.vocab_size, T(0));
+        T total = 0;
+        for (int i = 0; i < BT; i++) total += losses[i];
+        return counted ? total / counted : T(0);
+    }
+
+    void zero_grad() { std::fill(grads.begin(), grads.end(), T(0)); }
+
+    // Adds the gradient of the mean loss of the last forward (which had targets) into grads.
+    void backward() {
+        if (targets.empty()) fatal("internal: backward() needs a forward() with targets");
+        const int C = cfg.n_embd, BT = B * Tn;
+        int counted = 0;
+        for (int i = 0; i < BT; i++) counted += targets[i] >= 0;
+        const int* ds = doc_start.empty() ? nullptr : doc_start.data();
+        const T scale = T(1) / std::sqrt((T)cfg.head_dim());
+
+        // The classifier recomputes its logits chunk by chunk, adding into dwte and dlnf.
+        std::fill(dln.begin(), dln.end(), T(0));
+        std::vector<T> scratch_losses(BT);
+        classifier_forward_backward(scratch_losses.data(), dln.data(), g.wte, lnf.data(), p.wte, targets.data(), BT,
+                                    C, cfg.vocab_size, counted ? T(1) / counted : T(0));
+        const T* x_last = cfg.n_layer ? acts.back().resid_out.data() : encoded.data();
+        std::fill(dresid.begin(), dresid.end(), T(0));
+        layernorm_backward(dresid.data(), g.lnfw, g.lnfb, dln.data(), x_last, p.lnfw, lnf_mean.data(), lnf_rstd.data(), BT, C);
+
+        // dresid holds the gradient flowing into the residual stream x at a block's output.
+        for (int l = cfg.n_layer - 1; l >= 0; l--) {
+            BlockActs<T>& a = acts[l];
+            const BlockParams<T>& w = p.blocks[l];
+            BlockParams<T>& dw = g.blocks[l];
+            const T* x_in = l == 0 ? encoded.data() : acts[l - 1].resid_out.data();
+            const AttnShape s = attn_shape();
+            // MLP: resid_out = resid_attn + fcproj(gelu(fc(ln2(resid_attn))))
+            std::fill(dfch_gelu.begin(), dfch_gelu.end(), T(0));
+            matmul_backward(dfch_gelu.data(), dw.fcprojw, dw.fcprojb, dresid.data(), a.fch_gelu.data(), w.fcprojw, BT, 4 * C, C);
+            std::fill(dfch.begin(), dfch.end(), T(0));
+            gelu_backward(dfch.data(), a.fch.data(), dfch_gelu.data(), (size_t)BT * 4 * C);
+            std::fill(dln.begin(), dln.end(), T(0));
+            matmul_backward(dln.data(), dw.fcw, dw.fcb, dfch.data(), a.ln2.data(), w.fcw, BT, C, 4 * C);
+            // dresid already is d(resid_attn) through the skip path; add the LayerNorm path.
+            layernorm_backward(dresid.data(), dw.ln2w, dw.ln2b, dln.data(), a.resid_attn.data(), w.ln2w,
+                               a.ln2_mean.data(), a.ln2_rstd.data(), BT, C);
+            // Attention: resid_attn = x_in + proj(attention(rope(qkv(ln1(x_in)))))
+            std::fill(datty.begin(), datty.end(), T(0));
+            matmul_backward(datty.data(), dw.projw, dw.projb, dresid.data(), a.atty.data(), w.projw, BT, C, C);
+            std::fill(dqkv_rot.begin(), dqkv_rot.end(), T(0));
+            const T* qkv = a.qkv.data();
+            T* dqkv = dqkv_rot.data();
+            attention_backward(dqkv, dqkv + C, dqkv + 2 * C, datty.data(), a.atty.data(), a.att_lse.data(), qkv,
+                               qkv + C, qkv + 2 * C, pos.data(), ds, cfg.attn(l), s, scale);
+            std::fill(dqkv_pre.begin(), dqkv_pre.end(), T(0));
+            rope_backward(dqkv_pre.data(), dqkv_rot.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.rope_theta);
+            std::fill(dln.begin(), dln.end(), T(0));
+            matmul_backward(dln.data(), dw.qkvw, dw.qkvb, dqkv_pre.data(), a.ln1.data(), w.qkvw, BT, C, 3 * C);
+            layernorm_backward(dresid.data(), dw.ln1w, dw.ln1b, dln.data(), x_in, w.ln1w, a.ln1_mean.data(),
+                               a.ln1_rstd.data(), BT, C);
+        }
+        encoder_backward(g.wte, dresid.data(), tokens.data(), B, Tn, C);
+    }
+
+    // Logits (V) of token t of batch row b after a forward (targets not needed).
+    void logits_at(T* out, int b, int t) const {
+        const int C = cfg.n_embd;
+        matmul_forward(out, lnf.data() + ((size_t)b * Tn + t) * C, p.wte, (const T*)nullptr, 1, C, cfg.vocab_size);
+    }
+};

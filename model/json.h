@@ -1,0 +1,175 @@
+// A small JSON value, parser and writer: enough for safetensors headers and the model config
+// kept in checkpoint metadata. Parse errors throw JsonError; callers turn them into a one-line
+// fatal naming the file.
+#pragma once
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct JsonError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct Json {
+    enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
+    bool b = false;
+    double num = 0;
+    std::string str;
+    std::vector<Json> arr;
+    std::map<std::string, Json> obj;
+
+    bool has(const std::string& key) const { return kind == Object && obj.count(key); }
+    const Json& at(const std::string& key) const {
+        auto it = obj.find(key);
+        if (kind != Object || it == obj.end()) throw JsonError("missing key \"" + key + "\"");
+        return it->second;
+    }
+    const std::string& as_string() const {
+        if (kind != String) throw JsonError("expected a string");
+        return str;
+    }
+    double as_number() const {
+        if (kind != Number) throw JsonError("expected a number");
+        return num;
+    }
+};
+
+class JsonParser {
+   public:
+    explicit JsonParser(const std::string& text) : s_(text) {}
+    Json parse() {
+        Json v = value(0);
+        skip_ws();
+        if (i_ != s_.size()) fail("trailing characters");
+        return v;
+    }
+
+   private:
+    const std::string& s_;
+    size_t i_ = 0;
+
+    [[noreturn]] void fail(const char* what) {
+        throw JsonError(std::string(what) + " at byte " + std::to_string(i_));
+    }
+    void skip_ws() {
+        while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) i_++;
+    }
+    bool consume(char c) {
+        skip_ws();
+        if (i_ < s_.size() && s_[i_] == c) {
+            i_++;
+            return true;
+        }
+        return false;
+    }
+    void expect(char c) {
+        if (!consume(c)) fail((std::string("expected '") + c + "'").c_str());
+    }
+    Json value(int depth) {
+        if (depth > 64) fail("nesting too deep");
+        skip_ws();
+        if (i_ >= s_.size()) fail("unexpected end");
+        Json v;
+        char c = s_[i_];
+        if (c == '{') {
+            i_++;
+            v.kind = Json::Object;
+            if (consume('}')) return v;
+            do {
+                skip_ws();
+                std::string key = string_literal();
+                expect(':');
+                v.obj[key] = value(depth + 1);
+            } while (consume(','));
+            expect('}');
+        } else if (c == '[') {
+            i_++;
+            v.kind = Json::Array;
+            if (consume(']')) return v;
+            do v.arr.push_back(value(depth + 1));
+            while (consume(','));
+            expect(']');
+        } else if (c == '"') {
+            v.kind = Json::String;
+            v.str = string_literal();
+        } else if (s_.compare(i_, 4, "true") == 0) {
+            i_ += 4, v.kind = Json::Bool, v.b = true;
+        } else if (s_.compare(i_, 5, "false") == 0) {
+            i_ += 5, v.kind = Json::Bool;
+        } else if (s_.compare(i_, 4, "null") == 0) {
+            i_ += 4;
+        } else {
+            size_t start = i_;
+            while (i_ < s_.size() && (isdigit((unsigned char)s_[i_]) || strchr("+-.eE", s_[i_]))) i_++;
+            if (start == i_) fail("unexpected character");
+            v.kind = Json::Number;
+            try {
+                v.num = std::stod(s_.substr(start, i_ - start));
+            } catch (...) {
+                fail("bad number");
+            }
+        }
+        return v;
+    }
+    std::string string_literal() {
+        if (i_ >= s_.size() || s_[i_] != '"') fail("expected a string");
+        i_++;
+        std::string out;
+        while (true) {
+            if (i_ >= s_.size()) fail("unterminated string");
+            char c = s_[i_++];
+            if (c == '"') break;
+            if (c != '\\') {
+                out += c;
+                continue;
+            }
+            if (i_ >= s_.size()) fail("unterminated escape");
+            char e = s_[i_++];
+            switch (e) {
+                case '"': out += '"'; break;
+                case '\\': out += '\\'; break;
+                case '/': out += '/'; break;
+                case 'b': out += '\b'; break;
+                case 'f': out += '\f'; break;
+                case 'n': out += '\n'; break;
+                case 'r': out += '\r'; break;
+                case 't': out += '\t'; break;
+                case 'u': {
+                    if (i_ + 4 > s_.size()) fail("bad \\u escape");
+                    unsigned cp = (unsigned)std::stoul(s_.substr(i_, 4), nullptr, 16);
+                    i_ += 4;
+                    // Basic Multilingual Plane only: enough for the metadata we write.
+                    if (cp < 0x80) out += (char)cp;
+                    else if (cp < 0x800) out += (char)(0xC0 | (cp >> 6)), out += (char)(0x80 | (cp & 0x3F));
+                    else
+                        out += (char)(0xE0 | (cp >> 12)), out += (char)(0x80 | ((cp >> 6) & 0x3F)),
+                            out += (char)(0x80 | (cp & 0x3F));
+                    break;
+                }
+                default: fail("bad escape");
+            }
+        }
+        return out;
+    }
+};
+
+inline std::string json_quote(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"') out += "\\\"";
+        else if (c == '\\') out += "\\\\";
+        else if (c == '\n') out += "\\n";
+        else if (c < 0x20) {
+            char buf[8];
+            snprintf(buf, sizeof buf, "\\u%04x", c);
+            out += buf;
+        } else out += (char)c;
+    }
+    return out + "\"";
+}

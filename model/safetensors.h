@@ -1,0 +1,133 @@
+// Reading and writing safetensors files (the format Hugging Face tools read):
+//   8 bytes   little-endian u64 header length n
+//   n bytes   JSON: {"__metadata__": {string: string}, "<name>": {"dtype": "F32",
+//             "shape": [..], "data_offsets": [begin, end]}, ...}, offsets relative to the data
+//   the data  tensors back to back, row-major, little-endian
+// Writes go to "<path>.tmp" and are renamed into place, so a crash never leaves a torn file
+// and never destroys the previous one.
+#pragma once
+#include <unistd.h>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+#include "layers/common.h"
+#include "model/json.h"
+
+struct TensorToWrite {
+    std::string name;
+    std::vector<int> shape;
+    const float* data;  // F32
+};
+
+inline void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+    std::string header = "{\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [k, v] : metadata) {
+        header += (first ? "" : ",") + json_quote(k) + ":" + json_quote(v);
+        first = false;
+    }
+    header += "}";
+    size_t offset = 0;
+    for (const TensorToWrite& t : tensors) {
+        size_t n = 1;
+        std::string shape = "[";
+        for (size_t i = 0; i < t.shape.size(); i++) {
+            n *= (size_t)t.shape[i];
+            shape += (i ? "," : "") + std::to_string(t.shape[i]);
+        }
+        shape += "]";
+        header += "," + json_quote(t.name) + ":{\"dtype\":\"F32\",\"shape\":" + shape + ",\"data_offsets\":[" +
+                  std::to_string(offset) + "," + std::to_string(offset + n * 4) + "]}";
+        offset += n * 4;
+    }
+    header += "}";
+    while (header.size() % 8) header += ' ';  // keeps the data 8-byte aligned, as the format recommends
+
+    const std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) fatal("cannot write checkpoint %s: check that the directory exists and is writable", tmp.c_str());
+    const uint64_t n = header.size();
+    bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(header.data(), 1, n, f) == n;
+    for (const TensorToWrite& t : tensors) {
+        size_t count = 1;
+        for (int d : t.shape) count *= (size_t)d;
+        ok = ok && std::fwrite(t.data, 4, count, f) == count;
+    }
+    ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok) {
+        std::remove(tmp.c_str());
+        fatal("writing checkpoint %s failed (disk full?): free space and retry; the previous checkpoint is untouched", path.c_str());
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) fatal("cannot rename %s to %s", tmp.c_str(), path.c_str());
+}
+
+struct SafetensorsFile {
+    struct Tensor {
+        std::vector<int> shape;
+        size_t begin, end;  // byte offsets into data
+    };
+    std::string path;
+    std::map<std::string, std::string> metadata;
+    std::map<std::string, Tensor> tensors;
+    std::vector<char> data;
+
+    bool has(const std::string& name) const { return tensors.count(name) != 0; }
+    // The tensor's values; fatal when it is missing or its shape differs from `shape`.
+    const float* get(const std::string& name, const std::vector<int>& shape) const {
+        auto it = tensors.find(name);
+        if (it == tensors.end()) fatal("checkpoint %s has no tensor \"%s\": it was written by another model", path.c_str(), name.c_str());
+        if (it->second.shape != shape) fatal("checkpoint %s: tensor \"%s\" has another shape than the model expects", path.c_str(), name.c_str());
+        return reinterpret_cast<const float*>(data.data() + it->second.begin);
+    }
+};
+
+inline SafetensorsFile read_safetensors(const std::string& path) {
+    SafetensorsFile out;
+    out.path = path;
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) fatal("cannot open checkpoint %s: check the path (train writes them to --out)", path.c_str());
+    std::fseek(f, 0, SEEK_END);
+    const long size = std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    uint64_t n = 0;
+    if (size < 8 || std::fread(&n, 8, 1, f) != 1 || n > (uint64_t)size - 8) {
+        std::fclose(f);
+        fatal("checkpoint %s is truncated or not a safetensors file: use another checkpoint", path.c_str());
+    }
+    std::string header(n, '\0');
+    const size_t data_size = (size_t)size - 8 - n;
+    out.data.resize(data_size);
+    const bool read_ok = std::fread(&header[0], 1, n, f) == n && std::fread(out.data.data(), 1, data_size, f) == data_size;
+    std::fclose(f);
+    if (!read_ok) fatal("cannot read checkpoint %s", path.c_str());
+    try {
+        Json j = JsonParser(header).parse();
+        if (j.kind != Json::Object) throw JsonError("header is not an object");
+        for (const auto& [name, v] : j.obj) {
+            if (name == "__metadata__") {
+                for (const auto& [k, s] : v.obj) out.metadata[k] = s.as_string();
+                continue;
+            }
+            if (v.at("dtype").as_string() != "F32") throw JsonError("tensor " + name + " is not F32");
+            SafetensorsFile::Tensor t;
+            size_t count = 1;
+            for (const Json& d : v.at("shape").arr) {
+                t.shape.push_back((int)d.as_number());
+                count *= (size_t)d.as_number();
+            }
+            const Json& off = v.at("data_offsets");
+            if (off.arr.size() != 2) throw JsonError("bad data_offsets for " + name);
+            t.begin = (size_t)off.arr[0].as_number();
+            t.end = (size_t)off.arr[1].as_number();
+            if (t.end < t.begin || t.end > data_size || t.end - t.begin != count * 4)
+                throw JsonError("tensor " + name + " lies outside the file");
+            out.tensors[name] = t;
+        }
+    } catch (const JsonError& e) {
+        fatal("checkpoint %s is corrupt (%s): use another checkpoint", path.c_str(), e.what());
+    }
+    return out;
+}
