@@ -1,0 +1,72 @@
+# longnet-gpt: `make train` and `make test` do everything on a fresh Debian machine with the
+# CUDA toolkit: install what is missing, build, prepare the corpus, run.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CXX ?= g++
+# x86-64-v3 (AVX2, FMA) rather than -march=native: binaries built here also run on the GPU
+# machines' hosts.
+CXXFLAGS ?= -O2 -std=c++17 -march=x86-64-v3 -fopenmp -Wall -Wextra -I.
+CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
+NVCCFLAGS ?= -O2 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler "-fopenmp -march=x86-64-v3 -Wall" --expt-relaxed-constexpr
+SPM_LIBS := -lsentencepiece -lsentencepiece_train -lpthread
+NVCC_LIBS := -lgomp $(SPM_LIBS)
+
+# Say which optional pieces were found (the CUDA path links cuBLASLt, cuDNN and NCCL).
+HAVE_NVCC := $(shell test -x $(NVCC) && echo yes || echo no)
+HAVE_CUDNN := $(shell test -f $(CUDA_HOME)/include/cudnn.h -o -f /usr/include/cudnn.h && echo yes || echo no)
+HAVE_NCCL := $(shell test -f $(CUDA_HOME)/include/nccl.h -o -f /usr/include/nccl.h && echo yes || echo no)
+$(info build: nvcc=$(HAVE_NVCC) cudnn=$(HAVE_CUDNN) nccl=$(HAVE_NCCL) (CUDA_HOME=$(CUDA_HOME)))
+ifneq ($(HAVE_NVCC),yes)
+$(error nvcc not found at $(NVCC): install the CUDA toolkit or set CUDA_HOME)
+endif
+
+# Settings of `make train` (any of them can be given on the command line).
+TRAIN_OUT ?= out/train
+TRAIN_ARGS ?=
+
+.PHONY: help all deps train test clean
+help:
+	@echo "make train   install deps, build, prepare the corpus, train the default model, sample"
+	@echo "make test    install deps, build everything (CUDA files too), run all CPU tests"
+	@echo "make data    prepare corpus/ (tokenizer and token shards) only"
+	@echo "make all     build only"
+
+build:
+	@mkdir -p build
+
+build/train: train.cu $(wildcard layers/*.h model/*.h data/*.h) | build
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(NVCC_LIBS)
+
+build/infer: infer.cu $(wildcard layers/*.h model/*.h data/*.h) | build
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(NVCC_LIBS)
+
+build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h model/*.h tests/*.h) | build
+	$(CXX) $(CXXFLAGS) -o $@ $<
+
+include data/rules.mk
+include tests/rules.mk
+
+BINARIES := build/train build/infer build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu
+all: deps
+	$(MAKE) -j2 $(BINARIES)
+
+deps: deps-data
+
+# Trains from scratch into $(TRAIN_OUT) (an earlier run there is moved aside, never deleted),
+# then plots the loss curve.
+train: deps
+	$(MAKE) -j2 build/train build/infer build/data_tool
+	$(MAKE) data
+	@if [ -e $(TRAIN_OUT) ]; then mv $(TRAIN_OUT) $(TRAIN_OUT).$$(date +%Y%m%d-%H%M%S); fi
+	./build/train --data corpus --out $(TRAIN_OUT) $(TRAIN_ARGS)
+	scripts/plot_loss.sh $(TRAIN_OUT)/metrics.csv $(TRAIN_OUT)/loss.png
+
+test: deps
+	$(MAKE) -j2 $(BINARIES) build/test_ops_cpu_broken_gelu
+	tests/run_all.sh
+
+clean:
+	rm -rf build

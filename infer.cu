@@ -1,0 +1,96 @@
+// infer: loads a checkpoint (with its tokenizer) and either generates text from a prompt,
+// streaming it as it comes, or measures perplexity over a whole file. `infer --help`.
+#include <cuda_runtime.h>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include "data/io.h"
+#include "data/tokenizer.h"
+#include "model/backend.h"
+#include "model/checkpoint.h"
+#include "model/flags.h"
+#include "model/generate.h"
+
+static bool gpu_present() {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+static void show_progress(long long done, long long total) {
+    std::fprintf(stderr, "\rscored %lld / %lld tokens", done, total);
+    if (done == total) std::fputc('\n', stderr);
+}
+
+int main(int argc, char** argv) {
+    std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto";
+    int max_new = 200, top_k = 40, seed = 1, ctx = 0;
+    float temperature = 0.8f, top_p = 0.95f;
+    Flags flags("infer", "Generate text from a checkpoint, or measure perplexity over a file.");
+    flags.add_string("checkpoint", &checkpoint, "a .safetensors checkpoint, or a directory (its latest checkpoint)");
+    flags.add_string("prompt", &prompt, "text to continue");
+    flags.add_string("prompt-file", &prompt_file, "file whose text is put before --prompt");
+    flags.add_int("max-new", &max_new, "tokens to generate");
+    flags.add_float("temperature", &temperature, "sampling temperature (0: greedy)");
+    flags.add_int("top-k", &top_k, "sample among the k most likely tokens (0: all)");
+    flags.add_float("top-p", &top_p, "sample among the smallest set with this much probability (1: all)");
+    flags.add_int("seed", &seed, "sampling seed");
+    flags.add_int("ctx", &ctx, "context window in tokens (0: the training --seq-len)");
+    flags.add_string("perplexity", &ppl_file, "score this whole file instead of generating");
+    flags.add_string("device", &device, "auto, cpu or cuda");
+    flags.parse(argc, argv);
+    if (max_new < 0 || top_k < 0 || ctx < 0 || temperature < 0 || !(top_p > 0 && top_p <= 1))
+        fatal("--max-new, --top-k, --ctx, --temperature must be >= 0 and --top-p in (0, 1]");
+    if (device == "cuda") fatal("--device cuda: this build has no CUDA backend yet; use --device cpu");
+    if (device != "cpu" && device != "auto") fatal("--device must be auto, cpu or cuda (got '%s')", device.c_str());
+    if (device == "auto" && gpu_present()) std::fprintf(stderr, "note: a GPU is present, but this build runs on the CPU\n");
+
+    std::string path = checkpoint;
+    if (is_directory(path)) {
+        path = latest_checkpoint(checkpoint);
+        if (path.empty()) fatal("--checkpoint %s: no checkpoint in that directory; run `make train` first", checkpoint.c_str());
+    }
+    const Checkpoint ck = load_checkpoint(path);
+    Tokenizer tok;
+    tok.load_serialized(ck.tokenizer);
+    if (tok.vocab_size() != ck.cfg.vocab_size) fatal("checkpoint %s: tokenizer and model vocab sizes differ", path.c_str());
+    if (ctx == 0) {
+        ctx = 256;
+        if (ck.has_train_state) ctx = (int)JsonParser(ck.state.train_args).parse().at("seq_len").as_number();
+    }
+    CpuBackend model(ck.cfg);
+    model.set_params(ck.params.data());
+    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d\n", path.c_str(), ck.cfg.n_layer,
+                 ck.cfg.n_embd, model.num_params() / 1e6, ctx);
+
+    if (!ppl_file.empty()) {
+        const std::string text = read_file(ppl_file, "check the --perplexity path");
+        if (text.empty()) fatal("--perplexity %s is empty", ppl_file.c_str());
+        std::vector<int> ids = tok.encode(text);
+        ids.insert(ids.begin(), tok.bos_id());
+        const auto t0 = std::chrono::steady_clock::now();
+        const PerplexityResult r = perplexity(model, ids, ctx, show_progress);
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double nll = r.total_nats / r.tokens;
+        std::printf("file %s: %lld tokens, %zu bytes | loss %.4f nats/token | perplexity %.3f | %.4f bits/byte | %.0f tokens/s\n",
+                    ppl_file.c_str(), r.tokens, text.size(), nll, std::exp(nll), r.total_nats / std::log(2.0) / text.size(),
+                    r.tokens / secs);
+        return 0;
+    }
+
+    std::string context = prompt_file.empty() ? "" : read_file(prompt_file, "check the --prompt-file path");
+    context += prompt;
+    std::vector<int> ids = tok.encode(context);
+    ids.insert(ids.begin(), tok.bos_id());
+    Sampler sampler(SamplerConfig{temperature, top_k, top_p, (uint64_t)seed});
+    StreamDecoder stream(tok);
+    for (size_t i = 1; i < ids.size(); i++) stream.push(ids[i]);
+    std::fputs(prompt.c_str(), stdout);
+    generate(model, ids, max_new, ctx, sampler, tok.eos_id(), [&](int id) {
+        std::fputs(stream.push(id).c_str(), stdout);
+        std::fflush(stdout);
+    });
+    std::fputs(stream.flush().c_str(), stdout);
+    std::fputc('\n', stdout);
+    return 0;
+}

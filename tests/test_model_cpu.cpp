@@ -1,0 +1,220 @@
+// Whole-model tests on the CPU: the gradient of the GPT's loss against finite differences in
+// double precision, float vs double forward, document masking, determinism, a few training
+// steps, and the checkpoint round trip. Prints PASS/FAIL lines and "N passed, M failed".
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cstdio>
+#include <string>
+#include <vector>
+#include "model/backend.h"
+#include "model/checkpoint.h"
+#include "tests/gradcheck.h"
+
+static int passed = 0, failed = 0;
+static void report(bool ok, const char* what, double err, double tol) {
+    std::printf("%s %-44s err %.3g tol %.1g\n", ok ? "PASS" : "FAIL", what, err, tol);
+    (ok ? passed : failed)++;
+}
+
+// A model small enough for finite differences over every tensor, with a head dim that is not
+// a power of two and a sequence length that is odd.
+static GPTConfig tiny_config() {
+    GPTConfig c;
+    c.vocab_size = 37, c.n_layer = 2, c.n_embd = 24, c.n_head = 2;  // D = 12
+    return c;
+}
+
+struct Batch {
+    int B = 2, T = 7;
+    std::vector<int> tokens, targets, doc_start, pos;
+};
+
+static Batch random_batch(gc::Rng& rng, int vocab) {
+    Batch b;
+    for (int i = 0; i < b.B * b.T; i++) {
+        b.tokens.push_back(rng.randint(0, vocab - 1));
+        b.targets.push_back(rng.randint(0, vocab - 1));
+    }
+    b.targets[3] = -1;  // an ignored target
+    // Row 0 is one document; row 1 holds two, the second starting at position 1000 + 3.
+    for (int t = 0; t < b.T; t++) b.pos.push_back(1000 + t);
+    for (int r = 0; r < b.B; r++)
+        for (int t = 0; t < b.T; t++) b.doc_start.push_back(r == 1 && t >= 3 ? 1003 : 1000);
+    return b;
+}
+
+static void test_gradients(uint64_t seed) {
+    gc::Rng rng(seed);
+    const GPTConfig cfg = tiny_config();
+    GPT<double> m(cfg);
+    m.init_weights(seed);
+    // Larger weights than the init so every path carries a gradient well above rounding.
+    for (double& w : m.params) w += rng.uniform(-0.1, 0.1);
+    const Batch b = random_batch(rng, cfg.vocab_size);
+    auto loss = [&] { return m.forward(b.tokens.data(), b.targets.data(), b.doc_start.data(), b.B, b.T, b.pos.data()); };
+    loss();
+    m.zero_grad();
+    m.backward();
+    const std::vector<double> analytic = m.grads;
+    // Finite differences in double agree with a right backward to ~1e-6 here (the smallest
+    // gradients, the key biases', carry the most rounding); a wrong term gives 1e-2 or more.
+    const double tol = 1e-5;
+    double worst = 0;
+    std::string worst_name;
+    for (const ParamTensor& t : m.layout) {
+        const double err = gc::check_grad(t.name.c_str(), m.params.data() + t.offset, t.size,
+                                          analytic.data() + t.offset, loss, 1e-5, 48);
+        if (!(err <= tol)) report(false, ("gradient of " + t.name).c_str(), err, tol);
+        if (!(err <= worst)) worst = err, worst_name = t.name;
+    }
+    report(worst <= tol, ("model gradient, all tensors (worst " + worst_name + ")").c_str(), worst, tol);
+}
+
+static void test_float_matches_double(uint64_t seed) {
+    gc::Rng rng(seed);
+    const GPTConfig cfg = tiny_config();
+    GPT<double> md(cfg);
+    GPT<float> mf(cfg);
+    md.init_weights(seed);
+    for (size_t i = 0; i < md.num_params; i++) mf.params[i] = (float)md.params[i];
+    const Batch b = random_batch(rng, cfg.vocab_size);
+    gc::poison(mf.lnf.data(), mf.lnf.size());
+    const double ld = md.forward(b.tokens.data(), b.targets.data(), b.doc_start.data(), b.B, b.T, b.pos.data());
+    const double lf = mf.forward(b.tokens.data(), b.targets.data(), b.doc_start.data(), b.B, b.T, b.pos.data());
+    md.zero_grad(), md.backward();
+    mf.zero_grad(), mf.backward();
+    report(std::fabs(ld - lf) / ld < 1e-5, "float forward loss vs double", std::fabs(ld - lf) / ld, 1e-5);
+    const double gerr = gc::rel_error(mf.grads.data(), md.grads.data(), md.num_params, 1e-2);
+    report(gerr < 1e-3, "float gradients vs double", gerr, 1e-3);
+}
+
+// With the document mask, the second document of a packed row scores exactly as it does alone
+// (rotary attention only sees relative positions).
+static void test_document_mask(uint64_t seed) {
+    gc::Rng rng(seed);
+    const GPTConfig cfg = tiny_config();
+    GPT<double> m(cfg);
+    m.init_weights(seed);
+    const int T = 9, split = 4;
+    std::vector<int> tok(T), tgt(T), ds(T), pos(T);
+    for (int t = 0; t < T; t++) tok[t] = rng.randint(0, 36), tgt[t] = rng.randint(0, 36), pos[t] = t, ds[t] = t < split ? 0 : split;
+    m.forward(tok.data(), tgt.data(), ds.data(), 1, T, pos.data());
+    const std::vector<double> packed(m.losses.begin() + split, m.losses.end());
+    m.forward(tok.data() + split, tgt.data() + split, nullptr, 1, T - split, nullptr);
+    const double err = gc::rel_error(packed.data(), m.losses.data(), T - split, 0);
+    report(err < 1e-10, "doc mask: packed document == document alone", err, 1e-10);
+    m.forward(tok.data(), tgt.data(), nullptr, 1, T, pos.data());
+    const double leak = gc::rel_error(m.losses.data() + split, packed.data(), T - split, 0);
+    report(leak > 1e-6, "doc mask: without it the documents interact", leak, 1e-6);
+}
+
+// Two identical runs, and runs with 1 and 2 threads, give bit-identical losses and weights.
+static void test_determinism(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig cfg = tiny_config();
+    cfg.n_embd = 128, cfg.n_head = 2;
+    const Batch b = random_batch(rng, cfg.vocab_size);
+    auto run = [&](int threads) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        CpuBackend m(cfg);
+        m.init_weights(seed);
+        std::vector<float> losses;
+        for (int s = 1; s <= 3; s++) {
+            losses.push_back(m.forward(b.tokens.data(), b.targets.data(), b.doc_start.data(), b.B, b.T, b.pos.data()));
+            m.zero_grad(), m.backward();
+            m.adamw_step(1e-3f, clip_scale(m.grad_norm(), 1.0f), AdamWConfig{}, s);
+        }
+        std::vector<float> p(m.num_params());
+        m.get_params(p.data());
+        losses.insert(losses.end(), p.begin(), p.end());
+        return losses;
+    };
+    const std::vector<float> a = run(2), b2 = run(2), c = run(1);
+    const size_t diff = gc::count_bit_mismatch(a.data(), b2.data(), a.size()) + gc::count_bit_mismatch(a.data(), c.data(), a.size());
+    report(diff == 0, "determinism: 3 steps, 2 runs and 1 vs 2 threads", (double)diff, 0);
+}
+
+// Training on one batch drives its loss down (the optimizer and the gradients agree).
+static void test_overfit(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig cfg = tiny_config();
+    cfg.n_embd = 64, cfg.n_head = 1;
+    const Batch b = random_batch(rng, cfg.vocab_size);
+    CpuBackend m(cfg);
+    m.init_weights(seed);
+    float first = 0, last = 0;
+    for (int s = 1; s <= 60; s++) {
+        last = m.forward(b.tokens.data(), b.targets.data(), nullptr, b.B, b.T, nullptr);
+        if (s == 1) first = last;
+        m.zero_grad(), m.backward();
+        m.adamw_step(3e-3f, clip_scale(m.grad_norm(), 1.0f), AdamWConfig{}, s);
+    }
+    report(last < 0.2f * first, "60 AdamW steps on one batch: loss falls 5x", last / first, 0.2);
+}
+
+static void test_checkpoint_roundtrip(uint64_t seed) {
+    const GPTConfig cfg = tiny_config();
+    CpuBackend m(cfg);
+    m.init_weights(seed);
+    gc::Rng rng(seed);
+    const Batch b = random_batch(rng, cfg.vocab_size);
+    m.forward(b.tokens.data(), b.targets.data(), nullptr, b.B, b.T, nullptr);
+    m.zero_grad(), m.backward();
+    m.adamw_step(1e-3f, 1.0f, AdamWConfig{}, 1);
+    char dir[] = "/tmp/ckpt_testXXXXXX";
+    if (!mkdtemp(dir)) std::abort();
+    const std::string path = checkpoint_path(dir, 1);
+    TrainState st{1, 2, 3, "{\"x\":1}"};
+    save_checkpoint(path, m, std::string("tok\0bytes\xff", 10), &st);
+    const Checkpoint ck = load_checkpoint(path);
+    std::vector<float> p(m.num_params()), mm(m.num_params()), vv(m.num_params());
+    m.get_params(p.data());
+    m.get_opt_state(mm.data(), vv.data());
+    const size_t diff = gc::count_bit_mismatch(p.data(), ck.params.data(), p.size()) +
+                        gc::count_bit_mismatch(mm.data(), ck.m.data(), p.size()) +
+                        gc::count_bit_mismatch(vv.data(), ck.v.data(), p.size());
+    const bool meta_ok = ck.tokenizer == std::string("tok\0bytes\xff", 10) && ck.state.step == 1 &&
+                         ck.state.loader_epoch == 2 && ck.state.loader_cursor == 3 && ck.state.train_args == "{\"x\":1}" &&
+                         config_to_json(ck.cfg) == config_to_json(cfg);
+    report(diff == 0 && meta_ok, "checkpoint round trip: weights, moments, metadata", (double)diff, 0);
+    report(latest_checkpoint(dir) == path, "latest_checkpoint finds it", 0, 0);
+
+    // A truncated copy must be refused with exit 1, in a child so that fatal() can exit.
+    const std::string bad = std::string(dir) + "/truncated.safetensors";
+    {
+        FILE* in = std::fopen(path.c_str(), "rb");
+        FILE* out = std::fopen(bad.c_str(), "wb");
+        std::vector<char> buf(1000);
+        const size_t n = std::fread(buf.data(), 1, buf.size(), in);
+        std::fwrite(buf.data(), 1, n, out);
+        std::fclose(in), std::fclose(out);
+    }
+    std::fflush(stdout);  // the child must not print our buffered lines again
+    pid_t pid = fork();
+    if (pid == 0) {
+        std::freopen("/dev/null", "w", stderr);
+        load_checkpoint(bad);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    report(WIFEXITED(status) && WEXITSTATUS(status) == 1, "truncated checkpoint is refused", 0, 0);
+    std::remove(bad.c_str()), std::remove(path.c_str()), rmdir(dir);
+}
+
+int main(int argc, char** argv) {
+    uint64_t seed = 1234;
+    for (int i = 1; i + 1 < argc; i++)
+        if (std::string(argv[i]) == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
+    std::printf("test_model_cpu: seed %llu\n", (unsigned long long)seed);
+    test_gradients(seed);
+    test_float_matches_double(seed);
+    test_document_mask(seed);
+    test_determinism(seed);
+    test_overfit(seed);
+    test_checkpoint_roundtrip(seed);
+    std::printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
