@@ -1,0 +1,108 @@
+// Reading the raw corpus made by scripts/get_corpus.sh and splitting it into training and
+// validation documents, reproducibly (the split depends only on the files and the fraction).
+//
+//   RAW/bible.txt   one long document. Its last val_fraction of lines become a separate
+//                   validation document, the rest the training document.
+//   RAW/code/**     every regular file is one document, named by its path relative to code/.
+//                   A document goes to validation when the FNV-1a hash of that name, mapped to
+//                   [0,1), is below val_fraction: stable across machines and file additions.
+//
+// max_bytes (0 = unlimited) caps the raw text read, for fast tests: the Bible gets at most half
+// of it (cut at a line end), then code files are taken in path order, skipping any file that
+// would not fit, until the cap is reached.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/io.h"
+#include "layers/common.h"
+
+struct Document {
+    std::string name;  // e.g. "bible.txt[train]" or "json/decoder.py"
+    std::string text;
+};
+
+struct SplitCorpus {
+    std::vector<Document> train, val;
+    uint64_t bytes_read = 0;
+};
+
+inline uint64_t fnv1a64(const std::string& s) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+// Top 53 bits of the hash as a double in [0,1): exact, so the split never depends on rounding.
+inline bool is_validation_path(const std::string& name, double val_fraction) {
+    return double(fnv1a64(name) >> 11) * 0x1.0p-53 < val_fraction;
+}
+
+// Files under `dir`, as paths relative to it, in byte order (not locale order).
+inline std::vector<std::string> list_files_sorted(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        if (it->is_regular_file()) names.push_back(fs::relative(it->path(), dir).generic_string());
+    if (ec) fatal("cannot list %s (%s): re-run scripts/get_corpus.sh", dir.c_str(),
+                  ec.message().c_str());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+inline SplitCorpus read_raw_corpus(const std::string& raw_dir, double val_fraction,
+                                   uint64_t max_bytes) {
+    const char* fix = "run `scripts/get_corpus.sh DIR` (or `make data`) to create it";
+    if (!is_directory(raw_dir)) fatal("--raw %s: no such directory: %s", raw_dir.c_str(), fix);
+    const std::string bible_path = raw_dir + "/bible.txt";
+    const std::string code_dir = raw_dir + "/code";
+    if (!file_exists(bible_path)) fatal("%s is missing: %s", bible_path.c_str(), fix);
+    if (!is_directory(code_dir)) fatal("%s is missing: %s", code_dir.c_str(), fix);
+
+    SplitCorpus corpus;
+    const uint64_t unlimited = UINT64_MAX;
+    const uint64_t cap = max_bytes ? max_bytes : unlimited;
+
+    // Bible: keep whole lines only, so neither part starts or ends mid-verse.
+    std::string bible = read_file(bible_path, fix);
+    const uint64_t bible_cap = max_bytes ? max_bytes / 2 : unlimited;
+    if (bible.size() > bible_cap) {
+        const size_t cut = bible.rfind('\n', bible_cap - 1);
+        bible.resize(cut == std::string::npos ? 0 : cut + 1);
+    }
+    if (bible.empty()) fatal("%s is empty (or --max-bytes is too small): %s", bible_path.c_str(), fix);
+    std::vector<size_t> line_starts;
+    for (size_t i = 0; i < bible.size(); i++)
+        if (i == 0 || bible[i - 1] == '\n') line_starts.push_back(i);
+    const size_t n_lines = line_starts.size();
+    if (n_lines < 2) fatal("%s has fewer than 2 lines: cannot split it into train and validation; %s",
+                           bible_path.c_str(), fix);
+    // At least one line on each side, whatever the fraction.
+    size_t n_val = size_t(double(n_lines) * val_fraction + 0.5);
+    n_val = std::max<size_t>(1, std::min(n_val, n_lines - 1));
+    const size_t split = line_starts[n_lines - n_val];
+    corpus.train.push_back({"bible.txt[train]", bible.substr(0, split)});
+    corpus.val.push_back({"bible.txt[val]", bible.substr(split)});
+    corpus.bytes_read += bible.size();
+
+    // Code: one document per file.
+    for (const std::string& name : list_files_sorted(code_dir)) {
+        const std::string path = code_dir + "/" + name;
+        std::error_code ec;
+        const uint64_t size = std::filesystem::file_size(path, ec);
+        if (ec) fatal("cannot stat %s (%s): %s", path.c_str(), ec.message().c_str(), fix);
+        if (size == 0) continue;  // an empty document would only be a lone BOS token
+        if (cap - corpus.bytes_read < size) continue;
+        Document doc{name, read_file(path, fix)};
+        corpus.bytes_read += doc.text.size();
+        (is_validation_path(name, val_fraction) ? corpus.val : corpus.train).push_back(std::move(doc));
+    }
+    return corpus;
+}

@@ -1,0 +1,280 @@
+// data_tool: builds and inspects the tokenized corpus. Run `data_tool --help`.
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "data/encode_docs.h"
+#include "data/io.h"
+#include "data/shard.h"
+#include "data/tokenizer.h"
+#include "data/train_tokenizer.h"
+#include "layers/common.h"
+
+static const char* kUsage =
+    "usage: data_tool COMMAND [options]\n"
+    "\n"
+    "  prepare --raw DIR --out DIR [--vocab 8192] [--val-fraction 0.05] [--max-bytes N]\n"
+    "      Train a SentencePiece BPE tokenizer on the raw corpus made by scripts/get_corpus.sh\n"
+    "      and write DIR/tokenizer.model, DIR/train.bin, DIR/val.bin, DIR/manifest.txt.\n"
+    "      --max-bytes caps the raw text read (0 = all), for quick tests.\n"
+    "  inspect FILE.bin [--tokenizer FILE.model] [--n 32]\n"
+    "      Validate a shard and print its header, documents and first tokens.\n"
+    "  encode --tokenizer FILE.model     text on stdin -> space-separated ids on stdout\n"
+    "  decode --tokenizer FILE.model     space-separated ids on stdin -> text on stdout\n";
+
+// ---- small argument helpers: every problem is one line naming the flag.
+
+struct Args {
+    std::string command;
+    std::vector<std::string> rest;
+    size_t i = 0;
+    bool done() const { return i >= rest.size(); }
+    std::string value(const std::string& flag) {
+        if (i >= rest.size()) fatal("%s needs a value: see `data_tool --help`", flag.c_str());
+        return rest[i++];
+    }
+    [[noreturn]] void unknown(const std::string& arg) const {
+        fatal("unknown argument '%s' for `data_tool %s`: see `data_tool --help`", arg.c_str(),
+              command.c_str());
+    }
+};
+
+static long long parse_int(const std::string& flag, const std::string& s, long long lo, long long hi) {
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
+        fatal("%s '%s' must be an integer in [%lld, %lld]", flag.c_str(), s.c_str(), lo, hi);
+    return v;
+}
+
+static double parse_fraction(const std::string& flag, const std::string& s) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !(v > 0.0 && v < 0.5))
+        fatal("%s '%s' must be a number with 0 < value < 0.5", flag.c_str(), s.c_str());
+    return v;
+}
+
+static double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Cross-entropy (nats/token) of `val` under the add-one-smoothed unigram distribution of
+// `train`: the loss of a model that ignores context, i.e. the bar a trained model must beat.
+// Position 0 is skipped because the loader never uses the first token as a target.
+static double unigram_baseline(const std::vector<uint32_t>& train, const std::vector<uint32_t>& val,
+                               uint32_t vocab) {
+    std::vector<uint64_t> counts(vocab, 0);
+    for (uint32_t t : train) counts[t]++;
+    const double denom = double(train.size()) + double(vocab);
+    double nll = 0.0;
+    for (size_t i = 1; i < val.size(); i++) nll -= std::log((double(counts[val[i]]) + 1.0) / denom);
+    return val.size() > 1 ? nll / double(val.size() - 1) : 0.0;
+}
+
+// ---- prepare
+
+static int cmd_prepare(Args& a) {
+    std::string raw, out;
+    int vocab = 8192;
+    double val_fraction = 0.05;
+    uint64_t max_bytes = 0;
+    while (!a.done()) {
+        const std::string flag = a.rest[a.i++];
+        if (flag == "--raw") raw = a.value(flag);
+        else if (flag == "--out") out = a.value(flag);
+        else if (flag == "--vocab") vocab = int(parse_int(flag, a.value(flag), 260, 1 << 20));
+        else if (flag == "--val-fraction") val_fraction = parse_fraction(flag, a.value(flag));
+        else if (flag == "--max-bytes") max_bytes = uint64_t(parse_int(flag, a.value(flag), 0, LLONG_MAX));
+        else a.unknown(flag);
+    }
+    if (raw.empty()) fatal("prepare needs --raw DIR (the output of scripts/get_corpus.sh)");
+    if (out.empty()) fatal("prepare needs --out DIR");
+    const auto t_start = std::chrono::steady_clock::now();
+
+    SplitCorpus corpus = read_raw_corpus(raw, val_fraction, max_bytes);
+    std::printf("prepare: read %llu bytes from %s: %zu train docs, %zu val docs\n",
+                (unsigned long long)corpus.bytes_read, raw.c_str(), corpus.train.size(),
+                corpus.val.size());
+
+    std::error_code ec;
+    std::filesystem::create_directories(out, ec);
+    if (ec) fatal("--out %s: cannot create directory (%s)", out.c_str(), ec.message().c_str());
+
+    // The tokenizer sees only training text, so validation stays unseen.
+    std::string train_text;
+    for (const Document& d : corpus.train) {
+        train_text += d.text;
+        if (!train_text.empty() && train_text.back() != '\n') train_text += '\n';
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    std::printf("prepare: training BPE tokenizer, vocab %d ...\n", vocab);
+    std::fflush(stdout);
+    const std::string model = train_bpe_tokenizer(train_text, vocab);
+    train_text = std::string();
+    const std::string model_path = out + "/tokenizer.model";
+    write_file_atomic(model_path, model);
+    std::printf("prepare: wrote %s in %.1fs\n", model_path.c_str(), seconds_since(t0));
+
+    Tokenizer tok;
+    tok.load_file(model_path);
+    const uint32_t V = uint32_t(tok.vocab_size());
+    if (tok.bos_id() != kBosId) fatal("%s: bos_id is %d, expected %d", model_path.c_str(), tok.bos_id(), kBosId);
+
+    t0 = std::chrono::steady_clock::now();
+    const EncodedDocs train = encode_documents(tok, corpus.train);
+    const EncodedDocs val = encode_documents(tok, corpus.val);
+    write_shard(out + "/val.bin", val.tokens, val.doc_starts, V);
+    std::printf("prepare: encoded %zu train + %zu val tokens in %.1fs\n", train.tokens.size(),
+                val.tokens.size(), seconds_since(t0));
+
+    // Bytes per token counts text tokens only (BOS markers carry no text).
+    auto bpt = [](const EncodedDocs& e) {
+        const double n = double(e.tokens.size() - e.doc_starts.size());
+        return n > 0 ? double(e.text_bytes) / n : 0.0;
+    };
+    const double baseline = unigram_baseline(train.tokens, val.tokens, V);
+    std::ostringstream m;
+    m << "# written by data_tool prepare; tokens include one BOS per document\n"
+      << "raw_dir: " << raw << "\n"
+      << "raw_bytes_read: " << corpus.bytes_read << "\n"
+      << "max_bytes: " << max_bytes << "\n"
+      << "val_fraction: " << val_fraction << "\n"
+      << "vocab_size: " << V << "\n"
+      << "bos_id: " << tok.bos_id() << "\n"
+      << "eos_id: " << tok.eos_id() << "\n"
+      << "tokenizer_fnv1a64: " << std::hex << fnv1a64(model) << std::dec << "\n"
+      << "train_docs: " << train.doc_starts.size() << "\n"
+      << "train_tokens: " << train.tokens.size() << "\n"
+      << "train_bytes: " << train.text_bytes << "\n"
+      << "train_bytes_per_token: " << bpt(train) << "\n"
+      << "val_docs: " << val.doc_starts.size() << "\n"
+      << "val_tokens: " << val.tokens.size() << "\n"
+      << "val_bytes: " << val.text_bytes << "\n"
+      << "val_bytes_per_token: " << bpt(val) << "\n"
+      << "# cross-entropy (nats/token) of val.bin tokens 1.. under the add-one-smoothed\n"
+      << "# unigram distribution of train.bin: a trained model's val loss must beat this\n"
+      << "unigram_baseline_nats: " << baseline << "\n";
+    write_file_atomic(out + "/manifest.txt", m.str());
+    // train.bin goes last: make treats it as the target for all four files, so its presence
+    // (and timestamp) must mean the others are complete too.
+    write_shard(out + "/train.bin", train.tokens, train.doc_starts, V);
+    std::printf("prepare: %.3f bytes/token, unigram baseline %.4f nats/token\n", bpt(train), baseline);
+    std::printf("prepare: wrote %s/{tokenizer.model,train.bin,val.bin,manifest.txt} in %.1fs total\n",
+                out.c_str(), seconds_since(t_start));
+    return 0;
+}
+
+// ---- inspect
+
+static int cmd_inspect(Args& a) {
+    std::string file, tok_path;
+    long long n_show = 32;
+    while (!a.done()) {
+        const std::string arg = a.rest[a.i++];
+        if (arg == "--tokenizer") tok_path = a.value(arg);
+        else if (arg == "--n") n_show = parse_int(arg, a.value(arg), 0, 1 << 20);
+        else if (!arg.empty() && arg[0] == '-') a.unknown(arg);
+        else if (file.empty()) file = arg;
+        else a.unknown(arg);
+    }
+    if (file.empty()) fatal("inspect needs a shard file, e.g. `data_tool inspect corpus/train.bin`");
+    const TokenShard s = read_shard(file);
+    std::printf("file: %s\nversion: %u\ntoken_bytes: %u\nvocab_size: %u\nn_tokens: %llu\nn_docs: %llu\n",
+                file.c_str(), kShardVersion, s.token_bytes, s.vocab_size,
+                (unsigned long long)s.n_tokens(), (unsigned long long)s.n_docs());
+    if (s.n_docs() > 0) {
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (size_t d = 0; d < s.n_docs(); d++) {
+            const uint64_t end = d + 1 < s.n_docs() ? s.doc_starts[d + 1] : s.n_tokens();
+            lo = std::min(lo, end - s.doc_starts[d]);
+            hi = std::max(hi, end - s.doc_starts[d]);
+        }
+        std::printf("doc_tokens: min %llu, mean %.1f, max %llu\n", (unsigned long long)lo,
+                    double(s.n_tokens()) / double(s.n_docs()), (unsigned long long)hi);
+    }
+    const size_t n = std::min<uint64_t>(uint64_t(n_show), s.n_tokens());
+    std::vector<int> head(s.tokens.begin(), s.tokens.begin() + long(n));
+    std::printf("first %zu tokens:", n);
+    for (int t : head) std::printf(" %d", t);
+    std::printf("\n");
+    if (!tok_path.empty()) {
+        Tokenizer tok;
+        tok.load_file(tok_path);
+        if (uint32_t(tok.vocab_size()) != s.vocab_size)
+            fatal("--tokenizer %s has vocab %d but %s has vocab %u: use the tokenizer.model made "
+                  "with this shard", tok_path.c_str(), tok.vocab_size(), file.c_str(), s.vocab_size);
+        std::printf("decoded: %s\n", tok.decode(head).c_str());
+    }
+    return 0;
+}
+
+// ---- encode / decode (used by tests and for quick manual checks)
+
+static std::string tokenizer_flag(Args& a) {
+    std::string path;
+    while (!a.done()) {
+        const std::string arg = a.rest[a.i++];
+        if (arg == "--tokenizer") path = a.value(arg);
+        else a.unknown(arg);
+    }
+    if (path.empty()) fatal("%s needs --tokenizer FILE.model", a.command.c_str());
+    return path;
+}
+
+static std::string read_stdin() {
+    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+}
+
+static int cmd_encode(Args& a) {
+    Tokenizer tok;
+    tok.load_file(tokenizer_flag(a));
+    const std::vector<int> ids = tok.encode(read_stdin());
+    for (size_t i = 0; i < ids.size(); i++) std::printf(i ? " %d" : "%d", ids[i]);
+    std::printf("\n");
+    return 0;
+}
+
+static int cmd_decode(Args& a) {
+    Tokenizer tok;
+    tok.load_file(tokenizer_flag(a));
+    std::istringstream in(read_stdin());
+    std::vector<int> ids;
+    std::string word;
+    while (in >> word) ids.push_back(int(parse_int("token id", word, 0, tok.vocab_size() - 1)));
+    const std::string text = tok.decode(ids);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    Args a;
+    if (argc < 2) fatal("missing command: see `data_tool --help`");
+    a.command = argv[1];
+    a.rest.assign(argv + 2, argv + argc);
+    if (a.command == "--help" || a.command == "-h" || a.command == "help") {
+        std::fputs(kUsage, stdout);
+        return 0;
+    }
+    for (const std::string& arg : a.rest)
+        if (arg == "--help" || arg == "-h") {
+            std::fputs(kUsage, stdout);
+            return 0;
+        }
+    if (a.command == "prepare") return cmd_prepare(a);
+    if (a.command == "inspect") return cmd_inspect(a);
+    if (a.command == "encode") return cmd_encode(a);
+    if (a.command == "decode") return cmd_decode(a);
+    fatal("unknown command '%s': see `data_tool --help`", a.command.c_str());
+}

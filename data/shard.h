@@ -1,0 +1,158 @@
+// Binary token shards: the tokenized corpus as the trainer reads it.
+//
+// File layout (all integers little-endian; see also data/FORMAT.md):
+//
+//   offset  size  field
+//   0       8     magic "LNGSHARD" (no terminating NUL)
+//   8       4     uint32 version      = 1
+//   12      4     uint32 token_bytes  = 2 if vocab_size <= 65536, else 4
+//   16      8     uint64 n_tokens
+//   24      8     uint64 n_docs
+//   32      4     uint32 vocab_size   (> 0)
+//   36      28    zero padding up to the 64-byte header size
+//   64      8*n_docs            uint64 doc_starts[n_docs]
+//   ...     token_bytes*n_tokens  tokens (uint16 or uint32 each)
+//
+// doc_starts[d] is the index of document d's first token: doc_starts[0] == 0 and the list is
+// strictly ascending with every entry < n_tokens (so no document is empty, and a non-empty shard
+// has at least one document). Every token is < vocab_size. The file size is exactly
+// 64 + 8*n_docs + token_bytes*n_tokens: anything else means truncation or corruption.
+//
+// read_shard checks all of this up front so that the training loop never has to: a bad shard
+// stops the program with one line naming the file and the defect.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "data/io.h"
+#include "layers/common.h"
+
+constexpr char kShardMagic[8] = {'L', 'N', 'G', 'S', 'H', 'A', 'R', 'D'};
+constexpr uint32_t kShardVersion = 1;
+constexpr size_t kShardHeaderBytes = 64;
+
+struct TokenShard {
+    std::string path;                 // where it was read from, for error messages
+    uint32_t vocab_size = 0;
+    uint32_t token_bytes = 0;         // width on disk; in memory tokens are always uint32
+    std::vector<uint32_t> tokens;
+    std::vector<uint64_t> doc_starts;
+
+    uint64_t n_tokens() const { return tokens.size(); }
+    uint64_t n_docs() const { return doc_starts.size(); }
+};
+
+// 2-byte tokens halve the file and the loader's memory traffic whenever the vocabulary allows.
+inline uint32_t shard_token_bytes(uint32_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
+
+// Explicit byte-by-byte little-endian encoding keeps the format independent of the host.
+inline void shard_put_le(std::string& out, uint64_t value, int bytes) {
+    for (int i = 0; i < bytes; i++) out.push_back(char((value >> (8 * i)) & 0xff));
+}
+
+inline uint64_t shard_get_le(const char* p, int bytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++) v |= uint64_t(uint8_t(p[i])) << (8 * i);
+    return v;
+}
+
+// Write a shard atomically (<path>.tmp, then rename). Inputs that would produce a file
+// read_shard rejects are a bug in the caller, so they are fatal here too.
+inline void write_shard(const std::string& path, const std::vector<uint32_t>& tokens,
+                        const std::vector<uint64_t>& doc_starts, uint32_t vocab_size) {
+    if (vocab_size == 0) fatal("write_shard %s: vocab_size must be > 0", path.c_str());
+    if (!tokens.empty() && (doc_starts.empty() || doc_starts[0] != 0))
+        fatal("write_shard %s: doc_starts must begin with 0", path.c_str());
+    for (size_t d = 0; d < doc_starts.size(); d++) {
+        if (doc_starts[d] >= tokens.size() || (d > 0 && doc_starts[d] <= doc_starts[d - 1]))
+            fatal("write_shard %s: doc_starts[%zu]=%llu is out of order or >= n_tokens %zu",
+                  path.c_str(), d, (unsigned long long)doc_starts[d], tokens.size());
+    }
+    const uint32_t tb = shard_token_bytes(vocab_size);
+    std::string out;
+    out.reserve(kShardHeaderBytes + 8 * doc_starts.size() + tb * tokens.size());
+    out.append(kShardMagic, 8);
+    shard_put_le(out, kShardVersion, 4);
+    shard_put_le(out, tb, 4);
+    shard_put_le(out, tokens.size(), 8);
+    shard_put_le(out, doc_starts.size(), 8);
+    shard_put_le(out, vocab_size, 4);
+    out.resize(kShardHeaderBytes, '\0');
+    for (uint64_t s : doc_starts) shard_put_le(out, s, 8);
+    for (size_t i = 0; i < tokens.size(); i++) {
+        if (tokens[i] >= vocab_size)
+            fatal("write_shard %s: token %u at %zu is >= vocab_size %u", path.c_str(),
+                  tokens[i], i, vocab_size);
+        shard_put_le(out, tokens[i], int(tb));
+    }
+    write_file_atomic(path, out);
+}
+
+// Read and fully validate a shard; any defect is fatal with the file name and the fix.
+inline TokenShard read_shard(const std::string& path) {
+    const char* fix = "re-run `make data` to regenerate it";
+    const std::string bytes = read_file(path, "run `make data` to create it");
+    const char* p = bytes.data();
+    const uint64_t size = bytes.size();
+    if (size < kShardHeaderBytes)
+        fatal("%s: truncated: %llu bytes, smaller than the 64-byte header; %s", path.c_str(),
+              (unsigned long long)size, fix);
+    if (std::memcmp(p, kShardMagic, 8) != 0)
+        fatal("%s: bad magic (not a LNGSHARD token shard); %s", path.c_str(), fix);
+
+    TokenShard shard;
+    shard.path = path;
+    const uint64_t version = shard_get_le(p + 8, 4);
+    shard.token_bytes = uint32_t(shard_get_le(p + 12, 4));
+    const uint64_t n_tokens = shard_get_le(p + 16, 8);
+    const uint64_t n_docs = shard_get_le(p + 24, 8);
+    shard.vocab_size = uint32_t(shard_get_le(p + 32, 4));
+
+    if (version != kShardVersion)
+        fatal("%s: unsupported shard version %llu (this build reads version %u); %s",
+              path.c_str(), (unsigned long long)version, kShardVersion, fix);
+    if (shard.vocab_size == 0) fatal("%s: header has vocab_size 0; %s", path.c_str(), fix);
+    if (shard.token_bytes != shard_token_bytes(shard.vocab_size))
+        fatal("%s: token_bytes %u does not match vocab_size %u (expected %u); %s", path.c_str(),
+              shard.token_bytes, shard.vocab_size, shard_token_bytes(shard.vocab_size), fix);
+    for (size_t i = 36; i < kShardHeaderBytes; i++)
+        if (p[i] != 0) fatal("%s: nonzero header padding at byte %zu; %s", path.c_str(), i, fix);
+
+    // Compare counts against the real size before multiplying, so a corrupt header with huge
+    // counts cannot overflow the expected-size computation.
+    const uint64_t body = size - kShardHeaderBytes;
+    const bool fits = n_docs <= body / 8 && n_tokens <= (body - 8 * n_docs) / shard.token_bytes;
+    if (!fits || kShardHeaderBytes + 8 * n_docs + shard.token_bytes * n_tokens != size)
+        fatal("%s: file is %llu bytes but the header (%llu docs, %llu tokens of %u bytes) "
+              "implies a different size: truncated or corrupt; %s", path.c_str(),
+              (unsigned long long)size, (unsigned long long)n_docs,
+              (unsigned long long)n_tokens, shard.token_bytes, fix);
+
+    const char* q = p + kShardHeaderBytes;
+    shard.doc_starts.resize(n_docs);
+    for (uint64_t d = 0; d < n_docs; d++) {
+        const uint64_t s = shard_get_le(q + 8 * d, 8);
+        if (s >= n_tokens || (d == 0 && s != 0) || (d > 0 && s <= shard.doc_starts[d - 1]))
+            fatal("%s: doc_starts[%llu]=%llu is not ascending from 0 and below n_tokens %llu; %s",
+                  path.c_str(), (unsigned long long)d, (unsigned long long)s,
+                  (unsigned long long)n_tokens, fix);
+        shard.doc_starts[d] = s;
+    }
+    if (n_tokens > 0 && n_docs == 0)
+        fatal("%s: %llu tokens but no documents; %s", path.c_str(),
+              (unsigned long long)n_tokens, fix);
+
+    q += 8 * n_docs;
+    shard.tokens.resize(n_tokens);
+    const int tb = int(shard.token_bytes);
+    for (uint64_t i = 0; i < n_tokens; i++) {
+        const uint32_t t = uint32_t(shard_get_le(q + uint64_t(tb) * i, tb));
+        if (t >= shard.vocab_size)
+            fatal("%s: token %u at index %llu is >= vocab_size %u; %s", path.c_str(), t,
+                  (unsigned long long)i, shard.vocab_size, fix);
+        shard.tokens[i] = t;
+    }
+    return shard;
+}

@@ -1,0 +1,81 @@
+// Training the SentencePiece BPE tokenizer (link with -lsentencepiece_train -lsentencepiece).
+//
+// The options are chosen so that any text, code included, round-trips exactly:
+//   byte_fallback, character_coverage 1.0   no <unk>: unseen characters become byte pieces
+//   normalization identity, remove_extra_whitespaces=false, add_dummy_prefix=false
+//                                            text is not rewritten; indentation and leading
+//                                            spaces survive, and decode(encode(s)) == s
+//   allow_whitespace_only_pieces             runs of indentation spaces become single pieces
+//   split_digits                             numbers are spelled digit by digit
+// SentencePiece trains on lines, so no piece contains '\n' (newlines encode as the byte piece
+// <0x0A>). Results are reproducible: all lines are used when there are fewer than
+// input_sentence_size, and otherwise SentencePiece samples with a fixed seed.
+//
+// The lines are fed from memory through SentencePiece's SentenceIterator rather than a temp
+// file: a file's path would be recorded in the model, making tokenizer.model depend on --out.
+#pragma once
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+#include <string>
+#include <unordered_map>
+
+#include "layers/common.h"
+
+// Ids fixed by the project: the model code and the shards rely on BOS == 1.
+constexpr int kUnkId = 0, kBosId = 1, kEosId = 2;
+
+// Feeds the non-empty lines of an in-memory text to the trainer.
+class LineIterator : public sentencepiece::SentenceIterator {
+public:
+    explicit LineIterator(const std::string& text) : text_(text) { Next(); }
+    bool done() const override { return done_; }
+    void Next() override {
+        while (pos_ < text_.size()) {
+            size_t end = text_.find('\n', pos_);
+            if (end == std::string::npos) end = text_.size();
+            line_.assign(text_, pos_, end - pos_);
+            pos_ = end + 1;
+            if (!line_.empty()) return;
+        }
+        done_ = true;
+    }
+    const std::string& value() const override { return line_; }
+    sentencepiece::util::Status status() const override { return sentencepiece::util::Status(); }
+
+private:
+    const std::string& text_;
+    size_t pos_ = 0;
+    std::string line_;
+    bool done_ = false;
+};
+
+// Train on `text` (one sentence per line) and return the .model file's bytes.
+inline std::string train_bpe_tokenizer(const std::string& text, int vocab_size) {
+    const std::unordered_map<std::string, std::string> options = {
+        {"model_type", "bpe"},
+        {"vocab_size", std::to_string(vocab_size)},
+        {"byte_fallback", "true"},
+        {"character_coverage", "1.0"},
+        {"unk_id", std::to_string(kUnkId)},
+        {"bos_id", std::to_string(kBosId)},
+        {"eos_id", std::to_string(kEosId)},
+        {"pad_id", "-1"},
+        {"split_digits", "true"},
+        {"allow_whitespace_only_pieces", "true"},
+        {"remove_extra_whitespaces", "false"},
+        {"add_dummy_prefix", "false"},
+        {"normalization_rule_name", "identity"},
+        {"num_threads", "2"},                // fixed, so results do not depend on the machine
+        {"input_sentence_size", "2000000"},  // far above our ~220k lines: no sampling
+        {"shuffle_input_sentence", "true"},
+        {"minloglevel", "1"},                // keep SentencePiece's INFO chatter out of the log
+    };
+    sentencepiece::SetRandomGeneratorSeed(1234);
+    std::string model;
+    LineIterator lines(text);
+    const auto status = sentencepiece::SentencePieceTrainer::Train(options, &lines, &model);
+    if (!status.ok())
+        fatal("--vocab %d: SentencePiece training failed: %s", vocab_size,
+              status.ToString().c_str());
+    return model;
+}

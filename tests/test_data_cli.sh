@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# End-to-end test of build/data_tool on a small real slice of the corpus: prepare, inspect,
+# encode/decode round trips, reproducibility, and one-line errors for bad inputs.
+# The prepared files are written next to the raw corpus in build/test_corpus, where
+# tests/test_train_cli.sh expects them. Prints PASS/FAIL lines and "N passed, M failed";
+# exits non-zero if anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+tool=build/data_tool
+raw=build/test_corpus            # made by scripts/get_corpus.sh (one-time ~2 MB apt download)
+out=$raw                         # prepare's outputs do not collide with the raw files
+outputs=(tokenizer.model train.bin val.bin manifest.txt)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0 failed=0
+
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+summary() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit; }
+check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
+
+# expect_error NAME CMD...: CMD must exit non-zero with exactly one stderr line "error: ...".
+expect_error() {
+    local name=$1; shift
+    "$@" >/dev/null 2>"$work/err"
+    local rc=$?
+    if [ "$rc" -ne 0 ] && [ "$(wc -l < "$work/err")" -eq 1 ] && grep -q '^error: ' "$work/err"; then
+        pass "$name ($(cut -c1-90 "$work/err"))"
+    else
+        fail "$name (exit $rc, stderr: $(head -c 300 "$work/err"))"
+    fi
+}
+
+if [ ! -x "$tool" ]; then
+    fail "$tool is missing: run make build/data_tool"
+    summary
+fi
+
+if ! scripts/get_corpus.sh "$raw" > "$work/corpus.log" 2>&1; then
+    cat "$work/corpus.log"
+    fail "scripts/get_corpus.sh $raw"
+    summary
+fi
+check "get_corpus.sh made bible.txt, code/ and SOURCES.txt" \
+    test -s "$raw/bible.txt" -a -d "$raw/code" -a -s "$raw/SOURCES.txt"
+check "get_corpus.sh is idempotent" grep -q 'complete' <(scripts/get_corpus.sh "$raw" 2>&1)
+
+for f in "${outputs[@]}"; do rm -f "$out/$f"; done
+if "$tool" prepare --raw "$raw" --out "$out" --max-bytes 400000 --vocab 512 > "$work/prepare.log" 2>&1; then
+    pass "data_tool prepare --max-bytes 400000 --vocab 512"
+else
+    cat "$work/prepare.log"
+    fail "data_tool prepare --max-bytes 400000 --vocab 512"
+    summary
+fi
+for f in "${outputs[@]}"; do
+    check "prepare wrote $f" test -s "$out/$f"
+done
+check "no .tmp files left behind" test -z "$(find "$out" -name '*.tmp')"
+for f in train.bin val.bin; do
+    check "inspect loads $f" grep -q '^vocab_size: 512$' \
+        <("$tool" inspect "$out/$f" --tokenizer "$out/tokenizer.model" 2>&1)
+done
+check "manifest has a positive unigram baseline" \
+    awk '/^unigram_baseline_nats:/ { ok = ($2 > 0) } END { exit !ok }' "$out/manifest.txt"
+
+# Same inputs, same bytes.
+"$tool" prepare --raw "$raw" --out "$work/again" --max-bytes 400000 --vocab 512 > /dev/null 2>&1
+for f in "${outputs[@]}"; do
+    check "prepare is reproducible: $f" cmp -s "$out/$f" "$work/again/$f"
+done
+
+# Round trips: a Bible line, and Python code whose indentation must survive.
+roundtrip() {
+    "$tool" encode --tokenizer "$out/tokenizer.model" < "$1" \
+        | "$tool" decode --tokenizer "$out/tokenizer.model" > "$1.out" && cmp -s "$1" "$1.out"
+}
+sed -n '1000p' "$raw/bible.txt" > "$work/bible_line"
+check "encode/decode round-trips a Bible line" roundtrip "$work/bible_line"
+grep -m1 -A8 '^    def ' "$raw/code/json/decoder.py" > "$work/code_snippet"
+check "code snippet has indentation" grep -q '^        ' "$work/code_snippet"
+check "encode/decode round-trips Python code with indentation" roundtrip "$work/code_snippet"
+printf '\tcaf\xc3\xa9 \xe2\x88\x91   x\n\n' > "$work/odd_text"
+check "encode/decode round-trips tabs, unseen unicode and blank lines" roundtrip "$work/odd_text"
+
+# Bad inputs: one line each, non-zero exit.
+cp "$out/train.bin" "$work/truncated.bin" && truncate -s -1 "$work/truncated.bin"
+cp "$out/train.bin" "$work/badmagic.bin" && printf 'XXXX' | dd of="$work/badmagic.bin" conv=notrunc status=none
+expect_error "missing raw dir" "$tool" prepare --raw build/no_such_corpus --out "$work/x"
+expect_error "truncated shard" "$tool" inspect "$work/truncated.bin"
+expect_error "shard with bad magic" "$tool" inspect "$work/badmagic.bin"
+expect_error "missing shard" "$tool" inspect "$work/none.bin"
+expect_error "missing tokenizer file" "$tool" inspect "$out/train.bin" --tokenizer "$work/none.model"
+expect_error "corrupt tokenizer file" "$tool" encode --tokenizer "$out/train.bin" < /dev/null
+expect_error "--vocab 0" "$tool" prepare --raw "$raw" --out "$work/x" --vocab 0
+expect_error "--vocab abc" "$tool" prepare --raw "$raw" --out "$work/x" --vocab abc
+expect_error "--val-fraction 2" "$tool" prepare --raw "$raw" --out "$work/x" --val-fraction 2
+expect_error "unknown flag" "$tool" prepare --raw "$raw" --out "$work/x" --frobnicate
+expect_error "flag without value" "$tool" prepare --raw "$raw" --out
+expect_error "unknown command" "$tool" frobnicate
+expect_error "no command" "$tool"
+
+# A failing prepare (vocabulary too small for the characters) must not damage earlier outputs.
+mkdir -p "$work/before"
+for f in "${outputs[@]}"; do cp -p "$out/$f" "$work/before/"; done
+expect_error "vocab too small for the corpus" \
+    "$tool" prepare --raw "$raw" --out "$out" --max-bytes 400000 --vocab 265
+for f in "${outputs[@]}"; do
+    check "failed prepare leaves $f intact" cmp -s "$work/before/$f" "$out/$f"
+done
+
+check "data_tool --help" grep -q 'usage: data_tool' <("$tool" --help)
+
+summary
