@@ -46,6 +46,9 @@ build/infer: infer.cu $(wildcard layers/*.h model/*.h data/*.h) | build
 build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
+build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard layers/*.h model/*.h tests/*.h) | build
+	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
+
 include data/rules.mk
 include tests/rules.mk
 
@@ -65,7 +68,7 @@ train: deps
 	scripts/plot_loss.sh $(TRAIN_OUT)/metrics.csv $(TRAIN_OUT)/loss.png
 
 test: deps
-	$(MAKE) -j2 $(BINARIES) build/test_ops_cpu_broken_gelu
+	$(MAKE) -j2 $(BINARIES) build/test_ops_cpu_broken_gelu build/test_model_cpu_broken_gelu
 	tests/run_all.sh
 
 clean:

@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
     if (device != "cpu" && device != "auto") fatal("--device must be auto, cpu or cuda (got '%s')", device.c_str());
     if (device == "auto" && gpu_present()) std::fprintf(stderr, "note: a GPU is present, but this build runs on the CPU\n");
 
+    // Read the input files before the checkpoint, so a wrong path fails fast.
+    const std::string ppl_text = ppl_file.empty() ? "" : read_file(ppl_file, "check the --perplexity path");
+    std::string context = prompt_file.empty() ? "" : read_file(prompt_file, "check the --prompt-file path");
+    if (!ppl_file.empty() && ppl_text.empty()) fatal("--perplexity %s is empty", ppl_file.c_str());
     std::string path = checkpoint;
     if (is_directory(path)) {
         path = latest_checkpoint(checkpoint);
@@ -64,8 +68,7 @@ int main(int argc, char** argv) {
                  ck.cfg.n_embd, model.num_params() / 1e6, ctx);
 
     if (!ppl_file.empty()) {
-        const std::string text = read_file(ppl_file, "check the --perplexity path");
-        if (text.empty()) fatal("--perplexity %s is empty", ppl_file.c_str());
+        const std::string& text = ppl_text;
         std::vector<int> ids = tok.encode(text);
         ids.insert(ids.begin(), tok.bos_id());
         const auto t0 = std::chrono::steady_clock::now();
@@ -78,7 +81,6 @@ int main(int argc, char** argv) {
         return 0;
     }
 
-    std::string context = prompt_file.empty() ? "" : read_file(prompt_file, "check the --prompt-file path");
     context += prompt;
     std::vector<int> ids = tok.encode(context);
     ids.insert(ids.begin(), tok.bos_id());

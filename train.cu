@@ -3,6 +3,7 @@
 // atomically; resumes exactly; prints a sample at the end. `train --help` lists the flags.
 #include <cuda_runtime.h>
 #include <sys/stat.h>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -93,6 +94,20 @@ static void truncate_metrics(const std::string& path, int step) {
     std::rename(tmp.c_str(), path.c_str());
 }
 
+// A resumed run must share every flag that decides the losses with the run it continues.
+static void require_same_run_flags(const std::string& saved_json, const std::string& now_json, const std::string& out) {
+    const Json saved = JsonParser(saved_json).parse(), now = JsonParser(now_json).parse();
+    auto text = [](const Json& v) { return v.kind == Json::Bool ? std::string(v.b ? "on" : "off") : std::to_string(v.num); };
+    for (const auto& [key, value] : now.obj) {
+        std::string flag = "--" + key;
+        for (char& c : flag) c = c == '_' ? '-' : c;
+        if (!saved.has(key)) fatal("--resume: the checkpoint in %s does not record %s: start a fresh run", out.c_str(), flag.c_str());
+        if (text(saved.at(key)) != text(value))
+            fatal("--resume: %s is %s but the run in %s used %s: pass the same value to resume", flag.c_str(),
+                  text(value).c_str(), out.c_str(), text(saved.at(key)).c_str());
+    }
+}
+
 int main(int argc, char** argv) {
     TrainArgs a;
     Flags flags("train", "Train a GPT with rotary attention on a prepared corpus (make data).");
@@ -143,8 +158,7 @@ int main(int argc, char** argv) {
         if (existing.empty()) fatal("--resume: no checkpoint in %s to resume from; drop --resume to start fresh", a.out.c_str());
         ck = load_checkpoint(existing);
         if (!ck.has_train_state) fatal("--resume: %s holds no training state", existing.c_str());
-        if (ck.state.train_args != a.to_json())
-            fatal("--resume: the flags differ from the run in %s (%s): pass the same flags", a.out.c_str(), ck.state.train_args.c_str());
+        require_same_run_flags(ck.state.train_args, a.to_json(), a.out);
         const char* model_flags[] = {"layers", "width", "heads", "rope-theta"};
         for (const char* f : model_flags)
             if (flags.was_set(f) && config_to_json(cfg) != config_to_json(ck.cfg))
@@ -201,6 +215,8 @@ int main(int argc, char** argv) {
         std::printf("saved %s\n", checkpoint_path(a.out, at_step).c_str());
     };
     double last_val = NAN;
+    const char* kill_env = std::getenv("LNGPT_KILL_AT_STEP");
+    const int kill_at_step = kill_env ? std::atoi(kill_env) : -1;
     while (step < a.steps) {
         const double t0 = now_s();
         const float lr = lr_at(step, a.warmup, a.steps, a.lr, a.lr * a.min_lr_frac);
@@ -215,17 +231,21 @@ int main(int argc, char** argv) {
         const double dt = now_s() - t0;
         t_train += dt, steps_timed++;
         const double tok_s = tokens_per_step * steps_timed / t_train;
-        std::fprintf(metrics, "%d,train,%.6f,%.6g,%.6g,%.1f,%.3f\n", step, loss, lr, norm, tokens_per_step / dt, now_s() - t_start);
+        // %.9g prints a float exactly, so a resumed run can be compared bit for bit.
+        std::fprintf(metrics, "%d,train,%.9g,%.6g,%.6g,%.1f,%.3f\n", step, loss, lr, norm, tokens_per_step / dt, now_s() - t_start);
         if (step % a.log_every == 0 || step == 1 || step == a.steps)
             std::printf("step %5d/%d | loss %.6f | lr %.2e | norm %6.3f | %7.0f tok/s | ETA %s\n", step, a.steps, loss, lr,
                         norm, tok_s, fmt_duration((a.steps - step) * t_train / steps_timed).c_str());
         if ((a.val_every && step % a.val_every == 0) || step == a.steps) {
             last_val = validate(*model, val, val_batches, in, tg, ds, a.doc_mask);
             std::printf("step %5d/%d | val loss %.6f\n", step, a.steps, last_val);
-            std::fprintf(metrics, "%d,val,%.6f,,,,%.3f\n", step, last_val, now_s() - t_start);
+            std::fprintf(metrics, "%d,val,%.9g,,,,%.3f\n", step, last_val, now_s() - t_start);
         }
         if ((a.ckpt_every && step % a.ckpt_every == 0) || step == a.steps) save(step);
         std::fflush(stdout);
+        std::fflush(metrics);
+        // Test hook: die here as `kill -9` would (no cleanup), to prove resume is exact.
+        if (kill_at_step == step) raise(SIGKILL);
     }
     std::fclose(metrics);
     std::printf("done: %d steps, val loss %.4f, %.0f tokens/s, %s in training steps\n", step, last_val,

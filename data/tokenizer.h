@@ -19,7 +19,7 @@ public:
     Tokenizer() : sp_(new sentencepiece::SentencePieceProcessor) {}
 
     void load_file(const std::string& path) {
-        load_bytes(read_file(path, "run `make data` to create it, or pass the right --tokenizer"),
+        load_bytes(read_file(path, "run `make data` to create it"),
                    path);
     }
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs every CPU test (what `make test` and CI run) and sums their "N passed, M failed" lines.
+# Expects the binaries built (make test builds them first).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+total_pass=0 total_fail=0 broken=()
+run() {  # name, command...
+    local name=$1; shift
+    local start=$SECONDS log="build/logs/$name.log"
+    mkdir -p build/logs
+    echo "=== $name: $*"
+    "$@" 2>&1 | tee "$log"
+    local code=${PIPESTATUS[0]}
+    local summary; summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+    local p f
+    p=$(echo "$summary" | awk '{print $1}'); f=$(echo "$summary" | awk '{print $3}')
+    if [ -z "$summary" ]; then p=0; f=1; fi
+    if [ "$code" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then f=1; fi
+    total_pass=$((total_pass + p)) total_fail=$((total_fail + f))
+    [ "$f" -eq 0 ] || broken+=("$name")
+    echo "=== $name: ${p} passed, ${f} failed, exit $code, $((SECONDS - start)) s"
+}
+run ops ./build/test_ops_cpu
+run gradcheck_can_fail tests/expect_gradcheck_failure.sh
+run model ./build/test_model_cpu
+run data ./build/test_data
+run data_cli tests/test_data_cli.sh
+run train_cli tests/test_train_cli.sh
+echo
+[ ${#broken[@]} -eq 0 ] || echo "failing suites: ${broken[*]}"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
