@@ -27,7 +27,7 @@ endif
 TRAIN_OUT ?= out/train
 TRAIN_ARGS ?=
 
-.PHONY: help all deps train test clean
+.PHONY: help all deps train test test-gpu bench clean
 help:
 	@echo "make train   install deps, build, prepare the corpus, train the default model, sample"
 	@echo "make test    install deps, build everything (CUDA files too), run all CPU tests"
@@ -49,10 +49,20 @@ build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h model/*.h t
 build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard layers/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
 
+# GPU tests and benchmarks: every tests/gpu/test_*.cu and tests/gpu/bench_*.cu builds to
+# build/<name>. CI (no GPU) builds them all; `make test-gpu` and `make bench` run them.
+GPU_LIBS := -lcublasLt -lcublas -lcudnn $(NVCC_LIBS)
+GPU_SOURCES := $(wildcard tests/gpu/test_*.cu tests/gpu/bench_*.cu)
+GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
+build/test_%: tests/gpu/test_%.cu $(wildcard layers/*.h layers/cuda/*.cuh model/*.h data/*.h tests/*.h tests/gpu/*.cuh) | build
+	$(NVCC) $(NVCCFLAGS) -lineinfo -o $@ $< $(GPU_LIBS)
+build/bench_%: tests/gpu/bench_%.cu $(wildcard layers/*.h layers/cuda/*.cuh model/*.h data/*.h tests/*.h tests/gpu/*.cuh) | build
+	$(NVCC) $(NVCCFLAGS) -lineinfo -o $@ $< $(GPU_LIBS)
+
 include data/rules.mk
 include tests/rules.mk
 
-BINARIES := build/train build/infer build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu
+BINARIES := build/train build/infer build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu $(GPU_BINARIES)
 all: deps
 	$(MAKE) -j2 $(BINARIES)
 
@@ -70,6 +80,15 @@ train: deps
 test: deps
 	$(MAKE) -j2 $(BINARIES) build/test_ops_cpu_broken_gelu build/test_model_cpu_broken_gelu
 	tests/run_all.sh
+
+# On a machine with an NVIDIA GPU (H100/H200): every kernel against the CPU reference.
+test-gpu: deps
+	$(MAKE) -j4 $(BINARIES)
+	tests/gpu/run_gpu_tests.sh
+
+bench: deps
+	$(MAKE) -j4 $(GPU_BINARIES)
+	tests/gpu/run_bench.sh
 
 clean:
 	rm -rf build
