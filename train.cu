@@ -221,10 +221,8 @@ int main(int argc, char** argv) {
         const double t0 = now_s();
         const float lr = lr_at(step, a.warmup, a.steps, a.lr, a.lr * a.min_lr_frac);
         train.next_batch(in.data(), tg.data(), ds.data());
-        const float loss = model->forward(in.data(), tg.data(), a.doc_mask ? ds.data() : nullptr, a.batch, a.seq_len);
+        const float loss = model->forward_backward(in.data(), tg.data(), a.doc_mask ? ds.data() : nullptr, a.batch, a.seq_len);
         if (!std::isfinite(loss)) fatal("loss is %f at step %d: lower --lr (now %g) or raise --warmup", loss, step + 1, a.lr);
-        model->zero_grad();
-        model->backward();
         const double norm = model->grad_norm();
         model->adamw_step(lr, clip_scale(norm, a.grad_clip), opt, step + 1);
         step++;

@@ -51,6 +51,7 @@ void attention_forward(T* out,            // (B, N, H, D)
                     if (!mult[j]) continue;
                     const T* kj = k + ((size_t)b * N + j) * s.stride + (size_t)h * D;
                     T dot = 0;
+#pragma omp simd reduction(+ : dot)
                     for (int d = 0; d < D; d++) dot += qi[d] * kj[d];
                     score[j] = scale * dot;
                     if (score[j] > mx) mx = score[j];
@@ -67,6 +68,7 @@ void attention_forward(T* out,            // (B, N, H, D)
                     const T p = mult[j] * std::exp(score[j] - mx);
                     sum += p;
                     const T* vj = v + ((size_t)b * N + j) * s.stride + (size_t)h * D;
+#pragma omp simd
                     for (int d = 0; d < D; d++) oi[d] += p * vj[d];
                 }
                 for (int d = 0; d < D; d++) oi[d] /= sum;
@@ -104,12 +106,14 @@ void attention_backward(T* dq, T* dk, T* dv,  // (B, N, H, D), row stride s.stri
                     if (!m) continue;
                     const size_t krow = ((size_t)b * N + j) * s.stride + (size_t)h * D;
                     T dot = 0, dp = 0;
+#pragma omp simd reduction(+ : dot, dp)
                     for (int d = 0; d < D; d++) {
                         dot += q[qrow + d] * k[krow + d];
                         dp += dout[orow + d] * v[krow + d];
                     }
                     const T p = m * std::exp(scale * dot - li);
                     const T ds = p * (dp - delta);
+#pragma omp simd
                     for (int d = 0; d < D; d++) {
                         dv[krow + d] += p * dout[orow + d];
                         dq[qrow + d] += scale * ds * k[krow + d];

@@ -24,6 +24,15 @@ class ModelBackend {
                           const int* positions = nullptr) = 0;
     virtual void zero_grad() = 0;
     virtual void backward() = 0;  // adds the gradient of the last forward's mean loss
+    // One training step's worth: zeroes the gradients, then forward and backward; returns the
+    // mean loss. Backends override it to share work between the two (the CUDA backend runs
+    // the LM head once for both).
+    virtual float forward_backward(const int* inputs, const int* targets, const int* doc_start, int B, int T) {
+        const float loss = forward(inputs, targets, doc_start, B, T);
+        zero_grad();
+        backward();
+        return loss;
+    }
     virtual double grad_norm() = 0;
     virtual void adamw_step(float lr, float grad_scale, const AdamWConfig& opt, int step) = 0;
     virtual void logits_at(float* out, int b, int t) = 0;  // (V) after a forward

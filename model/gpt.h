@@ -89,6 +89,32 @@ ParamViews<T> param_views(T* base, const GPTConfig& c) {
     return v;
 }
 
+// GPT-2 style initialization: N(0, 0.02), residual projections scaled by 1/sqrt(2L),
+// LayerNorm gains 1, biases 0. Deterministic in the seed; every backend starts from it.
+template <typename T>
+void init_gpt_weights(T* params, const GPTConfig& cfg, uint64_t seed) {
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+    auto uniform = [&]() {  // splitmix64 -> (0, 1)
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        return ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    };
+    auto normal = [&]() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); };
+    for (const ParamTensor& t : param_layout(cfg)) {
+        T* w = params + t.offset;
+        const bool is_ln_gain = t.name.find("ln") != std::string::npos && t.name.find(".weight") != std::string::npos;
+        if (t.shape.size() == 1) {
+            for (size_t i = 0; i < t.size; i++) w[i] = is_ln_gain ? T(1) : T(0);
+            continue;
+        }
+        const bool residual_proj = t.name.find("proj.weight") != std::string::npos;
+        const double std_dev = residual_proj ? 0.02 / std::sqrt(2.0 * cfg.n_layer) : 0.02;
+        for (size_t i = 0; i < t.size; i++) w[i] = (T)(std_dev * normal());
+    }
+}
+
 // Everything forward keeps for backward, for one (B, T).
 template <typename T>
 struct BlockActs {
@@ -127,30 +153,7 @@ struct GPT {
         g = param_views(grads.data(), cfg);
     }
 
-    // GPT-2 style initialization: N(0, 0.02), residual projections scaled by 1/sqrt(2L),
-    // LayerNorm gains 1, biases 0. Deterministic in the seed.
-    void init_weights(uint64_t seed) {
-        uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-        auto uniform = [&]() {  // splitmix64 -> (0, 1)
-            uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-            z ^= z >> 31;
-            return ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-        };
-        auto normal = [&]() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); };
-        for (const ParamTensor& t : layout) {
-            T* w = params.data() + t.offset;
-            const bool is_ln_gain = t.name.find("ln") != std::string::npos && t.name.find(".weight") != std::string::npos;
-            if (t.shape.size() == 1) {
-                for (size_t i = 0; i < t.size; i++) w[i] = is_ln_gain ? T(1) : T(0);
-                continue;
-            }
-            const bool residual_proj = t.name.find("proj.weight") != std::string::npos;
-            const double std_dev = residual_proj ? 0.02 / std::sqrt(2.0 * cfg.n_layer) : 0.02;
-            for (size_t i = 0; i < t.size; i++) w[i] = (T)(std_dev * normal());
-        }
-    }
+    void init_weights(uint64_t seed) { init_gpt_weights(params.data(), cfg, seed); }
 
     void resize(int b, int t) {
         if (b == B && t == Tn) return;
