@@ -272,17 +272,24 @@ void check_comparison_can_fail(gc::Rng& rng) {
 }
 
 void check_supports() {
+    // Each verdict is taken before its message is built: the reason lands in `why`.
     std::string why;
     const AttnShape ok{2, 1000, 3, 128, 3 * 3 * 128};
-    report(attention_cudnn_supports(AttnPattern{AttnKind::Dense, true}, ok, false, &why) && why.empty(),
-           "supports dense causal D=128");
+    bool good = attention_cudnn_supports(AttnPattern{AttnKind::Dense, true}, ok, false, &why) && why.empty();
+    report(good, "supports dense causal D=128");
     AttnShape d96 = ok;
     d96.D = 96;
     d96.stride = 3 * 3 * 96;
-    report(!attention_cudnn_supports(AttnPattern{AttnKind::Dense, true}, d96, false, &why) && !why.empty(),
-           "refuses D=96: " + why);
-    report(!attention_cudnn_supports(AttnPattern{AttnKind::Dense, true}, ok, true, &why) && !why.empty(),
-           "refuses a document mask: " + why);
+    good = !attention_cudnn_supports(AttnPattern{AttnKind::Dense, true}, d96, false, &why) && !why.empty();
+    report(good, "refuses D=96: " + why);
+    why.clear();
+    good = !attention_cudnn_supports(AttnPattern{AttnKind::Dense, true}, ok, true, &why) && !why.empty();
+    report(good, "refuses a document mask: " + why);
+    AttnShape odd = ok;
+    odd.stride = 3 * 3 * 128 + 4;
+    why.clear();
+    good = !attention_cudnn_supports(AttnPattern{AttnKind::Dense, false}, odd, false, &why) && !why.empty();
+    report(good, "refuses a row stride that breaks 16-byte alignment: " + why);
 }
 
 }  // namespace
