@@ -1,0 +1,231 @@
+// Flash attention, CUDA: the launchers mirroring the CPU reference (layers/attention.h),
+//   attention_forward_cuda   ~ attention_forward
+//   attention_backward_cuda  ~ attention_backward
+// on bf16 storage with fp32 accumulation, head dims 64 and 128, for sm_90 (mma.sync m16n8k16,
+// ldmatrix, cp.async). Kernels: attention_flash_fwd.cuh, attention_flash_bwd.cuh; descriptors,
+// schedules and the online-softmax update: attention_flash_common.cuh.
+//
+// Layout (as the CPU reference): Q, K, V (B, N, H, D) read in place with token stride s.stride
+// (3*H*D for slices of a QKV buffer (B, N, 3, H, D)); O (B, N, H, D) contiguous; L (B, H, N) fp32,
+// natural log; a row with no key gets O = 0 and L = -inf. Causal and document masks use the
+// global positions pos (N).
+//
+// Unlike the CPU reference, whose backward ADDS into its gradient buffers, attention_backward_cuda
+// OVERWRITES dq, dk, dv (slices of a dQKV buffer, same strides as q, k, v): every element of the
+// three slices is written, none is read.
+#pragma once
+#include "layers/attention.h"
+#include "layers/cuda/attention_flash_bwd.cuh"
+#include "layers/cuda/attention_flash_fwd.cuh"
+
+namespace flash {
+
+template <typename K>
+inline void set_smem_limit(K kernel, int bytes) {
+    if (bytes > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+template <int D, int MT, int NW, int BN>
+void launch_forward(const Params& p, int B, cudaStream_t stream) {
+    constexpr int BM = 16 * MT * NW, smem = forward_smem_bytes<D, MT, NW, BN>();
+    auto kernel = attention_forward_kernel<D, MT, NW, BN, DenseSchedule>;
+    static bool once = (set_smem_limit(kernel, smem), true);
+    (void)once;
+    const dim3 grid(B * p.H, ceil_div(p.qrows.len, BM));
+    kernel<<<grid, NW * 32, smem, stream>>>(p);
+    CUDA_CHECK_LAST();
+}
+
+template <int D, int MT, int NW, int BM, bool ATOMIC>
+void launch_backward_dkdv(const Params& p, int B, cudaStream_t stream) {
+    constexpr int BN = 16 * MT * NW, smem = backward_dkdv_smem_bytes<D, MT, NW, BM, ATOMIC>();
+    auto kernel = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DenseSchedule>;
+    static bool once = (set_smem_limit(kernel, smem), true);
+    (void)once;
+    const dim3 grid(B * p.H, ceil_div(p.krows.len, BN));
+    kernel<<<grid, NW * 32, smem, stream>>>(p);
+    CUDA_CHECK_LAST();
+}
+
+template <int D, int MT, int NW, int BN>
+void launch_backward_dq(const Params& p, int B, cudaStream_t stream) {
+    constexpr int BM = 16 * MT * NW, smem = backward_dq_smem_bytes<D, MT, NW, BN>();
+    auto kernel = attention_backward_dq_kernel<D, MT, NW, BN, DenseSchedule>;
+    static bool once = (set_smem_limit(kernel, smem), true);
+    (void)once;
+    const dim3 grid(B * p.H, ceil_div(p.qrows.len, BM));
+    kernel<<<grid, NW * 32, smem, stream>>>(p);
+    CUDA_CHECK_LAST();
+}
+
+template <int D>
+void launch_rowwise(void (*kernel)(const Params, int, bool), const Params& p, int B, bool flag, cudaStream_t stream) {
+    const long long threads = (long long)B * p.q_tokens * p.H * (D / 8);
+    kernel<<<ceil_div(threads, 256), 256, 0, stream>>>(p, B, flag);
+    CUDA_CHECK_LAST();
+}
+
+template <int D>
+void launch_dq_convert(const Params& p, int B, cudaStream_t stream) {
+    const long long threads = (long long)B * p.q_tokens * p.H * (D / 8);
+    attention_backward_dq_convert_kernel<D><<<ceil_div(threads, 256), 256, 0, stream>>>(p, B);
+    CUDA_CHECK_LAST();
+}
+
+// Tile configurations, so the benchmark can compare them; variant 0 is what the public
+// launchers use (chosen by the measurements in notes/attention.md).
+struct Variant {
+    const char* name;
+    void (*run)(const Params&, int B, cudaStream_t);
+};
+
+template <int D, int MT, int NW, int BN>
+void fwd(const Params& p, int B, cudaStream_t st) { launch_forward<D, MT, NW, BN>(p, B, st); }
+
+// Backward, atomic dQ: preprocess (zeroing dQ), dK/dV + dQ atomics, convert.
+template <int D, int MT, int NW, int BM>
+void bwd_atomic(const Params& p, int B, cudaStream_t st) {
+    launch_rowwise<D>(attention_backward_preprocess_kernel<D>, p, B, true, st);
+    launch_backward_dkdv<D, MT, NW, BM, true>(p, B, st);
+    launch_dq_convert<D>(p, B, st);
+}
+// Backward, deterministic: preprocess, dK/dV, then a separate dQ pass.
+template <int D, int MT, int NW, int BM, int QMT, int QNW, int QBN>
+void bwd_det(const Params& p, int B, cudaStream_t st) {
+    launch_rowwise<D>(attention_backward_preprocess_kernel<D>, p, B, false, st);
+    launch_backward_dkdv<D, MT, NW, BM, false>(p, B, st);
+    launch_backward_dq<D, QMT, QNW, QBN>(p, B, st);
+}
+
+inline const Variant* forward_variants(int D, int* count) {
+    static const Variant v64[] = {
+        {"fwd mt2 w4 bn64", fwd<64, 2, 4, 64>},
+        {"fwd mt2 w4 bn128", fwd<64, 2, 4, 128>},
+        {"fwd mt1 w8 bn64", fwd<64, 1, 8, 64>},
+    };
+    static const Variant v128[] = {
+        {"fwd mt2 w4 bn64", fwd<128, 2, 4, 64>},
+        {"fwd mt2 w4 bn32", fwd<128, 2, 4, 32>},
+        {"fwd mt1 w8 bn64", fwd<128, 1, 8, 64>},
+    };
+    *count = 3;
+    return D == 64 ? v64 : v128;
+}
+
+inline const Variant* backward_variants(int D, int* count) {
+    static const Variant v64[] = {
+        {"bwd atomic mt1 w8 bm64", bwd_atomic<64, 1, 8, 64>},
+        {"bwd determ mt1 w8 bm64 | dq mt2 w4 bn64", bwd_det<64, 1, 8, 64, 2, 4, 64>},
+        {"bwd atomic mt2 w4 bm32", bwd_atomic<64, 2, 4, 32>},
+    };
+    static const Variant v128[] = {
+        {"bwd atomic mt1 w8 bm64", bwd_atomic<128, 1, 8, 64>},
+        {"bwd determ mt1 w8 bm64 | dq mt1 w8 bn64", bwd_det<128, 1, 8, 64, 1, 8, 64>},
+        {"bwd atomic mt1 w8 bm32", bwd_atomic<128, 1, 8, 32>},
+    };
+    *count = 3;
+    return D == 64 ? v64 : v128;
+}
+
+// Checks the arguments and fills the kernel parameters of dense attention over one sequence.
+inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int* pos, const int* doc_start,
+                          const AttnPattern& pattern, const AttnShape& s, float scale) {
+    if (pattern.kind != AttnKind::Dense)
+        fatal("attention_*_cuda: pattern '%s' has no CUDA kernel yet (only dense)", attn_kind_name(pattern.kind));
+    if (s.D != 64 && s.D != 128) fatal("attention_*_cuda: head dim %d is not supported (64 or 128)", s.D);
+    if (s.stride % 8 != 0 || s.stride < s.H * s.D)
+        fatal("attention_*_cuda: token stride %d must be a multiple of 8 and at least H*D = %d", s.stride, s.H * s.D);
+    auto aligned = [](const void* x) { return ((uintptr_t)x & 15) == 0; };
+    if (!aligned(q) || !aligned(k) || !aligned(v))
+        fatal("attention_*_cuda: q, k, v must be 16-byte aligned (cp.async 16-byte loads)");
+    Params p{};
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.qpos = p.kpos = pos;
+    p.doc_start = doc_start;
+    p.H = s.H;
+    p.q_tokens = p.kv_tokens = s.N;
+    p.q_stride = p.kv_stride = s.stride;
+    p.qrows = p.krows = RowMap{0, 1, s.N};
+    p.causal = pattern.causal;
+    p.scale = scale;
+    p.scale_log2 = scale * kLog2e;
+    return p;
+}
+
+// Workspace carve-up: lse_log2 and delta (B, H, N) fp32, then the fp32 dQ accumulator
+// (B, N, H, D), 256-byte aligned.
+inline size_t workspace_rowstats_bytes(const AttnShape& s) {
+    const size_t n = (size_t)s.B * s.H * s.N * 4;
+    return (2 * n + 255) / 256 * 256;
+}
+
+}  // namespace flash
+
+inline size_t attention_backward_workspace_bytes(AttnShape s) {
+    return flash::workspace_rowstats_bytes(s) + (size_t)s.B * s.N * s.H * s.D * 4;
+}
+
+// Forward with an explicit tile configuration (flash::forward_variants); variant 0 is the default.
+inline void attention_forward_cuda_variant(int variant, bf16* out, float* lse, const bf16* q, const bf16* k,
+                                           const bf16* v, const int* pos, const int* doc_start,
+                                           const AttnPattern& pattern, AttnShape s, float scale, cudaStream_t stream) {
+    if (s.B == 0 || s.N == 0) return;
+    flash::Params p = flash::make_params(q, k, v, pos, doc_start, pattern, s, scale);
+    p.o = out;
+    p.lse = lse;
+    int count = 0;
+    const flash::Variant* vs = flash::forward_variants(s.D, &count);
+    if (variant < 0 || variant >= count) fatal("attention_forward_cuda_variant: no variant %d", variant);
+    vs[variant].run(p, s.B, stream);
+}
+
+inline void attention_forward_cuda(bf16* out,          // (B, N, H, D)
+                                   float* lse,         // (B, H, N)
+                                   const bf16* q, const bf16* k, const bf16* v,  // (B, N, H, D), stride s.stride
+                                   const int* pos,        // (N) global positions, increasing
+                                   const int* doc_start,  // (B, N) or nullptr
+                                   const AttnPattern& pattern, AttnShape s, float scale, cudaStream_t stream) {
+    attention_forward_cuda_variant(0, out, lse, q, k, v, pos, doc_start, pattern, s, scale, stream);
+}
+
+inline void attention_backward_cuda_variant(int variant, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
+                                            const bf16* out, const float* lse, const bf16* q, const bf16* k,
+                                            const bf16* v, const int* pos, const int* doc_start,
+                                            const AttnPattern& pattern, AttnShape s, float scale, float* workspace,
+                                            cudaStream_t stream) {
+    if (s.B == 0 || s.N == 0) return;
+    flash::Params p = flash::make_params(q, k, v, pos, doc_start, pattern, s, scale);
+    if (((uintptr_t)dq & 15) || ((uintptr_t)dk & 15) || ((uintptr_t)dv & 15) || ((uintptr_t)dout & 15) ||
+        ((uintptr_t)out & 15) || ((uintptr_t)workspace & 15))
+        fatal("attention_backward_cuda: dq, dk, dv, dout, out and workspace must be 16-byte aligned");
+    p.o = const_cast<bf16*>(out);
+    p.lse = const_cast<float*>(lse);
+    p.dout = dout;
+    p.dq = dq;
+    p.dk = dk;
+    p.dv = dv;
+    const size_t n = (size_t)s.B * s.H * s.N;
+    p.lse_log2 = workspace;
+    p.delta = workspace + n;
+    p.dq_accum = reinterpret_cast<float*>(reinterpret_cast<char*>(workspace) + flash::workspace_rowstats_bytes(s));
+    int count = 0;
+    const flash::Variant* vs = flash::backward_variants(s.D, &count);
+    if (variant < 0 || variant >= count) fatal("attention_backward_cuda_variant: no variant %d", variant);
+    vs[variant].run(p, s.B, stream);
+}
+
+inline void attention_backward_cuda(bf16* dq, bf16* dk, bf16* dv,  // (B, N, H, D), stride s.stride: OVERWRITTEN
+                                    const bf16* dout,   // (B, N, H, D)
+                                    const bf16* out,    // (B, N, H, D)
+                                    const float* lse,   // (B, H, N)
+                                    const bf16* q, const bf16* k, const bf16* v,  // (B, N, H, D), stride s.stride
+                                    const int* pos, const int* doc_start, const AttnPattern& pattern, AttnShape s,
+                                    float scale,
+                                    float* workspace,  // attention_backward_workspace_bytes(s)
+                                    cudaStream_t stream) {
+    attention_backward_cuda_variant(0, dq, dk, dv, dout, out, lse, q, k, v, pos, doc_start, pattern, s, scale,
+                                    workspace, stream);
+}

@@ -1,0 +1,423 @@
+// Flash attention backward on tensor cores (FlashAttention-2 structure), in up to four kernels:
+//  1. attention_backward_preprocess_kernel: delta = rowsum(dO * O), L in the log2 domain, and
+//     (atomic variant) the fp32 dQ accumulator zeroed;
+//  2. attention_backward_dkdv_kernel: one block per (key tile, b, h) walks its query tiles,
+//     recomputes P^T from L, and accumulates dK, dV in registers; in the atomic variant it also
+//     adds dS K into the fp32 dQ accumulator;
+//  3a. (atomic) attention_backward_dq_convert_kernel: dQ accumulator -> bf16 dq;
+//  3b. (deterministic) attention_backward_dq_kernel: one block per (query tile, b, h) recomputes
+//     P and dS and accumulates dQ in registers: two more matrix products per tile, no atomics,
+//     bit-identical results run to run.
+// With dS = P * (dP - delta) * scale:  dV = P^T dO,  dK = dS^T Q,  dQ = dS K.
+#pragma once
+#include "layers/cuda/attention_flash_fwd.cuh"  // mask_scores
+
+namespace flash {
+
+// One group of D/8 threads per (b, token, h) row, 8 elements (16 bytes) each. Threads past the
+// last row stay (clamped, storing nothing) so the group shuffles see every lane.
+template <int D>
+__global__ void attention_backward_preprocess_kernel(const Params p, int B, bool zero_dq) {
+    constexpr int TPR = D / 8;
+    const long long rows = (long long)B * p.q_tokens * p.H;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool valid = idx / TPR < rows;
+    const long long row = valid ? idx / TPR : rows - 1;  // ((b * q_tokens) + token) * H + h
+    const int part = (int)(idx % TPR);
+    const int h = (int)(row % p.H);
+    const long long bt = row / p.H;
+    const int tok = (int)(bt % p.q_tokens), b = (int)(bt / p.q_tokens);
+    const uint4 vo = *reinterpret_cast<const uint4*>(p.o + row * D + part * 8);
+    const uint4 vd = *reinterpret_cast<const uint4*>(p.dout + row * D + part * 8);
+    const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&vo);
+    const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&vd);
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 a = __bfloat1622float2(o2[i]), c = __bfloat1622float2(d2[i]);
+        sum = fmaf(a.x, c.x, fmaf(a.y, c.y, sum));
+    }
+#pragma unroll
+    for (int off = TPR / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (!valid) return;
+    if (part == 0) {
+        const size_t li = ((size_t)b * p.H + h) * p.q_tokens + tok;
+        p.delta[li] = sum;
+        const float L = p.lse[li];
+        p.lse_log2[li] = L == -INFINITY ? INFINITY : L * kLog2e;
+    }
+    if (zero_dq) {
+        float4* dst = reinterpret_cast<float4*>(p.dq_accum + row * D + part * 8);
+        dst[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+        dst[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+
+// dq (strided) = bf16(dq_accum), 8 elements per thread.
+template <int D>
+__global__ void attention_backward_dq_convert_kernel(const Params p, int B) {
+    constexpr int TPR = D / 8;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long row = idx / TPR;
+    const int part = (int)(idx % TPR);
+    if (row >= (long long)B * p.q_tokens * p.H) return;
+    const int h = (int)(row % p.H);
+    const long long bt = row / p.H;
+    const float4* src = reinterpret_cast<const float4*>(p.dq_accum + row * D + part * 8);
+    const float4 x = src[0], y = src[1];
+    uint4 out;
+    out.x = pack_bf16(x.x, x.y);
+    out.y = pack_bf16(x.z, x.w);
+    out.z = pack_bf16(y.x, y.y);
+    out.w = pack_bf16(y.z, y.w);
+    *reinterpret_cast<uint4*>(p.dq + bt * p.q_stride + h * D + part * 8) = out;
+}
+
+template <int D, int MT, int NW, int BM, bool DQ_ATOMIC>
+constexpr int backward_dkdv_smem_bytes() {
+    // K, V (BN, D); 2 stages of Q, dO (BM, D); 2 stages of L, delta (BM) fp32; dS^T (BN, BM).
+    return (2 * 16 * MT * NW * D + 4 * BM * D) * 2 + 4 * BM * 4 + (DQ_ATOMIC ? 16 * MT * NW * BM * 2 : 0);
+}
+
+// Issue the cp.async loads of one query tile (Q, dO, L, delta) into stage buffers.
+template <int D, int BM, int NT>
+__device__ __forceinline__ void load_query_side(const Params& p, int b, int h, int q0, uint32_t sQ,
+                                                uint32_t sdO, uint32_t sL, uint32_t sDelta) {
+    const int qn = min(BM, p.qrows.len - q0);
+    load_tile_async<BM, D, NT>(sQ, p.q + (size_t)b * p.q_tokens * p.q_stride + h * D, p.q_stride, p.qrows, q0, qn);
+    load_tile_async<BM, D, NT>(sdO, p.dout + (size_t)b * p.q_tokens * p.H * D + h * D, p.H * D, p.qrows, q0, qn);
+    const size_t rowbase = ((size_t)b * p.H + h) * p.q_tokens;
+    for (int i = threadIdx.x; i < BM; i += NT) {
+        const bool ok = i < qn;  // past the end: L = delta = 0, harmless since Q = dO = 0 there
+        const size_t at = rowbase + p.qrows.token(ok ? q0 + i : q0);
+        cp_async_4(sL + i * 4, p.lse_log2 + at, ok);
+        cp_async_4(sDelta + i * 4, p.delta + at, ok);
+    }
+}
+
+// Zeroes P^T (keys as rows from key_row0, queries as columns from q0) where the pair is masked,
+// the key lies past the keys or the query past the queries.
+template <int MT, int QB>
+__device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params& p, int b, int key_row0, int q0,
+                                             int qn) {
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    int kp[MT][2];
+    bool kok[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = key_row0 + mt * 16 + g + 8 * r;
+            kok[mt][r] = row < p.krows.len;
+            kp[mt][r] = __ldg(p.kpos + p.krows.token(kok[mt][r] ? row : 0));
+        }
+#pragma unroll
+    for (int j = 0; j < QB; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int col = 8 * j + 2 * t + e;
+            const bool qok = col < qn;
+            const int tok = p.qrows.token(qok ? q0 + col : q0);
+            const int qpos = __ldg(p.qpos + tok);
+            const int qdoc = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    if (!(qok && kok[mt][r] && key_allowed(p.causal, p.doc_start != nullptr, qpos, qdoc, kp[mt][r])))
+                        s[mt][j][2 * r + e] = 0.f;
+        }
+}
+
+// Block: NW warps, each owning MT m-tiles of 16 KEYS (BN = 16*MT*NW keys), walking query tiles
+// of BM rows. The warp computes the transposed products (keys as rows) so that P^T and dS^T
+// come out of the MMAs already in the A-operand layout of dV += P^T dO and dK += dS^T Q.
+template <int D, int MT, int NW, int BM, bool DQ_ATOMIC, class Schedule>
+__global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(const Params p) {
+    constexpr int NT = NW * 32, BN = 16 * MT * NW;
+    constexpr int QB = BM / 8;  // 8-column blocks (queries) of the transposed score tile
+    constexpr int DB = D / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const uint32_t sK = smem_u32(smem);          // (BN, D)
+    const uint32_t sV = sK + BN * D * 2;         // (BN, D)
+    const uint32_t sQ = sV + BN * D * 2;         // 2 x (BM, D)
+    const uint32_t sdO = sQ + 2 * BM * D * 2;    // 2 x (BM, D)
+    const uint32_t sL = sdO + 2 * BM * D * 2;    // 2 x (BM) fp32, log2 domain
+    const uint32_t sDelta = sL + 2 * BM * 4;     // 2 x (BM) fp32
+    const uint32_t sdS = sDelta + 2 * BM * 4;    // (BN, BM) bf16: dS^T, atomic variant only
+    const float* fL = reinterpret_cast<const float*>(smem + (sL - sK));
+    const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - sK));
+
+    const int b = blockIdx.x / p.H, h = blockIdx.x % p.H;
+    const int ktile = blockIdx.y;  // causal: the first key tiles see the most queries and start first
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int k0 = ktile * BN, kn = min(BN, p.krows.len - k0);
+    const KeyTile kt = key_tile_info(p, k0, kn);
+    const TileRange queries = Schedule::query_tiles(p, kt, BM);
+    const int n = queries.count();
+    const bf16* kbase = p.k + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
+    const bf16* vbase = p.v + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
+
+    float dk[MT][DB][4] = {}, dv[MT][DB][4] = {};
+    if (n > 0) {
+        load_tile_async<BN, D, NT>(sK, kbase, p.kv_stride, p.krows, k0, kn);
+        load_tile_async<BN, D, NT>(sV, vbase, p.kv_stride, p.krows, k0, kn);
+        load_query_side<D, BM, NT>(p, b, h, queries.tile(0) * BM, sQ, sdO, sL, sDelta);
+        cp_async_commit();
+    }
+    for (int it = 0; it < n; it++) {
+        cp_async_wait_all();
+        __syncthreads();  // tile `it` landed; every warp is done with the other stage and with dS^T
+        if (it + 1 < n) {
+            const int st = (it + 1) & 1;
+            load_query_side<D, BM, NT>(p, b, h, queries.tile(it + 1) * BM, sQ + st * BM * D * 2,
+                                       sdO + st * BM * D * 2, sL + st * BM * 4, sDelta + st * BM * 4);
+            cp_async_commit();
+        }
+        const int st = it & 1;
+        const uint32_t Qs = sQ + st * BM * D * 2, dOs = sdO + st * BM * D * 2;
+        const float* Ls = fL + st * BM;
+        const float* Deltas = fDelta + st * BM;
+        const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
+
+        // S^T = K Q^T, (16*MT keys, BM queries) per warp.
+        float s[MT][QB][4] = {};
+#pragma unroll
+        for (int kc = 0; kc < D / 16; kc++) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sK, warp * 16 * MT + mt * 16, kc * 16);
+            mma_rows_times_tile<MT, QB, D, true>(s, a, Qs, kc * 16);
+        }
+        // P^T = 2^(S^T scale_log2 - L_log2[query]); masked pairs 0.
+#pragma unroll
+        for (int j = 0; j < QB; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float Lq = Ls[8 * j + 2 * t + e];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++) s[mt][j][2 * r + e] = ex2(fmaf(s[mt][j][2 * r + e], p.scale_log2, -Lq));
+            }
+        bool need_mask = kn < BN || p.doc_start != nullptr;
+        if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
+        if (need_mask) mask_probs_t<MT, QB>(s, p, b, k0 + warp * 16 * MT, q0, qn);
+        // dV += P^T dO
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) scores_to_a<QB>(a[mt], s[mt], kk);
+            mma_rows_times_tile<MT, DB, D, false>(dv, a, dOs, kk * 16);
+        }
+        // dP^T = V dO^T
+        float dp[MT][QB][4] = {};
+#pragma unroll
+        for (int kc = 0; kc < D / 16; kc++) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sV, warp * 16 * MT + mt * 16, kc * 16);
+            mma_rows_times_tile<MT, QB, D, true>(dp, a, dOs, kc * 16);
+        }
+        // dS^T = P^T (dP^T - delta[query]) scale, kept in s.
+#pragma unroll
+        for (int j = 0; j < QB; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float dl = Deltas[8 * j + 2 * t + e];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++)
+                        s[mt][j][2 * r + e] = s[mt][j][2 * r + e] * (dp[mt][j][2 * r + e] - dl) * p.scale;
+            }
+        // dK += dS^T Q
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) scores_to_a<QB>(a[mt], s[mt], kk);
+            mma_rows_times_tile<MT, DB, D, false>(dk, a, Qs, kk * 16);
+        }
+        if constexpr (DQ_ATOMIC) {
+            // dS^T to shared memory, then dQ (BM, D) = dS K split over the warps, added in fp32.
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int j = 0; j < QB; j++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++) {
+                        const int row = warp * 16 * MT + mt * 16 + g + 8 * r, col = 8 * j + 2 * t;
+                        const uint32_t v = pack_bf16(s[mt][j][2 * r], s[mt][j][2 * r + 1]);
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + swz<BM>(row, col >> 3) + (col & 7) * 2),
+                                     "r"(v)
+                                     : "memory");
+                    }
+            __syncthreads();
+            constexpr int QM = BM / 16;                         // m-tiles of dQ
+            constexpr int WM = QM >= NW ? QM / NW : 1;          // m-tiles per warp
+            constexpr int WARPS_M = QM / WM, DSPLIT = NW / WARPS_M, DW = D / DSPLIT;
+            static_assert(WARPS_M * DSPLIT == NW && DW % 16 == 0, "dQ warp split");
+            const int wm = warp % WARPS_M, wd = warp / WARPS_M;
+            float dq[WM][DW / 8][4] = {};
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                uint32_t a[WM][4];
+#pragma unroll
+                for (int mt = 0; mt < WM; mt++) ld_a_t<BM>(a[mt], sdS, (wm * WM + mt) * 16, kk * 16);
+#pragma unroll
+                for (int np = 0; np < DW / 16; np++) {
+                    uint32_t bb[4];
+                    ld_b_kn<D>(bb, sK, kk * 16, wd * DW + np * 16);
+#pragma unroll
+                    for (int mt = 0; mt < WM; mt++) {
+                        mma_16816(dq[mt][2 * np], a[mt], bb[0], bb[1]);
+                        mma_16816(dq[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int mt = 0; mt < WM; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const int row = (wm * WM + mt) * 16 + g + 8 * r;
+                    if (row >= qn) continue;
+                    float* dst = p.dq_accum + (((size_t)b * p.q_tokens + p.qrows.token(q0 + row)) * p.H + h) * D +
+                                 wd * DW + 2 * t;
+#pragma unroll
+                    for (int db = 0; db < DW / 8; db++)
+                        atomicAdd(reinterpret_cast<float2*>(dst + db * 8),
+                                  make_float2(dq[mt][db][2 * r], dq[mt][db][2 * r + 1]));
+                }
+        }
+    }
+
+    // dK, dV overwrite their slices of the dQKV buffer (every key row belongs to one block).
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = k0 + warp * 16 * MT + mt * 16 + g + 8 * r;
+            if (row >= p.krows.len) continue;
+            const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
+#pragma unroll
+            for (int db = 0; db < DB; db++) {
+                *reinterpret_cast<__nv_bfloat162*>(p.dk + at + db * 8) =
+                    __floats2bfloat162_rn(dk[mt][db][2 * r], dk[mt][db][2 * r + 1]);
+                *reinterpret_cast<__nv_bfloat162*>(p.dv + at + db * 8) =
+                    __floats2bfloat162_rn(dv[mt][db][2 * r], dv[mt][db][2 * r + 1]);
+            }
+        }
+}
+
+template <int D, int MT, int NW, int BN>
+constexpr int backward_dq_smem_bytes() {
+    return (2 * 16 * MT * NW * D + 4 * BN * D) * 2;  // Q, dO (BM, D); 2 stages of K, V (BN, D)
+}
+
+// Deterministic dQ: the forward's structure (query tile walks key tiles), with P recomputed
+// from L and dS = P (dO V^T - delta) scale; dQ accumulates in registers.
+template <int D, int MT, int NW, int BN, class Schedule>
+__global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(const Params p) {
+    constexpr int NT = NW * 32, BM = 16 * MT * NW;
+    constexpr int NB = BN / 8, DB = D / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const uint32_t sQ = smem_u32(smem);          // (BM, D)
+    const uint32_t sdO = sQ + BM * D * 2;        // (BM, D)
+    const uint32_t sK = sdO + BM * D * 2;        // 2 x (BN, D)
+    const uint32_t sV = sK + 2 * BN * D * 2;     // 2 x (BN, D)
+
+    const int b = blockIdx.x / p.H, h = blockIdx.x % p.H;
+    const int qtile = gridDim.y - 1 - blockIdx.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
+    const QueryTile qt = query_tile_info<NT>(p, b, q0, qn);
+    const TileRange keys = Schedule::key_tiles(p, qt, BN);
+    const int n = keys.count();
+    const bf16* kbase = p.k + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
+    const bf16* vbase = p.v + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
+
+    float Lr[MT][2], dl[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = q0 + warp * 16 * MT + mt * 16 + g + 8 * r;
+            const bool ok = row < p.qrows.len;
+            const size_t li = ((size_t)b * p.H + h) * p.q_tokens + p.qrows.token(ok ? row : q0);
+            Lr[mt][r] = ok ? p.lse_log2[li] : INFINITY;
+            dl[mt][r] = ok ? p.delta[li] : 0.f;
+        }
+
+    float dq[MT][DB][4] = {};
+    if (n > 0) {
+        load_tile_async<BM, D, NT>(sQ, p.q + (size_t)b * p.q_tokens * p.q_stride + h * D, p.q_stride, p.qrows, q0, qn);
+        load_tile_async<BM, D, NT>(sdO, p.dout + (size_t)b * p.q_tokens * p.H * D + h * D, p.H * D, p.qrows, q0, qn);
+        const int k0 = keys.tile(0) * BN;
+        load_tile_async<BN, D, NT>(sK, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+        load_tile_async<BN, D, NT>(sV, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+        cp_async_commit();
+    }
+    for (int it = 0; it < n; it++) {
+        cp_async_wait_all();
+        __syncthreads();
+        if (it + 1 < n) {
+            const int k0 = keys.tile(it + 1) * BN, st = (it + 1) & 1;
+            load_tile_async<BN, D, NT>(sK + st * BN * D * 2, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+            load_tile_async<BN, D, NT>(sV + st * BN * D * 2, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+            cp_async_commit();
+        }
+        const uint32_t Ks = sK + (it & 1) * BN * D * 2, Vs = sV + (it & 1) * BN * D * 2;
+        const int k0 = keys.tile(it) * BN;
+        const KeyTile kt = key_tile_info(p, k0, min(BN, p.krows.len - k0));
+
+        // S = Q K^T and dP = dO V^T, (16*MT, BN) each.
+        float s[MT][NB][4] = {}, dp[MT][NB][4] = {};
+#pragma unroll
+        for (int kc = 0; kc < D / 16; kc++) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sQ, warp * 16 * MT + mt * 16, kc * 16);
+            mma_rows_times_tile<MT, NB, D, true>(s, a, Ks, kc * 16);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sdO, warp * 16 * MT + mt * 16, kc * 16);
+            mma_rows_times_tile<MT, NB, D, true>(dp, a, Vs, kc * 16);
+        }
+        if (pair_needs_mask(p, qt, kt, BN)) mask_scores<MT, NB>(s, p, b, q0 + warp * 16 * MT, k0, kt.n);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int j = 0; j < NB; j++)
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const float pr = ex2(fmaf(s[mt][j][2 * r + e], p.scale_log2, -Lr[mt][r]));
+                        s[mt][j][2 * r + e] = pr * (dp[mt][j][2 * r + e] - dl[mt][r]) * p.scale;
+                    }
+        // dQ += dS K
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) scores_to_a<NB>(a[mt], s[mt], kk);
+            mma_rows_times_tile<MT, DB, D, false>(dq, a, Ks, kk * 16);
+        }
+    }
+
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = q0 + warp * 16 * MT + mt * 16 + g + 8 * r;
+            if (row >= p.qrows.len) continue;
+            bf16* dst = p.dq + ((size_t)b * p.q_tokens + p.qrows.token(row)) * p.q_stride + h * D + 2 * t;
+#pragma unroll
+            for (int db = 0; db < DB; db++)
+                *reinterpret_cast<__nv_bfloat162*>(dst + db * 8) =
+                    __floats2bfloat162_rn(dq[mt][db][2 * r], dq[mt][db][2 * r + 1]);
+        }
+}
+
+}  // namespace flash

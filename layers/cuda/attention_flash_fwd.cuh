@@ -1,0 +1,144 @@
+// Flash attention forward on tensor cores (FlashAttention-2 structure): one block per
+// (query tile, b, h) walks the key tiles its schedule gives, keeping O, the row max and the row
+// sum in registers; K/V tiles stream through a 2-stage cp.async pipeline. See
+// attention_flash_common.cuh for the descriptors, attention_flash.cuh for the launcher.
+#pragma once
+#include "layers/cuda/attention_flash_common.cuh"
+
+namespace flash {
+
+// Shared memory of the forward kernel: Q (BM, D) and two stages of K and V (BN, D), bf16.
+template <int D, int MT, int NW, int BN>
+constexpr int forward_smem_bytes() {
+    return (16 * MT * NW * D + 4 * BN * D) * 2;
+}
+
+// Sets s[mt][j][*] = -inf where the key is not allowed for the row (or lies past the keys).
+// Row positions are re-read here rather than kept in registers: few tiles need a mask.
+template <int MT, int NB>
+__device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params& p, int b, int row0, int k0,
+                                            int kn) {
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    int qp[MT][2], qd[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1);  // rows past the end: any
+            const int tok = p.qrows.token(row);
+            qp[mt][r] = __ldg(p.qpos + tok);
+            qd[mt][r] = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
+        }
+#pragma unroll
+    for (int j = 0; j < NB; j++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int col = 8 * j + 2 * t + e;
+            const bool valid = col < kn;
+            const int kp = valid ? __ldg(p.kpos + p.krows.token(k0 + col)) : 0;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    if (!valid || !key_allowed(p.causal, p.doc_start != nullptr, qp[mt][r], qd[mt][r], kp))
+                        s[mt][j][2 * r + e] = -INFINITY;
+        }
+    }
+}
+
+// Block: NW warps, each owning MT m-tiles of 16 query rows (BM = 16*MT*NW rows); key tiles of BN.
+template <int D, int MT, int NW, int BN, class Schedule>
+__global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(const Params p) {
+    constexpr int NT = NW * 32, BM = 16 * MT * NW;
+    constexpr int NB = BN / 8;  // 8-column blocks of a score tile
+    constexpr int DB = D / 8;   // 8-column blocks of O
+    extern __shared__ __align__(128) unsigned char smem[];
+    const uint32_t sQ = smem_u32(smem);                 // (BM, D)
+    const uint32_t sK = sQ + BM * D * 2;                // 2 x (BN, D)
+    const uint32_t sV = sK + 2 * BN * D * 2;            // 2 x (BN, D)
+
+    const int b = blockIdx.x / p.H, h = blockIdx.x % p.H;
+    const int qtile = gridDim.y - 1 - blockIdx.y;  // the longest causal rows start first
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
+
+    const QueryTile qt = query_tile_info<NT>(p, b, q0, qn);
+    const TileRange keys = Schedule::key_tiles(p, qt, BN);
+    const int n = keys.count();
+
+    const bf16* qbase = p.q + (size_t)b * p.q_tokens * p.q_stride + h * D;
+    const bf16* kbase = p.k + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
+    const bf16* vbase = p.v + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
+
+    float acc[MT][DB][4] = {};
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+
+    if (n > 0) {
+        load_tile_async<BM, D, NT>(sQ, qbase, p.q_stride, p.qrows, q0, qn);
+        {
+            const int k0 = keys.tile(0) * BN;
+            load_tile_async<BN, D, NT>(sK, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+            load_tile_async<BN, D, NT>(sV, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+        }
+        cp_async_commit();
+    }
+    for (int it = 0; it < n; it++) {
+        cp_async_wait_all();
+        __syncthreads();  // tile `it` landed, and every warp is done with the stage we refill next
+        if (it + 1 < n) {
+            const int k0 = keys.tile(it + 1) * BN, st = (it + 1) & 1;
+            load_tile_async<BN, D, NT>(sK + st * BN * D * 2, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+            load_tile_async<BN, D, NT>(sV + st * BN * D * 2, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+            cp_async_commit();
+        }
+        const uint32_t Ks = sK + (it & 1) * BN * D * 2, Vs = sV + (it & 1) * BN * D * 2;
+        const int k0 = keys.tile(it) * BN;
+        const KeyTile kt = key_tile_info(p, k0, min(BN, p.krows.len - k0));
+
+        // S = Q K^T for the warp's 16*MT rows, (16*MT, BN).
+        float s[MT][NB][4] = {};
+#pragma unroll
+        for (int kc = 0; kc < D / 16; kc++) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sQ, warp * 16 * MT + mt * 16, kc * 16);
+            mma_rows_times_tile<MT, NB, D, true>(s, a, Ks, kc * 16);
+        }
+        if (pair_needs_mask(p, qt, kt, BN)) mask_scores<MT, NB>(s, p, b, q0 + warp * 16 * MT, k0, kt.n);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) online_softmax_update<NB, DB>(s[mt], m[mt], l[mt], acc[mt], p.scale_log2);
+
+        // O += P V, P rounded to bf16 (its row sums l stay fp32).
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) scores_to_a<NB>(a[mt], s[mt], kk);
+            mma_rows_times_tile<MT, DB, D, false>(acc, a, Vs, kk * 16);
+        }
+    }
+
+    // O = acc / l; a row with no key gets O = 0 and L = -inf.
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const float sum = quad_sum(l[mt][r]);
+            const float inv = sum > 0.f ? 1.f / sum : 0.f;
+            const int row = q0 + warp * 16 * MT + mt * 16 + g + 8 * r;
+            if (row >= p.qrows.len) continue;
+            const int tok = p.qrows.token(row);
+            bf16* orow = p.o + (((size_t)b * p.q_tokens + tok) * p.H + h) * D;
+#pragma unroll
+            for (int db = 0; db < DB; db++)
+                *reinterpret_cast<__nv_bfloat162*>(orow + db * 8 + 2 * t) =
+                    __floats2bfloat162_rn(acc[mt][db][2 * r] * inv, acc[mt][db][2 * r + 1] * inv);
+            if (t == 0)
+                p.lse[((size_t)b * p.H + h) * p.q_tokens + tok] =
+                    sum > 0.f ? (m[mt][r] + __log2f(sum)) * kLn2 : -INFINITY;
+        }
+}
+
+}  // namespace flash
