@@ -1,0 +1,78 @@
+// GELU (tanh approximation) on the GPU (CPU reference: layers/gelu.h). Elementwise, 8 bf16 per
+// thread through 16-byte accesses; misaligned buffers or a tail of n % 8 take a scalar path.
+#pragma once
+#include "layers/cuda/common.cuh"
+#include "layers/cuda/pack.cuh"
+
+// ------------------------------------------------------------------------------------------------
+// Math, fp32, the formulas of the CPU reference.
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+    const float k = 0.7978845608028654f;  // sqrt(2/pi)
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float gelu_tanh_grad(float x) {
+    const float k = 0.7978845608028654f;
+    const float th = tanhf(k * (x + 0.044715f * x * x * x));
+    const float sech2 = 1.0f - th * th;
+    return 0.5f * (1.0f + th) + 0.5f * x * sech2 * k * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Kernels. VEC: every buffer 16-byte aligned; thread i owns elements [8i, 8i+8) (the last thread
+// of a ragged n finishes the tail one element at a time).
+
+template <bool VEC>
+__global__ void gelu_forward_kernel(bf16* out, const bf16* inp, size_t n) {  // (n) -> (n)
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= n) return;
+    if (VEC && i + 8 <= n) {
+        const x128 x = load128cs(inp + i);
+        x128 r;
+        for (int j = 0; j < 8; j++) r[j] = __float2bfloat16(gelu_tanh(__bfloat162float(x[j])));
+        store128(out + i, r);
+        return;
+    }
+    for (size_t k = i; k < n && k < i + 8; k++) out[k] = __float2bfloat16(gelu_tanh(__bfloat162float(inp[k])));
+}
+
+// dinp may alias dout (in place): each thread reads its elements before writing them.
+template <bool VEC>
+__global__ void gelu_backward_kernel(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= n) return;
+    if (VEC && i + 8 <= n) {
+        const x128 x = load128cs(inp + i), d = load128cs(dout + i);
+        x128 r;
+        for (int j = 0; j < 8; j++)
+            r[j] = __float2bfloat16(gelu_tanh_grad(__bfloat162float(x[j])) * __bfloat162float(d[j]));
+        store128(dinp + i, r);
+        return;
+    }
+    for (size_t k = i; k < n && k < i + 8; k++)
+        dinp[k] = __float2bfloat16(gelu_tanh_grad(__bfloat162float(inp[k])) * __bfloat162float(dout[k]));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Launchers
+
+inline void gelu_forward_cuda(bf16* out, const bf16* inp, size_t n, cudaStream_t stream) {  // (n) -> (n)
+    if (n == 0) return;
+    const int block = 256;
+    const int grid = ceil_div((long long)((n + 7) / 8), block);
+    if (is_aligned16(out) && is_aligned16(inp)) gelu_forward_kernel<true><<<grid, block, 0, stream>>>(out, inp, n);
+    else gelu_forward_kernel<false><<<grid, block, 0, stream>>>(out, inp, n);
+    CUDA_CHECK_LAST();
+}
+
+// dinp = gelu'(inp) * dout, OVERWRITTEN; dinp == dout allowed.
+inline void gelu_backward_cuda(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    const int block = 256;
+    const int grid = ceil_div((long long)((n + 7) / 8), block);
+    if (is_aligned16(dinp) && is_aligned16(inp) && is_aligned16(dout))
+        gelu_backward_kernel<true><<<grid, block, 0, stream>>>(dinp, inp, dout, n);
+    else
+        gelu_backward_kernel<false><<<grid, block, 0, stream>>>(dinp, inp, dout, n);
+    CUDA_CHECK_LAST();
+}

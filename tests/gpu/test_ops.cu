@@ -1,0 +1,916 @@
+// GPU op harness, in the spirit of ggml's test-backend-ops: every CUDA kernel of layers/cuda/
+// (attention aside) against the CPU reference of layers/*.h (the T=double instantiation, run on the
+// same bf16-rounded inputs), forward and backward, on fresh random inputs (seeded; the seed is
+// printed; --seed picks it), with every output poisoned (NaN bytes) before each run, at sizes that
+// are not powers of two.
+//
+// Tolerances by dtype:
+//   bf16 outputs  the flash-attention rule: the kernel's error against the exact (double)
+//                 reference must be within 3x the error of a plain bf16 implementation (the
+//                 reference with its outputs and stored intermediates rounded to bf16), in both
+//                 the norm metric ||a-b||/||b|| and the elementwise one (gc::rel_error, floored
+//                 at 1e-3 of the tensor's scale).
+//   fp32 outputs  against double: norm and elementwise bounds at fp32-accumulation level.
+//   "+=" outputs  start from random values; the increment (result - start) is what is compared.
+// Plus: bit-exact gathers, determinism of the reductions (two runs, identical bits), the
+// in-place variants the API allows, the scalar fallbacks for misaligned buffers, that cuBLASLt's
+// fused GELU is the tanh approximation, and that the checker itself rejects a wrong answer.
+//
+// Usage: test_ops [--seed N] [--filter OP] [--small] [--perf] [--out FILE]
+//   --small  tiny shapes (for compute-sanitizer);  --perf  timing table at the GPT-2 124M shape
+//   (B*T = 32768, C = 768, V = 50257) instead of the checks; --out FILE also writes that table.
+// Output: "PASS|FAIL <check> <op> <shape> ..." lines, then "<n> passed, <m> failed"; exit 1 on
+// any failure; with no GPU, a SKIP line, "0 passed, 0 failed" and exit 0.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "layers/adamw.h"
+#include "layers/classifier.h"
+#include "layers/encoder.h"
+#include "layers/gelu.h"
+#include "layers/layernorm.h"
+#include "layers/matmul.h"
+#include "layers/residual.h"
+#include "layers/rope.h"
+#include "tests/gradcheck.h"
+
+#include "layers/cuda/adamw.cuh"
+#include "layers/cuda/classifier.cuh"
+#include "layers/cuda/encoder.cuh"
+#include "layers/cuda/gelu.cuh"
+#include "layers/cuda/layernorm.cuh"
+#include "layers/cuda/matmul.cuh"
+#include "layers/cuda/residual.cuh"
+#include "layers/cuda/rope.cuh"
+
+typedef std::vector<float> VF;
+typedef std::vector<double> VD;
+
+// ------------------------------------------------------------------------------------------------
+// Reporting
+
+static int g_pass = 0, g_fail = 0;
+static uint64_t g_seed = 1234;
+static bool g_small = false;
+static std::string g_filter;
+
+static std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+static std::string fmt(const char* f, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, f);
+    std::vsnprintf(buf, sizeof buf, f, ap);
+    va_end(ap);
+    return buf;
+}
+
+static bool report(bool ok, const char* check, const std::string& op, const std::string& shape, const std::string& detail) {
+    (ok ? g_pass : g_fail)++;
+    std::printf("%s %-5s %-22s %-34s %s\n", ok ? "PASS" : "FAIL", check, op.c_str(), shape.c_str(), detail.c_str());
+    std::fflush(stdout);
+    return ok;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Host data and device buffers
+
+static float bfr(double x) { return __bfloat162float(__float2bfloat16((float)x)); }  // round to bf16
+static VF rand_bf16(size_t n, gc::Rng& rng, double lo, double hi) {
+    VF v(n);
+    for (size_t i = 0; i < n; i++) v[i] = bfr(rng.uniform(lo, hi));
+    return v;
+}
+static VF rand_f32(size_t n, gc::Rng& rng, double lo, double hi) {
+    VF v(n);
+    for (size_t i = 0; i < n; i++) v[i] = (float)rng.uniform(lo, hi);
+    return v;
+}
+static VD to_d(const VF& v) { return VD(v.begin(), v.end()); }
+static VD round_bf16(const VD& v) {
+    VD r(v.size());
+    for (size_t i = 0; i < v.size(); i++) r[i] = bfr(v[i]);
+    return r;
+}
+
+template <class T>
+struct DBuf {
+    T* p = nullptr;
+    size_t n = 0;
+    explicit DBuf(size_t count) : n(count) { CUDA_CHECK(cudaMalloc((void**)&p, std::max<size_t>(count, 1) * sizeof(T))); }
+    ~DBuf() { cudaFree(p); }
+    DBuf(const DBuf&) = delete;
+    DBuf& operator=(const DBuf&) = delete;
+    void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, n * sizeof(T))); }  // all-ones bytes: NaN in bf16 and fp32
+};
+static void up(DBuf<bf16>& d, const VF& h, size_t at = 0) {
+    std::vector<bf16> t(h.size());
+    for (size_t i = 0; i < h.size(); i++) t[i] = __float2bfloat16(h[i]);
+    CUDA_CHECK(cudaMemcpy(d.p + at, t.data(), t.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+}
+static void up(DBuf<float>& d, const VF& h, size_t at = 0) {
+    CUDA_CHECK(cudaMemcpy(d.p + at, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+static void up(DBuf<int>& d, const std::vector<int>& h) {
+    CUDA_CHECK(cudaMemcpy(d.p, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+}
+static VF down(const bf16* p, size_t n) {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<bf16> t(n);
+    CUDA_CHECK(cudaMemcpy(t.data(), p, n * sizeof(bf16), cudaMemcpyDeviceToHost));
+    VF r(n);
+    for (size_t i = 0; i < n; i++) r[i] = __bfloat162float(t[i]);
+    return r;
+}
+static VF down(const float* p, size_t n) {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    VF r(n);
+    CUDA_CHECK(cudaMemcpy(r.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return r;
+}
+static VF down(const DBuf<bf16>& d) { return down(d.p, d.n); }
+static VF down(const DBuf<float>& d) { return down(d.p, d.n); }
+
+static size_t bit_mismatch(const VF& a, const VF& b) {
+    if (a.size() != b.size()) return (size_t)-1;
+    return gc::count_bit_mismatch(a.data(), b.data(), a.size());
+}
+static VD minus(const VF& a, const VF& b) {  // a - b in double (exact for fp32 operands)
+    VD r(a.size());
+    for (size_t i = 0; i < a.size(); i++) r[i] = (double)a[i] - (double)b[i];
+    return r;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Checks
+
+struct Metric {
+    double norm, elem;
+};
+template <class TA>
+static Metric metric(const TA* a, const double* ref, size_t n) {
+    return {gc::norm_rel_error(a, ref, n), gc::rel_error(a, ref, n, 1e-3)};
+}
+
+// gpu vs exact ref, judged against base (a plain bf16 implementation): err <= factor * base_err.
+// The 1e-6 absolute slack only matters where the baseline is exact (base error 0).
+template <class TA>
+static bool judge_vs_base(const TA* gpu, const VD& ref, const VD& base, double factor, Metric* g, Metric* b) {
+    *g = metric(gpu, ref.data(), ref.size());
+    *b = metric(base.data(), ref.data(), ref.size());
+    return g->norm <= factor * b->norm + 1e-6 && g->elem <= factor * b->elem + 1e-6;
+}
+template <class TA>
+static bool check_vs_base(const char* check, const std::string& op, const std::string& shape, const std::vector<TA>& gpu,
+                          const VD& ref, const VD& base, double factor = 3.0) {
+    Metric g{-1, -1}, b{-1, -1};
+    bool ok = gpu.size() == ref.size() && judge_vs_base(gpu.data(), ref, base, factor, &g, &b);
+    return report(ok, check, op, shape,
+                  fmt("err norm %.3g elem %.3g | bf16 baseline norm %.3g elem %.3g (tol %gx)", g.norm, g.elem, b.norm,
+                      b.elem, factor));
+}
+template <class TA>
+static bool check_f32(const char* check, const std::string& op, const std::string& shape, const std::vector<TA>& gpu,
+                      const VD& ref, double tol_norm, double tol_elem) {
+    Metric g = metric(gpu.data(), ref.data(), ref.size());
+    bool ok = gpu.size() == ref.size() && g.norm <= tol_norm && g.elem <= tol_elem;
+    return report(ok, check, op, shape, fmt("err norm %.3g elem %.3g (tol %.3g, %.3g)", g.norm, g.elem, tol_norm, tol_elem));
+}
+// Elementwise distance in units of the fp32 spacing at the reference value: an fp32 result that
+// is rounded once from an accurate value is within 1.
+static bool check_ulps(const char* check, const std::string& op, const std::string& shape, const VF& gpu, const VD& ref,
+                       double max_ulps) {
+    double worst = gpu.size() == ref.size() ? 0 : INFINITY;
+    for (size_t i = 0; i < gpu.size() && i < ref.size(); i++) {
+        const double r = ref[i], ulp = std::max(std::ldexp(1.0, std::ilogb((float)r) - 23), 1e-45);
+        const double e = std::fabs((double)gpu[i] - r) / ulp;
+        if (!(e <= worst)) worst = e;  // NaN sticks
+    }
+    return report(worst <= max_ulps, check, op, shape, fmt("max %.3g fp32 ulps (tol %g)", worst, max_ulps));
+}
+
+static bool check_bits(const char* check, const std::string& op, const std::string& shape, size_t mismatches,
+                       const char* what) {
+    return report(mismatches == 0, check, op, shape, fmt("%zu elements differ (%s)", mismatches, what));
+}
+
+static bool selected(const char* op) { return g_filter.empty() || std::string(op).find(g_filter) != std::string::npos; }
+static gc::Rng case_rng(const char* op, int variant) {  // each case draws from its own stream
+    uint64_t h = g_seed * 0x9E3779B97F4A7C15ull + (uint64_t)variant;
+    for (const char* c = op; *c; c++) h = (h ^ (uint64_t)*c) * 0x100000001B3ull;
+    return gc::Rng(h);
+}
+static int S(int full, int small) { return g_small ? small : full; }
+
+static cudaStream_t g_stream = 0;
+
+// ------------------------------------------------------------------------------------------------
+// encoder
+
+static void test_encoder() {
+    if (!selected("encoder")) return;
+    const int Cs[2] = {768, 96};
+    for (int variant = 0; variant < 2; variant++) {
+        gc::Rng rng = case_rng("encoder", variant);
+        const int B = 3, T = S(337, 13), C = Cs[variant], V = S(1003, 53), N = B * T;
+        const std::string shape = fmt("B=%d T=%d C=%d V=%d", B, T, C, V);
+        std::vector<int> tok(N);
+        // A heavy token (30% of positions) makes one long run; the rest spread over V.
+        for (int i = 0; i < N; i++) tok[i] = rng.uniform() < 0.3 ? 7 : rng.randint(0, V - 1);
+        tok[N - 1] = V - 1;
+        VF wte = rand_bf16((size_t)V * C, rng, -1, 1), dout = rand_bf16((size_t)N * C, rng, -1, 1);
+        DBuf<int> d_tok(N);
+        DBuf<bf16> d_wte((size_t)V * C), d_out((size_t)N * C), d_dout((size_t)N * C);
+        DBuf<float> d_dwte((size_t)V * C);
+        up(d_tok, tok), up(d_wte, wte), up(d_dout, dout);
+
+        d_out.poison();
+        encoder_forward_cuda(d_out.p, d_tok.p, d_wte.p, B, T, C, g_stream);
+        VF out = down(d_out), ref_out((size_t)N * C);
+        encoder_forward(ref_out.data(), tok.data(), wte.data(), B, T, C);
+        check_bits("fwd", "encoder", shape, bit_mismatch(out, ref_out), "gather must be exact");
+
+        VD dref((size_t)V * C, 0.0);
+        VD dout_d = to_d(dout);
+        encoder_backward(dref.data(), dout_d.data(), tok.data(), B, T, C);
+        VF init = rand_f32((size_t)V * C, rng, -1, 1);
+        up(d_dwte, init);
+        encoder_backward_cuda(d_dwte.p, d_dout.p, d_tok.p, B, T, C, g_stream);
+        VF dwte1 = down(d_dwte);
+        check_f32("bwd", "encoder.dwte", shape, minus(dwte1, init), dref, 2e-6, 2e-5);
+        up(d_dwte, init);
+        encoder_backward_cuda(d_dwte.p, d_dout.p, d_tok.p, B, T, C, g_stream);
+        check_bits("det", "encoder.dwte", shape, bit_mismatch(down(d_dwte), dwte1), "two runs");
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// layernorm
+
+static void test_layernorm() {
+    if (!selected("layernorm")) return;
+    const int Cs[2] = {768, 96};
+    for (int variant = 0; variant < 2; variant++) {
+        gc::Rng rng = case_rng("layernorm", variant);
+        const int N = S(1007, 37), C = Cs[variant];
+        const std::string shape = fmt("N=%d C=%d", N, C);
+        const size_t NC = (size_t)N * C;
+        // An offset of 1 makes the mean matter (a one-pass variance would lose digits).
+        VF x = rand_bf16(NC, rng, 0, 2), w = rand_bf16(C, rng, 0.5, 1.5), b = rand_bf16(C, rng, -0.5, 0.5);
+        VF dout = rand_bf16(NC, rng, -1, 1), dinp0 = rand_bf16(NC, rng, -1, 1);
+        DBuf<bf16> d_x(NC), d_w(C), d_b(C), d_out(NC), d_dout(NC), d_dinp(NC);
+        DBuf<float> d_mean(N), d_rstd(N), d_dw(C), d_db(C), d_scratch(layernorm_backward_scratch_bytes(N, C) / 4);
+        up(d_x, x), up(d_w, w), up(d_b, b), up(d_dout, dout);
+
+        VD xd = to_d(x), wd = to_d(w), bd = to_d(b), ref(NC), mean(N), rstd(N);
+        layernorm_forward(ref.data(), mean.data(), rstd.data(), xd.data(), wd.data(), bd.data(), N, C);
+        d_out.poison(), d_mean.poison(), d_rstd.poison();
+        layernorm_forward_cuda(d_out.p, d_mean.p, d_rstd.p, d_x.p, d_w.p, d_b.p, N, C, g_stream);
+        check_vs_base("fwd", "layernorm.out", shape, down(d_out), ref, round_bf16(ref));
+        check_f32("fwd", "layernorm.mean", shape, down(d_mean), mean, 2e-6, 1e-5);
+        check_f32("fwd", "layernorm.rstd", shape, down(d_rstd), rstd, 2e-6, 1e-5);
+
+        // Backward on the float statistics the forward kept (both sides use the same ones).
+        VF meanf(mean.begin(), mean.end()), rstdf(rstd.begin(), rstd.end());
+        up(d_mean, meanf), up(d_rstd, rstdf);
+        VD dx(NC, 0.0), dw(C, 0.0), db(C, 0.0), doutd = to_d(dout), meand = to_d(meanf), rstdd = to_d(rstdf);
+        layernorm_backward(dx.data(), dw.data(), db.data(), doutd.data(), xd.data(), wd.data(), meand.data(), rstdd.data(), N, C);
+        VD dinp_ref(NC);
+        for (size_t i = 0; i < NC; i++) dinp_ref[i] = dinp0[i] + dx[i];
+        VF dw0 = rand_f32(C, rng, -1, 1), db0 = rand_f32(C, rng, -1, 1);
+        VF dinp_gpu[2], dw_gpu[2], db_gpu[2];
+        for (int run = 0; run < 2; run++) {
+            up(d_dinp, dinp0), up(d_dw, dw0), up(d_db, db0);
+            d_scratch.poison();
+            layernorm_backward_cuda(d_dinp.p, d_dw.p, d_db.p, d_dout.p, d_x.p, d_w.p, d_mean.p, d_rstd.p, N, C, d_scratch.p,
+                                    g_stream);
+            dinp_gpu[run] = down(d_dinp), dw_gpu[run] = down(d_dw), db_gpu[run] = down(d_db);
+        }
+        check_vs_base("bwd", "layernorm.dinp(+=)", shape, dinp_gpu[0], dinp_ref, round_bf16(dinp_ref));
+        check_f32("bwd", "layernorm.dweight", shape, minus(dw_gpu[0], dw0), dw, 1e-5, 1e-4);
+        check_f32("bwd", "layernorm.dbias", shape, minus(db_gpu[0], db0), db, 1e-5, 1e-4);
+        check_bits("det", "layernorm.bwd", shape,
+                   bit_mismatch(dinp_gpu[0], dinp_gpu[1]) + bit_mismatch(dw_gpu[0], dw_gpu[1]) + bit_mismatch(db_gpu[0], db_gpu[1]),
+                   "two runs");
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// matmul
+
+static double gelu_d(double x) {
+    double r;
+    gelu_forward(&r, &x, 1);
+    return r;
+}
+static double gelu_grad_d(double x) {
+    double r = 0, one = 1;
+    gelu_backward(&r, &x, &one, 1);
+    return r;
+}
+
+struct MatmulCase {
+    int C, OC;
+    bool bias, gelu, fused;
+};
+
+static void test_matmul_forward() {
+    if (!selected("matmul")) return;
+    const MatmulCase cases[] = {{768, 2304, true, false, true}, {96, 384, true, false, true},  {768, 768, false, false, true},
+                                {768, 3072, true, true, true},  {96, 384, true, true, true},   {96, 384, true, true, false},
+                                {96, 200, false, true, true}};
+    int variant = 0;
+    for (const MatmulCase& mc : cases) {
+        gc::Rng rng = case_rng("matmul_forward", variant++);
+        const int N = S(1007, 37), C = mc.C, OC = mc.OC;
+        const std::string op = std::string("matmul") + (mc.gelu ? (mc.fused ? "+gelu(fused)" : "+gelu(kernel)") : "");
+        const std::string shape = fmt("N=%d C=%d OC=%d%s", N, C, OC, mc.bias ? " bias" : "");
+        // Weights scaled so outputs have std ~2: the GELU then sees x in [-5, -3], where the tanh
+        // and erf GELUs differ by 10-50%.
+        const double a = 6.0 / std::sqrt((double)C);
+        VF x = rand_bf16((size_t)N * C, rng, -1, 1), w = rand_bf16((size_t)OC * C, rng, -a, a), b = rand_bf16(OC, rng, -1, 1);
+        DBuf<bf16> d_x((size_t)N * C), d_w((size_t)OC * C), d_b(OC), d_out((size_t)N * OC), d_pre((size_t)N * OC);
+        up(d_x, x), up(d_w, w), up(d_b, b);
+        VD xd = to_d(x), wd = to_d(w), bd = to_d(b), ref((size_t)N * OC);
+        matmul_forward(ref.data(), xd.data(), wd.data(), mc.bias ? bd.data() : (const double*)nullptr, N, C, OC);
+        d_out.poison(), d_pre.poison();
+        g_matmul_fuse_gelu = mc.fused;
+        matmul_forward_cuda(d_out.p, d_x.p, d_w.p, mc.bias ? d_b.p : nullptr, N, C, OC, g_stream, mc.gelu ? d_pre.p : nullptr);
+        g_matmul_fuse_gelu = true;
+        if (!mc.gelu) {
+            check_vs_base("fwd", op + ".out", shape, down(d_out), ref, round_bf16(ref));
+            continue;
+        }
+        const VF pre = down(d_pre), out = down(d_out);
+        check_vs_base("fwd", op + ".pre_gelu", shape, pre, ref, round_bf16(ref));
+        VD gref(ref.size()), gbase(ref.size());
+        for (size_t i = 0; i < ref.size(); i++) gref[i] = gelu_d(ref[i]), gbase[i] = bfr(gelu_d(bfr(ref[i])));
+        check_vs_base("fwd", op + ".out", shape, out, gref, gbase);
+        // Which GELU: over outputs whose input lies in [-5.5, -2.5], the mean relative distance of
+        // out to gelu_tanh(pre) and to the exact erf GELU.
+        double e_tanh = 0, e_erf = 0;
+        int cnt = 0;
+        for (size_t i = 0; i < pre.size(); i++) {
+            const double p = pre[i];
+            if (p < -5.5 || p > -2.5) continue;
+            const double t = gelu_d(p), e = 0.5 * p * (1 + std::erf(p / std::sqrt(2.0)));
+            e_tanh += std::fabs(out[i] - t) / std::fabs(t), e_erf += std::fabs(out[i] - e) / std::fabs(e), cnt++;
+        }
+        e_tanh /= std::max(cnt, 1), e_erf /= std::max(cnt, 1);
+        report(cnt > 20 && e_tanh < 0.03 && e_tanh < 0.3 * e_erf, "kind", op, shape,
+               fmt("mean rel. distance over %d outputs at x in [-5.5,-2.5]: to tanh-GELU %.3g, to erf-GELU %.3g", cnt, e_tanh, e_erf));
+    }
+}
+
+static void test_matmul_backward() {
+    if (!selected("matmul")) return;
+    // C here is the layer's input width: the gelu cases are the MLP projection (C = 4 * 768 -> 768).
+    const MatmulCase cases[] = {{768, 2304, true, false, true}, {96, 384, true, false, true},  {768, 768, false, false, true},
+                                {3072, 768, true, true, true},  {384, 96, true, true, true},   {384, 96, true, true, false}};
+    int variant = 0;
+    for (const MatmulCase& mc : cases) {
+        gc::Rng rng = case_rng("matmul_backward", variant++);
+        const int N = S(1007, 37), C = mc.C, OC = mc.OC;
+        const std::string op = std::string("matmul") + (mc.gelu ? (mc.fused ? "+dgelu(fused)" : "+dgelu(kernel)") : "");
+        const std::string shape = fmt("N=%d C=%d OC=%d%s", N, C, OC, mc.bias ? " dbias" : "");
+        const size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
+        VF x = rand_bf16(NC, rng, -1, 1), w = rand_bf16(OCC, rng, -1, 1), dout = rand_bf16(NO, rng, -1, 1);
+        VF pre = rand_bf16(NC, rng, -4, 4);
+        DBuf<bf16> d_x(NC), d_w(OCC), d_dout(NO), d_dinp(NC), d_pre(NC);
+        DBuf<float> d_dw(OCC), d_db(OC);
+        up(d_x, x), up(d_w, w), up(d_dout, dout), up(d_pre, pre);
+        VD xd = to_d(x), wd = to_d(w), doutd = to_d(dout), dx(NC, 0.0), dw(OCC, 0.0), db(OC, 0.0);
+        matmul_backward(dx.data(), dw.data(), db.data(), doutd.data(), xd.data(), wd.data(), N, C, OC);
+        VD dx_ref = dx, dx_base = round_bf16(dx);
+        if (mc.gelu)
+            for (size_t i = 0; i < NC; i++) {
+                const double g = gelu_grad_d(pre[i]);
+                dx_ref[i] = dx[i] * g;
+                dx_base[i] = bfr(dx_base[i] * g);  // a plain implementation rounds dout @ W first
+            }
+        const double sw = gc::max_abs(dw.data(), OCC), sb = gc::max_abs(db.data(), OC);
+        VF dw0 = rand_f32(OCC, rng, -sw, sw), db0 = rand_f32(OC, rng, -sb, sb);
+        VF db_gpu[2];
+        for (int run = 0; run < 2; run++) {
+            up(d_dw, dw0), up(d_db, db0);
+            d_dinp.poison();
+            g_matmul_fuse_gelu = mc.fused;
+            matmul_backward_cuda(d_dinp.p, d_dw.p, mc.bias ? d_db.p : nullptr, d_dout.p, d_x.p, d_w.p, N, C, OC, g_stream,
+                                 mc.gelu ? d_pre.p : nullptr);
+            g_matmul_fuse_gelu = true;
+            db_gpu[run] = down(d_db);
+            if (run == 1) break;
+            check_vs_base("bwd", op + ".dinp", shape, down(d_dinp), dx_ref, dx_base);
+            check_f32("bwd", op + ".dweight(+=)", shape, minus(down(d_dw), dw0), dw, 1e-5, 1e-4);
+            if (mc.bias) check_f32("bwd", op + ".dbias(+=)", shape, minus(db_gpu[0], db0), db, 1e-5, 1e-4);
+            else check_bits("bwd", op + ".dbias", shape, bit_mismatch(db_gpu[0], db0), "nullptr: untouched");
+        }
+        if (mc.bias) check_bits("det", op + ".dbias", shape, bit_mismatch(db_gpu[0], db_gpu[1]), "two runs");
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// rope
+
+static void test_rope() {
+    if (!selected("rope")) return;
+    struct RopeCase {
+        int D, offset;
+    };
+    const RopeCase cases[] = {{64, 0}, {128, 0}, {64, 1000000}, {128, 1000000}};
+    int variant = 0;
+    for (const RopeCase& rc : cases) {
+        gc::Rng rng = case_rng("rope", variant++);
+        const int B = 2, T = S(301, 11), H = 5, D = rc.D;
+        const float theta = 10000.0f;
+        const std::string shape = fmt("B=%d T=%d H=%d D=%d pos0=%d", B, T, H, D, rc.offset);
+        const size_t n = (size_t)B * T * 3 * H * D;
+        std::vector<int> pos(T);
+        for (int t = 0; t < T; t++) pos[t] = rc.offset + t + (t > T / 2 ? 17 : 0);  // a gap: positions are given, not implied
+        VF x = rand_bf16(n, rng, -1, 1), dout = rand_bf16(n, rng, -1, 1);
+        DBuf<int> d_pos(T);
+        DBuf<bf16> d_x(n), d_out(n), d_dout(n), d_dinp(n);
+        up(d_pos, pos), up(d_x, x), up(d_dout, dout);
+        VD xd = to_d(x), ref(n), doutd = to_d(dout), dref(n, 0.0);
+        rope_forward(ref.data(), xd.data(), pos.data(), B, T, H, D, theta);
+        rope_backward(dref.data(), doutd.data(), pos.data(), B, T, H, D, theta);
+        const VD base = round_bf16(ref), dbase = round_bf16(dref);
+
+        d_out.poison();
+        rope_forward_cuda(d_out.p, d_x.p, d_pos.p, B, T, H, D, theta, g_stream);
+        check_vs_base("fwd", "rope", shape, down(d_out), ref, base);
+        up(d_out, x);  // in place
+        rope_forward_cuda(d_out.p, d_out.p, d_pos.p, B, T, H, D, theta, g_stream);
+        check_vs_base("fwd", "rope(in place)", shape, down(d_out), ref, base);
+        d_dinp.poison();
+        rope_backward_cuda(d_dinp.p, d_dout.p, d_pos.p, B, T, H, D, theta, g_stream);
+        check_vs_base("bwd", "rope", shape, down(d_dinp), dref, dbase);
+        rope_backward_cuda(d_dout.p, d_dout.p, d_pos.p, B, T, H, D, theta, g_stream);
+        check_vs_base("bwd", "rope(in place)", shape, down(d_dout), dref, dbase);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// gelu, residual (elementwise); also the checker's own sanity
+
+static void test_gelu() {
+    if (!selected("gelu")) return;
+    gc::Rng rng = case_rng("gelu", 0);
+    const size_t n = (size_t)S(1007, 37) * 3072 + 5;  // ragged tail
+    const std::string shape = fmt("n=%zu", n);
+    VF x = rand_bf16(n, rng, -6, 6), dout = rand_bf16(n, rng, -1, 1);
+    DBuf<bf16> d_x(n), d_out(n), d_dout(n), d_dinp(n);
+    up(d_x, x), up(d_dout, dout);
+    VD ref(n), dref(n);
+    for (size_t i = 0; i < n; i++) ref[i] = gelu_d(x[i]), dref[i] = gelu_grad_d(x[i]) * dout[i];
+    const VD base = round_bf16(ref), dbase = round_bf16(dref);
+    d_out.poison();
+    gelu_forward_cuda(d_out.p, d_x.p, n, g_stream);
+    const VF out = down(d_out);
+    check_vs_base("fwd", "gelu", shape, out, ref, base);
+    d_dinp.poison();
+    gelu_backward_cuda(d_dinp.p, d_x.p, d_dout.p, n, g_stream);
+    check_vs_base("bwd", "gelu", shape, down(d_dinp), dref, dbase);
+
+    // Misaligned by one element: the scalar path.
+    const size_t m = n - 1;
+    const VD ref1(ref.begin() + 1, ref.end()), base1(base.begin() + 1, base.end());
+    const VD dref1(dref.begin() + 1, dref.end()), dbase1(dbase.begin() + 1, dbase.end());
+    d_out.poison();
+    gelu_forward_cuda(d_out.p + 1, d_x.p + 1, m, g_stream);
+    check_vs_base("fwd", "gelu(misaligned)", fmt("n=%zu", m), down(d_out.p + 1, m), ref1, base1);
+    d_dinp.poison();
+    gelu_backward_cuda(d_dinp.p + 1, d_x.p + 1, d_dout.p + 1, m, g_stream);
+    check_vs_base("bwd", "gelu(misaligned)", fmt("n=%zu", m), down(d_dinp.p + 1, m), dref1, dbase1);
+    gelu_backward_cuda(d_dout.p, d_x.p, d_dout.p, n, g_stream);  // in place
+    check_vs_base("bwd", "gelu(in place)", shape, down(d_dout), dref, dbase);
+
+    // The checker must reject a wrong answer: one element 2% off, and one NaN.
+    Metric g, b;
+    VF bad = out;
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++)
+        if (std::fabs(ref[i]) > std::fabs(ref[worst])) worst = i;
+    bad[worst] *= 1.02f;
+    const bool caught1 = !judge_vs_base(bad.data(), ref, base, 3.0, &g, &b);
+    bad = out;
+    bad[n / 2] = NAN;
+    const bool caught2 = !judge_vs_base(bad.data(), ref, base, 3.0, &g, &b);
+    report(caught1 && caught2, "meta", "checker", shape,
+           fmt("rejects one element 2%% off: %s; one NaN: %s", caught1 ? "yes" : "NO", caught2 ? "yes" : "NO"));
+}
+
+static void test_residual() {
+    if (!selected("residual")) return;
+    gc::Rng rng = case_rng("residual", 0);
+    const size_t n = (size_t)S(1007, 37) * 768 + 3;
+    VF a = rand_bf16(n, rng, -1, 1), b = rand_bf16(n, rng, -1, 1);
+    DBuf<bf16> d_a(n), d_b(n), d_out(n);
+    up(d_a, a), up(d_b, b);
+    VD ref(n);
+    residual_forward(ref.data(), to_d(a).data(), to_d(b).data(), n);
+    d_out.poison();
+    residual_forward_cuda(d_out.p, d_a.p, d_b.p, n, g_stream);
+    check_vs_base("fwd", "residual", fmt("n=%zu", n), down(d_out), ref, round_bf16(ref));
+    d_out.poison();
+    residual_forward_cuda(d_out.p + 1, d_a.p + 1, d_b.p + 1, n - 1, g_stream);
+    check_vs_base("fwd", "residual(misaligned)", fmt("n=%zu", n - 1), down(d_out.p + 1, n - 1), VD(ref.begin() + 1, ref.end()),
+                  round_bf16(VD(ref.begin() + 1, ref.end())));
+}
+
+// ------------------------------------------------------------------------------------------------
+// classifier
+
+static void test_classifier() {
+    if (!selected("classifier")) return;
+    struct ClsCase {
+        int N, C, V, chunk;
+    };
+    const ClsCase cases[] = {{S(1007, 37), 96, S(1003, 203), S(300, 16)}, {S(263, 19), 768, 50257, 4096}};
+    int variant = 0;
+    for (const ClsCase& cc : cases) {
+        gc::Rng rng = case_rng("classifier", variant++);
+        const int N = cc.N, C = cc.C, V = cc.V;
+        const std::string shape = fmt("N=%d C=%d V=%d chunk=%d", N, C, V, cc.chunk);
+        const double a = 9.0 / std::sqrt((double)C);  // logits with std ~3
+        VF x = rand_bf16((size_t)N * C, rng, -1, 1), wte = rand_bf16((size_t)V * C, rng, -a, a);
+        std::vector<int> tgt(N);
+        int counted = 0;
+        for (int i = 0; i < N; i++) tgt[i] = rng.uniform() < 0.1 ? -1 : rng.randint(0, V - 1);
+        tgt[0] = V - 1;  // the last vocabulary row (the ragged tail of the logits)
+        for (int i = 0; i < N; i++) counted += tgt[i] >= 0;
+        const double dloss = 1.0 / std::max(counted, 1);
+        DBuf<bf16> d_x((size_t)N * C), d_wte((size_t)V * C), d_dx((size_t)N * C);
+        DBuf<float> d_losses(N), d_dwte((size_t)V * C), d_logits(V);
+        DBuf<int> d_tgt(N);
+        up(d_x, x), up(d_wte, wte), up(d_tgt, tgt);
+
+        // Exact reference, and the plain-bf16 baseline: dlogits rounded to bf16 before the products.
+        VD xd = to_d(x), wd = to_d(wte), losses(N), dx((size_t)N * C, 0.0), dwte((size_t)V * C, 0.0);
+        classifier_forward_backward(losses.data(), dx.data(), dwte.data(), xd.data(), wd.data(), tgt.data(), N, C, V, dloss);
+        VD logits((size_t)N * V), dl_b((size_t)N * V, 0.0);
+        matmul_forward(logits.data(), xd.data(), wd.data(), (const double*)nullptr, N, C, V);
+        for (int r = 0; r < N; r++) {
+            if (tgt[r] < 0) continue;
+            const double* l = &logits[(size_t)r * V];
+            double mx = -INFINITY, s = 0;
+            for (int i = 0; i < V; i++) mx = std::max(mx, l[i]);
+            for (int i = 0; i < V; i++) s += std::exp(l[i] - mx);
+            for (int i = 0; i < V; i++) dl_b[(size_t)r * V + i] = bfr(dloss * (std::exp(l[i] - mx) / s - (i == tgt[r])));
+        }
+        VD dx_b((size_t)N * C, 0.0), dwte_b((size_t)V * C, 0.0);
+        matmul_backward(dx_b.data(), dwte_b.data(), (double*)nullptr, dl_b.data(), xd.data(), wd.data(), N, C, V);
+        dx_b = round_bf16(dx_b);
+
+        g_classifier_chunk = cc.chunk;
+        const size_t scratch_bytes = classifier_scratch_bytes(N, V);
+        DBuf<char> d_scratch(scratch_bytes);
+        const double sw = gc::max_abs(dwte.data(), dwte.size());
+        VF dwte0 = rand_f32((size_t)V * C, rng, -sw, sw);
+        up(d_dwte, dwte0);
+        d_losses.poison(), d_dx.poison(), d_scratch.poison();
+        classifier_forward_backward_cuda(d_losses.p, d_dx.p, d_dwte.p, d_x.p, d_wte.p, d_tgt.p, N, C, V, (float)dloss,
+                                         d_scratch.p, g_stream);
+        const VF losses_gpu = down(d_losses);
+        check_f32("fwd", "classifier.losses", shape, losses_gpu, losses, 2e-6, 2e-5);
+        check_vs_base("bwd", "classifier.dx", shape, down(d_dx), dx, dx_b);
+        check_vs_base("bwd", "classifier.dwte(+=)", shape, minus(down(d_dwte), dwte0), dwte, dwte_b);
+        // Forward only: same losses, bit for bit (same logits, same reduction).
+        d_losses.poison(), d_scratch.poison();
+        classifier_forward_backward_cuda(d_losses.p, nullptr, nullptr, d_x.p, d_wte.p, d_tgt.p, N, C, V, 0.0f, d_scratch.p,
+                                         g_stream);
+        check_bits("fwd", "classifier(fwd only)", shape, bit_mismatch(down(d_losses), losses_gpu), "vs fwd+bwd losses");
+        g_classifier_chunk = 4096;
+
+        // logits_cuda on one row.
+        const int r = N / 2;
+        d_logits.poison();
+        logits_cuda(d_logits.p, d_x.p + (size_t)r * C, d_wte.p, C, V, g_stream);
+        check_f32("fwd", "logits", fmt("C=%d V=%d", C, V), down(d_logits), VD(logits.begin() + (size_t)r * V, logits.begin() + (size_t)(r + 1) * V),
+                  1e-6, 1e-5);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// adamw
+
+static void test_adamw() {
+    if (!selected("adamw")) return;
+    gc::Rng rng = case_rng("adamw", 0);
+    {  // grad norm, aligned (vector path) and misaligned (scalar path)
+        const size_t n = (size_t)S(1000003, 1003);
+        VF g = rand_f32(n, rng, -1, 1);
+        DBuf<float> d_g(n), d_out(1), d_scratch(grad_norm_squared_scratch_bytes() / 4);
+        up(d_g, g);
+        for (int mis = 0; mis < 2; mis++) {
+            const double ref = grad_norm_squared(g.data() + mis, n - mis);
+            d_out.poison(), d_scratch.poison();
+            grad_norm_squared_cuda(d_out.p, d_g.p + mis, n - mis, d_scratch.p, g_stream);
+            check_f32("fwd", mis ? "grad_norm_squared(misal.)" : "grad_norm_squared", fmt("n=%zu", n - mis), down(d_out), VD{ref},
+                      1e-6, 1e-6);
+        }
+    }
+    {  // clip factor: over the limit, under it, disabled
+        DBuf<float> d_nsq(1), d_scale(1);
+        up(d_nsq, VF{25.0f});
+        const float maxes[3] = {1.0f, 10.0f, 0.0f};
+        VF got, want;
+        for (float mx : maxes) {
+            d_scale.poison();
+            clip_scale_cuda(d_scale.p, d_nsq.p, mx, g_stream);
+            got.push_back(down(d_scale)[0]), want.push_back(clip_scale(5.0, mx));
+        }
+        check_bits("fwd", "clip_scale", "norm=5 max=1,10,0", bit_mismatch(got, want), "vs layers/adamw.h clip_scale");
+    }
+    {  // two AdamW steps (step 1 and 7), grad_scale on the device
+        const size_t n = (size_t)S(100003, 1003);
+        VF master = rand_f32(n, rng, -1, 1), m = rand_f32(n, rng, -1e-2, 1e-2), v = rand_f32(n, rng, 0, 1e-4);
+        VF grad = rand_f32(n, rng, -2e-2, 2e-2);
+        const float lr = 3e-4f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, scale = 0.5f;
+        DBuf<float> d_master(n), d_m(n), d_v(n), d_g(n), d_scale(1);
+        DBuf<bf16> d_param(n);
+        up(d_master, master), up(d_m, m), up(d_v, v), up(d_g, grad), up(d_scale, VF{scale});
+        VD pr = to_d(master), mr = to_d(m), vr = to_d(v), gr = to_d(grad);
+        for (int step : {1, 7}) {
+            d_param.poison();
+            adamw_update_cuda(d_master.p, d_param.p, d_m.p, d_v.p, d_g.p, n, lr, b1, b2, eps, wd, step, d_scale.p, g_stream);
+            adamw_update(pr.data(), mr.data(), vr.data(), gr.data(), n, lr, b1, b2, eps, wd, step, scale);
+            const VF after = down(d_master), param = down(d_param);
+            const std::string shape = fmt("n=%zu step=%d", n, step);
+            // The update is ~3e-4 of the weight: 2 ulps of the weight resolve it to ~1e-3 of itself.
+            check_ulps("upd", "adamw.master", shape, after, pr, 2.0);
+            check_f32("upd", "adamw.m", shape, down(d_m), mr, 1e-6, 1e-5);
+            check_f32("upd", "adamw.v", shape, down(d_v), vr, 1e-6, 1e-5);
+            VF rounded(n);
+            for (size_t i = 0; i < n; i++) rounded[i] = bfr(after[i]);
+            check_bits("upd", "adamw.param", shape, bit_mismatch(param, rounded), "bf16 copy == rn(master)");
+            pr = to_d(after);  // continue both from the GPU's state, so errors do not compound
+            mr = to_d(down(d_m)), vr = to_d(down(d_v));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// --perf: GPT-2 124M shapes. Times are medians of 20 runs (CUDA events) after 3 warm-ups.
+
+__global__ void perf_fill_kernel(bf16* bp, float* fp, size_t n, uint64_t seed, float lo, float hi) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        const float u = lo + (hi - lo) * (float)((z >> 40) * (1.0 / 16777216.0));
+        if (bp) bp[i] = __float2bfloat16(u);
+        if (fp) fp[i] = u;
+    }
+}
+static void fill(bf16* p, size_t n, float lo = -1, float hi = 1) {
+    static uint64_t s = 1;
+    perf_fill_kernel<<<1024, 256>>>(p, nullptr, n, g_seed + 7919 * s++, lo, hi);
+    CUDA_CHECK_LAST();
+}
+static void fill(float* p, size_t n, float lo = -1, float hi = 1) {
+    static uint64_t s = 1;
+    perf_fill_kernel<<<1024, 256>>>(nullptr, p, n, g_seed + 104729 * s++, lo, hi);
+    CUDA_CHECK_LAST();
+}
+
+template <class F>
+static double time_us(F f) {
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; i++) f();
+    std::vector<float> t;
+    for (int i = 0; i < 20; i++) {
+        CUDA_CHECK(cudaEventRecord(e0, g_stream));
+        f();
+        CUDA_CHECK(cudaEventRecord(e1, g_stream));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        t.push_back(ms);
+    }
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    std::sort(t.begin(), t.end());
+    return 1000.0 * t[t.size() / 2];
+}
+
+struct PerfRow {
+    std::string op, shape;
+    double us, bytes, flops;
+};
+
+static void run_perf(const char* out_path) {
+    const int B = 8, T = 4096, N = B * T, C = 768, V = 50257, H = 12, D = 64;
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::vector<PerfRow> rows;
+    auto add = [&](const std::string& op, const std::string& shape, double us, double bytes, double flops) {
+        rows.push_back({op, shape, us, bytes, flops});
+        std::printf("  measured %-28s %10.1f us\n", op.c_str(), us);
+        std::fflush(stdout);
+    };
+    // Ceilings measured here: a device-to-device copy and a large bf16 product.
+    double bw, peak;
+    {
+        const size_t bytes = (size_t)1 << 30;
+        DBuf<char> a(bytes), b(bytes);
+        CUDA_CHECK(cudaMemset(a.p, 1, bytes));
+        const double us = time_us([&] { CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, g_stream)); });
+        bw = 2.0 * bytes / (us * 1e-6);
+        add("ceiling: copy d2d", "1 GiB", us, 2.0 * bytes, 0);
+        const int M = 8192;
+        DBuf<bf16> x((size_t)M * M), y((size_t)M * M), z((size_t)M * M);
+        fill(x.p, x.n), fill(y.p, y.n);
+        const double us2 = time_us([&] {
+            matmul_cublaslt_or_die(z.p, CUDA_R_16BF, M, x.p, true, M, y.p, false, M, M, M, M, 0.0f, CUBLASLT_EPILOGUE_DEFAULT,
+                                   nullptr, g_stream);
+        });
+        peak = 2.0 * M * M * (double)M / (us2 * 1e-6);
+        add("ceiling: bf16 gemm", "8192^3", us2, 0, 2.0 * M * M * (double)M);
+    }
+    const size_t NC = (size_t)N * C;
+    const std::string sh = fmt("N=%d C=%d", N, C);
+    {  // encoder
+        DBuf<bf16> wte((size_t)V * C), out(NC);
+        DBuf<float> dwte((size_t)V * C);
+        DBuf<int> tok(N);
+        gc::Rng rng(g_seed);
+        std::vector<int> t(N);
+        std::vector<char> seen(V, 0);
+        int uniq = 0;
+        for (int i = 0; i < N; i++) {  // 5% one frequent token, the rest uniform
+            t[i] = rng.uniform() < 0.05 ? 13 : rng.randint(0, V - 1);
+            uniq += !seen[t[i]], seen[t[i]] = 1;
+        }
+        up(tok, t);
+        fill(wte.p, wte.n), fill(out.p, out.n), fill(dwte.p, dwte.n);
+        add("encoder_forward", sh, time_us([&] { encoder_forward_cuda(out.p, tok.p, wte.p, B, T, C, g_stream); }), 4.0 * NC + 4.0 * N, 0);
+        add("encoder_backward", sh + fmt(" uniq=%d", uniq),
+            time_us([&] { encoder_backward_cuda(dwte.p, out.p, tok.p, B, T, C, g_stream); }), 2.0 * NC + 8.0 * uniq * C + 16.0 * N, 0);
+    }
+    {  // layernorm, residual
+        DBuf<bf16> x(NC), o(NC), d(NC), dx(NC), w(C), b(C);
+        DBuf<float> mean(N), rstd(N), dw(C), db(C), scratch(layernorm_backward_scratch_bytes(N, C) / 4);
+        fill(x.p, NC), fill(d.p, NC), fill(dx.p, NC), fill(w.p, C), fill(b.p, C), fill(dw.p, C), fill(db.p, C);
+        add("layernorm_forward", sh, time_us([&] { layernorm_forward_cuda(o.p, mean.p, rstd.p, x.p, w.p, b.p, N, C, g_stream); }),
+            4.0 * NC + 8.0 * N, 0);
+        add("layernorm_backward", sh, time_us([&] {
+                layernorm_backward_cuda(dx.p, dw.p, db.p, d.p, x.p, w.p, mean.p, rstd.p, N, C, scratch.p, g_stream);
+            }),
+            8.0 * NC + 8.0 * N, 0);
+        add("residual_forward", sh, time_us([&] { residual_forward_cuda(o.p, x.p, d.p, NC, g_stream); }), 6.0 * NC, 0);
+    }
+    {  // matmuls of a block, rope, gelu
+        const size_t N3 = NC * 3, N4 = NC * 4;
+        DBuf<bf16> x(NC), wqkv((size_t)3 * C * C), bqkv(3 * C), qkv(N3), qkv2(N3), wfc((size_t)4 * C * C), bfc(4 * C), h(N4),
+            hg(N4), dh(N4), wp((size_t)4 * C * C), bp(C), y(NC), dy(NC), dx(NC);
+        DBuf<float> dwqkv((size_t)3 * C * C), dbqkv(3 * C), dwp((size_t)4 * C * C), dbp(C);
+        DBuf<int> pos(T);
+        std::vector<int> p(T);
+        for (int t = 0; t < T; t++) p[t] = t;
+        up(pos, p);
+        fill(x.p, NC), fill(wqkv.p, wqkv.n, -0.03f, 0.03f), fill(bqkv.p, bqkv.n), fill(wfc.p, wfc.n, -0.03f, 0.03f);
+        fill(bfc.p, bfc.n), fill(wp.p, wp.n, -0.03f, 0.03f), fill(bp.p, C), fill(dy.p, NC), fill(dh.p, N4), fill(qkv.p, N3);
+        fill(dwqkv.p, dwqkv.n), fill(dbqkv.p, dbqkv.n), fill(dwp.p, dwp.n), fill(dbp.p, C);
+        add("matmul_forward qkv", sh + " OC=2304", time_us([&] {
+                matmul_forward_cuda(qkv2.p, x.p, wqkv.p, bqkv.p, N, C, 3 * C, g_stream);
+            }),
+            0, 2.0 * N * C * 3.0 * C);
+        add("matmul_forward fc+gelu", sh + " OC=3072", time_us([&] {
+                matmul_forward_cuda(hg.p, x.p, wfc.p, bfc.p, N, C, 4 * C, g_stream, h.p);
+            }),
+            0, 2.0 * N * C * 4.0 * C);
+        g_matmul_fuse_gelu = false;
+        add("matmul_forward fc, gelu kernel", sh + " OC=3072", time_us([&] {
+                matmul_forward_cuda(hg.p, x.p, wfc.p, bfc.p, N, C, 4 * C, g_stream, h.p);
+            }),
+            0, 2.0 * N * C * 4.0 * C);
+        g_matmul_fuse_gelu = true;
+        add("matmul_forward fcproj", fmt("N=%d C=3072 OC=768", N), time_us([&] {
+                matmul_forward_cuda(y.p, hg.p, wp.p, bp.p, N, 4 * C, C, g_stream);
+            }),
+            0, 2.0 * N * 4.0 * C * C);
+        add("matmul_backward qkv", sh + " OC=2304", time_us([&] {
+                matmul_backward_cuda(dx.p, dwqkv.p, dbqkv.p, qkv.p, x.p, wqkv.p, N, C, 3 * C, g_stream);
+            }),
+            0, 4.0 * N * C * 3.0 * C);
+        add("matmul_backward fcproj+dgelu", fmt("N=%d C=3072 OC=768", N), time_us([&] {
+                matmul_backward_cuda(dh.p, dwp.p, dbp.p, dy.p, hg.p, wp.p, N, 4 * C, C, g_stream, h.p);
+            }),
+            0, 4.0 * N * 4.0 * C * C);
+        g_matmul_fuse_gelu = false;
+        add("matmul_backward fcproj, dgelu kern", fmt("N=%d C=3072 OC=768", N), time_us([&] {
+                matmul_backward_cuda(dh.p, dwp.p, dbp.p, dy.p, hg.p, wp.p, N, 4 * C, C, g_stream, h.p);
+            }),
+            0, 4.0 * N * 4.0 * C * C);
+        g_matmul_fuse_gelu = true;
+        add("rope_forward", fmt("N=%d H=%d D=%d", N, H, D), time_us([&] {
+                rope_forward_cuda(qkv2.p, qkv.p, pos.p, B, T, H, D, 10000.0f, g_stream);
+            }),
+            4.0 * N3, 0);
+        add("rope_backward (in place)", fmt("N=%d H=%d D=%d", N, H, D), time_us([&] {
+                rope_backward_cuda(qkv2.p, qkv2.p, pos.p, B, T, H, D, 10000.0f, g_stream);
+            }),
+            4.0 * N3, 0);
+        add("gelu_forward", fmt("n=%zu", N4), time_us([&] { gelu_forward_cuda(hg.p, h.p, N4, g_stream); }), 4.0 * N4, 0);
+        add("gelu_backward", fmt("n=%zu", N4), time_us([&] { gelu_backward_cuda(dh.p, h.p, hg.p, N4, g_stream); }), 6.0 * N4, 0);
+    }
+    {  // classifier
+        DBuf<bf16> x(NC), wte((size_t)V * C), dx(NC);
+        DBuf<float> losses(N), dwte((size_t)V * C);
+        DBuf<int> tgt(N);
+        DBuf<char> scratch(classifier_scratch_bytes(N, V));
+        gc::Rng rng(g_seed + 1);
+        std::vector<int> t(N);
+        for (int i = 0; i < N; i++) t[i] = rng.randint(0, V - 1);
+        up(tgt, t);
+        fill(x.p, NC), fill(wte.p, wte.n, -0.1f, 0.1f), fill(dwte.p, dwte.n);
+        const double f1 = 2.0 * N * (double)C * V, lbytes = (double)N * classifier_ldl(V);
+        add("classifier fwd+bwd", sh + fmt(" V=%d", V), time_us([&] {
+                classifier_forward_backward_cuda(losses.p, dx.p, dwte.p, x.p, wte.p, tgt.p, N, C, V, 1.0f / N, scratch.p, g_stream);
+            }),
+            lbytes * (4 + 4 + 2 + 2 + 2), 3 * f1);
+        add("classifier fwd only", sh + fmt(" V=%d", V), time_us([&] {
+                classifier_forward_backward_cuda(losses.p, nullptr, nullptr, x.p, wte.p, tgt.p, N, C, V, 0.0f, scratch.p, g_stream);
+            }),
+            lbytes * (4 + 4), f1);
+    }
+    {  // optimizer over 124M parameters
+        const size_t n = 124475904;
+        DBuf<float> master(n), m(n), v(n), g(n), nsq(1), scale(1), scratch(grad_norm_squared_scratch_bytes() / 4);
+        DBuf<bf16> param(n);
+        fill(master.p, n), fill(m.p, n, -1e-3f, 1e-3f), fill(v.p, n, 0, 1e-6f), fill(g.p, n, -1e-3f, 1e-3f);
+        add("grad_norm_squared", fmt("n=%zu", n), time_us([&] { grad_norm_squared_cuda(nsq.p, g.p, n, scratch.p, g_stream); }), 4.0 * n, 0);
+        clip_scale_cuda(scale.p, nsq.p, 1.0f, g_stream);
+        add("adamw_update", fmt("n=%zu", n), time_us([&] {
+                adamw_update_cuda(master.p, param.p, m.p, v.p, g.p, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, scale.p, g_stream);
+            }),
+            30.0 * n, 0);
+    }
+    // The table: achieved rate, and the floor = max(bytes / copy bandwidth, flops / gemm peak).
+    std::string table = fmt("GPU: %s (%d SMs); ceilings measured here: copy %.0f GB/s, bf16 gemm %.0f TFLOP/s\n", prop.name,
+                            prop.multiProcessorCount, bw / 1e9, peak / 1e12);
+    table += fmt("%-36s %-26s %10s %14s %10s %8s\n", "op", "shape", "time_us", "achieved", "floor_us", "floor%");
+    for (const PerfRow& r : rows) {
+        if (r.op.rfind("ceiling", 0) == 0) continue;
+        const double floor_us = std::max(r.bytes / bw, r.flops / peak) * 1e6;
+        std::string ach = r.flops > 0 ? fmt("%.0f TFLOP/s", r.flops / (r.us * 1e-6) / 1e12) : fmt("%.0f GB/s", r.bytes / (r.us * 1e-6) / 1e9);
+        table += fmt("%-36s %-26s %10.1f %14s %10.1f %7.0f%%\n", r.op.c_str(), r.shape.c_str(), r.us, ach.c_str(), floor_us,
+                     100.0 * floor_us / r.us);
+    }
+    table += "(classifier bytes: fp32 logits written + read, bf16 dlogits written + read by two products; floor uses both terms)\n";
+    std::printf("\n%s", table.c_str());
+    if (out_path) {
+        FILE* f = std::fopen(out_path, "w");
+        if (!f) fatal("cannot write %s", out_path);
+        std::fputs(table.c_str(), f);
+        std::fclose(f);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+
+int main(int argc, char** argv) {
+    bool perf = false;
+    const char* out_path = nullptr;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == "--seed" && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
+        else if (a == "--filter" && i + 1 < argc) g_filter = argv[++i];
+        else if (a == "--out" && i + 1 < argc) out_path = argv[++i];
+        else if (a == "--perf") perf = true;
+        else if (a == "--small") g_small = true;
+        else fatal("unknown argument %s (usage: test_ops [--seed N] [--filter OP] [--small] [--perf] [--out FILE])", argv[i]);
+    }
+    int devices = 0;
+    const cudaError_t e = cudaGetDeviceCount(&devices);
+    if (e != cudaSuccess || devices == 0) {
+        std::printf("SKIP test_ops: no CUDA device (%s)\n0 passed, 0 failed\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 0;
+    }
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("test_ops on %s, seed %" PRIu64 "%s\n", prop.name, g_seed, g_small ? " (small shapes)" : "");
+    CUDA_CHECK(cudaStreamCreate(&g_stream));
+    if (perf) {
+        run_perf(out_path);
+        return 0;
+    }
+    test_encoder();
+    test_layernorm();
+    test_matmul_forward();
+    test_matmul_backward();
+    test_rope();
+    test_gelu();
+    test_residual();
+    test_classifier();
+    test_adamw();
+    std::printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
