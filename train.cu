@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <sys/stat.h>
 #include <csignal>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -183,7 +184,12 @@ int main(int argc, char** argv) {
         step = ck.state.step;
         std::printf("resumed from %s at step %d\n", existing.c_str(), step);
     }
-    if (mkdir(a.out.c_str(), 0755) != 0 && errno != EEXIST) fatal("cannot create --out %s", a.out.c_str());
+    // mkdir -p: every missing parent too.
+    for (size_t at = a.out.find('/', 1); ; at = a.out.find('/', at + 1)) {
+        const std::string dir = a.out.substr(0, at);
+        if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) fatal("cannot create --out %s (%s)", dir.c_str(), strerror(errno));
+        if (at == std::string::npos) break;
+    }
     const std::string metrics_path = a.out + "/metrics.csv";
     if (a.resume) truncate_metrics(metrics_path, step);
     else {
