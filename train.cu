@@ -98,7 +98,11 @@ static void truncate_metrics(const std::string& path, int step) {
 // A resumed run must share every flag that decides the losses with the run it continues.
 static void require_same_run_flags(const std::string& saved_json, const std::string& now_json, const std::string& out) {
     const Json saved = JsonParser(saved_json).parse(), now = JsonParser(now_json).parse();
-    auto text = [](const Json& v) { return v.kind == Json::Bool ? std::string(v.b ? "on" : "off") : std::to_string(v.num); };
+    auto text = [](const Json& v) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%.9g", v.num);
+        return v.kind == Json::Bool ? std::string(v.b ? "on" : "off") : std::string(buf);
+    };
     for (const auto& [key, value] : now.obj) {
         std::string flag = "--" + key;
         for (char& c : flag) c = c == '_' ? '-' : c;
