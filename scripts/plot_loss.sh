@@ -9,7 +9,7 @@ baseline=${3:-}
 [ -f "$metrics" ] || { echo "error: $metrics not found: train first (make train)" >&2; exit 1; }
 command -v gnuplot >/dev/null || { echo "error: gnuplot not found: run scripts/install_deps.sh" >&2; exit 1; }
 if [ -z "$baseline" ] && [ -f corpus/manifest.txt ]; then
-    baseline=$(grep -i -m1 'unigram' corpus/manifest.txt | grep -o -E '[0-9]+\.[0-9]+' | head -1 || true)
+    baseline=$(awk '/^unigram_baseline_nats:/ { print $2 }' corpus/manifest.txt)
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
