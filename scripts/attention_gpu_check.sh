@@ -10,7 +10,7 @@ OUTD=${2:-${OUT:-/tmp/attn_out}}
 STEPS=${3:-"test bench torch memcheck racecheck"}
 mkdir -p "$OUTD"
 SP=$(python3 -c "import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))" 2>/dev/null)/nvidia
-export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:${LD_LIBRARY_PATH:-}:$PWD/$BIN  # libgomp carried as a fallback
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >"$OUTD/gpu.txt" 2>&1
 cat "$OUTD/gpu.txt"

@@ -5,17 +5,18 @@
 //   FLOPs: forward 4*B*H*N^2*D / 2 (causal), forward+backward 3.5x that.
 // Time: median of --reps timed runs (cudaEvents) after --warmup runs, inputs random normal.
 //
-// Usage: bench_attention [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants]
+// The cuDNN SDPA backend (layers/cuda/attention_cudnn.cuh) is timed on the same buffers and shown
+// in the last two columns (--no-cudnn leaves it out).
+//
+// Usage: bench_attention [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants] [--no-cudnn]
 //   --variants also times every tile configuration (flash::forward_variants/backward_variants),
 //   to choose the defaults; the main table is always the default (variant 0).
-//
-// Hook for the cuDNN SDPA columns: when layers/cuda/attention_cudnn.cuh lands, time it in
-// time_config() the same way and add "cudnn fwd", "cudnn f+b" columns to the table.
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "layers/cuda/attention_cudnn.cuh"
 #include "layers/cuda/attention_flash.cuh"
 
 __global__ void fill_normal_bf16(bf16* x, size_t n, uint64_t seed) {
@@ -59,14 +60,15 @@ struct Timer {
 int main(int argc, char** argv) {
     const char* out_path = nullptr;
     int reps = 5, warmup = 2, max_n = 65536;
-    bool variants = false;
+    bool variants = false, cudnn = true;
     for (int i = 1; i < argc; i++) {
         if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
         else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--max-n") && i + 1 < argc) max_n = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--variants")) variants = true;
-        else fatal("usage: bench_attention [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants]");
+        else if (!std::strcmp(argv[i], "--no-cudnn")) cudnn = false;
+        else fatal("usage: bench_attention [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants] [--no-cudnn]");
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -89,7 +91,10 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaMalloc(&dout, no * 2));
     CUDA_CHECK(cudaMalloc(&lse, nl * 4));
     size_t ws_bytes = 0;
-    for (int D : {64, 128}) ws_bytes = std::max(ws_bytes, attention_backward_workspace_bytes({1, (int)tokens, 2048 / D, D, 3 * 2048}));
+    for (int D : {64, 128}) {
+        const AttnShape big{1, (int)tokens, 2048 / D, D, 3 * 2048};
+        ws_bytes = std::max({ws_bytes, attention_backward_workspace_bytes(big), attention_cudnn_workspace_bytes(big)});
+    }
     CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
     CUDA_CHECK(cudaMalloc(&pos, tokens * 4));
     {
@@ -111,8 +116,8 @@ int main(int argc, char** argv) {
     std::snprintf(line, sizeof line, "# flash attention (ours), causal, bf16, B*N = %lld tokens, H = 2048/D, %s\n", tokens,
                   prop.name);
     table += line;
-    std::snprintf(line, sizeof line, "%-6s %4s %4s %4s %10s %10s %10s %10s %10s\n", "N", "D", "B", "H", "fwd ms",
-                  "fwd TF/s", "f+b ms", "f+b TF/s", "bwd TF/s");
+    std::snprintf(line, sizeof line, "%-6s %4s %4s %4s %10s %10s %10s %10s %10s %12s %12s\n", "N", "D", "B", "H",
+                  "fwd ms", "fwd TF/s", "f+b ms", "f+b TF/s", "bwd TF/s", "cudnn fwd", "cudnn f+b");
     table += line;
     std::printf("%s", table.c_str());
     std::string vtable = "# tile variants (TFLOP/s; forward: fwd only, backward: bwd only = 2.5x fwd FLOPs)\n";
@@ -134,9 +139,20 @@ int main(int argc, char** argv) {
             run_fwd(0);  // O and L for the backward
             const double tf = timer.median_ms([&] { run_fwd(0); }, warmup, reps);
             const double tfb = timer.median_ms([&] { run_fwd(0); run_bwd(0); }, warmup, reps);
-            std::snprintf(line, sizeof line, "%-6d %4d %4d %4d %10.3f %10.1f %10.3f %10.1f %10.1f\n", N, D, B, H, tf,
-                          fwd_flops / tf * 1e-9, tfb, 3.5 * fwd_flops / tfb * 1e-9,
-                          2.5 * fwd_flops / (tfb - tf) * 1e-9);
+            double cf = NAN, cfb = NAN;  // cuDNN TFLOP/s
+            if (cudnn && attention_cudnn_supports(pat, s, false, nullptr)) {
+                auto cfwd = [&] { attention_forward_cudnn(out, lse, q, k, v, pos, nullptr, pat, s, scale, 0); };
+                auto cbwd = [&] {
+                    attention_backward_cudnn(dqkv, dqkv + H * D, dqkv + 2 * H * D, dout, out, lse, q, k, v, pos,
+                                             nullptr, pat, s, scale, ws, 0);
+                };
+                cf = fwd_flops / timer.median_ms(cfwd, warmup, reps) * 1e-9;
+                cfb = 3.5 * fwd_flops / timer.median_ms([&] { cfwd(); cbwd(); }, warmup, reps) * 1e-9;
+                run_fwd(0);  // our O and L again for the variants below
+            }
+            std::snprintf(line, sizeof line, "%-6d %4d %4d %4d %10.3f %10.1f %10.3f %10.1f %10.1f %12.1f %12.1f\n", N, D,
+                          B, H, tf, fwd_flops / tf * 1e-9, tfb, 3.5 * fwd_flops / tfb * 1e-9,
+                          2.5 * fwd_flops / (tfb - tf) * 1e-9, cf, cfb);
             table += line;
             std::printf("%s", line);
             std::fflush(stdout);
