@@ -13,6 +13,7 @@ CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
 NVCCFLAGS ?= -O2 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler "-fopenmp -march=x86-64-v3 -Wall" --expt-relaxed-constexpr
 SPM_LIBS := -lsentencepiece -lsentencepiece_train -lpthread
 NVCC_LIBS := -lgomp $(SPM_LIBS)
+GPU_LIBS := -lcublasLt -lcublas -lcudnn $(NVCC_LIBS)
 
 # Say which optional pieces were found (the CUDA path links cuBLASLt, cuDNN and NCCL).
 HAVE_NVCC := $(shell test -x $(NVCC) && echo yes || echo no)
@@ -37,11 +38,12 @@ help:
 build:
 	@mkdir -p build
 
-build/train: train.cu $(wildcard layers/*.h model/*.h data/*.h) | build
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(NVCC_LIBS)
+HEADERS := $(wildcard layers/*.h layers/cuda/*.cuh model/*.h model/*.cuh data/*.h)
+build/train: train.cu $(HEADERS) | build
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(GPU_LIBS)
 
-build/infer: infer.cu $(wildcard layers/*.h model/*.h data/*.h) | build
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(NVCC_LIBS)
+build/infer: infer.cu $(HEADERS) | build
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(GPU_LIBS)
 
 build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
@@ -51,12 +53,11 @@ build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard layers/*.h
 
 # GPU tests and benchmarks: every tests/gpu/test_*.cu and tests/gpu/bench_*.cu builds to
 # build/<name>. CI (no GPU) builds them all; `make test-gpu` and `make bench` run them.
-GPU_LIBS := -lcublasLt -lcublas -lcudnn $(NVCC_LIBS)
 GPU_SOURCES := $(wildcard tests/gpu/test_*.cu tests/gpu/bench_*.cu)
 GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
-build/test_%: tests/gpu/test_%.cu $(wildcard layers/*.h layers/cuda/*.cuh model/*.h data/*.h tests/*.h tests/gpu/*.cuh) | build
+build/test_%: tests/gpu/test_%.cu $(HEADERS) $(wildcard tests/*.h tests/gpu/*.cuh) | build
 	$(NVCC) $(NVCCFLAGS) -lineinfo -o $@ $< $(GPU_LIBS)
-build/bench_%: tests/gpu/bench_%.cu $(wildcard layers/*.h layers/cuda/*.cuh model/*.h data/*.h tests/*.h tests/gpu/*.cuh) | build
+build/bench_%: tests/gpu/bench_%.cu $(HEADERS) $(wildcard tests/*.h tests/gpu/*.cuh) | build
 	$(NVCC) $(NVCCFLAGS) -lineinfo -o $@ $< $(GPU_LIBS)
 
 include data/rules.mk

@@ -11,11 +11,7 @@
 #include "model/checkpoint.h"
 #include "model/flags.h"
 #include "model/generate.h"
-
-static bool gpu_present() {
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
+#include "model/select_backend.cuh"
 
 static void show_progress(long long done, long long total) {
     std::fprintf(stderr, "\rscored %lld / %lld tokens", done, total);
@@ -23,7 +19,7 @@ static void show_progress(long long done, long long total) {
 }
 
 int main(int argc, char** argv) {
-    std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto";
+    std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
     int max_new = 200, top_k = 40, seed = 1, ctx = 0;
     float temperature = 0.8f, top_p = 0.95f;
     Flags flags("infer", "Generate text from a checkpoint, or measure perplexity over a file.");
@@ -38,12 +34,12 @@ int main(int argc, char** argv) {
     flags.add_int("ctx", &ctx, "context window in tokens (0: the training --seq-len)");
     flags.add_string("perplexity", &ppl_file, "score this whole file instead of generating");
     flags.add_string("device", &device, "auto, cpu or cuda");
+    flags.add_string("attention", &attention, "attention kernels on the GPU: flash (ours) or cudnn");
     flags.parse(argc, argv);
     if (max_new < 0 || top_k < 0 || ctx < 0 || temperature < 0 || !(top_p > 0 && top_p <= 1))
         fatal("--max-new, --top-k, --ctx, --temperature must be >= 0 and --top-p in (0, 1]");
-    if (device == "cuda") fatal("--device cuda: this build has no CUDA backend yet; use --device cpu");
-    if (device != "cpu" && device != "auto") fatal("--device must be auto, cpu or cuda (got '%s')", device.c_str());
-    if (device == "auto" && gpu_present()) std::fprintf(stderr, "note: a GPU is present, but this build runs on the CPU\n");
+    const Device dev = resolve_device(device);
+    const AttnBackend attn = parse_attention_backend(attention, /*doc_mask=*/false);
 
     // Read the input files before the checkpoint, so a wrong path fails fast.
     const std::string ppl_text = ppl_file.empty() ? "" : read_file(ppl_file, "check the --perplexity path");
@@ -62,10 +58,11 @@ int main(int argc, char** argv) {
         ctx = 256;
         if (ck.has_train_state) ctx = (int)JsonParser(ck.state.train_args).parse().at("seq_len").as_number();
     }
-    CpuBackend model(ck.cfg);
+    std::unique_ptr<ModelBackend> backend = make_backend(dev, ck.cfg, attn);
+    ModelBackend& model = *backend;
     model.set_params(ck.params.data());
-    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d\n", path.c_str(), ck.cfg.n_layer,
-                 ck.cfg.n_embd, model.num_params() / 1e6, ctx);
+    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d, on %s\n", path.c_str(),
+                 ck.cfg.n_layer, ck.cfg.n_embd, model.num_params() / 1e6, ctx, model.name().c_str());
 
     if (!ppl_file.empty()) {
         const std::string& text = ppl_text;

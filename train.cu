@@ -17,14 +17,15 @@
 #include "model/checkpoint.h"
 #include "model/flags.h"
 #include "model/generate.h"
+#include "model/select_backend.cuh"
 
 struct TrainArgs {
-    std::string data = "corpus", out = "out/train", device = "auto";
+    std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
     int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600;
     float lr = 2e-3f, min_lr_frac = 0.1f, weight_decay = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
     int warmup = 60, seed = 1337, val_every = 100, val_batches = 8, ckpt_every = 200, log_every = 10;
     bool resume = false, doc_mask = true;
-    int sample_tokens = 160;
+    int sample_tokens = 160, keep_ckpts = 3;
     std::string sample_prompt = "And it came to pass";
 
     // The flags a resumed run must share with the run it continues (they decide every loss).
@@ -48,22 +49,6 @@ static std::string fmt_duration(double s) {
     if (t >= 3600) snprintf(buf, sizeof buf, "%dh%02dm", t / 3600, t / 60 % 60);
     else snprintf(buf, sizeof buf, "%dm%02ds", t / 60, t % 60);
     return buf;
-}
-
-static bool gpu_present() {
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-// The backend the flags ask for. The CUDA backend lands with the CUDA path; until then a GPU
-// machine trains on the CPU unless the user asked for the GPU explicitly.
-static std::unique_ptr<ModelBackend> make_backend(const std::string& device, const GPTConfig& cfg, uint64_t seed) {
-    if (device == "cuda") fatal("--device cuda: this build has no CUDA backend yet; use --device cpu");
-    if (device != "cpu" && device != "auto") fatal("--device must be auto, cpu or cuda (got '%s')", device.c_str());
-    if (device == "auto" && gpu_present()) std::printf("note: a GPU is present, but this build trains on the CPU\n");
-    auto cpu = std::make_unique<CpuBackend>(cfg);
-    cpu->init_weights(seed);
-    return cpu;
 }
 
 // Mean validation loss over the first n batches of the (unshuffled) validation windows.
@@ -119,6 +104,7 @@ int main(int argc, char** argv) {
     flags.add_string("data", &a.data, "directory with train.bin, val.bin and tokenizer.model");
     flags.add_string("out", &a.out, "directory for checkpoints, metrics.csv and the sample");
     flags.add_string("device", &a.device, "auto, cpu or cuda");
+    flags.add_string("attention", &a.attention, "attention kernels on the GPU: flash (ours) or cudnn");
     flags.add_int("layers", &a.layers, "transformer blocks");
     flags.add_int("width", &a.width, "model width C");
     flags.add_int("heads", &a.heads, "attention heads (head dim = width/heads must be 64 or 128)");
@@ -137,10 +123,22 @@ int main(int argc, char** argv) {
     flags.add_int("val-batches", &a.val_batches, "batches per validation");
     flags.add_int("ckpt-every", &a.ckpt_every, "steps between checkpoints (0: only at the end)");
     flags.add_int("log-every", &a.log_every, "steps between progress lines");
+    flags.add_int("keep-ckpts", &a.keep_ckpts, "checkpoints kept in --out, newest first (0: all)");
     flags.add_bool("resume", &a.resume, "continue from the latest checkpoint in --out");
     flags.add_int("sample-tokens", &a.sample_tokens, "tokens of sample text printed at the end (0: none)");
     flags.add_string("sample-prompt", &a.sample_prompt, "prompt of the final sample");
     flags.parse(argc, argv);
+    const Device device = resolve_device(a.device);
+    if (device == Device::Cuda) {
+        // The GPU default: a ~100M-parameter model (GPT-2 small's body with our vocabulary) on
+        // windows of 1024 tokens. Flags given on the command line win.
+        auto preset = [&](const char* flag, int* dst, int value) { if (!flags.was_set(flag)) *dst = value; };
+        preset("layers", &a.layers, 12), preset("width", &a.width, 768), preset("heads", &a.heads, 12);
+        preset("seq-len", &a.seq_len, 1024), preset("batch", &a.batch, 16), preset("steps", &a.steps, 800);
+        preset("warmup", &a.warmup, 100), preset("val-every", &a.val_every, 200), preset("val-batches", &a.val_batches, 4);
+        preset("ckpt-every", &a.ckpt_every, 400), preset("log-every", &a.log_every, 20);
+        if (!flags.was_set("lr")) a.lr = 6e-4f;
+    }
 
     if (a.steps < 1) fatal("--steps must be at least 1 (got %d)", a.steps);
     if (a.batch < 1 || a.seq_len < 2) fatal("--batch must be >= 1 and --seq-len >= 2 (got %d, %d)", a.batch, a.seq_len);
@@ -179,8 +177,13 @@ int main(int argc, char** argv) {
     DataLoader val(val_shard, a.batch, a.seq_len, 0, /*shuffle=*/false);
     const int val_batches = (int)std::min<uint64_t>(a.val_batches, val.n_windows() / a.batch);
 
-    std::unique_ptr<ModelBackend> model = make_backend(a.device, cfg, (uint64_t)a.seed);
+    std::unique_ptr<ModelBackend> model = make_backend(device, cfg, parse_attention_backend(a.attention, a.doc_mask));
     int step = 0;
+    {
+        std::vector<float> w(model->num_params());
+        init_gpt_weights(w.data(), cfg, (uint64_t)a.seed);
+        model->set_params(w.data());
+    }
     if (a.resume) {
         model->set_params(ck.params.data());
         model->set_opt_state(ck.m.data(), ck.v.data());
@@ -221,6 +224,9 @@ int main(int argc, char** argv) {
         const LoaderState ls = train.state();
         TrainState st{at_step, ls.epoch, ls.cursor, a.to_json()};
         save_checkpoint(checkpoint_path(a.out, at_step), *model, tok.serialized_model(), &st);
+        // Only once the new checkpoint is safely in place do the oldest ones go.
+        const std::vector<std::string> all = list_checkpoints(a.out);
+        for (size_t i = 0; a.keep_ckpts > 0 && i + a.keep_ckpts < all.size(); i++) std::remove(all[i].c_str());
         std::fflush(metrics);
         std::printf("saved %s\n", checkpoint_path(a.out, at_step).c_str());
     };

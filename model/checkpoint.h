@@ -76,19 +76,25 @@ inline std::string checkpoint_path(const std::string& dir, int step) {
     return dir + name;
 }
 
-// The checkpoint of the highest step in dir, or "" when there is none.
-inline std::string latest_checkpoint(const std::string& dir) {
-    DIR* d = opendir(dir.c_str());
-    if (!d) return "";
+// The checkpoints in dir, oldest (lowest step) first.
+inline std::vector<std::string> list_checkpoints(const std::string& dir) {
     std::vector<std::string> names;
+    DIR* d = opendir(dir.c_str());
+    if (!d) return names;
     while (dirent* e = readdir(d)) {
         std::string n = e->d_name;
-        if (n.rfind("ckpt_", 0) == 0 && n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) names.push_back(n);
+        if (n.rfind("ckpt_", 0) == 0 && n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0)
+            names.push_back(dir + "/" + n);
     }
     closedir(d);
-    if (names.empty()) return "";
-    std::sort(names.begin(), names.end());
-    return dir + "/" + names.back();
+    std::sort(names.begin(), names.end());  // zero-padded steps sort in step order
+    return names;
+}
+
+// The checkpoint of the highest step in dir, or "" when there is none.
+inline std::string latest_checkpoint(const std::string& dir) {
+    const std::vector<std::string> all = list_checkpoints(dir);
+    return all.empty() ? "" : all.back();
 }
 
 inline void save_checkpoint(const std::string& path, ModelBackend& model, const std::string& tokenizer,
