@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# `make bench`: the attention benchmark (ours and cuDNN side by side), the training throughput
+# of the GPT-2 124M shape, and (where PyTorch is installed, as on the lent GPU machines) the
+# PyTorch flash/cuDNN reference, in one run. Tables go to build/bench/ and the screen.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${BIN:-build}
+OUTDIR=${OUTDIR:-build/bench}
+mkdir -p "$OUTDIR"
+if python3 -c "import nvidia" 2>/dev/null; then
+    SP=$(python3 -c "import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))")/nvidia
+    export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:${LD_LIBRARY_PATH:-}
+fi
+"$BIN/bench_attention" --out "$OUTDIR/attention.md" ${BENCH_ATTENTION_ARGS:-}
+"$BIN/bench_train" --out "$OUTDIR/train_124m.md" ${BENCH_TRAIN_ARGS:-}
+if python3 -c "import torch" 2>/dev/null && [ -f scripts/check_attention_torch.py ]; then
+    python3 scripts/check_attention_torch.py --out "$OUTDIR/attention_torch.md" ${BENCH_TORCH_ARGS:-}
+fi
+echo; for f in "$OUTDIR"/*.md; do echo "== $f"; cat "$f"; echo; done

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `make test-gpu`: every GPU test binary (build/test_* from tests/gpu/), then compute-sanitizer
+# memcheck and racecheck on the attention kernels at small sizes. Sums the "N passed, M failed"
+# lines. BIN=dir runs binaries from elsewhere (carried builds).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${BIN:-build}
+LOGS=${LOGS:-build/logs}
+mkdir -p "$LOGS"
+if python3 -c "import nvidia" 2>/dev/null; then  # the lent machines keep cuDNN/NCCL/cuBLAS in Python wheels
+    SP=$(python3 -c "import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))")/nvidia
+    export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:${LD_LIBRARY_PATH:-}
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || { echo "no GPU: nothing to run"; exit 1; }
+total_pass=0 total_fail=0 rows=()
+run() {  # name, command...
+    local name=$1; shift
+    local t0=$SECONDS
+    "$@" > "$LOGS/$name.log" 2>&1
+    local code=$?
+    local summary p f
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$LOGS/$name.log" | tail -1)
+    p=$(awk '{print $1}' <<< "$summary"); f=$(awk '{print $3}' <<< "$summary")
+    [ -n "$summary" ] || { p=0; f=1; }
+    [ $code -eq 0 ] || [ "$f" -gt 0 ] || f=1
+    grep -E '^FAIL' "$LOGS/$name.log" | head -10
+    total_pass=$((total_pass + p)) total_fail=$((total_fail + f))
+    rows+=("$(printf '%-28s %5s passed %3s failed  exit %-3s %4ss' "$name" "$p" "$f" "$code" $((SECONDS - t0)))")
+}
+sanitize() {  # name, tool, command...: passes when the sanitizer reports 0 errors/hazards
+    local name=$1 tool=$2; shift 2
+    local t0=$SECONDS
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$@" > "$LOGS/$name.log" 2>&1
+    local code=$?
+    local verdict; verdict=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/$name.log" | tail -1)
+    if [ $code -eq 0 ]; then total_pass=$((total_pass + 1)); else total_fail=$((total_fail + 1)); fi
+    rows+=("$(printf '%-28s %s exit %s %4ss' "$name" "${verdict:-no summary}" "$code" $((SECONDS - t0)))")
+}
+for t in "$BIN"/test_*; do
+    name=$(basename "$t")
+    [ -f "tests/gpu/$name.cu" ] || continue  # CPU tests run under make test
+    run "$name" "$t"
+done
+sanitize memcheck_attention memcheck --leak-check no "$BIN/test_attention" --small
+sanitize racecheck_attention racecheck "$BIN/test_attention" --small
+echo
+printf '%s\n' "${rows[@]}"
+echo "$total_pass passed, $total_fail failed"
+[ $total_fail -eq 0 ]
