@@ -6,6 +6,7 @@
 //      dlogits = dloss * (softmax - onehot) written as bf16 IN PLACE over the row's first half
 //   3. dx_chunk (rows, C) = dlogits @ wte                           cuBLASLt, bf16 out
 //   4. dwte (V, C) += dlogits^T @ x_chunk                           cuBLASLt, fp32 C/D, beta = 1
+// (each product split at V1 = V rounded down to g_classifier_split: see there)
 // Why fp32 logits: the loss is the number reported and compared with the CPU, and logits reach
 // |20| where a bf16 logit is off by up to 0.06, so a bf16 loss would be off by ~1e-2 per token.
 // fp32 costs 4 more bytes per logit written and read (about 2 ms of ~13 ms for GPT-2 124M at
@@ -21,6 +22,10 @@
 // Rows per chunk; the scratch is chunk * ldl * 4 bytes (824 MB for V = 50257 at 4096 rows).
 // Tests set it smaller to cross chunk boundaries.
 inline int g_classifier_chunk = 4096;
+// Vocabulary split for the products: cuBLASLt is several times slower when the vocabulary
+// dimension is odd (50257), so each product runs on the first V1 = V rounded down to a multiple
+// of g_classifier_split rows and again on the V - V1 remaining ones (0: one product).
+inline int g_classifier_split = 64;
 // Padded row length of the logits: a multiple of 64 keeps every row 256-byte aligned.
 inline int classifier_ldl(int V) { return (V + 63) / 64 * 64; }
 
@@ -139,24 +144,43 @@ inline void classifier_forward_backward_cuda(float* losses,       // (N)
     if (C % 8 != 0) fatal("classifier: C = %d must be a multiple of 8", C);
     if (!is_aligned16(scratch)) fatal("classifier: scratch must be 16-byte aligned");
     const int ldl = classifier_ldl(V);
+    const int V1 = g_classifier_split > 0 ? V / g_classifier_split * g_classifier_split : V;
     const bool grad = dx || dwte;
     float* logits = (float*)scratch;
     const bf16* dlogits = (const bf16*)scratch;
     for (int n0 = 0; n0 < N; n0 += g_classifier_chunk) {
         const int rows = N - n0 < g_classifier_chunk ? N - n0 : g_classifier_chunk;
         const bf16* xc = x + (size_t)n0 * C;
-        // logits^T (V, rows) = wte (stored (C, V), transposed) @ x_chunk^T (C, rows).
-        matmul_cublaslt_or_die(logits, CUDA_R_32F, ldl, wte, true, C, xc, false, C, V, rows, C, 0.0f,
-                               CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
+        // logits^T (V, rows) = wte (stored (C, V), transposed) @ x_chunk^T (C, rows), vocabulary rows
+        // [0, V1) and [V1, V).
+        for (int part = 0; part < 2; part++) {
+            const int v0 = part ? V1 : 0, nv = part ? V - V1 : V1;
+            if (nv == 0) continue;
+            matmul_cublaslt_or_die(logits + v0, CUDA_R_32F, ldl, wte + (size_t)v0 * C, true, C, xc, false, C, nv, rows, C, 0.0f,
+                                   CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
+        }
         crossentropy_forward_backward_kernel<<<rows, CE_THREADS, 0, stream>>>(logits, losses + n0, targets + n0, V, ldl,
                                                                               dloss, grad);
         CUDA_CHECK_LAST();
-        if (dx)  // dx_chunk^T (C, rows) = wte (stored (C, V)) @ dlogits^T (V, rows), ld 2*ldl.
-            matmul_cublaslt_or_die(dx + (size_t)n0 * C, CUDA_R_16BF, C, wte, false, C, dlogits, false, 2 * ldl, C, rows,
-                                   V, 0.0f, CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
+        if (dx) {
+            // dx_chunk^T (C, rows) = wte (stored (C, V)) @ dlogits^T (V, rows), ld 2*ldl. The short
+            // tail [V1, V) goes first (beta 0), the main part adds to it (beta 1): dx is rounded to
+            // bf16 once more, but the tail holds only V - V1 of the V terms.
+            bf16* dxc = dx + (size_t)n0 * C;
+            if (V1 < V)
+                matmul_cublaslt_or_die(dxc, CUDA_R_16BF, C, wte + (size_t)V1 * C, false, C, dlogits + V1, false, 2 * ldl, C, rows,
+                                       V - V1, 0.0f, CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
+            if (V1 > 0)
+                matmul_cublaslt_or_die(dxc, CUDA_R_16BF, C, wte, false, C, dlogits, false, 2 * ldl, C, rows, V1,
+                                       V1 < V ? 1.0f : 0.0f, CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
+        }
         if (dwte)  // dwte^T (C, V) += x_chunk^T (C, rows) @ dlogits (rows, V): stored (V, rows), transposed.
-            matmul_cublaslt_or_die(dwte, CUDA_R_32F, C, xc, false, C, dlogits, true, 2 * ldl, C, V, rows, 1.0f,
-                                   CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
+            for (int part = 0; part < 2; part++) {
+                const int v0 = part ? V1 : 0, nv = part ? V - V1 : V1;
+                if (nv == 0) continue;
+                matmul_cublaslt_or_die(dwte + (size_t)v0 * C, CUDA_R_32F, C, xc, false, C, dlogits + v0, true, 2 * ldl, C, nv,
+                                       rows, 1.0f, CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
+            }
     }
 }
 
@@ -165,6 +189,11 @@ inline void logits_cuda(float* out,          // (V)
                         const bf16* x_row,   // (C)
                         const bf16* wte,     // (V, C)
                         int C, int V, cudaStream_t stream) {
-    matmul_cublaslt_or_die(out, CUDA_R_32F, V, wte, true, C, x_row, false, C, V, 1, C, 0.0f, CUBLASLT_EPILOGUE_DEFAULT,
-                           nullptr, stream);
+    const int V1 = g_classifier_split > 0 ? V / g_classifier_split * g_classifier_split : V;
+    for (int part = 0; part < 2; part++) {
+        const int v0 = part ? V1 : 0, nv = part ? V - V1 : V1;
+        if (nv == 0) continue;
+        matmul_cublaslt_or_die(out + v0, CUDA_R_32F, V, wte + (size_t)v0 * C, true, C, x_row, false, C, nv, 1, C, 0.0f,
+                               CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
+    }
 }

