@@ -189,6 +189,15 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(con
             for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sK, warp * 16 * MT + mt * 16, kc * 16);
             mma_rows_times_tile<MT, QB, D, true>(s, a, Qs, kc * 16);
         }
+        // dP^T = V dO^T, issued before the exponentials so the tensor cores have independent work.
+        float dp[MT][QB][4] = {};
+#pragma unroll
+        for (int kc = 0; kc < D / 16; kc++) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sV, warp * 16 * MT + mt * 16, kc * 16);
+            mma_rows_times_tile<MT, QB, D, true>(dp, a, dOs, kc * 16);
+        }
         // P^T = 2^(S^T scale_log2 - L_log2[query]); masked pairs 0.
 #pragma unroll
         for (int j = 0; j < QB; j++)
@@ -210,15 +219,6 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(con
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) scores_to_a<QB>(a[mt], s[mt], kk);
             mma_rows_times_tile<MT, DB, D, false>(dv, a, dOs, kk * 16);
-        }
-        // dP^T = V dO^T
-        float dp[MT][QB][4] = {};
-#pragma unroll
-        for (int kc = 0; kc < D / 16; kc++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sV, warp * 16 * MT + mt * 16, kc * 16);
-            mma_rows_times_tile<MT, QB, D, true>(dp, a, dOs, kc * 16);
         }
         // dS^T = P^T (dP^T - delta[query]) scale, kept in s.
 #pragma unroll
