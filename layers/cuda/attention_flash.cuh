@@ -1,9 +1,21 @@
 // Flash attention, CUDA: the launchers mirroring the CPU reference (layers/attention.h),
 //   attention_forward_cuda   ~ attention_forward
 //   attention_backward_cuda  ~ attention_backward
-// on bf16 storage with fp32 accumulation, head dims 64 and 128, for sm_90 (mma.sync m16n8k16,
-// ldmatrix, cp.async). Kernels: attention_flash_fwd.cuh, attention_flash_bwd.cuh; descriptors,
-// schedules and the online-softmax update: attention_flash_common.cuh.
+// on bf16 storage with fp32 accumulation, head dims 64 and 128, for sm_90a. Kernels:
+//   attention_flash_sm90.cuh      forward on wgmma (the default)
+//   attention_flash_bwd_sm90.cuh  dK/dV + atomic dQ on wgmma (the default backward)
+//   attention_flash_fwd.cuh       forward on mma.sync m16n8k16 + ldmatrix (FlashAttention-2 style)
+//   attention_flash_bwd.cuh       backward on mma.sync: atomic dQ, or deterministic with a
+//                                 separate dQ pass; the preprocess and dQ convert kernels
+//   attention_flash_common.cuh    descriptors (row maps, positions, schedules), the online-softmax
+//                                 update, PTX wrappers
+// All stream K/V (or Q/dO) tiles through a 2-stage cp.async pipeline; the variant tables below
+// list every tile configuration (variant 0 is what the plain launchers run).
+//
+// Determinism: the forward is deterministic. The default backward adds dQ with fp32 atomics, so
+// dQ can differ in the last bits from run to run (dK, dV do not); for bit-identical results use
+// attention_backward_cuda_variant(flash::kDeterministicBackwardVariant, ...), about 35-40% slower
+// (notes/attention.md).
 //
 // Layout (as the CPU reference): Q, K, V (B, N, H, D) read in place with token stride s.stride
 // (3*H*D for slices of a QKV buffer (B, N, 3, H, D)); O (B, N, H, D) contiguous; L (B, H, N) fp32,
@@ -16,6 +28,7 @@
 #pragma once
 #include "layers/attention.h"
 #include "layers/cuda/attention_flash_bwd.cuh"
+#include "layers/cuda/attention_flash_bwd_sm90.cuh"
 #include "layers/cuda/attention_flash_fwd.cuh"
 #include "layers/cuda/attention_flash_sm90.cuh"
 
@@ -58,6 +71,17 @@ void launch_backward_dkdv(const Params& p, int B, cudaStream_t stream) {
     (void)once;
     const dim3 grid(B * p.H, ceil_div(p.krows.len, BN));
     kernel<<<grid, NW * 32, smem, stream>>>(p);
+    CUDA_CHECK_LAST();
+}
+
+template <int D>
+void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
+    constexpr int smem = backward_dkdv_wgmma_smem_bytes<D>();
+    auto kernel = attention_backward_dkdv_wgmma_kernel<D, DenseSchedule>;
+    static bool once = (set_smem_limit(kernel, smem), true);
+    (void)once;
+    const dim3 grid(B * p.H, ceil_div(p.krows.len, 128));
+    kernel<<<grid, 256, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
@@ -105,6 +129,13 @@ void bwd_atomic(const Params& p, int B, cudaStream_t st) {
     launch_backward_dkdv<D, MT, NW, BM, true>(p, B, st);
     launch_dq_convert<D>(p, B, st);
 }
+// Backward on wgmma: preprocess (zeroing dQ), dK/dV + dQ atomics, convert.
+template <int D>
+void bwd_atomic_wgmma(const Params& p, int B, cudaStream_t st) {
+    launch_rowwise<D>(attention_backward_preprocess_kernel<D>, p, B, true, st);
+    launch_backward_dkdv_wgmma<D>(p, B, st);
+    launch_dq_convert<D>(p, B, st);
+}
 // Backward, deterministic: preprocess, dK/dV, then a separate dQ pass.
 template <int D, int MT, int NW, int BM, int QMT, int QNW, int QBN>
 void bwd_det(const Params& p, int B, cudaStream_t st) {
@@ -115,31 +146,36 @@ void bwd_det(const Params& p, int B, cudaStream_t st) {
 
 inline const Variant* forward_variants(int D, int* count) {
     static const Variant v64[] = {
-        {"fwd mt2 w4 bn128", fwd<64, 2, 4, 128>},
-        {"fwd mt2 w4 bn64", fwd<64, 2, 4, 64>},
-        {"fwd wgmma wg2 bn128", fwd_wgmma<64, 2, 128>},
         {"fwd wgmma wg2 bn64", fwd_wgmma<64, 2, 64>},
+        {"fwd wgmma wg2 bn128", fwd_wgmma<64, 2, 128>},
+        {"fwd wgmma wg1 bn64", fwd_wgmma<64, 1, 64>},
+        {"fwd wgmma wg1 bn128", fwd_wgmma<64, 1, 128>},
+        {"fwd mma.sync mt2 w4 bn128", fwd<64, 2, 4, 128>},
     };
     static const Variant v128[] = {
-        {"fwd mt2 w4 bn64", fwd<128, 2, 4, 64>},
-        {"fwd mt2 w4 bn32", fwd<128, 2, 4, 32>},
         {"fwd wgmma wg2 bn128", fwd_wgmma<128, 2, 128>},
         {"fwd wgmma wg2 bn64", fwd_wgmma<128, 2, 64>},
+        {"fwd wgmma wg1 bn64", fwd_wgmma<128, 1, 64>},
+        {"fwd mma.sync mt2 w4 bn64", fwd<128, 2, 4, 64>},
+        {"fwd mma.sync mt2 w4 bn32", fwd<128, 2, 4, 32>},
     };
-    *count = 4;
+    *count = 5;
     return D == 64 ? v64 : v128;
 }
 
+// Variant 1 of the backward is the deterministic one (no atomics: a separate dQ pass).
+constexpr int kDeterministicBackwardVariant = 1;
+
 inline const Variant* backward_variants(int D, int* count) {
     static const Variant v64[] = {
-        {"bwd atomic mt2 w4 bm32", bwd_atomic<64, 2, 4, 32>},
+        {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<64>},
         {"bwd determ mt2 w4 bm32 | dq mt2 w4 bn64", bwd_det<64, 2, 4, 32, 2, 4, 64>},
-        {"bwd atomic mt1 w8 bm64", bwd_atomic<64, 1, 8, 64>},
+        {"bwd mma.sync atomic mt2 w4 bm32", bwd_atomic<64, 2, 4, 32>},
     };
     static const Variant v128[] = {
-        {"bwd atomic mt1 w8 bm64", bwd_atomic<128, 1, 8, 64>},
+        {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<128>},
         {"bwd determ mt1 w8 bm64 | dq mt1 w8 bn64", bwd_det<128, 1, 8, 64, 1, 8, 64>},
-        {"bwd atomic mt1 w4 bm64", bwd_atomic<128, 1, 4, 64>},
+        {"bwd mma.sync atomic mt1 w8 bm64", bwd_atomic<128, 1, 8, 64>},
     };
     *count = 3;
     return D == 64 ? v64 : v128;

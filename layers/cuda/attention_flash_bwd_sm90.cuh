@@ -1,0 +1,205 @@
+// Flash attention backward, dK/dV (+ atomic dQ) on Hopper's warpgroup MMA (wgmma, sm_90a): the
+// algorithm of attention_backward_dkdv_kernel (attention_flash_bwd.cuh) with each of the two
+// warpgroups owning 64 keys (BN = 128) and every product a wgmma:
+//   S^T = K Q^T, dP^T = V dO^T      A = K, V rows (smem, K-major), B = Q, dO (smem, K-major)
+//   dV += P^T dO, dK += dS^T Q      A = P^T, dS^T from registers, B = dO, Q (smem, MN-major)
+//   dQ (+)= dS K                    A = dS^T tile (smem, MN-major), B = K (smem, MN-major);
+//                                   warpgroup w computes dQ columns [w*D/2, (w+1)*D/2) over all
+//                                   128 keys and adds them to the fp32 accumulator.
+// Tiles use the 128-byte-swizzled layout of attention_flash_sm90.cuh. The preprocess and dQ
+// convert kernels are those of attention_flash_bwd.cuh.
+#pragma once
+#include "layers/cuda/attention_flash_bwd.cuh"
+#include "layers/cuda/attention_flash_sm90.cuh"
+
+namespace flash {
+
+constexpr int kBwdWgBM = 64;  // queries per step: one 128-byte swizzle row of the dS^T tile
+
+template <int D>
+constexpr int backward_dkdv_wgmma_smem_bytes() {
+    constexpr int BN = 128, BM = kBwdWgBM;
+    // K, V (BN, D); 2 stages of Q, dO (BM, D); dS^T (BN, BM); 2 stages of L, delta (BM) fp32.
+    return (2 * BN * D + 4 * BM * D + BN * BM) * 2 + 4 * BM * 4 + 1024;
+}
+
+template <int D, int NT>
+__device__ __forceinline__ void load_query_side_sw128(const Params& p, int b, int h, int q0, uint32_t sQ,
+                                                      uint32_t sdO, uint32_t sL, uint32_t sDelta) {
+    constexpr int BM = kBwdWgBM;
+    const int qn = min(BM, p.qrows.len - q0);
+    load_tile_sw128_async<BM, D, NT>(sQ, p.q + (size_t)b * p.q_tokens * p.q_stride + h * D, p.q_stride, p.qrows, q0, qn);
+    load_tile_sw128_async<BM, D, NT>(sdO, p.dout + (size_t)b * p.q_tokens * p.H * D + h * D, p.H * D, p.qrows, q0, qn);
+    const size_t rowbase = ((size_t)b * p.H + h) * p.q_tokens;
+    for (int i = threadIdx.x; i < BM; i += NT) {
+        const bool ok = i < qn;  // past the end: L = delta = 0, harmless since Q = dO = 0 there
+        const size_t at = rowbase + p.qrows.token(ok ? q0 + i : q0);
+        cp_async_4(sL + i * 4, p.lse_log2 + at, ok);
+        cp_async_4(sDelta + i * 4, p.delta + at, ok);
+    }
+}
+
+template <int D, class Schedule>
+__global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(const Params p) {
+    constexpr int NT = 256, BN = 128, BM = kBwdWgBM;
+    constexpr int QB = BM / 8, DB = D / 8;
+    constexpr int DQN = D / 2;  // dQ columns per warpgroup
+    extern __shared__ __align__(128) unsigned char smem[];
+    const uint32_t base = (smem_u32(smem) + 1023) & ~1023u;
+    const uint32_t sK = base;                    // [D/64][BN][64]
+    const uint32_t sV = sK + BN * D * 2;         // [D/64][BN][64]
+    const uint32_t sQ = sV + BN * D * 2;         // 2 x [D/64][BM][64]
+    const uint32_t sdO = sQ + 2 * BM * D * 2;    // 2 x [D/64][BM][64]
+    const uint32_t sdS = sdO + 2 * BM * D * 2;   // [BN][BM]: dS^T, keys as rows
+    const uint32_t sL = sdS + BN * BM * 2;       // 2 x (BM) fp32, log2 domain
+    const uint32_t sDelta = sL + 2 * BM * 4;     // 2 x (BM) fp32
+    const float* fL = reinterpret_cast<const float*>(smem + (sL - smem_u32(smem)));
+    const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - smem_u32(smem)));
+
+    const int b = blockIdx.x / p.H, h = blockIdx.x % p.H;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wg = warp >> 2;
+    const int k0 = blockIdx.y * BN, kn = min(BN, p.krows.len - k0);
+    const int key_row0 = k0 + wg * 64 + (warp & 3) * 16;  // first key of the warp's 16-row slice
+    const KeyTile kt = key_tile_info(p, k0, kn);
+    const TileRange queries = Schedule::query_tiles(p, kt, BM);
+    const int n = queries.count();
+
+    float dk[DB][4] = {}, dv[DB][4] = {};
+    if (n > 0) {
+        load_tile_sw128_async<BN, D, NT>(sK, p.k + (size_t)b * p.kv_tokens * p.kv_stride + h * D, p.kv_stride,
+                                         p.krows, k0, kn);
+        load_tile_sw128_async<BN, D, NT>(sV, p.v + (size_t)b * p.kv_tokens * p.kv_stride + h * D, p.kv_stride,
+                                         p.krows, k0, kn);
+        load_query_side_sw128<D, NT>(p, b, h, queries.tile(0) * BM, sQ, sdO, sL, sDelta);
+        cp_async_commit();
+    }
+    for (int it = 0; it < n; it++) {
+        cp_async_wait_all();
+        fence_proxy_async();
+        __syncthreads();  // tile `it` landed; the other stage and dS^T are free (all wgmmas waited)
+        if (it + 1 < n) {
+            const int st = (it + 1) & 1;
+            load_query_side_sw128<D, NT>(p, b, h, queries.tile(it + 1) * BM, sQ + st * BM * D * 2,
+                                         sdO + st * BM * D * 2, sL + st * BM * 4, sDelta + st * BM * 4);
+            cp_async_commit();
+        }
+        const int st = it & 1;
+        const uint32_t Qs = sQ + st * BM * D * 2, dOs = sdO + st * BM * D * 2;
+        const float* Ls = fL + st * BM;
+        const float* Deltas = fDelta + st * BM;
+        const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
+
+        // S^T = K Q^T and dP^T = V dO^T, (64 keys, BM queries) per warpgroup.
+        float s[1][QB][4], dp[QB][4];
+        pin<QB>(s[0]);
+        pin<QB>(dp);
+        wgmma_fence();
+#pragma unroll
+        for (int kc = 0; kc < D / 16; kc++) {
+            const uint32_t off = (kc & 3) * 32;
+            const uint32_t arow = (kc >> 2) * BN * 128 + wg * 64 * 128 + off, brow = (kc >> 2) * BM * 128 + off;
+            wgmma_ss<BM>(s[0], sw128_desc(sK + arow, 16, 1024), sw128_desc(Qs + brow, 16, 1024), kc > 0);
+            wgmma_ss<BM>(dp, sw128_desc(sV + arow, 16, 1024), sw128_desc(dOs + brow, 16, 1024), kc > 0);
+        }
+        wgmma_commit();
+        wgmma_wait_all();
+        pin<QB>(s[0]);
+        pin<QB>(dp);
+
+        // P^T = 2^(S^T scale_log2 - L_log2[query]) (masked: 0); dS^T = P^T (dP^T - delta) scale.
+#pragma unroll
+        for (int j = 0; j < QB; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float Lq = Ls[8 * j + 2 * t + e];
+#pragma unroll
+                for (int r = 0; r < 2; r++) s[0][j][2 * r + e] = ex2(fmaf(s[0][j][2 * r + e], p.scale_log2, -Lq));
+            }
+        bool need_mask = kn < BN || p.doc_start != nullptr;
+        if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
+        if (need_mask) mask_probs_t<1, QB>(s, p, b, key_row0, q0, qn);
+#pragma unroll
+        for (int j = 0; j < QB; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float dl = Deltas[8 * j + 2 * t + e];
+#pragma unroll
+                for (int r = 0; r < 2; r++) dp[j][2 * r + e] = s[0][j][2 * r + e] * (dp[j][2 * r + e] - dl) * p.scale;
+            }
+        uint32_t pa[BM / 16][4], dsa[BM / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+            scores_to_a<QB>(pa[kk], s[0], kk);
+            scores_to_a<QB>(dsa[kk], dp, kk);
+        }
+        // dS^T to shared memory for dQ: rows = keys, 128-byte rows of BM queries.
+#pragma unroll
+        for (int j = 0; j < QB; j++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int row = wg * 64 + (warp & 3) * 16 + g + 8 * r;
+                const uint32_t v = r == 0 ? dsa[j >> 1][(j & 1) * 2] : dsa[j >> 1][(j & 1) * 2 + 1];
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + sw128_offset<BN>(row, j) + 4 * t), "r"(v)
+                             : "memory");
+            }
+
+        // dV += P^T dO, dK += dS^T Q (k over the BM queries, 16 at a time).
+        pin<BM / 16>(pa);
+        pin<BM / 16>(dsa);
+        pin<DB>(dv);
+        pin<DB>(dk);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+            wgmma_rs<D>(dv, pa[kk], sw128_desc(dOs + kk * 16 * 128, BM * 128, 1024), 1);
+            wgmma_rs<D>(dk, dsa[kk], sw128_desc(Qs + kk * 16 * 128, BM * 128, 1024), 1);
+        }
+        wgmma_commit();
+
+        // dQ[:, wg*D/2 ..] = dS K over all BN keys: dS^T of both warpgroups must be in place.
+        fence_proxy_async();
+        __syncthreads();
+        float dq[DQN / 8][4];
+        pin<DQN / 8>(dq);
+        wgmma_fence();
+        // Column offset of this warpgroup's half of K: a whole 64-column block (D = 128) or the
+        // upper 64 bytes of each 128-byte row (D = 64).
+        const uint32_t kcol = D == 128 ? wg * BN * 128 : wg * 64;
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_ss_tt<DQN>(dq, sw128_desc(sdS + kk * 16 * 128, BN * 128, 1024),
+                             sw128_desc(sK + kcol + kk * 16 * 128, BN * 128, 1024), kk > 0);
+        wgmma_commit();
+        wgmma_wait_all();
+        pin<DQN / 8>(dq);
+        pin<BM / 16>(pa);
+        pin<BM / 16>(dsa);
+        pin<DB>(dv);
+        pin<DB>(dk);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = (warp & 3) * 16 + g + 8 * r;
+            if (row >= qn) continue;
+            float* dst = p.dq_accum + (((size_t)b * p.q_tokens + p.qrows.token(q0 + row)) * p.H + h) * D + wg * DQN +
+                         2 * t;
+#pragma unroll
+            for (int j = 0; j < DQN / 8; j++)
+                atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[j][2 * r], dq[j][2 * r + 1]));
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = key_row0 + g + 8 * r;
+        if (row >= p.krows.len) continue;
+        const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
+#pragma unroll
+        for (int db = 0; db < DB; db++) {
+            *reinterpret_cast<__nv_bfloat162*>(p.dk + at + db * 8) = __floats2bfloat162_rn(dk[db][2 * r], dk[db][2 * r + 1]);
+            *reinterpret_cast<__nv_bfloat162*>(p.dv + at + db * 8) = __floats2bfloat162_rn(dv[db][2 * r], dv[db][2 * r + 1]);
+        }
+    }
+}
+
+}  // namespace flash
