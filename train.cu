@@ -21,6 +21,7 @@
 
 struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
+    std::string attn = "dense", segments = "2048,4096,8192", dilations = "1,2,4", dense_layers;
     int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600;
     float lr = 2e-3f, min_lr_frac = 0.1f, weight_decay = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
     int warmup = 60, seed = 1337, val_every = 100, val_batches = 8, ckpt_every = 200, log_every = 10;
@@ -109,6 +110,10 @@ int main(int argc, char** argv) {
     flags.add_int("width", &a.width, "model width C");
     flags.add_int("heads", &a.heads, "attention heads (head dim = width/heads must be 64 or 128)");
     flags.add_float("rope-theta", &a.rope_theta, "rotary embedding base");
+    flags.add_string("attn", &a.attn, "attention pattern of the layers: dense or dilated (LongNet)");
+    flags.add_string("segments", &a.segments, "dilated: segment length of each branch (a segment longer than the sequence is the whole sequence)");
+    flags.add_string("dilations", &a.dilations, "dilated: dilation rate of each branch");
+    flags.add_string("dense-layers", &a.dense_layers, "layers that stay dense with --attn dilated, e.g. 0,5");
     flags.add_int("seq-len", &a.seq_len, "tokens per training window T");
     flags.add_int("batch", &a.batch, "windows per step B");
     flags.add_int("steps", &a.steps, "optimizer steps");
@@ -154,6 +159,7 @@ int main(int argc, char** argv) {
     GPTConfig cfg;
     cfg.vocab_size = tok.vocab_size();
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
+    if (a.layers >= 1) cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.segments, a.dilations, a.dense_layers);
 
     const std::string existing = latest_checkpoint(a.out);
     Checkpoint ck;
@@ -162,7 +168,7 @@ int main(int argc, char** argv) {
         ck = load_checkpoint(existing);
         if (!ck.has_train_state) fatal("--resume: %s holds no training state", existing.c_str());
         require_same_run_flags(ck.state.train_args, a.to_json(), a.out);
-        const char* model_flags[] = {"layers", "width", "heads", "rope-theta"};
+        const char* model_flags[] = {"layers", "width", "heads", "rope-theta", "attn", "segments", "dilations", "dense-layers"};
         for (const char* f : model_flags)
             if (flags.was_set(f) && config_to_json(cfg) != config_to_json(ck.cfg))
                 fatal("--resume: --%s differs from the checkpoint's model; drop the model flags when resuming", f);

@@ -30,6 +30,7 @@
 
 #include "layers/adamw.h"
 #include "layers/attention.h"
+#include "layers/attention_dilated.h"
 #include "layers/classifier.h"
 #include "layers/encoder.h"
 #include "layers/gelu.h"
@@ -238,13 +239,13 @@ struct AttentionOp : OpBase {
     int B, N, H, D, pos0;
     bool causal;
     Docs docs;
+    std::vector<int> segments, dilations;  // empty: dense; else dilated (LongNet) branches
     std::vector<int> pos, doc_start;
     int empty_b = -1, empty_i = -1;  // the row with no allowed key (Docs::SplitEmpty)
     AttentionOp(int B_, int N_, int H_, int D_, bool causal_, Docs docs_, int pos0_)
         : B(B_), N(N_), H(H_), D(D_), pos0(pos0_), causal(causal_), docs(docs_) {
         op = "attention";
-        shape = fmt("B=%d,N=%d,H=%d,D=%d,%s,%s,pos=%d+t", B, N, H, D, causal ? "causal" : "full",
-                    docs == Docs::None ? "nodoc" : docs == Docs::Split ? "doc" : "doc+empty", pos0);
+        describe();
         in = {{"qkv", (size_t)B * N * 3 * H * D, true, -1.5, 1.5}};
         out = {{"out", (size_t)B * N * H * D, true, 0, 0}, {"lse", (size_t)B * H * N, false, 0, 0}};
         for (int t = 0; t < N; t++) pos.push_back(pos0 + t);
@@ -267,20 +268,46 @@ struct AttentionOp : OpBase {
             }
         }
     }
+    // Makes this a dilated case with branches (w_i, r_i).
+    AttentionOp& dilated(std::vector<int> w, std::vector<int> r) {
+        op = "attention_dilated";
+        segments = std::move(w), dilations = std::move(r);
+        describe();
+        return *this;
+    }
+    void describe() {
+        shape = fmt("B=%d,N=%d,H=%d,D=%d,%s,%s,pos=%d+t", B, N, H, D, causal ? "causal" : "full",
+                    docs == Docs::None ? "nodoc" : docs == Docs::Split ? "doc" : "doc+empty", pos0);
+        for (size_t i = 0; i < segments.size(); i++) shape += fmt(",w%d/r%d", segments[i], dilations[i]);
+    }
     AttnPattern pattern() const {
         AttnPattern p;
-        p.kind = AttnKind::Dense;
+        p.kind = segments.empty() ? AttnKind::Dense : AttnKind::Dilated;
         p.causal = causal;
+        p.segments = segments, p.dilations = dilations;
         return p;
     }
     AttnShape ashape() const { return AttnShape{B, N, H, D, 3 * H * D}; }
     const int* docs_ptr() const { return doc_start.empty() ? nullptr : doc_start.data(); }
-    // The mask written independently of layers/: may query i of batch row b see key j?
-    bool allowed(int b, int i, int j) const {
-        if (causal && pos[j] > pos[i]) return false;
-        if (!doc_start.empty() && pos[j] < doc_start[(size_t)b * N + i]) return false;
-        return true;
+    // The mask written independently of layers/, from the spec's words: how many times does
+    // query i of batch row b, head h, count key j? Dilated: one count per branch whose segment
+    // (of length min(w, N); dilated cases use positions 0..N-1, the whole sequence) holds both,
+    // with both offsets in the head's class h mod r.
+    int mult(int b, int h, int i, int j) const {
+        if (causal && pos[j] > pos[i]) return 0;
+        if (!doc_start.empty() && pos[j] < doc_start[(size_t)b * N + i]) return 0;
+        if (segments.empty()) return 1;
+        int m = 0;
+        for (size_t br = 0; br < segments.size(); br++) {
+            const int w = std::min(segments[br], N), r = dilations[br];
+            const int pi = pos[i], pj = pos[j];
+            const bool same_segment = pi / w == pj / w;
+            const bool kept = (pi % w) % r == h % r && (pj % w) % r == h % r;
+            m += same_segment && kept;
+        }
+        return m;
     }
+    bool allowed(int b, int h, int i, int j) const { return mult(b, h, i, j) > 0; }
     template <typename T>
     void forward(const Bufs<T>& i, Bufs<T>& o) const {
         const T* qkv = i[0].data();
@@ -517,7 +544,7 @@ static void naive_attention(const AttentionOp& op, const double* qkv, std::vecto
                 long double mx = -INFINITY;
                 bool any = false;
                 for (int j = 0; j < N; j++) {
-                    if (!op.allowed(b, i, j)) continue;
+                    if (!op.allowed(b, h, i, j)) continue;
                     long double dot = 0;
                     for (int d = 0; d < D; d++)
                         dot += (long double)qkv[(b * N + i) * stride + h * D + d] *
@@ -534,8 +561,8 @@ static void naive_attention(const AttentionOp& op, const double* qkv, std::vecto
                 long double z = 0;
                 std::vector<long double> acc(D, 0);
                 for (int j = 0; j < N; j++) {
-                    if (!op.allowed(b, i, j)) continue;
-                    const long double p = std::exp(sc[j] - mx);
+                    if (!op.allowed(b, h, i, j)) continue;
+                    const long double p = op.mult(b, h, i, j) * std::exp(sc[j] - mx);
                     z += p;
                     for (int d = 0; d < D; d++) acc[d] += p * qkv[(b * N + j) * stride + 2 * (size_t)H * D + h * D + d];
                 }
@@ -591,8 +618,9 @@ static void attention_extra(const AttentionOp& op, const CaseState<AttentionOp>&
                 for (int j = 0; j < N; j++) {
                     const double* row = g[0].data() + ((size_t)b2 * N + j) * stride;
                     const bool self = b2 == b && j == i;
-                    const bool seen = b2 == b && op.allowed(b, i, j) && !(b == op.empty_b && i == op.empty_i);
                     for (size_t c = 0; c < hd; c++) {
+                        const int h = (int)(c / D);
+                        const bool seen = b2 == b && op.allowed(b, h, i, j) && !(b == op.empty_b && i == op.empty_i);
                         if (!self || (b == op.empty_b && i == op.empty_i)) bad += row[c] != 0.0;  // dQ
                         if (!seen) bad += (row[hd + c] != 0.0) + (row[2 * hd + c] != 0.0);        // dK, dV
                     }
@@ -600,6 +628,84 @@ static void attention_extra(const AttentionOp& op, const CaseState<AttentionOp>&
         }
     omp_set_num_threads(threads0);
     report("mask0", "attention", op.shape, (double)bad, 0);
+}
+
+// Dilated cases: the generic multiplicity form (what the backward and the kernels use) equals
+// the spec written out branch by branch and mixed by log-sum-exp (layers/attention_dilated.h).
+static void dilated_extra(const AttentionOp& op, const CaseState<AttentionOp>& s) {
+    attention_extra(op, s);
+    if (!op.doc_start.empty()) return;  // the branch form has no document mask
+    const double* qkv = s.in_d[0].data();
+    const size_t hd = (size_t)op.H * op.D;
+    std::vector<double> O(s.out_d[0].size()), L(s.out_d[1].size());
+    dilated_attention_forward(O.data(), L.data(), qkv, qkv + hd, qkv + 2 * hd, op.pattern(), op.ashape(),
+                              1.0 / std::sqrt((double)op.D));
+    const double e = std::max(gc::rel_error(s.out_d[0].data(), O.data(), O.size()),
+                              gc::rel_error(s.out_d[1].data(), L.data(), L.size()));
+    report("branches", "attention_dilated", op.shape, e, 1e-12);
+}
+
+// The spec's special cases, through the branch-by-branch reference: one branch (w >= N, 1) is
+// dense attention; one branch (w < N, 1) is block-diagonal attention (dense attention on each
+// segment alone); k branches that are all (w, 1) give the output of one (w, 1) branch, with L
+// larger by log k. Causal and not; N not a multiple of w.
+static void dilated_special_cases(gc::Rng& rng) {
+    const int B = 2, N = 23, H = 3, D = 8, w = 7;
+    const size_t hd = (size_t)H * D, stride = 3 * hd;
+    std::vector<double> qkv((size_t)B * N * stride);
+    gc::fill_uniform(qkv.data(), qkv.size(), rng, -1.5, 1.5);
+    std::vector<int> pos(N);
+    for (int t = 0; t < N; t++) pos[t] = t;
+    const double scale = 1.0 / std::sqrt((double)D);
+    const AttnShape shape{B, N, H, D, (int)stride};
+    auto run = [&](const AttnPattern& p, std::vector<double>& O, std::vector<double>& L) {
+        O.assign((size_t)B * N * hd, NAN), L.assign((size_t)B * H * N, NAN);
+        dilated_attention_forward(O.data(), L.data(), qkv.data(), qkv.data() + hd, qkv.data() + 2 * hd, p, shape, scale);
+    };
+    for (bool causal : {true, false}) {
+        const char* mode = causal ? "causal" : "full";
+        AttnPattern dense;
+        dense.causal = causal;
+        std::vector<double> Od(hd * B * N), Ld((size_t)B * H * N), O, L, O1, L1;
+        attention_forward(Od.data(), Ld.data(), qkv.data(), qkv.data() + hd, qkv.data() + 2 * hd, pos.data(), nullptr,
+                          dense, shape, scale);
+        AttnPattern whole{AttnKind::Dilated, causal, {N + 5}, {1}};
+        run(whole, O, L);
+        report("special", "dilated (w>=N, r=1) == dense", mode,
+               std::max(gc::rel_error(O.data(), Od.data(), O.size()), gc::rel_error(L.data(), Ld.data(), L.size())), 1e-12);
+
+        // Block-diagonal: dense attention on each segment as its own sequence.
+        std::vector<double> Ob(O.size()), Lb(L.size());
+        for (int start = 0; start < N; start += w) {
+            const int n = std::min(w, N - start);
+            std::vector<double> seg((size_t)B * n * stride), So((size_t)B * n * hd), Sl((size_t)B * H * n);
+            for (int b = 0; b < B; b++)
+                std::copy_n(&qkv[((size_t)b * N + start) * stride], (size_t)n * stride, &seg[(size_t)b * n * stride]);
+            attention_forward(So.data(), Sl.data(), seg.data(), seg.data() + hd, seg.data() + 2 * hd, pos.data(), nullptr,
+                              dense, AttnShape{B, n, H, D, (int)stride}, scale);
+            for (int b = 0; b < B; b++) {
+                std::copy_n(&So[(size_t)b * n * hd], (size_t)n * hd, &Ob[((size_t)b * N + start) * hd]);
+                for (int h = 0; h < H; h++)
+                    std::copy_n(&Sl[((size_t)b * H + h) * n], n, &Lb[((size_t)b * H + h) * N + start]);
+            }
+        }
+        AttnPattern blocks{AttnKind::Dilated, causal, {w}, {1}};
+        run(blocks, O1, L1);
+        report("special", "dilated (w<N, r=1) == block-diagonal", mode,
+               std::max(gc::rel_error(O1.data(), Ob.data(), O1.size()), gc::rel_error(L1.data(), Lb.data(), L1.size())), 1e-12);
+
+        AttnPattern three{AttnKind::Dilated, causal, {w, w, w}, {1, 1, 1}};
+        run(three, O, L);
+        for (double& l : L) l -= std::log(3.0);
+        report("special", "dilated 3 x (w, 1) == one (w, 1)", mode,
+               std::max(gc::rel_error(O.data(), O1.data(), O.size()), gc::rel_error(L.data(), L1.data(), L.size())), 1e-12);
+    }
+    // Malformed patterns are refused with a reason.
+    const AttnPattern bad[] = {{AttnKind::Dilated, true, {8, 16}, {1}}, {AttnKind::Dilated, true, {4}, {8}},
+                               {AttnKind::Dilated, true, {0}, {1}}, {AttnKind::Dilated, true, {}, {}}};
+    size_t accepted = 0;
+    for (const AttnPattern& p : bad) accepted += pattern_error(p).empty();
+    report("errors", "dilated: bad configurations refused", "4 cases", (double)accepted, 0);
 }
 
 static void classifier_extra(const ClassifierOp& op, const CaseState<ClassifierOp>& s) {
@@ -831,6 +937,7 @@ static Case plain(Op op) {
     return {op.op, [op](gc::Rng& rng) mutable { run_case(op, rng); }};
 }
 static Case attn(AttentionOp op) {
+    if (!op.segments.empty()) return {op.op, [op](gc::Rng& rng) mutable { dilated_extra(op, run_case(op, rng)); }};
     return {op.op, [op](gc::Rng& rng) mutable { attention_extra(op, run_case(op, rng)); }};
 }
 static Case clf(ClassifierOp op) {
@@ -860,6 +967,13 @@ static std::vector<Case> make_table() {
         attn(AttentionOp(2, 17, 3, 8, false, Docs::SplitEmpty, 5)),
         attn(AttentionOp(1, 5, 2, 64, true, Docs::None, 0)),
         attn(AttentionOp(1, 1, 1, 8, true, Docs::None, 0)),
+        // Dilated: r not dividing w (8/3), heads not a multiple of r (5 vs 2, 3, 4), N not a
+        // multiple of w (23), a segment longer than the sequence (40).
+        attn(AttentionOp(2, 23, 5, 8, true, Docs::None, 0).dilated({8, 5, 40}, {3, 2, 4})),
+        attn(AttentionOp(2, 23, 5, 8, false, Docs::None, 0).dilated({8, 5, 40}, {3, 2, 4})),
+        attn(AttentionOp(1, 19, 3, 16, true, Docs::None, 0).dilated({6}, {6})),
+        attn(AttentionOp(2, 17, 3, 8, true, Docs::Split, 0).dilated({4, 16}, {1, 2})),
+        {"attention_dilated", dilated_special_cases},
         plain(GeluOp(37)),
         plain(GeluOp(1000)),
         plain(ResidualOp(29)),

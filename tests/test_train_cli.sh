@@ -56,6 +56,16 @@ printf 'In the beginning God created the heaven and the earth.\n%.0s' {1..40} > 
 out=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" 2>/dev/null)
 echo "$out" | grep -q "perplexity" && pass "perplexity mode: $(echo "$out" | grep -o 'perplexity [0-9.]*')" || fail "perplexity mode: $out"
 
+# 3b. A dilated (LongNet) model with one dense layer trains, and its checkpoint carries the
+#     per-layer patterns to infer.
+dil=(--attn dilated --segments 16,32,64 --dilations 1,2,4 --dense-layers 1)
+if ./build/train "${tiny[@]}" "${dil[@]}" --steps 10 --out "$work/dilated" > "$work/dilated.log" 2>&1 \
+   && ./build/infer --checkpoint "$work/dilated" --prompt "In the" --max-new 8 > "$work/dilated_gen.log" 2>&1; then
+    pass "dilated model trains and generates ($(grep -o 'val loss [0-9.]*' "$work/dilated.log" | tail -1))"
+else
+    fail "dilated model: $(tail -2 "$work/dilated.log" "$work/dilated_gen.log" | tr '\n' ' ')"
+fi
+
 # 4. Bad input: one line on stderr starting with "error:" that names the culprit, exit != 0,
 #    and the files already in --out unchanged.
 snapshot() { (cd "$1" && find . -type f | sort | xargs sha256sum) 2>/dev/null; }
@@ -89,6 +99,12 @@ expect_error "corrupt tokenizer" "tokenizer.model" ./build/train "${tiny[@]}" --
 expect_error "out dir holds a run" "--resume" ./build/train "${tiny[@]}" --out "$work/full"
 expect_error "resume with other flags" "--resume" ./build/train "${tiny[@]}" --steps 30 --out "$work/full" --resume
 expect_error "resume with nothing to resume" "--resume" ./build/train "${tiny[@]}" --out "$work/x2" --resume
+expect_error "dilation above its segment" "dilation 64 exceeds its segment 32" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,64 --out "$work/x1"
+expect_error "segment and dilation lists differ" "--dilations has 1" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1 --out "$work/x1"
+expect_error "zero segment" "must be positive" ./build/train "${tiny[@]}" --attn dilated --segments 0 --dilations 1 --out "$work/x1"
+expect_error "malformed segment list" "--segments" ./build/train "${tiny[@]}" --attn dilated --segments 16,x --out "$work/x1"
+expect_error "dense layer out of range" "--dense-layers" ./build/train "${tiny[@]}" --attn dilated --dense-layers 5 --out "$work/x1"
+expect_error "unknown pattern" "--attn" ./build/train "${tiny[@]}" --attn sparse --out "$work/x1"
 expect_error "unknown device" "--device" ./build/train "${tiny[@]}" --device tpu --out "$work/x1"
 expect_error "missing checkpoint" "checkpoint" ./build/infer --checkpoint "$work/nothing.safetensors" --prompt hi
 expect_error "truncated checkpoint" "truncated.safetensors" ./build/infer --checkpoint "$work/truncated.safetensors" --prompt hi
