@@ -45,6 +45,9 @@ build/train: train.cu $(HEADERS) | build
 build/infer: infer.cu $(HEADERS) | build
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(GPU_LIBS)
 
+build/attention_tool: tools/attention_tool.cu $(HEADERS) | build
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(GPU_LIBS)
+
 build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
@@ -63,7 +66,7 @@ build/bench_%: tests/gpu/bench_%.cu $(HEADERS) $(wildcard tests/*.h tests/gpu/*.
 include data/rules.mk
 include tests/rules.mk
 
-BINARIES := build/train build/infer build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu $(GPU_BINARIES)
+BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu $(GPU_BINARIES)
 all: deps
 	$(MAKE) -j2 $(BINARIES)
 

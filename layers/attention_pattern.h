@@ -64,3 +64,23 @@ inline std::string pattern_error(const AttnPattern& p) {
     }
     return "";
 }
+
+// Query-key pairs the pattern keeps (a key counted as often as its multiplicity), summed over H
+// heads of one sequence of N tokens: the FLOP count is 4 * D * pairs forward, 3.5x that for
+// forward + backward (../shared/attention-spec.md).
+inline double pairs_kept(const AttnPattern& p, int N, int H) {
+    auto pairs = [&](double n) { return p.causal ? n * (n + 1) / 2 : n * n; };
+    if (p.kind == AttnKind::Dense) return H * pairs(N);
+    double total = 0;
+    for (size_t i = 0; i < p.segments.size(); i++) {
+        const int w = std::min(p.segments[i], N), r = p.dilations[i];
+        for (int start = 0; start < N; start += w) {
+            const int len = std::min(w, N - start);
+            for (int h = 0; h < H; h++) {
+                const int cls = dilated_class(h, r);
+                total += pairs(cls < len ? (len - 1 - cls) / r + 1 : 0);
+            }
+        }
+    }
+    return total;
+}

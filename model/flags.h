@@ -33,7 +33,11 @@ class Flags {
             if (it == flags_.end()) fatal("unknown flag %s: see %s --help", arg.c_str(), program_.c_str());
             Flag& f = it->second;
             if (f.kind == Kind::Bool && eq == std::string::npos) {
-                *(bool*)f.dst = true;
+                // "--flag" alone means on; "--flag on|off" also reads.
+                const std::string next = i + 1 < argc ? argv[i + 1] : "";
+                const bool has_value = next == "on" || next == "off" || next == "true" || next == "false" || next == "1" || next == "0";
+                if (has_value) assign(arg, f, argv[++i]);
+                else *(bool*)f.dst = true;
                 f.set = true;
                 continue;
             }

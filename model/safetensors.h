@@ -17,7 +17,13 @@
 struct TensorToWrite {
     std::string name;
     std::vector<int> shape;
-    const float* data;  // F32
+    const void* data;
+    const char* dtype = "F32";  // F32, F64, BF16, I32
+
+    size_t element_bytes() const {
+        const std::string d = dtype;
+        return d == "F64" ? 8 : d == "BF16" ? 2 : 4;
+    }
 };
 
 inline void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
@@ -38,9 +44,10 @@ inline void write_safetensors(const std::string& path, const std::vector<TensorT
             shape += (i ? "," : "") + std::to_string(t.shape[i]);
         }
         shape += "]";
-        header += "," + json_quote(t.name) + ":{\"dtype\":\"F32\",\"shape\":" + shape + ",\"data_offsets\":[" +
-                  std::to_string(offset) + "," + std::to_string(offset + n * 4) + "]}";
-        offset += n * 4;
+        const size_t bytes = n * t.element_bytes();
+        header += "," + json_quote(t.name) + ":{\"dtype\":\"" + t.dtype + "\",\"shape\":" + shape +
+                  ",\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
+        offset += bytes;
     }
     header += "}";
     while (header.size() % 8) header += ' ';  // keeps the data 8-byte aligned, as the format recommends
@@ -53,7 +60,7 @@ inline void write_safetensors(const std::string& path, const std::vector<TensorT
     for (const TensorToWrite& t : tensors) {
         size_t count = 1;
         for (int d : t.shape) count *= (size_t)d;
-        ok = ok && std::fwrite(t.data, 4, count, f) == count;
+        ok = ok && std::fwrite(t.data, t.element_bytes(), count, f) == count;
     }
     ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = (std::fclose(f) == 0) && ok;

@@ -700,6 +700,18 @@ static void dilated_special_cases(gc::Rng& rng) {
         report("special", "dilated 3 x (w, 1) == one (w, 1)", mode,
                std::max(gc::rel_error(O.data(), O1.data(), O.size()), gc::rel_error(L.data(), L1.data(), L.size())), 1e-12);
     }
+    // pairs_kept (the FLOP count) equals the sum of multiplicities over all (query, key) pairs.
+    double worst_pairs = 0;
+    for (const AttnPattern& p : {AttnPattern{AttnKind::Dense, true, {}, {}}, AttnPattern{AttnKind::Dense, false, {}, {}},
+                                 AttnPattern{AttnKind::Dilated, true, {8, 5, 40}, {3, 2, 4}},
+                                 AttnPattern{AttnKind::Dilated, false, {7, 12}, {1, 5}}}) {
+        double brute = 0;
+        for (int h = 0; h < H + 2; h++)
+            for (int i = 0; i < N; i++)
+                for (int j = 0; j < N; j++) brute += key_multiplicity(p, h, i, j, N);
+        worst_pairs = std::max(worst_pairs, std::fabs(pairs_kept(p, N, H + 2) - brute));
+    }
+    report("pairs", "pairs_kept == sum of multiplicities", "4 patterns", worst_pairs, 0);
     // Malformed patterns are refused with a reason.
     const AttnPattern bad[] = {{AttnKind::Dilated, true, {8, 16}, {1}}, {AttnKind::Dilated, true, {4}, {8}},
                                {AttnKind::Dilated, true, {0}, {1}}, {AttnKind::Dilated, true, {}, {}}};
