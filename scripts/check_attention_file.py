@@ -62,12 +62,16 @@ def main():
         qp = at(q, p)
         keys = [(j, multiplicity(pattern, h, p, j, N)) for j in range(N)]
         keys = [(j, m) for j, m in keys if m]
+        got_o, got_l = at(o, p), lse[(b * H + h) * N + p]
+        if not keys:  # a row with no key: O = 0 and L = -inf (never NaN)
+            ok_row = got_l == -math.inf and all(x == 0 for x in got_o)
+            worst = max(worst, 0.0 if ok_row else math.inf)
+            continue
         s = [(j, m, scale * sum(a * c for a, c in zip(qp, at(k, j)))) for j, m in keys]
         mx = max(x for _, _, x in s)
         z = sum(m * math.exp(x - mx) for _, m, x in s)
         ref_o = [sum(m * math.exp(x - mx) * at(v, j)[d] for j, m, x in s) / z for d in range(D)]
         ref_l = mx + math.log(z)
-        got_o, got_l = at(o, p), lse[(b * H + h) * N + p]
         norm = math.sqrt(sum(x * x for x in ref_o)) or 1.0
         err = max(math.sqrt(sum((a - c) ** 2 for a, c in zip(got_o, ref_o))) / norm, abs(got_l - ref_l) / max(1.0, abs(ref_l)))
         worst = max(worst, err)

@@ -26,6 +26,7 @@ run model ./build/test_model_cpu
 run data ./build/test_data
 run data_cli tests/test_data_cli.sh
 run train_cli tests/test_train_cli.sh
+run attention_tool tests/test_attention_tool.sh
 echo
 [ ${#broken[@]} -eq 0 ] || echo "failing suites: ${broken[*]}"
 echo "$total_pass passed, $total_fail failed"
