@@ -24,6 +24,29 @@ for stage in $STAGES; do
                summary+=("train: exit $? ($((SECONDS - t0)) s): $(grep -E '^done' "$OUT/train.log")")
                grep -E '^(model|data|step .*(val|/.* \| loss)|done)' "$OUT/train.log" | tail -14
                sed -n '/--- sample ---/,/^------/p' "$OUT/train.log" | head -14 ;;
+        infer) # needs the train stage's checkpoint: generation and perplexity on the GPU
+               "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/train" --prompt "And God said" --max-new 60 --seed 3 > "$OUT/infer.log" 2>&1
+               "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/train" --perplexity "$CARRY/corpus/val_text.txt" --ctx 1024 >> "$OUT/infer.log" 2>&1
+               summary+=("infer: exit $? ($((SECONDS - t0)) s): $(grep -E '^file' "$OUT/infer.log")")
+               cat "$OUT/infer.log" ;;
+        errors) # bad input on the GPU: one line, the cause and the fix, no bare CUDA error
+               for args in "--batch 4096 --seq-len 65536" "--attention cudnn" "--attention cudnn --doc-mask off --attn dilated"; do
+                   "$CARRY/bin/train" --device cuda --data "$CARRY/corpus" --out "$OUT/bad" --steps 2 $args > "$OUT/err.log" 2>&1
+                   echo "train $args -> exit $?: $(tail -1 "$OUT/err.log")"
+               done ;;
+        dilated_bench) "$CARRY/bin/bench_attention_dilated" --out "$OUT/dilated_bench.md" > "$OUT/dilated_bench.log" 2>&1
+               summary+=("dilated_bench: exit $? ($((SECONDS - t0)) s)")
+               cat "$OUT/dilated_bench.md" ;;
+        compare) # the same model at T = 32768, dense and dilated (LongNet), the same tokens seen
+               common=(--device cuda --data "$CARRY/corpus" --seq-len 32768 --batch 1 --steps ${COMPARE_STEPS:-200}
+                       --warmup 20 --val-every 50 --val-batches 3 --ckpt-every 0 --keep-ckpts 1 --log-every 25 --sample-tokens 0)
+               for run in dense dilated; do
+                   extra=(); [ $run = dilated ] && extra=(--attn dilated --segments 2048,4096,8192 --dilations 1,2,4)
+                   "$CARRY/bin/train" "${common[@]}" "${extra[@]}" --out "$OUT/$run" > "$OUT/$run.log" 2>&1
+                   summary+=("compare $run: exit $?: $(grep -E '^done' "$OUT/$run.log")")
+                   cp "$OUT/$run.log" "$OUT/$run/train.log"; rm -f "$OUT/$run"/*.safetensors
+                   grep -E 'val loss|^done' "$OUT/$run.log"
+               done ;;
     esac
 done
 echo; printf '%s\n' "${summary[@]}"
