@@ -179,11 +179,19 @@ int main(int argc, char** argv) {
         fatal("%s already holds checkpoints (%s): pass --resume to continue, or choose another --out", a.out.c_str(), existing.c_str());
     }
     validate_config(cfg);
+    const AttnBackend attn_backend = parse_attention_backend(a.attention, a.doc_mask);
+    if (device == Device::Cuda) check_attention_backend(attn_backend, cfg);
     DataLoader train(train_shard, a.batch, a.seq_len, (uint64_t)a.seed, /*shuffle=*/true);
-    DataLoader val(val_shard, a.batch, a.seq_len, 0, /*shuffle=*/false);
-    const int val_batches = (int)std::min<uint64_t>(a.val_batches, val.n_windows() / a.batch);
+    // Validation may hold fewer windows than a batch: it then runs smaller batches.
+    const uint64_t val_windows = val_shard.n_tokens() > 0 ? (val_shard.n_tokens() - 1) / a.seq_len : 0;
+    if (val_windows == 0)
+        fatal("--seq-len %d is longer than %s/val.bin (%llu tokens): lower --seq-len or prepare a larger validation split",
+              a.seq_len, a.data.c_str(), (unsigned long long)val_shard.n_tokens());
+    const int val_batch = (int)std::min<uint64_t>(a.batch, val_windows);
+    DataLoader val(val_shard, val_batch, a.seq_len, 0, /*shuffle=*/false);
+    const int val_batches = (int)std::max<uint64_t>(1, std::min<uint64_t>(a.val_batches, val.n_windows() / val_batch));
 
-    std::unique_ptr<ModelBackend> model = make_backend(device, cfg, parse_attention_backend(a.attention, a.doc_mask));
+    std::unique_ptr<ModelBackend> model = make_backend(device, cfg, attn_backend);
     int step = 0;
     {
         std::vector<float> w(model->num_params());

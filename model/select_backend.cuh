@@ -42,7 +42,19 @@ inline AttnBackend parse_attention_backend(const std::string& flag, bool doc_mas
     return AttnBackend::Cudnn;
 }
 
+// cuDNN's SDPA runs dense layers only; say so before anything is written.
+inline void check_attention_backend(AttnBackend attn, const GPTConfig& cfg) {
+    if (attn != AttnBackend::Cudnn) return;
+    for (int l = 0; l < cfg.n_layer; l++)
+        if (cfg.attn(l).kind != AttnKind::Dense)
+            fatal("--attention cudnn runs dense layers only, but layer %d is %s: use --attention flash", l,
+                  attn_kind_name(cfg.attn(l).kind));
+}
+
 inline std::unique_ptr<ModelBackend> make_backend(Device device, const GPTConfig& cfg, AttnBackend attn) {
-    if (device == Device::Cuda) return std::make_unique<CudaBackend>(cfg, attn);
+    if (device == Device::Cuda) {
+        check_attention_backend(attn, cfg);
+        return std::make_unique<CudaBackend>(cfg, attn);
+    }
     return std::make_unique<CpuBackend>(cfg);
 }

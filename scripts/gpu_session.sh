@@ -30,7 +30,7 @@ for stage in $STAGES; do
                summary+=("infer: exit $? ($((SECONDS - t0)) s): $(grep -E '^file' "$OUT/infer.log")")
                cat "$OUT/infer.log" ;;
         errors) # bad input on the GPU: one line, the cause and the fix, no bare CUDA error
-               for args in "--batch 4096 --seq-len 65536" "--attention cudnn" "--attention cudnn --doc-mask off --attn dilated"; do
+               for args in "--batch 64 --seq-len 32768" "--attention cudnn" "--attention cudnn --doc-mask off --attn dilated"; do
                    "$CARRY/bin/train" --device cuda --data "$CARRY/corpus" --out "$OUT/bad" --steps 2 $args > "$OUT/err.log" 2>&1
                    echo "train $args -> exit $?: $(tail -1 "$OUT/err.log")"
                done ;;
