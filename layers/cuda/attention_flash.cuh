@@ -41,58 +41,68 @@ inline void set_smem_limit(K kernel, int bytes) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
+// Each launcher runs the DenseSchedule instance of its kernel, or the DilatedSchedule one for a
+// dilated branch (p.seg_len > 0).
+// Grid of a tile kernel: x = one block row per (b, h) (per (b, h, segment) for a dilated branch),
+// y = tiles of `rows` (the longest map of the launch) in blocks of `tile`.
+inline dim3 tile_grid(const Params& p, int B, int rows, int tile) {
+    const long long x = (long long)B * p.H * p.nseg, y = ceil_div(rows, tile);
+    if (x > 2147483647LL || y > 65535) fatal("attention: grid (%lld, %lld) exceeds CUDA's limits", x, y);
+    return dim3((unsigned)x, (unsigned)y);
+}
+
 template <int D, int MT, int NW, int BN>
 void launch_forward(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 16 * MT * NW, smem = forward_smem_bytes<D, MT, NW, BN>();
-    auto kernel = attention_forward_kernel<D, MT, NW, BN, DenseSchedule>;
-    static bool once = (set_smem_limit(kernel, smem), true);
+    auto dense = attention_forward_kernel<D, MT, NW, BN, DenseSchedule>;
+    auto dilated = attention_forward_kernel<D, MT, NW, BN, DilatedSchedule>;
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), true);
     (void)once;
-    const dim3 grid(B * p.H, ceil_div(p.qrows.len, BM));
-    kernel<<<grid, NW * 32, smem, stream>>>(p);
+    (p.seg_len > 0 ? dilated : dense)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
 template <int D, int NWG, int BN>
 void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 64 * NWG, smem = forward_wgmma_smem_bytes<D, NWG, BN>();
-    auto kernel = attention_forward_wgmma_kernel<D, NWG, BN, DenseSchedule>;
-    static bool once = (set_smem_limit(kernel, smem), true);
+    auto dense = attention_forward_wgmma_kernel<D, NWG, BN, DenseSchedule>;
+    auto dilated = attention_forward_wgmma_kernel<D, NWG, BN, DilatedSchedule>;
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), true);
     (void)once;
-    const dim3 grid(B * p.H, ceil_div(p.qrows.len, BM));
-    kernel<<<grid, NWG * 128, smem, stream>>>(p);
+    (p.seg_len > 0 ? dilated : dense)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NWG * 128, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
 template <int D, int MT, int NW, int BM, bool ATOMIC>
 void launch_backward_dkdv(const Params& p, int B, cudaStream_t stream) {
     constexpr int BN = 16 * MT * NW, smem = backward_dkdv_smem_bytes<D, MT, NW, BM, ATOMIC>();
-    auto kernel = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DenseSchedule>;
-    static bool once = (set_smem_limit(kernel, smem), true);
+    auto dense = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DenseSchedule>;
+    auto dilated = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DilatedSchedule>;
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), true);
     (void)once;
-    const dim3 grid(B * p.H, ceil_div(p.krows.len, BN));
-    kernel<<<grid, NW * 32, smem, stream>>>(p);
+    (p.seg_len > 0 ? dilated : dense)<<<tile_grid(p, B, max_rows(p, p.krows), BN), NW * 32, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
 template <int D>
 void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
     constexpr int smem = backward_dkdv_wgmma_smem_bytes<D>();
-    auto kernel = attention_backward_dkdv_wgmma_kernel<D, DenseSchedule>;
-    static bool once = (set_smem_limit(kernel, smem), true);
+    auto dense = attention_backward_dkdv_wgmma_kernel<D, DenseSchedule>;
+    auto dilated = attention_backward_dkdv_wgmma_kernel<D, DilatedSchedule>;
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), true);
     (void)once;
-    const dim3 grid(B * p.H, ceil_div(p.krows.len, 128));
-    kernel<<<grid, 256, smem, stream>>>(p);
+    (p.seg_len > 0 ? dilated : dense)<<<tile_grid(p, B, max_rows(p, p.krows), 128), 256, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
 template <int D, int MT, int NW, int BN>
 void launch_backward_dq(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 16 * MT * NW, smem = backward_dq_smem_bytes<D, MT, NW, BN>();
-    auto kernel = attention_backward_dq_kernel<D, MT, NW, BN, DenseSchedule>;
-    static bool once = (set_smem_limit(kernel, smem), true);
+    auto dense = attention_backward_dq_kernel<D, MT, NW, BN, DenseSchedule>;
+    auto dilated = attention_backward_dq_kernel<D, MT, NW, BN, DilatedSchedule>;
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), true);
     (void)once;
-    const dim3 grid(B * p.H, ceil_div(p.qrows.len, BM));
-    kernel<<<grid, NW * 32, smem, stream>>>(p);
+    (p.seg_len > 0 ? dilated : dense)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
@@ -105,7 +115,7 @@ void launch_rowwise(void (*kernel)(const Params, int, bool), const Params& p, in
 
 template <int D>
 void launch_dq_convert(const Params& p, int B, cudaStream_t stream) {
-    const long long threads = (long long)B * p.q_tokens * p.H * (D / 8);
+    const long long threads = (long long)B * p.accum_tokens * p.H * (D / 8);
     attention_backward_dq_convert_kernel<D><<<ceil_div(threads, 256), 256, 0, stream>>>(p, B);
     CUDA_CHECK_LAST();
 }
@@ -115,6 +125,10 @@ void launch_dq_convert(const Params& p, int B, cudaStream_t stream) {
 struct Variant {
     const char* name;
     void (*run)(const Params&, int B, cudaStream_t);
+    // Backward only, the pieces a dilated branch launches (layers/cuda/attention_dilated.cuh):
+    // the dK/dV kernel (adding dQ into dq_accum when dq is null) and the separate dQ kernel.
+    void (*dkdv)(const Params&, int B, cudaStream_t) = nullptr;
+    void (*dq)(const Params&, int B, cudaStream_t) = nullptr;
 };
 
 template <int D, int MT, int NW, int BN>
@@ -168,24 +182,29 @@ constexpr int kDeterministicBackwardVariant = 1;
 
 inline const Variant* backward_variants(int D, int* count) {
     static const Variant v64[] = {
-        {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<64>},
-        {"bwd determ mt2 w4 bm32 | dq mt2 w4 bn64", bwd_det<64, 2, 4, 32, 2, 4, 64>},
-        {"bwd mma.sync atomic mt2 w4 bm32", bwd_atomic<64, 2, 4, 32>},
+        {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<64>, launch_backward_dkdv_wgmma<64>},
+        {"bwd determ mt2 w4 bm32 | dq mt2 w4 bn64", bwd_det<64, 2, 4, 32, 2, 4, 64>,
+         launch_backward_dkdv<64, 2, 4, 32, false>, launch_backward_dq<64, 2, 4, 64>},
+        {"bwd mma.sync atomic mt2 w4 bm32", bwd_atomic<64, 2, 4, 32>, launch_backward_dkdv<64, 2, 4, 32, true>},
     };
     static const Variant v128[] = {
-        {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<128>},
-        {"bwd determ mt1 w8 bm64 | dq mt1 w8 bn64", bwd_det<128, 1, 8, 64, 1, 8, 64>},
-        {"bwd mma.sync atomic mt1 w8 bm64", bwd_atomic<128, 1, 8, 64>},
+        {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<128>, launch_backward_dkdv_wgmma<128>},
+        {"bwd determ mt1 w8 bm64 | dq mt1 w8 bn64", bwd_det<128, 1, 8, 64, 1, 8, 64>,
+         launch_backward_dkdv<128, 1, 8, 64, false>, launch_backward_dq<128, 1, 8, 64>},
+        {"bwd mma.sync atomic mt1 w8 bm64", bwd_atomic<128, 1, 8, 64>, launch_backward_dkdv<128, 1, 8, 64, true>},
     };
     *count = 3;
     return D == 64 ? v64 : v128;
 }
 
-// Checks the arguments and fills the kernel parameters of dense attention over one sequence.
+// Checks the arguments and fills the kernel parameters of dense attention over one sequence (a
+// dilated pattern starts from these too: layers/cuda/attention_dilated.cuh sets its branches).
 inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int* pos, const int* doc_start,
                           const AttnPattern& pattern, const AttnShape& s, float scale) {
-    if (pattern.kind != AttnKind::Dense)
-        fatal("attention_*_cuda: pattern '%s' has no CUDA kernel yet (only dense)", attn_kind_name(pattern.kind));
+    if (pattern.kind != AttnKind::Dense && pattern.kind != AttnKind::Dilated)
+        fatal("attention_*_cuda: pattern '%s' has no CUDA kernel", attn_kind_name(pattern.kind));
+    const std::string perr = pattern_error(pattern);
+    if (!perr.empty()) fatal("attention_*_cuda: bad %s pattern: %s", attn_kind_name(pattern.kind), perr.c_str());
     if (s.D != 64 && s.D != 128) fatal("attention_*_cuda: head dim %d is not supported (64 or 128)", s.D);
     if (s.stride % 8 != 0 || s.stride < s.H * s.D)
         fatal("attention_*_cuda: token stride %d must be a multiple of 8 and at least H*D = %d", s.stride, s.H * s.D);
@@ -205,8 +224,23 @@ inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int
     p.causal = pattern.causal;
     p.scale = scale;
     p.scale_log2 = scale * kLog2e;
+    p.seg_len = 0;
+    p.dilation = 1;
+    p.seg0 = 0;
+    p.nseg = 1;
+    p.accumulate = false;
+    p.accum_tok0 = 0;
+    p.accum_tokens = s.N;
     return p;
 }
+
+// Dilated attention, defined in layers/cuda/attention_dilated.cuh (included at the end of this
+// file): the public launchers below hand a Dilated pattern to these.
+inline void dilated_forward(int variant, const Params& base, const AttnPattern& pattern, const AttnShape& s,
+                     cudaStream_t stream);
+inline void dilated_backward(int variant, const Params& base, const AttnPattern& pattern, const AttnShape& s,
+                      float* workspace, cudaStream_t stream);
+inline size_t dilated_workspace_bytes(const AttnShape& s, const AttnPattern& pattern);
 
 // Workspace carve-up: lse_log2 and delta (B, H, N) fp32, then the fp32 dQ accumulator
 // (B, N, H, D), 256-byte aligned.
@@ -217,8 +251,16 @@ inline size_t workspace_rowstats_bytes(const AttnShape& s) {
 
 }  // namespace flash
 
+// Workspace of attention_backward_cuda for dense attention (the most any pattern needs).
 inline size_t attention_backward_workspace_bytes(AttnShape s) {
     return flash::workspace_rowstats_bytes(s) + (size_t)s.B * s.N * s.H * s.D * 4;
+}
+
+// The same for a given pattern: a dilated one walks the sequence in chunks and needs an fp32 dQ
+// accumulator for one chunk only (layers/cuda/attention_dilated.cuh), never more than the above.
+inline size_t attention_backward_workspace_bytes(AttnShape s, const AttnPattern& pattern) {
+    if (pattern.kind == AttnKind::Dilated) return flash::dilated_workspace_bytes(s, pattern);
+    return attention_backward_workspace_bytes(s);
 }
 
 // Forward with an explicit tile configuration (flash::forward_variants); variant 0 is the default.
@@ -232,7 +274,8 @@ inline void attention_forward_cuda_variant(int variant, bf16* out, float* lse, c
     int count = 0;
     const flash::Variant* vs = flash::forward_variants(s.D, &count);
     if (variant < 0 || variant >= count) fatal("attention_forward_cuda_variant: no variant %d", variant);
-    vs[variant].run(p, s.B, stream);
+    if (pattern.kind == AttnKind::Dilated) flash::dilated_forward(variant, p, pattern, s, stream);
+    else vs[variant].run(p, s.B, stream);
 }
 
 inline void attention_forward_cuda(bf16* out,          // (B, N, H, D)
@@ -267,7 +310,8 @@ inline void attention_backward_cuda_variant(int variant, bf16* dq, bf16* dk, bf1
     int count = 0;
     const flash::Variant* vs = flash::backward_variants(s.D, &count);
     if (variant < 0 || variant >= count) fatal("attention_backward_cuda_variant: no variant %d", variant);
-    vs[variant].run(p, s.B, stream);
+    if (pattern.kind == AttnKind::Dilated) flash::dilated_backward(variant, p, pattern, s, workspace, stream);
+    else vs[variant].run(p, s.B, stream);
 }
 
 inline void attention_backward_cuda(bf16* dq, bf16* dk, bf16* dv,  // (B, N, H, D), stride s.stride: OVERWRITTEN
@@ -277,8 +321,10 @@ inline void attention_backward_cuda(bf16* dq, bf16* dk, bf16* dv,  // (B, N, H, 
                                     const bf16* q, const bf16* k, const bf16* v,  // (B, N, H, D), stride s.stride
                                     const int* pos, const int* doc_start, const AttnPattern& pattern, AttnShape s,
                                     float scale,
-                                    float* workspace,  // attention_backward_workspace_bytes(s)
+                                    float* workspace,  // attention_backward_workspace_bytes(s, pattern)
                                     cudaStream_t stream) {
     attention_backward_cuda_variant(0, dq, dk, dv, dout, out, lse, q, k, v, pos, doc_start, pattern, s, scale,
                                     workspace, stream);
 }
+
+#include "layers/cuda/attention_dilated.cuh"  // the dilated launchers declared above

@@ -53,24 +53,52 @@ __global__ void attention_backward_preprocess_kernel(const Params p, int B, bool
     }
 }
 
-// dq (strided) = bf16(dq_accum), 8 elements per thread.
+// dq (strided) = bf16(dq_accum) (p.accumulate: dq += dq_accum) over the accumulator's tokens,
+// 8 elements per thread.
 template <int D>
 __global__ void attention_backward_dq_convert_kernel(const Params p, int B) {
     constexpr int TPR = D / 8;
     const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long row = idx / TPR;
+    const long long row = idx / TPR;  // ((b * accum_tokens) + token - accum_tok0) * H + h
     const int part = (int)(idx % TPR);
-    if (row >= (long long)B * p.q_tokens * p.H) return;
+    if (row >= (long long)B * p.accum_tokens * p.H) return;
     const int h = (int)(row % p.H);
     const long long bt = row / p.H;
+    const long long b = bt / p.accum_tokens, tok = p.accum_tok0 + bt % p.accum_tokens;
     const float4* src = reinterpret_cast<const float4*>(p.dq_accum + row * D + part * 8);
-    const float4 x = src[0], y = src[1];
+    float4 x = src[0], y = src[1];
+    uint4* dst = reinterpret_cast<uint4*>(p.dq + (b * p.q_tokens + tok) * p.q_stride + h * D + part * 8);
+    if (p.accumulate) {
+        const uint4 old = *dst;
+        const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&old.x)),
+                     c = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&old.y)),
+                     d = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&old.z)),
+                     e = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&old.w));
+        x = make_float4(x.x + a.x, x.y + a.y, x.z + c.x, x.w + c.y);
+        y = make_float4(y.x + d.x, y.y + d.y, y.z + e.x, y.w + e.y);
+    }
     uint4 out;
     out.x = pack_bf16(x.x, x.y);
     out.y = pack_bf16(x.z, x.w);
     out.z = pack_bf16(y.x, y.y);
     out.w = pack_bf16(y.z, y.w);
-    *reinterpret_cast<uint4*>(p.dq + bt * p.q_stride + h * D + part * 8) = out;
+    *dst = out;
+}
+
+// dst (2 bf16) = v, or += v with accumulate: how the backward kernels store dK, dV, dQ rows.
+__device__ __forceinline__ void store_grad2(bf16* dst, float x, float y, bool accumulate) {
+    __nv_bfloat162* at = reinterpret_cast<__nv_bfloat162*>(dst);
+    if (accumulate) {
+        const float2 o = __bfloat1622float2(*at);
+        x += o.x;
+        y += o.y;
+    }
+    *at = __floats2bfloat162_rn(x, y);
+}
+
+// Element (b, token, h, 0) of the fp32 dQ accumulator (which covers only its chunk of tokens).
+__device__ __forceinline__ float* dq_accum_row(const Params& p, int b, int tok, int h, int D) {
+    return p.dq_accum + (((size_t)b * p.accum_tokens + (tok - p.accum_tok0)) * p.H + h) * D;
 }
 
 template <int D, int MT, int NW, int BM, bool DQ_ATOMIC>
@@ -133,7 +161,7 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
 // of BM rows. The warp computes the transposed products (keys as rows) so that P^T and dS^T
 // come out of the MMAs already in the A-operand layout of dV += P^T dO and dK += dS^T Q.
 template <int D, int MT, int NW, int BM, bool DQ_ATOMIC, class Schedule>
-__global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(const Params p) {
+__global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Params p) {
     constexpr int NT = NW * 32, BN = 16 * MT * NW;
     constexpr int QB = BM / 8;  // 8-column blocks (queries) of the transposed score tile
     constexpr int DB = D / 8;
@@ -148,10 +176,12 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(con
     const float* fL = reinterpret_cast<const float*>(smem + (sL - sK));
     const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - sK));
 
-    const int b = blockIdx.x / p.H, h = blockIdx.x % p.H;
+    int b, h;
+    resolve_block<Schedule::kDilated>(p, b, h);
     const int ktile = blockIdx.y;  // causal: the first key tiles see the most queries and start first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int k0 = ktile * BN, kn = min(BN, p.krows.len - k0);
+    if (kn <= 0) return;  // a dilated map shorter than the grid's longest
     const KeyTile kt = key_tile_info(p, k0, kn);
     const TileRange queries = Schedule::query_tiles(p, kt, BM);
     const int n = queries.count();
@@ -283,8 +313,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(con
                 for (int r = 0; r < 2; r++) {
                     const int row = (wm * WM + mt) * 16 + g + 8 * r;
                     if (row >= qn) continue;
-                    float* dst = p.dq_accum + (((size_t)b * p.q_tokens + p.qrows.token(q0 + row)) * p.H + h) * D +
-                                 wd * DW + 2 * t;
+                    float* dst = dq_accum_row(p, b, p.qrows.token(q0 + row), h, D) + wd * DW + 2 * t;
 #pragma unroll
                     for (int db = 0; db < DW / 8; db++)
                         atomicAdd(reinterpret_cast<float2*>(dst + db * 8),
@@ -293,7 +322,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(con
         }
     }
 
-    // dK, dV overwrite their slices of the dQKV buffer (every key row belongs to one block).
+    // dK, dV overwrite (or add into) their slices of the dQKV buffer: every key row belongs to
+    // one block of the launch.
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -303,10 +333,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(con
             const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
 #pragma unroll
             for (int db = 0; db < DB; db++) {
-                *reinterpret_cast<__nv_bfloat162*>(p.dk + at + db * 8) =
-                    __floats2bfloat162_rn(dk[mt][db][2 * r], dk[mt][db][2 * r + 1]);
-                *reinterpret_cast<__nv_bfloat162*>(p.dv + at + db * 8) =
-                    __floats2bfloat162_rn(dv[mt][db][2 * r], dv[mt][db][2 * r + 1]);
+                store_grad2(p.dk + at + db * 8, dk[mt][db][2 * r], dk[mt][db][2 * r + 1], Schedule::kDilated && p.accumulate);
+                store_grad2(p.dv + at + db * 8, dv[mt][db][2 * r], dv[mt][db][2 * r + 1], Schedule::kDilated && p.accumulate);
             }
         }
 }
@@ -319,7 +347,7 @@ constexpr int backward_dq_smem_bytes() {
 // Deterministic dQ: the forward's structure (query tile walks key tiles), with P recomputed
 // from L and dS = P (dO V^T - delta) scale; dQ accumulates in registers.
 template <int D, int MT, int NW, int BN, class Schedule>
-__global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(const Params p) {
+__global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Params p) {
     constexpr int NT = NW * 32, BM = 16 * MT * NW;
     constexpr int NB = BN / 8, DB = D / 8;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -328,10 +356,12 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(const
     const uint32_t sK = sdO + BM * D * 2;        // 2 x (BN, D)
     const uint32_t sV = sK + 2 * BN * D * 2;     // 2 x (BN, D)
 
-    const int b = blockIdx.x / p.H, h = blockIdx.x % p.H;
+    int b, h;
+    resolve_block<Schedule::kDilated>(p, b, h);
     const int qtile = gridDim.y - 1 - blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
+    if (qn <= 0) return;  // a dilated map shorter than the grid's longest
     const QueryTile qt = query_tile_info<NT>(p, b, q0, qn);
     const TileRange keys = Schedule::key_tiles(p, qt, BN);
     const int n = keys.count();
@@ -414,9 +444,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(const
             if (row >= p.qrows.len) continue;
             bf16* dst = p.dq + ((size_t)b * p.q_tokens + p.qrows.token(row)) * p.q_stride + h * D + 2 * t;
 #pragma unroll
-            for (int db = 0; db < DB; db++)
-                *reinterpret_cast<__nv_bfloat162*>(dst + db * 8) =
-                    __floats2bfloat162_rn(dq[mt][db][2 * r], dq[mt][db][2 * r + 1]);
+            for (int db = 0; db < DB; db++) store_grad2(dst + db * 8, dq[mt][db][2 * r], dq[mt][db][2 * r + 1], Schedule::kDilated && p.accumulate);
         }
 }
 

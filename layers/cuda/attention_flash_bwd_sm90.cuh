@@ -40,7 +40,7 @@ __device__ __forceinline__ void load_query_side_sw128(const Params& p, int b, in
 }
 
 template <int D, class Schedule>
-__global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(const Params p) {
+__global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(Params p) {
     constexpr int NT = 256, BN = 128, BM = kBwdWgBM;
     constexpr int QB = BM / 8, DB = D / 8;
     constexpr int DQN = D / 2;  // dQ columns per warpgroup
@@ -56,10 +56,12 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(c
     const float* fL = reinterpret_cast<const float*>(smem + (sL - smem_u32(smem)));
     const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - smem_u32(smem)));
 
-    const int b = blockIdx.x / p.H, h = blockIdx.x % p.H;
+    int b, h;
+    resolve_block<Schedule::kDilated>(p, b, h);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int wg = warp >> 2;
     const int k0 = blockIdx.y * BN, kn = min(BN, p.krows.len - k0);
+    if (kn <= 0) return;  // a dilated map shorter than the grid's longest
     const int key_row0 = k0 + wg * 64 + (warp & 3) * 16;  // first key of the warp's 16-row slice
     const KeyTile kt = key_tile_info(p, k0, kn);
     const TileRange queries = Schedule::query_tiles(p, kt, BM);
@@ -181,8 +183,7 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(c
         for (int r = 0; r < 2; r++) {
             const int row = (warp & 3) * 16 + g + 8 * r;
             if (row >= qn) continue;
-            float* dst = p.dq_accum + (((size_t)b * p.q_tokens + p.qrows.token(q0 + row)) * p.H + h) * D + wg * DQN +
-                         2 * t;
+            float* dst = dq_accum_row(p, b, p.qrows.token(q0 + row), h, D) + wg * DQN + 2 * t;
 #pragma unroll
             for (int j = 0; j < DQN / 8; j++)
                 atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[j][2 * r], dq[j][2 * r + 1]));
@@ -196,8 +197,8 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(c
         const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
 #pragma unroll
         for (int db = 0; db < DB; db++) {
-            *reinterpret_cast<__nv_bfloat162*>(p.dk + at + db * 8) = __floats2bfloat162_rn(dk[db][2 * r], dk[db][2 * r + 1]);
-            *reinterpret_cast<__nv_bfloat162*>(p.dv + at + db * 8) = __floats2bfloat162_rn(dv[db][2 * r], dv[db][2 * r + 1]);
+            store_grad2(p.dk + at + db * 8, dk[db][2 * r], dk[db][2 * r + 1], Schedule::kDilated && p.accumulate);
+            store_grad2(p.dv + at + db * 8, dv[db][2 * r], dv[db][2 * r + 1], Schedule::kDilated && p.accumulate);
         }
     }
 }

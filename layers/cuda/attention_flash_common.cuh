@@ -51,7 +51,41 @@ struct Params {
     bf16* dq;                // (B, q_tokens, H, D), row stride q_stride
     bf16* dk;                // (B, kv_tokens, H, D), row stride kv_stride
     bf16* dv;                // (B, kv_tokens, H, D), row stride kv_stride
+    // Which virtual sequence each block runs (resolve_block). Dense: seg_len = 0, nseg = 1, one
+    // block row per (b, h) over qrows/krows as set. A dilated branch (seg_len = w' > 0, dilation
+    // r): block x = (b*H + h)*nseg + (s - seg0) runs segment s of [seg0, seg0 + nseg), class
+    // c = h % r, i.e. the map {s*w' + c, r, ceil((len_s - c)/r)} on the query and the key side.
+    int seg_len, dilation, seg0, nseg;
+    // false: the kernels write their outputs; true: they merge into what is there (forward: O, L
+    // by log-sum-exp; backward: dq, dk, dv +=), so branches launched one after another add up.
+    bool accumulate;
+    // dq_accum holds the tokens [accum_tok0, accum_tok0 + accum_tokens): (B, accum_tokens, H, D),
+    // so that a dilated backward can walk the sequence in chunks with a small accumulator.
+    int accum_tok0, accum_tokens;
 };
+
+// Sets b, h of this block and, for a dilated branch (DILATED: the kernel instance of
+// DilatedSchedule), p.qrows = p.krows = its virtual sequence. Dense instances leave p untouched, so
+// their maps stay kernel-parameter constants (no registers held for them).
+template <bool DILATED>
+__device__ __forceinline__ void resolve_block(Params& p, int& b, int& h) {
+    if constexpr (!DILATED) {
+        b = blockIdx.x / p.H;
+        h = blockIdx.x % p.H;
+    } else {
+        const int bh = blockIdx.x / p.nseg;
+        b = bh / p.H;
+        h = bh % p.H;
+        const int start = (p.seg0 + (int)(blockIdx.x % p.nseg)) * p.seg_len;
+        const int len = min(p.seg_len, p.q_tokens - start), c = h % p.dilation;
+        p.qrows = p.krows = RowMap{start + c, p.dilation, c < len ? (len - 1 - c) / p.dilation + 1 : 0};
+    }
+}
+
+// The most rows a block's map can have: the launch grid's tile count comes from it.
+inline int max_rows(const Params& p, const RowMap& dense) {
+    return p.seg_len > 0 ? (p.seg_len - 1) / p.dilation + 1 : dense.len;
+}
 
 // ---------------------------------------------------------------------------------------------
 // PTX wrappers: tensor-core MMA, ldmatrix, cp.async, fast exp2.
@@ -319,6 +353,7 @@ __device__ __forceinline__ bool pair_needs_mask(const Params& p, const QueryTile
 }
 
 struct DenseSchedule {
+    static constexpr bool kDilated = false;  // maps as given in Params, outputs written
     // Key tiles of BN rows for a query tile: up to the last key at or before the tile's last
     // query (causal), from the first key at or after its earliest document start.
     __device__ static TileRange key_tiles(const Params& p, const QueryTile& qt, int BN) {
@@ -335,6 +370,12 @@ struct DenseSchedule {
         if (p.causal) begin_row = rows_with_pos_le(p.qpos, p.qrows, kt.first_pos - 1);
         return TileRange{begin_row / BM, (p.qrows.len + BM - 1) / BM};
     }
+};
+
+// A dilated branch: each block's map comes from its segment and head (resolve_block), the tiles
+// walk it as dense attention would, and outputs may merge into earlier branches' (accumulate).
+struct DilatedSchedule : DenseSchedule {
+    static constexpr bool kDilated = true;
 };
 
 }  // namespace flash

@@ -46,9 +46,67 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
     }
 }
 
+// The epilogue of every forward kernel, for one warp's 16-row slice (rows row0 + g, row0 + g + 8)
+// with its flash state: acc = unnormalised P V, m = row max (log2 domain), l = the thread's
+// partial row sums. Writes O = acc / l and L, or with p.accumulate merges this result (o, lse)
+// into the O, L already there (earlier branches):  L' = logsumexp(L, lse),
+// O' = e^(L - L') O + e^(lse - L') o; a side with no key (-inf) weighs 0, and a row with no key
+// anywhere keeps O = 0, L = -inf. All 32 lanes must call it (quad sums, and a warp barrier
+// between reading and writing L).
+template <int D, bool MERGE>
+__device__ __forceinline__ void store_output(const Params& p, int b, int h, int row0, const float (&acc)[D / 8][4],
+                                             const float (&m)[2], const float (&l)[2]) {
+    constexpr int DB = D / 8;
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    float lse2[2], w_old[2] = {0.f, 0.f}, w_new[2];
+    bool ok[2];
+    size_t li[2];
+    int tok[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const float sum = quad_sum(l[r]);
+        const int row = row0 + g + 8 * r;
+        ok[r] = row < p.qrows.len;
+        tok[r] = p.qrows.token(ok[r] ? row : 0);
+        li[r] = ((size_t)b * p.H + h) * p.q_tokens + tok[r];
+        lse2[r] = sum > 0.f ? m[r] + __log2f(sum) : -INFINITY;
+        w_new[r] = sum > 0.f ? 1.f / sum : 0.f;
+        if (MERGE && p.accumulate && ok[r]) {
+            const float old2 = p.lse[li[r]] * kLog2e;  // -inf stays -inf
+            const float mx = fmaxf(old2, lse2[r]);
+            if (mx == -INFINITY) {
+                ok[r] = false;  // no key on either side: O = 0, L = -inf are already there
+            } else {
+                const float a = ex2(old2 - mx), c = ex2(lse2[r] - mx), tot = a + c;
+                w_old[r] = a / tot;
+                w_new[r] *= c / tot;
+                lse2[r] = mx + __log2f(tot);
+            }
+        }
+    }
+    if (MERGE) __syncwarp();  // every lane of the quad has read L before lane t = 0 overwrites it
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (!ok[r]) continue;
+        bf16* orow = p.o + (((size_t)b * p.q_tokens + tok[r]) * p.H + h) * D + 2 * t;
+#pragma unroll
+        for (int db = 0; db < DB; db++) {
+            __nv_bfloat162* at = reinterpret_cast<__nv_bfloat162*>(orow + db * 8);
+            float x = acc[db][2 * r] * w_new[r], y = acc[db][2 * r + 1] * w_new[r];
+            if (MERGE && w_old[r] != 0.f) {
+                const float2 o = __bfloat1622float2(*at);
+                x = fmaf(w_old[r], o.x, x);
+                y = fmaf(w_old[r], o.y, y);
+            }
+            *at = __floats2bfloat162_rn(x, y);
+        }
+        if (t == 0) p.lse[li[r]] = lse2[r] == -INFINITY ? -INFINITY : lse2[r] * kLn2;
+    }
+}
+
 // Block: NW warps, each owning MT m-tiles of 16 query rows (BM = 16*MT*NW rows); key tiles of BN.
 template <int D, int MT, int NW, int BN, class Schedule>
-__global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(const Params p) {
+__global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p) {
     constexpr int NT = NW * 32, BM = 16 * MT * NW;
     constexpr int NB = BN / 8;  // 8-column blocks of a score tile
     constexpr int DB = D / 8;   // 8-column blocks of O
@@ -57,10 +115,12 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(const Par
     const uint32_t sK = sQ + BM * D * 2;                // 2 x (BN, D)
     const uint32_t sV = sK + 2 * BN * D * 2;            // 2 x (BN, D)
 
-    const int b = blockIdx.x / p.H, h = blockIdx.x % p.H;
+    int b, h;
+    resolve_block<Schedule::kDilated>(p, b, h);
     const int qtile = gridDim.y - 1 - blockIdx.y;  // the longest causal rows start first
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = threadIdx.x >> 5;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
+    if (qn <= 0) return;  // a dilated map shorter than the grid's longest
 
     const QueryTile qt = query_tile_info<NT>(p, b, q0, qn);
     const TileRange keys = Schedule::key_tiles(p, qt, BN);
@@ -120,25 +180,9 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(const Par
         }
     }
 
-    // O = acc / l; a row with no key gets O = 0 and L = -inf.
+    // O = acc / l (or merged into an earlier branch's); a row with no key gets O = 0, L = -inf.
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const float sum = quad_sum(l[mt][r]);
-            const float inv = sum > 0.f ? 1.f / sum : 0.f;
-            const int row = q0 + warp * 16 * MT + mt * 16 + g + 8 * r;
-            if (row >= p.qrows.len) continue;
-            const int tok = p.qrows.token(row);
-            bf16* orow = p.o + (((size_t)b * p.q_tokens + tok) * p.H + h) * D;
-#pragma unroll
-            for (int db = 0; db < DB; db++)
-                *reinterpret_cast<__nv_bfloat162*>(orow + db * 8 + 2 * t) =
-                    __floats2bfloat162_rn(acc[mt][db][2 * r] * inv, acc[mt][db][2 * r + 1] * inv);
-            if (t == 0)
-                p.lse[((size_t)b * p.H + h) * p.q_tokens + tok] =
-                    sum > 0.f ? (m[mt][r] + __log2f(sum)) * kLn2 : -INFINITY;
-        }
+    for (int mt = 0; mt < MT; mt++) store_output<D, Schedule::kDilated>(p, b, h, q0 + warp * 16 * MT + mt * 16, acc[mt], m[mt], l[mt]);
 }
 
 }  // namespace flash

@@ -183,7 +183,7 @@ constexpr int forward_wgmma_smem_bytes() {
 
 // Block: NWG warpgroups, each owning 64 query rows (BM = 64*NWG); key tiles of BN.
 template <int D, int NWG, int BN, class Schedule>
-__global__ void __launch_bounds__(NWG * 128, 1) attention_forward_wgmma_kernel(const Params p) {
+__global__ void __launch_bounds__(NWG * 128, 1) attention_forward_wgmma_kernel(Params p) {
     constexpr int NT = NWG * 128, BM = 64 * NWG;
     constexpr int NB = BN / 8, DB = D / 8;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -192,11 +192,13 @@ __global__ void __launch_bounds__(NWG * 128, 1) attention_forward_wgmma_kernel(c
     const uint32_t sK = sQ + BM * D * 2;      // 2 x [D/64][BN][64]
     const uint32_t sV = sK + 2 * BN * D * 2;  // 2 x [D/64][BN][64]
 
-    const int b = blockIdx.x / p.H, h = blockIdx.x % p.H;
+    int b, h;
+    resolve_block<Schedule::kDilated>(p, b, h);
     const int qtile = gridDim.y - 1 - blockIdx.y;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = threadIdx.x >> 5;
     const int wg = warp >> 2;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
+    if (qn <= 0) return;  // a dilated map shorter than the grid's longest
     const int row0 = q0 + wg * 64 + (warp & 3) * 16;  // first row of the warp's 16-row slice
 
     const QueryTile qt = query_tile_info<NT>(p, b, q0, qn);
@@ -265,21 +267,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) attention_forward_wgmma_kernel(c
         pin<BN / 16>(pa);
     }
 
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const float sum = quad_sum(l[r]);
-        const float inv = sum > 0.f ? 1.f / sum : 0.f;
-        const int row = row0 + g + 8 * r;
-        if (row >= p.qrows.len) continue;
-        const int tok = p.qrows.token(row);
-        bf16* orow = p.o + (((size_t)b * p.q_tokens + tok) * p.H + h) * D;
-#pragma unroll
-        for (int db = 0; db < DB; db++)
-            *reinterpret_cast<__nv_bfloat162*>(orow + db * 8 + 2 * t) =
-                __floats2bfloat162_rn(acc[db][2 * r] * inv, acc[db][2 * r + 1] * inv);
-        if (t == 0)
-            p.lse[((size_t)b * p.H + h) * p.q_tokens + tok] = sum > 0.f ? (m[r] + __log2f(sum)) * kLn2 : -INFINITY;
-    }
+    store_output<D, Schedule::kDilated>(p, b, h, row0, acc, m, l);
 }
 
 }  // namespace flash

@@ -1,0 +1,195 @@
+// Benchmark of dilated (LongNet) attention (layers/cuda/attention_dilated.cuh through
+// attention_forward_cuda / attention_backward_cuda): B = 1, H = 12, D = 64, bf16, causal,
+// branches (w, r) = (2048,1), (4096,2), (8192,4), Q/K/V read in place from a (B, N, 3, H, D)
+// buffer as the model does, for N = 16K .. 8M (up to the largest that fits in memory).
+//   FLOPs (../shared/attention-spec.md): forward 4*B*D*pairs_kept, forward+backward 3.5x that.
+//   Memory: cudaMemGetInfo before and after allocating everything one layer's forward+backward
+//   needs (QKV, O, L, dO, dQKV, positions, the backward workspace), per 1K tokens.
+// Also our dense kernel at the same B, H, D at 16K and 64K (for the ratio), and the deterministic
+// backward variant (no dQ accumulator) at a few sizes.
+// Time: median of --reps timed runs (cudaEvents) after --warmup runs, inputs random normal.
+//
+// Usage: bench_attention_dilated [--out FILE] [--reps N] [--warmup N] [--max-n N]
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "layers/cuda/attention_flash.cuh"
+
+__global__ void fill_normal_bf16(bf16* x, size_t n, uint64_t seed) {
+    // A cheap counter-based generator: Box-Muller over two hashed uniforms.
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t z = seed + i * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        const float u1 = ((z >> 40) + 1) * (1.0f / 16777217.0f), u2 = ((z >> 16) & 0xffffff) * (1.0f / 16777216.0f);
+        x[i] = __float2bfloat16(sqrtf(-2.f * logf(u1)) * cospif(2.f * u2));
+    }
+}
+
+__global__ void iota_kernel(int* x, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = i;
+}
+
+static double median_ms(const std::function<void()>& f, int warmup, int reps) {
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    for (int i = 0; i < warmup; i++) f();
+    std::vector<float> t(reps);
+    for (int i = 0; i < reps; i++) {
+        CUDA_CHECK(cudaEventRecord(a));
+        f();
+        CUDA_CHECK(cudaEventRecord(b));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        CUDA_CHECK(cudaEventElapsedTime(&t[i], a, b));
+    }
+    CUDA_CHECK(cudaEventDestroy(a));
+    CUDA_CHECK(cudaEventDestroy(b));
+    std::sort(t.begin(), t.end());
+    return t[reps / 2];
+}
+
+// Everything one layer's attention forward + backward holds, for one shape and pattern.
+struct Buffers {
+    bf16 *qkv = nullptr, *dqkv = nullptr, *out = nullptr, *dout = nullptr;
+    float *lse = nullptr, *ws = nullptr;
+    int* pos = nullptr;
+    double mib_per_1k = 0;  // measured with cudaMemGetInfo around the allocations
+
+    static size_t need(const AttnShape& s, const AttnPattern& pat) {
+        const size_t t = (size_t)s.B * s.N, hd = (size_t)s.H * s.D;
+        return t * hd * 2 * 8 + t * s.H * 4 + s.N * 4 + attention_backward_workspace_bytes(s, pat);
+    }
+    Buffers(const AttnShape& s, const AttnPattern& pat) {
+        const size_t t = (size_t)s.B * s.N, hd = (size_t)s.H * s.D;
+        size_t free0 = 0, free1 = 0, total = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free0, &total));
+        CUDA_CHECK(cudaMalloc(&qkv, t * 3 * hd * 2));
+        CUDA_CHECK(cudaMalloc(&dqkv, t * 3 * hd * 2));
+        CUDA_CHECK(cudaMalloc(&out, t * hd * 2));
+        CUDA_CHECK(cudaMalloc(&dout, t * hd * 2));
+        CUDA_CHECK(cudaMalloc(&lse, t * s.H * 4));
+        CUDA_CHECK(cudaMalloc(&pos, (size_t)s.N * 4));
+        CUDA_CHECK(cudaMalloc(&ws, attention_backward_workspace_bytes(s, pat)));
+        CUDA_CHECK(cudaMemGetInfo(&free1, &total));
+        mib_per_1k = (double)(free0 - free1) / (1 << 20) / (s.N / 1024.0);
+        fill_normal_bf16<<<4096, 256>>>(qkv, t * 3 * hd, 1);
+        CUDA_CHECK_LAST();
+        fill_normal_bf16<<<4096, 256>>>(dout, t * hd, 2);
+        CUDA_CHECK_LAST();
+        iota_kernel<<<1024, 256>>>(pos, s.N);
+        CUDA_CHECK_LAST();
+        CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    ~Buffers() {
+        cudaFree(qkv), cudaFree(dqkv), cudaFree(out), cudaFree(dout), cudaFree(lse), cudaFree(pos), cudaFree(ws);
+    }
+};
+
+struct Result {
+    double fwd_ms, fb_ms, fwd_tf, fb_tf, mib_per_1k;
+};
+
+static Result time_pattern(const AttnShape& s, const AttnPattern& pat, int bwd_variant, int warmup, int reps) {
+    Buffers buf(s, pat);
+    const int HD = s.H * s.D;
+    const float scale = 1.f / std::sqrt((float)s.D);
+    const bf16 *q = buf.qkv, *k = buf.qkv + HD, *v = buf.qkv + 2 * HD;
+    auto fwd = [&] { attention_forward_cuda(buf.out, buf.lse, q, k, v, buf.pos, nullptr, pat, s, scale, 0); };
+    auto bwd = [&] {
+        attention_backward_cuda_variant(bwd_variant, buf.dqkv, buf.dqkv + HD, buf.dqkv + 2 * HD, buf.dout, buf.out,
+                                        buf.lse, q, k, v, buf.pos, nullptr, pat, s, scale, buf.ws, 0);
+    };
+    fwd();
+    Result r;
+    r.fwd_ms = median_ms(fwd, warmup, reps);
+    r.fb_ms = median_ms([&] { fwd(); bwd(); }, warmup, reps);
+    const double flops = 4.0 * s.B * s.D * pairs_kept(pat, s.N, s.H);
+    r.fwd_tf = flops / r.fwd_ms * 1e-9;
+    r.fb_tf = 3.5 * flops / r.fb_ms * 1e-9;
+    r.mib_per_1k = buf.mib_per_1k;
+    return r;
+}
+
+int main(int argc, char** argv) {
+    const char* out_path = nullptr;
+    int reps = 5, warmup = 2;
+    long long max_n = 8LL << 20;
+    for (int i = 1; i < argc; i++) {
+        if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+        else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+        else if (!std::strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = std::atoi(argv[++i]);
+        else if (!std::strcmp(argv[i], "--max-n") && i + 1 < argc) max_n = std::atoll(argv[++i]);
+        else fatal("usage: bench_attention_dilated [--out FILE] [--reps N] [--warmup N] [--max-n N]");
+    }
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        std::printf("SKIP bench_attention_dilated: no CUDA device\n");
+        return 0;
+    }
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const int B = 1, H = 12, D = 64;
+    AttnPattern dil;
+    dil.kind = AttnKind::Dilated;
+    dil.causal = true;
+    dil.segments = {2048, 4096, 8192};
+    dil.dilations = {1, 2, 4};
+    AttnPattern dense;
+    dense.causal = true;
+
+    std::string table;
+    char line[512];
+    auto emit = [&](const char* text) {
+        table += text;
+        std::printf("%s", text);
+        std::fflush(stdout);
+    };
+    std::snprintf(line, sizeof line,
+                  "# dilated attention, causal, bf16, B=%d H=%d D=%d, (w,r) = (2048,1),(4096,2),(8192,4), %s\n"
+                  "# TF/s = 4*B*D*pairs_kept / time (x3.5 for fwd+bwd); MiB/1K = device memory of one layer's "
+                  "fwd+bwd per 1K tokens\n",
+                  B, H, D, prop.name);
+    emit(line);
+    std::snprintf(line, sizeof line, "%-8s %-13s %9s %9s %9s %10s %10s %9s %9s %9s\n", "N", "pattern", "fwd ms",
+                  "fwd TF/s", "f+b ms", "f+b TF/s", "Mtok/s f+b", "us/1Ktok", "bwd TF/s", "MiB/1K");
+    emit(line);
+    auto row = [&](long long N, const char* name, const Result& r) {
+        std::snprintf(line, sizeof line, "%-8lld %-13s %9.3f %9.1f %9.3f %10.1f %10.2f %9.2f %9.1f %9.2f\n", N, name,
+                      r.fwd_ms, r.fwd_tf, r.fb_ms, r.fb_tf, N / r.fb_ms * 1e-3, r.fb_ms * 1e3 / (N / 1024.0),
+                      2.5 / 3.5 * r.fb_tf * r.fb_ms / (r.fb_ms - r.fwd_ms), r.mib_per_1k);
+        emit(line);
+    };
+    for (long long N : {16LL << 10, 64LL << 10}) {
+        const AttnShape s{B, (int)N, H, D, 3 * H * D};
+        row(N, "dense", time_pattern(s, dense, 0, warmup, reps));
+    }
+    for (long long N : {16LL << 10, 64LL << 10, 256LL << 10, 1LL << 20, 2LL << 20, 4LL << 20, 8LL << 20}) {
+        if (N > max_n) break;
+        const AttnShape s{B, (int)N, H, D, 3 * H * D};
+        size_t free_b = 0, total = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+        if (Buffers::need(s, dil) > free_b - (256ull << 20)) {
+            std::snprintf(line, sizeof line, "# N = %lld does not fit (%.1f GiB needed, %.1f GiB free): stop\n", N,
+                          Buffers::need(s, dil) / 1073741824.0, free_b / 1073741824.0);
+            emit(line);
+            break;
+        }
+        const int w = N >= (4LL << 20) ? 1 : warmup, n = N >= (4LL << 20) ? 3 : reps;  // the largest take seconds
+        row(N, "dilated", time_pattern(s, dil, 0, w, n));
+        if (N == (64LL << 10) || N == (1LL << 20))
+            row(N, "dilated det", time_pattern(s, dil, flash::kDeterministicBackwardVariant, w, n));
+    }
+    emit("# bwd TF/s = 2.5*fwd FLOPs / (f+b ms - fwd ms); 'dilated det' = deterministic backward variant\n");
+    if (out_path) {
+        FILE* f = std::fopen(out_path, "w");
+        if (!f) fatal("cannot write %s", out_path);
+        std::fputs(table.c_str(), f);
+        std::fclose(f);
+    }
+    return 0;
+}
