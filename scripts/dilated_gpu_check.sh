@@ -27,7 +27,7 @@ for step in $STEPS; do
               line="memcheck: rc=$rc, $(grep -E "ERROR SUMMARY" "$OUTD/memcheck.log" | tail -n 1), $(grep -E "passed, " "$OUTD/memcheck.log" | tail -n 1)" ;;
         racecheck) timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_attention_dilated" --small >"$OUTD/racecheck.log" 2>&1; rc=$?
               line="racecheck: rc=$rc, $(grep -E "RACECHECK SUMMARY|ERROR SUMMARY" "$OUTD/racecheck.log" | tail -n 1), $(grep -E "passed, " "$OUTD/racecheck.log" | tail -n 1)" ;;
-        bench) timeout 100 "$BIN/bench_attention_dilated" --out "$OUTD/bench.txt" >"$OUTD/bench.log" 2>&1; rc=$?
+        bench) timeout 100 "$BIN/bench_attention_dilated" --variants --out "$OUTD/bench.txt" >"$OUTD/bench.log" 2>&1; rc=$?
               line="bench: rc=$rc" ;;
         *) line="unknown step $step" ;;
     esac

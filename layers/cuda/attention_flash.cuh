@@ -9,6 +9,9 @@
 //                                 separate dQ pass; the preprocess and dQ convert kernels
 //   attention_flash_common.cuh    descriptors (row maps, positions, schedules), the online-softmax
 //                                 update, PTX wrappers
+//   attention_dilated.cuh         dilated (LongNet) patterns: the same kernels launched branch by
+//                                 branch on per-block virtual sequences (DilatedSchedule), outputs
+//                                 merged across branches (included at the end of this file)
 // All stream K/V (or Q/dO) tiles through a 2-stage cp.async pipeline; the variant tables below
 // list every tile configuration (variant 0 is what the plain launchers run).
 //
@@ -24,7 +27,12 @@
 //
 // Unlike the CPU reference, whose backward ADDS into its gradient buffers, attention_backward_cuda
 // OVERWRITES dq, dk, dv (slices of a dQKV buffer, same strides as q, k, v): every element of the
-// three slices is written, none is read.
+// three slices is written, none is read before this call wrote it (a dilated pattern adds its
+// later branches into what its first branch, or a zero-fill, wrote; likewise O and L forward).
+//
+// Patterns: dense and dilated (LongNet; for dilated, positions must be pos[i] = i, see
+// attention_dilated.cuh). Workspace: attention_backward_workspace_bytes(s) is enough for every
+// pattern; attention_backward_workspace_bytes(s, pattern) is the smaller exact size.
 #pragma once
 #include "layers/attention.h"
 #include "layers/cuda/attention_flash_bwd.cuh"
@@ -237,9 +245,9 @@ inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int
 // Dilated attention, defined in layers/cuda/attention_dilated.cuh (included at the end of this
 // file): the public launchers below hand a Dilated pattern to these.
 inline void dilated_forward(int variant, const Params& base, const AttnPattern& pattern, const AttnShape& s,
-                     cudaStream_t stream);
+                            cudaStream_t stream);
 inline void dilated_backward(int variant, const Params& base, const AttnPattern& pattern, const AttnShape& s,
-                      float* workspace, cudaStream_t stream);
+                             float* workspace, cudaStream_t stream);
 inline size_t dilated_workspace_bytes(const AttnShape& s, const AttnPattern& pattern);
 
 // Workspace carve-up: lse_log2 and delta (B, H, N) fp32, then the fp32 dQ accumulator

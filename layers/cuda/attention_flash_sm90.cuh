@@ -181,9 +181,18 @@ constexpr int forward_wgmma_smem_bytes() {
     return (64 * NWG * D + 4 * BN * D) * 2 + 1024;  // + slack to align the tiles to 1024 bytes
 }
 
+// Blocks per SM the forward asks the compiler to fit: two for the small D = 64, BN = 64 tile (one
+// block's softmax then overlaps the other's tensor-core work). Without it the DilatedSchedule
+// instance took 137 registers, one block per SM, and ran at 125 TFLOP/s against 221 for the
+// same tiles at 114 registers (notes/attention-dilated.md).
+template <int D, int BN>
+constexpr int forward_wgmma_min_blocks() {
+    return D == 64 && BN == 64 ? 2 : 1;
+}
+
 // Block: NWG warpgroups, each owning 64 query rows (BM = 64*NWG); key tiles of BN.
 template <int D, int NWG, int BN, class Schedule>
-__global__ void __launch_bounds__(NWG * 128, 1) attention_forward_wgmma_kernel(Params p) {
+__global__ void __launch_bounds__(NWG * 128, (forward_wgmma_min_blocks<D, BN>())) attention_forward_wgmma_kernel(Params p) {
     constexpr int NT = NWG * 128, BM = 64 * NWG;
     constexpr int NB = BN / 8, DB = D / 8;
     extern __shared__ __align__(128) unsigned char smem[];

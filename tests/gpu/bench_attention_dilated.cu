@@ -9,7 +9,8 @@
 // backward variant (no dQ accumulator) at a few sizes.
 // Time: median of --reps timed runs (cudaEvents) after --warmup runs, inputs random normal.
 //
-// Usage: bench_attention_dilated [--out FILE] [--reps N] [--warmup N] [--max-n N]
+// Usage: bench_attention_dilated [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants]
+//   --variants also times every forward and backward tile variant on the dilated pattern at 1M.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -94,12 +95,15 @@ struct Result {
     double fwd_ms, fb_ms, fwd_tf, fb_tf, mib_per_1k;
 };
 
-static Result time_pattern(const AttnShape& s, const AttnPattern& pat, int bwd_variant, int warmup, int reps) {
+static Result time_pattern(const AttnShape& s, const AttnPattern& pat, int fwd_variant, int bwd_variant, int warmup,
+                           int reps) {
     Buffers buf(s, pat);
     const int HD = s.H * s.D;
     const float scale = 1.f / std::sqrt((float)s.D);
     const bf16 *q = buf.qkv, *k = buf.qkv + HD, *v = buf.qkv + 2 * HD;
-    auto fwd = [&] { attention_forward_cuda(buf.out, buf.lse, q, k, v, buf.pos, nullptr, pat, s, scale, 0); };
+    auto fwd = [&] {
+        attention_forward_cuda_variant(fwd_variant, buf.out, buf.lse, q, k, v, buf.pos, nullptr, pat, s, scale, 0);
+    };
     auto bwd = [&] {
         attention_backward_cuda_variant(bwd_variant, buf.dqkv, buf.dqkv + HD, buf.dqkv + 2 * HD, buf.dout, buf.out,
                                         buf.lse, q, k, v, buf.pos, nullptr, pat, s, scale, buf.ws, 0);
@@ -119,12 +123,14 @@ int main(int argc, char** argv) {
     const char* out_path = nullptr;
     int reps = 5, warmup = 2;
     long long max_n = 8LL << 20;
+    bool variants = false;
     for (int i = 1; i < argc; i++) {
         if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
         else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--max-n") && i + 1 < argc) max_n = std::atoll(argv[++i]);
-        else fatal("usage: bench_attention_dilated [--out FILE] [--reps N] [--warmup N] [--max-n N]");
+        else if (!std::strcmp(argv[i], "--variants")) variants = true;
+        else fatal("usage: bench_attention_dilated [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants]");
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -166,7 +172,7 @@ int main(int argc, char** argv) {
     };
     for (long long N : {16LL << 10, 64LL << 10}) {
         const AttnShape s{B, (int)N, H, D, 3 * H * D};
-        row(N, "dense", time_pattern(s, dense, 0, warmup, reps));
+        row(N, "dense", time_pattern(s, dense, 0, 0, warmup, reps));
     }
     for (long long N : {16LL << 10, 64LL << 10, 256LL << 10, 1LL << 20, 2LL << 20, 4LL << 20, 8LL << 20}) {
         if (N > max_n) break;
@@ -180,9 +186,26 @@ int main(int argc, char** argv) {
             break;
         }
         const int w = N >= (4LL << 20) ? 1 : warmup, n = N >= (4LL << 20) ? 3 : reps;  // the largest take seconds
-        row(N, "dilated", time_pattern(s, dil, 0, w, n));
+        row(N, "dilated", time_pattern(s, dil, 0, 0, w, n));
         if (N == (64LL << 10) || N == (1LL << 20))
-            row(N, "dilated det", time_pattern(s, dil, flash::kDeterministicBackwardVariant, w, n));
+            row(N, "dilated det", time_pattern(s, dil, 0, flash::kDeterministicBackwardVariant, w, n));
+        if (variants && N == (1LL << 20)) {
+            // Each forward variant with the default backward, then each backward with the default
+            // forward: the fwd columns of the first rows and the bwd column of the last rows count.
+            int nf = 0, nb = 0;
+            const flash::Variant* fv = flash::forward_variants(D, &nf);
+            const flash::Variant* bv = flash::backward_variants(D, &nb);
+            for (int i = 1; i < nf; i++) {
+                std::snprintf(line, sizeof line, "#   fwd variant %d: %s\n", i, fv[i].name);
+                emit(line);
+                row(N, ("dil fwd v" + std::to_string(i)).c_str(), time_pattern(s, dil, i, 0, 1, 3));
+            }
+            for (int i = 1; i < nb; i++) {
+                std::snprintf(line, sizeof line, "#   bwd variant %d: %s\n", i, bv[i].name);
+                emit(line);
+                row(N, ("dil bwd v" + std::to_string(i)).c_str(), time_pattern(s, dil, 0, i, 1, 3));
+            }
+        }
     }
     emit("# bwd TF/s = 2.5*fwd FLOPs / (f+b ms - fwd ms); 'dilated det' = deterministic backward variant\n");
     if (out_path) {
