@@ -31,10 +31,12 @@ static Batch make_batch(gc::Rng& rng, int B, int T, int V, bool doc_mask) {
     return b;
 }
 
-static void compare_model(AttnBackend attn, const char* name, uint64_t seed) {
+static void compare_model(AttnBackend attn, const char* name, uint64_t seed, bool dilated = false) {
     gc::Rng rng(seed);
     GPTConfig cfg;
     cfg.vocab_size = 1003, cfg.n_layer = 2, cfg.n_embd = 192, cfg.n_head = 3;  // D = 64
+    // Layer 0 dilated (LongNet, r not dividing w, N not a multiple of w), layer 1 dense.
+    if (dilated) cfg.layer_attn = {AttnPattern{AttnKind::Dilated, true, {32, 48, 200}, {1, 5, 2}}, AttnPattern{}};
     const bool doc_mask = attn == AttnBackend::Flash;  // cuDNN has no document mask
     const Batch b = make_batch(rng, 3, 131, cfg.vocab_size, doc_mask);
     const int* ds = doc_mask ? b.doc_start.data() : nullptr;
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
     std::printf("test_model: seed %llu\n", (unsigned long long)seed);
     compare_model(AttnBackend::Flash, "flash attention, doc mask", seed);
     compare_model(AttnBackend::Cudnn, "cudnn attention", seed + 1);
+    compare_model(AttnBackend::Flash, "flash, dilated layer + dense layer, doc mask", seed + 3, true);
     compare_training(seed + 2);
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
