@@ -192,6 +192,7 @@ int main(int argc, char** argv) {
     const int val_batches = (int)std::max<uint64_t>(1, std::min<uint64_t>(a.val_batches, val.n_windows() / val_batch));
 
     std::unique_ptr<ModelBackend> model = make_backend(device, cfg, attn_backend);
+    model->reserve(a.batch, a.seq_len);
     int step = 0;
     {
         std::vector<float> w(model->num_params());

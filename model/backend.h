@@ -22,6 +22,9 @@ class ModelBackend {
     // Mean loss over targets >= 0 (targets nullptr: inference, returns 0). See GPT::forward.
     virtual float forward(const int* inputs, const int* targets, const int* doc_start, int B, int T,
                           const int* positions = nullptr) = 0;
+    // Allocates what batches of (B, T) need, so that running out of memory is reported before
+    // a run writes anything. Optional: forward() allocates on first use anyway.
+    virtual void reserve(int B, int T) { (void)B, (void)T; }
     virtual void zero_grad() = 0;
     virtual void backward() = 0;  // adds the gradient of the last forward's mean loss
     // One training step's worth: zeroes the gradients, then forward and backward; returns the

@@ -119,6 +119,7 @@ class CudaBackend : public ModelBackend {
         return mean_loss();
     }
 
+    void reserve(int B, int T) override { resize(B, T); }
     void zero_grad() override { CUDA_CHECK(cudaMemsetAsync(grad_, 0, n_ * 4, stream_)); }
 
     void backward() override {
