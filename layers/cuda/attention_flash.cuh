@@ -236,6 +236,7 @@ inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int
     p.dilation = 1;
     p.seg0 = 0;
     p.nseg = 1;
+    p.group = 0;
     p.accumulate = false;
     p.accum_tok0 = 0;
     p.accum_tokens = s.N;

@@ -56,11 +56,11 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(P
     const float* fL = reinterpret_cast<const float*>(smem + (sL - smem_u32(smem)));
     const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - smem_u32(smem)));
 
-    int b, h;
-    resolve_block<Schedule::kDilated>(p, b, h);
+    int b, h, rank;
+    resolve_block<Schedule::kDilated>(p, b, h, rank);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int wg = warp >> 2;
-    const int k0 = blockIdx.y * BN, kn = min(BN, p.krows.len - k0);
+    const int k0 = rank * BN, kn = min(BN, p.krows.len - k0);
     if (kn <= 0) return;  // a dilated map shorter than the grid's longest
     const int key_row0 = k0 + wg * 64 + (warp & 3) * 16;  // first key of the warp's 16-row slice
     const KeyTile kt = key_tile_info(p, k0, kn);

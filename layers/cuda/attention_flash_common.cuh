@@ -56,6 +56,9 @@ struct Params {
     // r): block x = (b*H + h)*nseg + (s - seg0) runs segment s of [seg0, seg0 + nseg), class
     // c = h % r, i.e. the map {s*w' + c, r, ceil((len_s - c)/r)} on the query and the key side.
     int seg_len, dilation, seg0, nseg;
+    // Dilated only: launch-order groups of this many virtual sequences (0: plain grid order), see
+    // resolve_block.
+    int group;
     // false: the kernels write their outputs; true: they merge into what is there (forward: O, L
     // by log-sum-exp; backward: dq, dk, dv +=), so branches launched one after another add up.
     bool accumulate;
@@ -64,19 +67,42 @@ struct Params {
     int accum_tok0, accum_tokens;
 };
 
-// Sets b, h of this block and, for a dilated branch (DILATED: the kernel instance of
-// DilatedSchedule), p.qrows = p.krows = its virtual sequence. Dense instances leave p untouched, so
-// their maps stay kernel-parameter constants (no registers held for them).
+// Sets b, h and the tile rank (0 = the heaviest tile: the kernels turn it into their query or key
+// tile) of this block and, for a dilated branch (DILATED: the kernel instance of DilatedSchedule),
+// p.qrows = p.krows = its virtual sequence. Dense instances leave p untouched, so their maps stay
+// kernel-parameter constants (no registers held for them).
+// Dilated grids (x = sequence, y = rank) are renumbered in launch order (x fastest) when
+// p.group > 0: all ranks of `group` sequences, heaviest first across the group, then the next
+// group; the last group is 2-3x larger (a tail of light blocks, as in plain grid order). Why: in
+// plain grid order the blocks resident together are one rank of ~264 different sequences, each
+// reading its own K/V (512 KiB per 2048-row sequence at D = 64), so the L2 holds none of them and
+// every tile re-reads K/V from HBM; a group of 16 keeps the live K/V at ~16 MiB
+// (notes/attention-dilated.md, run 3).
 template <bool DILATED>
-__device__ __forceinline__ void resolve_block(Params& p, int& b, int& h) {
+__device__ __forceinline__ void resolve_block(Params& p, int& b, int& h, int& rank) {
     if constexpr (!DILATED) {
         b = blockIdx.x / p.H;
         h = blockIdx.x % p.H;
+        rank = blockIdx.y;
     } else {
-        const int bh = blockIdx.x / p.nseg;
+        int seq = blockIdx.x;
+        rank = blockIdx.y;
+        if (p.group > 0) {
+            // The last group takes the rest, 2 to 3 groups' worth (when there are that many): its
+            // ~2 waves run heaviest first over all of it, so the launch's tail is light blocks.
+            const long long id = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+            const long long per = (long long)p.group * gridDim.y;  // blocks of a full group
+            const int ng = max(1, (int)gridDim.x / p.group - 1);
+            const int g = (int)min((long long)ng - 1, id / per);
+            const int first = g * p.group, gn = g == ng - 1 ? (int)gridDim.x - first : p.group;
+            const int r = (int)(id - g * per);
+            rank = r / gn;
+            seq = first + r % gn;
+        }
+        const int bh = seq / p.nseg;
         b = bh / p.H;
         h = bh % p.H;
-        const int start = (p.seg0 + (int)(blockIdx.x % p.nseg)) * p.seg_len;
+        const int start = (p.seg0 + seq % p.nseg) * p.seg_len;
         const int len = min(p.seg_len, p.q_tokens - start), c = h % p.dilation;
         p.qrows = p.krows = RowMap{start + c, p.dilation, c < len ? (len - 1 - c) / p.dilation + 1 : 0};
     }

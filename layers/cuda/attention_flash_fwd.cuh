@@ -115,9 +115,9 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p)
     const uint32_t sK = sQ + BM * D * 2;                // 2 x (BN, D)
     const uint32_t sV = sK + 2 * BN * D * 2;            // 2 x (BN, D)
 
-    int b, h;
-    resolve_block<Schedule::kDilated>(p, b, h);
-    const int qtile = gridDim.y - 1 - blockIdx.y;  // the longest causal rows start first
+    int b, h, rank;
+    resolve_block<Schedule::kDilated>(p, b, h, rank);
+    const int qtile = gridDim.y - 1 - rank;  // the longest causal rows start first
     const int warp = threadIdx.x >> 5;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
     if (qn <= 0) return;  // a dilated map shorter than the grid's longest

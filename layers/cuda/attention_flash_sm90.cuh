@@ -201,9 +201,9 @@ __global__ void __launch_bounds__(NWG * 128, (forward_wgmma_min_blocks<D, BN>())
     const uint32_t sK = sQ + BM * D * 2;      // 2 x [D/64][BN][64]
     const uint32_t sV = sK + 2 * BN * D * 2;  // 2 x [D/64][BN][64]
 
-    int b, h;
-    resolve_block<Schedule::kDilated>(p, b, h);
-    const int qtile = gridDim.y - 1 - blockIdx.y;
+    int b, h, rank;
+    resolve_block<Schedule::kDilated>(p, b, h, rank);
+    const int qtile = gridDim.y - 1 - rank;
     const int warp = threadIdx.x >> 5;
     const int wg = warp >> 2;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);

@@ -187,8 +187,15 @@ int main(int argc, char** argv) {
         }
         const int w = N >= (4LL << 20) ? 1 : warmup, n = N >= (4LL << 20) ? 3 : reps;  // the largest take seconds
         row(N, "dilated", time_pattern(s, dil, 0, 0, w, n));
-        if (N == (64LL << 10) || N == (1LL << 20))
+        if (N == (64LL << 10) || N == (1LL << 20)) {
             row(N, "dilated det", time_pattern(s, dil, 0, flash::kDeterministicBackwardVariant, w, n));
+            // The plain grid order (no launch-order groups, resolve_block), for comparison.
+            const int gf = flash::dilated_forward_group, gb = flash::dilated_backward_group;
+            flash::dilated_forward_group = flash::dilated_backward_group = 0;
+            row(N, "dil grid ord", time_pattern(s, dil, 0, 0, w, n));
+            flash::dilated_forward_group = gf;
+            flash::dilated_backward_group = gb;
+        }
         if (variants && N == (1LL << 20)) {
             // Each forward variant with the default backward, then each backward with the default
             // forward: the fwd columns of the first rows and the bwd column of the last rows count.
@@ -207,7 +214,8 @@ int main(int argc, char** argv) {
             }
         }
     }
-    emit("# bwd TF/s = 2.5*fwd FLOPs / (f+b ms - fwd ms); 'dilated det' = deterministic backward variant\n");
+    emit("# bwd TF/s = 2.5*fwd FLOPs / (f+b ms - fwd ms); 'dilated det' = deterministic backward variant; "
+         "'dil grid ord' = without launch-order groups\n");
     if (out_path) {
         FILE* f = std::fopen(out_path, "w");
         if (!f) fatal("cannot write %s", out_path);
