@@ -11,6 +11,7 @@
 #pragma once
 #include <string>
 #include <vector>
+#include "data/rng.h"
 #include "layers/attention.h"
 #include "layers/classifier.h"
 #include "layers/encoder.h"
@@ -93,14 +94,8 @@ ParamViews<T> param_views(T* base, const GPTConfig& c) {
 // LayerNorm gains 1, biases 0. Deterministic in the seed; every backend starts from it.
 template <typename T>
 void init_gpt_weights(T* params, const GPTConfig& cfg, uint64_t seed) {
-    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-    auto uniform = [&]() {  // splitmix64 -> (0, 1)
-        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        return ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-    };
+    SplitMix64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
+    auto uniform = [&]() { return ((rng.next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); };  // (0, 1)
     auto normal = [&]() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); };
     for (const ParamTensor& t : param_layout(cfg)) {
         T* w = params + t.offset;

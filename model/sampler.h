@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <numeric>
 #include <vector>
+#include "data/rng.h"
 
 struct SamplerConfig {
     float temperature = 0.8f;  // 0: greedy
@@ -16,7 +17,7 @@ struct SamplerConfig {
 
 class Sampler {
    public:
-    explicit Sampler(const SamplerConfig& c) : cfg_(c), state_(c.seed * 0x9E3779B97F4A7C15ull + 7) {}
+    explicit Sampler(const SamplerConfig& c) : cfg_(c), rng_(c.seed * 0x9E3779B97F4A7C15ull + 7) {}
 
     int sample(const float* logits, int V) {
         if (cfg_.temperature <= 0) return (int)(std::max_element(logits, logits + V) - logits);
@@ -52,12 +53,6 @@ class Sampler {
 
    private:
     SamplerConfig cfg_;
-    uint64_t state_;
-    double uniform() {  // splitmix64 -> [0, 1)
-        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        return (z >> 11) * (1.0 / 9007199254740992.0);
-    }
+    SplitMix64 rng_;
+    double uniform() { return (rng_.next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
 };

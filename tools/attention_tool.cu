@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <vector>
+#include "data/rng.h"
 #include "layers/attention.h"
 #include "layers/cuda/attention_cudnn.cuh"
 #include "layers/cuda/attention_flash.cuh"
@@ -18,14 +19,8 @@
 
 // Fresh inputs: N(0, 1) from a splitmix64 stream, so a seed gives the same tensors everywhere.
 static void fill_normal(std::vector<float>& x, uint64_t seed) {
-    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 3;
-    auto uniform = [&]() {
-        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        return ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-    };
+    SplitMix64 rng(seed * 0x9E3779B97F4A7C15ull + 3);
+    auto uniform = [&]() { return ((rng.next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); };  // (0, 1)
     for (float& v : x) v = (float)(std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()));
 }
 
