@@ -169,9 +169,10 @@ int main(int argc, char** argv) {
         if (!ck.has_train_state) fatal("--resume: %s holds no training state", existing.c_str());
         require_same_run_flags(ck.state.train_args, a.to_json(), a.out);
         const char* model_flags[] = {"layers", "width", "heads", "rope-theta", "attn", "segments", "dilations", "dense-layers"};
-        for (const char* f : model_flags)
-            if (flags.was_set(f) && config_to_json(cfg) != config_to_json(ck.cfg))
-                fatal("--resume: --%s differs from the checkpoint's model; drop the model flags when resuming", f);
+        if (config_to_json(cfg) != config_to_json(ck.cfg))
+            for (const char* f : model_flags)
+                if (flags.was_set(f))
+                    fatal("--resume: --%s differs from the checkpoint's model; drop the model flags when resuming", f);
         cfg = ck.cfg;
         if (ck.tokenizer != tok.serialized_model())
             fatal("--resume: %s/tokenizer.model differs from the one the checkpoint was trained with", a.data.c_str());

@@ -3,7 +3,19 @@
 // place in the whole sequence), given per token, so a chunk of a sequence held by one GPU
 // rotates exactly as it would in the whole sequence.
 #pragma once
+#include <vector>
 #include "layers/common.h"
+
+// cos and sin of pos * theta^(-2i/D) for i < D/2: the same for every head of a token, so
+// computed once per token (in double, then rounded to T).
+template <typename T>
+void rope_cos_sin(std::vector<T>& c, std::vector<T>& s, int pos, int D, float theta) {
+    c.resize(D / 2), s.resize(D / 2);
+    for (int i = 0; i < D / 2; i++) {
+        const double angle = pos * std::pow((double)theta, -2.0 * i / D);
+        c[i] = (T)std::cos(angle), s[i] = (T)std::sin(angle);
+    }
+}
 
 // qkv: (B, T, 3, H, D); q is slot 0 and k is slot 1, v (slot 2) is copied unchanged.
 template <typename T>
@@ -16,10 +28,11 @@ void rope_forward(T* out,          // (B, T, 3, H, D)
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < Tn; t++) {
             const size_t row = ((size_t)b * Tn + t) * 3 * H * D;
+            std::vector<T> cs, sn;
+            rope_cos_sin(cs, sn, pos[t], D, theta);
             for (int h = 0; h < H; h++) {
                 for (int i = 0; i < half; i++) {
-                    const double angle = pos[t] * std::pow((double)theta, -2.0 * i / D);
-                    const T c = (T)std::cos(angle), s = (T)std::sin(angle);
+                    const T c = cs[i], s = sn[i];
                     for (int slot = 0; slot < 2; slot++) {  // q, k
                         const size_t at = row + (size_t)slot * H * D + (size_t)h * D;
                         const T x1 = inp[at + i], x2 = inp[at + i + half];
@@ -45,10 +58,11 @@ void rope_backward(T* dinp,         // (B, T, 3, H, D)
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < Tn; t++) {
             const size_t row = ((size_t)b * Tn + t) * 3 * H * D;
+            std::vector<T> cs, sn;
+            rope_cos_sin(cs, sn, pos[t], D, theta);
             for (int h = 0; h < H; h++) {
                 for (int i = 0; i < half; i++) {
-                    const double angle = pos[t] * std::pow((double)theta, -2.0 * i / D);
-                    const T c = (T)std::cos(angle), s = (T)std::sin(angle);
+                    const T c = cs[i], s = sn[i];
                     for (int slot = 0; slot < 2; slot++) {
                         const size_t at = row + (size_t)slot * H * D + (size_t)h * D;
                         const T d1 = dout[at + i], d2 = dout[at + i + half];
