@@ -28,12 +28,13 @@ endif
 TRAIN_OUT ?= out/train
 TRAIN_ARGS ?=
 
-.PHONY: help all deps train test test-gpu bench clean
+.PHONY: help all deps train test test-gpu bench clean fuzz
 help:
 	@echo "make train   install deps, build, prepare the corpus, train the default model, sample"
 	@echo "make test    install deps, build everything (CUDA files too), run all CPU tests"
 	@echo "make data    prepare corpus/ (tokenizer and token shards) only"
 	@echo "make all     build only"
+	@echo "make fuzz    run the libFuzzer harnesses for FUZZ_SECONDS (300) each (tests/fuzz/)"
 
 build:
 	@mkdir -p build
@@ -51,6 +52,9 @@ build/attention_tool: tools/attention_tool.cu $(HEADERS) | build
 build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
+build/test_inputs_cpu: tests/test_inputs_cpu.cpp $(wildcard layers/*.h model/*.h data/*.h) | build
+	$(CXX) $(CXXFLAGS) -o $@ $<
+
 build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard layers/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
 
@@ -65,8 +69,9 @@ build/bench_%: tests/gpu/bench_%.cu $(HEADERS) $(wildcard tests/*.h tests/gpu/*.
 
 include data/rules.mk
 include tests/rules.mk
+include tests/fuzz/rules.mk
 
-BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu $(GPU_BINARIES)
+BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu build/test_inputs_cpu $(GPU_BINARIES)
 all: deps
 	$(MAKE) -j2 $(BINARIES)
 
@@ -82,7 +87,7 @@ train: deps
 	scripts/plot_loss.sh $(TRAIN_OUT)/metrics.csv $(TRAIN_OUT)/loss.png
 
 test: deps
-	$(MAKE) -j2 $(BINARIES) build/test_ops_cpu_broken_gelu build/test_model_cpu_broken_gelu
+	$(MAKE) -j2 $(BINARIES) $(FUZZ_BINARIES) build/test_ops_cpu_broken_gelu build/test_model_cpu_broken_gelu
 	tests/run_all.sh
 
 # On a machine with an NVIDIA GPU (H100/H200): every kernel against the CPU reference.

@@ -18,7 +18,7 @@ static void show_progress(long long done, long long total) {
     if (done == total) std::fputc('\n', stderr);
 }
 
-int main(int argc, char** argv) {
+static int main_body(int argc, char** argv) {
     std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
     int max_new = 200, top_k = 40, seed = 1, ctx = 0;
     float temperature = 0.8f, top_p = 0.95f;
@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
     flags.parse(argc, argv);
     if (max_new < 0 || top_k < 0 || ctx < 0 || temperature < 0 || !(top_p > 0 && top_p <= 1))
         fatal("--max-new, --top-k, --ctx, --temperature must be >= 0 and --top-p in (0, 1]");
+    if (ctx == 1 || ctx > kMaxSeqLen) fatal("--ctx must be 0 (the training --seq-len) or in [2, %d] (got %d)", kMaxSeqLen, ctx);
     const Device dev = resolve_device(device);
     const AttnBackend attn = parse_attention_backend(attention, /*doc_mask=*/false);
 
@@ -54,10 +55,7 @@ int main(int argc, char** argv) {
     Tokenizer tok;
     tok.load_serialized(ck.tokenizer);
     if (tok.vocab_size() != ck.cfg.vocab_size) fatal("checkpoint %s: tokenizer and model vocab sizes differ", path.c_str());
-    if (ctx == 0) {
-        ctx = 256;
-        if (ck.has_train_state) ctx = (int)JsonParser(ck.state.train_args).parse().at("seq_len").as_number();
-    }
+    if (ctx == 0) ctx = ck.has_train_state ? checkpoint_seq_len(ck, path, kMaxSeqLen) : 256;
     std::unique_ptr<ModelBackend> backend = make_backend(dev, ck.cfg, attn);
     ModelBackend& model = *backend;
     model.set_params(ck.params.data());
@@ -83,7 +81,7 @@ int main(int argc, char** argv) {
     ids.insert(ids.begin(), tok.bos_id());
     Sampler sampler(SamplerConfig{temperature, top_k, top_p, (uint64_t)seed});
     StreamDecoder stream(tok);
-    for (size_t i = 1; i < ids.size(); i++) stream.push(ids[i]);
+    stream.prime(std::vector<int>(ids.begin() + 1, ids.end()));  // the prompt is printed as typed
     std::fputs(prompt.c_str(), stdout);
     generate(model, ids, max_new, ctx, sampler, tok.eos_id(), [&](int id) {
         std::fputs(stream.push(id).c_str(), stdout);
@@ -93,3 +91,5 @@ int main(int argc, char** argv) {
     std::fputc('\n', stdout);
     return 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -25,17 +25,21 @@ struct TrainArgs {
     int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600;
     float lr = 2e-3f, min_lr_frac = 0.1f, weight_decay = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
     int warmup = 60, seed = 1337, val_every = 100, val_batches = 8, ckpt_every = 200, log_every = 10;
-    bool resume = false, doc_mask = true;
-    int sample_tokens = 160, keep_ckpts = 3;
+    bool resume = false, doc_mask = true, deterministic = false;
+    int sample_tokens = 160, keep_ckpts = 3, max_bad_steps = 5;
     std::string sample_prompt = "And it came to pass";
 
-    // The flags a resumed run must share with the run it continues (they decide every loss).
-    std::string to_json() const {
-        char buf[512];
+    // The flags a resumed run must share with the run it continues: each decides some loss
+    // (validation ones too) or, for the device and kernels, the rounding of every step.
+    // `device_used` is the device --device resolved to.
+    std::string to_json(const char* device_used) const {
+        char buf[768];
         snprintf(buf, sizeof buf,
                  "{\"seq_len\":%d,\"batch\":%d,\"steps\":%d,\"lr\":%.9g,\"min_lr_frac\":%.9g,\"weight_decay\":%.9g,"
-                 "\"grad_clip\":%.9g,\"warmup\":%d,\"seed\":%d,\"doc_mask\":%s}",
-                 seq_len, batch, steps, lr, min_lr_frac, weight_decay, grad_clip, warmup, seed, doc_mask ? "true" : "false");
+                 "\"grad_clip\":%.9g,\"warmup\":%d,\"seed\":%d,\"doc_mask\":%s,\"val_every\":%d,\"val_batches\":%d,"
+                 "\"device\":\"%s\",\"attention\":\"%s\",\"deterministic\":%s}",
+                 seq_len, batch, steps, lr, min_lr_frac, weight_decay, grad_clip, warmup, seed, doc_mask ? "true" : "false",
+                 val_every, val_batches, device_used, attention.c_str(), deterministic ? "true" : "false");
         return buf;
     }
 };
@@ -64,21 +68,19 @@ static double validate(ModelBackend& model, DataLoader& val, int n, std::vector<
     return sum / n;
 }
 
-// Keeps the rows of metrics.csv up to `step` (a resumed run rewrites what came after).
+// Keeps the rows of metrics.csv up to `step` (a resumed run rewrites what came after), through
+// write_file_atomic: a crash here leaves the old file or the new one, never half of either.
 static void truncate_metrics(const std::string& path, int step) {
-    FILE* f = std::fopen(path.c_str(), "r");
-    if (!f) return;
-    std::string kept, line;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, f)) {
-        line = buf;
-        if (line.rfind("step", 0) == 0 || std::atoi(line.c_str()) <= step) kept += line;
+    if (!file_exists(path)) return;
+    const std::string text = read_file(path, "check the permissions of --out");
+    std::string kept;
+    for (size_t at = 0; at < text.size();) {
+        const size_t end = std::min(text.find('\n', at), text.size());
+        const std::string line = text.substr(at, end - at);
+        if (line.rfind("step", 0) == 0 || std::atoll(line.c_str()) <= step) kept += line + "\n";
+        at = end + 1;
     }
-    std::fclose(f);
-    const std::string tmp = path + ".tmp";
-    FILE* o = std::fopen(tmp.c_str(), "w");
-    if (!o || std::fputs(kept.c_str(), o) < 0 || std::fclose(o) != 0) fatal("cannot rewrite %s", path.c_str());
-    std::rename(tmp.c_str(), path.c_str());
+    write_file_atomic(path, kept);
 }
 
 // A resumed run must share every flag that decides the losses with the run it continues.
@@ -87,19 +89,62 @@ static void require_same_run_flags(const std::string& saved_json, const std::str
     auto text = [](const Json& v) {
         char buf[32];
         snprintf(buf, sizeof buf, "%.9g", v.num);
-        return v.kind == Json::Bool ? std::string(v.b ? "on" : "off") : std::string(buf);
+        return v.kind == Json::Bool ? std::string(v.b ? "on" : "off") : v.kind == Json::String ? v.str : std::string(buf);
     };
     for (const auto& [key, value] : now.obj) {
         std::string flag = "--" + key;
         for (char& c : flag) c = c == '_' ? '-' : c;
         if (!saved.has(key)) fatal("--resume: the checkpoint in %s does not record %s: start a fresh run", out.c_str(), flag.c_str());
-        if (text(saved.at(key)) != text(value))
+        if (saved.at(key).kind != value.kind || text(saved.at(key)) != text(value))
             fatal("--resume: %s is %s but the run in %s used %s: pass the same value to resume", flag.c_str(),
                   text(value).c_str(), out.c_str(), text(saved.at(key)).c_str());
     }
 }
 
-int main(int argc, char** argv) {
+// "" when the two models are the same, else which flag differs and how.
+static std::string model_difference(const GPTConfig& now, const GPTConfig& saved) {
+    char buf[256];
+    auto differs = [&](const char* flag, long long a, long long b) {
+        snprintf(buf, sizeof buf, "%s is %lld but the checkpoint's model has %lld", flag, a, b);
+        return std::string(buf);
+    };
+    if (now.vocab_size != saved.vocab_size) return differs("the tokenizer's vocabulary", now.vocab_size, saved.vocab_size);
+    if (now.n_layer != saved.n_layer) return differs("--layers", now.n_layer, saved.n_layer);
+    if (now.n_embd != saved.n_embd) return differs("--width", now.n_embd, saved.n_embd);
+    if (now.n_head != saved.n_head) return differs("--heads", now.n_head, saved.n_head);
+    if (now.rope_theta != saved.rope_theta) return "--rope-theta differs from the checkpoint's model";
+    for (int l = 0; l < now.n_layer; l++) {
+        const AttnPattern a = now.attn(l), b = saved.attn(l);
+        if (a.causal != b.causal) return "layer " + std::to_string(l) + " of the checkpoint's model is " + (b.causal ? "" : "not ") + "causal, which train does not make";
+        if (a.kind != b.kind)
+            return "layer " + std::to_string(l) + " is " + attn_kind_name(a.kind) + " (--attn, --dense-layers) but " + attn_kind_name(b.kind) + " in the checkpoint's model";
+        if (a.segments != b.segments || a.dilations != b.dilations)
+            return "layer " + std::to_string(l) + "'s --segments or --dilations differ from the checkpoint's model";
+    }
+    return "";
+}
+
+// The training state a checkpoint claims must be one this run can reach: step within --steps,
+// and the loader's place in the data exactly step * batch windows from the start.
+static void check_resume_state(const TrainState& st, const TrainArgs& a, const DataLoader& train, const std::string& path) {
+    if (st.step > a.steps) fatal("--resume: %s is at step %d, past --steps %d: the file is corrupt or from another run", path.c_str(), st.step, a.steps);
+    if (st.step == a.steps) fatal("--resume: the run in %s already finished its %d steps: choose another --out to train again", a.out.c_str(), a.steps);
+    const uint64_t windows = (uint64_t)st.step * (uint64_t)a.batch, n = train.n_windows();
+    if (st.loader_cursor >= n || st.loader_epoch != windows / n || st.loader_cursor != windows % n)
+        fatal("--resume: %s says the loader is at epoch %llu, window %llu, but %d steps of %d windows end at epoch %llu, window %llu: "
+              "the checkpoint is corrupt or from other data",
+              path.c_str(), (unsigned long long)st.loader_epoch, (unsigned long long)st.loader_cursor, st.step, a.batch,
+              (unsigned long long)(windows / n), (unsigned long long)(windows % n));
+}
+
+// Test hook: LNGPT_NAN_STEPS=a-b makes the loss of steps a..b NaN, as a diverging step would.
+static bool injected_nan(int step) {
+    const char* env = std::getenv("LNGPT_NAN_STEPS");
+    int lo = 0, hi = -1;
+    return env && std::sscanf(env, "%d-%d", &lo, &hi) == 2 && step >= lo && step <= hi;
+}
+
+static int main_body(int argc, char** argv) {
     TrainArgs a;
     Flags flags("train", "Train a GPT with rotary attention on a prepared corpus (make data).");
     flags.add_string("data", &a.data, "directory with train.bin, val.bin and tokenizer.model");
@@ -130,6 +175,8 @@ int main(int argc, char** argv) {
     flags.add_int("log-every", &a.log_every, "steps between progress lines");
     flags.add_int("keep-ckpts", &a.keep_ckpts, "checkpoints kept in --out, newest first (0: all)");
     flags.add_bool("resume", &a.resume, "continue from the latest checkpoint in --out");
+    flags.add_bool("deterministic", &a.deterministic, "cuda: bit-reproducible steps (deterministic attention backward, slower); the CPU always is");
+    flags.add_int("max-bad-steps", &a.max_bad_steps, "consecutive steps with a non-finite loss or gradient (each skipped) that stop the run");
     flags.add_int("sample-tokens", &a.sample_tokens, "tokens of sample text printed at the end (0: none)");
     flags.add_string("sample-prompt", &a.sample_prompt, "prompt of the final sample");
     flags.parse(argc, argv);
@@ -147,18 +194,33 @@ int main(int argc, char** argv) {
 
     if (a.steps < 1) fatal("--steps must be at least 1 (got %d)", a.steps);
     if (a.batch < 1 || a.seq_len < 2) fatal("--batch must be >= 1 and --seq-len >= 2 (got %d, %d)", a.batch, a.seq_len);
+    if (a.seq_len > kMaxSeqLen) fatal("--seq-len must be at most %d (got %d)", kMaxSeqLen, a.seq_len);
+    if ((long long)a.batch * a.seq_len > kMaxSeqLen)
+        fatal("--batch %d x --seq-len %d is more than %d tokens per step: lower one of them", a.batch, a.seq_len, kMaxSeqLen);
     if (!(a.lr > 0)) fatal("--lr must be positive (got %g)", a.lr);
-    if (a.warmup < 0 || a.val_batches < 1 || a.log_every < 1 || a.val_every < 0 || a.ckpt_every < 0)
-        fatal("--warmup, --val-every, --ckpt-every must be >= 0 and --val-batches, --log-every >= 1");
+    if (!(a.min_lr_frac >= 0 && a.min_lr_frac <= 1)) fatal("--min-lr-frac must be in [0, 1] (got %g)", a.min_lr_frac);
+    if (!(a.weight_decay >= 0) || !(a.grad_clip >= 0)) fatal("--weight-decay and --grad-clip must be >= 0 (got %g, %g)", a.weight_decay, a.grad_clip);
+    if (a.warmup < 0 || a.val_batches < 1 || a.log_every < 1 || a.val_every < 0 || a.ckpt_every < 0 || a.keep_ckpts < 0 ||
+        a.sample_tokens < 0)
+        fatal("--warmup, --val-every, --ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --val-batches, --log-every >= 1");
+    if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
+    const char* device_used = device == Device::Cuda ? "cuda" : "cpu";
 
     // Everything that can fail on bad input is checked before anything is written.
     Tokenizer tok;
     tok.load_file(a.data + "/tokenizer.model");
     const TokenShard train_shard = read_shard(a.data + "/train.bin");
     const TokenShard val_shard = read_shard(a.data + "/val.bin");
+    // read_shard checked every token against the shard's own vocabulary; the model's is the
+    // tokenizer's, and an id past it would index the embedding and the logits out of bounds.
+    for (const TokenShard* sh : {&train_shard, &val_shard})
+        if (sh->vocab_size > (uint32_t)tok.vocab_size())
+            fatal("%s declares a vocabulary of %u but %s/tokenizer.model has %d: the shard was made with another tokenizer; "
+                  "re-run `make data`", sh->path.c_str(), sh->vocab_size, a.data.c_str(), tok.vocab_size());
     GPTConfig cfg;
     cfg.vocab_size = tok.vocab_size();
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
+    validate_config(cfg);  // before sizing anything by --layers or --width
     if (a.layers >= 1) cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.segments, a.dilations, a.dense_layers);
 
     const std::string existing = latest_checkpoint(a.out);
@@ -167,12 +229,18 @@ int main(int argc, char** argv) {
         if (existing.empty()) fatal("--resume: no checkpoint in %s to resume from; drop --resume to start fresh", a.out.c_str());
         ck = load_checkpoint(existing);
         if (!ck.has_train_state) fatal("--resume: %s holds no training state", existing.c_str());
-        require_same_run_flags(ck.state.train_args, a.to_json(), a.out);
+        try {
+            require_same_run_flags(ck.state.train_args, a.to_json(device_used), a.out);
+        } catch (const JsonError& e) {
+            fatal("--resume: %s: its train_args are corrupt (%s): use another checkpoint", existing.c_str(), e.what());
+        }
+        // Model flags given now must describe the checkpoint's model; flags left out take it.
         const char* model_flags[] = {"layers", "width", "heads", "rope-theta", "attn", "segments", "dilations", "dense-layers"};
-        if (config_to_json(cfg) != config_to_json(ck.cfg))
-            for (const char* f : model_flags)
-                if (flags.was_set(f))
-                    fatal("--resume: --%s differs from the checkpoint's model; drop the model flags when resuming", f);
+        const std::string diff = model_difference(cfg, ck.cfg);
+        bool any_model_flag = false;
+        for (const char* f : model_flags) any_model_flag = any_model_flag || flags.was_set(f);
+        if (!diff.empty() && (any_model_flag || cfg.vocab_size != ck.cfg.vocab_size || diff.find("causal") != std::string::npos))
+            fatal("--resume: %s: drop the model flags when resuming, or start a fresh run", diff.c_str());
         cfg = ck.cfg;
         if (ck.tokenizer != tok.serialized_model())
             fatal("--resume: %s/tokenizer.model differs from the one the checkpoint was trained with", a.data.c_str());
@@ -181,7 +249,7 @@ int main(int argc, char** argv) {
     }
     validate_config(cfg);
     const AttnBackend attn_backend = parse_attention_backend(a.attention, a.doc_mask);
-    if (device == Device::Cuda) check_attention_backend(attn_backend, cfg);
+    if (device == Device::Cuda) check_attention_backend(attn_backend, cfg, a.deterministic);
     DataLoader train(train_shard, a.batch, a.seq_len, (uint64_t)a.seed, /*shuffle=*/true);
     // Validation may hold fewer windows than a batch: it then runs smaller batches.
     const uint64_t val_windows = val_shard.n_tokens() > 0 ? (val_shard.n_tokens() - 1) / a.seq_len : 0;
@@ -192,9 +260,11 @@ int main(int argc, char** argv) {
     DataLoader val(val_shard, val_batch, a.seq_len, 0, /*shuffle=*/false);
     const int val_batches = (int)std::max<uint64_t>(1, std::min<uint64_t>(a.val_batches, val.n_windows() / val_batch));
 
-    std::unique_ptr<ModelBackend> model = make_backend(device, cfg, attn_backend);
+    if (a.resume) check_resume_state(ck.state, a, train, existing);
+
+    std::unique_ptr<ModelBackend> model = make_backend(device, cfg, attn_backend, a.deterministic);
     model->reserve(a.batch, a.seq_len);
-    int step = 0;
+    int step = 0, updates = 0;
     {
         std::vector<float> w(model->num_params());
         init_gpt_weights(w.data(), cfg, (uint64_t)a.seed);
@@ -205,6 +275,7 @@ int main(int argc, char** argv) {
         model->set_opt_state(ck.m.data(), ck.v.data());
         train.restore({ck.state.loader_epoch, ck.state.loader_cursor});
         step = ck.state.step;
+        updates = ck.state.updates;
         std::printf("resumed from %s at step %d\n", existing.c_str(), step);
     }
     // mkdir -p: every missing parent too.
@@ -215,12 +286,7 @@ int main(int argc, char** argv) {
     }
     const std::string metrics_path = a.out + "/metrics.csv";
     if (a.resume) truncate_metrics(metrics_path, step);
-    else {
-        FILE* m = std::fopen(metrics_path.c_str(), "w");
-        if (!m) fatal("cannot write %s", metrics_path.c_str());
-        std::fputs("step,split,loss,lr,grad_norm,tokens_per_s,elapsed_s\n", m);
-        std::fclose(m);
-    }
+    else write_file_atomic(metrics_path, std::string("step,split,loss,lr,grad_norm,tokens_per_s,elapsed_s\n"));
     FILE* metrics = std::fopen(metrics_path.c_str(), "a");
     if (!metrics) fatal("cannot append to %s", metrics_path.c_str());
 
@@ -235,10 +301,10 @@ int main(int argc, char** argv) {
     const AdamWConfig opt{0.9f, 0.95f, 1e-8f, a.weight_decay};
     const double t_start = now_s();
     double t_train = 0;  // seconds spent in steps (not validation), for tokens/s and the ETA
-    int steps_timed = 0;
+    int steps_timed = 0, bad_in_a_row = 0;
     auto save = [&](int at_step) {
         const LoaderState ls = train.state();
-        TrainState st{at_step, ls.epoch, ls.cursor, a.to_json()};
+        TrainState st{at_step, updates, ls.epoch, ls.cursor, a.to_json(device_used)};
         save_checkpoint(checkpoint_path(a.out, at_step), *model, tok.serialized_model(), &st);
         // Only once the new checkpoint is safely in place do the oldest ones go.
         const std::vector<std::string> all = list_checkpoints(a.out);
@@ -253,17 +319,34 @@ int main(int argc, char** argv) {
         const double t0 = now_s();
         const float lr = lr_at(step, a.warmup, a.steps, a.lr, a.lr * a.min_lr_frac);
         train.next_batch(in.data(), tg.data(), ds.data());
-        const float loss = model->forward_backward(in.data(), tg.data(), a.doc_mask ? ds.data() : nullptr, a.batch, a.seq_len);
-        if (!std::isfinite(loss)) fatal("loss is %f at step %d: lower --lr (now %g) or raise --warmup", loss, step + 1, a.lr);
-        const double norm = model->grad_norm();
-        model->adamw_step(lr, clip_scale(norm, a.grad_clip), opt, step + 1);
+        float loss = model->forward_backward(in.data(), tg.data(), a.doc_mask ? ds.data() : nullptr, a.batch, a.seq_len);
+        if (injected_nan(step + 1)) loss = NAN;
+        const double norm = std::isfinite(loss) ? model->grad_norm() : NAN;
         step++;
+        // A step whose loss or gradient is not finite changes nothing (AdamW would spread the
+        // NaN into every weight); the run goes on with the next batch unless it keeps happening.
+        const bool skipped = !std::isfinite(loss) || !std::isfinite(norm);
+        if (skipped) {
+            bad_in_a_row++;
+            std::fprintf(metrics, "%d,skipped,%.9g,%.6g,%.6g,,%.3f\n", step, loss, lr, norm, now_s() - t_start);
+            std::fflush(metrics);
+            std::printf("step %5d/%d | loss %g, gradient norm %g: not finite, step skipped (%d in a row)\n", step, a.steps, loss,
+                        norm, bad_in_a_row);
+            if (bad_in_a_row >= a.max_bad_steps)
+                fatal("%d steps in a row had a non-finite loss or gradient (last: step %d): lower --lr (now %g) or raise --warmup, "
+                      "then resume from the last checkpoint in %s",
+                      bad_in_a_row, step, a.lr, a.out.c_str());
+        } else {
+            bad_in_a_row = 0;
+            model->adamw_step(lr, clip_scale(norm, a.grad_clip), opt, ++updates);
+        }
         const double dt = now_s() - t0;
         t_train += dt, steps_timed++;
         const double tok_s = tokens_per_step * steps_timed / t_train;
         // %.9g prints a float exactly, so a resumed run can be compared bit for bit.
-        std::fprintf(metrics, "%d,train,%.9g,%.6g,%.6g,%.1f,%.3f\n", step, loss, lr, norm, tokens_per_step / dt, now_s() - t_start);
-        if (step % a.log_every == 0 || step == 1 || step == a.steps)
+        if (!skipped)
+            std::fprintf(metrics, "%d,train,%.9g,%.6g,%.6g,%.1f,%.3f\n", step, loss, lr, norm, tokens_per_step / dt, now_s() - t_start);
+        if (!skipped && (step % a.log_every == 0 || step == 1 || step == a.steps))
             std::printf("step %5d/%d | loss %.6f | lr %.2e | norm %6.3f | %7.0f tok/s | ETA %s\n", step, a.steps, loss, lr,
                         norm, tok_s, fmt_duration((a.steps - step) * t_train / steps_timed).c_str());
         if ((a.val_every && step % a.val_every == 0) || step == a.steps) {
@@ -287,7 +370,7 @@ int main(int argc, char** argv) {
         Sampler sampler(SamplerConfig{0.8f, 40, 0.95f, (uint64_t)a.seed});
         StreamDecoder stream(tok);
         std::printf("--- sample ---\n%s", a.sample_prompt.c_str());
-        for (size_t i = 1; i < ids.size(); i++) stream.push(ids[i]);
+        stream.prime(std::vector<int>(ids.begin() + 1, ids.end()));
         generate(*model, ids, a.sample_tokens, a.seq_len, sampler, tok.eos_id(), [&](int id) {
             std::fputs(stream.push(id).c_str(), stdout);
             std::fflush(stdout);
@@ -296,3 +379,5 @@ int main(int argc, char** argv) {
     }
     return 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

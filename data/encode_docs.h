@@ -46,11 +46,19 @@ inline EncodedDocs encode_documents(const Tokenizer& tok, const std::vector<Docu
             chunks.push_back({d, starts[c], c + 1 < starts.size() ? starts[c + 1] : docs[d].text.size()});
     }
     std::vector<std::vector<int>> ids(chunks.size());
+    // An exception may not leave an OpenMP region: the first error is kept and rethrown after.
+    std::string error;
 #pragma omp parallel for schedule(dynamic, 1)
     for (long i = 0; i < long(chunks.size()); i++) {
         const Chunk& c = chunks[size_t(i)];
-        ids[size_t(i)] = tok.encode(docs[c.doc].text.substr(c.begin, c.end - c.begin));
+        try {
+            ids[size_t(i)] = tok.encode(docs[c.doc].text.substr(c.begin, c.end - c.begin));
+        } catch (const std::exception& e) {
+#pragma omp critical
+            if (error.empty()) error = e.what();
+        }
     }
+    if (!error.empty()) fatal("%s", error.c_str());
 
     EncodedDocs out;
     size_t prev_doc = SIZE_MAX;

@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "layers/common.h"
 
@@ -37,7 +39,19 @@ inline std::string read_file(const std::string& path, const char* what_to_do) {
     return bytes;
 }
 
-// Write `bytes` to <path>.tmp, then rename it over <path> (atomic on POSIX file systems).
+// Makes a rename (or a new file) in the directory of `path` durable: without this a crash
+// right after rename() can bring back the old directory entry.
+inline bool fsync_parent_dir(const std::string& path) {
+    const size_t slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return false;
+    const bool ok = ::fsync(fd) == 0;
+    return (::close(fd) == 0) && ok;
+}
+
+// Write `bytes` to <path>.tmp, fsync it, rename it over <path> (atomic on POSIX file systems)
+// and fsync the directory, so after a crash <path> holds either the old or the new bytes.
 inline void write_file_atomic(const std::string& path, const void* data, size_t size) {
     const std::string tmp = path + ".tmp";
     std::FILE* f = std::fopen(tmp.c_str(), "wb");
@@ -45,6 +59,7 @@ inline void write_file_atomic(const std::string& path, const void* data, size_t 
                   tmp.c_str(), std::strerror(errno));
     bool ok = std::fwrite(data, 1, size, f) == size;
     ok = (std::fflush(f) == 0) && ok;
+    ok = (::fsync(fileno(f)) == 0) && ok;
     ok = (std::fclose(f) == 0) && ok;
     if (!ok) {
         std::remove(tmp.c_str());
@@ -54,6 +69,7 @@ inline void write_file_atomic(const std::string& path, const void* data, size_t 
         std::remove(tmp.c_str());
         fatal("cannot rename %s to %s (%s)", tmp.c_str(), path.c_str(), std::strerror(errno));
     }
+    if (!fsync_parent_dir(path)) fatal("cannot sync the directory of %s (%s)", path.c_str(), std::strerror(errno));
 }
 
 inline void write_file_atomic(const std::string& path, const std::string& bytes) {

@@ -258,7 +258,7 @@ static int cmd_decode(Args& a) {
     return 0;
 }
 
-int main(int argc, char** argv) {
+static int main_body(int argc, char** argv) {
     Args a;
     if (argc < 2) fatal("missing command: see `data_tool --help`");
     a.command = argv[1];
@@ -278,3 +278,5 @@ int main(int argc, char** argv) {
     if (a.command == "decode") return cmd_decode(a);
     fatal("unknown command '%s': see `data_tool --help`", a.command.c_str());
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

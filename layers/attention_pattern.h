@@ -74,8 +74,8 @@ inline double pairs_kept(const AttnPattern& p, int N, int H) {
     double total = 0;
     for (size_t i = 0; i < p.segments.size(); i++) {
         const int w = std::min(p.segments[i], N), r = p.dilations[i];
-        for (int start = 0; start < N; start += w) {
-            const int len = std::min(w, N - start);
+        for (long long start = 0; start < N; start += w) {  // 64-bit: start + w may pass INT_MAX
+            const int len = (int)std::min<long long>(w, N - start);
             for (int h = 0; h < H; h++) {
                 const int cls = dilated_class(h, r);
                 total += pairs(cls < len ? (len - 1 - cls) / r + 1 : 0);

@@ -58,6 +58,8 @@ class CpuBackend : public ModelBackend {
     float forward(const int* inputs, const int* targets, const int* doc_start, int B, int T, const int* positions) override {
         return model_.forward(inputs, targets, doc_start, B, T, positions);
     }
+    // Allocates the activations now, so out-of-memory ends the run before it writes anything.
+    void reserve(int B, int T) override { model_.resize(B, T); }
     void zero_grad() override { model_.zero_grad(); }
     void backward() override { model_.backward(); }
     double grad_norm() override { return std::sqrt(grad_norm_squared(model_.grads.data(), model_.num_params)); }

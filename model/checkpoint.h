@@ -7,6 +7,7 @@
 #pragma once
 #include <dirent.h>
 #include <algorithm>
+#include <cerrno>
 #include <string>
 #include <vector>
 #include "model/backend.h"
@@ -57,7 +58,8 @@ inline bool base64_decode(const std::string& in, std::string* out) {
 }
 
 struct TrainState {
-    int step = 0;  // optimizer steps done
+    int step = 0;     // training steps done (each consumed one batch)
+    int updates = 0;  // AdamW updates applied: step less the steps skipped for a non-finite loss
     uint64_t loader_epoch = 0, loader_cursor = 0;
     std::string train_args;  // JSON
 };
@@ -114,11 +116,24 @@ inline void save_checkpoint(const std::string& path, ModelBackend& model, const 
             tensors.push_back({"optim.v." + t.name, t.shape, v.data() + t.offset});
         }
         meta["step"] = std::to_string(state->step);
+        meta["updates"] = std::to_string(state->updates);
         meta["loader_epoch"] = std::to_string(state->loader_epoch);
         meta["loader_cursor"] = std::to_string(state->loader_cursor);
         meta["train_args"] = state->train_args;
     }
     write_safetensors(path, tensors, meta);
+}
+
+// Every value a checkpoint's metadata holds is checked here, once, so that train and infer can
+// trust what they get: a corrupt or hostile file ends in one line naming the file.
+inline uint64_t parse_metadata_uint(const std::string& text, uint64_t max, const std::string& path, const char* key) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = text.empty() || text[0] == '-' ? 0 : std::strtoull(text.c_str(), &end, 10);
+    if (text.empty() || text[0] < '0' || text[0] > '9' || !end || *end || errno || v > max)
+        fatal("checkpoint %s: its \"%s\" is \"%.40s\", not an integer in [0, %llu]: the file is corrupt, use another checkpoint",
+              path.c_str(), key, text.c_str(), (unsigned long long)max);
+    return v;
 }
 
 inline Checkpoint load_checkpoint(const std::string& path) {
@@ -129,31 +144,65 @@ inline Checkpoint load_checkpoint(const std::string& path) {
         if (it == f.metadata.end()) fatal("checkpoint %s has no \"%s\" metadata: it was not written by train", path.c_str(), key);
         return it->second;
     };
-    if (meta("format") != "longnet-gpt/1") fatal("checkpoint %s has format %s, this build reads longnet-gpt/1", path.c_str(), meta("format").c_str());
+    if (meta("format") != "longnet-gpt/1")
+        fatal("checkpoint %s has format \"%.40s\", this build reads longnet-gpt/1", path.c_str(), meta("format").c_str());
     try {
         c.cfg = config_from_json(meta("config"));
     } catch (const JsonError& e) {
         fatal("checkpoint %s: its config is corrupt (%s)", path.c_str(), e.what());
     }
-    validate_config(c.cfg, /*allow_any_head_dim=*/true);
+    try {
+        validate_config(c.cfg, /*allow_any_head_dim=*/true);
+    } catch (const FatalError& e) {
+        fatal("checkpoint %s: its config is not a valid model (%s)", path.c_str(), e.what());
+    }
     if (!base64_decode(meta("tokenizer"), &c.tokenizer)) fatal("checkpoint %s: its tokenizer is corrupt", path.c_str());
     const std::vector<ParamTensor> layout = param_layout(c.cfg);
     const size_t n = layout.back().offset + layout.back().size;
-    c.params.resize(n);
-    for (const ParamTensor& t : layout) std::copy_n(f.get(t.name, t.shape), t.size, c.params.data() + t.offset);
     c.has_train_state = f.metadata.count("step") != 0;
+    // Every tensor is found with its shape before anything is allocated: the file then holds
+    // all of them, so the allocations below are bounded by its size.
+    for (const ParamTensor& t : layout) {
+        f.find(t.name, t.shape);
+        if (c.has_train_state) f.find("optim.m." + t.name, t.shape), f.find("optim.v." + t.name, t.shape);
+    }
+    c.params.resize(n);
+    for (const ParamTensor& t : layout) f.read(t.name, t.shape, c.params.data() + t.offset);
+    for (float x : c.params)
+        if (!std::isfinite(x)) fatal("checkpoint %s holds NaN or Inf weights: use an earlier checkpoint", path.c_str());
     if (c.has_train_state) {
         c.m.resize(n), c.v.resize(n);
         for (const ParamTensor& t : layout) {
-            std::copy_n(f.get("optim.m." + t.name, t.shape), t.size, c.m.data() + t.offset);
-            std::copy_n(f.get("optim.v." + t.name, t.shape), t.size, c.v.data() + t.offset);
+            f.read("optim.m." + t.name, t.shape, c.m.data() + t.offset);
+            f.read("optim.v." + t.name, t.shape, c.v.data() + t.offset);
         }
-        c.state.step = std::atoi(meta("step").c_str());
-        c.state.loader_epoch = std::strtoull(meta("loader_epoch").c_str(), nullptr, 10);
-        c.state.loader_cursor = std::strtoull(meta("loader_cursor").c_str(), nullptr, 10);
+        // The second moment is a mean of squares: negative or non-finite means corruption,
+        // and either would poison every later update.
+        for (size_t i = 0; i < n; i++)
+            if (!std::isfinite(c.m[i]) || !std::isfinite(c.v[i]) || c.v[i] < 0)
+                fatal("checkpoint %s holds NaN, Inf or negative AdamW moments: use an earlier checkpoint", path.c_str());
+        c.state.step = (int)parse_metadata_uint(meta("step"), 2147483647, path, "step");
+        if (c.state.step < 1) fatal("checkpoint %s: its step is 0, but train saves after step 1 at the earliest: the file is corrupt", path.c_str());
+        // Checkpoints written before steps could be skipped have no "updates": every step updated.
+        c.state.updates = f.metadata.count("updates") ? (int)parse_metadata_uint(meta("updates"), c.state.step, path, "updates")
+                                                      : c.state.step;
+        c.state.loader_epoch = parse_metadata_uint(meta("loader_epoch"), 1ull << 40, path, "loader_epoch");
+        c.state.loader_cursor = parse_metadata_uint(meta("loader_cursor"), 1ull << 40, path, "loader_cursor");
         c.state.train_args = meta("train_args");
+        try {
+            if (JsonParser(c.state.train_args).parse().kind != Json::Object) throw JsonError("not an object");
+        } catch (const JsonError& e) {
+            fatal("checkpoint %s: its train_args are corrupt (%s): use another checkpoint", path.c_str(), e.what());
+        }
     }
-    for (float x : c.params)
-        if (!std::isfinite(x)) fatal("checkpoint %s holds NaN or Inf weights: use an earlier checkpoint", path.c_str());
     return c;
+}
+
+// The training window of a checkpoint's run (its --seq-len), checked: infer's default context.
+inline int checkpoint_seq_len(const Checkpoint& c, const std::string& path, int max_seq_len) {
+    try {
+        return (int)JsonParser(c.state.train_args).parse().at("seq_len").as_int("seq_len", 2, max_seq_len);
+    } catch (const JsonError& e) {
+        fatal("checkpoint %s: its train_args are corrupt (%s): pass --ctx to choose the context", path.c_str(), e.what());
+    }
 }

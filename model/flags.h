@@ -2,6 +2,7 @@
 // rejects unknown flags and malformed values with a one-line error that names the flag.
 #pragma once
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -98,7 +99,8 @@ class Flags {
             }
             case Kind::Float: {
                 float v = std::strtof(value.c_str(), &end);
-                if (value.empty() || *end || errno) fatal("%s expects a number, got '%s'", arg.c_str(), value.c_str());
+                if (value.empty() || *end || errno || !std::isfinite(v))
+                    fatal("%s expects a finite number, got '%s'", arg.c_str(), value.c_str());
                 *(float*)f.dst = v;
                 break;
             }

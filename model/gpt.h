@@ -110,6 +110,19 @@ void init_gpt_weights(T* params, const GPTConfig& cfg, uint64_t seed) {
     }
 }
 
+// Every backend's forward starts here: tokens in [0, V), targets in [0, V) or negative
+// (ignored). The message names the row and position, so a bad shard is found (the loader
+// checked the file already; this catches any other caller).
+inline void check_token_ids(const int* tokens, const int* targets, int B, int T, int V) {
+    for (long long i = 0; i < (long long)B * T; i++) {
+        const bool bad_token = tokens[i] < 0 || tokens[i] >= V, bad_target = targets && targets[i] >= V;
+        if (bad_token || bad_target)
+            fatal("%s id %d at batch row %lld, position %lld is outside the model's vocabulary of %d: the data and the "
+                  "tokenizer or checkpoint do not match", bad_token ? "token" : "target", bad_token ? tokens[i] : targets[i],
+                  i / T, i % T, V);
+    }
+}
+
 // Everything forward keeps for backward, for one (B, T).
 template <typename T>
 struct BlockActs {
@@ -152,6 +165,11 @@ struct GPT {
 
     void resize(int b, int t) {
         if (b == B && t == Tn) return;
+        // The CPU ops index with int in places (b*T*4C at most): refuse shapes where that
+        // could overflow rather than audit every product.
+        if (b < 1 || t < 1 || (long long)b * t * 4 * cfg.n_embd > 2147483647LL)
+            fatal("batch %d x window %d x 4 x width %d is too large for the CPU backend: lower --batch or --seq-len (or --ctx)", b, t,
+                  cfg.n_embd);
         B = b, Tn = t;
         const size_t BT = (size_t)B * Tn, C = cfg.n_embd, H = cfg.n_head;
         encoded.assign(BT * C, 0);
@@ -179,9 +197,8 @@ struct GPT {
         resize(b, t);
         const int C = cfg.n_embd, BT = B * Tn;
         tokens.assign(in_tokens, in_tokens + BT);
-        for (int i = 0; i < BT; i++)
-            if (tokens[i] < 0 || tokens[i] >= cfg.vocab_size)
-                fatal("token id %d is outside the model's vocabulary of %d: tokenizer and checkpoint do not match", tokens[i], cfg.vocab_size);
+        // An id past the vocabulary would index wte and the logits out of bounds.
+        check_token_ids(in_tokens, in_targets, B, Tn, cfg.vocab_size);
         pos.resize(Tn);
         for (int i = 0; i < Tn; i++) pos[i] = positions ? positions[i] : i;
         if (doc_start_in) doc_start.assign(doc_start_in, doc_start_in + BT);

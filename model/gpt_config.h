@@ -21,25 +21,45 @@ struct GPTConfig {
     AttnPattern attn(int layer) const { return layer_attn.empty() ? AttnPattern{} : layer_attn[layer]; }
 };
 
+// Limits on the model's shape: far above anything this project trains, low enough that every
+// size derived from them (3C, 4C, V*C, the parameter count) is computed without overflow and a
+// corrupt or absurd config is refused before anything is allocated.
+constexpr int kMaxVocab = 1 << 21, kMaxLayers = 1024, kMaxWidth = 1 << 16, kMaxBranches = 64;
+constexpr long long kMaxParams = 1LL << 34;
+// Tokens in one window, and in one batch: positions are int, and 2^28 is 64x the longest
+// window one GPU trains today.
+constexpr int kMaxSeqLen = 1 << 28;  // 16 bytes each with grads and AdamW state: 256 GiB
+
+// Parameters of a config, in 64 bits (param_layout's total).
+inline long long config_param_count(const GPTConfig& c) {
+    const long long C = c.n_embd, V = c.vocab_size, L = c.n_layer;
+    return V * C + L * (12 * C * C + 13 * C) + 2 * C;
+}
+
 // Head dims the kernels take. The CPU reference takes any even head dim; the tests use small
 // ones (allow_any_head_dim) to keep finite differences cheap.
 inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false) {
-    if (c.vocab_size < 2) fatal("--vocab must be at least 2 (got %d)", c.vocab_size);
-    if (c.n_layer < 1) fatal("--layers must be at least 1 (got %d)", c.n_layer);
+    if (c.vocab_size < 2 || c.vocab_size > kMaxVocab) fatal("--vocab must be in [2, %d] (got %d)", kMaxVocab, c.vocab_size);
+    if (c.n_layer < 1 || c.n_layer > kMaxLayers) fatal("--layers must be in [1, %d] (got %d)", kMaxLayers, c.n_layer);
     if (c.n_embd < 1 || c.n_head < 1) fatal("--width and --heads must be positive (got %d, %d)", c.n_embd, c.n_head);
+    if (c.n_embd > kMaxWidth) fatal("--width must be at most %d (got %d)", kMaxWidth, c.n_embd);
     if (c.n_embd % c.n_head != 0)
         fatal("--heads %d does not divide --width %d: pick a width that is a multiple of the heads", c.n_head, c.n_embd);
     const int D = c.head_dim();
     if (!allow_any_head_dim && D != 64 && D != 128)
         fatal("head dim --width/--heads = %d/%d = %d is not supported: use 64 or 128", c.n_embd, c.n_head, D);
     if (D % 2 != 0) fatal("head dim %d must be even for rotary embedding", D);
+    if (config_param_count(c) > kMaxParams)
+        fatal("the model would have %lld parameters, more than the %lld this build allows: lower --layers, --width or the vocabulary",
+              config_param_count(c), kMaxParams);
     if (!c.layer_attn.empty() && (int)c.layer_attn.size() != c.n_layer)
         fatal("%zu attention patterns given for %d layers", c.layer_attn.size(), c.n_layer);
     for (const AttnPattern& p : c.layer_attn) {
         const std::string why = pattern_error(p);
         if (!why.empty()) fatal("attention pattern: %s", why.c_str());
+        if (p.segments.size() > (size_t)kMaxBranches) fatal("attention pattern: %zu branches, at most %d", p.segments.size(), kMaxBranches);
     }
-    if (!(c.rope_theta > 1)) fatal("--rope-theta must be > 1 (got %g)", c.rope_theta);
+    if (!(c.rope_theta > 1) || !std::isfinite(c.rope_theta)) fatal("--rope-theta must be finite and > 1 (got %g)", c.rope_theta);
 }
 
 // "2048,4096,8192" -> {2048, 4096, 8192}; fatal naming the flag on anything else.
@@ -97,31 +117,38 @@ inline std::string config_to_json(const GPTConfig& c) {
     }
     attn += "]";
     char buf[256];
-    snprintf(buf, sizeof buf, "{\"vocab_size\":%d,\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"rope_theta\":%g,",
+    snprintf(buf, sizeof buf, "{\"vocab_size\":%d,\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"rope_theta\":%.9g,",
              c.vocab_size, c.n_layer, c.n_embd, c.n_head, c.rope_theta);
     return std::string(buf) + "\"layer_attn\":" + attn + "}";
 }
 
-// Throws JsonError on a malformed or incomplete config.
+// Throws JsonError on a malformed or incomplete config (values of the wrong type or outside
+// what an int holds included); validate_config then applies the limits.
 inline GPTConfig config_from_json(const std::string& text) {
     Json j = JsonParser(text).parse();
+    if (j.kind != Json::Object) throw JsonError("config is not an object");
+    const long long kInt = 2147483647;
     GPTConfig c;
-    c.vocab_size = (int)j.at("vocab_size").as_number();
-    c.n_layer = (int)j.at("n_layer").as_number();
-    c.n_embd = (int)j.at("n_embd").as_number();
-    c.n_head = (int)j.at("n_head").as_number();
-    c.rope_theta = (float)j.at("rope_theta").as_number();
-    for (const Json& p : j.at("layer_attn").arr) {
+    c.vocab_size = (int)j.at("vocab_size").as_int("vocab_size", 0, kInt);
+    c.n_layer = (int)j.at("n_layer").as_int("n_layer", 0, kInt);
+    c.n_embd = (int)j.at("n_embd").as_int("n_embd", 0, kInt);
+    c.n_head = (int)j.at("n_head").as_int("n_head", 0, kInt);
+    const double theta = j.at("rope_theta").as_number();
+    if (!(theta > 1 && theta < 1e30)) throw JsonError("rope_theta must be > 1 and finite");
+    c.rope_theta = (float)theta;
+    const std::vector<Json>& layers = j.at("layer_attn").as_array("layer_attn");
+    if (layers.size() > (size_t)kMaxLayers) throw JsonError("layer_attn has too many entries");
+    for (const Json& p : layers) {
         AttnPattern a;
         const std::string& kind = p.at("kind").as_string();
         if (kind == "dilated") {
             a.kind = AttnKind::Dilated;
-            for (const Json& w : p.at("segments").arr) a.segments.push_back((int)w.as_number());
-            for (const Json& r : p.at("dilations").arr) a.dilations.push_back((int)r.as_number());
+            for (const Json& w : p.at("segments").as_array("segments")) a.segments.push_back((int)w.as_int("a segment", 1, kInt));
+            for (const Json& r : p.at("dilations").as_array("dilations")) a.dilations.push_back((int)r.as_int("a dilation", 1, kInt));
         } else if (kind != "dense") {
             throw JsonError("unknown attention kind " + kind);
         }
-        a.causal = p.at("causal").b;
+        a.causal = p.at("causal").as_bool("causal");
         c.layer_attn.push_back(a);
     }
     return c;

@@ -58,9 +58,53 @@ class DeviceArena {
     size_t size_ = 0;
 };
 
+// Reproducibility (audited kernel by kernel over everything a training step runs: forward,
+// loss, backward, gradient norm, AdamW; layers/cuda/*.cuh).
+//
+// With deterministic = true (train --deterministic; flash attention only): a step is a pure
+// function of (weights, AdamW moments, batch, step number, lr), bit for bit, on the same GPU
+// model (same SM count: H100 SXM and H100 PCIe are different GPUs here), the same binary and
+// the same CUDA libraries (cuBLASLt; CUB is compiled in). So two runs from the same seed give
+// identical losses, gradient norms and weights, and a run resumed from a checkpoint (fp32
+// master weights and moments; the bf16 copy is re-rounded from the master exactly as AdamW
+// rounds it) continues exactly as the uninterrupted run would have. Checked on an H100 by
+// tests/gpu/test_model.cu (two runs, memcmp) and tests/gpu/test_resume_gpu.sh (kill + resume).
+// Why each piece is deterministic:
+//   - flash attention forward (dense and dilated): no atomics, fixed tile order;
+//   - flash attention backward: flash::kDeterministicBackwardVariant (mma.sync dK/dV pass, then
+//     a separate query-parallel dQ pass: no atomics; dense and dilated, D = 64 and 128); the
+//     dilated branches add into dQ/dK/dV in launch order on one stream;
+//   - cuBLASLt products (matmul, LM head): the algorithm is the heuristic's first choice for a
+//     key of shapes, layouts, epilogue and pointer alignments (matmul.cuh), asked once per
+//     process. The heuristic estimates rather than times, so on one GPU model and library
+//     version it answers the same key the same way in every process (an assumption the GPU
+//     resume test checks), and the key is the same: every buffer sits at an arena offset
+//     (DeviceArena, 256-byte aligned) fixed by the config, batch and window. cuBLAS documents
+//     bit-identical results run to run on GPUs of the same architecture and SM count with the
+//     same library version when one stream is active or cublasLtMatmul gets a caller-owned
+//     workspace, both true here; that covers whatever it picks, split-K included. It promises
+//     nothing across GPU models or library versions;
+//   - matmul dbias, layernorm dweight/dbias, gradient norm: fixed two-stage reductions, no
+//     atomics, grids a function of the shapes only;
+//   - encoder (wte) backward: stable radix sort, then per-token sums in position order (its
+//     only atomic is an integer counter of a list whose order does not matter);
+//   - cross-entropy, GELU, RoPE, residual, AdamW, bf16 casts: elementwise or per-row with a
+//     fixed order.
+// Without it (the default): everything above holds except the flash attention backward, whose
+// default (wgmma) kernels and dilated path add dQ with fp32 atomicAdd in whatever order blocks
+// finish. dQ then differs in its last bits from run to run, which reaches every upstream
+// gradient through dqkv and the residual stream: losses agree closely at first but are not
+// bit-identical, and runs drift apart. The forward (loss at given weights) is always
+// deterministic. cuDNN's SDPA backward (--attention cudnn) accumulates dQ in fp32 in an order
+// cuDNN does not promise (no determinism knob in the graph built here), so deterministic mode
+// refuses it. Never bit-identical: across GPU models (cuBLASLt picks other algorithms), across
+// library versions, or against the CPU backend (bf16 here; tests compare within tolerances).
 class CudaBackend : public ModelBackend {
    public:
-    CudaBackend(const GPTConfig& cfg, AttnBackend attn) : cfg_(cfg), attn_(attn), layout_(param_layout(cfg)) {
+    CudaBackend(const GPTConfig& cfg, AttnBackend attn, bool deterministic = false)
+        : cfg_(cfg), attn_(attn), deterministic_(deterministic), layout_(param_layout(cfg)) {
+        if (deterministic_ && attn_ == AttnBackend::Cudnn)
+            fatal("--deterministic needs --attention flash: cuDNN's attention backward is not bit-reproducible");
         n_ = layout_.back().offset + layout_.back().size;
         CUDA_CHECK(cudaStreamCreate(&stream_));
         // Parameters and optimizer state: bf16 weights, fp32 master weights, grads, m, v.
@@ -88,10 +132,12 @@ class CudaBackend : public ModelBackend {
         int dev = 0;
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-        return std::string("cuda (") + prop.name + ", attention " + (attn_ == AttnBackend::Flash ? "flash" : "cudnn") + ")";
+        return std::string("cuda (") + prop.name + ", attention " + (attn_ == AttnBackend::Flash ? "flash" : "cudnn") +
+               (deterministic_ ? ", deterministic" : "") + ")";
     }
     const GPTConfig& config() const override { return cfg_; }
     size_t num_params() const override { return n_; }
+    bool deterministic() const { return deterministic_; }
 
     void init_weights(uint64_t seed) {
         std::vector<float> host(n_);
@@ -173,6 +219,7 @@ class CudaBackend : public ModelBackend {
    private:
     GPTConfig cfg_;
     AttnBackend attn_;
+    bool deterministic_;
     std::vector<ParamTensor> layout_;
     size_t n_ = 0;
     cudaStream_t stream_;
@@ -262,12 +309,13 @@ class CudaBackend : public ModelBackend {
     }
 
     void upload_batch(const int* inputs, const int* targets, const int* doc_start, int B, int T, const int* positions) {
+        // Before anything changes: an id past the vocabulary would index wte (encoder) and the
+        // logits (the classifier reads logit[target]) out of bounds on the device. Targets < 0
+        // are ignored positions. O(B*T) on the host, as the CPU model does (model/gpt.h).
+        check_token_ids(inputs, targets, B, T, cfg_.vocab_size);
         resize(B, T);
         const size_t BT = (size_t)B * T;
         losses_host_.resize(BT);
-        for (size_t i = 0; i < BT; i++)
-            if (inputs[i] < 0 || inputs[i] >= cfg_.vocab_size)
-                fatal("token id %d is outside the model's vocabulary of %d: tokenizer and checkpoint do not match", inputs[i], cfg_.vocab_size);
         std::vector<int> pos(T);
         for (int t = 0; t < T; t++) pos[t] = positions ? positions[t] : t;
         CUDA_CHECK(cudaMemcpyAsync(tokens_d_, inputs, BT * 4, cudaMemcpyHostToDevice, stream_));
@@ -299,9 +347,12 @@ class CudaBackend : public ModelBackend {
         const float scale = 1.0f / std::sqrt((float)cfg_.head_dim());
         const int* ds = use_doc_start_ ? doc_start_d_ : nullptr;
         float* ws = static_cast<float*>(attn_workspace_);
+        // Deterministic: the mma.sync pair with a separate dQ pass (no fp32 atomics); its
+        // workspace (row statistics only) fits in attention_backward_workspace_bytes(s).
         if (attn_ == AttnBackend::Flash)
-            attention_backward_cuda(dqkv, dqkv + C, dqkv + 2 * C, dout, out, lse, qkv, qkv + C, qkv + 2 * C, pos_d_, ds,
-                                    pattern, attn_shape(), scale, ws, stream_);
+            attention_backward_cuda_variant(deterministic_ ? flash::kDeterministicBackwardVariant : 0, dqkv, dqkv + C,
+                                            dqkv + 2 * C, dout, out, lse, qkv, qkv + C, qkv + 2 * C, pos_d_, ds, pattern,
+                                            attn_shape(), scale, ws, stream_);
         else
             attention_backward_cudnn(dqkv, dqkv + C, dqkv + 2 * C, dout, out, lse, qkv, qkv + C, qkv + 2 * C, pos_d_, ds,
                                      pattern, attn_shape(), scale, ws, stream_);

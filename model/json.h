@@ -3,6 +3,8 @@
 // fatal naming the file.
 #pragma once
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -37,6 +39,22 @@ struct Json {
     double as_number() const {
         if (kind != Number) throw JsonError("expected a number");
         return num;
+    }
+    // An integer in [lo, hi]; anything else (a fraction, out of range) throws naming `what`.
+    // Converting an out-of-range double to int is undefined behaviour, so range comes first.
+    long long as_int(const char* what, long long lo, long long hi) const {
+        if (kind != Number) throw JsonError(std::string(what) + " is not a number");
+        if (!(num >= (double)lo && num <= (double)hi) || num != std::floor(num))
+            throw JsonError(std::string(what) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        return (long long)num;
+    }
+    bool as_bool(const char* what) const {
+        if (kind != Bool) throw JsonError(std::string(what) + " is not true or false");
+        return b;
+    }
+    const std::vector<Json>& as_array(const char* what) const {
+        if (kind != Array) throw JsonError(std::string(what) + " is not an array");
+        return arr;
     }
 };
 
@@ -104,17 +122,63 @@ class JsonParser {
             i_ += 5, v.kind = Json::Bool;
         } else if (s_.compare(i_, 4, "null") == 0) {
             i_ += 4;
-        } else {
-            size_t start = i_;
-            while (i_ < s_.size() && (isdigit((unsigned char)s_[i_]) || strchr("+-.eE", s_[i_]))) i_++;
-            if (start == i_) fail("unexpected character");
+        } else if (c == '-' || isdigit((unsigned char)c)) {
             v.kind = Json::Number;
-            try {
-                v.num = std::stod(s_.substr(start, i_ - start));
-            } catch (...) {
-                fail("bad number");
-            }
+            v.num = number();
+        } else {
+            fail("unexpected character");
         }
+        return v;
+    }
+    // Exactly four hex digits after "\\u" (std::stoul would accept "+1" or " 1f" and throw on
+    // "ZZZZ").
+    unsigned hex4() {
+        if (i_ + 4 > s_.size()) fail("bad \\u escape: needs four hex digits");
+        unsigned v = 0;
+        for (int k = 0; k < 4; k++) {
+            const char h = s_[i_++];
+            const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+            if (d < 0) fail("bad \\u escape: needs four hex digits");
+            v = v * 16 + (unsigned)d;
+        }
+        return v;
+    }
+    static void append_utf8(std::string& out, unsigned cp) {
+        if (cp < 0x80) {
+            out += (char)cp;
+        } else if (cp < 0x800) {
+            out += (char)(0xC0 | (cp >> 6)), out += (char)(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            out += (char)(0xE0 | (cp >> 12)), out += (char)(0x80 | ((cp >> 6) & 0x3F)), out += (char)(0x80 | (cp & 0x3F));
+        } else {
+            out += (char)(0xF0 | (cp >> 18)), out += (char)(0x80 | ((cp >> 12) & 0x3F)),
+                out += (char)(0x80 | ((cp >> 6) & 0x3F)), out += (char)(0x80 | (cp & 0x3F));
+        }
+    }
+    // JSON's number grammar exactly: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, parsed with
+    // strtod; values that overflow a double are refused (a JSON number is finite).
+    double number() {
+        const size_t start = i_;
+        auto digits = [&] {
+            const size_t at = i_;
+            while (i_ < s_.size() && isdigit((unsigned char)s_[i_])) i_++;
+            return i_ - at;
+        };
+        if (i_ < s_.size() && s_[i_] == '-') i_++;
+        if (i_ < s_.size() && s_[i_] == '0') i_++;
+        else if (digits() == 0) fail("bad number");
+        if (i_ < s_.size() && s_[i_] == '.') {
+            i_++;
+            if (digits() == 0) fail("bad number");
+        }
+        if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+            i_++;
+            if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) i_++;
+            if (digits() == 0) fail("bad number");
+        }
+        const std::string text = s_.substr(start, i_ - start);
+        const double v = std::strtod(text.c_str(), nullptr);
+        if (!std::isfinite(v)) fail("number out of range");
         return v;
     }
     std::string string_literal() {
@@ -141,15 +205,19 @@ class JsonParser {
                 case 'r': out += '\r'; break;
                 case 't': out += '\t'; break;
                 case 'u': {
-                    if (i_ + 4 > s_.size()) fail("bad \\u escape");
-                    unsigned cp = (unsigned)std::stoul(s_.substr(i_, 4), nullptr, 16);
-                    i_ += 4;
-                    // Basic Multilingual Plane only: enough for the metadata we write.
-                    if (cp < 0x80) out += (char)cp;
-                    else if (cp < 0x800) out += (char)(0xC0 | (cp >> 6)), out += (char)(0x80 | (cp & 0x3F));
-                    else
-                        out += (char)(0xE0 | (cp >> 12)), out += (char)(0x80 | ((cp >> 6) & 0x3F)),
-                            out += (char)(0x80 | (cp & 0x3F));
+                    unsigned cp = hex4();
+                    // A UTF-16 surrogate pair encodes one code point above U+FFFF; a lone
+                    // surrogate is not a character and is refused.
+                    if (cp >= 0xD800 && cp <= 0xDBFF) {
+                        if (i_ + 2 > s_.size() || s_[i_] != '\\' || s_[i_ + 1] != 'u') fail("lone \\u surrogate");
+                        i_ += 2;
+                        const unsigned lo = hex4();
+                        if (lo < 0xDC00 || lo > 0xDFFF) fail("bad \\u surrogate pair");
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                        fail("lone \\u surrogate");
+                    }
+                    append_utf8(out, cp);
                     break;
                 }
                 default: fail("bad escape");

@@ -6,11 +6,15 @@
 // Writes go to "<path>.tmp" and are renamed into place, so a crash never leaves a torn file
 // and never destroys the previous one.
 #pragma once
+#include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
+#include "data/io.h"
 #include "layers/common.h"
 #include "model/json.h"
 
@@ -68,7 +72,11 @@ inline void write_safetensors(const std::string& path, const std::vector<TensorT
         std::remove(tmp.c_str());
         fatal("writing checkpoint %s failed (disk full?): free space and retry; the previous checkpoint is untouched", path.c_str());
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) fatal("cannot rename %s to %s", tmp.c_str(), path.c_str());
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        fatal("cannot rename %s to %s (%s)", tmp.c_str(), path.c_str(), std::strerror(errno));
+    }
+    if (!fsync_parent_dir(path)) fatal("cannot sync the directory of %s (%s)", path.c_str(), std::strerror(errno));
 }
 
 struct SafetensorsFile {
@@ -82,12 +90,18 @@ struct SafetensorsFile {
     std::vector<char> data;
 
     bool has(const std::string& name) const { return tensors.count(name) != 0; }
-    // The tensor's values; fatal when it is missing or its shape differs from `shape`.
-    const float* get(const std::string& name, const std::vector<int>& shape) const {
+    // Fatal when the tensor is missing or its shape differs from `shape`.
+    const Tensor& find(const std::string& name, const std::vector<int>& shape) const {
         auto it = tensors.find(name);
         if (it == tensors.end()) fatal("checkpoint %s has no tensor \"%s\": it was written by another model", path.c_str(), name.c_str());
         if (it->second.shape != shape) fatal("checkpoint %s: tensor \"%s\" has another shape than the model expects", path.c_str(), name.c_str());
-        return reinterpret_cast<const float*>(data.data() + it->second.begin);
+        return it->second;
+    }
+    // Copies the tensor's values to dst. memcpy, not a cast pointer: a hostile file may place a
+    // tensor at an offset that is not a multiple of 4.
+    void read(const std::string& name, const std::vector<int>& shape, float* dst) const {
+        const Tensor& t = find(name, shape);
+        std::memcpy(dst, data.data() + t.begin, t.end - t.begin);
     }
 };
 
@@ -96,9 +110,12 @@ inline SafetensorsFile read_safetensors(const std::string& path) {
     out.path = path;
     FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) fatal("cannot open checkpoint %s: check the path (train writes them to --out)", path.c_str());
-    std::fseek(f, 0, SEEK_END);
-    const long size = std::ftell(f);
-    std::fseek(f, 0, SEEK_SET);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        std::fclose(f);
+        fatal("checkpoint %s is not a regular file: give a .safetensors file (or, to infer, its directory)", path.c_str());
+    }
+    const long long size = (long long)st.st_size;
     uint64_t n = 0;
     if (size < 8 || std::fread(&n, 8, 1, f) != 1 || n > (uint64_t)size - 8) {
         std::fclose(f);
@@ -115,21 +132,27 @@ inline SafetensorsFile read_safetensors(const std::string& path) {
         if (j.kind != Json::Object) throw JsonError("header is not an object");
         for (const auto& [name, v] : j.obj) {
             if (name == "__metadata__") {
+                if (v.kind != Json::Object) throw JsonError("__metadata__ is not an object");
                 for (const auto& [k, s] : v.obj) out.metadata[k] = s.as_string();
                 continue;
             }
+            if (v.kind != Json::Object) throw JsonError("tensor " + name + " is not an object");
             if (v.at("dtype").as_string() != "F32") throw JsonError("tensor " + name + " is not F32");
             SafetensorsFile::Tensor t;
-            size_t count = 1;
-            for (const Json& d : v.at("shape").arr) {
-                t.shape.push_back((int)d.as_number());
-                count *= (size_t)d.as_number();
+            // Element count in 64 bits, bounded by the file: no product of hostile dims overflows.
+            uint64_t count = 1;
+            const std::vector<Json>& dims = v.at("shape").as_array("shape");
+            if (dims.size() > 8) throw JsonError("tensor " + name + " has more than 8 dimensions");
+            for (const Json& d : dims) {
+                const long long n = d.as_int("a dimension", 0, 2147483647);
+                t.shape.push_back((int)n);
+                count = n == 0 ? 0 : count > data_size / (uint64_t)n ? data_size + 1 : count * (uint64_t)n;
             }
-            const Json& off = v.at("data_offsets");
-            if (off.arr.size() != 2) throw JsonError("bad data_offsets for " + name);
-            t.begin = (size_t)off.arr[0].as_number();
-            t.end = (size_t)off.arr[1].as_number();
-            if (t.end < t.begin || t.end > data_size || t.end - t.begin != count * 4)
+            const std::vector<Json>& off = v.at("data_offsets").as_array("data_offsets");
+            if (off.size() != 2) throw JsonError("bad data_offsets for " + name);
+            t.begin = (size_t)off[0].as_int("data_offsets", 0, (long long)data_size);
+            t.end = (size_t)off[1].as_int("data_offsets", 0, (long long)data_size);
+            if (t.end < t.begin || count > data_size || t.end - t.begin != count * 4)
                 throw JsonError("tensor " + name + " lies outside the file");
             out.tensors[name] = t;
         }

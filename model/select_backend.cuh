@@ -42,19 +42,25 @@ inline AttnBackend parse_attention_backend(const std::string& flag, bool doc_mas
     return AttnBackend::Cudnn;
 }
 
-// cuDNN's SDPA runs dense layers only; say so before anything is written.
-inline void check_attention_backend(AttnBackend attn, const GPTConfig& cfg) {
+// cuDNN's SDPA runs dense layers only, and its backward is not bit-reproducible; say so before
+// anything is written (train calls this early; make_backend calls it again).
+inline void check_attention_backend(AttnBackend attn, const GPTConfig& cfg, bool deterministic = false) {
     if (attn != AttnBackend::Cudnn) return;
+    if (deterministic)
+        fatal("--deterministic needs --attention flash: cuDNN's attention backward is not bit-reproducible");
     for (int l = 0; l < cfg.n_layer; l++)
         if (cfg.attn(l).kind != AttnKind::Dense)
             fatal("--attention cudnn runs dense layers only, but layer %d is %s: use --attention flash", l,
                   attn_kind_name(cfg.attn(l).kind));
 }
 
-inline std::unique_ptr<ModelBackend> make_backend(Device device, const GPTConfig& cfg, AttnBackend attn) {
+// deterministic: bit-reproducible training steps on the GPU (see CudaBackend); the CPU backend
+// always is, so it ignores the flag.
+inline std::unique_ptr<ModelBackend> make_backend(Device device, const GPTConfig& cfg, AttnBackend attn,
+                                                  bool deterministic = false) {
     if (device == Device::Cuda) {
-        check_attention_backend(attn, cfg);
-        return std::make_unique<CudaBackend>(cfg, attn);
+        check_attention_backend(attn, cfg, deterministic);
+        return std::make_unique<CudaBackend>(cfg, attn, deterministic);
     }
     return std::make_unique<CpuBackend>(cfg);
 }

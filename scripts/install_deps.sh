@@ -12,7 +12,10 @@ set -euo pipefail
 if [ "$#" -gt 0 ]; then
     pkgs=("$@")
 else
-    pkgs=(bible-kjv libsentencepiece-dev sentencepiece gnuplot-nox)
+    # clang, libclang-rt-dev (compiler-rt: libFuzzer, ASan, UBSan runtimes for the default
+    # clang, libclang-rt-14-dev on Debian 12) and llvm (llvm-symbolizer, for the sanitizers'
+    # stack traces) build and run the fuzz harnesses of tests/fuzz/.
+    pkgs=(bible-kjv libsentencepiece-dev sentencepiece gnuplot-nox clang libclang-rt-dev llvm)
 fi
 
 installed_version() {

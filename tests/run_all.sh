@@ -23,10 +23,12 @@ run() {  # name, command...
 run ops ./build/test_ops_cpu
 run gradcheck_can_fail tests/expect_gradcheck_failure.sh
 run model ./build/test_model_cpu
+run inputs ./build/test_inputs_cpu
 run data ./build/test_data
 run data_cli tests/test_data_cli.sh
 run train_cli tests/test_train_cli.sh
 run attention_tool tests/test_attention_tool.sh
+run fuzz tests/fuzz/run_fuzz.sh smoke
 echo
 [ ${#broken[@]} -eq 0 ] || echo "failing suites: ${broken[*]}"
 echo "$total_pass passed, $total_fail failed"

@@ -22,26 +22,106 @@ check dense_causal_fp64 --N 67 --H 3 --D 64 --dtype fp64 --seed 3
 check dense_full_fp32 --N 50 --H 2 --D 128 --causal off --dtype fp32 --backward
 check dilated_fp64 --pattern dilated --segments 16,40,100 --dilations 3,2,4 --N 90 --H 5 --D 64 --dtype fp64 --backward
 check dilated_full_fp32 --pattern dilated --segments 32 --dilations 5 --N 70 --H 3 --D 64 --causal off --dtype fp32
-# Tamper with one output value: the checker must notice.
-python3 - "$work/dilated_fp64.safetensors" <<'PY'
+check dilated_b2_fp32 --pattern dilated --segments 24,64 --dilations 1,3 --N 80 --B 2 --H 3 --D 128 --dtype fp32 --backward --seed 11
+check dense_scale_fp64 --N 40 --B 2 --H 2 --D 64 --dtype fp64 --backward --scale 0.3 --seed 5
+check dense_d128_fp64 --N 30 --H 2 --D 128 --dtype fp64 --backward --seed 9
+
+# Tamper with a written file (python3 tamper.py FILE TENSOR OP OUT): OP scale:X multiplies every
+# value, flip negates the first value of every (token, head) row, nan / inf set the last value.
+cat > "$work/tamper.py" <<'PY'
 import json, struct, sys
-path = sys.argv[1]
+path, name, op, out = sys.argv[1:5]
 raw = bytearray(open(path, "rb").read())
 n = struct.unpack("<Q", raw[:8])[0]
-begin = json.loads(raw[8:8 + n])["o"]["data_offsets"][0] + 8 + n
-for i in range(0, 64 * 8 * 90, 8):  # every row of head 0 and a few more: the sampled rows hit one
-    v = struct.unpack("<d", raw[begin + i:begin + i + 8])[0]
-    raw[begin + i:begin + i + 8] = struct.pack("<d", v * 1.01)
-open(path + ".bad", "wb").write(raw)
+header = json.loads(raw[8:8 + n])
+t = header[name]
+fmt, size = {"F64": ("<d", 8), "F32": ("<f", 4)}[t["dtype"]]
+begin, end = (x + 8 + n for x in t["data_offsets"])
+D = t["shape"][-1]
+for i in range(begin, end, size):
+    k = (i - begin) // size
+    v = struct.unpack(fmt, raw[i:i + size])[0]
+    if op.startswith("scale:"):
+        v *= float(op[6:])
+    elif op == "flip" and k % D == 0:
+        v = -v
+    elif op in ("nan", "inf") and i == end - size:
+        v = float(op)
+    raw[i:i + size] = struct.pack(fmt, v)
+open(out, "wb").write(raw)
 PY
-python3 scripts/check_attention_file.py "$work/dilated_fp64.safetensors.bad" --rows 200 > "$work/bad.log" 2>&1
-code=$?
-if [ $code -eq 1 ] && grep -q '^FAIL' "$work/bad.log"; then pass "a tampered output is caught: $(tail -1 "$work/bad.log")"
-else fail "a tampered output was not caught (exit $code): $(tail -1 "$work/bad.log")"; fi
-for bad in "--D 96" "--pattern dilated --segments 8 --dilations 16" "--dtype bf16" "--N 0"; do
-    err=$($tool $bad 2>&1 >/dev/null); code=$?
-    if [ $code -ne 0 ] && [[ "$err" == error:* ]] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ]; then pass "bad flags '$bad' -> $err"
-    else fail "bad flags '$bad': exit $code: $err"; fi
-done
+tamper() {  # what, file, tensor, op, tensor the checker must name
+    local what=$1 file=$2 tensor=$3 op=$4 names=$5 bad=$work/tampered.safetensors
+    python3 "$work/tamper.py" "$file" "$tensor" "$op" "$bad"
+    python3 scripts/check_attention_file.py "$bad" > "$work/bad.log" 2>&1
+    local code=$?
+    if [ $code -eq 1 ] && grep -q "^FAIL $names:" "$work/bad.log" && tail -1 "$work/bad.log" | grep -q "^FAIL .*$names"; then
+        pass "$what is caught: $(grep "^FAIL $names:" "$work/bad.log" | head -1)"
+    else
+        fail "$what was not caught (exit $code): $(tr '\n' ' ' < "$work/bad.log")"
+    fi
+}
+f64=$work/dilated_fp64.safetensors f32=$work/dilated_b2_fp32.safetensors
+tamper "o x 1.01 (fp64)" "$f64" o scale:1.01 "o, lse"
+tamper "dq x 1.01 (fp64)" "$f64" dq scale:1.01 dq
+tamper "dk with one value per row negated (fp64)" "$f64" dk flip dk
+tamper "dv x (1 + 1e-6) (fp64)" "$f64" dv scale:1.000001 dv
+tamper "dq x 1.01 (fp32)" "$f32" dq scale:1.01 dq
+tamper "dk x 0.99 (fp32)" "$f32" dk scale:0.99 dk
+tamper "dv with one value per row negated (fp32)" "$f32" dv flip dv
+tamper "a NaN in the last value of dv" "$f64" dv nan dv
+tamper "a NaN in the last value of lse" "$f32" lse nan lse
+tamper "an inf in the last value of o" "$f32" o inf o
+tamper "do x 1.01 (dq, dk, dv no longer match it)" "$f64" do scale:1.01 dq
+
+# Bad and hostile flags: exit 1 (no signal, no uncaught exception), one stderr line "error: ..."
+# naming the flag at fault, well within a minute (nothing is computed).
+expect_error() {  # flag the message must name, tool flags...
+    local names=$1; shift
+    local err code
+    err=$(timeout 60 "$tool" "$@" 2>&1 >/dev/null); code=$?
+    if [ $code -eq 1 ] && [[ "$err" == error:* ]] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && [[ "$err" == *"$names"* ]]; then
+        pass "bad flags '$(printf '%.80s' "$*")' -> $(printf '%.300s' "$err")"
+    else
+        fail "bad flags '$(printf '%.80s' "$*")': exit $code, wanted one error: line naming $names: $(printf '%.300s' "$err")"
+    fi
+}
+long_list=$(python3 -c "print(','.join(['16'] * 65))")
+expect_error --D --D 96
+expect_error --dilations --pattern dilated --segments 8 --dilations 16
+expect_error --dtype --dtype bf16
+expect_error --N --N 0
+expect_error --N --N -5
+expect_error --N --N 1e8
+expect_error --N --N 100000000
+expect_error --B --B 2147483647
+expect_error --H --H 2147483647
+expect_error --N --N 2147483647 --H 1
+expect_error --reps --reps 0
+expect_error --reps --reps 2147483647
+expect_error --segments --pattern dilated --segments 99999999999
+expect_error --dilations --pattern dilated --segments 8 --dilations 0
+expect_error --dilations --pattern dilated --dilations 0
+expect_error --segments --pattern dilated --segments "$long_list" --dilations "$long_list"
+expect_error --segments --pattern dilated --segments "$(printf '9%.0s' $(seq 5000))" --dilations 1
+expect_error --pattern --pattern sparse
+expect_error --scale --scale nan
+expect_error --scale --scale inf
+expect_error --scale --scale 1e30
+expect_error --scale --scale -0.5
+expect_error --out --out /nonexistent/dir/x.safetensors
+expect_error --out --out "$work"
+expect_error --max-cpu-pairs --N 300000 --H 1
+expect_error --max-cpu-pairs --N 4096 --H 12 --B 8 --max-cpu-pairs 1e9
+expect_error --device --device tpu
+expect_error --backend --device cuda --dtype bf16 --backend ours
+# The refused --out must leave nothing behind, and the limits let the sizes they name run.
+if [ ! -e /nonexistent/dir ] && [ -z "$(ls "$work" | grep '\.tmp$')" ]; then pass "refused runs leave no .tmp files"
+else fail "refused runs left files behind: $(ls "$work" | grep '\.tmp$')"; fi
+branches64=$(python3 -c "print(','.join(str(8 + i) for i in range(64)))")
+if "$tool" --pattern dilated --segments "$branches64" --dilations "$(python3 -c "print(','.join(['2'] * 64))")" --N 40 --H 2 \
+     --out "$work/b64.safetensors" > "$work/b64.log" 2>&1 && python3 scripts/check_attention_file.py "$work/b64.safetensors" >> "$work/b64.log" 2>&1; then
+    pass "64 dilated branches (the limit) run and check: $(tail -1 "$work/b64.log")"
+else fail "64 dilated branches: $(tail -2 "$work/b64.log" | tr '\n' ' ')"; fi
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -3,12 +3,14 @@
 // Code paths that end in fatal() run in a forked child so the test can observe the exit status
 // and the one-line message.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -39,8 +41,8 @@ static void expect_fatal(const std::string& name, const std::function<void()>& b
         close(fds[0]);
         dup2(fds[1], 2);
         if (!std::freopen("/dev/null", "w", stdout)) _exit(99);
-        body();
-        _exit(0);  // body returned: fatal was not called
+        // 0 when body returned: fatal was not called
+        _exit(guarded_main([&] { body(); return 0; }));
     }
     close(fds[1]);
     std::string err;
@@ -285,6 +287,174 @@ static void test_doc_start() {
     check(all_ok, "doc_start matches brute force on random layouts");
 }
 
+// ---------------------------------------------------------------- streaming decode
+
+// What generation prints: every push, then flush.
+static std::string stream_text(StreamDecoder& sd, const std::vector<int>& ids, size_t from = 0) {
+    std::string out;
+    for (size_t i = from; i < ids.size(); i++) out += sd.push(ids[i]);
+    return out + sd.flush();
+}
+
+// A tokenizer like ours but with one of SentencePiece's start-of-text rules on: with
+// add_dummy_prefix decode() drops the leading '▁' of the first piece; with
+// remove_extra_whitespaces, of every piece until some text is out.
+static std::string train_variant(const std::string& text, bool dummy_prefix, bool remove_ws) {
+    const std::unordered_map<std::string, std::string> options = {
+        {"model_type", "bpe"}, {"vocab_size", "400"}, {"byte_fallback", "true"},
+        {"character_coverage", "1.0"}, {"unk_id", "0"}, {"bos_id", "1"}, {"eos_id", "2"},
+        {"pad_id", "-1"}, {"normalization_rule_name", "identity"}, {"num_threads", "1"},
+        {"add_dummy_prefix", dummy_prefix ? "true" : "false"},
+        {"remove_extra_whitespaces", remove_ws ? "true" : "false"}, {"minloglevel", "1"},
+    };
+    sentencepiece::SetRandomGeneratorSeed(1234);
+    std::string model;
+    LineIterator lines(text);
+    const auto status = sentencepiece::SentencePieceTrainer::Train(options, &lines, &model);
+    if (!status.ok()) fatal("training a test tokenizer failed: %s", status.ToString().c_str());
+    return model;
+}
+
+// Random ids that exercise every rule of decode(): any id at all; byte pieces, above all UTF-8
+// lead and continuation bytes, so that characters complete, break off and run on; <unk>, <s>
+// and </s>; '▁' pieces; the ids of text with multi-byte characters.
+static std::vector<int> random_ids(const Tokenizer& tok, SplitMix64& rng, size_t n) {
+    static const char* texts[] = {" the lord", "caf\xc3\xa9 ", "\xe2\x88\x91 x", " \xf0\x9f\x99\x82",
+                                  "\xe4\xb8\xad\xe6\x96\x87 ", "  def f(self):\n", "\t1234"};
+    std::vector<int> byte_id(256, -1), spaced;  // id of each byte; ids of pieces starting with '▁'
+    for (int id = 0; id < tok.vocab_size(); id++) {
+        if (tok.is_byte(id)) byte_id[tok.byte_value(id)] = id;
+        else if (tok.piece(id).rfind("\xe2\x96\x81", 0) == 0) spaced.push_back(id);
+    }
+    std::vector<int> ids;
+    while (ids.size() < n) {
+        switch (rng.below(6)) {
+        case 0: ids.push_back(int(rng.below(uint64_t(tok.vocab_size())))); break;
+        case 1: ids.push_back(byte_id[0x80 + rng.below(0x80)]); break;
+        case 2: ids.push_back(int(rng.below(3))); break;
+        case 3: ids.push_back(spaced[rng.below(spaced.size())]); break;
+        default: {
+            const std::vector<int> t = tok.encode(texts[rng.below(7)]);
+            ids.insert(ids.end(), t.begin(), t.end());
+        }
+        }
+    }
+    ids.resize(n);
+    return ids;
+}
+
+// The stream against decode() on random ids, and prime() against pushing, for one tokenizer.
+static void test_stream_exact(const Tokenizer& tok, const std::string& name) {
+    SplitMix64 rng(5);
+    int pushed = 0, primed = 0, prompts = 0, n_seq = 0;
+    std::string first_bad;
+    for (int s = 0; s < 3000; s++) {
+        // Mostly short, so the start of the text comes up often; a few thousands long.
+        const size_t n = s % 100 == 0 ? 2000 + rng.below(2000) : 1 + rng.below(24);
+        const std::vector<int> ids = random_ids(tok, rng, n);
+        const std::string want = tok.decode(ids);
+        n_seq++;
+        StreamDecoder sd(tok);
+        std::vector<std::string> outs;  // what each push returned
+        for (int id : ids) outs.push_back(sd.push(id));
+        std::string got;
+        for (const std::string& o : outs) got += o;
+        got += sd.flush();
+        if (got == want && sd.text() == want) pushed++;
+        else if (first_bad.empty()) first_bad = "push, " + std::to_string(n) + " ids";
+
+        // prime(ids[:k]) then pushing the rest returns what pushing all does after push k.
+        const size_t k = rng.below(n + 1);
+        StreamDecoder sp(tok);
+        sp.prime(std::vector<int>(ids.begin(), ids.begin() + long(k)));
+        StreamDecoder sq(tok);
+        for (size_t i = 0; i < k; i++) (void)sq.push(ids[i]);
+        const std::string after_k = stream_text(sq, ids, k);
+        const std::string after_prime = stream_text(sp, ids, k);
+        // ...and, where ids[:k] ends in a whole character (k == 0 or a non-byte id), exactly the
+        // text decode(ids) adds to decode(ids[:k]).
+        bool ok = after_prime == after_k;
+        if (k == 0 || !tok.is_byte(ids[k - 1])) {
+            const std::string head = tok.decode(std::vector<int>(ids.begin(), ids.begin() + long(k)));
+            ok = ok && want.compare(0, head.size(), head) == 0 && after_prime == want.substr(head.size());
+        }
+        if (ok) primed++;
+        else if (first_bad.empty()) first_bad = "prime, " + std::to_string(n) + " ids, k " + std::to_string(k);
+    }
+    // As infer and train use it: <s> + the encoded prompt, printed as typed, then generated ids.
+    const char* texts[] = {"And it came to pass", " the lord said", "caf\xc3\xa9 \xe2\x88\x91", "", "\n\n"};
+    for (int s = 0; s < 200; s++) {
+        const std::string prompt = texts[s % 5];
+        std::vector<int> ids = tok.encode(prompt);
+        ids.insert(ids.begin(), tok.bos_id());
+        const size_t k = ids.size();
+        const std::vector<int> more = random_ids(tok, rng, 1 + rng.below(40));
+        ids.insert(ids.end(), more.begin(), more.end());
+        StreamDecoder sd(tok);
+        sd.prime(std::vector<int>(ids.begin(), ids.begin() + long(k)));
+        // What the prompt's ids print: the prompt itself with ours, which round-trip text
+        // (remove_extra_whitespaces drops leading spaces).
+        const std::string head = tok.decode(std::vector<int>(ids.begin(), ids.begin() + long(k)));
+        const std::string got = stream_text(sd, ids, k), all = tok.decode(ids);
+        if ((name != "ours" || head == prompt) &&
+            all.compare(0, head.size(), head) == 0 && got == all.substr(head.size()))
+            prompts++;
+        else if (first_bad.empty()) first_bad = "prompt " + std::to_string(s);
+    }
+    if (!first_bad.empty()) std::printf("  first mismatch: %s\n", first_bad.c_str());
+    check(pushed == n_seq, name + ": stream of random ids == decode() (" + std::to_string(pushed) + "/" +
+                               std::to_string(n_seq) + ")");
+    check(primed == n_seq, name + ": prime(prefix) then pushes == pushing all (" + std::to_string(primed) + "/" +
+                               std::to_string(n_seq) + ")");
+    check(prompts == 200, name + ": prime(<s> + prompt) then pushes == decode(all) past the prompt");
+}
+
+static double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A book-sized stream must cost O(1) per id, not O(ids so far). These 200,000 ids (prose, with
+// random ids among it) take 0.1-0.25 s on the 2-core CI machine; the decoder that re-decoded all
+// ids on every push took 12 s for the first 10,000 of them (over an hour for all). The limit,
+// 40x the first, is checked as it goes, so a quadratic decoder fails in 10 s, not in an hour.
+static void test_stream_speed(const Tokenizer& tok, const std::string& text) {
+    const double limit_s = 10;
+    SplitMix64 rng(9);
+    const std::vector<int> prose = tok.encode(text);
+    std::vector<int> ids;
+    while (ids.size() < 200000) {
+        const size_t at = rng.below(prose.size() - 1000);
+        ids.insert(ids.end(), prose.begin() + long(at), prose.begin() + long(at + 1000));
+        const std::vector<int> noise = random_ids(tok, rng, 100);
+        ids.insert(ids.end(), noise.begin(), noise.end());
+    }
+    const std::string want = tok.decode(ids);
+
+    auto t0 = std::chrono::steady_clock::now();
+    StreamDecoder sd(tok);
+    std::string got;
+    size_t i = 0;
+    for (; i < ids.size() && (i % 1000 != 0 || seconds_since(t0) < limit_s); i++) got += sd.push(ids[i]);
+    got += sd.flush();
+    std::printf("  %zu of %zu ids pushed in %.2f s\n", i, ids.size(), seconds_since(t0));
+    check(i == ids.size() && got == want, "StreamDecoder pushes 200,000 ids in under 10 s, exactly");
+
+    // The prompt case: prime() with all of them, then generate a little.
+    t0 = std::chrono::steady_clock::now();
+    StreamDecoder sp(tok);
+    size_t k = ids.size() - 100;
+    while (tok.is_byte(ids[k - 1])) k--;  // a prompt ends in a whole character
+    sp.prime(std::vector<int>(ids.begin(), ids.begin() + long(k)));
+    got.clear();
+    for (size_t j = k; j < ids.size(); j++) got += sp.push(ids[j]);
+    got += sp.flush();
+    const double prime_s = seconds_since(t0);
+    std::printf("  prime of %zu ids and 100 pushes: %.3f s\n", k, prime_s);
+    check(prime_s < limit_s / 10 &&
+              got == want.substr(tok.decode(std::vector<int>(ids.begin(), ids.begin() + long(k))).size()),
+          "StreamDecoder primes a 200,000-id prompt in under 1 s, exactly");
+}
+
 // ---------------------------------------------------------------- tokenizer
 
 static void test_tokenizer() {
@@ -350,6 +520,25 @@ static void test_tokenizer() {
         check(e2.size() == 3 && held && out == tok.decode(ids),
               "StreamDecoder holds back an incomplete byte sequence");
     }
+    test_stream_exact(tok, "ours");
+    {
+        // The start-of-text rules, which our tokenizers leave off; check that they bite.
+        const std::string few = text.substr(0, 20000);
+        Tokenizer dummy, strip;
+        dummy.load_serialized(train_variant(few, true, false));
+        strip.load_serialized(train_variant(few, false, true));
+        const int dw = dummy.encode("the")[0], sw = strip.encode("the the").back();
+        int space = -1;  // the piece "▁"
+        for (int id = 0; id < strip.vocab_size(); id++)
+            if (strip.piece(id) == "\xe2\x96\x81") space = id;
+        check(dummy.piece(dw) == "\xe2\x96\x81the" && dummy.decode({2, dw, dw}) == "the the" &&
+                  strip.piece(sw) == "\xe2\x96\x81the" && space >= 0 &&
+                  strip.decode({2, space, sw, space, sw}) == "the  the",
+              "test tokenizers with add_dummy_prefix and remove_extra_whitespaces drop leading spaces");
+        test_stream_exact(dummy, "add_dummy_prefix");
+        test_stream_exact(strip, "remove_extra_whitespaces");
+    }
+    test_stream_speed(tok, text);
 
     // Chunked parallel encoding equals encoding each document in one piece.
     std::vector<Document> docs = {{"a", text}, {"b", samples[0]}, {"c", text.substr(0, 999)}};
@@ -374,7 +563,7 @@ static void test_tokenizer() {
     expect_fatal("decode of an out-of-range id", [&] { tok.decode({5, 400}); }, {"400", "vocabulary"});
 }
 
-int main() {
+static int main_body() {
     test_shard_roundtrip(1000, "2-byte tokens");
     test_shard_roundtrip(65536, "2-byte tokens at vocab 65536");
     test_shard_roundtrip(70000, "4-byte tokens");
@@ -387,3 +576,5 @@ int main() {
     std::printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed ? 1 : 0;
 }
+
+int main() { return guarded_main([&] { return main_body(); }); }

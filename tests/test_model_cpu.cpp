@@ -166,7 +166,7 @@ static void test_checkpoint_roundtrip(uint64_t seed) {
     char dir[] = "/tmp/ckpt_testXXXXXX";
     if (!mkdtemp(dir)) std::abort();
     const std::string path = checkpoint_path(dir, 1);
-    TrainState st{1, 2, 3, "{\"x\":1}"};
+    TrainState st{1, 1, 2, 3, "{\"x\":1}"};
     save_checkpoint(path, m, std::string("tok\0bytes\xff", 10), &st);
     const Checkpoint ck = load_checkpoint(path);
     std::vector<float> p(m.num_params()), mm(m.num_params()), vv(m.num_params());
@@ -195,8 +195,7 @@ static void test_checkpoint_roundtrip(uint64_t seed) {
     pid_t pid = fork();
     if (pid == 0) {
         std::freopen("/dev/null", "w", stderr);
-        load_checkpoint(bad);
-        _exit(0);
+        _exit(guarded_main([&] { load_checkpoint(bad); return 0; }));
     }
     int status = 0;
     waitpid(pid, &status, 0);
@@ -204,7 +203,7 @@ static void test_checkpoint_roundtrip(uint64_t seed) {
     std::remove(bad.c_str()), std::remove(path.c_str()), rmdir(dir);
 }
 
-int main(int argc, char** argv) {
+static int main_body(int argc, char** argv) {
     uint64_t seed = 1234;
     for (int i = 1; i + 1 < argc; i++)
         if (std::string(argv[i]) == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
@@ -218,3 +217,5 @@ int main(int argc, char** argv) {
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

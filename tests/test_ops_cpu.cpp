@@ -995,7 +995,7 @@ static std::vector<Case> make_table() {
     };
 }
 
-int main(int argc, char** argv) {
+static int main_body(int argc, char** argv) {
     uint64_t seed = 1234;
     bool do_perf = false;
     const char* filter = nullptr;
@@ -1036,3 +1036,5 @@ int main(int argc, char** argv) {
     std::printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -54,7 +54,14 @@ a=$(gen 7) b=$(gen 7) c=$(gen 8)
 [ "$a" != "$c" ] && pass "another seed gives other text" || fail "seed has no effect"
 printf 'In the beginning God created the heaven and the earth.\n%.0s' {1..40} > "$work/ppl.txt"
 out=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" 2>/dev/null)
-echo "$out" | grep -q "perplexity" && pass "perplexity mode: $(echo "$out" | grep -o 'perplexity [0-9.]*')" || fail "perplexity mode: $out"
+# The loss must be a number (a NaN would print "nan") between 0 and log(V) plus a margin, and
+# the perplexity exp(loss).
+if echo "$out" | awk '{ for (i = 1; i < NF; i++) { if ($i == "loss") l = $(i+1); if ($i == "perplexity") p = $(i+1) } }
+        END { ok = l ~ /^[0-9]+\.[0-9]+$/ && p ~ /^[0-9]+\.[0-9]+$/ && l > 0 && l < 8 && (p / exp(l) - 1)^2 < 1e-4; exit !ok }'; then
+    pass "perplexity mode: $(echo "$out" | grep -o 'loss [0-9.]* nats/token | perplexity [0-9.]*')"
+else
+    fail "perplexity mode: $out"
+fi
 
 # 3b. A dilated (LongNet) model with one dense layer trains, and its checkpoint carries the
 #     per-layer patterns to infer.
@@ -110,8 +117,94 @@ expect_error "missing checkpoint" "checkpoint" ./build/infer --checkpoint "$work
 expect_error "truncated checkpoint" "truncated.safetensors" ./build/infer --checkpoint "$work/truncated.safetensors" --prompt hi
 expect_error "bad top-p" "--top-p" ./build/infer --checkpoint "$work/full" --top-p 2
 expect_error "missing perplexity file" "no_such_file" ./build/infer --checkpoint "$work/full" --perplexity "$work/no_such_file"
+expect_error "non-finite --lr" "--lr" ./build/train "${tiny[@]}" --lr inf --out "$work/x1"
+expect_error "--layers 1000000" "--layers" ./build/train "${tiny[@]}" --layers 1000000 --out "$work/x1"
+expect_error "--width 2147483584 --heads 33554431" "--width" ./build/train "${tiny[@]}" --width 2147483584 --heads 33554431 --out "$work/x1"
+expect_error "--seq-len 2^31-1" "--seq-len" ./build/train "${tiny[@]}" --seq-len 2147483647 --out "$work/x1"
+expect_error "--batch x --seq-len overflow" "--batch" ./build/train "${tiny[@]}" --batch 2147483647 --seq-len 200000000 --out "$work/x1"
+expect_error "--max-bad-steps 0" "--max-bad-steps" ./build/train "${tiny[@]}" --max-bad-steps 0 --out "$work/x1"
+
+# A shard whose header declares a larger vocabulary than the tokenizer's, with an id past the
+# tokenizer's vocabulary as the very last token (a target only). Once: a segfault (an
+# out-of-bounds write in the classifier), or training on corrupted memory.
+mkdir -p "$work/oov"
+cp "$corpus"/{val.bin,tokenizer.model} "$work/oov/"
+python3 - "$corpus/train.bin" "$work/oov/train.bin" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+vocab, = struct.unpack_from("<I", b, 32)
+struct.pack_into("<I", b, 32, vocab + 100)        # header vocab: tokenizer's + 100
+struct.pack_into("<H", b, len(b) - 2, vocab + 50)  # last token: past the tokenizer's vocab
+open(sys.argv[2], "wb").write(bytes(b))
+PY
+expect_error "shard vocab above the tokenizer's (token >= V as the last target)" "oov/train.bin declares a vocabulary" \
+    ./build/train "${tiny[@]}" --data "$work/oov" --out "$work/x1"
+
 [ "$before" == "$(snapshot "$work/full")" ] && pass "bad inputs left the existing run's files untouched" || fail "existing files changed"
 [ ! -e "$work/x1" ] && pass "bad inputs created no output directory" || fail "a failed run created $work/x1"
+
+# 5. Hostile checkpoints: each edit of a good checkpoint must be refused by infer and by
+#    train --resume with one line naming the file, and leave the run's files as they were.
+edit() { python3 tests/edit_checkpoint.py "$work/full/ckpt_00000020.safetensors" "$@"; }
+hostile() {  # name, pattern, edit args...
+    local name=$1 pattern=$2; shift 2
+    rm -rf "$work/hostile" && mkdir -p "$work/hostile"
+    cp "$work/full/ckpt_00000010.safetensors" "$work/full/metrics.csv" "$work/hostile/"
+    edit "$work/hostile/ckpt_00000020.safetensors" "$@"
+    local keep; keep=$(snapshot "$work/hostile")
+    expect_error "infer: $name" "$pattern" ./build/infer --checkpoint "$work/hostile" --prompt hi --max-new 4
+    expect_error "train --resume: $name" "$pattern" ./build/train "${tiny[@]}" --out "$work/hostile" --resume
+    [ "$keep" == "$(snapshot "$work/hostile")" ] || fail "$name: the refused run changed files in its --out"
+}
+hostile "\\uZZZZ in the metadata" "corrupt" meta format '"\uZZZZ"'
+hostile "\\uZZZZ in train_args" "train_args are corrupt" train_arg seed '"\uZZZZ"'
+hostile "train_args not JSON" "train_args are corrupt" meta train_args '"garbage{"'
+hostile "step -7" '"step" is "-7"' meta step '"-7"'
+hostile "NaN in an AdamW moment" "AdamW moments" tensor optim.v.wte nan
+hostile "config n_embd 2^30" "--width" meta config '"{\"vocab_size\":512,\"n_layer\":2,\"n_embd\":1073741824,\"n_head\":1,\"rope_theta\":10000,\"layer_attn\":[]}"'
+hostile "config n_layer 2e8" "--layers" meta config '"{\"vocab_size\":512,\"n_layer\":200000000,\"n_embd\":64,\"n_head\":1,\"rope_theta\":10000,\"layer_attn\":[]}"'
+hostile "config n_embd 1e300" "n_embd" meta config '"{\"vocab_size\":512,\"n_layer\":2,\"n_embd\":1e300,\"n_head\":1,\"rope_theta\":10000,\"layer_attn\":[]}"'
+for v in 0 -5 1e12 '"x"'; do
+    rm -rf "$work/hostile" && mkdir -p "$work/hostile"
+    edit "$work/hostile/ckpt_00000020.safetensors" train_arg seq_len "$v"
+    expect_error "infer, seq_len $v: generation" "seq_len" ./build/infer --checkpoint "$work/hostile" --prompt hi --max-new 4
+    expect_error "infer, seq_len $v: perplexity" "seq_len" ./build/infer --checkpoint "$work/hostile" --perplexity "$work/ppl.txt"
+done
+# Resume claims: a run resumes only into the state the checkpoint really describes.
+rm -rf "$work/claims" && cp -r "$work/resumed" "$work/claims" && rm "$work/claims/ckpt_00000020.safetensors"
+keep=$(snapshot "$work/claims")
+expect_error "resume with another --val-batches" "--val-batches" ./build/train "${tiny[@]}" --val-batches 1 --out "$work/claims" --resume
+expect_error "resume with another --val-every" "--val-every" ./build/train "${tiny[@]}" --val-every 5 --out "$work/claims" --resume
+expect_error "resume with another --attention" "--attention" ./build/train "${tiny[@]}" --attention cudnn --doc-mask off --out "$work/claims" --resume
+edit_latest() { python3 tests/edit_checkpoint.py "$work/claims/ckpt_00000010.safetensors" "$work/claims2/ckpt_00000010.safetensors" "$@"; }
+rm -rf "$work/claims2" && mkdir -p "$work/claims2" && cp "$work/claims/metrics.csv" "$work/claims2/"
+edit_latest meta loader_cursor '"3"'
+expect_error "resume where step and loader disagree" "loader is at epoch" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
+edit_latest meta step '"25"'
+expect_error "resume from a step past --steps" "past --steps" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
+edit_latest meta config '"{\"vocab_size\":512,\"n_layer\":2,\"n_embd\":64,\"n_head\":1,\"rope_theta\":10000,\"layer_attn\":[{\"kind\":\"dense\",\"causal\":false},{\"kind\":\"dense\",\"causal\":true}]}"'
+expect_error "resume a model with a non-causal layer" "not causal" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
+grep -q '^20,' "$work/claims2/metrics.csv" && pass "refused resumes kept metrics.csv whole" || fail "a refused resume truncated metrics.csv"
+[ "$keep" == "$(snapshot "$work/claims")" ] && pass "refused resumes left the run's files untouched" || fail "a refused resume changed files"
+
+# 6. Non-finite steps are skipped, not fatal; only --max-bad-steps in a row stop the run, and
+#    then its last good checkpoint is untouched.
+if LNGPT_NAN_STEPS=5-6 ./build/train "${tiny[@]}" --out "$work/nan" > "$work/nan.log" 2>&1; then
+    skipped=$(grep -c ',skipped,' "$work/nan/metrics.csv")
+    [ "$skipped" -eq 2 ] && ! grep -q '^[56],train,' "$work/nan/metrics.csv" && grep -q '^20,val,' "$work/nan/metrics.csv" \
+        && pass "two NaN steps were skipped and logged, training went on to step 20" || fail "NaN steps: $skipped skipped rows"
+else
+    fail "a run with two NaN steps failed: $(tail -2 "$work/nan.log")"
+fi
+LNGPT_NAN_STEPS=12-20 ./build/train "${tiny[@]}" --max-bad-steps 3 --out "$work/nan2" > "$work/nan2.log" 2>"$work/nan2.err"
+code=$?
+if [ $code -eq 1 ] && grep -q "^error: 3 steps in a row" "$work/nan2.err" && [ "$(wc -l < "$work/nan2.err")" -eq 1 ] \
+   && [ "$(ls "$work/nan2" | grep -c ckpt_)" -eq 1 ] && [ -f "$work/nan2/ckpt_00000010.safetensors" ] \
+   && cmp -s "$work/nan2/ckpt_00000010.safetensors" "$work/full/ckpt_00000010.safetensors"; then
+    pass "3 NaN steps in a row stop the run: $(cat "$work/nan2.err"); step 10's checkpoint untouched"
+else
+    fail "NaN streak: exit $code, $(cat "$work/nan2.err"), $(ls "$work/nan2")"
+fi
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -57,7 +57,7 @@ struct Timer {
     }
 };
 
-int main(int argc, char** argv) {
+static int main_body(int argc, char** argv) {
     const char* out_path = nullptr;
     int reps = 5, warmup = 2, max_n = 65536;
     bool variants = false, cudnn = true;
@@ -194,3 +194,5 @@ int main(int argc, char** argv) {
     cudaFree(pos);
     return 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -56,7 +56,7 @@ float median_ms(int iters, F run) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int main_body(int argc, char** argv) {
     std::string out_path;
     int iters = 10, max_n = 65536;
     for (int i = 1; i < argc; i++) {
@@ -136,3 +136,5 @@ int main(int argc, char** argv) {
     }
     return 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -119,7 +119,7 @@ static Result time_pattern(const AttnShape& s, const AttnPattern& pat, int fwd_v
     return r;
 }
 
-int main(int argc, char** argv) {
+static int main_body(int argc, char** argv) {
     const char* out_path = nullptr;
     int reps = 5, warmup = 2;
     long long max_n = 8LL << 20;
@@ -224,3 +224,5 @@ int main(int argc, char** argv) {
     }
     return 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -19,7 +19,7 @@ static std::vector<std::string> split(const std::string& s) {
     return out;
 }
 
-int main(int argc, char** argv) {
+static int main_body(int argc, char** argv) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         std::printf("bench_train: no GPU, skipped\n");
@@ -98,3 +98,5 @@ int main(int argc, char** argv) {
     }
     return 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

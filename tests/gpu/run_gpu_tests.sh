@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test-gpu`: every GPU test binary (build/test_* from tests/gpu/), then compute-sanitizer
-# memcheck and racecheck on the attention kernels at small sizes. Sums the "N passed, M failed"
-# lines. BIN=dir runs binaries from elsewhere (carried builds).
+# memcheck and racecheck on the attention kernels at small sizes, and exact resume of build/train
+# under --deterministic (tests/gpu/test_resume_gpu.sh). Sums the "N passed, M failed" lines.
+# BIN=dir runs binaries from elsewhere (carried builds); CORPUS=dir the resume test's corpus.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-build}
@@ -41,6 +42,9 @@ for t in "$BIN"/test_*; do
     [ -f "tests/gpu/$name.cu" ] || continue  # CPU tests run under make test
     run "$name" "$t"
 done
+# Exact resume under --deterministic (build/train end to end): needs the corpus that
+# tests/test_data_cli.sh prepares on the CPU machine (CORPUS=dir to point elsewhere).
+run test_resume_gpu env BIN="$BIN" tests/gpu/test_resume_gpu.sh "${CORPUS:-build/test_corpus}"
 sanitize memcheck_attention memcheck --leak-check no "$BIN/test_attention" --small
 sanitize racecheck_attention racecheck "$BIN/test_attention" --small
 sanitize memcheck_dilated memcheck --leak-check no "$BIN/test_attention_dilated" --small

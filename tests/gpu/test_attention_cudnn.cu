@@ -294,7 +294,7 @@ void check_supports() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int main_body(int argc, char** argv) {
     uint64_t seed = (uint64_t)std::chrono::system_clock::now().time_since_epoch().count() % 1000000;
     bool quick = false;
     for (int i = 1; i < argc; i++) {
@@ -329,3 +329,5 @@ int main(int argc, char** argv) {
     std::printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed ? 1 : 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -562,7 +562,7 @@ static void run_case(const Case& c, uint64_t seed, bool determinism, bool negati
     }
 }
 
-int main(int argc, char** argv) {
+static int main_body(int argc, char** argv) {
     uint64_t seed = 20261201;
     bool small = false;
     for (int i = 1; i < argc; i++) {
@@ -617,3 +617,5 @@ int main(int argc, char** argv) {
     std::printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

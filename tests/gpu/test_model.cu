@@ -3,7 +3,11 @@
 // backends, then a few AdamW steps whose losses must track the CPU run.
 // bf16 weights and activations put the GPU within about 1e-2 of the fp32/fp64 reference;
 // a negative control (gradients of another batch) shows the comparison can fail.
+// Also: deterministic mode (two runs of a few AdamW steps bit-identical, dense and dilated, at
+// T = 1024) and out-of-vocabulary tokens and targets refused with the row and position named.
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 #include "model/gpt_cuda.cuh"
@@ -116,7 +120,137 @@ static void compare_training(uint64_t seed) {
     report(last < first, "10 training steps: the GPU loss falls", last / first, 1.0);
 }
 
-int main(int argc, char** argv) {
+static void check(bool ok, const std::string& what) {
+    std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
+    (ok ? passed : failed)++;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Determinism (CudaBackend's deterministic mode): everything a training run keeps, after a few
+// AdamW steps from the same start on the same batches, bit for bit.
+
+struct TrainTrace {
+    std::vector<float> losses, grads_first, grads_last, params, m, v;
+    std::vector<double> norms;
+};
+
+// AdamW steps on batches[0..n-2], then a forward_backward of the last batch (grads_last).
+static TrainTrace train_trace(const GPTConfig& cfg, bool deterministic, const std::vector<float>& w,
+                              const std::vector<Batch>& batches) {
+    CudaBackend gpu(cfg, AttnBackend::Flash, deterministic);
+    gpu.set_params(w.data());
+    TrainTrace r;
+    const size_t n = gpu.num_params();
+    for (size_t s = 0; s < batches.size(); s++) {
+        const Batch& b = batches[s];
+        r.losses.push_back(gpu.forward_backward(b.tokens.data(), b.targets.data(), b.doc_start.data(), b.B, b.T));
+        if (s == 0) r.grads_first.resize(n), gpu.get_grads(r.grads_first.data());
+        if (s + 1 == batches.size()) break;
+        const double norm = gpu.grad_norm();
+        r.norms.push_back(norm);
+        gpu.adamw_step(1e-3f, clip_scale(norm, 1.0f), AdamWConfig{}, (int)s + 1);
+    }
+    r.grads_last.resize(n), r.params.resize(n), r.m.resize(n), r.v.resize(n);
+    gpu.get_grads(r.grads_last.data());
+    gpu.get_params(r.params.data());
+    gpu.get_opt_state(r.m.data(), r.v.data());
+    return r;
+}
+
+template <typename T>
+static bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+static size_t count_differing(const std::vector<float>& a, const std::vector<float>& b) {
+    size_t d = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); i++) d += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return d;
+}
+
+// Two deterministic runs agree bit for bit (losses, gradient norms, gradients, weights, AdamW
+// moments). B = 8, T = 1024 and several heads, so the default backward's atomic dQ gets several key
+// tiles adding into each query row: two default runs usually differ, reported as INFO (the
+// atomics may by chance agree). The deterministic backward computes the same gradient as the
+// default one (within bf16 rounding), and the forward is the same kernel in both modes.
+static void check_determinism(const char* name, const GPTConfig& cfg, uint64_t seed) {
+    gc::Rng rng(seed);
+    std::vector<float> w(param_layout(cfg).back().offset + param_layout(cfg).back().size);
+    init_gpt_weights(w.data(), cfg, seed);
+    std::vector<Batch> batches;
+    // 8 x 1024 tokens: more key-tile blocks than the GPU runs at once, so they finish in an
+    // order that varies (with all of them resident, the atomics tend to land in one order).
+    for (int s = 0; s < 4; s++) batches.push_back(make_batch(rng, 8, 1024, cfg.vocab_size, true));
+    const TrainTrace a = train_trace(cfg, true, w, batches), b = train_trace(cfg, true, w, batches);
+    const std::string pre = std::string(name) + ", deterministic, 3 AdamW steps twice: ";
+    check(same_bits(a.losses, b.losses) && same_bits(a.norms, b.norms), pre + "losses and gradient norms bit-identical");
+    check(same_bits(a.grads_first, b.grads_first) && same_bits(a.grads_last, b.grads_last),
+          pre + "gradients (first and last step) bit-identical (" + std::to_string(count_differing(a.grads_last, b.grads_last)) +
+              " differ)");
+    check(same_bits(a.params, b.params) && same_bits(a.m, b.m) && same_bits(a.v, b.v),
+          pre + "weights and AdamW moments bit-identical (" + std::to_string(count_differing(a.params, b.params)) + " differ)");
+
+    const TrainTrace c = train_trace(cfg, false, w, batches), d = train_trace(cfg, false, w, batches);
+    check(std::memcmp(&a.losses[0], &c.losses[0], sizeof(float)) == 0,
+          std::string(name) + ": first loss identical with and without deterministic (same forward)");
+    const double e = gc::norm_rel_error(a.grads_first.data(), c.grads_first.data(), a.grads_first.size());
+    report(e < 1e-2, std::string(name) + ": deterministic backward's gradient ~ the default's", e, 1e-2);
+    std::printf("INFO %s, default (atomic dQ) backward run twice: %zu of %zu first-step gradients differ, %zu weights "
+                "differ after 3 steps%s\n",
+                name, count_differing(c.grads_first, d.grads_first), c.grads_first.size(), count_differing(c.params, d.params),
+                same_bits(c.grads_first, d.grads_first) ? " (the atomics happened to agree)" : "");
+}
+
+// Token and target ids outside the vocabulary are refused on the host, naming the batch row
+// and position, before anything reaches the device (the classifier reads logit[target]);
+// targets < 0 (ignored positions) pass; the backend still works after a refusal.
+static void check_vocab_errors(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig cfg;
+    cfg.vocab_size = 515, cfg.n_layer = 1, cfg.n_embd = 128, cfg.n_head = 2;
+    const int V = cfg.vocab_size, T = 64;
+    CudaBackend gpu(cfg, AttnBackend::Flash);
+    gpu.init_weights(seed);
+    const Batch b = make_batch(rng, 2, T, V, false);
+    const float before = gpu.forward_backward(b.tokens.data(), b.targets.data(), nullptr, b.B, b.T);
+    auto expect_fatal = [&](const std::string& what, const std::string& needle, auto&& call) {
+        try {
+            call();
+            check(false, what + ": accepted");
+        } catch (const FatalError& e) {
+            const std::string msg = e.what();
+            check(msg.find(needle) != std::string::npos, what + ": FatalError \"" + msg + "\"");
+        }
+    };
+    Batch bad = b;
+    bad.tokens[1 * T + 7] = V;
+    expect_fatal("token = V (forward_backward)", "token id 515 at batch row 1, position 7 is outside the model's vocabulary of 515",
+                 [&] { gpu.forward_backward(bad.tokens.data(), bad.targets.data(), nullptr, bad.B, bad.T); });
+    bad = b;
+    bad.tokens[0 * T + 2] = -3;
+    expect_fatal("token = -3 (inference forward)", "token id -3 at batch row 0, position 2 is outside the model's vocabulary",
+                 [&] { gpu.forward(bad.tokens.data(), nullptr, nullptr, bad.B, bad.T, nullptr); });
+    bad = b;
+    bad.targets[1 * T + 63] = V + 4;
+    expect_fatal("target = V + 4 (forward_backward)", "target id 519 at batch row 1, position 63 is outside the model's vocabulary of 515",
+                 [&] { gpu.forward_backward(bad.tokens.data(), bad.targets.data(), nullptr, bad.B, bad.T); });
+    expect_fatal("target = V + 4 (forward with targets)", "target id 519 at batch row 1, position 63",
+                 [&] { gpu.forward(bad.tokens.data(), bad.targets.data(), nullptr, bad.B, bad.T, nullptr); });
+    bad = b;
+    bad.targets[0] = -1, bad.targets[T + 1] = -7;  // ignored positions
+    bool ok = true;
+    try {
+        ok = std::isfinite(gpu.forward_backward(bad.tokens.data(), bad.targets.data(), nullptr, bad.B, bad.T));
+    } catch (const FatalError& e) {
+        ok = false;
+        std::printf("  %s\n", e.what());
+    }
+    check(ok, "negative targets (-1, -7) are ignored positions, not errors");
+    const float after = gpu.forward_backward(b.tokens.data(), b.targets.data(), nullptr, b.B, b.T);
+    check(std::memcmp(&before, &after, sizeof(float)) == 0, "after the refusals the same batch gives the same loss");
+    expect_fatal("cudnn attention with deterministic", "--attention flash", [&] { CudaBackend x(cfg, AttnBackend::Cudnn, true); });
+}
+
+static int main_body(int argc, char** argv) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         std::printf("test_model: no GPU, skipped\n0 passed, 0 failed\n");
@@ -130,6 +264,18 @@ int main(int argc, char** argv) {
     compare_model(AttnBackend::Cudnn, "cudnn attention", seed + 1);
     compare_model(AttnBackend::Flash, "flash, dilated layer + dense layer, doc mask", seed + 3, true);
     compare_training(seed + 2);
+    check_vocab_errors(seed + 4);
+    {
+        GPTConfig dense;  // D = 64
+        dense.vocab_size = 2048, dense.n_layer = 2, dense.n_embd = 256, dense.n_head = 4;
+        check_determinism("dense, 4 heads of 64, T 1024", dense, seed + 5);
+        GPTConfig dil = dense;  // D = 128; layer 0 dilated, layer 1 dense
+        dil.n_embd = 512;
+        dil.layer_attn = {AttnPattern{AttnKind::Dilated, true, {512, 1024}, {1, 2}}, AttnPattern{}};
+        check_determinism("dilated + dense, 4 heads of 128, T 1024", dil, seed + 6);
+    }
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -976,7 +976,7 @@ static void run_perf(const char* out_path) {
 
 // ------------------------------------------------------------------------------------------------
 
-int main(int argc, char** argv) {
+static int main_body(int argc, char** argv) {
     bool perf = false;
     const char* out_path = nullptr;
     for (int i = 1; i < argc; i++) {
@@ -1014,3 +1014,5 @@ int main(int argc, char** argv) {
     std::printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
+
+int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -1,0 +1,187 @@
+// Hostile input to the parsers and loaders that train and infer trust: JSON, the model config,
+// checkpoint metadata and tensors, flags, token ids. Each case is one the project once got
+// wrong (an uncaught std::invalid_argument, undefined float->int casts, a bad_alloc, an
+// out-of-bounds write); each must now end in a FatalError or JsonError whose message names the
+// culprit. Prints PASS/FAIL lines and "N passed, M failed".
+#include <unistd.h>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+#include "model/backend.h"
+#include "model/checkpoint.h"
+#include "model/flags.h"
+
+static int g_passed = 0, g_failed = 0;
+
+static void check(bool ok, const std::string& name, const std::string& detail = "") {
+    std::printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.empty() ? "" : ": ", detail.c_str());
+    (ok ? g_passed : g_failed)++;
+}
+
+// Passes when body throws FatalError or JsonError whose message contains `want`; any other
+// exception, or none, fails.
+static void expect_refused(const std::string& name, const std::function<void()>& body, const std::string& want) {
+    try {
+        body();
+        check(false, name, "accepted");
+    } catch (const FatalError& e) {
+        check(std::string(e.what()).find(want) != std::string::npos, name, e.what());
+    } catch (const JsonError& e) {
+        check(std::string(e.what()).find(want) != std::string::npos, name, e.what());
+    } catch (const std::exception& e) {
+        check(false, name, std::string("wrong exception: ") + e.what());
+    }
+}
+
+static std::string json_string(const std::string& literal) { return JsonParser(literal).parse().as_string(); }
+
+static void test_json() {
+    check(json_string("\"\\u00e9\\u4e2d\"") == "\xc3\xa9\xe4\xb8\xad", "\\u escapes decode to UTF-8");
+    check(json_string("\"\\ud83d\\ude00\"") == "\xf0\x9f\x98\x80", "a surrogate pair decodes to one code point");
+    expect_refused("\\uZZZZ", [] { json_string("\"\\uZZZZ\""); }, "four hex digits");
+    expect_refused("\\u+123", [] { json_string("\"\\u+123\""); }, "four hex digits");
+    expect_refused("\\u12 at the end", [] { json_string("\"\\u12"); }, "four hex digits");
+    expect_refused("lone surrogate", [] { json_string("\"\\ud83d x\""); }, "surrogate");
+    expect_refused("number beyond a double", [] { JsonParser("1e999").parse(); }, "out of range");
+    expect_refused("number with two dots", [] { JsonParser("1.2.3").parse(); }, "trailing");
+    expect_refused("a lone minus", [] { JsonParser("-").parse(); }, "bad number");
+    expect_refused("nesting 1000 deep", [] { JsonParser(std::string(1000, '[')).parse(); }, "too deep");
+    expect_refused("integer field that is a fraction", [] { JsonParser("2.5").parse().as_int("n_layer", 0, 10); }, "n_layer");
+    expect_refused("integer field out of int range", [] { JsonParser("1e300").parse().as_int("n_embd", 0, 2147483647); }, "n_embd");
+}
+
+static std::string config_with(const std::string& key, const std::string& value) {
+    GPTConfig c;
+    std::string j = config_to_json(c);
+    const size_t at = j.find("\"" + key + "\":");
+    const size_t begin = at + key.size() + 3, end = j.find_first_of(",}", begin);
+    return j.substr(0, begin) + value + j.substr(end);
+}
+
+static void test_config() {
+    expect_refused("config n_embd 1e300", [] { config_from_json(config_with("n_embd", "1e300")); }, "n_embd");
+    expect_refused("config n_layer -3", [] { config_from_json(config_with("n_layer", "-3")); }, "n_layer");
+    expect_refused("config n_embd 2^30", [] { validate_config(config_from_json(config_with("n_embd", "1073741824")), true); }, "--width");
+    expect_refused("config n_layer 2e8", [] { validate_config(config_from_json(config_with("n_layer", "200000000")), true); }, "--layers");
+    expect_refused("config vocab 2^31-1", [] { validate_config(config_from_json(config_with("vocab_size", "2147483647")), true); }, "--vocab");
+    expect_refused("config rope_theta string", [] { config_from_json(config_with("rope_theta", "\"x\"")); }, "number");
+    expect_refused("config that is an array", [] { config_from_json("[1,2]"); }, "not an object");
+    GPTConfig wide;
+    wide.n_layer = 1000, wide.n_embd = 8192, wide.n_head = 64;
+    expect_refused("config of 800G parameters", [&] { validate_config(wide); }, "parameters");
+    wide.n_embd = 2147483584, wide.n_head = 33554431;  // once: 3*C and 4*C overflowed int
+    expect_refused("--width 2147483584 --heads 33554431", [&] { validate_config(wide); }, "--width");
+}
+
+// A small valid training checkpoint, then copies with one metadata value or tensor replaced.
+struct CheckpointFixture {
+    std::string dir, path;
+    SafetensorsFile file;
+    CheckpointFixture() {
+        char tmpl[] = "/tmp/inputs_testXXXXXX";
+        if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+        dir = tmpl;
+        GPTConfig cfg;
+        cfg.vocab_size = 16, cfg.n_layer = 1, cfg.n_embd = 8, cfg.n_head = 2;
+        CpuBackend m(cfg);
+        m.init_weights(3);
+        path = checkpoint_path(dir, 5);
+        TrainState st{5, 5, 0, 20, "{\"seq_len\":32}"};
+        save_checkpoint(path, m, "tok", &st);
+        file = read_safetensors(path);
+    }
+    ~CheckpointFixture() {
+        for (const char* name : {"/ckpt_00000005.safetensors", "/edited.safetensors"}) std::remove((dir + name).c_str());
+        rmdir(dir.c_str());
+    }
+    // Writes the checkpoint with metadata[key] = value (or, with tensor set, that tensor's first
+    // value replaced), returns its path.
+    std::string edited(const std::string& key, const std::string& value, const char* tensor = nullptr, float x = 0) {
+        std::map<std::string, std::string> meta = file.metadata;
+        if (!key.empty()) meta[key] = value;
+        std::vector<std::vector<char>> copies;
+        std::vector<TensorToWrite> ts;
+        for (const auto& [name, t] : file.tensors) {
+            copies.emplace_back(file.data.begin() + t.begin, file.data.begin() + t.end);
+            if (tensor && name == tensor) std::memcpy(copies.back().data(), &x, 4);
+            ts.push_back({name, t.shape, copies.back().data()});
+        }
+        const std::string out = dir + "/edited.safetensors";
+        write_safetensors(out, ts, meta);
+        return out;
+    }
+};
+
+static void test_checkpoint() {
+    CheckpointFixture f;
+    check(load_checkpoint(f.edited("", "")).state.step == 5, "an unedited copy loads");
+    expect_refused("step -7", [&] { load_checkpoint(f.edited("step", "-7")); }, "\"step\"");
+    expect_refused("step 0", [&] { load_checkpoint(f.edited("step", "0")); }, "step is 0");
+    expect_refused("step 99999999999", [&] { load_checkpoint(f.edited("step", "99999999999")); }, "\"step\"");
+    expect_refused("step 12abc", [&] { load_checkpoint(f.edited("step", "12abc")); }, "\"step\"");
+    expect_refused("loader_cursor -1", [&] { load_checkpoint(f.edited("loader_cursor", "-1")); }, "loader_cursor");
+    expect_refused("updates above step", [&] { load_checkpoint(f.edited("updates", "6")); }, "updates");
+    expect_refused("train_args garbage", [&] { load_checkpoint(f.edited("train_args", "{not json")); }, "train_args");
+    expect_refused("train_args \\uZZZZ", [&] { load_checkpoint(f.edited("train_args", "{\"a\":\"\\uZZZZ\"}")); }, "train_args");
+    expect_refused("config \\uZZZZ", [&] { load_checkpoint(f.edited("config", "{\"vocab_size\":\"\\uZZZZ\"}")); }, "config");
+    expect_refused("config n_embd 2^30", [&] {
+        load_checkpoint(f.edited("config", config_with("n_embd", "1073741824")));
+    }, "--width");
+    expect_refused("NaN in AdamW m", [&] { load_checkpoint(f.edited("", "", "optim.m.wte", NAN)); }, "AdamW moments");
+    expect_refused("negative AdamW v", [&] { load_checkpoint(f.edited("", "", "optim.v.lnf.bias", -1.0f)); }, "AdamW moments");
+    expect_refused("Inf weight", [&] { load_checkpoint(f.edited("", "", "wte", INFINITY)); }, "NaN or Inf weights");
+    auto seq_len_of = [&](const std::string& args) {
+        const Checkpoint c = load_checkpoint(f.edited("train_args", args));
+        return checkpoint_seq_len(c, f.path, kMaxSeqLen);
+    };
+    check(seq_len_of("{\"seq_len\":32}") == 32, "checkpoint_seq_len reads seq_len");
+    expect_refused("seq_len 0", [&] { seq_len_of("{\"seq_len\":0}"); }, "seq_len");
+    expect_refused("seq_len -5", [&] { seq_len_of("{\"seq_len\":-5}"); }, "seq_len");
+    expect_refused("seq_len 1e12", [&] { seq_len_of("{\"seq_len\":1e12}"); }, "seq_len");
+    expect_refused("seq_len missing", [&] { seq_len_of("{}"); }, "seq_len");
+    expect_refused("a directory as checkpoint", [&] { load_checkpoint(f.dir); }, "not a regular file");
+}
+
+static void test_flags() {
+    auto parse = [](std::vector<const char*> args) {
+        float lr = 1;
+        int n = 1;
+        Flags flags("t", "test");
+        flags.add_float("lr", &lr, "");
+        flags.add_int("n", &n, "");
+        args.insert(args.begin(), "t");
+        flags.parse((int)args.size(), const_cast<char**>(args.data()));
+    };
+    expect_refused("--lr inf", [&] { parse({"--lr", "inf"}); }, "--lr");
+    expect_refused("--lr nan", [&] { parse({"--lr=nan"}); }, "--lr");
+    expect_refused("--lr 1e40 (overflows a float)", [&] { parse({"--lr", "1e40"}); }, "--lr");
+    expect_refused("--n 1e8", [&] { parse({"--n", "1e8"}); }, "--n");
+    expect_refused("--n 99999999999", [&] { parse({"--n", "99999999999"}); }, "--n");
+}
+
+static void test_token_ids() {
+    GPTConfig cfg;
+    cfg.vocab_size = 16, cfg.n_layer = 1, cfg.n_embd = 8, cfg.n_head = 2;
+    CpuBackend m(cfg);
+    m.init_weights(1);
+    std::vector<int> in = {1, 2, 3, 4}, tg = {2, 3, 4, 5};
+    check(std::isfinite(m.forward(in.data(), tg.data(), nullptr, 2, 2, nullptr)), "ids inside the vocabulary run");
+    tg[3] = 16;  // once: an out-of-bounds write in classifier_forward_backward
+    expect_refused("target == V", [&] { m.forward(in.data(), tg.data(), nullptr, 2, 2, nullptr); }, "row 1, position 1");
+    tg[3] = 5, in[2] = 99;
+    expect_refused("token > V", [&] { m.forward(in.data(), tg.data(), nullptr, 2, 2, nullptr); }, "token id 99");
+    in[2] = -2;
+    expect_refused("negative token", [&] { m.forward(in.data(), tg.data(), nullptr, 2, 2, nullptr); }, "token id -2");
+    expect_refused("batch x window too large", [&] { m.reserve(1 << 20, 1 << 20); }, "--batch");
+}
+
+int main() {
+    test_json();
+    test_config();
+    test_checkpoint();
+    test_flags();
+    test_token_ids();
+    std::printf("%d passed, %d failed\n", g_passed, g_failed);
+    return g_failed ? 1 : 0;
+}
