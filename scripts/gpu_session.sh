@@ -29,6 +29,14 @@ for stage in $STAGES; do
                "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/train" --perplexity "$CARRY/corpus/val_text.txt" --ctx 1024 >> "$OUT/infer.log" 2>&1
                summary+=("infer: exit $? ($((SECONDS - t0)) s): $(grep -E '^file' "$OUT/infer.log")")
                cat "$OUT/infer.log" ;;
+        long_prompt) # a book-sized prompt (400 KB of the corpus text) must start generating in
+               # seconds (issue 7); needs the train stage's checkpoint
+               head -c 400000 "$CARRY/corpus/bible.txt" > "$OUT/prompt_400k.txt"
+               t1=$(date +%s.%N)
+               "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/train" --prompt-file "$OUT/prompt_400k.txt" --max-new 16 --seed 3 > "$OUT/long_prompt.log" 2>&1
+               code=$?; t2=$(date +%s.%N)
+               summary+=("long_prompt: exit $code, 400 KB prompt + 16 new tokens in $(awk -v a=$t1 -v b=$t2 'BEGIN{printf "%.2f", b-a}') s")
+               tail -c 300 "$OUT/long_prompt.log"; echo ;;
         errors) # bad input on the GPU: one line, the cause and the fix, no bare CUDA error
                for args in "--batch 64 --seq-len 32768" "--attention cudnn" "--attention cudnn --doc-mask off --attn dilated"; do
                    "$CARRY/bin/train" --device cuda --data "$CARRY/corpus" --out "$OUT/bad" --steps 2 $args > "$OUT/err.log" 2>&1
