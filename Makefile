@@ -39,7 +39,7 @@ help:
 build:
 	@mkdir -p build
 
-HEADERS := $(wildcard layers/*.h layers/cuda/*.cuh model/*.h model/*.cuh data/*.h)
+HEADERS := $(wildcard layers/*.h layers/patterns/*.h layers/cuda/*.cuh model/*.h model/*.cuh data/*.h)
 build/train: train.cu $(HEADERS) | build
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(GPU_LIBS)
 
@@ -49,13 +49,16 @@ build/infer: infer.cu $(HEADERS) | build
 build/attention_tool: tools/attention_tool.cu $(HEADERS) | build
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(GPU_LIBS)
 
-build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h model/*.h tests/*.h) | build
+build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_inputs_cpu: tests/test_inputs_cpu.cpp $(wildcard layers/*.h model/*.h data/*.h) | build
+build/test_inputs_cpu: tests/test_inputs_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard layers/*.h model/*.h tests/*.h) | build
+build/test_attention_cpu: tests/test_attention_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
+	$(CXX) $(CXXFLAGS) -o $@ $<
+
+build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
 
 # GPU tests and benchmarks: every tests/gpu/test_*.cu and tests/gpu/bench_*.cu builds to
@@ -71,7 +74,7 @@ include data/rules.mk
 include tests/rules.mk
 include tests/fuzz/rules.mk
 
-BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu build/test_inputs_cpu $(GPU_BINARIES)
+BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu build/test_inputs_cpu build/test_attention_cpu $(GPU_BINARIES)
 all: deps
 	$(MAKE) -j2 $(BINARIES)
 

@@ -118,8 +118,9 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
         if (a.causal != b.causal) return "layer " + std::to_string(l) + " of the checkpoint's model is " + (b.causal ? "" : "not ") + "causal, which train does not make";
         if (a.kind != b.kind)
             return "layer " + std::to_string(l) + " is " + attn_kind_name(a.kind) + " (--attn, --dense-layers) but " + attn_kind_name(b.kind) + " in the checkpoint's model";
-        if (a.segments != b.segments || a.dilations != b.dilations)
-            return "layer " + std::to_string(l) + "'s --segments or --dilations differ from the checkpoint's model";
+        if (pattern_to_json(a) != pattern_to_json(b))
+            return "layer " + std::to_string(l) + "'s " + attn_kind_name(a.kind) + " pattern (" + pattern_to_json(a) +
+                   ") differs from the checkpoint's model (" + pattern_to_json(b) + ")";
     }
     return "";
 }

@@ -2,85 +2,109 @@
 // attends. Every implementation (CPU reference, CUDA kernels, ring over GPUs) computes
 //   O(p) = sum_k m(p,k) exp(s q_p.k_k - L(p)) v_k,   L(p) = log sum_k m(p,k) exp(s q_p.k_k)
 // where m(p,k) = key_multiplicity(...) counts how often key k is in the multiset of keys of
-// query p (see ../shared/attention-spec.md). Positions are GLOBAL sequence positions, so the
-// same function stays right once a sequence is split across GPUs.
+// query p (see ../shared/attention-spec.md). Positions are GLOBAL sequence positions and N the
+// GLOBAL sequence length, so the same function stays right once a sequence is split across GPUs.
+//
+// Each pattern is a module in layers/patterns/ (listed in registry.h); the functions below
+// dispatch to it, so no other file switches on the kind.
 #pragma once
 #include <algorithm>
 #include <string>
 #include <vector>
+#include "layers/patterns/pattern_params.h"
+#include "layers/patterns/dense.h"
+#include "layers/patterns/dilated.h"
 
-enum class AttnKind { Dense, Dilated };
-
-struct AttnPattern {
-    AttnKind kind = AttnKind::Dense;
-    bool causal = true;
-    // Dilated (LongNet): branch i has segment length segments[i] and dilation dilations[i].
-    std::vector<int> segments, dilations;
-};
-
-inline const char* attn_kind_name(AttnKind kind) {
+// Calls f(Module{}) for the module of `kind`: the one switch over the patterns.
+template <typename F>
+decltype(auto) with_pattern_module(AttnKind kind, F&& f) {
     switch (kind) {
-        case AttnKind::Dense: return "dense";
-        case AttnKind::Dilated: return "dilated";
+#define ATTN_KIND_CASE(Kind, Module) \
+    case AttnKind::Kind: return f(Module{});
+        ATTN_PATTERNS(ATTN_KIND_CASE)
+#undef ATTN_KIND_CASE
     }
-    return "?";
+    fatal("attention pattern kind %d is not registered", (int)kind);
 }
 
-// The offset class that head `head` keeps in a branch of dilation r.
-inline int dilated_class(int head, int r) { return head % r; }
+inline const char* attn_kind_name(AttnKind kind) {
+    return with_pattern_module(kind, [](auto m) { return decltype(m)::kName; });
+}
+
+// The kind named `name` (as in --attn and checkpoints); false if there is none.
+inline bool attn_kind_from_name(const std::string& name, AttnKind* kind) {
+#define ATTN_KIND_NAME(Kind, Module) \
+    if (name == Module::kName) return *kind = AttnKind::Kind, true;
+    ATTN_PATTERNS(ATTN_KIND_NAME)
+#undef ATTN_KIND_NAME
+    return false;
+}
+
+// "dense or dilated": the names, for error messages and help.
+inline std::string attn_kind_names() {
+    std::vector<std::string> names;
+#define ATTN_KIND_LIST(Kind, Module) names.push_back(Module::kName);
+    ATTN_PATTERNS(ATTN_KIND_LIST)
+#undef ATTN_KIND_LIST
+    std::string out;
+    for (size_t i = 0; i < names.size(); i++) out += (i ? (i + 1 == names.size() ? " or " : ", ") : "") + names[i];
+    return out;
+}
 
 // How many times the query at global position qpos counts the key at global position kpos
 // (0: masked out), for head `head` of a sequence of `seq_len` tokens.
 inline int key_multiplicity(const AttnPattern& pattern, int head, int qpos, int kpos, int seq_len) {
     if (pattern.causal && kpos > qpos) return 0;
-    switch (pattern.kind) {
-        case AttnKind::Dense: return 1;
-        case AttnKind::Dilated: {
-            // One count per branch whose kept set holds both: the same segment (of the effective
-            // length min(w, N)) and, inside it, both offsets in the head's class mod r.
-            int m = 0;
-            for (size_t i = 0; i < pattern.segments.size(); i++) {
-                const int w = std::min(pattern.segments[i], seq_len), r = pattern.dilations[i];
-                const int seg = qpos / w, start = seg * w, cls = dilated_class(head, r);
-                if (kpos / w == seg && (qpos - start) % r == cls && (kpos - start) % r == cls) m++;
-            }
-            return m;
-        }
-    }
-    return 0;
+    return with_pattern_module(pattern.kind,
+                               [&](auto m) { return decltype(m)::multiplicity(pattern, head, qpos, kpos, seq_len); });
 }
 
 // "" when the pattern is well formed, else what is wrong with it (in terms of the flags).
 inline std::string pattern_error(const AttnPattern& p) {
-    if (p.kind == AttnKind::Dense) return "";
-    if (p.segments.empty()) return "--segments is empty: give at least one segment length";
-    if (p.segments.size() != p.dilations.size())
-        return "--segments has " + std::to_string(p.segments.size()) + " entries but --dilations has " +
-               std::to_string(p.dilations.size()) + ": give one dilation per segment";
-    for (size_t i = 0; i < p.segments.size(); i++) {
-        const int w = p.segments[i], r = p.dilations[i];
-        if (w < 1 || r < 1) return "segment " + std::to_string(w) + " and dilation " + std::to_string(r) + " must be positive";
-        if (r > w) return "dilation " + std::to_string(r) + " exceeds its segment " + std::to_string(w) + ": need r <= w";
-    }
-    return "";
+    return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::validate(p); });
 }
 
 // Query-key pairs the pattern keeps (a key counted as often as its multiplicity), summed over H
 // heads of one sequence of N tokens: the FLOP count is 4 * D * pairs forward, 3.5x that for
 // forward + backward (../shared/attention-spec.md).
 inline double pairs_kept(const AttnPattern& p, int N, int H) {
-    auto pairs = [&](double n) { return p.causal ? n * (n + 1) / 2 : n * n; };
-    if (p.kind == AttnKind::Dense) return H * pairs(N);
-    double total = 0;
-    for (size_t i = 0; i < p.segments.size(); i++) {
-        const int w = std::min(p.segments[i], N), r = p.dilations[i];
-        for (long long start = 0; start < N; start += w) {  // 64-bit: start + w may pass INT_MAX
-            const int len = (int)std::min<long long>(w, N - start);
-            for (int h = 0; h < H; h++) {
-                const int cls = dilated_class(h, r);
-                total += pairs(cls < len ? (len - 1 - cls) / r + 1 : 0);
-            }
-        }
-    }
-    return total;
+    return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::pairs_kept(p, N, H); });
+}
+
+// The tile schedule of the CPU tiled kernel (layers/attention_tiled.h): may queries with
+// positions in [q_lo, q_hi] attend keys in [k_lo, k_hi] at all, and does every such pair count
+// exactly once (then the tile needs no element mask beyond causality and documents)?
+inline bool pattern_tiles_meet(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int seq_len) {
+    if (p.causal && k_lo > q_hi) return false;
+    return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::tiles_meet(p, q_lo, q_hi, k_lo, k_hi, seq_len); });
+}
+inline bool pattern_tiles_full(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int seq_len) {
+    return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::tiles_full(p, q_lo, q_hi, k_lo, k_hi, seq_len); });
+}
+
+// The pattern `name` from its flags; fatal naming the flags on a bad value.
+inline AttnPattern pattern_from_flags(const std::string& name, const PatternFlags& flags) {
+    AttnPattern p;
+    if (!attn_kind_from_name(name, &p.kind)) fatal("--attn must be %s (got '%s')", attn_kind_names().c_str(), name.c_str());
+    with_pattern_module(p.kind, [&](auto m) { decltype(m)::from_flags(flags, p); });
+    const std::string why = pattern_error(p);
+    if (!why.empty()) fatal("--attn %s: %s", name.c_str(), why.c_str());
+    return p;
+}
+
+// {"kind":"dilated","causal":true,"segments":[...],...}
+inline std::string pattern_to_json(const AttnPattern& p) {
+    const std::string fields = with_pattern_module(p.kind, [&](auto m) { return decltype(m)::json_fields(p); });
+    return std::string("{\"kind\":\"") + attn_kind_name(p.kind) + "\",\"causal\":" + (p.causal ? "true" : "false") +
+           fields + "}";
+}
+
+// Throws JsonError on a malformed entry (validation is the caller's: pattern_error).
+inline AttnPattern pattern_from_json(const Json& j) {
+    AttnPattern p;
+    const std::string& kind = j.at("kind").as_string();
+    if (!attn_kind_from_name(kind, &p.kind)) throw JsonError("unknown attention kind " + kind);
+    with_pattern_module(p.kind, [&](auto m) { decltype(m)::from_json(j, p); });
+    p.causal = j.at("causal").as_bool("causal");
+    return p;
 }

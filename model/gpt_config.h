@@ -62,37 +62,14 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
     if (!(c.rope_theta > 1) || !std::isfinite(c.rope_theta)) fatal("--rope-theta must be finite and > 1 (got %g)", c.rope_theta);
 }
 
-// "2048,4096,8192" -> {2048, 4096, 8192}; fatal naming the flag on anything else.
-inline std::vector<int> parse_int_list(const std::string& text, const char* flag) {
-    std::vector<int> out;
-    size_t at = 0;
-    while (at <= text.size() && !text.empty()) {
-        const size_t comma = std::min(text.find(',', at), text.size());
-        const std::string item = text.substr(at, comma - at);
-        char* end = nullptr;
-        const long v = std::strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end || v < -2147483647L || v > 2147483647L)
-            fatal("%s expects a comma-separated list of integers, got '%s'", flag, text.c_str());
-        out.push_back((int)v);
-        at = comma + 1;
-    }
-    return out;
-}
-
 // The per-layer patterns from the flags: --attn dense|dilated, --segments, --dilations, and
 // --dense-layers (layers that stay dense in a dilated model).
 inline std::vector<AttnPattern> layer_patterns_from_flags(int n_layer, const std::string& attn, const std::string& segments,
                                                           const std::string& dilations, const std::string& dense_layers) {
-    AttnPattern p;
-    if (attn == "dilated") {
-        p.kind = AttnKind::Dilated;
-        p.segments = parse_int_list(segments, "--segments");
-        p.dilations = parse_int_list(dilations, "--dilations");
-        const std::string why = pattern_error(p);
-        if (!why.empty()) fatal("--attn dilated: %s", why.c_str());
-    } else if (attn != "dense") {
-        fatal("--attn must be dense or dilated (got '%s')", attn.c_str());
-    }
+    PatternFlags flags;
+    flags.segments = segments;
+    flags.dilations = dilations;
+    const AttnPattern p = pattern_from_flags(attn, flags);
     std::vector<AttnPattern> out(n_layer, p);
     for (int l : parse_int_list(dense_layers, "--dense-layers")) {
         if (l < 0 || l >= n_layer) fatal("--dense-layers: layer %d does not exist (the model has %d layers)", l, n_layer);
@@ -103,18 +80,7 @@ inline std::vector<AttnPattern> layer_patterns_from_flags(int n_layer, const std
 
 inline std::string config_to_json(const GPTConfig& c) {
     std::string attn = "[";
-    for (int l = 0; l < c.n_layer; l++) {
-        const AttnPattern p = c.attn(l);
-        auto list = [](const std::vector<int>& v) {
-            std::string out = "[";
-            for (size_t i = 0; i < v.size(); i++) out += (i ? "," : "") + std::to_string(v[i]);
-            return out + "]";
-        };
-        attn += (l ? "," : "") + std::string("{\"kind\":\"") + attn_kind_name(p.kind) +
-                "\",\"causal\":" + (p.causal ? "true" : "false");
-        if (p.kind == AttnKind::Dilated) attn += ",\"segments\":" + list(p.segments) + ",\"dilations\":" + list(p.dilations);
-        attn += "}";
-    }
+    for (int l = 0; l < c.n_layer; l++) attn += (l ? "," : "") + pattern_to_json(c.attn(l));
     attn += "]";
     char buf[256];
     snprintf(buf, sizeof buf, "{\"vocab_size\":%d,\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"rope_theta\":%.9g,",
@@ -138,18 +104,6 @@ inline GPTConfig config_from_json(const std::string& text) {
     c.rope_theta = (float)theta;
     const std::vector<Json>& layers = j.at("layer_attn").as_array("layer_attn");
     if (layers.size() > (size_t)kMaxLayers) throw JsonError("layer_attn has too many entries");
-    for (const Json& p : layers) {
-        AttnPattern a;
-        const std::string& kind = p.at("kind").as_string();
-        if (kind == "dilated") {
-            a.kind = AttnKind::Dilated;
-            for (const Json& w : p.at("segments").as_array("segments")) a.segments.push_back((int)w.as_int("a segment", 1, kInt));
-            for (const Json& r : p.at("dilations").as_array("dilations")) a.dilations.push_back((int)r.as_int("a dilation", 1, kInt));
-        } else if (kind != "dense") {
-            throw JsonError("unknown attention kind " + kind);
-        }
-        a.causal = p.at("causal").as_bool("causal");
-        c.layer_attn.push_back(a);
-    }
+    for (const Json& p : layers) c.layer_attn.push_back(pattern_from_json(p));
     return c;
 }

@@ -1,0 +1,29 @@
+// Dense attention (../shared/attention-spec.md "Dense"): every query attends every key (every
+// key at or before it when causal, which attention_pattern.h applies to all patterns). The
+// module interface every pattern implements is described in layers/patterns/registry.h.
+#pragma once
+#include <string>
+#include "layers/patterns/pattern_params.h"
+
+struct DensePattern {
+    static constexpr const char* kName = "dense";
+
+    static std::string validate(const AttnPattern&) { return ""; }
+
+    // m(q, k) before the causal mask: every key once.
+    static int multiplicity(const AttnPattern&, int /*head*/, int /*qpos*/, int /*kpos*/, int /*seq_len*/) { return 1; }
+
+    static double pairs_kept(const AttnPattern& p, int N, int H) {
+        const double n = N;
+        return H * (p.causal ? n * (n + 1) / 2 : n * n);
+    }
+
+    // Can a query with position in [q_lo, q_hi] attend a key in [k_lo, k_hi] (causal aside), and
+    // is every such pair kept once (so the tile pair runs without an element mask)?
+    static bool tiles_meet(const AttnPattern&, int, int, int, int, int /*seq_len*/) { return true; }
+    static bool tiles_full(const AttnPattern&, int, int, int, int, int /*seq_len*/) { return true; }
+
+    static void from_flags(const PatternFlags&, AttnPattern&) {}
+    static std::string json_fields(const AttnPattern&) { return ""; }
+    static void from_json(const Json&, AttnPattern&) {}
+};

@@ -1,0 +1,89 @@
+// Dilated attention (LongNet, ../shared/attention-spec.md "Dilated"). Branch i splits the
+// sequence of N tokens (the GLOBAL length, however it is split across GPUs) into segments of
+// w' = min(w_i, N); head h keeps, in each segment, the positions whose offset is congruent to
+// h mod r_i; a kept query attends the kept keys of its own segment. A key kept by two branches
+// counts twice (the branches mix by their log-sum-exp, which is one softmax over the multiset).
+#pragma once
+#include <algorithm>
+#include <string>
+#include "layers/patterns/pattern_params.h"
+
+// The offset class that head `head` keeps in a branch of dilation r.
+inline int dilated_class(int head, int r) { return head % r; }
+
+struct DilatedPattern {
+    static constexpr const char* kName = "dilated";
+
+    static std::string validate(const AttnPattern& p) {
+        if (p.segments.empty()) return "--segments is empty: give at least one segment length";
+        if (p.segments.size() != p.dilations.size())
+            return "--segments has " + std::to_string(p.segments.size()) + " entries but --dilations has " +
+                   std::to_string(p.dilations.size()) + ": give one dilation per segment";
+        for (size_t i = 0; i < p.segments.size(); i++) {
+            const int w = p.segments[i], r = p.dilations[i];
+            if (w < 1 || r < 1) return "segment " + std::to_string(w) + " and dilation " + std::to_string(r) + " must be positive";
+            if (r > w) return "dilation " + std::to_string(r) + " exceeds its segment " + std::to_string(w) + ": need r <= w";
+        }
+        return "";
+    }
+
+    static int multiplicity(const AttnPattern& p, int head, int qpos, int kpos, int seq_len) {
+        int m = 0;  // one count per branch whose kept set holds both
+        for (size_t i = 0; i < p.segments.size(); i++) {
+            const int w = std::min(p.segments[i], seq_len), r = p.dilations[i];
+            const int seg = qpos / w, start = seg * w, cls = dilated_class(head, r);
+            if (kpos / w == seg && (qpos - start) % r == cls && (kpos - start) % r == cls) m++;
+        }
+        return m;
+    }
+
+    static double pairs_kept(const AttnPattern& p, int N, int H) {
+        auto pairs = [&](double n) { return p.causal ? n * (n + 1) / 2 : n * n; };
+        double total = 0;
+        for (size_t i = 0; i < p.segments.size(); i++) {
+            const int w = std::min(p.segments[i], N), r = p.dilations[i];
+            for (long long start = 0; start < N; start += w) {  // 64-bit: start + w may pass INT_MAX
+                const int len = (int)std::min<long long>(w, N - start);
+                for (int h = 0; h < H; h++) {
+                    const int cls = dilated_class(h, r);
+                    total += pairs(cls < len ? (len - 1 - cls) / r + 1 : 0);
+                }
+            }
+        }
+        return total;
+    }
+
+    // Some branch has a segment holding a query position of [q_lo, q_hi] and a key position of
+    // [k_lo, k_hi].
+    static bool tiles_meet(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int seq_len) {
+        for (size_t i = 0; i < p.segments.size(); i++) {
+            const int w = std::min(p.segments[i], seq_len);
+            if (std::max(q_lo / w, k_lo / w) <= std::min(q_hi / w, k_hi / w)) return true;
+        }
+        return false;
+    }
+    // Only one branch of dilation 1 whose one segment holds both tiles keeps every pair once.
+    static bool tiles_full(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int seq_len) {
+        if (p.segments.size() != 1 || p.dilations[0] != 1) return false;
+        const int w = std::min(p.segments[0], seq_len);
+        return q_lo / w == q_hi / w && k_lo / w == k_hi / w && q_lo / w == k_lo / w;
+    }
+
+    static void from_flags(const PatternFlags& f, AttnPattern& p) {
+        p.segments = parse_int_list(f.segments, "--segments");
+        p.dilations = parse_int_list(f.dilations, "--dilations");
+    }
+    static std::string json_fields(const AttnPattern& p) {
+        auto list = [](const std::vector<int>& v) {
+            std::string out = "[";
+            for (size_t i = 0; i < v.size(); i++) out += (i ? "," : "") + std::to_string(v[i]);
+            return out + "]";
+        };
+        return ",\"segments\":" + list(p.segments) + ",\"dilations\":" + list(p.dilations);
+    }
+    static void from_json(const Json& j, AttnPattern& p) {
+        const long long kInt = 2147483647;
+        for (const Json& w : j.at("segments").as_array("segments")) p.segments.push_back((int)w.as_int("a segment", 1, kInt));
+        for (const Json& r : j.at("dilations").as_array("dilations")) p.dilations.push_back((int)r.as_int("a dilation", 1, kInt));
+    }
+};

@@ -1,0 +1,19 @@
+// The attention patterns the project knows. Each is a module, one header in layers/patterns/,
+// a struct with static members that own everything about the pattern:
+//   kName                         its name in flags (--attn NAME) and checkpoints
+//   validate(p)                   "" or what is wrong, in terms of the flags
+//   multiplicity(p, h, q, k, N)   how often the query at global position q counts the key at
+//                                 global position k in head h of a sequence of N tokens, before
+//                                 the causal mask (which layers/attention_pattern.h applies)
+//   pairs_kept(p, N, H)           the sum of multiplicities with causality: the FLOP count
+//   tiles_meet / tiles_full       the tile schedule: can a query tile meet a key tile (given
+//                                 their position ranges), and does every pair count exactly once
+//                                 (no element mask needed)
+//   from_flags, json_fields, from_json   its flags and its part of the checkpoint config
+// Adding a pattern means writing its module and adding one line below (plus its fields in
+// pattern_params.h and, for the GPU, its schedule in layers/cuda/).
+#pragma once
+
+#define ATTN_PATTERNS(X)        \
+    X(Dense, DensePattern)      \
+    X(Dilated, DilatedPattern)

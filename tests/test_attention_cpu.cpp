@@ -1,0 +1,297 @@
+// The two-sided, mergeable attention interface on the CPU (layers/attention.h) and the tiled
+// kernel (layers/attention_tiled.h), in double precision on fresh random inputs:
+//  1. the tiled kernel equals the plain reference (every pattern, causal or not, documents);
+//  2. merging: the keys of a sequence split into R = 1..5 uneven blocks, each run in Merge mode
+//     for a query block placed anywhere in the sequence, give the result of one call over all
+//     keys, and the rows of the one-sided call over the whole sequence; the same for the pieced
+//     backward (preprocess once, one block step per key block);
+//  3. dilated attention cut by the GLOBAL length equals the spec written literally
+//     (layers/attention_dilated.h), and cutting it by the local block length would not (so the
+//     merge test can tell the two apart);
+//  4. the pattern modules: pairs_kept equals the sum of multiplicities; JSON and flags round trip.
+// Usage: test_attention_cpu [SEED]. Prints PASS/FAIL lines and "N passed, M failed".
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+#include "data/rng.h"
+#include "layers/attention.h"
+#include "layers/attention_dilated.h"
+#include "layers/attention_tiled.h"
+
+static int g_passed = 0, g_failed = 0;
+
+static void check(bool ok, const std::string& name, double err, double tol) {
+    std::printf("%s %-72s err %.2e (tol %.0e)\n", ok ? "PASS" : "FAIL", name.c_str(), err, tol);
+    (ok ? g_passed : g_failed)++;
+}
+
+// Largest |a - b| (inf == inf counts as equal: rows with no key have L = -inf in both).
+static double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size()) return INFINITY;
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (a[i] == b[i]) continue;
+        const double d = std::fabs(a[i] - b[i]);
+        worst = std::max(worst, std::isnan(d) ? INFINITY : d);
+    }
+    return worst;
+}
+
+struct Case {
+    std::string name;
+    AttnPattern pattern;
+    bool docs;
+};
+
+static std::vector<Case> cases() {
+    std::vector<Case> out;
+    for (bool causal : {true, false}) {
+        const std::string c = causal ? "causal" : "non-causal";
+        AttnPattern dense;
+        dense.causal = causal;
+        AttnPattern dil;  // LongNet-like, segments that do not divide N, one longer than N
+        dil.kind = AttnKind::Dilated;
+        dil.causal = causal;
+        dil.segments = {16, 40, 1000};
+        dil.dilations = {1, 2, 3};
+        AttnPattern dil2 = dil;  // no branch of dilation 1: some rows attend nothing
+        dil2.segments = {24, 48};
+        dil2.dilations = {2, 4};
+        out.push_back({"dense " + c, dense, false});
+        out.push_back({"dense " + c + " + documents", dense, true});
+        out.push_back({"dilated (16,1)(40,2)(1000,3) " + c, dil, false});
+        out.push_back({"dilated (16,1)(40,2)(1000,3) " + c + " + documents", dil, true});
+        out.push_back({"dilated (24,2)(48,4) " + c, dil2, false});
+    }
+    return out;
+}
+
+// One sequence of N tokens: QKV (B, N, 3, H, D), positions 0..N-1, documents.
+struct Problem {
+    int B = 2, N = 101, H = 3, D = 8;
+    std::vector<double> qkv, dout;
+    std::vector<int> pos, doc_start;
+    double scale;
+    Problem(SplitMix64& rng, bool docs) {
+        auto uni = [&] { return (double)(rng.next() >> 11) * 0x1.0p-53 * 2 - 1; };
+        qkv.resize((size_t)B * N * 3 * H * D);
+        for (double& x : qkv) x = 1.5 * uni();
+        dout.resize((size_t)B * N * H * D);
+        for (double& x : dout) x = uni();
+        pos.resize(N);
+        for (int i = 0; i < N; i++) pos[i] = i;
+        if (docs) {  // documents of random lengths, different in each batch row
+            doc_start.resize((size_t)B * N);
+            for (int b = 0; b < B; b++) {
+                int start = 0;
+                for (int i = 0; i < N; i++) {
+                    if (i > 0 && rng.below(17) == 0) start = i;
+                    doc_start[(size_t)b * N + i] = start;
+                }
+            }
+        }
+        scale = 1.0 / std::sqrt((double)D);
+    }
+    int stride() const { return 3 * H * D; }
+    const double* q() const { return qkv.data(); }
+    const double* k() const { return qkv.data() + H * D; }
+    const double* v() const { return qkv.data() + 2 * H * D; }
+    AttnDims dims() const { return AttnDims{B, H, D, N}; }
+    // Rows [r0, r1) of the sequence as a side of its own: copies (B, n, 3, H, D), so the kernels
+    // see a buffer that starts at the block (as a ring step's received block would).
+    std::vector<double> rows(int r0, int r1) const {
+        std::vector<double> out;
+        for (int b = 0; b < B; b++)
+            out.insert(out.end(), qkv.begin() + ((size_t)b * N + r0) * stride(), qkv.begin() + ((size_t)b * N + r1) * stride());
+        return out;
+    }
+    template <typename V>
+    std::vector<V> slice_bn(const std::vector<V>& x, int r0, int r1, int width) const {  // (B, N, width) rows
+        std::vector<V> out;
+        for (int b = 0; b < B; b++)
+            out.insert(out.end(), x.begin() + ((size_t)b * N + r0) * width, x.begin() + ((size_t)b * N + r1) * width);
+        return out;
+    }
+    std::vector<double> slice_bhn(const std::vector<double>& x, int r0, int r1) const {  // (B, H, N) rows
+        std::vector<double> out;
+        for (int bh = 0; bh < B * H; bh++) out.insert(out.end(), x.begin() + (size_t)bh * N + r0, x.begin() + (size_t)bh * N + r1);
+        return out;
+    }
+};
+
+// Uneven cut points of [0, N) into R blocks.
+static std::vector<int> cuts(SplitMix64& rng, int N, int R) {
+    std::vector<int> c = {0};
+    for (int r = 1; r < R; r++) c.push_back(std::max(c.back() + 1, (int)(N * r / R + rng.below(9)) - 4));
+    c.push_back(N);
+    return c;
+}
+
+static void test_tiled(SplitMix64& rng) {
+    for (const Case& c : cases()) {
+        Problem P(rng, c.docs);
+        const AttnDims dm = P.dims();
+        const AttnQueries<double> qs{P.q(), P.stride(), P.N, P.pos.data(), c.docs ? P.doc_start.data() : nullptr};
+        const AttnKeys<double> ks{P.k(), P.v(), P.stride(), P.N, P.pos.data()};
+        std::vector<double> O((size_t)P.B * P.N * P.H * P.D, NAN), L((size_t)P.B * P.H * P.N, NAN);  // poisoned
+        std::vector<double> Ot(O), Lt(L);
+        attention_forward(O.data(), L.data(), qs, ks, c.pattern, dm, P.scale);
+        attention_forward_tiled(Ot.data(), Lt.data(), qs, ks, c.pattern, dm, P.scale);
+        const double e = std::max(max_diff(O, Ot), max_diff(L, Lt));
+        check(e <= 1e-12, "tiled == plain: " + c.name, e, 1e-12);
+    }
+}
+
+// Queries [qa, qb) of the sequence against its keys split into R blocks, forward in Merge mode
+// (plain and tiled) and the pieced backward, against one call over the whole sequence.
+static void test_merge(SplitMix64& rng) {
+    for (const Case& c : cases()) {
+        Problem P(rng, c.docs);
+        const AttnDims dm = P.dims();
+        const int HD = P.H * P.D;
+        const int* docs = c.docs ? P.doc_start.data() : nullptr;
+        // The whole sequence, one-sided: the reference rows.
+        std::vector<double> O((size_t)P.B * P.N * HD), L((size_t)P.B * P.H * P.N);
+        std::vector<double> dqkv(P.qkv.size(), 0.0);
+        const AttnShape s{P.B, P.N, P.H, P.D, P.stride()};
+        attention_forward(O.data(), L.data(), P.q(), P.k(), P.v(), P.pos.data(), docs, c.pattern, s, P.scale);
+        attention_backward(dqkv.data(), dqkv.data() + HD, dqkv.data() + 2 * HD, P.dout.data(), O.data(), L.data(), P.q(),
+                           P.k(), P.v(), P.pos.data(), docs, c.pattern, s, P.scale);
+        double worst_f = 0, worst_ft = 0, worst_b = 0;
+        for (int R = 1; R <= 5; R++) {
+            // A query block anywhere in the sequence (the whole of it when R = 1).
+            const int qa = R == 1 ? 0 : (int)rng.below(P.N / 2), qb = R == 1 ? P.N : qa + 1 + (int)rng.below(P.N - qa);
+            const int nq = qb - qa;
+            const std::vector<double> qrows = P.rows(qa, qb);
+            const std::vector<int> qpos(P.pos.begin() + qa, P.pos.begin() + qb);
+            const std::vector<int> qdoc = c.docs ? P.slice_bn(P.doc_start, qa, qb, 1) : std::vector<int>();
+            const AttnQueries<double> qs{qrows.data(), P.stride(), nq, qpos.data(), c.docs ? qdoc.data() : nullptr};
+            std::vector<double> Om((size_t)P.B * nq * HD), Lm((size_t)P.B * P.H * nq), Omt(Om.size()), Lmt(Lm.size());
+            attention_partial_init(Om.data(), Lm.data(), dm, nq);
+            attention_partial_init(Omt.data(), Lmt.data(), dm, nq);
+            const std::vector<int> cut = cuts(rng, P.N, R);
+            for (int r = 0; r < R; r++) {
+                const std::vector<double> krows = P.rows(cut[r], cut[r + 1]);
+                const std::vector<int> kpos(P.pos.begin() + cut[r], P.pos.begin() + cut[r + 1]);
+                const AttnKeys<double> ks_k{krows.data() + HD, krows.data() + 2 * HD, P.stride(), cut[r + 1] - cut[r], kpos.data()};
+                attention_forward(Om.data(), Lm.data(), qs, ks_k, c.pattern, dm, P.scale, AttnOutput::Merge);
+                attention_forward_tiled(Omt.data(), Lmt.data(), qs, ks_k, c.pattern, dm, P.scale, AttnOutput::Merge);
+            }
+            const std::vector<double> Oref = P.slice_bn(O, qa, qb, HD), Lref = P.slice_bhn(L, qa, qb);
+            worst_f = std::max({worst_f, max_diff(Om, Oref), max_diff(Lm, Lref)});
+            worst_ft = std::max({worst_ft, max_diff(Omt, Oref), max_diff(Lmt, Lref)});
+
+            // Backward in pieces: delta once, then one block step per key block. dq of the query
+            // rows must equal the reference's rows; dk, dv get only these queries' share, so
+            // they are checked against one block step over all keys (itself checked above by
+            // the R = 1 case, where the query block is the whole sequence).
+            std::vector<double> dout = P.slice_bn(P.dout, qa, qb, HD), delta((size_t)P.B * P.H * nq);
+            attention_backward_preprocess(delta.data(), dout.data(), Om.data(), dm, nq);
+            std::vector<double> dq(qrows.size(), 0.0), dkv_all(P.qkv.size(), 0.0), dkv_blocks(P.qkv.size(), 0.0);
+            std::vector<double> dq_all(qrows.size(), 0.0);
+            const AttnKeys<double> all{P.k(), P.v(), P.stride(), P.N, P.pos.data()};
+            attention_backward_block(dq_all.data(), dkv_all.data() + HD, dkv_all.data() + 2 * HD, dout.data(), Lm.data(),
+                                     delta.data(), qs, all, c.pattern, dm, P.scale);
+            for (int r = 0; r < R; r++) {
+                std::vector<double> krows = P.rows(cut[r], cut[r + 1]), dk(krows.size(), 0.0);
+                const std::vector<int> kpos(P.pos.begin() + cut[r], P.pos.begin() + cut[r + 1]);
+                const AttnKeys<double> ks{krows.data() + HD, krows.data() + 2 * HD, P.stride(), cut[r + 1] - cut[r], kpos.data()};
+                attention_backward_block(dq.data(), dk.data() + HD, dk.data() + 2 * HD, dout.data(), Lm.data(), delta.data(),
+                                         qs, ks, c.pattern, dm, P.scale);
+                for (int b = 0; b < P.B; b++)  // this block's dK, dV back into the sequence's rows
+                    for (size_t x = 0; x < (size_t)ks.n * P.stride(); x++)
+                        dkv_blocks[((size_t)b * P.N + cut[r]) * P.stride() + x] = dk[(size_t)b * ks.n * P.stride() + x];
+            }
+            double e = std::max(max_diff(dq, dq_all), max_diff(dkv_blocks, dkv_all));
+            if (R == 1) {  // the query block is the whole sequence: dK, dV are the reference's
+                std::vector<double> ref = dqkv;
+                for (size_t t = 0; t < ref.size(); t += P.stride())
+                    for (int j = 0; j < HD; j++) ref[t + j] = 0;  // (dkv_blocks has no dQ part)
+                e = std::max(e, max_diff(dkv_blocks, ref));
+            }
+            const std::vector<double> dq_ref = P.slice_bn(dqkv, qa, qb, P.stride());
+            for (size_t t = 0; t < dq.size(); t += P.stride())
+                for (int j = 0; j < HD; j++) e = std::max(e, std::fabs(dq[t + j] - dq_ref[t + j]));
+            worst_b = std::max(worst_b, e);
+        }
+        check(worst_f <= 1e-12, "merge of R = 1..5 key blocks == one call: " + c.name, worst_f, 1e-12);
+        check(worst_ft <= 1e-12, "tiled merge of R = 1..5 key blocks == one call: " + c.name, worst_ft, 1e-12);
+        check(worst_b <= 1e-12, "pieced backward (R = 1..5 blocks) == one call: " + c.name, worst_b, 1e-12);
+    }
+}
+
+// Dilated segments cut by the global length, against the spec written literally; and the same
+// call with the block's own length as seq_len must differ (the bug a split sequence would hit).
+static void test_global_length(SplitMix64& rng) {
+    Problem P(rng, false);
+    AttnPattern p;
+    p.kind = AttnKind::Dilated;
+    p.causal = false;
+    p.segments = {32, 1000};  // 1000 > N: the segment is the whole GLOBAL sequence
+    p.dilations = {2, 4};
+    const int HD = P.H * P.D, qa = 40, qb = 90;
+    const AttnShape s{P.B, P.N, P.H, P.D, P.stride()};
+    std::vector<double> O((size_t)P.B * P.N * HD), L((size_t)P.B * P.H * P.N);
+    dilated_attention_forward(O.data(), L.data(), P.q(), P.k(), P.v(), p, s, P.scale);
+    const std::vector<double> qrows = P.rows(qa, qb);
+    const std::vector<int> qpos(P.pos.begin() + qa, P.pos.begin() + qb);
+    const AttnQueries<double> qs{qrows.data(), P.stride(), qb - qa, qpos.data(), nullptr};
+    const AttnKeys<double> ks{P.k(), P.v(), P.stride(), P.N, P.pos.data()};
+    std::vector<double> Oq((size_t)P.B * (qb - qa) * HD), Lq((size_t)P.B * P.H * (qb - qa));
+    attention_forward(Oq.data(), Lq.data(), qs, ks, p, P.dims(), P.scale);
+    const double e = std::max(max_diff(Oq, P.slice_bn(O, qa, qb, HD)), max_diff(Lq, P.slice_bhn(L, qa, qb)));
+    check(e <= 1e-12, "dilated, queries 40..89 of 101, global length == spec (attention_dilated.h)", e, 1e-12);
+    AttnDims local = P.dims();
+    local.seq_len = qb - qa;  // wrong: the segment of 1000 would become the 50 rows of the block
+    attention_forward(Oq.data(), Lq.data(), qs, ks, p, local, P.scale);
+    const double d = max_diff(Lq, P.slice_bhn(L, qa, qb));
+    check(d > 1e-3, "the same with the block's length as seq_len differs (the test can fail)", d, 1e-3);
+}
+
+static void test_modules() {
+    double worst = 0;
+    for (const Case& c : cases()) {
+        for (int N : {1, 7, 50, 101}) {
+            const int H = 5;
+            double brute = 0;
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < N; i++)
+                    for (int j = 0; j < N; j++) brute += key_multiplicity(c.pattern, h, i, j, N);
+            worst = std::max(worst, std::fabs(pairs_kept(c.pattern, N, H) - brute));
+        }
+    }
+    check(worst == 0, "pairs_kept == sum of multiplicities, every case, N = 1, 7, 50, 101", worst, 0);
+    int bad = 0;
+    for (const Case& c : cases()) {
+        const AttnPattern back = pattern_from_json(JsonParser(pattern_to_json(c.pattern)).parse());
+        bad += pattern_to_json(back) != pattern_to_json(c.pattern) || back.kind != c.pattern.kind || back.causal != c.pattern.causal ||
+               back.segments != c.pattern.segments || back.dilations != c.pattern.dilations;
+    }
+    PatternFlags f;
+    f.segments = "16,40";
+    f.dilations = "1,2";
+    const AttnPattern fp = pattern_from_flags("dilated", f);
+    bad += fp.kind != AttnKind::Dilated || fp.segments != std::vector<int>{16, 40} || fp.dilations != std::vector<int>{1, 2};
+    bad += pattern_from_flags("dense", f).kind != AttnKind::Dense;
+    AttnKind k;
+    bad += attn_kind_from_name("block-sparse", &k) || std::string(attn_kind_name(AttnKind::Dilated)) != "dilated";
+    check(bad == 0, "pattern JSON round trip, flags, names", bad, 0);
+}
+
+int main(int argc, char** argv) {
+    return guarded_main([&] {
+        const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10)
+                                       : (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
+        std::printf("seed %llu (rerun with: test_attention_cpu %llu)\n", (unsigned long long)seed, (unsigned long long)seed);
+        SplitMix64 rng(seed);
+        test_tiled(rng);
+        test_merge(rng);
+        test_global_length(rng);
+        test_modules();
+        std::printf("%d passed, %d failed\n", g_passed, g_failed);
+        return g_failed ? 1 : 0;
+    });
+}
