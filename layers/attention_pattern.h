@@ -53,10 +53,17 @@ inline std::string attn_kind_names() {
 
 // How many times the query at global position qpos counts the key at global position kpos
 // (0: masked out), for head `head` of a sequence of `seq_len` tokens.
-inline int key_multiplicity(const AttnPattern& pattern, int head, int qpos, int kpos, int seq_len) {
+// P is AttnPattern on the host or AttnPatternArgs in a kernel (layers/cuda/attention_naive.cuh).
+ATTN_HD_TEMPLATE template <class P>
+ATTN_HD inline int key_multiplicity(const P& pattern, int head, int qpos, int kpos, int seq_len) {
     if (pattern.causal && kpos > qpos) return 0;
-    return with_pattern_module(pattern.kind,
-                               [&](auto m) { return decltype(m)::multiplicity(pattern, head, qpos, kpos, seq_len); });
+    switch (pattern.kind) {
+#define ATTN_KIND_MULTIPLICITY(Kind, Module) \
+    case AttnKind::Kind: return Module::multiplicity(pattern, head, qpos, kpos, seq_len);
+        ATTN_PATTERNS(ATTN_KIND_MULTIPLICITY)
+#undef ATTN_KIND_MULTIPLICITY
+    }
+    return 0;
 }
 
 // "" when the pattern is well formed, else what is wrong with it (in terms of the flags).

@@ -24,7 +24,7 @@ struct GPTConfig {
 // Limits on the model's shape: far above anything this project trains, low enough that every
 // size derived from them (3C, 4C, V*C, the parameter count) is computed without overflow and a
 // corrupt or absurd config is refused before anything is allocated.
-constexpr int kMaxVocab = 1 << 21, kMaxLayers = 1024, kMaxWidth = 1 << 16, kMaxBranches = 64;
+constexpr int kMaxVocab = 1 << 21, kMaxLayers = 1024, kMaxWidth = 1 << 16, kMaxBranches = kMaxDilatedBranches;
 constexpr long long kMaxParams = 1LL << 34;
 // Tokens in one window, and in one batch: positions are int, and 2^28 is 64x the longest
 // window one GPU trains today.

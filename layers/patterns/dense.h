@@ -11,7 +11,8 @@ struct DensePattern {
     static std::string validate(const AttnPattern&) { return ""; }
 
     // m(q, k) before the causal mask: every key once.
-    static int multiplicity(const AttnPattern&, int /*head*/, int /*qpos*/, int /*kpos*/, int /*seq_len*/) { return 1; }
+    ATTN_HD_TEMPLATE template <class P>  // AttnPattern or AttnPatternArgs
+    ATTN_HD static int multiplicity(const P&, int /*head*/, int /*qpos*/, int /*kpos*/, int /*seq_len*/) { return 1; }
 
     static double pairs_kept(const AttnPattern& p, int N, int H) {
         const double n = N;

@@ -9,7 +9,7 @@
 #include "layers/patterns/pattern_params.h"
 
 // The offset class that head `head` keeps in a branch of dilation r.
-inline int dilated_class(int head, int r) { return head % r; }
+ATTN_HD inline int dilated_class(int head, int r) { return head % r; }
 
 struct DilatedPattern {
     static constexpr const char* kName = "dilated";
@@ -27,10 +27,11 @@ struct DilatedPattern {
         return "";
     }
 
-    static int multiplicity(const AttnPattern& p, int head, int qpos, int kpos, int seq_len) {
+    ATTN_HD_TEMPLATE template <class P>  // AttnPattern or AttnPatternArgs
+    ATTN_HD static int multiplicity(const P& p, int head, int qpos, int kpos, int seq_len) {
         int m = 0;  // one count per branch whose kept set holds both
-        for (size_t i = 0; i < p.segments.size(); i++) {
-            const int w = std::min(p.segments[i], seq_len), r = p.dilations[i];
+        for (int i = 0; i < p.branches(); i++) {
+            const int w = p.segment(i) < seq_len ? p.segment(i) : seq_len, r = p.dilation(i);
             const int seg = qpos / w, start = seg * w, cls = dilated_class(head, r);
             if (kpos / w == seg && (qpos - start) % r == cls && (kpos - start) % r == cls) m++;
         }

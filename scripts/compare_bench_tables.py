@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Compares the attention benchmark tables of two builds (scripts/bench_ab.sh): for every row
+present in both, the ratio new/old of the forward and forward+backward times (the first and
+third numbers with a decimal point in bench_attention's and bench_attention_dilated's rows),
+taking per build the lowest time over its runs.
+
+  compare_bench_tables.py OLD.md[,OLD2.md...] NEW.md[,NEW2.md...]
+
+A row is keyed by its tokens before the first decimal number (N, D, B, H, or N and pattern).
+Prints a markdown table and the worst ratio. Standard library only."""
+import sys
+
+
+def parse(path):
+    rows = {}
+    for line in open(path):
+        if line.startswith("#") or not line.strip():
+            continue
+        cols = line.split()
+        first = next((i for i, c in enumerate(cols) if "." in c and c.replace(".", "", 1).isdigit()), None)
+        if first is None or len(cols) < first + 3:
+            continue  # the header
+        rows[" ".join(cols[:first])] = (float(cols[first]), float(cols[first + 2]))
+    return rows
+
+
+def best(paths):
+    out = {}
+    for p in paths:
+        for k, (f, fb) in parse(p).items():
+            of, ofb = out.get(k, (f, fb))
+            out[k] = (min(of, f), min(ofb, fb))
+    return out
+
+
+def main():
+    old, new = best(sys.argv[1].split(",")), best(sys.argv[2].split(","))
+    worst = 0.0
+    print("| row | fwd ms old | fwd ms new | new/old | f+b ms old | f+b ms new | new/old |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for k, (of, ofb) in old.items():
+        if k not in new:
+            continue
+        nf, nfb = new[k]
+        worst = max(worst, nf / of, nfb / ofb)
+        print(f"| {k} | {of:.3f} | {nf:.3f} | {nf / of:.3f} | {ofb:.3f} | {nfb:.3f} | {nfb / ofb:.3f} |")
+    print(f"\nworst new/old time ratio: {worst:.3f} ({(worst - 1) * 100:+.1f}%)")
+
+
+if __name__ == "__main__":
+    main()
