@@ -39,16 +39,6 @@ help:
 build:
 	@mkdir -p build
 
-HEADERS := $(wildcard layers/*.h layers/patterns/*.h layers/cuda/*.cuh model/*.h model/*.cuh data/*.h)
-build/train: train.cu $(HEADERS) | build
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(GPU_LIBS)
-
-build/infer: infer.cu $(HEADERS) | build
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(GPU_LIBS)
-
-build/attention_tool: tools/attention_tool.cu $(HEADERS) | build
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(GPU_LIBS)
-
 build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
@@ -65,10 +55,59 @@ build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard layers/*.h
 # build/<name>. CI (no GPU) builds them all; `make test-gpu` and `make bench` run them.
 GPU_SOURCES := $(wildcard tests/gpu/test_*.cu tests/gpu/bench_*.cu)
 GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
-build/test_%: tests/gpu/test_%.cu $(HEADERS) $(wildcard tests/*.h tests/gpu/*.cuh) | build
-	$(NVCC) $(NVCCFLAGS) -lineinfo -o $@ $< $(GPU_LIBS)
-build/bench_%: tests/gpu/bench_%.cu $(HEADERS) $(wildcard tests/*.h tests/gpu/*.cuh) | build
-	$(NVCC) $(NVCCFLAGS) -lineinfo -o $@ $< $(GPU_LIBS)
+
+# CUDA programs (train, infer, attention_tool, the GPU tests and benchmarks): each .cu is compiled
+# once into build/obj/<name>.o, and a program is its own object linked with the objects it uses.
+# The tests and benchmarks get -lineinfo (compute-sanitizer reports source lines).
+#
+# Attention, compiled once (issue 8): each layers/cuda/attention_*.cu is built into build/obj/
+# and linked into the programs that use it; the headers programs include
+# (layers/cuda/attention_flash.h, attention_cudnn.h) only declare the launchers.
+#   attention_flash.o           our kernels: the public launchers, dense and dilated, with the tile
+#                               variants the model runs (forward 0, backward 0 and deterministic)
+#   attention_flash_variants.o  the tile variants only the tests and the benchmark compare
+#                               (programs that include attention_flash_variants.h)
+#   attention_cudnn.o           the cuDNN SDPA launchers and graph code
+# A program missing from the list it needs fails to link (undefined reference). The attention
+# objects get -lineinfo too (line tables only: the machine code is the same).
+ATTN_USERS := train infer attention_tool test_model bench_train test_attention test_attention_dilated \
+              test_attention_two_sided bench_attention bench_attention_dilated
+ATTN_VARIANT_USERS := test_attention test_attention_dilated bench_attention bench_attention_dilated
+ATTN_CUDNN_USERS := train infer attention_tool test_model bench_train test_attention_cudnn bench_attention_cudnn \
+                    bench_attention
+$(addprefix build/,$(ATTN_USERS)): build/obj/attention_flash.o
+$(addprefix build/,$(ATTN_VARIANT_USERS)): build/obj/attention_flash_variants.o
+$(addprefix build/,$(ATTN_CUDNN_USERS)): build/obj/attention_cudnn.o
+
+CUDA_PROGRAMS := build/train build/infer build/attention_tool $(GPU_BINARIES)
+$(CUDA_PROGRAMS): build/%: build/obj/%.o | build
+	$(NVCC) $(NVCCFLAGS) -o $@ $(filter %.o,$^) $(GPU_LIBS)
+
+# -MMD -MP: build/obj/<name>.o.d lists the headers the object included, so an edit of any of them
+# rebuilds exactly the objects that included it (and a deleted header breaks nothing).
+NVCC_COMPILE = $(NVCC) $(NVCCFLAGS) -MMD -MP -MF $@.d -c -o $@ $<
+build/obj/train.o: train.cu build/obj/train.o.d | build/obj
+	$(NVCC_COMPILE)
+build/obj/infer.o: infer.cu build/obj/infer.o.d | build/obj
+	$(NVCC_COMPILE)
+build/obj/attention_tool.o: tools/attention_tool.cu build/obj/attention_tool.o.d | build/obj
+	$(NVCC_COMPILE)
+build/obj/test_%.o: tests/gpu/test_%.cu build/obj/test_%.o.d | build/obj
+	$(NVCC_COMPILE) -lineinfo
+build/obj/bench_%.o: tests/gpu/bench_%.cu build/obj/bench_%.o.d | build/obj
+	$(NVCC_COMPILE) -lineinfo
+build/obj/attention_%.o: layers/cuda/attention_%.cu build/obj/attention_%.o.d | build/obj
+	$(NVCC_COMPILE) -lineinfo
+
+# The .d files are named as targets (so never taken for intermediate files): a missing one (a
+# first build, or a build/ from before the .d files) counts as changed, so its object is rebuilt.
+NVCC_DEPFILES := $(patsubst build/%,build/obj/%.o.d,$(CUDA_PROGRAMS)) \
+                 $(patsubst layers/cuda/%.cu,build/obj/%.o.d,$(wildcard layers/cuda/attention_*.cu))
+$(NVCC_DEPFILES):
+-include $(wildcard build/obj/*.d)
+
+build/obj:
+	@mkdir -p build/obj
 
 include data/rules.mk
 include tests/rules.mk

@@ -43,6 +43,7 @@ struct AttnQueries {
     const int* pos;        // (n) global positions
     const int* doc_start;  // (B, n) or nullptr: global position where each query's document starts;
                            // keys before it are masked, so packed documents attend only themselves
+    int pos0 = -1;         // pos[0] when pos[i] = pos0 + i (the GPU launchers need it on the host)
 };
 
 // The key/value side.
@@ -52,6 +53,7 @@ struct AttnKeys {
     const T* v;      // (B, n, H, D), row stride `stride`
     int stride, n;
     const int* pos;  // (n) global positions
+    int pos0 = -1;   // pos[0] when pos[i] = pos0 + i (the GPU launchers need it on the host)
 };
 
 struct AttnDims {

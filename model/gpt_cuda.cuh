@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 #include "layers/cuda/adamw.cuh"
-#include "layers/cuda/attention_cudnn.cuh"
-#include "layers/cuda/attention_flash.cuh"
+#include "layers/cuda/attention_cudnn.h"
+#include "layers/cuda/attention_flash.h"
 #include "layers/cuda/classifier.cuh"
 #include "layers/cuda/common.cuh"
 #include "layers/cuda/encoder.cuh"

@@ -29,6 +29,10 @@ for stage in $STAGES; do
                "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/train" --perplexity "$CARRY/corpus/val_text.txt" --ctx 1024 >> "$OUT/infer.log" 2>&1
                summary+=("infer: exit $? ($((SECONDS - t0)) s): $(grep -E '^file' "$OUT/infer.log")")
                cat "$OUT/infer.log" ;;
+        bench_ab) # this build's attention benchmarks against an older build's ($CARRY/old), interleaved
+               OLD=$CARRY/old NEW=$CARRY/bin OUTDIR=$OUT/bench_ab scripts/bench_ab.sh > "$OUT/bench_ab.log" 2>&1
+               summary+=("bench_ab: exit $? ($((SECONDS - t0)) s): $(grep -h worst "$OUT"/bench_ab/*_ab.md | tr '\n' ' ')")
+               cat "$OUT/bench_ab.log" ;;
         long_prompt) # a book-sized prompt (400 KB of the corpus text) must start generating in
                # seconds (issue 7); needs the train stage's checkpoint
                head -c 400000 "$CARRY/corpus/bible.txt" > "$OUT/prompt_400k.txt"

@@ -21,8 +21,8 @@
 #include <vector>
 #include "data/rng.h"
 #include "layers/attention.h"
-#include "layers/cuda/attention_cudnn.cuh"
-#include "layers/cuda/attention_flash.cuh"
+#include "layers/cuda/attention_cudnn.h"
+#include "layers/cuda/attention_flash.h"
 #include "model/flags.h"
 #include "model/gpt_config.h"
 #include "model/safetensors.h"

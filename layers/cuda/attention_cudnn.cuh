@@ -27,8 +27,12 @@
 // The backward also needs attention_cudnn_workspace_bytes(s) of caller scratch (rowsum(dO*O)
 // and the fp32 dQ accumulator); nothing in it needs initialising.
 //
-// Define ATTN_CUDNN_CHECK_POS to copy pos to the host on every call and check it is contiguous
-// (tests do; it synchronises, so never in training).
+// Define ATTN_CUDNN_CHECK_POS (before including attention_cudnn.h) to copy pos to the host on
+// every call and check it is contiguous (tests do; it synchronises, so never in training).
+//
+// Compiled once: programs include attention_cudnn.h, which declares the launchers; this file (the
+// graph code, inline) is compiled by attention_cudnn.cu into build/obj/attention_cudnn.o, which
+// defines them and is linked into every program that uses this backend.
 #pragma once
 #include <cudnn.h>
 #include <array>
@@ -42,6 +46,7 @@
 #include <tuple>
 #include <vector>
 #include "layers/attention.h"
+#include "layers/cuda/attention_cudnn.h"
 #include "layers/cuda/common.cuh"
 
 #ifndef CUDNN_CHECK
@@ -481,108 +486,15 @@ inline void check_aligned(const void* p, const char* name) {
     if (p && ((uintptr_t)p % 16) != 0) fatal("attention_cudnn: %s is not 16-byte aligned", name);
 }
 
-// pos must be pos[0] + i; only checked with ATTN_CUDNN_CHECK_POS (it synchronises).
+// pos must be pos[0] + i; only checked with check_positions (ATTN_CUDNN_CHECK_POS: it synchronises).
 inline void check_pos(const int* pos, int N) {
-#ifdef ATTN_CUDNN_CHECK_POS
-    if (!pos) return;
+    if (!check_positions || !pos) return;
     std::vector<int> h(N);
     CUDA_CHECK(cudaMemcpy(h.data(), pos, (size_t)N * sizeof(int), cudaMemcpyDefault));
     for (int i = 1; i < N; i++)
         if (h[i] != h[0] + i)
             fatal("attention_cudnn: positions are not contiguous (pos[%d] = %d, pos[0] = %d): use the flash kernel", i,
                   h[i], h[0]);
-#else
-    (void)pos;
-    (void)N;
-#endif
 }
 
 }  // namespace attn_cudnn
-
-// Whether cuDNN runs this case; *why (if given) says what is not supported.
-inline bool attention_cudnn_supports(const AttnPattern& pattern, AttnShape s, bool has_doc_mask, std::string* why) {
-    auto no = [&](const std::string& reason) {
-        if (why) *why = reason;
-        return false;
-    };
-    if (pattern.kind != AttnKind::Dense) return no(std::string("pattern ") + attn_kind_name(pattern.kind) + " (cuDNN does dense only)");
-    if (has_doc_mask) return no("a document mask (cuDNN's causal mask cannot see document starts)");
-    if (s.D != 64 && s.D != 128) return no("head dimension " + std::to_string(s.D) + " (64 and 128 only)");
-    if (s.B < 0 || s.N < 0 || s.H < 1) return no("a negative or headless shape");
-    if (s.stride < s.H * s.D || s.stride % 8 != 0) return no("row stride " + std::to_string(s.stride) + " (needs >= H*D and a multiple of 8)");
-    if (cudnnGetVersion() < 90000) return no("cuDNN " + std::to_string(cudnnGetVersion()) + " (needs 9.x)");
-    if (why) why->clear();
-    return true;
-}
-
-// Caller scratch for attention_backward_cudnn: rowsum(dO*O) (B, H, N) and the fp32 dQ
-// accumulator (B, H, N, D).
-inline size_t attention_cudnn_workspace_bytes(AttnShape s) {
-    return attn_cudnn::softmax_sum_bytes(s) + (size_t)s.B * s.H * s.N * s.D * sizeof(float);
-}
-
-inline void attention_forward_cudnn(bf16* out,           // (B, N, H, D)
-                                    float* lse,          // (B, H, N)
-                                    const bf16* q, const bf16* k, const bf16* v,  // (B, N, H, D), row stride s.stride
-                                    const int* pos,      // (N) global positions, contiguous (nullptr: 0..N-1)
-                                    const int* doc_start,  // must be nullptr
-                                    const AttnPattern& pattern, AttnShape s, float scale, cudaStream_t stream) {
-    if (s.B == 0 || s.N == 0) return;
-    std::string why;
-    if (!attention_cudnn_supports(pattern, s, doc_start != nullptr, &why)) fatal("attention_forward_cudnn: not supported: %s", why.c_str());
-    attn_cudnn::check_aligned(q, "q");
-    attn_cudnn::check_aligned(k, "k");
-    attn_cudnn::check_aligned(v, "v");
-    attn_cudnn::check_aligned(out, "out");
-    attn_cudnn::check_pos(pos, s.N);
-    cudnnHandle_t handle;
-    const attn_cudnn::Plan& plan = attn_cudnn::get_plan(s, pattern.causal, false, &handle);
-    float neg_inf = -INFINITY;
-    std::vector<int64_t> uids = {attn_cudnn::kQ, attn_cudnn::kK, attn_cudnn::kV, attn_cudnn::kO,
-                                 attn_cudnn::kStats, attn_cudnn::kScale};
-    std::vector<void*> ptrs = {(void*)q, (void*)k, (void*)v, (void*)out, (void*)lse, (void*)&scale};
-    if (pattern.causal) {
-        uids.push_back(attn_cudnn::kNegInf);
-        ptrs.push_back(&neg_inf);
-    }
-    attn_cudnn::execute(handle, plan, uids, ptrs, stream);
-}
-
-inline void attention_backward_cudnn(bf16* dq, bf16* dk, bf16* dv,  // (B, N, H, D), row stride s.stride; overwritten
-                                     const bf16* dout,              // (B, N, H, D)
-                                     const bf16* out,               // (B, N, H, D)
-                                     const float* lse,              // (B, H, N)
-                                     const bf16* q, const bf16* k, const bf16* v,  // (B, N, H, D), row stride s.stride
-                                     const int* pos, const int* doc_start, const AttnPattern& pattern, AttnShape s,
-                                     float scale,
-                                     float* workspace,  // attention_cudnn_workspace_bytes(s), 256-byte aligned
-                                     cudaStream_t stream) {
-    if (s.B == 0 || s.N == 0) return;
-    std::string why;
-    if (!attention_cudnn_supports(pattern, s, doc_start != nullptr, &why)) fatal("attention_backward_cudnn: not supported: %s", why.c_str());
-    const void* aligned[] = {dq, dk, dv, dout, out, q, k, v, workspace};
-    const char* names[] = {"dq", "dk", "dv", "dout", "out", "q", "k", "v", "workspace"};
-    for (int i = 0; i < 9; i++) attn_cudnn::check_aligned(aligned[i], names[i]);
-    if (!workspace) fatal("attention_backward_cudnn: workspace is null (attention_cudnn_workspace_bytes(s) needed)");
-    attn_cudnn::check_pos(pos, s.N);
-    cudnnHandle_t handle;
-    const attn_cudnn::Plan& plan = attn_cudnn::get_plan(s, pattern.causal, true, &handle);
-    char* ws = (char*)workspace;
-    void* softmax_sum = ws;                                   // (B, H, N) fp32
-    void* dq_accum = ws + attn_cudnn::softmax_sum_bytes(s);   // (B, H, N, D) fp32
-    // cuDNN before 9.6 expects the dQ accumulator zeroed by the caller; later versions zero it.
-    if (cudnnGetVersion() < 90600)
-        CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, (size_t)s.B * s.H * s.N * s.D * sizeof(float), stream));
-    float neg_inf = -INFINITY, one = 1.0f;
-    std::vector<int64_t> uids = {attn_cudnn::kQ,     attn_cudnn::kK,      attn_cudnn::kV,  attn_cudnn::kO,
-                                 attn_cudnn::kdO,    attn_cudnn::kStats,  attn_cudnn::kdQ, attn_cudnn::kdK,
-                                 attn_cudnn::kdV,    attn_cudnn::kSoftmaxSum, attn_cudnn::kdQAccum,
-                                 attn_cudnn::kScale, attn_cudnn::kOne};
-    std::vector<void*> ptrs = {(void*)q,  (void*)k,  (void*)v,  (void*)out, (void*)dout, (void*)lse, (void*)dq,
-                               (void*)dk, (void*)dv, softmax_sum, dq_accum, (void*)&scale, (void*)&one};
-    if (pattern.causal) {
-        uids.push_back(attn_cudnn::kNegInf);
-        ptrs.push_back(&neg_inf);
-    }
-    attn_cudnn::execute(handle, plan, uids, ptrs, stream);
-}

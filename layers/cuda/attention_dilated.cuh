@@ -1,7 +1,8 @@
 // Dilated attention (LongNet, ../shared/attention-spec.md "Dilated") on the flash kernels: the
 // launch logic per branch, no kernels of its own beyond a fill. The public launchers
-// attention_forward_cuda / attention_backward_cuda (attention_flash.cuh) come here for a
-// Dilated pattern; the CPU reference is layers/attention_dilated.h (and layers/attention.h).
+// attention_forward_cuda / attention_backward_cuda (attention_flash.h, defined in
+// attention_flash.cu, which compiles this file) come here for a Dilated pattern; the CPU reference
+// is layers/attention_dilated.h (and layers/attention.h).
 //
 // A branch (w, r), w' = min(w, N), is ordinary attention over many short virtual sequences: for
 // segment s and head h, the rows s*w' + c, s*w' + c + r, ... of the segment (c = h % r), i.e. the
@@ -39,6 +40,9 @@ __global__ void fill_kernel(T* x, size_t n, T value) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] = value;
 }
+// Launches fill_kernel<float>; defined once, in attention_flash.cu (see launch_preprocess in
+// attention_flash.cuh for why kernels are not launched from inline code in these headers).
+void launch_fill(float* x, size_t n, float value, cudaStream_t stream);
 
 struct DilatedBranch {
     int w, r;  // effective segment length min(w_i, N), dilation
@@ -59,8 +63,8 @@ inline std::vector<DilatedBranch> dilated_branches(const AttnPattern& pattern, i
 // multiple of every branch's w' when that costs little, and then all branches run chunk by
 // chunk together (`grouped`: one zero-fill and one conversion per chunk in all). Otherwise each
 // branch walks its own chunks of a multiple of its w' and adds its dQ into dq.
-// The 64K floor is a variable so that tests can walk small sequences in several chunks.
-inline long long dilated_min_chunk_tokens = 1 << 16;
+// The 64K floor is a variable so that tests can walk small sequences in several chunks:
+// flash::dilated_min_chunk_tokens (declared in attention_flash.h, defined in attention_flash.cu).
 
 struct DilatedChunks {
     int tokens;
@@ -92,9 +96,8 @@ inline size_t dilated_workspace_bytes(const AttnShape& s, const AttnPattern& pat
 
 // Launch-order groups of virtual sequences (Params::group, resolve_block): 16 sequences of 16
 // tiles are about one wave of 2 blocks per SM, and their K/V (8 MiB at D = 64) stay in the L2.
-// 0 gives the plain grid order; variables so that the benchmark can compare the two.
-inline int dilated_forward_group = 16;
-inline int dilated_backward_group = 16;
+// 0 gives the plain grid order; variables so that the benchmark can compare the two:
+// flash::dilated_forward_group and dilated_backward_group (attention_flash.h, attention_flash.cu).
 
 // Point p at segments [seg0, seg0 + nseg) of branch `br`.
 inline void set_branch(Params& p, const DilatedBranch& br, int seg0, int nseg) {
@@ -113,9 +116,7 @@ inline void dilated_forward(int variant, const Params& base, const AttnPattern& 
     if (init) {
         const size_t nl = (size_t)s.B * s.H * s.N;
         CUDA_CHECK(cudaMemsetAsync(base.o, 0, (size_t)s.B * s.N * s.H * s.D * sizeof(bf16), stream));
-        fill_kernel<float><<<(unsigned)std::min<size_t>(ceil_div(nl, (size_t)256), 4096), 256, 0, stream>>>(base.lse, nl,
-                                                                                                        -INFINITY);
-        CUDA_CHECK_LAST();
+        launch_fill(base.lse, nl, -INFINITY, stream);
     }
     for (size_t i = 0; i < br.size(); i++) {
         Params p = base;
@@ -136,7 +137,7 @@ void dilated_backward_impl(const Variant& v, const Params& base, const AttnPatte
     p.lse_log2 = workspace;  // (B, H, N)
     p.delta = workspace + nl;  // (B, H, N)
     p.dq_accum = reinterpret_cast<float*>(reinterpret_cast<char*>(workspace) + workspace_rowstats_bytes(s));
-    launch_rowwise<D>(attention_backward_preprocess_kernel<D>, p, B, false, stream);
+    launch_preprocess<D>(p, B, false, stream);
 
     const std::vector<DilatedBranch> br = dilated_branches(pattern, N);
     const bool zero = br[0].r != 1;  // no branch keeps every row: every branch adds into zeros

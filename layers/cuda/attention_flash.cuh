@@ -1,7 +1,5 @@
-// Flash attention, CUDA: the launchers mirroring the CPU reference (layers/attention.h),
-//   attention_forward_cuda   ~ attention_forward
-//   attention_backward_cuda  ~ attention_backward
-// on bf16 storage with fp32 accumulation, head dims 64 and 128, for sm_90a. Kernels:
+// Flash attention, CUDA: the launch code behind the public launchers of attention_flash.h (the
+// header programs include; it says what they do). Kernels:
 //   attention_flash_sm90.cuh      forward on wgmma (the default)
 //   attention_flash_bwd_sm90.cuh  dK/dV + atomic dQ on wgmma (the default backward)
 //   attention_flash_fwd.cuh       forward on mma.sync m16n8k16 + ldmatrix (FlashAttention-2 style)
@@ -12,29 +10,21 @@
 //   attention_dilated.cuh         dilated (LongNet) patterns: the same kernels launched branch by
 //                                 branch on per-block virtual sequences (DilatedSchedule), outputs
 //                                 merged across branches (included at the end of this file)
-// All stream K/V (or Q/dO) tiles through a 2-stage cp.async pipeline; the variant tables below
-// list every tile configuration (variant 0 is what the plain launchers run).
+// All stream K/V (or Q/dO) tiles through a 2-stage cp.async pipeline; the variant tables list
+// every tile configuration (variant 0 is what the plain launchers run).
 //
-// Determinism: the forward is deterministic. The default backward adds dQ with fp32 atomics, so
-// dQ can differ in the last bits from run to run (dK, dV do not); for bit-identical results use
-// attention_backward_cuda_variant(flash::kDeterministicBackwardVariant, ...), an mma.sync kernel
-// pair: backward 18% (D=64) to 40% (D=128) slower at N=64K on an H200 (notes/attention.md).
-//
-// Layout (as the CPU reference): Q, K, V (B, N, H, D) read in place with token stride s.stride
-// (3*H*D for slices of a QKV buffer (B, N, 3, H, D)); O (B, N, H, D) contiguous; L (B, H, N) fp32,
-// natural log; a row with no key gets O = 0 and L = -inf. Causal and document masks use the
-// global positions pos (N).
-//
-// Unlike the CPU reference, whose backward ADDS into its gradient buffers, attention_backward_cuda
-// OVERWRITES dq, dk, dv (slices of a dQKV buffer, same strides as q, k, v): every element of the
-// three slices is written, none is read before this call wrote it (a dilated pattern adds its
-// later branches into what its first branch, or a zero-fill, wrote; likewise O and L forward).
-//
-// Patterns: dense and dilated (LongNet; for dilated, positions must be pos[i] = i, see
-// attention_dilated.cuh). Workspace: attention_backward_workspace_bytes(s) is enough for every
-// pattern; attention_backward_workspace_bytes(s, pattern) is the smaller exact size.
+// Compiled once: this file holds templates and inline code only, instantiated by the translation
+// units that build the kernels into objects (Makefile: build/obj/), each its own tile variants:
+//   attention_flash.cu           the public launchers of attention_flash.h, dense and dilated, and
+//                                the variants the model runs (forward 0, backward 0 and
+//                                kDeterministicBackwardVariant): linked into every program
+//                                that runs attention
+//   attention_flash_variants.cu  the variants only the tests and the benchmark compare: linked
+//                                into those (attention_flash_variants.h)
+// Programs include attention_flash.h, which declares the launchers and compiles no kernel.
 #pragma once
 #include "layers/attention.h"
+#include "layers/cuda/attention_flash.h"
 #include "layers/cuda/attention_flash_bwd.cuh"
 #include "layers/cuda/attention_flash_bwd_sm90.cuh"
 #include "layers/cuda/attention_flash_fwd.cuh"
@@ -121,23 +111,20 @@ void launch_rowwise(void (*kernel)(const Params, int, bool), const Params& p, in
     CUDA_CHECK_LAST();
 }
 
+// The row-wise kernels that every backward variant shares, preprocess (delta = rowsum(dO * O), L
+// in log2, dQ zeroed when zero_dq) and dQ convert (fp32 accumulator -> bf16 dq): declared here and
+// defined once, for D = 64 and 128, in attention_flash.cu. nvcc compiles every kernel that an
+// inline or template host function of a header launches into each file including the header,
+// whether that function is used there or not: launched from here, these kernels would be
+// compiled again into attention_flash_variants.o (and any other file including this one).
 template <int D>
-void launch_dq_convert(const Params& p, int B, cudaStream_t stream) {
-    const long long threads = (long long)B * p.accum_tokens * p.H * (D / 8);
-    attention_backward_dq_convert_kernel<D><<<ceil_div(threads, 256), 256, 0, stream>>>(p, B);
-    CUDA_CHECK_LAST();
-}
+void launch_preprocess(const Params& p, int B, bool zero_dq, cudaStream_t stream);
+template <int D>
+void launch_dq_convert(const Params& p, int B, cudaStream_t stream);
 
-// Tile configurations, so the benchmark can compare them; variant 0 is what the public
-// launchers use (chosen by the measurements in notes/attention.md).
-struct Variant {
-    const char* name;
-    void (*run)(const Params&, int B, cudaStream_t);
-    // Backward only, the pieces a dilated branch launches (layers/cuda/attention_dilated.cuh):
-    // the dK/dV kernel (adding dQ into dq_accum when dq is null) and the separate dQ kernel.
-    void (*dkdv)(const Params&, int B, cudaStream_t) = nullptr;
-    void (*dq)(const Params&, int B, cudaStream_t) = nullptr;
-};
+// The variant launchers (flash::Variant, attention_flash.h): tile configurations, so the
+// benchmark can compare them. Their tables are in attention_flash.cu (what the model runs) and
+// attention_flash_variants.cu (the rest).
 
 template <int D, int MT, int NW, int BN>
 void fwd(const Params& p, int B, cudaStream_t st) { launch_forward<D, MT, NW, BN>(p, B, st); }
@@ -147,63 +134,30 @@ void fwd_wgmma(const Params& p, int B, cudaStream_t st) { launch_forward_wgmma<D
 // Backward, atomic dQ: preprocess (zeroing dQ), dK/dV + dQ atomics, convert.
 template <int D, int MT, int NW, int BM>
 void bwd_atomic(const Params& p, int B, cudaStream_t st) {
-    launch_rowwise<D>(attention_backward_preprocess_kernel<D>, p, B, true, st);
+    launch_preprocess<D>(p, B, true, st);
     launch_backward_dkdv<D, MT, NW, BM, true>(p, B, st);
     launch_dq_convert<D>(p, B, st);
 }
 // Backward on wgmma: preprocess (zeroing dQ), dK/dV + dQ atomics, convert.
 template <int D>
 void bwd_atomic_wgmma(const Params& p, int B, cudaStream_t st) {
-    launch_rowwise<D>(attention_backward_preprocess_kernel<D>, p, B, true, st);
+    launch_preprocess<D>(p, B, true, st);
     launch_backward_dkdv_wgmma<D>(p, B, st);
     launch_dq_convert<D>(p, B, st);
 }
 // Backward, deterministic: preprocess, dK/dV, then a separate dQ pass.
 template <int D, int MT, int NW, int BM, int QMT, int QNW, int QBN>
 void bwd_det(const Params& p, int B, cudaStream_t st) {
-    launch_rowwise<D>(attention_backward_preprocess_kernel<D>, p, B, false, st);
+    launch_preprocess<D>(p, B, false, st);
     launch_backward_dkdv<D, MT, NW, BM, false>(p, B, st);
     launch_backward_dq<D, QMT, QNW, QBN>(p, B, st);
 }
 
-inline const Variant* forward_variants(int D, int* count) {
-    static const Variant v64[] = {
-        {"fwd wgmma wg2 bn64", fwd_wgmma<64, 2, 64>},
-        {"fwd wgmma wg2 bn128", fwd_wgmma<64, 2, 128>},
-        {"fwd wgmma wg1 bn64", fwd_wgmma<64, 1, 64>},
-        {"fwd wgmma wg1 bn128", fwd_wgmma<64, 1, 128>},
-        {"fwd mma.sync mt2 w4 bn128", fwd<64, 2, 4, 128>},
-    };
-    static const Variant v128[] = {
-        {"fwd wgmma wg2 bn128", fwd_wgmma<128, 2, 128>},
-        {"fwd wgmma wg2 bn64", fwd_wgmma<128, 2, 64>},
-        {"fwd wgmma wg1 bn64", fwd_wgmma<128, 1, 64>},
-        {"fwd mma.sync mt2 w4 bn64", fwd<128, 2, 4, 64>},
-        {"fwd mma.sync mt2 w4 bn32", fwd<128, 2, 4, 32>},
-    };
-    *count = 5;
-    return D == 64 ? v64 : v128;
-}
-
-// Variant 1 of the backward is the deterministic one (no atomics: a separate dQ pass).
-constexpr int kDeterministicBackwardVariant = 1;
-
-inline const Variant* backward_variants(int D, int* count) {
-    static const Variant v64[] = {
-        {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<64>, launch_backward_dkdv_wgmma<64>},
-        {"bwd determ mt2 w4 bm32 | dq mt2 w4 bn64", bwd_det<64, 2, 4, 32, 2, 4, 64>,
-         launch_backward_dkdv<64, 2, 4, 32, false>, launch_backward_dq<64, 2, 4, 64>},
-        {"bwd mma.sync atomic mt2 w4 bm32", bwd_atomic<64, 2, 4, 32>, launch_backward_dkdv<64, 2, 4, 32, true>},
-    };
-    static const Variant v128[] = {
-        {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<128>, launch_backward_dkdv_wgmma<128>},
-        {"bwd determ mt1 w8 bm64 | dq mt1 w8 bn64", bwd_det<128, 1, 8, 64, 1, 8, 64>,
-         launch_backward_dkdv<128, 1, 8, 64, false>, launch_backward_dq<128, 1, 8, 64>},
-        {"bwd mma.sync atomic mt1 w8 bm64", bwd_atomic<128, 1, 8, 64>, launch_backward_dkdv<128, 1, 8, 64, true>},
-    };
-    *count = 3;
-    return D == 64 ? v64 : v128;
-}
+// Appends variants to the table that forward_variants (backward = false) or backward_variants
+// returns for head dim D; `first` is the index the first of them gets, checked against the table,
+// so that the indices are the same in every program. attention_flash_variants.cu calls it during
+// static initialisation (single-threaded, before main); defined in attention_flash.cu.
+void add_variants(bool backward, int D, int first, const Variant* v, int count);
 
 // Checks the arguments and fills the kernel parameters of dense attention over one sequence (a
 // dilated pattern starts from these too: layers/cuda/attention_dilated.cuh sets its branches).
@@ -238,18 +192,13 @@ inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int
     p.nseg = 1;
     p.group = 0;
     p.accumulate = false;
+    p.o_f32 = nullptr;
+    p.q_pos0 = p.k_pos0 = 0;  // one-sided: buffer row i is position i (the model's case)
+    p.seq_len = s.N;
     p.accum_tok0 = 0;
     p.accum_tokens = s.N;
     return p;
 }
-
-// Dilated attention, defined in layers/cuda/attention_dilated.cuh (included at the end of this
-// file): the public launchers below hand a Dilated pattern to these.
-inline void dilated_forward(int variant, const Params& base, const AttnPattern& pattern, const AttnShape& s,
-                            cudaStream_t stream);
-inline void dilated_backward(int variant, const Params& base, const AttnPattern& pattern, const AttnShape& s,
-                             float* workspace, cudaStream_t stream);
-inline size_t dilated_workspace_bytes(const AttnShape& s, const AttnPattern& pattern);
 
 // Workspace carve-up: lse_log2 and delta (B, H, N) fp32, then the fp32 dQ accumulator
 // (B, N, H, D), 256-byte aligned.
@@ -260,80 +209,4 @@ inline size_t workspace_rowstats_bytes(const AttnShape& s) {
 
 }  // namespace flash
 
-// Workspace of attention_backward_cuda for dense attention (the most any pattern needs).
-inline size_t attention_backward_workspace_bytes(AttnShape s) {
-    return flash::workspace_rowstats_bytes(s) + (size_t)s.B * s.N * s.H * s.D * 4;
-}
-
-// The same for a given pattern: a dilated one walks the sequence in chunks and needs an fp32 dQ
-// accumulator for one chunk only (layers/cuda/attention_dilated.cuh), never more than the above.
-inline size_t attention_backward_workspace_bytes(AttnShape s, const AttnPattern& pattern) {
-    if (pattern.kind == AttnKind::Dilated) return flash::dilated_workspace_bytes(s, pattern);
-    return attention_backward_workspace_bytes(s);
-}
-
-// Forward with an explicit tile configuration (flash::forward_variants); variant 0 is the default.
-inline void attention_forward_cuda_variant(int variant, bf16* out, float* lse, const bf16* q, const bf16* k,
-                                           const bf16* v, const int* pos, const int* doc_start,
-                                           const AttnPattern& pattern, AttnShape s, float scale, cudaStream_t stream) {
-    if (s.B == 0 || s.N == 0) return;
-    flash::Params p = flash::make_params(q, k, v, pos, doc_start, pattern, s, scale);
-    p.o = out;
-    p.lse = lse;
-    int count = 0;
-    const flash::Variant* vs = flash::forward_variants(s.D, &count);
-    if (variant < 0 || variant >= count) fatal("attention_forward_cuda_variant: no variant %d", variant);
-    if (pattern.kind == AttnKind::Dilated) flash::dilated_forward(variant, p, pattern, s, stream);
-    else vs[variant].run(p, s.B, stream);
-}
-
-inline void attention_forward_cuda(bf16* out,          // (B, N, H, D)
-                                   float* lse,         // (B, H, N)
-                                   const bf16* q, const bf16* k, const bf16* v,  // (B, N, H, D), stride s.stride
-                                   const int* pos,        // (N) global positions, increasing
-                                   const int* doc_start,  // (B, N) or nullptr
-                                   const AttnPattern& pattern, AttnShape s, float scale, cudaStream_t stream) {
-    attention_forward_cuda_variant(0, out, lse, q, k, v, pos, doc_start, pattern, s, scale, stream);
-}
-
-inline void attention_backward_cuda_variant(int variant, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
-                                            const bf16* out, const float* lse, const bf16* q, const bf16* k,
-                                            const bf16* v, const int* pos, const int* doc_start,
-                                            const AttnPattern& pattern, AttnShape s, float scale, float* workspace,
-                                            cudaStream_t stream) {
-    if (s.B == 0 || s.N == 0) return;
-    flash::Params p = flash::make_params(q, k, v, pos, doc_start, pattern, s, scale);
-    if (((uintptr_t)dq & 15) || ((uintptr_t)dk & 15) || ((uintptr_t)dv & 15) || ((uintptr_t)dout & 15) ||
-        ((uintptr_t)out & 15) || ((uintptr_t)workspace & 15))
-        fatal("attention_backward_cuda: dq, dk, dv, dout, out and workspace must be 16-byte aligned");
-    p.o = const_cast<bf16*>(out);
-    p.lse = const_cast<float*>(lse);
-    p.dout = dout;
-    p.dq = dq;
-    p.dk = dk;
-    p.dv = dv;
-    const size_t n = (size_t)s.B * s.H * s.N;
-    p.lse_log2 = workspace;
-    p.delta = workspace + n;
-    p.dq_accum = reinterpret_cast<float*>(reinterpret_cast<char*>(workspace) + flash::workspace_rowstats_bytes(s));
-    int count = 0;
-    const flash::Variant* vs = flash::backward_variants(s.D, &count);
-    if (variant < 0 || variant >= count) fatal("attention_backward_cuda_variant: no variant %d", variant);
-    if (pattern.kind == AttnKind::Dilated) flash::dilated_backward(variant, p, pattern, s, workspace, stream);
-    else vs[variant].run(p, s.B, stream);
-}
-
-inline void attention_backward_cuda(bf16* dq, bf16* dk, bf16* dv,  // (B, N, H, D), stride s.stride: OVERWRITTEN
-                                    const bf16* dout,   // (B, N, H, D)
-                                    const bf16* out,    // (B, N, H, D)
-                                    const float* lse,   // (B, H, N)
-                                    const bf16* q, const bf16* k, const bf16* v,  // (B, N, H, D), stride s.stride
-                                    const int* pos, const int* doc_start, const AttnPattern& pattern, AttnShape s,
-                                    float scale,
-                                    float* workspace,  // attention_backward_workspace_bytes(s, pattern)
-                                    cudaStream_t stream) {
-    attention_backward_cuda_variant(0, dq, dk, dv, dout, out, lse, q, k, v, pos, doc_start, pattern, s, scale,
-                                    workspace, stream);
-}
-
-#include "layers/cuda/attention_dilated.cuh"  // the dilated launchers declared above
+#include "layers/cuda/attention_dilated.cuh"  // the dilated launchers

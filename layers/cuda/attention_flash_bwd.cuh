@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
     const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - sK));
 
     int b, h, rank;
-    resolve_block<Schedule::kDilated>(p, b, h, rank);
+    resolve_block<Schedule::kPerBlockMaps>(p, b, h, rank);
     const int ktile = rank;  // causal: the first key tiles see the most queries and start first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int k0 = ktile * BN, kn = min(BN, p.krows.len - k0);
@@ -333,8 +333,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
             const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
 #pragma unroll
             for (int db = 0; db < DB; db++) {
-                store_grad2(p.dk + at + db * 8, dk[mt][db][2 * r], dk[mt][db][2 * r + 1], Schedule::kDilated && p.accumulate);
-                store_grad2(p.dv + at + db * 8, dv[mt][db][2 * r], dv[mt][db][2 * r + 1], Schedule::kDilated && p.accumulate);
+                store_grad2(p.dk + at + db * 8, dk[mt][db][2 * r], dk[mt][db][2 * r + 1], p.accumulate);
+                store_grad2(p.dv + at + db * 8, dv[mt][db][2 * r], dv[mt][db][2 * r + 1], p.accumulate);
             }
         }
 }
@@ -357,7 +357,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
     const uint32_t sV = sK + 2 * BN * D * 2;     // 2 x (BN, D)
 
     int b, h, rank;
-    resolve_block<Schedule::kDilated>(p, b, h, rank);
+    resolve_block<Schedule::kPerBlockMaps>(p, b, h, rank);
     const int qtile = gridDim.y - 1 - rank;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
             if (row >= p.qrows.len) continue;
             bf16* dst = p.dq + ((size_t)b * p.q_tokens + p.qrows.token(row)) * p.q_stride + h * D + 2 * t;
 #pragma unroll
-            for (int db = 0; db < DB; db++) store_grad2(dst + db * 8, dq[mt][db][2 * r], dq[mt][db][2 * r + 1], Schedule::kDilated && p.accumulate);
+            for (int db = 0; db < DB; db++) store_grad2(dst + db * 8, dq[mt][db][2 * r], dq[mt][db][2 * r + 1], p.accumulate);
         }
 }
 

@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(P
     const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - smem_u32(smem)));
 
     int b, h, rank;
-    resolve_block<Schedule::kDilated>(p, b, h, rank);
+    resolve_block<Schedule::kPerBlockMaps>(p, b, h, rank);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int wg = warp >> 2;
     const int k0 = rank * BN, kn = min(BN, p.krows.len - k0);
@@ -197,8 +197,8 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(P
         const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
 #pragma unroll
         for (int db = 0; db < DB; db++) {
-            store_grad2(p.dk + at + db * 8, dk[db][2 * r], dk[db][2 * r + 1], Schedule::kDilated && p.accumulate);
-            store_grad2(p.dv + at + db * 8, dv[db][2 * r], dv[db][2 * r + 1], Schedule::kDilated && p.accumulate);
+            store_grad2(p.dk + at + db * 8, dk[db][2 * r], dk[db][2 * r + 1], p.accumulate);
+            store_grad2(p.dv + at + db * 8, dv[db][2 * r], dv[db][2 * r + 1], p.accumulate);
         }
     }
 }

@@ -60,16 +60,31 @@ struct Params {
     // resolve_block.
     int group;
     // false: the kernels write their outputs; true: they merge into what is there (forward: O, L
-    // by log-sum-exp; backward: dq, dk, dv +=), so branches launched one after another add up.
+    // by log-sum-exp; backward: dq, dk, dv +=), so branches launched one after another add up,
+    // and so do the key blocks of a two-sided call (a ring step).
     bool accumulate;
+    // Forward: when set, O is this fp32 (B, q_tokens, H, D) buffer instead of o (bf16), so that a
+    // run of merges (ring steps, key blocks) rounds O once, at the end, not once per merge.
+    float* o_f32;
+    // Global positions of buffer row 0 of each side (their positions are pos0 + row) and the
+    // global sequence length: dilated segments are cut from these, never from buffer indices.
+    int q_pos0, k_pos0, seq_len;
     // dq_accum holds the tokens [accum_tok0, accum_tok0 + accum_tokens): (B, accum_tokens, H, D),
     // so that a dilated backward can walk the sequence in chunks with a small accumulator.
     int accum_tok0, accum_tokens;
 };
 
+// Rows of one side (buffer row i at global position pos0 + i, n rows) at the global positions
+// first, first + r, ... below end: a dilated virtual sequence cut to what this side holds.
+__device__ __forceinline__ RowMap dilated_rows(int first, int end, int r, int pos0, int n) {
+    const int lo = pos0 > first ? first + (pos0 - first + r - 1) / r * r : first;
+    const int hi = min(end, pos0 + n);
+    return RowMap{lo - pos0, r, lo < hi ? (hi - 1 - lo) / r + 1 : 0};
+}
+
 // Sets b, h and the tile rank (0 = the heaviest tile: the kernels turn it into their query or key
 // tile) of this block and, for a dilated branch (DILATED: the kernel instance of DilatedSchedule),
-// p.qrows = p.krows = its virtual sequence. Dense instances leave p untouched, so their maps stay
+// p.qrows and p.krows: its virtual sequence (segment, head class) on each side. Dense instances leave p untouched, so their maps stay
 // kernel-parameter constants (no registers held for them).
 // Dilated grids (x = sequence, y = rank) are renumbered in launch order (x fastest) when
 // p.group > 0: all ranks of `group` sequences, heaviest first across the group, then the next
@@ -102,9 +117,10 @@ __device__ __forceinline__ void resolve_block(Params& p, int& b, int& h, int& ra
         const int bh = seq / p.nseg;
         b = bh / p.H;
         h = bh % p.H;
-        const int start = (p.seg0 + seq % p.nseg) * p.seg_len;
-        const int len = min(p.seg_len, p.q_tokens - start), c = h % p.dilation;
-        p.qrows = p.krows = RowMap{start + c, p.dilation, c < len ? (len - 1 - c) / p.dilation + 1 : 0};
+        const int start = (p.seg0 + seq % p.nseg) * p.seg_len;  // the segment's first global position
+        const int end = min(start + p.seg_len, p.seq_len), first = start + h % p.dilation;
+        p.qrows = dilated_rows(first, end, p.dilation, p.q_pos0, p.q_tokens);
+        p.krows = dilated_rows(first, end, p.dilation, p.k_pos0, p.kv_tokens);
     }
 }
 
@@ -379,7 +395,8 @@ __device__ __forceinline__ bool pair_needs_mask(const Params& p, const QueryTile
 }
 
 struct DenseSchedule {
-    static constexpr bool kDilated = false;  // maps as given in Params, outputs written
+    // kPerBlockMaps: whether each block derives its own query and key maps (resolve_block).
+    static constexpr bool kPerBlockMaps = false;  // maps as given in Params
     // Key tiles of BN rows for a query tile: up to the last key at or before the tile's last
     // query (causal), from the first key at or after its earliest document start.
     __device__ static TileRange key_tiles(const Params& p, const QueryTile& qt, int BN) {
@@ -398,10 +415,11 @@ struct DenseSchedule {
     }
 };
 
-// A dilated branch: each block's map comes from its segment and head (resolve_block), the tiles
-// walk it as dense attention would, and outputs may merge into earlier branches' (accumulate).
+// A dilated branch: each block's maps come from its segment and head (resolve_block), and the
+// tiles walk them as dense attention would. (Merging into earlier results, Params::accumulate,
+// is for every schedule.)
 struct DilatedSchedule : DenseSchedule {
-    static constexpr bool kDilated = true;
+    static constexpr bool kPerBlockMaps = true;
 };
 
 }  // namespace flash

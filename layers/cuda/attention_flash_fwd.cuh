@@ -49,11 +49,11 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
 // The epilogue of every forward kernel, for one warp's 16-row slice (rows row0 + g, row0 + g + 8)
 // with its flash state: acc = unnormalised P V, m = row max (log2 domain), l = the thread's
 // partial row sums. Writes O = acc / l and L, or with p.accumulate merges this result (o, lse)
-// into the O, L already there (earlier branches):  L' = logsumexp(L, lse),
+// into the O, L already there (earlier branches, earlier key blocks):  L' = logsumexp(L, lse),
 // O' = e^(L - L') O + e^(lse - L') o; a side with no key (-inf) weighs 0, and a row with no key
-// anywhere keeps O = 0, L = -inf. All 32 lanes must call it (quad sums, and a warp barrier
-// between reading and writing L).
-template <int D, bool MERGE>
+// anywhere keeps O = 0, L = -inf. O is bf16 p.o, or fp32 p.o_f32 when set. All 32 lanes must
+// call it (quad sums, and a warp barrier between reading and writing L).
+template <int D>
 __device__ __forceinline__ void store_output(const Params& p, int b, int h, int row0, const float (&acc)[D / 8][4],
                                              const float (&m)[2], const float (&l)[2]) {
     constexpr int DB = D / 8;
@@ -71,7 +71,7 @@ __device__ __forceinline__ void store_output(const Params& p, int b, int h, int 
         li[r] = ((size_t)b * p.H + h) * p.q_tokens + tok[r];
         lse2[r] = sum > 0.f ? m[r] + __log2f(sum) : -INFINITY;
         w_new[r] = sum > 0.f ? 1.f / sum : 0.f;
-        if (MERGE && p.accumulate && ok[r]) {
+        if (p.accumulate && ok[r]) {
             const float old2 = p.lse[li[r]] * kLog2e;  // -inf stays -inf
             const float mx = fmaxf(old2, lse2[r]);
             if (mx == -INFINITY) {
@@ -84,21 +84,31 @@ __device__ __forceinline__ void store_output(const Params& p, int b, int h, int 
             }
         }
     }
-    if (MERGE) __syncwarp();  // every lane of the quad has read L before lane t = 0 overwrites it
+    if (p.accumulate) __syncwarp();  // every lane of the quad has read L before lane t = 0 overwrites it
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         if (!ok[r]) continue;
-        bf16* orow = p.o + (((size_t)b * p.q_tokens + tok[r]) * p.H + h) * D + 2 * t;
+        const size_t at0 = (((size_t)b * p.q_tokens + tok[r]) * p.H + h) * D + 2 * t;
 #pragma unroll
         for (int db = 0; db < DB; db++) {
-            __nv_bfloat162* at = reinterpret_cast<__nv_bfloat162*>(orow + db * 8);
             float x = acc[db][2 * r] * w_new[r], y = acc[db][2 * r + 1] * w_new[r];
-            if (MERGE && w_old[r] != 0.f) {
-                const float2 o = __bfloat1622float2(*at);
-                x = fmaf(w_old[r], o.x, x);
-                y = fmaf(w_old[r], o.y, y);
+            if (p.o_f32) {
+                float2* at = reinterpret_cast<float2*>(p.o_f32 + at0 + db * 8);
+                if (w_old[r] != 0.f) {
+                    const float2 o = *at;
+                    x = fmaf(w_old[r], o.x, x);
+                    y = fmaf(w_old[r], o.y, y);
+                }
+                *at = make_float2(x, y);
+            } else {
+                __nv_bfloat162* at = reinterpret_cast<__nv_bfloat162*>(p.o + at0 + db * 8);
+                if (w_old[r] != 0.f) {
+                    const float2 o = __bfloat1622float2(*at);
+                    x = fmaf(w_old[r], o.x, x);
+                    y = fmaf(w_old[r], o.y, y);
+                }
+                *at = __floats2bfloat162_rn(x, y);
             }
-            *at = __floats2bfloat162_rn(x, y);
         }
         if (t == 0) p.lse[li[r]] = lse2[r] == -INFINITY ? -INFINITY : lse2[r] * kLn2;
     }
@@ -116,7 +126,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p)
     const uint32_t sV = sK + 2 * BN * D * 2;            // 2 x (BN, D)
 
     int b, h, rank;
-    resolve_block<Schedule::kDilated>(p, b, h, rank);
+    resolve_block<Schedule::kPerBlockMaps>(p, b, h, rank);
     const int qtile = gridDim.y - 1 - rank;  // the longest causal rows start first
     const int warp = threadIdx.x >> 5;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
@@ -182,7 +192,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p)
 
     // O = acc / l (or merged into an earlier branch's); a row with no key gets O = 0, L = -inf.
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) store_output<D, Schedule::kDilated>(p, b, h, q0 + warp * 16 * MT + mt * 16, acc[mt], m[mt], l[mt]);
+    for (int mt = 0; mt < MT; mt++) store_output<D>(p, b, h, q0 + warp * 16 * MT + mt * 16, acc[mt], m[mt], l[mt]);
 }
 
 }  // namespace flash

@@ -7,11 +7,12 @@
 // build and cache the cuDNN plans. Inputs are random (never zeros).
 //
 //   build/bench_attention_cudnn [--out FILE] [--iters N] [--max-n N]
+#include <cudnn.h>
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
-#include "layers/cuda/attention_cudnn.cuh"
+#include "layers/cuda/attention_cudnn.h"
 
 namespace {
 

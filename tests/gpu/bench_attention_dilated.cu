@@ -17,7 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "layers/cuda/attention_flash.cuh"
+#include "layers/cuda/attention_flash.h"
+#include "layers/cuda/attention_flash_variants.h"  // every tile variant
 
 __global__ void fill_normal_bf16(bf16* x, size_t n, uint64_t seed) {
     // A cheap counter-based generator: Box-Muller over two hashed uniforms.

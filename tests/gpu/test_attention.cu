@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "layers/attention.h"
-#include "layers/cuda/attention_flash.cuh"
+#include "layers/cuda/attention_flash.h"
+#include "layers/cuda/attention_flash_variants.h"  // every tile variant
 #include "tests/gpu/attention_test_common.cuh"
 #include "tests/gradcheck.h"
 

@@ -10,13 +10,14 @@
 //
 //   build/test_attention_cudnn [--seed N] [--quick]   (--quick: the N = 257 cases only)
 #define ATTN_CUDNN_CHECK_POS
+#include <cudnn.h>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 #include "layers/attention.h"
-#include "layers/cuda/attention_cudnn.cuh"
+#include "layers/cuda/attention_cudnn.h"
 #include "tests/gradcheck.h"
 
 namespace {

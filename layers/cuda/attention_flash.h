@@ -1,0 +1,108 @@
+// Flash attention, CUDA: the launchers mirroring the CPU reference (layers/attention.h),
+//   attention_forward_cuda   ~ attention_forward
+//   attention_backward_cuda  ~ attention_backward
+// on bf16 storage with fp32 accumulation, head dims 64 and 128, for sm_90a: our kernels
+// (attention_flash*.cuh, attention_dilated.cuh; attention_flash.cuh lists them), dense and
+// dilated, in tile configurations listed by the variant tables below (variant 0 is what the plain
+// launchers run).
+//
+// Compiled once: this header only DECLARES the launchers, so a program that includes it compiles
+// no attention kernel. The kernels and their launch code are built once into objects that the
+// Makefile links into the programs using them (build/obj/):
+//   attention_flash.o            attention_flash.cu: the launchers below, dense and dilated, with
+//                                the variants the model runs (forward 0, backward 0 and
+//                                kDeterministicBackwardVariant)
+//   attention_flash_variants.o   attention_flash_variants.cu: the tile configurations only the
+//                                tests and the benchmark compare (programs that include
+//                                attention_flash_variants.h)
+//
+// Determinism: the forward is deterministic. The default backward adds dQ with fp32 atomics, so
+// dQ can differ in the last bits from run to run (dK, dV do not); for bit-identical results use
+// attention_backward_cuda_variant(flash::kDeterministicBackwardVariant, ...), an mma.sync kernel
+// pair: backward 18% (D=64) to 40% (D=128) slower at N=64K on an H200 (notes/attention.md).
+//
+// Layout (as the CPU reference): Q, K, V (B, N, H, D) read in place with token stride s.stride
+// (3*H*D for slices of a QKV buffer (B, N, 3, H, D)); O (B, N, H, D) contiguous; L (B, H, N) fp32,
+// natural log; a row with no key gets O = 0 and L = -inf. Causal and document masks use the
+// global positions pos (N).
+//
+// Unlike the CPU reference, whose backward ADDS into its gradient buffers, attention_backward_cuda
+// OVERWRITES dq, dk, dv (slices of a dQKV buffer, same strides as q, k, v): every element of the
+// three slices is written, none is read before this call wrote it (a dilated pattern adds its
+// later branches into what its first branch, or a zero-fill, wrote; likewise O and L forward).
+//
+// Patterns: dense and dilated (LongNet; for dilated, positions must be pos[i] = i, see
+// attention_dilated.cuh). Workspace: attention_backward_workspace_bytes(s) is enough for every
+// pattern; attention_backward_workspace_bytes(s, pattern) is the smaller exact size.
+#pragma once
+#include <cstddef>
+#include "layers/attention.h"
+#include "layers/cuda/common.cuh"
+
+namespace flash {
+
+struct Params;  // the kernels' parameters (attention_flash_common.cuh)
+
+// A tile configuration, so that the tests and the benchmark can compare them.
+struct Variant {
+    const char* name;
+    void (*run)(const Params&, int B, cudaStream_t);
+    // Backward only, the pieces a dilated branch launches (layers/cuda/attention_dilated.cuh):
+    // the dK/dV kernel (adding dQ into dq_accum when dq is null) and the separate dQ kernel.
+    void (*dkdv)(const Params&, int B, cudaStream_t) = nullptr;
+    void (*dq)(const Params&, int B, cudaStream_t) = nullptr;
+};
+
+// The variants of head dim D (64 or 128), indexed as attention_*_cuda_variant takes them; variant
+// 0 is what the public launchers use (chosen by the measurements in notes/attention.md). A program
+// that links only attention_flash.o sees the variants the model runs (forward: 1, backward: 2, the
+// second being kDeterministicBackwardVariant); one that also links attention_flash_variants.o
+// sees every configuration, at the same indices (attention_flash.cu says why it is built so).
+const Variant* forward_variants(int D, int* count);
+const Variant* backward_variants(int D, int* count);
+
+// Variant 1 of the backward is the deterministic one (no atomics: a separate dQ pass).
+constexpr int kDeterministicBackwardVariant = 1;
+
+// Dilated knobs (layers/cuda/attention_dilated.cuh explains them), variables so that the tests and
+// the benchmark can set them (defined in attention_flash.cu):
+extern long long dilated_min_chunk_tokens;  // the backward's smallest dQ chunk (64K tokens)
+extern int dilated_forward_group;           // launch-order groups of virtual sequences (16;
+extern int dilated_backward_group;          //   0: plain grid order)
+
+}  // namespace flash
+
+// Workspace of attention_backward_cuda for dense attention (the most any pattern needs).
+size_t attention_backward_workspace_bytes(AttnShape s);
+
+// The same for a given pattern: a dilated one walks the sequence in chunks and needs an fp32 dQ
+// accumulator for one chunk only (layers/cuda/attention_dilated.cuh), never more than the above.
+size_t attention_backward_workspace_bytes(AttnShape s, const AttnPattern& pattern);
+
+// Forward with an explicit tile configuration (flash::forward_variants); variant 0 is the default.
+void attention_forward_cuda_variant(int variant, bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                    const int* pos, const int* doc_start, const AttnPattern& pattern, AttnShape s,
+                                    float scale, cudaStream_t stream);
+
+void attention_forward_cuda(bf16* out,          // (B, N, H, D)
+                            float* lse,         // (B, H, N)
+                            const bf16* q, const bf16* k, const bf16* v,  // (B, N, H, D), stride s.stride
+                            const int* pos,        // (N) global positions, increasing
+                            const int* doc_start,  // (B, N) or nullptr
+                            const AttnPattern& pattern, AttnShape s, float scale, cudaStream_t stream);
+
+// Backward with an explicit tile configuration (flash::backward_variants); variant 0 is the default.
+void attention_backward_cuda_variant(int variant, bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out,
+                                     const float* lse, const bf16* q, const bf16* k, const bf16* v, const int* pos,
+                                     const int* doc_start, const AttnPattern& pattern, AttnShape s, float scale,
+                                     float* workspace, cudaStream_t stream);
+
+void attention_backward_cuda(bf16* dq, bf16* dk, bf16* dv,  // (B, N, H, D), stride s.stride: OVERWRITTEN
+                             const bf16* dout,   // (B, N, H, D)
+                             const bf16* out,    // (B, N, H, D)
+                             const float* lse,   // (B, H, N)
+                             const bf16* q, const bf16* k, const bf16* v,  // (B, N, H, D), stride s.stride
+                             const int* pos, const int* doc_start, const AttnPattern& pattern, AttnShape s,
+                             float scale,
+                             float* workspace,  // attention_backward_workspace_bytes(s, pattern)
+                             cudaStream_t stream);

@@ -1,0 +1,51 @@
+// Flash attention, CUDA: the tile configurations that only the tests and the benchmark compare,
+// compiled once into build/obj/attention_flash_variants.o and linked only into the programs that
+// compare them (not into train or infer). Before main, they are appended to the tables of
+// flash::forward_variants / backward_variants, after the variants attention_flash.cu compiles
+// (what the model runs); that file says why the tables are split this way.
+#include "layers/cuda/attention_flash_variants.h"
+#include "layers/cuda/attention_flash.cuh"
+
+namespace flash {
+namespace {
+
+// Forward variants 1-4 (0 is in attention_flash.cu).
+const Variant kForward64[] = {
+    {"fwd wgmma wg2 bn128", fwd_wgmma<64, 2, 128>},
+    {"fwd wgmma wg1 bn64", fwd_wgmma<64, 1, 64>},
+    {"fwd wgmma wg1 bn128", fwd_wgmma<64, 1, 128>},
+    {"fwd mma.sync mt2 w4 bn128", fwd<64, 2, 4, 128>},
+};
+const Variant kForward128[] = {
+    {"fwd wgmma wg2 bn64", fwd_wgmma<128, 2, 64>},
+    {"fwd wgmma wg1 bn64", fwd_wgmma<128, 1, 64>},
+    {"fwd mma.sync mt2 w4 bn64", fwd<128, 2, 4, 64>},
+    {"fwd mma.sync mt2 w4 bn32", fwd<128, 2, 4, 32>},
+};
+// Backward variant 2 (0 and 1 = kDeterministicBackwardVariant are in attention_flash.cu).
+const Variant kBackward64[] = {
+    {"bwd mma.sync atomic mt2 w4 bm32", bwd_atomic<64, 2, 4, 32>, launch_backward_dkdv<64, 2, 4, 32, true>},
+};
+const Variant kBackward128[] = {
+    {"bwd mma.sync atomic mt1 w8 bm64", bwd_atomic<128, 1, 8, 64>, launch_backward_dkdv<128, 1, 8, 64, true>},
+};
+
+template <int N>
+void add(bool backward, int D, int first, const Variant (&v)[N]) {
+    add_variants(backward, D, first, v, N);
+}
+
+int register_variants() {
+    add(false, 64, 1, kForward64);
+    add(false, 128, 1, kForward128);
+    add(true, 64, kDeterministicBackwardVariant + 1, kBackward64);
+    add(true, 128, kDeterministicBackwardVariant + 1, kBackward128);
+    return 1;
+}
+
+}  // namespace
+
+// Initialised (the variants appended) before main; attention_flash_variants.h refers to it.
+extern const int full_variant_tables = register_variants();
+
+}  // namespace flash

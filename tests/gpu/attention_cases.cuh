@@ -1,0 +1,157 @@
+// The attention cases the two-sided GPU tests share (test_attention_naive.cu,
+// test_attention_two_sided.cu): every registered pattern kind, causal and not, with and without
+// documents; a random problem whose inputs are bf16 values (so a float64 reference sees exactly
+// what a kernel sees); and the R-block splits of its keys. A new pattern adds its cases here.
+#pragma once
+#include <algorithm>
+#include <string>
+#include <type_traits>
+#include <vector>
+#include "data/rng.h"
+#include "layers/attention.h"
+#include "tests/gpu/attention_test_common.cuh"
+
+struct AttnCase {
+    std::string name;
+    AttnPattern pattern;
+    bool docs;
+};
+
+inline std::vector<AttnCase> attn_cases() {
+    std::vector<AttnCase> out;
+    for (bool causal : {true, false}) {
+        const std::string c = causal ? "causal" : "non-causal";
+        AttnPattern dense;
+        dense.causal = causal;
+        AttnPattern dil;  // segments that do not divide N, one longer than N
+        dil.kind = AttnKind::Dilated;
+        dil.causal = causal;
+        dil.segments = {32, 80, 4096};
+        dil.dilations = {1, 2, 4};
+        AttnPattern dil2 = dil;  // no branch of dilation 1: rows with no key at all
+        dil2.segments = {48, 96};
+        dil2.dilations = {2, 4};
+        out.push_back({"dense " + c, dense, false});
+        out.push_back({"dense " + c + " docs", dense, true});
+        out.push_back({"dilated (32,1)(80,2)(4096,4) " + c, dil, false});
+        out.push_back({"dilated (32,1)(80,2)(4096,4) " + c + " docs", dil, true});
+        out.push_back({"dilated (48,2)(96,4) " + c, dil2, false});
+    }
+    return out;
+}
+
+// One sequence: QKV (B, N, 3, H, D) and dO (B, N, H, D) of bf16 values held in double,
+// positions 0..N-1, random documents.
+struct AttnProblem {
+    int B, N, H, D, HD, S;
+    double scale;
+    std::vector<double> qkv, dout;
+    std::vector<int> pos, doc;
+    AttnProblem(SplitMix64& rng, int B_, int N_, int H_, int D_) : B(B_), N(N_), H(H_), D(D_), HD(H_ * D_), S(3 * H_ * D_) {
+        scale = 1.0 / std::sqrt((double)D);
+        auto uni = [&] { return (double)(rng.next() >> 11) * 0x1.0p-53 * 2 - 1; };
+        qkv.resize((size_t)B * N * S);
+        dout.resize((size_t)B * N * HD);
+        for (double& x : qkv) x = bf(1.5f * (float)uni());
+        for (double& x : dout) x = bf((float)uni());
+        pos.resize(N);
+        doc.resize((size_t)B * N);
+        for (int i = 0; i < N; i++) pos[i] = i;
+        for (int b = 0; b < B; b++)
+            for (int i = 0, start = 0; i < N; i++) {
+                if (i > 0 && rng.below(23) == 0) start = i;
+                doc[(size_t)b * N + i] = start;
+            }
+    }
+    AttnDims dims() const { return AttnDims{B, H, D, N}; }
+    // Rows [r0, r1) of a (B, N, width) array as their own (B, r1 - r0, width) array.
+    template <typename V>
+    std::vector<V> rows(const std::vector<V>& x, int r0, int r1, int width) const {
+        std::vector<V> out;
+        for (int b = 0; b < B; b++)
+            out.insert(out.end(), x.begin() + ((size_t)b * N + r0) * width, x.begin() + ((size_t)b * N + r1) * width);
+        return out;
+    }
+};
+
+// R uneven blocks covering [0, N): their cut points.
+inline std::vector<int> attn_cuts(SplitMix64& rng, int N, int R) {
+    std::vector<int> c = {0};
+    for (int r = 1; r < R; r++) c.push_back(std::max(c.back() + 1, (int)(N * r / R + rng.below(9)) - 4));
+    c.push_back(N);
+    return c;
+}
+
+// Device buffers that live as long as the test case.
+struct DevArena {
+    std::vector<DevBuf*> bufs;
+    ~DevArena() {
+        for (DevBuf* d : bufs) delete d;
+    }
+    template <typename T>
+    T* upload(const std::vector<T>& x) {
+        bufs.push_back(new DevBuf(x.size() * sizeof(T)));
+        CUDA_CHECK(cudaMemcpy(bufs.back()->p, x.data(), x.size() * sizeof(T), cudaMemcpyHostToDevice));
+        return bufs.back()->as<T>();
+    }
+    template <typename T>
+    T* alloc(size_t n, unsigned char fill) {  // fill 0xff: NaN for float and bf16 (poison)
+        bufs.push_back(new DevBuf(n * sizeof(T)));
+        CUDA_CHECK(cudaMemset(bufs.back()->p, fill, n * sizeof(T)));
+        return bufs.back()->as<T>();
+    }
+};
+
+template <typename T>
+inline std::vector<T> download(const T* d, size_t n) {
+    std::vector<T> x(n);
+    CUDA_CHECK(cudaMemcpy(x.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return x;
+}
+inline std::vector<double> as_double(const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); }
+inline std::vector<double> as_double(const std::vector<bf16>& x) {
+    std::vector<double> y(x.size());
+    for (size_t i = 0; i < x.size(); i++) y[i] = __bfloat162float(x[i]);
+    return y;
+}
+
+// Relative error (error_vs: RMS floor, NaN fails) of got against ref must be below tol.
+inline bool expect_close(const std::string& what, const std::vector<double>& got, const std::vector<double>& ref, double tol) {
+    const Err e = error_vs(got.data(), ref.data(), ref.size());
+    char buf[400];
+    std::snprintf(buf, sizeof buf, "%-72s rel %.2e maxabs %.2e (tol %.0e)", what.c_str(), e.norm, e.maxabs, tol);
+    return check(got.size() == ref.size() && e.norm <= tol, buf);
+}
+
+// The (B, n, S) strided rows' first `width` values of each row: the Q (or dQ) part.
+inline std::vector<double> strided_part(const std::vector<double>& x, int S, int off, int width) {
+    std::vector<double> out;
+    for (size_t t = 0; t + S <= x.size(); t += S) out.insert(out.end(), x.begin() + t + off, x.begin() + t + off + width);
+    return out;
+}
+
+// The float64 reference of queries [qa, qb) against all keys: O, L, and dQ, dK, dV of that
+// query block (dQ (B, nq, H, D); dK, dV (B, N, H, D)).
+struct AttnReference {
+    std::vector<double> O, L, dq, dk, dv;
+};
+inline AttnReference attn_reference(const AttnProblem& P, const AttnCase& c, int qa, int qb, double scale) {
+    const int nq = qb - qa, HD = P.HD, S = P.S;
+    const AttnDims dm = P.dims();
+    const std::vector<double> qrows = P.rows(P.qkv, qa, qb, S), g = P.rows(P.dout, qa, qb, HD);
+    const std::vector<int> qpos(P.pos.begin() + qa, P.pos.begin() + qb), qdoc = P.rows(P.doc, qa, qb, 1);
+    const AttnQueries<double> qs{qrows.data(), S, nq, qpos.data(), c.docs ? qdoc.data() : nullptr};
+    const AttnKeys<double> all{P.qkv.data() + HD, P.qkv.data() + 2 * HD, S, P.N, P.pos.data()};
+    AttnReference r;
+    r.O.resize((size_t)P.B * nq * HD);
+    r.L.resize((size_t)P.B * P.H * nq);
+    std::vector<double> delta(r.L.size()), dq(qrows.size(), 0.0), dkv(P.qkv.size(), 0.0);
+    attention_forward(r.O.data(), r.L.data(), qs, all, c.pattern, dm, scale);
+    attention_backward_preprocess(delta.data(), g.data(), r.O.data(), dm, nq);
+    attention_backward_block(dq.data(), dkv.data() + HD, dkv.data() + 2 * HD, g.data(), r.L.data(), delta.data(), qs, all,
+                             c.pattern, dm, scale);
+    r.dq = strided_part(dq, S, 0, HD);
+    r.dk = strided_part(dkv, S, HD, HD);
+    r.dv = strided_part(dkv, S, 2 * HD, HD);
+    return r;
+}

@@ -1,0 +1,133 @@
+// The flash kernels through the two-sided interface (layers/cuda/attention_flash_two_sided.cuh)
+// against the float64 CPU reference, every case of attention_cases.cuh, D = 64 and 128, odd
+// sizes, outputs poisoned with NaN first:
+//  - Write over the whole sequence (bf16 O): dense is bit-identical to the one-sided launcher;
+//  - Merge: a query block anywhere in the sequence (global positions, so dilated segments are
+//    cut where the whole sequence cuts them) against its keys split into R = 1..5 uneven blocks,
+//    merged into fp32 O and L, equals the reference rows;
+//  - the backward in pieces (begin, one block step per key block, end) equals the reference's
+//    dQ, dK, dV of that query block;
+//  - the same comparison with a 2% wrong scale fails (the tolerances can catch an error).
+// Tolerances are set by bf16: P is rounded to bf16 before P V, dS before dS K, outputs are bf16.
+// Usage: test_attention_two_sided [SEED]. Prints PASS/FAIL lines and a summary.
+#include <chrono>
+#include <cstdlib>
+#include "layers/cuda/attention_flash_two_sided.h"
+#include "layers/cuda/attention_flash.h"
+#include "tests/gpu/attention_cases.cuh"
+
+constexpr double kTolO = 1e-2, kTolL = 1e-4, kTolGrad = 2e-2;
+
+static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
+    const AttnProblem P(rng, 2, 419, 3, D);
+    const int B = P.B, N = P.N, HD = P.HD, S = P.S;
+    const float scale = (float)P.scale;
+    const AttnDims dm = P.dims();
+    const std::string tag = c.name + " D" + std::to_string(D);
+    DevArena dev;
+    const std::vector<bf16> qkv_bf = to_bf16(P.qkv), dout_bf = to_bf16(P.dout);
+    const bf16* qkv = dev.upload(qkv_bf);
+    const int* pos = dev.upload(P.pos);
+    const int* docs = c.docs ? dev.upload(P.doc) : nullptr;
+
+    {  // 1. Write over the whole sequence.
+        const AttnReference ref = attn_reference(P, c, 0, N, P.scale);
+        const AttnQueries<bf16> qs{qkv, S, N, pos, docs, 0};
+        const AttnKeys<bf16> ks{qkv + HD, qkv + 2 * HD, S, N, pos, 0};
+        bf16* O = dev.alloc<bf16>(ref.O.size(), 0xff);
+        float* L = dev.alloc<float>(ref.L.size(), 0xff);
+        attention_forward_cuda(O, L, qs, ks, c.pattern, dm, scale, 0);
+        const std::vector<bf16> Oh = download(O, ref.O.size());
+        expect_close("two-sided write O: " + tag, as_double(Oh), ref.O, kTolO);
+        expect_close("two-sided write L: " + tag, as_double(download(L, ref.L.size())), ref.L, kTolL);
+        if (c.pattern.kind == AttnKind::Dense) {
+            bf16* O1 = dev.alloc<bf16>(ref.O.size(), 0xff);
+            float* L1 = dev.alloc<float>(ref.L.size(), 0xff);
+            attention_forward_cuda(O1, L1, qkv, qkv + HD, qkv + 2 * HD, pos, docs, c.pattern, AttnShape{B, N, P.H, D, S}, scale, 0);
+            const std::vector<bf16> O1h = download(O1, ref.O.size());
+            check(std::memcmp(O1h.data(), Oh.data(), Oh.size() * sizeof(bf16)) == 0, "two-sided write == one-sided launcher, bit for bit: " + tag);
+        }
+    }
+
+    // 2. Merge and the pieced backward: queries [qa, qb) against R key blocks.
+    double worst_o = 0, worst_l = 0, worst_g = 0, wrong_scale = INFINITY;
+    for (int R = 1; R <= 5; R++) {
+        const int qa = R == 1 ? 0 : (int)rng.below(N / 2), qb = R == 1 ? N : qa + 1 + (int)rng.below(N - qa), nq = qb - qa;
+        const std::vector<int> cut = attn_cuts(rng, N, R);
+        const AttnReference ref = attn_reference(P, c, qa, qb, P.scale);
+        const bf16* qrows = dev.upload(P.rows(qkv_bf, qa, qb, S));
+        const AttnQueries<bf16> qs{qrows, S, nq, dev.upload(std::vector<int>(P.pos.begin() + qa, P.pos.begin() + qb)),
+                                   c.docs ? dev.upload(P.rows(P.doc, qa, qb, 1)) : nullptr, qa};
+        std::vector<AttnKeys<bf16>> blocks;
+        for (int r = 0; r < R; r++) {
+            const bf16* kr = dev.upload(P.rows(qkv_bf, cut[r], cut[r + 1], S));
+            const int* kp = dev.upload(std::vector<int>(P.pos.begin() + cut[r], P.pos.begin() + cut[r + 1]));
+            blocks.push_back(AttnKeys<bf16>{kr + HD, kr + 2 * HD, S, cut[r + 1] - cut[r], kp, cut[r]});
+        }
+        float* O = dev.alloc<float>(ref.O.size(), 0xff);
+        float* L = dev.alloc<float>(ref.L.size(), 0xff);
+        for (int pass = 0; pass < (R == 3 ? 2 : 1); pass++) {  // pass 1: the 2% wrong scale
+            const float sc = pass ? scale * 1.02f : scale;
+            attention_partial_init_cuda(O, L, dm, nq, 0);
+            for (const AttnKeys<bf16>& ks : blocks) attention_forward_merge_cuda(O, L, qs, ks, c.pattern, dm, sc, 0);
+            const std::vector<double> Og = as_double(download(O, ref.O.size())), Lg = as_double(download(L, ref.L.size()));
+            const double eo = error_vs(Og.data(), ref.O.data(), Og.size()).norm, el = error_vs(Lg.data(), ref.L.data(), Lg.size()).norm;
+            if (pass) wrong_scale = std::min(eo / kTolO, el / kTolL);
+            else worst_o = std::max(worst_o, eo), worst_l = std::max(worst_l, el);
+        }
+
+        // Backward from the merged result, rounded to bf16 as the model would store it.
+        std::vector<bf16> Ob = to_bf16(as_double(download(O, ref.O.size())));
+        const bf16* Od = dev.upload(Ob);
+        const bf16* g = dev.upload(P.rows(dout_bf, qa, qb, HD));
+        float* ws = dev.alloc<float>(attention_backward_pieces_workspace_bytes(dm, nq) / 4 + 4, 0xff);
+        attention_backward_begin_cuda(ws, g, Od, L, qs, dm, 0);
+        std::vector<std::vector<double>> dkb(B), dvb(B);
+        for (int r = 0; r < R; r++) {
+            const int nk = blocks[r].n;
+            bf16* dkv = dev.alloc<bf16>((size_t)B * nk * S, 0xff);  // the block's rows, the K layout
+            attention_backward_block_cuda(dkv + HD, dkv + 2 * HD, false, g, L, qs,
+                                          AttnKeys<bf16>{blocks[r].k, blocks[r].v, S, nk, blocks[r].pos, blocks[r].pos0},
+                                          c.pattern, dm, scale, ws, 0);
+            const std::vector<double> h = as_double(download(dkv, (size_t)B * nk * S));
+            const std::vector<double> hk = strided_part(h, S, HD, HD), hv = strided_part(h, S, 2 * HD, HD);
+            for (int b = 0; b < B; b++) {
+                dkb[b].insert(dkb[b].end(), hk.begin() + (size_t)b * nk * HD, hk.begin() + (size_t)(b + 1) * nk * HD);
+                dvb[b].insert(dvb[b].end(), hv.begin() + (size_t)b * nk * HD, hv.begin() + (size_t)(b + 1) * nk * HD);
+            }
+        }
+        bf16* dq = dev.alloc<bf16>((size_t)B * nq * S, 0xff);
+        attention_backward_end_cuda(dq, false, AttnQueries<bf16>{qrows, S, nq, qs.pos, qs.doc_start, qa}, dm, ws, 0);
+        std::vector<double> dk_all, dv_all;
+        for (int b = 0; b < B; b++) {
+            dk_all.insert(dk_all.end(), dkb[b].begin(), dkb[b].end());
+            dv_all.insert(dv_all.end(), dvb[b].begin(), dvb[b].end());
+        }
+        const std::vector<double> dqg = strided_part(as_double(download(dq, (size_t)B * nq * S)), S, 0, HD);
+        worst_g = std::max({worst_g, error_vs(dqg.data(), ref.dq.data(), dqg.size()).norm,
+                            error_vs(dk_all.data(), ref.dk.data(), dk_all.size()).norm,
+                            error_vs(dv_all.data(), ref.dv.data(), dv_all.size()).norm});
+    }
+    char buf[300];
+    std::snprintf(buf, sizeof buf, "merge R = 1..5 blocks, fp32 O: %-50s rel %.2e (tol %.0e)", tag.c_str(), worst_o, kTolO);
+    check(worst_o <= kTolO, buf);
+    std::snprintf(buf, sizeof buf, "merge R = 1..5 blocks, L: %-55s rel %.2e (tol %.0e)", tag.c_str(), worst_l, kTolL);
+    check(worst_l <= kTolL, buf);
+    std::snprintf(buf, sizeof buf, "pieced backward R = 1..5, dQ dK dV: %-45s rel %.2e (tol %.0e)", tag.c_str(), worst_g, kTolGrad);
+    check(worst_g <= kTolGrad, buf);
+    std::snprintf(buf, sizeof buf, "a 2%% wrong scale is caught: %-52s error/tol %.1f", tag.c_str(), wrong_scale);
+    check(wrong_scale > 1, buf);
+}
+
+int main(int argc, char** argv) {
+    return guarded_main([&] {
+        const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10)
+                                       : (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
+        std::printf("seed %llu (rerun with: test_attention_two_sided %llu)\n", (unsigned long long)seed, (unsigned long long)seed);
+        SplitMix64 rng(seed);
+        for (int D : {64, 128})
+            for (const AttnCase& c : attn_cases()) run_case(c, D, rng);
+        std::printf("%d passed, %d failed\n", g_pass, g_fail);
+        return g_fail ? 1 : 0;
+    });
+}
