@@ -49,14 +49,22 @@ inline dim3 tile_grid(const Params& p, int B, int rows, int tile) {
     return dim3((unsigned)x, (unsigned)y);
 }
 
+// The instance of a kernel for p: dense, a dilated branch, or a dilated branch between two
+// different pieces of the sequence.
+template <class K>
+K pick_instance(const Params& p, K dense, K dilated, K dilated_two_sided) {
+    return p.seg_len == 0 ? dense : p.two_sided_maps ? dilated_two_sided : dilated;
+}
+
 template <int D, int MT, int NW, int BN>
 void launch_forward(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 16 * MT * NW, smem = forward_smem_bytes<D, MT, NW, BN>();
     auto dense = attention_forward_kernel<D, MT, NW, BN, DenseSchedule>;
     auto dilated = attention_forward_kernel<D, MT, NW, BN, DilatedSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), true);
+    auto dilated2 = attention_forward_kernel<D, MT, NW, BN, DilatedTwoSidedSchedule>;
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dilated2, smem), true);
     (void)once;
-    (p.seg_len > 0 ? dilated : dense)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
+    pick_instance(p, dense, dilated, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
@@ -65,9 +73,10 @@ void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 64 * NWG, smem = forward_wgmma_smem_bytes<D, NWG, BN>();
     auto dense = attention_forward_wgmma_kernel<D, NWG, BN, DenseSchedule>;
     auto dilated = attention_forward_wgmma_kernel<D, NWG, BN, DilatedSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), true);
+    auto dilated2 = attention_forward_wgmma_kernel<D, NWG, BN, DilatedTwoSidedSchedule>;
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dilated2, smem), true);
     (void)once;
-    (p.seg_len > 0 ? dilated : dense)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NWG * 128, smem, stream>>>(p);
+    pick_instance(p, dense, dilated, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NWG * 128, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
@@ -76,9 +85,10 @@ void launch_backward_dkdv(const Params& p, int B, cudaStream_t stream) {
     constexpr int BN = 16 * MT * NW, smem = backward_dkdv_smem_bytes<D, MT, NW, BM, ATOMIC>();
     auto dense = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DenseSchedule>;
     auto dilated = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DilatedSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), true);
+    auto dilated2 = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DilatedTwoSidedSchedule>;
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dilated2, smem), true);
     (void)once;
-    (p.seg_len > 0 ? dilated : dense)<<<tile_grid(p, B, max_rows(p, p.krows), BN), NW * 32, smem, stream>>>(p);
+    pick_instance(p, dense, dilated, dilated2)<<<tile_grid(p, B, max_rows(p, p.krows), BN), NW * 32, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
@@ -87,9 +97,10 @@ void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
     constexpr int smem = backward_dkdv_wgmma_smem_bytes<D>();
     auto dense = attention_backward_dkdv_wgmma_kernel<D, DenseSchedule>;
     auto dilated = attention_backward_dkdv_wgmma_kernel<D, DilatedSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), true);
+    auto dilated2 = attention_backward_dkdv_wgmma_kernel<D, DilatedTwoSidedSchedule>;
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dilated2, smem), true);
     (void)once;
-    (p.seg_len > 0 ? dilated : dense)<<<tile_grid(p, B, max_rows(p, p.krows), 128), 256, smem, stream>>>(p);
+    pick_instance(p, dense, dilated, dilated2)<<<tile_grid(p, B, max_rows(p, p.krows), 128), 256, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
@@ -98,9 +109,10 @@ void launch_backward_dq(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 16 * MT * NW, smem = backward_dq_smem_bytes<D, MT, NW, BN>();
     auto dense = attention_backward_dq_kernel<D, MT, NW, BN, DenseSchedule>;
     auto dilated = attention_backward_dq_kernel<D, MT, NW, BN, DilatedSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), true);
+    auto dilated2 = attention_backward_dq_kernel<D, MT, NW, BN, DilatedTwoSidedSchedule>;
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dilated2, smem), true);
     (void)once;
-    (p.seg_len > 0 ? dilated : dense)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
+    pick_instance(p, dense, dilated, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 

@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
     const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - sK));
 
     int b, h, rank;
-    resolve_block<Schedule::kPerBlockMaps>(p, b, h, rank);
+    resolve_block<Schedule>(p, b, h, rank);
     const int ktile = rank;  // causal: the first key tiles see the most queries and start first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int k0 = ktile * BN, kn = min(BN, p.krows.len - k0);
@@ -357,7 +357,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
     const uint32_t sV = sK + 2 * BN * D * 2;     // 2 x (BN, D)
 
     int b, h, rank;
-    resolve_block<Schedule::kPerBlockMaps>(p, b, h, rank);
+    resolve_block<Schedule>(p, b, h, rank);
     const int qtile = gridDim.y - 1 - rank;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);

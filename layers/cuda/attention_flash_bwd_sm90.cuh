@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(P
     const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - smem_u32(smem)));
 
     int b, h, rank;
-    resolve_block<Schedule::kPerBlockMaps>(p, b, h, rank);
+    resolve_block<Schedule>(p, b, h, rank);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int wg = warp >> 2;
     const int k0 = rank * BN, kn = min(BN, p.krows.len - k0);

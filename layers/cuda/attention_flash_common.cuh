@@ -69,6 +69,10 @@ struct Params {
     // Global positions of buffer row 0 of each side (their positions are pos0 + row) and the
     // global sequence length: dilated segments are cut from these, never from buffer indices.
     int q_pos0, k_pos0, seq_len;
+    // Dilated only: the two sides are different pieces of the sequence (the two-sided launchers),
+    // so each block derives a query map and a key map; false: one map serves both (the one-sided
+    // case, one map's registers fewer: the D = 64 forward would otherwise spill).
+    bool two_sided_maps;
     // dq_accum holds the tokens [accum_tok0, accum_tok0 + accum_tokens): (B, accum_tokens, H, D),
     // so that a dilated backward can walk the sequence in chunks with a small accumulator.
     int accum_tok0, accum_tokens;
@@ -93,9 +97,9 @@ __device__ __forceinline__ RowMap dilated_rows(int first, int end, int r, int po
 // reading its own K/V (512 KiB per 2048-row sequence at D = 64), so the L2 holds none of them and
 // every tile re-reads K/V from HBM; a group of 16 keeps the live K/V at ~16 MiB
 // (notes/attention-dilated.md, run 3).
-template <bool DILATED>
+template <class Schedule>
 __device__ __forceinline__ void resolve_block(Params& p, int& b, int& h, int& rank) {
-    if constexpr (!DILATED) {
+    if constexpr (!Schedule::kPerBlockMaps) {
         b = blockIdx.x / p.H;
         h = blockIdx.x % p.H;
         rank = blockIdx.y;
@@ -120,7 +124,8 @@ __device__ __forceinline__ void resolve_block(Params& p, int& b, int& h, int& ra
         const int start = (p.seg0 + seq % p.nseg) * p.seg_len;  // the segment's first global position
         const int end = min(start + p.seg_len, p.seq_len), first = start + h % p.dilation;
         p.qrows = dilated_rows(first, end, p.dilation, p.q_pos0, p.q_tokens);
-        p.krows = dilated_rows(first, end, p.dilation, p.k_pos0, p.kv_tokens);
+        if constexpr (Schedule::kTwoSidedMaps) p.krows = dilated_rows(first, end, p.dilation, p.k_pos0, p.kv_tokens);
+        else p.krows = p.qrows;
     }
 }
 
@@ -397,6 +402,7 @@ __device__ __forceinline__ bool pair_needs_mask(const Params& p, const QueryTile
 struct DenseSchedule {
     // kPerBlockMaps: whether each block derives its own query and key maps (resolve_block).
     static constexpr bool kPerBlockMaps = false;  // maps as given in Params
+    static constexpr bool kTwoSidedMaps = false;
     // Key tiles of BN rows for a query tile: up to the last key at or before the tile's last
     // query (causal), from the first key at or after its earliest document start.
     __device__ static TileRange key_tiles(const Params& p, const QueryTile& qt, int BN) {
@@ -421,5 +427,11 @@ struct DenseSchedule {
 struct DilatedSchedule : DenseSchedule {
     static constexpr bool kPerBlockMaps = true;
 };
+// A dilated branch between two different pieces of the sequence (Params::two_sided_maps): a
+// query map and a key map per block.
+struct DilatedTwoSidedSchedule : DilatedSchedule {
+    static constexpr bool kTwoSidedMaps = true;
+};
+
 
 }  // namespace flash

@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p)
     const uint32_t sV = sK + 2 * BN * D * 2;            // 2 x (BN, D)
 
     int b, h, rank;
-    resolve_block<Schedule::kPerBlockMaps>(p, b, h, rank);
+    resolve_block<Schedule>(p, b, h, rank);
     const int qtile = gridDim.y - 1 - rank;  // the longest causal rows start first
     const int warp = threadIdx.x >> 5;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);

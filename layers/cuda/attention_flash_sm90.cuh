@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(NWG * 128, (forward_wgmma_min_blocks<D, BN>())
     const uint32_t sV = sK + 2 * BN * D * 2;  // 2 x [D/64][BN][64]
 
     int b, h, rank;
-    resolve_block<Schedule::kPerBlockMaps>(p, b, h, rank);
+    resolve_block<Schedule>(p, b, h, rank);
     const int qtile = gridDim.y - 1 - rank;
     const int warp = threadIdx.x >> 5;
     const int wg = warp >> 2;
