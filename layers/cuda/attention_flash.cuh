@@ -49,11 +49,11 @@ inline dim3 tile_grid(const Params& p, int B, int rows, int tile) {
     return dim3((unsigned)x, (unsigned)y);
 }
 
-// The instance of a kernel for p: dense, a dilated branch, or a dilated branch between two
-// different pieces of the sequence.
+// The instance of a kernel for p: dense or a dilated branch, one-sided or two-sided.
 template <class K>
-K pick_instance(const Params& p, K dense, K dilated, K dilated_two_sided) {
-    return p.seg_len == 0 ? dense : p.two_sided_maps ? dilated_two_sided : dilated;
+K pick_instance(const Params& p, K dense, K dilated, K dense_two_sided, K dilated_two_sided) {
+    if (p.two_sided) return p.seg_len == 0 ? dense_two_sided : dilated_two_sided;
+    return p.seg_len == 0 ? dense : dilated;
 }
 
 template <int D, int MT, int NW, int BN>
@@ -61,10 +61,12 @@ void launch_forward(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 16 * MT * NW, smem = forward_smem_bytes<D, MT, NW, BN>();
     auto dense = attention_forward_kernel<D, MT, NW, BN, DenseSchedule>;
     auto dilated = attention_forward_kernel<D, MT, NW, BN, DilatedSchedule>;
+    auto dense2 = attention_forward_kernel<D, MT, NW, BN, DenseTwoSidedSchedule>;
     auto dilated2 = attention_forward_kernel<D, MT, NW, BN, DilatedTwoSidedSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dilated2, smem), true);
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
+                        set_smem_limit(dilated2, smem), true);
     (void)once;
-    pick_instance(p, dense, dilated, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
+    pick_instance(p, dense, dilated, dense2, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
@@ -73,10 +75,12 @@ void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 64 * NWG, smem = forward_wgmma_smem_bytes<D, NWG, BN>();
     auto dense = attention_forward_wgmma_kernel<D, NWG, BN, DenseSchedule>;
     auto dilated = attention_forward_wgmma_kernel<D, NWG, BN, DilatedSchedule>;
+    auto dense2 = attention_forward_wgmma_kernel<D, NWG, BN, DenseTwoSidedSchedule>;
     auto dilated2 = attention_forward_wgmma_kernel<D, NWG, BN, DilatedTwoSidedSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dilated2, smem), true);
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
+                        set_smem_limit(dilated2, smem), true);
     (void)once;
-    pick_instance(p, dense, dilated, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NWG * 128, smem, stream>>>(p);
+    pick_instance(p, dense, dilated, dense2, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NWG * 128, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
@@ -85,10 +89,12 @@ void launch_backward_dkdv(const Params& p, int B, cudaStream_t stream) {
     constexpr int BN = 16 * MT * NW, smem = backward_dkdv_smem_bytes<D, MT, NW, BM, ATOMIC>();
     auto dense = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DenseSchedule>;
     auto dilated = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DilatedSchedule>;
+    auto dense2 = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DenseTwoSidedSchedule>;
     auto dilated2 = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DilatedTwoSidedSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dilated2, smem), true);
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
+                        set_smem_limit(dilated2, smem), true);
     (void)once;
-    pick_instance(p, dense, dilated, dilated2)<<<tile_grid(p, B, max_rows(p, p.krows), BN), NW * 32, smem, stream>>>(p);
+    pick_instance(p, dense, dilated, dense2, dilated2)<<<tile_grid(p, B, max_rows(p, p.krows), BN), NW * 32, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
@@ -97,10 +103,12 @@ void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
     constexpr int smem = backward_dkdv_wgmma_smem_bytes<D>();
     auto dense = attention_backward_dkdv_wgmma_kernel<D, DenseSchedule>;
     auto dilated = attention_backward_dkdv_wgmma_kernel<D, DilatedSchedule>;
+    auto dense2 = attention_backward_dkdv_wgmma_kernel<D, DenseTwoSidedSchedule>;
     auto dilated2 = attention_backward_dkdv_wgmma_kernel<D, DilatedTwoSidedSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dilated2, smem), true);
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
+                        set_smem_limit(dilated2, smem), true);
     (void)once;
-    pick_instance(p, dense, dilated, dilated2)<<<tile_grid(p, B, max_rows(p, p.krows), 128), 256, smem, stream>>>(p);
+    pick_instance(p, dense, dilated, dense2, dilated2)<<<tile_grid(p, B, max_rows(p, p.krows), 128), 256, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
@@ -109,10 +117,12 @@ void launch_backward_dq(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 16 * MT * NW, smem = backward_dq_smem_bytes<D, MT, NW, BN>();
     auto dense = attention_backward_dq_kernel<D, MT, NW, BN, DenseSchedule>;
     auto dilated = attention_backward_dq_kernel<D, MT, NW, BN, DilatedSchedule>;
+    auto dense2 = attention_backward_dq_kernel<D, MT, NW, BN, DenseTwoSidedSchedule>;
     auto dilated2 = attention_backward_dq_kernel<D, MT, NW, BN, DilatedTwoSidedSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dilated2, smem), true);
+    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
+                        set_smem_limit(dilated2, smem), true);
     (void)once;
-    pick_instance(p, dense, dilated, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
+    pick_instance(p, dense, dilated, dense2, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
     CUDA_CHECK_LAST();
 }
 
@@ -207,6 +217,7 @@ inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int
     p.o_f32 = nullptr;
     p.q_pos0 = p.k_pos0 = 0;  // one-sided: buffer row i is position i (the model's case)
     p.seq_len = s.N;
+    p.two_sided = false;
     p.accum_tok0 = 0;
     p.accum_tokens = s.N;
     return p;

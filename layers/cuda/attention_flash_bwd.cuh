@@ -333,8 +333,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
             const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
 #pragma unroll
             for (int db = 0; db < DB; db++) {
-                store_grad2(p.dk + at + db * 8, dk[mt][db][2 * r], dk[mt][db][2 * r + 1], p.accumulate);
-                store_grad2(p.dv + at + db * 8, dv[mt][db][2 * r], dv[mt][db][2 * r + 1], p.accumulate);
+                store_grad2(p.dk + at + db * 8, dk[mt][db][2 * r], dk[mt][db][2 * r + 1], Schedule::kMayMerge && p.accumulate);
+                store_grad2(p.dv + at + db * 8, dv[mt][db][2 * r], dv[mt][db][2 * r + 1], Schedule::kMayMerge && p.accumulate);
             }
         }
 }
@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
             if (row >= p.qrows.len) continue;
             bf16* dst = p.dq + ((size_t)b * p.q_tokens + p.qrows.token(row)) * p.q_stride + h * D + 2 * t;
 #pragma unroll
-            for (int db = 0; db < DB; db++) store_grad2(dst + db * 8, dq[mt][db][2 * r], dq[mt][db][2 * r + 1], p.accumulate);
+            for (int db = 0; db < DB; db++) store_grad2(dst + db * 8, dq[mt][db][2 * r], dq[mt][db][2 * r + 1], Schedule::kMayMerge && p.accumulate);
         }
 }
 

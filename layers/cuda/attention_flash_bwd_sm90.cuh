@@ -197,8 +197,8 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(P
         const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
 #pragma unroll
         for (int db = 0; db < DB; db++) {
-            store_grad2(p.dk + at + db * 8, dk[db][2 * r], dk[db][2 * r + 1], p.accumulate);
-            store_grad2(p.dv + at + db * 8, dv[db][2 * r], dv[db][2 * r + 1], p.accumulate);
+            store_grad2(p.dk + at + db * 8, dk[db][2 * r], dk[db][2 * r + 1], Schedule::kMayMerge && p.accumulate);
+            store_grad2(p.dv + at + db * 8, dv[db][2 * r], dv[db][2 * r + 1], Schedule::kMayMerge && p.accumulate);
         }
     }
 }

@@ -69,10 +69,11 @@ struct Params {
     // Global positions of buffer row 0 of each side (their positions are pos0 + row) and the
     // global sequence length: dilated segments are cut from these, never from buffer indices.
     int q_pos0, k_pos0, seq_len;
-    // Dilated only: the two sides are different pieces of the sequence (the two-sided launchers),
-    // so each block derives a query map and a key map; false: one map serves both (the one-sided
-    // case, one map's registers fewer: the D = 64 forward would otherwise spill).
-    bool two_sided_maps;
+    // Set by the two-sided launchers: the kernel instances of the *TwoSided schedules run, which
+    // merge (fp32 O included) and, for dilated, derive a query map and a key map per block. The
+    // one-sided instances stay as lean as they were (no fp32 path; dense never merges; one map
+    // serves both sides), which keeps the D = 64 kernels' registers and speed.
+    bool two_sided;
     // dq_accum holds the tokens [accum_tok0, accum_tok0 + accum_tokens): (B, accum_tokens, H, D),
     // so that a dilated backward can walk the sequence in chunks with a small accumulator.
     int accum_tok0, accum_tokens;
@@ -124,7 +125,7 @@ __device__ __forceinline__ void resolve_block(Params& p, int& b, int& h, int& ra
         const int start = (p.seg0 + seq % p.nseg) * p.seg_len;  // the segment's first global position
         const int end = min(start + p.seg_len, p.seq_len), first = start + h % p.dilation;
         p.qrows = dilated_rows(first, end, p.dilation, p.q_pos0, p.q_tokens);
-        if constexpr (Schedule::kTwoSidedMaps) p.krows = dilated_rows(first, end, p.dilation, p.k_pos0, p.kv_tokens);
+        if constexpr (Schedule::kTwoSided) p.krows = dilated_rows(first, end, p.dilation, p.k_pos0, p.kv_tokens);
         else p.krows = p.qrows;
     }
 }
@@ -400,9 +401,10 @@ __device__ __forceinline__ bool pair_needs_mask(const Params& p, const QueryTile
 }
 
 struct DenseSchedule {
-    // kPerBlockMaps: whether each block derives its own query and key maps (resolve_block).
-    static constexpr bool kPerBlockMaps = false;  // maps as given in Params
-    static constexpr bool kTwoSidedMaps = false;
+    // kPerBlockMaps: each block derives its own maps (resolve_block), else they are as given.
+    // kMayMerge: outputs may merge into what is there (Params::accumulate), else are written.
+    // kTwoSided: the two-sided launchers' instance (Params::two_sided).
+    static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false;
     // Key tiles of BN rows for a query tile: up to the last key at or before the tile's last
     // query (causal), from the first key at or after its earliest document start.
     __device__ static TileRange key_tiles(const Params& p, const QueryTile& qt, int BN) {
@@ -425,13 +427,18 @@ struct DenseSchedule {
 // tiles walk them as dense attention would. (Merging into earlier results, Params::accumulate,
 // is for every schedule.)
 struct DilatedSchedule : DenseSchedule {
-    static constexpr bool kPerBlockMaps = true;
+    static constexpr bool kPerBlockMaps = true, kMayMerge = true;
 };
-// A dilated branch between two different pieces of the sequence (Params::two_sided_maps): a
-// query map and a key map per block.
+
+// The two-sided launchers' instances (Params::two_sided): merging into bf16 or fp32 O, and for
+// dilated a query map and a key map per block.
+struct DenseTwoSidedSchedule : DenseSchedule {
+    static constexpr bool kMayMerge = true, kTwoSided = true;
+};
 struct DilatedTwoSidedSchedule : DilatedSchedule {
-    static constexpr bool kTwoSidedMaps = true;
+    static constexpr bool kTwoSided = true;
 };
+
 
 
 }  // namespace flash

@@ -53,7 +53,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
 // O' = e^(L - L') O + e^(lse - L') o; a side with no key (-inf) weighs 0, and a row with no key
 // anywhere keeps O = 0, L = -inf. O is bf16 p.o, or fp32 p.o_f32 when set. All 32 lanes must
 // call it (quad sums, and a warp barrier between reading and writing L).
-template <int D>
+template <int D, bool MERGE, bool FP32_OUT>
 __device__ __forceinline__ void store_output(const Params& p, int b, int h, int row0, const float (&acc)[D / 8][4],
                                              const float (&m)[2], const float (&l)[2]) {
     constexpr int DB = D / 8;
@@ -71,7 +71,7 @@ __device__ __forceinline__ void store_output(const Params& p, int b, int h, int 
         li[r] = ((size_t)b * p.H + h) * p.q_tokens + tok[r];
         lse2[r] = sum > 0.f ? m[r] + __log2f(sum) : -INFINITY;
         w_new[r] = sum > 0.f ? 1.f / sum : 0.f;
-        if (p.accumulate && ok[r]) {
+        if (MERGE && p.accumulate && ok[r]) {
             const float old2 = p.lse[li[r]] * kLog2e;  // -inf stays -inf
             const float mx = fmaxf(old2, lse2[r]);
             if (mx == -INFINITY) {
@@ -84,7 +84,7 @@ __device__ __forceinline__ void store_output(const Params& p, int b, int h, int 
             }
         }
     }
-    if (p.accumulate) __syncwarp();  // every lane of the quad has read L before lane t = 0 overwrites it
+    if (MERGE) __syncwarp();  // every lane of the quad has read L before lane t = 0 overwrites it
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         if (!ok[r]) continue;
@@ -92,9 +92,9 @@ __device__ __forceinline__ void store_output(const Params& p, int b, int h, int 
 #pragma unroll
         for (int db = 0; db < DB; db++) {
             float x = acc[db][2 * r] * w_new[r], y = acc[db][2 * r + 1] * w_new[r];
-            if (p.o_f32) {
+            if (FP32_OUT && p.o_f32) {
                 float2* at = reinterpret_cast<float2*>(p.o_f32 + at0 + db * 8);
-                if (w_old[r] != 0.f) {
+                if (MERGE && w_old[r] != 0.f) {
                     const float2 o = *at;
                     x = fmaf(w_old[r], o.x, x);
                     y = fmaf(w_old[r], o.y, y);
@@ -102,7 +102,7 @@ __device__ __forceinline__ void store_output(const Params& p, int b, int h, int 
                 *at = make_float2(x, y);
             } else {
                 __nv_bfloat162* at = reinterpret_cast<__nv_bfloat162*>(p.o + at0 + db * 8);
-                if (w_old[r] != 0.f) {
+                if (MERGE && w_old[r] != 0.f) {
                     const float2 o = __bfloat1622float2(*at);
                     x = fmaf(w_old[r], o.x, x);
                     y = fmaf(w_old[r], o.y, y);
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p)
 
     // O = acc / l (or merged into an earlier branch's); a row with no key gets O = 0, L = -inf.
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) store_output<D>(p, b, h, q0 + warp * 16 * MT + mt * 16, acc[mt], m[mt], l[mt]);
+    for (int mt = 0; mt < MT; mt++) store_output<D, Schedule::kMayMerge, Schedule::kTwoSided>(p, b, h, q0 + warp * 16 * MT + mt * 16, acc[mt], m[mt], l[mt]);
 }
 
 }  // namespace flash

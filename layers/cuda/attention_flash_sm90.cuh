@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(NWG * 128, (forward_wgmma_min_blocks<D, BN>())
         pin<BN / 16>(pa);
     }
 
-    store_output<D>(p, b, h, row0, acc, m, l);
+    store_output<D, Schedule::kMayMerge, Schedule::kTwoSided>(p, b, h, row0, acc, m, l);
 }
 
 }  // namespace flash

@@ -66,7 +66,7 @@ inline Params make_two_sided_params(const AttnQueries<bf16>& qs, const AttnKeys<
     p.q_pos0 = qs.pos0;
     p.k_pos0 = ks.pos0;
     p.seq_len = dm.seq_len;
-    p.two_sided_maps = true;
+    p.two_sided = true;
     p.accum_tokens = qs.n;
     return p;
 }
