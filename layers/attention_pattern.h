@@ -6,7 +6,9 @@
 // GLOBAL sequence length, so the same function stays right once a sequence is split across GPUs.
 //
 // Each pattern is a module in layers/patterns/ (listed in registry.h); the functions below
-// dispatch to it, so no other file switches on the kind.
+// dispatch to it through that list, so the host code (config, checkpoints, flags, references,
+// FLOP counts) never switches on the kind; the GPU launchers choose each pattern's kernel
+// instance in layers/cuda/.
 #pragma once
 #include <algorithm>
 #include <string>

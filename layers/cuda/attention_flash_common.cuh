@@ -79,25 +79,18 @@ struct Params {
     int accum_tok0, accum_tokens;
 };
 
-// Rows of one side (buffer row i at global position pos0 + i, n rows) at the global positions
-// first, first + r, ... below end: a dilated virtual sequence cut to what this side holds.
-__device__ __forceinline__ RowMap dilated_rows(int first, int end, int r, int pos0, int n) {
-    const int lo = pos0 > first ? first + (pos0 - first + r - 1) / r * r : first;
-    const int hi = min(end, pos0 + n);
-    return RowMap{lo - pos0, r, lo < hi ? (hi - 1 - lo) / r + 1 : 0};
-}
-
-// Sets b, h and the tile rank (0 = the heaviest tile: the kernels turn it into their query or key
-// tile) of this block and, for a dilated branch (DILATED: the kernel instance of DilatedSchedule),
-// p.qrows and p.krows: its virtual sequence (segment, head class) on each side. Dense instances leave p untouched, so their maps stay
-// kernel-parameter constants (no registers held for them).
-// Dilated grids (x = sequence, y = rank) are renumbered in launch order (x fastest) when
-// p.group > 0: all ranks of `group` sequences, heaviest first across the group, then the next
-// group; the last group is 2-3x larger (a tail of light blocks, as in plain grid order). Why: in
-// plain grid order the blocks resident together are one rank of ~264 different sequences, each
-// reading its own K/V (512 KiB per 2048-row sequence at D = 64), so the L2 holds none of them and
-// every tile re-reads K/V from HBM; a group of 16 keeps the live K/V at ~16 MiB
-// (notes/attention-dilated.md, run 3).
+// The tile scheduler: which (b, h, tile rank) a block runs (rank 0 = the heaviest tile: the
+// kernels turn it into their query or key tile), in an order chosen for the L2, apart from what
+// any pattern computes. Dense grids are x = (b, h), y = rank, and p stays untouched, so their
+// maps remain kernel-parameter constants (no registers held for them). Schedules whose blocks
+// each run their own virtual sequence (Schedule::kPerBlockMaps: a dilated branch) have
+// x = sequence, y = rank; Schedule::block_maps then sets b, h and p.qrows, p.krows.
+// Those grids are renumbered in launch order (x fastest) when p.group > 0: all ranks of `group`
+// sequences, heaviest first across the group, then the next group; the last group is 2-3x
+// larger (a tail of light blocks, as in plain grid order). Why: in plain grid order the blocks
+// resident together are one rank of ~264 different sequences, each reading its own K/V (512 KiB
+// per 2048-row sequence at D = 64), so the L2 holds none of them and every tile re-reads K/V
+// from HBM; a group of 16 keeps the live K/V at ~16 MiB (notes/attention-dilated.md, run 3).
 template <class Schedule>
 __device__ __forceinline__ void resolve_block(Params& p, int& b, int& h, int& rank) {
     if constexpr (!Schedule::kPerBlockMaps) {
@@ -119,14 +112,7 @@ __device__ __forceinline__ void resolve_block(Params& p, int& b, int& h, int& ra
             rank = r / gn;
             seq = first + r % gn;
         }
-        const int bh = seq / p.nseg;
-        b = bh / p.H;
-        h = bh % p.H;
-        const int start = (p.seg0 + seq % p.nseg) * p.seg_len;  // the segment's first global position
-        const int end = min(start + p.seg_len, p.seq_len), first = start + h % p.dilation;
-        p.qrows = dilated_rows(first, end, p.dilation, p.q_pos0, p.q_tokens);
-        if constexpr (Schedule::kTwoSided) p.krows = dilated_rows(first, end, p.dilation, p.k_pos0, p.kv_tokens);
-        else p.krows = p.qrows;
+        Schedule::block_maps(p, seq, b, h);
     }
 }
 
@@ -400,45 +386,10 @@ __device__ __forceinline__ bool pair_needs_mask(const Params& p, const QueryTile
     return kt.n < BN || (p.causal && kt.last_pos > qt.first_pos) || (p.doc_start && kt.first_pos < qt.doc_max);
 }
 
-struct DenseSchedule {
-    // kPerBlockMaps: each block derives its own maps (resolve_block), else they are as given.
-    // kMayMerge: outputs may merge into what is there (Params::accumulate), else are written.
-    // kTwoSided: the two-sided launchers' instance (Params::two_sided).
-    static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false;
-    // Key tiles of BN rows for a query tile: up to the last key at or before the tile's last
-    // query (causal), from the first key at or after its earliest document start.
-    __device__ static TileRange key_tiles(const Params& p, const QueryTile& qt, int BN) {
-        int end_row = p.krows.len;
-        if (p.causal) end_row = rows_with_pos_le(p.kpos, p.krows, qt.last_pos);
-        int begin_row = 0;
-        if (p.doc_start && qt.doc_min != INT_MIN) begin_row = rows_with_pos_le(p.kpos, p.krows, qt.doc_min - 1);
-        return TileRange{begin_row / BN, (end_row + BN - 1) / BN};
-    }
-    // Query tiles of BM rows for a key tile: from the first query at or after the tile's first
-    // key (causal). (Document starts need not be monotone, so they skip nothing here.)
-    __device__ static TileRange query_tiles(const Params& p, const KeyTile& kt, int BM) {
-        int begin_row = 0;
-        if (p.causal) begin_row = rows_with_pos_le(p.qpos, p.qrows, kt.first_pos - 1);
-        return TileRange{begin_row / BM, (p.qrows.len + BM - 1) / BM};
-    }
-};
-
-// A dilated branch: each block's maps come from its segment and head (resolve_block), and the
-// tiles walk them as dense attention would. (Merging into earlier results, Params::accumulate,
-// is for every schedule.)
-struct DilatedSchedule : DenseSchedule {
-    static constexpr bool kPerBlockMaps = true, kMayMerge = true;
-};
-
-// The two-sided launchers' instances (Params::two_sided): merging into bf16 or fp32 O, and for
-// dilated a query map and a key map per block.
-struct DenseTwoSidedSchedule : DenseSchedule {
-    static constexpr bool kMayMerge = true, kTwoSided = true;
-};
-struct DilatedTwoSidedSchedule : DilatedSchedule {
-    static constexpr bool kTwoSided = true;
-};
-
-
+// The pattern schedules (what a query tile visits, what a key tile visits, per-block maps) live
+// with their pattern modules: layers/patterns/*.cuh, included below.
 
 }  // namespace flash
+
+#include "layers/patterns/dense.cuh"
+#include "layers/patterns/dilated.cuh"

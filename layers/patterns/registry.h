@@ -10,8 +10,11 @@
 //                                 their position ranges), and does every pair count exactly once
 //                                 (no element mask needed)
 //   from_flags, json_fields, from_json   its flags and its part of the checkpoint config
-// Adding a pattern means writing its module and adding one line below (plus its fields in
-// pattern_params.h and, for the GPU, its schedule in layers/cuda/).
+// and, in <name>.cuh, its GPU schedule: which key tiles a query tile visits and which query tiles
+// a key tile visits (a range, or a list for a sparse layout), per-block maps if its blocks run
+// virtual sequences, and its kernel flags (see dense.cuh).
+// Adding a pattern means writing its module, adding one line below, and its fields in
+// pattern_params.h (notes/attention-module.md lists every file a new pattern touches).
 #pragma once
 
 #define ATTN_PATTERNS(X)        \

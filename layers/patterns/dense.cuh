@@ -1,0 +1,37 @@
+// Dense attention's GPU schedule (the device side of layers/patterns/dense.h): which key tiles a
+// query tile visits (forward, dQ) and which query tiles a key tile visits (dK, dV). A schedule
+// gives them as a TileRange (count(), tile(it)); a block-sparse one can return a CSR list through
+// the same interface. Included by layers/cuda/attention_flash_common.cuh, whose types it uses.
+#pragma once
+
+namespace flash {
+
+struct DenseSchedule {
+    // kPerBlockMaps: each block derives its own maps (block_maps), else they are as given.
+    // kMayMerge: outputs may merge into what is there (Params::accumulate), else are written.
+    // kTwoSided: the two-sided launchers' instance (Params::two_sided).
+    static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false;
+    // Key tiles of BN rows for a query tile: up to the last key at or before the tile's last
+    // query (causal), from the first key at or after its earliest document start.
+    __device__ static TileRange key_tiles(const Params& p, const QueryTile& qt, int BN) {
+        int end_row = p.krows.len;
+        if (p.causal) end_row = rows_with_pos_le(p.kpos, p.krows, qt.last_pos);
+        int begin_row = 0;
+        if (p.doc_start && qt.doc_min != INT_MIN) begin_row = rows_with_pos_le(p.kpos, p.krows, qt.doc_min - 1);
+        return TileRange{begin_row / BN, (end_row + BN - 1) / BN};
+    }
+    // Query tiles of BM rows for a key tile: from the first query at or after the tile's first
+    // key (causal). (Document starts need not be monotone, so they skip nothing here.)
+    __device__ static TileRange query_tiles(const Params& p, const KeyTile& kt, int BM) {
+        int begin_row = 0;
+        if (p.causal) begin_row = rows_with_pos_le(p.qpos, p.qrows, kt.first_pos - 1);
+        return TileRange{begin_row / BM, (p.qrows.len + BM - 1) / BM};
+    }
+};
+
+// The two-sided launchers' instance (Params::two_sided): it may merge, into bf16 or fp32 O.
+struct DenseTwoSidedSchedule : DenseSchedule {
+    static constexpr bool kMayMerge = true, kTwoSided = true;
+};
+
+}  // namespace flash

@@ -1,0 +1,44 @@
+// Dilated attention's GPU schedule (the device side of layers/patterns/dilated.h). A branch
+// (w', r) is ordinary attention over many short virtual sequences: segment s, head h keeps the
+// global positions s*w' + c, s*w' + c + r, ... (c = h mod r). Each block runs one of them
+// (Params::seg0, nseg, seg_len, dilation; the tile scheduler in attention_flash_common.cuh
+// picks which), walking its rows with the dense tile ranges. Included by
+// layers/cuda/attention_flash_common.cuh, whose types it uses.
+#pragma once
+
+namespace flash {
+
+// Rows of one side (buffer row i at global position pos0 + i, n rows) at the global positions
+// first, first + r, ... below end: a dilated virtual sequence cut to what this side holds.
+__device__ __forceinline__ RowMap dilated_rows(int first, int end, int r, int pos0, int n) {
+    const int lo = pos0 > first ? first + (pos0 - first + r - 1) / r * r : first;
+    const int hi = min(end, pos0 + n);
+    return RowMap{lo - pos0, r, lo < hi ? (hi - 1 - lo) / r + 1 : 0};
+}
+
+struct DilatedSchedule : DenseSchedule {
+    static constexpr bool kPerBlockMaps = true, kMayMerge = true;
+
+    // Virtual sequence `seq` of the launch: (b, h) and segment seg0 + seq % nseg, cut from the
+    // global positions and the global length; one map serves both sides unless kTwoSided.
+    template <bool TWO_SIDED = false>
+    __device__ __forceinline__ static void maps(Params& p, int seq, int& b, int& h) {
+        const int bh = seq / p.nseg;
+        b = bh / p.H;
+        h = bh % p.H;
+        const int start = (p.seg0 + seq % p.nseg) * p.seg_len;  // the segment's first global position
+        const int end = min(start + p.seg_len, p.seq_len), first = start + h % p.dilation;
+        p.qrows = dilated_rows(first, end, p.dilation, p.q_pos0, p.q_tokens);
+        if constexpr (TWO_SIDED) p.krows = dilated_rows(first, end, p.dilation, p.k_pos0, p.kv_tokens);
+        else p.krows = p.qrows;
+    }
+    __device__ __forceinline__ static void block_maps(Params& p, int seq, int& b, int& h) { maps<false>(p, seq, b, h); }
+};
+
+// The two-sided launchers' instance (Params::two_sided): a query map and a key map per block.
+struct DilatedTwoSidedSchedule : DilatedSchedule {
+    static constexpr bool kTwoSided = true;
+    __device__ __forceinline__ static void block_maps(Params& p, int seq, int& b, int& h) { maps<true>(p, seq, b, h); }
+};
+
+}  // namespace flash
