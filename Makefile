@@ -45,7 +45,7 @@ build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h layers/patt
 build/test_inputs_cpu: tests/test_inputs_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_attention_cpu: tests/test_attention_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
+build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h $(wildcard layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
 build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build

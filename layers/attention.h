@@ -91,6 +91,20 @@ inline void merge_partial_row(T* O, T& L, const T* o, T l, int D) {
     L = L_new;
 }
 
+// Row i (batch b, head h) of this call's result, (o, l), into out and lse by the output mode.
+template <typename T>
+inline void store_attention_row(T* out, T* lse, AttnDims dm, int nq, int b, int h, int i, const T* o, T l,
+                                AttnOutput mode) {
+    T* oi = out + ((size_t)b * nq + i) * dm.H * dm.D + (size_t)h * dm.D;
+    T& li = lse[((size_t)b * dm.H + h) * nq + i];
+    if (mode == AttnOutput::Merge) {
+        merge_partial_row(oi, li, o, l, dm.D);
+    } else {
+        for (int d = 0; d < dm.D; d++) oi[d] = o[d];
+        li = l;
+    }
+}
+
 template <typename T>
 void attention_forward(T* out,  // (B, nq, H, D)
                        T* lse,  // (B, H, nq)
@@ -132,14 +146,7 @@ void attention_forward(T* out,  // (B, nq, H, D)
                     for (int d = 0; d < D; d++) o[d] /= sum;
                     l = mx + std::log(sum);
                 }
-                T* oi = out + ((size_t)b * NQ + i) * H * D + (size_t)h * D;
-                T& li = lse[((size_t)b * H + h) * NQ + i];
-                if (mode == AttnOutput::Merge) {
-                    merge_partial_row(oi, li, o.data(), l, D);
-                } else {
-                    for (int d = 0; d < D; d++) oi[d] = o[d];
-                    li = l;
-                }
+                store_attention_row(out, lse, dm, NQ, b, h, i, o.data(), l, mode);
             }
         }
     }

@@ -89,14 +89,7 @@ void attention_forward_tiled(T* out,  // (B, nq, H, D)
                     const int i = i0 + r;
                     const T lr = l[r] > 0 ? m[r] + std::log(l[r]) : neg_inf;
                     for (int d = 0; d < D; d++) o[d] = l[r] > 0 ? acc[(size_t)r * D + d] / l[r] : T(0);
-                    T* oi = out + ((size_t)b * NQ + i) * H * D + (size_t)h * D;
-                    T& li = lse[((size_t)b * H + h) * NQ + i];
-                    if (mode == AttnOutput::Merge) {
-                        merge_partial_row(oi, li, o.data(), lr, D);
-                    } else {
-                        for (int d = 0; d < D; d++) oi[d] = o[d];
-                        li = lr;
-                    }
+                    store_attention_row(out, lse, dm, NQ, b, h, i, o.data(), lr, mode);
                 }
             }
         }

@@ -10,7 +10,6 @@
 //     merge test can tell the two apart);
 //  4. the pattern modules: pairs_kept equals the sum of multiplicities; JSON and flags round trip.
 // Usage: test_attention_cpu [SEED]. Prints PASS/FAIL lines and "N passed, M failed".
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +19,7 @@
 #include "layers/attention.h"
 #include "layers/attention_dilated.h"
 #include "layers/attention_tiled.h"
+#include "tests/attention_cases.h"
 
 static int g_passed = 0, g_failed = 0;
 
@@ -38,35 +38,6 @@ static double max_diff(const std::vector<double>& a, const std::vector<double>& 
         worst = std::max(worst, std::isnan(d) ? INFINITY : d);
     }
     return worst;
-}
-
-struct Case {
-    std::string name;
-    AttnPattern pattern;
-    bool docs;
-};
-
-static std::vector<Case> cases() {
-    std::vector<Case> out;
-    for (bool causal : {true, false}) {
-        const std::string c = causal ? "causal" : "non-causal";
-        AttnPattern dense;
-        dense.causal = causal;
-        AttnPattern dil;  // LongNet-like, segments that do not divide N, one longer than N
-        dil.kind = AttnKind::Dilated;
-        dil.causal = causal;
-        dil.segments = {16, 40, 1000};
-        dil.dilations = {1, 2, 3};
-        AttnPattern dil2 = dil;  // no branch of dilation 1: some rows attend nothing
-        dil2.segments = {24, 48};
-        dil2.dilations = {2, 4};
-        out.push_back({"dense " + c, dense, false});
-        out.push_back({"dense " + c + " + documents", dense, true});
-        out.push_back({"dilated (16,1)(40,2)(1000,3) " + c, dil, false});
-        out.push_back({"dilated (16,1)(40,2)(1000,3) " + c + " + documents", dil, true});
-        out.push_back({"dilated (24,2)(48,4) " + c, dil2, false});
-    }
-    return out;
 }
 
 // One sequence of N tokens: QKV (B, N, 3, H, D), positions 0..N-1, documents.
@@ -122,16 +93,8 @@ struct Problem {
     }
 };
 
-// Uneven cut points of [0, N) into R blocks.
-static std::vector<int> cuts(SplitMix64& rng, int N, int R) {
-    std::vector<int> c = {0};
-    for (int r = 1; r < R; r++) c.push_back(std::max(c.back() + 1, (int)(N * r / R + rng.below(9)) - 4));
-    c.push_back(N);
-    return c;
-}
-
 static void test_tiled(SplitMix64& rng) {
-    for (const Case& c : cases()) {
+    for (const AttnCase& c : attn_cases()) {
         Problem P(rng, c.docs);
         const AttnDims dm = P.dims();
         const AttnQueries<double> qs{P.q(), P.stride(), P.N, P.pos.data(), c.docs ? P.doc_start.data() : nullptr};
@@ -148,7 +111,7 @@ static void test_tiled(SplitMix64& rng) {
 // Queries [qa, qb) of the sequence against its keys split into R blocks, forward in Merge mode
 // (plain and tiled) and the pieced backward, against one call over the whole sequence.
 static void test_merge(SplitMix64& rng) {
-    for (const Case& c : cases()) {
+    for (const AttnCase& c : attn_cases()) {
         Problem P(rng, c.docs);
         const AttnDims dm = P.dims();
         const int HD = P.H * P.D;
@@ -172,7 +135,7 @@ static void test_merge(SplitMix64& rng) {
             std::vector<double> Om((size_t)P.B * nq * HD), Lm((size_t)P.B * P.H * nq), Omt(Om.size()), Lmt(Lm.size());
             attention_partial_init(Om.data(), Lm.data(), dm, nq);
             attention_partial_init(Omt.data(), Lmt.data(), dm, nq);
-            const std::vector<int> cut = cuts(rng, P.N, R);
+            const std::vector<int> cut = attn_cuts(rng, P.N, R);
             for (int r = 0; r < R; r++) {
                 const std::vector<double> krows = P.rows(cut[r], cut[r + 1]);
                 const std::vector<int> kpos(P.pos.begin() + cut[r], P.pos.begin() + cut[r + 1]);
@@ -253,7 +216,7 @@ static void test_global_length(SplitMix64& rng) {
 
 static void test_modules() {
     double worst = 0;
-    for (const Case& c : cases()) {
+    for (const AttnCase& c : attn_cases()) {
         for (int N : {1, 7, 50, 101}) {
             const int H = 5;
             double brute = 0;
@@ -265,7 +228,7 @@ static void test_modules() {
     }
     check(worst == 0, "pairs_kept == sum of multiplicities, every case, N = 1, 7, 50, 101", worst, 0);
     int bad = 0;
-    for (const Case& c : cases()) {
+    for (const AttnCase& c : attn_cases()) {
         const AttnPattern back = pattern_from_json(JsonParser(pattern_to_json(c.pattern)).parse());
         bad += pattern_to_json(back) != pattern_to_json(c.pattern) || back.kind != c.pattern.kind || back.causal != c.pattern.causal ||
                back.segments != c.pattern.segments || back.dilations != c.pattern.dilations;
@@ -283,10 +246,7 @@ static void test_modules() {
 
 int main(int argc, char** argv) {
     return guarded_main([&] {
-        const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10)
-                                       : (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
-        std::printf("seed %llu (rerun with: test_attention_cpu %llu)\n", (unsigned long long)seed, (unsigned long long)seed);
-        SplitMix64 rng(seed);
+        SplitMix64 rng(attn_test_seed(argc, argv));
         test_tiled(rng);
         test_merge(rng);
         test_global_length(rng);

@@ -1,44 +1,15 @@
-// The attention cases the two-sided GPU tests share (test_attention_naive.cu,
-// test_attention_two_sided.cu): every registered pattern kind, causal and not, with and without
-// documents; a random problem whose inputs are bf16 values (so a float64 reference sees exactly
-// what a kernel sees); and the R-block splits of its keys. A new pattern adds its cases here.
+// What the two-sided GPU attention tests share (test_attention_naive.cu,
+// test_attention_two_sided.cu) beyond tests/attention_cases.h (the cases, splits, seed): a random
+// problem whose inputs are bf16 values (so a float64 reference sees exactly what a kernel sees),
+// device buffers, and the float64 reference of a query block against all keys.
 #pragma once
 #include <algorithm>
 #include <string>
 #include <type_traits>
 #include <vector>
-#include "data/rng.h"
 #include "layers/attention.h"
+#include "tests/attention_cases.h"
 #include "tests/gpu/attention_test_common.cuh"
-
-struct AttnCase {
-    std::string name;
-    AttnPattern pattern;
-    bool docs;
-};
-
-inline std::vector<AttnCase> attn_cases() {
-    std::vector<AttnCase> out;
-    for (bool causal : {true, false}) {
-        const std::string c = causal ? "causal" : "non-causal";
-        AttnPattern dense;
-        dense.causal = causal;
-        AttnPattern dil;  // segments that do not divide N, one longer than N
-        dil.kind = AttnKind::Dilated;
-        dil.causal = causal;
-        dil.segments = {32, 80, 4096};
-        dil.dilations = {1, 2, 4};
-        AttnPattern dil2 = dil;  // no branch of dilation 1: rows with no key at all
-        dil2.segments = {48, 96};
-        dil2.dilations = {2, 4};
-        out.push_back({"dense " + c, dense, false});
-        out.push_back({"dense " + c + " docs", dense, true});
-        out.push_back({"dilated (32,1)(80,2)(4096,4) " + c, dil, false});
-        out.push_back({"dilated (32,1)(80,2)(4096,4) " + c + " docs", dil, true});
-        out.push_back({"dilated (48,2)(96,4) " + c, dil2, false});
-    }
-    return out;
-}
 
 // One sequence: QKV (B, N, 3, H, D) and dO (B, N, H, D) of bf16 values held in double,
 // positions 0..N-1, random documents.
@@ -73,14 +44,6 @@ struct AttnProblem {
         return out;
     }
 };
-
-// R uneven blocks covering [0, N): their cut points.
-inline std::vector<int> attn_cuts(SplitMix64& rng, int N, int R) {
-    std::vector<int> c = {0};
-    for (int r = 1; r < R; r++) c.push_back(std::max(c.back() + 1, (int)(N * r / R + rng.below(9)) - 4));
-    c.push_back(N);
-    return c;
-}
 
 // Device buffers that live as long as the test case.
 struct DevArena {

@@ -8,7 +8,6 @@
 //    dQ, dK, dV of that query block.
 // The inputs are bf16 values, so the only error is the kernel's fp32 arithmetic (bf16 output:
 // plus one rounding). Usage: test_attention_naive [SEED]. Prints PASS/FAIL and a summary.
-#include <chrono>
 #include <cstdlib>
 #include "layers/cuda/attention_naive.cuh"
 #include "tests/gpu/attention_cases.cuh"
@@ -64,23 +63,16 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
         float* delta = dev.alloc<float>(ref.L.size(), 0xff);
         float* dq = dev.alloc<float>(ref.O.size(), 0);
         attention_backward_preprocess_naive_cuda(delta, g, O, dm, nq, 0);
-        std::vector<double> dk_all, dv_all;  // the blocks' dK, dV back in sequence order
-        std::vector<std::vector<double>> dkb(B), dvb(B);
+        std::vector<std::vector<double>> kb, vb;  // each block's dK, dV (B, n_r, H, D)
         for (int r = 0; r < R; r++) {
             const int nk = blocks[r].n;
             float* dk = dev.alloc<float>((size_t)B * nk * HD, 0);
             float* dv = dev.alloc<float>((size_t)B * nk * HD, 0);
             attention_backward_block_naive_cuda(dq, dk, dv, g, L, delta, qs, blocks[r], c.pattern, dm, scale, 0);
-            const std::vector<double> hk = as_double(download(dk, (size_t)B * nk * HD)), hv = as_double(download(dv, hk.size()));
-            for (int b = 0; b < B; b++) {
-                dkb[b].insert(dkb[b].end(), hk.begin() + (size_t)b * nk * HD, hk.begin() + (size_t)(b + 1) * nk * HD);
-                dvb[b].insert(dvb[b].end(), hv.begin() + (size_t)b * nk * HD, hv.begin() + (size_t)(b + 1) * nk * HD);
-            }
+            kb.push_back(as_double(download(dk, (size_t)B * nk * HD)));
+            vb.push_back(as_double(download(dv, (size_t)B * nk * HD)));
         }
-        for (int b = 0; b < B; b++) {
-            dk_all.insert(dk_all.end(), dkb[b].begin(), dkb[b].end());
-            dv_all.insert(dv_all.end(), dvb[b].begin(), dvb[b].end());
-        }
+        const std::vector<double> dk_all = attn_blocks_in_order(kb, cut, B, HD), dv_all = attn_blocks_in_order(vb, cut, B, HD);
         const std::vector<double> dqg = as_double(download(dq, ref.dq.size()));
         worst_b = std::max({worst_b, error_vs(dqg.data(), ref.dq.data(), dqg.size()).norm,
                             error_vs(dk_all.data(), ref.dk.data(), dk_all.size()).norm,
@@ -95,10 +87,7 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
 
 int main(int argc, char** argv) {
     return guarded_main([&] {
-        const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10)
-                                       : (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
-        std::printf("seed %llu (rerun with: test_attention_naive %llu)\n", (unsigned long long)seed, (unsigned long long)seed);
-        SplitMix64 rng(seed);
+        SplitMix64 rng(attn_test_seed(argc, argv));
         for (int D : {64, 128})
             for (const AttnCase& c : attn_cases()) run_case(c, D, rng);
         std::printf("%d passed, %d failed\n", g_pass, g_fail);

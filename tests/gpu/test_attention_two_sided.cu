@@ -10,7 +10,6 @@
 //  - the same comparison with a 10% wrong scale fails (the tolerances can catch an error).
 // Tolerances are set by bf16: P is rounded to bf16 before P V, dS before dS K, outputs are bf16.
 // Usage: test_attention_two_sided [SEED]. Prints PASS/FAIL lines and a summary.
-#include <chrono>
 #include <cstdlib>
 #include "layers/cuda/attention_flash_two_sided.h"
 #include "layers/cuda/attention_flash.h"
@@ -84,27 +83,18 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
         const bf16* g = dev.upload(P.rows(dout_bf, qa, qb, HD));
         float* ws = dev.alloc<float>(attention_backward_pieces_workspace_bytes(dm, nq) / 4 + 4, 0xff);
         attention_backward_begin_cuda(ws, g, Od, L, qs, dm, 0);
-        std::vector<std::vector<double>> dkb(B), dvb(B);
+        std::vector<std::vector<double>> kb, vb;  // each block's dK, dV (B, n_r, H, D)
         for (int r = 0; r < R; r++) {
             const int nk = blocks[r].n;
             bf16* dkv = dev.alloc<bf16>((size_t)B * nk * S, 0xff);  // the block's rows, the K layout
-            attention_backward_block_cuda(dkv + HD, dkv + 2 * HD, false, g, L, qs,
-                                          AttnKeys<bf16>{blocks[r].k, blocks[r].v, S, nk, blocks[r].pos, blocks[r].pos0},
-                                          c.pattern, dm, scale, ws, 0);
+            attention_backward_block_cuda(dkv + HD, dkv + 2 * HD, false, g, L, qs, blocks[r], c.pattern, dm, scale, ws, 0);
             const std::vector<double> h = as_double(download(dkv, (size_t)B * nk * S));
-            const std::vector<double> hk = strided_part(h, S, HD, HD), hv = strided_part(h, S, 2 * HD, HD);
-            for (int b = 0; b < B; b++) {
-                dkb[b].insert(dkb[b].end(), hk.begin() + (size_t)b * nk * HD, hk.begin() + (size_t)(b + 1) * nk * HD);
-                dvb[b].insert(dvb[b].end(), hv.begin() + (size_t)b * nk * HD, hv.begin() + (size_t)(b + 1) * nk * HD);
-            }
+            kb.push_back(strided_part(h, S, HD, HD));
+            vb.push_back(strided_part(h, S, 2 * HD, HD));
         }
         bf16* dq = dev.alloc<bf16>((size_t)B * nq * S, 0xff);
         attention_backward_end_cuda(dq, false, AttnQueries<bf16>{qrows, S, nq, qs.pos, qs.doc_start, qa}, dm, ws, 0);
-        std::vector<double> dk_all, dv_all;
-        for (int b = 0; b < B; b++) {
-            dk_all.insert(dk_all.end(), dkb[b].begin(), dkb[b].end());
-            dv_all.insert(dv_all.end(), dvb[b].begin(), dvb[b].end());
-        }
+        const std::vector<double> dk_all = attn_blocks_in_order(kb, cut, B, HD), dv_all = attn_blocks_in_order(vb, cut, B, HD);
         const std::vector<double> dqg = strided_part(as_double(download(dq, (size_t)B * nq * S)), S, 0, HD);
         worst_g = std::max({worst_g, error_vs(dqg.data(), ref.dq.data(), dqg.size()).norm,
                             error_vs(dk_all.data(), ref.dk.data(), dk_all.size()).norm,
@@ -123,10 +113,7 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
 
 int main(int argc, char** argv) {
     return guarded_main([&] {
-        const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10)
-                                       : (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
-        std::printf("seed %llu (rerun with: test_attention_two_sided %llu)\n", (unsigned long long)seed, (unsigned long long)seed);
-        SplitMix64 rng(seed);
+        SplitMix64 rng(attn_test_seed(argc, argv));
         for (int D : {64, 128})
             for (const AttnCase& c : attn_cases()) run_case(c, D, rng);
         std::printf("%d passed, %d failed\n", g_pass, g_fail);
