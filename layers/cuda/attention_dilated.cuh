@@ -24,9 +24,10 @@
 // the deterministic variant (flash::kDeterministicBackwardVariant) computes dQ in its own
 // query-parallel pass and adds it into dq directly, with no accumulator at all.
 //
-// Segments are taken over buffer tokens, causality over the positions pos: the two agree when
-// pos[i] = i, as in the model (a sequence split across GPUs would need the segments in global
-// positions, which these launchers do not do).
+// These one-sided launchers take the model's case, pos[i] = i over one whole sequence: the dQ
+// chunks below are cut by buffer index. Queries and keys that are different pieces of a longer
+// sequence go through the two-sided launchers (attention_flash_two_sided.cuh), where every
+// segment comes from global positions and the global length (DilatedTwoSidedSchedule).
 #pragma once
 #include <algorithm>
 #include <numeric>

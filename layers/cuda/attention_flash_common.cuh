@@ -8,9 +8,12 @@
 //  - Positions: qpos / kpos give the GLOBAL position of each buffer token (causal and document
 //    masks compare positions, never indices), monotonically increasing along the rows of a map.
 //  - Schedule: which key tiles a query tile visits (forward, dQ) and which query tiles a key tile
-//    visits (dK, dV). DenseSchedule walks a range with the tiles above the causal diagonal (and
-//    before the first document of the tile) skipped; a block-sparse schedule returns a CSR list
-//    through the same count()/tile(it) interface.
+//    visits (dK, dV), per pattern, in the pattern modules (layers/patterns/dense.cuh,
+//    dilated.cuh, included at the end). DenseSchedule walks a range with the tiles above the
+//    causal diagonal (and before the first document of the tile) skipped; a block-sparse
+//    schedule can return a CSR list through the same count()/tile(it) interface.
+//  - The tile scheduler (resolve_block): which block runs which (b, h, tile), in an order good
+//    for the L2, kept apart from the patterns.
 #pragma once
 #include <cstdint>
 #include <climits>
