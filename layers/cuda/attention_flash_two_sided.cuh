@@ -38,7 +38,10 @@ inline Params make_two_sided_params(const AttnQueries<bf16>& qs, const AttnKeys<
     for (int stride : {qs.stride, ks.stride})
         if (stride % 8 != 0 || stride < dm.H * dm.D)
             fatal("attention (two-sided CUDA): row stride %d must be a multiple of 8 and at least H*D = %d", stride, dm.H * dm.D);
-    if (qs.pos0 < 0 || ks.pos0 < 0 || (long long)qs.pos0 + qs.n > dm.seq_len || (long long)ks.pos0 + ks.n > dm.seq_len)
+    if (qs.pos0 < 0 || ks.pos0 < 0)
+        fatal("attention (two-sided CUDA): set AttnQueries::pos0 and AttnKeys::pos0, the first global position of "
+              "each side (positions must be contiguous: pos[i] = pos0 + i)");
+    if ((long long)qs.pos0 + qs.n > dm.seq_len || (long long)ks.pos0 + ks.n > dm.seq_len)
         fatal("attention (two-sided CUDA): sides at positions [%d, +%d) and [%d, +%d) must lie in the sequence of %d",
               qs.pos0, qs.n, ks.pos0, ks.n, dm.seq_len);
     auto aligned = [](const void* x) { return ((uintptr_t)x & 15) == 0; };
