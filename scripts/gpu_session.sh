@@ -3,6 +3,9 @@
 # training run, from binaries built on the CPU machine and carried in $CARRY (bin/ with the
 # binaries and libsentencepiece, corpus/ with the prepared corpus). Logs and tables go to $OUT.
 #   STAGES="tests bench train" scripts/gpu_session.sh
+# Stages: tests (tests/gpu/run_gpu_tests.sh; CORPUS=dir for the resume test), bench, train,
+# infer and long_prompt (after train), errors, dilated_bench, compare, bench_ab (this build's
+# attention benchmarks against $CARRY/old, interleaved: scripts/bench_ab.sh).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
 OUT=${OUT:-build/gpu_session}
