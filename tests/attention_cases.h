@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -52,10 +53,15 @@ inline std::vector<int> attn_cuts(SplitMix64& rng, int N, int R) {
     return c;
 }
 
-// A fresh seed each run unless one is given (argv[1]), printed so a failure can be rerun.
+// A fresh seed each run unless one is given (the first argument that is not a --flag), printed
+// so a failure can be rerun.
 inline uint64_t attn_test_seed(int argc, char** argv) {
-    const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10)
-                                   : (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
+    uint64_t seed = (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
+    for (int i = 1; i < argc; i++)
+        if (argv[i][0] != '-') {
+            seed = std::strtoull(argv[i], nullptr, 10);
+            break;
+        }
     std::printf("seed %llu (rerun with: %s %llu)\n", (unsigned long long)seed, argv[0], (unsigned long long)seed);
     return seed;
 }

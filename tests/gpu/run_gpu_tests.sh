@@ -49,6 +49,9 @@ sanitize memcheck_attention memcheck --leak-check no "$BIN/test_attention" --sma
 sanitize racecheck_attention racecheck "$BIN/test_attention" --small
 sanitize memcheck_dilated memcheck --leak-check no "$BIN/test_attention_dilated" --small
 sanitize racecheck_dilated racecheck "$BIN/test_attention_dilated" --small
+sanitize memcheck_naive memcheck --leak-check no "$BIN/test_attention_naive" --small
+sanitize memcheck_two_sided memcheck --leak-check no "$BIN/test_attention_two_sided" --small
+sanitize racecheck_two_sided racecheck "$BIN/test_attention_two_sided" --small
 sanitize memcheck_ops memcheck --leak-check no "$BIN/test_ops" --small
 # racecheck cannot model cuBLASLt's own Hopper kernels (it flags hazards inside nvjet_sm90_*),
 # so it runs on our reduction kernels only.

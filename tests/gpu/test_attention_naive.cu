@@ -7,8 +7,9 @@
 //  - the backward in pieces (preprocess once, one step per key block) equals the reference's
 //    dQ, dK, dV of that query block.
 // The inputs are bf16 values, so the only error is the kernel's fp32 arithmetic (bf16 output:
-// plus one rounding). Usage: test_attention_naive [SEED]. Prints PASS/FAIL and a summary.
+// plus one rounding). Usage: test_attention_naive [SEED] [--small]. Prints PASS/FAIL and a summary.
 #include <cstdlib>
+#include <cstring>
 #include "layers/cuda/attention_naive.cuh"
 #include "tests/gpu/attention_cases.cuh"
 
@@ -88,7 +89,10 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
 int main(int argc, char** argv) {
     return guarded_main([&] {
         SplitMix64 rng(attn_test_seed(argc, argv));
+        bool small = false;  // --small: D = 64 only, for compute-sanitizer
+        for (int i = 1; i < argc; i++) small |= !std::strcmp(argv[i], "--small");
         for (int D : {64, 128})
+            if (!small || D == 64)
             for (const AttnCase& c : attn_cases()) run_case(c, D, rng);
         std::printf("%d passed, %d failed\n", g_pass, g_fail);
         return g_fail ? 1 : 0;

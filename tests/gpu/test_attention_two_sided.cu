@@ -9,8 +9,9 @@
 //    dQ, dK, dV of that query block;
 //  - the same comparison with a 10% wrong scale fails (the tolerances can catch an error).
 // Tolerances are set by bf16: P is rounded to bf16 before P V, dS before dS K, outputs are bf16.
-// Usage: test_attention_two_sided [SEED]. Prints PASS/FAIL lines and a summary.
+// Usage: test_attention_two_sided [SEED] [--small] (D = 64 only, for compute-sanitizer). Prints PASS/FAIL lines and a summary.
 #include <cstdlib>
+#include <cstring>
 #include "layers/cuda/attention_flash_two_sided.h"
 #include "layers/cuda/attention_flash.h"
 #include "tests/gpu/attention_cases.cuh"
@@ -114,7 +115,10 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
 int main(int argc, char** argv) {
     return guarded_main([&] {
         SplitMix64 rng(attn_test_seed(argc, argv));
+        bool small = false;  // --small: D = 64 only, for compute-sanitizer
+        for (int i = 1; i < argc; i++) small |= !std::strcmp(argv[i], "--small");
         for (int D : {64, 128})
+            if (!small || D == 64)
             for (const AttnCase& c : attn_cases()) run_case(c, D, rng);
         std::printf("%d passed, %d failed\n", g_pass, g_fail);
         return g_fail ? 1 : 0;
