@@ -116,9 +116,9 @@ void attention_partial_init_cuda(float* out, float* lse, AttnDims dm, int nq, cu
 
 // Write: O (bf16) and L of these queries against these keys.
 void attention_forward_cuda(bf16* out,   // (B, nq, H, D)
-                                   float* lse,  // (B, H, nq)
-                                   const AttnQueries<bf16>& qs, const AttnKeys<bf16>& ks, const AttnPattern& pattern,
-                                   AttnDims dm, float scale, cudaStream_t stream) {
+                            float* lse,  // (B, H, nq)
+                            const AttnQueries<bf16>& qs, const AttnKeys<bf16>& ks, const AttnPattern& pattern,
+                            AttnDims dm, float scale, cudaStream_t stream) {
     if ((long long)dm.B * qs.n == 0) return;
     flash::Params p = flash::make_two_sided_params(qs, ks, pattern, dm, scale);
     p.o = out;
@@ -135,9 +135,9 @@ void attention_forward_cuda(bf16* out,   // (B, nq, H, D)
 
 // Merge: these keys folded into the fp32 O and L already there (attention_partial_init_cuda).
 void attention_forward_merge_cuda(float* out,  // (B, nq, H, D) fp32
-                                         float* lse,  // (B, H, nq)
-                                         const AttnQueries<bf16>& qs, const AttnKeys<bf16>& ks, const AttnPattern& pattern,
-                                         AttnDims dm, float scale, cudaStream_t stream) {
+                                  float* lse,  // (B, H, nq)
+                                  const AttnQueries<bf16>& qs, const AttnKeys<bf16>& ks, const AttnPattern& pattern,
+                                  AttnDims dm, float scale, cudaStream_t stream) {
     if ((long long)dm.B * qs.n == 0 || ks.n == 0) return;
     if ((uintptr_t)out & 15) fatal("attention_forward_merge_cuda: out must be 16-byte aligned");
     flash::Params p = flash::make_two_sided_params(qs, ks, pattern, dm, scale);
@@ -168,7 +168,7 @@ inline void bind_pieces_workspace(Params& p, float* ws, const AttnDims& dm, int 
 
 // delta = rowsum(dO * O) from the FINAL O (bf16), L in log2 from the FINAL L; dQ accumulator = 0.
 void attention_backward_begin_cuda(float* workspace, const bf16* dout, const bf16* out, const float* lse,
-                                          const AttnQueries<bf16>& qs, AttnDims dm, cudaStream_t stream) {
+                                   const AttnQueries<bf16>& qs, AttnDims dm, cudaStream_t stream) {
     if ((long long)dm.B * qs.n == 0) return;
     flash::Params p{};
     p.H = dm.H;
@@ -184,9 +184,9 @@ void attention_backward_begin_cuda(float* workspace, const bf16* dout, const bf1
 // One key/value block: dK, dV (the key side's layout, bf16) written, or added when accumulate;
 // dS K added into the workspace's dQ accumulator.
 void attention_backward_block_cuda(bf16* dk, bf16* dv, bool accumulate, const bf16* dout, const float* lse,
-                                          const AttnQueries<bf16>& qs, const AttnKeys<bf16>& ks,
-                                          const AttnPattern& pattern, AttnDims dm, float scale, float* workspace,
-                                          cudaStream_t stream) {
+                                   const AttnQueries<bf16>& qs, const AttnKeys<bf16>& ks,
+                                   const AttnPattern& pattern, AttnDims dm, float scale, float* workspace,
+                                   cudaStream_t stream) {
     if ((long long)dm.B * ks.n == 0) return;
     flash::Params p = flash::make_two_sided_params(qs, ks, pattern, dm, scale);
     p.dout = dout;
@@ -210,7 +210,7 @@ void attention_backward_block_cuda(bf16* dk, bf16* dv, bool accumulate, const bf
 // dQ (bf16, the query side's layout, row stride qs.stride) from the accumulator; added to what
 // is there when accumulate.
 void attention_backward_end_cuda(bf16* dq, bool accumulate, const AttnQueries<bf16>& qs, AttnDims dm,
-                                        float* workspace, cudaStream_t stream) {
+                                 float* workspace, cudaStream_t stream) {
     if ((long long)dm.B * qs.n == 0) return;
     flash::Params p{};
     p.H = dm.H;
