@@ -5,7 +5,6 @@
 #pragma once
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -67,7 +67,7 @@ inline AttnPatternArgs pattern_args(const AttnPattern& p) {
 
 // The pattern flags of train and attention_tool, as given (each module parses its own).
 struct PatternFlags {
-    std::string segments = "2048,4096,8192", dilations = "1,2,4";
+    std::string segments, dilations;  // dilated: "2048,4096,8192", "1,2,4"
 };
 
 // "2048,4096,8192" -> {2048, 4096, 8192}; fatal naming the flag on anything else.

@@ -4,8 +4,8 @@
 // device buffers, and the float64 reference of a query block against all keys.
 #pragma once
 #include <algorithm>
+#include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
 #include "layers/attention.h"
 #include "tests/attention_cases.h"
@@ -117,4 +117,50 @@ inline AttnReference attn_reference(const AttnProblem& P, const AttnCase& c, int
     r.dk = strided_part(dkv, S, HD, HD);
     r.dv = strided_part(dkv, S, 2 * HD, HD);
     return r;
+}
+
+// The merge tests' split: queries [qa, qb) of the sequence (the whole of it when R = 1, else a
+// random block) and its keys cut into R uneven blocks, each side uploaded as its own buffer with
+// its global positions (as a ring step would hold them), and the float64 reference of the block.
+struct AttnSplit {
+    int qa, qb, nq;
+    std::vector<int> cut;
+    const bf16* qrows;               // (B, nq, 3, H, D)
+    AttnQueries<bf16> qs;
+    std::vector<AttnKeys<bf16>> blocks;
+    AttnReference ref;
+};
+inline AttnSplit attn_split(const AttnProblem& P, const AttnCase& c, const std::vector<bf16>& qkv_bf, int R,
+                            SplitMix64& rng, DevArena& dev) {
+    AttnSplit s;
+    s.qa = R == 1 ? 0 : (int)rng.below(P.N / 2);
+    s.qb = R == 1 ? P.N : s.qa + 1 + (int)rng.below(P.N - s.qa);
+    s.nq = s.qb - s.qa;
+    s.cut = attn_cuts(rng, P.N, R);
+    s.ref = attn_reference(P, c, s.qa, s.qb, P.scale);
+    s.qrows = dev.upload(P.rows(qkv_bf, s.qa, s.qb, P.S));
+    s.qs = AttnQueries<bf16>{s.qrows, P.S, s.nq, dev.upload(std::vector<int>(P.pos.begin() + s.qa, P.pos.begin() + s.qb)),
+                             c.docs ? dev.upload(P.rows(P.doc, s.qa, s.qb, 1)) : nullptr, s.qa};
+    for (int r = 0; r < R; r++) {
+        const bf16* kr = dev.upload(P.rows(qkv_bf, s.cut[r], s.cut[r + 1], P.S));
+        const int* kp = dev.upload(std::vector<int>(P.pos.begin() + s.cut[r], P.pos.begin() + s.cut[r + 1]));
+        s.blocks.push_back(AttnKeys<bf16>{kr + P.HD, kr + 2 * P.HD, P.S, s.cut[r + 1] - s.cut[r], kp, s.cut[r]});
+    }
+    return s;
+}
+
+// main() of a two-sided GPU attention test: every case at D = 64 and 128 (--small: D = 64 only,
+// for compute-sanitizer), a fresh seed unless one is given, then the summary line.
+template <typename RunCase>
+int attn_test_main(int argc, char** argv, RunCase run_case) {
+    return guarded_main([&] {
+        SplitMix64 rng(attn_test_seed(argc, argv));
+        bool small = false;
+        for (int i = 1; i < argc; i++) small |= !std::strcmp(argv[i], "--small");
+        for (int D : {64, 128})
+            if (!small || D == 64)
+                for (const AttnCase& c : attn_cases()) run_case(c, D, rng);
+        std::printf("%d passed, %d failed\n", g_pass, g_fail);
+        return g_fail ? 1 : 0;
+    });
 }

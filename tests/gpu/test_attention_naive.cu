@@ -9,7 +9,6 @@
 // The inputs are bf16 values, so the only error is the kernel's fp32 arithmetic (bf16 output:
 // plus one rounding). Usage: test_attention_naive [SEED] [--small]. Prints PASS/FAIL and a summary.
 #include <cstdlib>
-#include <cstring>
 #include "layers/cuda/attention_naive.cuh"
 #include "tests/gpu/attention_cases.cuh"
 
@@ -41,22 +40,15 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
     // 2. Merge and the pieced backward: queries [qa, qb) against R key blocks.
     double worst_f = 0, worst_b = 0;
     for (int R = 1; R <= 5; R++) {
-        const int qa = R == 1 ? 0 : (int)rng.below(N / 2), qb = R == 1 ? N : qa + 1 + (int)rng.below(N - qa), nq = qb - qa;
-        const std::vector<int> cut = attn_cuts(rng, N, R);
-        const AttnReference ref = attn_reference(P, c, qa, qb, P.scale);
-        const bf16* qrows = dev.upload(P.rows(qkv_bf, qa, qb, S));
-        const AttnQueries<bf16> qs{qrows, S, nq, dev.upload(std::vector<int>(P.pos.begin() + qa, P.pos.begin() + qb)),
-                                   c.docs ? dev.upload(P.rows(P.doc, qa, qb, 1)) : nullptr, qa};
+        const AttnSplit sp = attn_split(P, c, qkv_bf, R, rng, dev);
+        const AttnReference& ref = sp.ref;
+        const AttnQueries<bf16>& qs = sp.qs;
+        const std::vector<AttnKeys<bf16>>& blocks = sp.blocks;
+        const int qa = sp.qa, qb = sp.qb, nq = sp.nq;
         float* O = dev.alloc<float>(ref.O.size(), 0xff);
         float* L = dev.alloc<float>(ref.L.size(), 0xff);
         attention_partial_init_naive(O, L, dm, nq, 0);
-        std::vector<AttnKeys<bf16>> blocks;
-        for (int r = 0; r < R; r++) {
-            const bf16* kr = dev.upload(P.rows(qkv_bf, cut[r], cut[r + 1], S));
-            const int* kp = dev.upload(std::vector<int>(P.pos.begin() + cut[r], P.pos.begin() + cut[r + 1]));
-            blocks.push_back(AttnKeys<bf16>{kr + HD, kr + 2 * HD, S, cut[r + 1] - cut[r], kp, cut[r]});
-            attention_forward_naive_cuda(O, L, qs, blocks.back(), c.pattern, dm, scale, AttnOutput::Merge, 0);
-        }
+        for (const AttnKeys<bf16>& ks : blocks) attention_forward_naive_cuda(O, L, qs, ks, c.pattern, dm, scale, AttnOutput::Merge, 0);
         const std::vector<double> Og = as_double(download(O, ref.O.size())), Lg = as_double(download(L, ref.L.size()));
         worst_f = std::max({worst_f, error_vs(Og.data(), ref.O.data(), Og.size()).norm, error_vs(Lg.data(), ref.L.data(), Lg.size()).norm});
 
@@ -73,7 +65,7 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
             kb.push_back(as_double(download(dk, (size_t)B * nk * HD)));
             vb.push_back(as_double(download(dv, (size_t)B * nk * HD)));
         }
-        const std::vector<double> dk_all = attn_blocks_in_order(kb, cut, B, HD), dv_all = attn_blocks_in_order(vb, cut, B, HD);
+        const std::vector<double> dk_all = attn_blocks_in_order(kb, sp.cut, B, HD), dv_all = attn_blocks_in_order(vb, sp.cut, B, HD);
         const std::vector<double> dqg = as_double(download(dq, ref.dq.size()));
         worst_b = std::max({worst_b, error_vs(dqg.data(), ref.dq.data(), dqg.size()).norm,
                             error_vs(dk_all.data(), ref.dk.data(), dk_all.size()).norm,
@@ -86,15 +78,4 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
     check(worst_b <= 1e-5, buf);
 }
 
-int main(int argc, char** argv) {
-    return guarded_main([&] {
-        SplitMix64 rng(attn_test_seed(argc, argv));
-        bool small = false;  // --small: D = 64 only, for compute-sanitizer
-        for (int i = 1; i < argc; i++) small |= !std::strcmp(argv[i], "--small");
-        for (int D : {64, 128})
-            if (!small || D == 64)
-            for (const AttnCase& c : attn_cases()) run_case(c, D, rng);
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
-        return g_fail ? 1 : 0;
-    });
-}
+int main(int argc, char** argv) { return attn_test_main(argc, argv, run_case); }

@@ -11,7 +11,6 @@
 // Tolerances are set by bf16: P is rounded to bf16 before P V, dS before dS K, outputs are bf16.
 // Usage: test_attention_two_sided [SEED] [--small] (D = 64 only, for compute-sanitizer). Prints PASS/FAIL lines and a summary.
 #include <cstdlib>
-#include <cstring>
 #include "layers/cuda/attention_flash_two_sided.h"
 #include "layers/cuda/attention_flash.h"
 #include "tests/gpu/attention_cases.cuh"
@@ -52,18 +51,11 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
     // 2. Merge and the pieced backward: queries [qa, qb) against R key blocks.
     double worst_o = 0, worst_l = 0, worst_g = 0, wrong_scale = INFINITY;
     for (int R = 1; R <= 5; R++) {
-        const int qa = R == 1 ? 0 : (int)rng.below(N / 2), qb = R == 1 ? N : qa + 1 + (int)rng.below(N - qa), nq = qb - qa;
-        const std::vector<int> cut = attn_cuts(rng, N, R);
-        const AttnReference ref = attn_reference(P, c, qa, qb, P.scale);
-        const bf16* qrows = dev.upload(P.rows(qkv_bf, qa, qb, S));
-        const AttnQueries<bf16> qs{qrows, S, nq, dev.upload(std::vector<int>(P.pos.begin() + qa, P.pos.begin() + qb)),
-                                   c.docs ? dev.upload(P.rows(P.doc, qa, qb, 1)) : nullptr, qa};
-        std::vector<AttnKeys<bf16>> blocks;
-        for (int r = 0; r < R; r++) {
-            const bf16* kr = dev.upload(P.rows(qkv_bf, cut[r], cut[r + 1], S));
-            const int* kp = dev.upload(std::vector<int>(P.pos.begin() + cut[r], P.pos.begin() + cut[r + 1]));
-            blocks.push_back(AttnKeys<bf16>{kr + HD, kr + 2 * HD, S, cut[r + 1] - cut[r], kp, cut[r]});
-        }
+        const AttnSplit sp = attn_split(P, c, qkv_bf, R, rng, dev);
+        const AttnReference& ref = sp.ref;
+        const AttnQueries<bf16>& qs = sp.qs;
+        const std::vector<AttnKeys<bf16>>& blocks = sp.blocks;
+        const int qa = sp.qa, qb = sp.qb, nq = sp.nq;
         float* O = dev.alloc<float>(ref.O.size(), 0xff);
         float* L = dev.alloc<float>(ref.L.size(), 0xff);
         // With R = 3, first a run with a 10% wrong scale (it must fail the comparison), then the
@@ -94,8 +86,8 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
             vb.push_back(strided_part(h, S, 2 * HD, HD));
         }
         bf16* dq = dev.alloc<bf16>((size_t)B * nq * S, 0xff);
-        attention_backward_end_cuda(dq, false, AttnQueries<bf16>{qrows, S, nq, qs.pos, qs.doc_start, qa}, dm, ws, 0);
-        const std::vector<double> dk_all = attn_blocks_in_order(kb, cut, B, HD), dv_all = attn_blocks_in_order(vb, cut, B, HD);
+        attention_backward_end_cuda(dq, false, qs, dm, ws, 0);
+        const std::vector<double> dk_all = attn_blocks_in_order(kb, sp.cut, B, HD), dv_all = attn_blocks_in_order(vb, sp.cut, B, HD);
         const std::vector<double> dqg = strided_part(as_double(download(dq, (size_t)B * nq * S)), S, 0, HD);
         worst_g = std::max({worst_g, error_vs(dqg.data(), ref.dq.data(), dqg.size()).norm,
                             error_vs(dk_all.data(), ref.dk.data(), dk_all.size()).norm,
@@ -112,15 +104,4 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
     check(wrong_scale > 1, buf);
 }
 
-int main(int argc, char** argv) {
-    return guarded_main([&] {
-        SplitMix64 rng(attn_test_seed(argc, argv));
-        bool small = false;  // --small: D = 64 only, for compute-sanitizer
-        for (int i = 1; i < argc; i++) small |= !std::strcmp(argv[i], "--small");
-        for (int D : {64, 128})
-            if (!small || D == 64)
-            for (const AttnCase& c : attn_cases()) run_case(c, D, rng);
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
-        return g_fail ? 1 : 0;
-    });
-}
+int main(int argc, char** argv) { return attn_test_main(argc, argv, run_case); }
