@@ -45,7 +45,7 @@ build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h layers/patt
 build/test_inputs_cpu: tests/test_inputs_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h $(wildcard layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
+build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h tests/attention_branchwise.h $(wildcard layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
 build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
@@ -70,10 +70,10 @@ GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
 #   attention_cudnn.o           the cuDNN SDPA launchers and graph code
 # A program missing from the list it needs fails to link (undefined reference). The attention
 # objects get -lineinfo too (line tables only: the machine code is the same).
-ATTN_USERS := train infer attention_tool test_model bench_train test_attention test_attention_dilated \
-              test_attention_two_sided bench_attention bench_attention_dilated
-ATTN_VARIANT_USERS := test_attention test_attention_dilated bench_attention bench_attention_dilated
-ATTN_CUDNN_USERS := train infer attention_tool test_model bench_train test_attention_cudnn bench_attention_cudnn \
+ATTN_USERS := train infer attention_tool test_model bench_train test_attention test_attention_two_sided \
+              bench_attention bench_attention_dilated
+ATTN_VARIANT_USERS := test_attention bench_attention bench_attention_dilated
+ATTN_CUDNN_USERS := train infer attention_tool test_model bench_train test_attention bench_attention_cudnn \
                     bench_attention
 $(addprefix build/,$(ATTN_USERS)): build/obj/attention_flash.o
 $(addprefix build/,$(ATTN_VARIANT_USERS)): build/obj/attention_flash_variants.o

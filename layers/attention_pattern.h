@@ -80,6 +80,12 @@ inline double pairs_kept(const AttnPattern& p, int N, int H) {
     return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::pairs_kept(p, N, H); });
 }
 
+// The spec's branches of p: patterns whose softmaxes, mixed by log-sum-exp, give p (the sum of
+// their multiplicities is p's).
+inline std::vector<AttnPattern> pattern_branches(const AttnPattern& p) {
+    return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::branches(p); });
+}
+
 // The tile schedule of the CPU tiled kernel (layers/attention_tiled.h): may queries with
 // positions in [q_lo, q_hi] attend keys in [k_lo, k_hi] at all, and does every such pair count
 // exactly once (then the tile needs no element mask beyond causality and documents)?

@@ -5,7 +5,8 @@
 #   STAGES="tests bench train" scripts/gpu_session.sh
 # Stages: tests (tests/gpu/run_gpu_tests.sh; CORPUS=dir for the resume test), bench, train,
 # infer and long_prompt (after train), errors, dilated_bench, compare, bench_ab (this build's
-# attention benchmarks against $CARRY/old, interleaved: scripts/bench_ab.sh).
+# attention benchmarks against $CARRY/old, interleaved: scripts/bench_ab.sh), attn_perf (the
+# attention harness's perf mode: every backend side by side).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
 OUT=${OUT:-build/gpu_session}
@@ -49,6 +50,9 @@ for stage in $STAGES; do
                    "$CARRY/bin/train" --device cuda --data "$CARRY/corpus" --out "$OUT/bad" --steps 2 $args > "$OUT/err.log" 2>&1
                    echo "train $args -> exit $?: $(tail -1 "$OUT/err.log")"
                done ;;
+        attn_perf) "$CARRY/bin/test_attention" --perf > "$OUT/attn_perf.log" 2>&1
+               summary+=("attn_perf: exit $? ($((SECONDS - t0)) s)")
+               cat "$OUT/attn_perf.log" ;;
         dilated_bench) "$CARRY/bin/bench_attention_dilated" --out "$OUT/dilated_bench.md" > "$OUT/dilated_bench.log" 2>&1
                summary+=("dilated_bench: exit $? ($((SECONDS - t0)) s)")
                cat "$OUT/dilated_bench.md" ;;

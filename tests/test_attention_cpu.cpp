@@ -8,9 +8,15 @@
 //  3. dilated attention cut by the GLOBAL length equals the spec written literally
 //     (layers/attention_dilated.h), and cutting it by the local block length would not (so the
 //     merge test can tell the two apart);
-//  4. the pattern modules: pairs_kept equals the sum of multiplicities; JSON and flags round trip.
+//  4. the pattern modules: pairs_kept equals the sum of multiplicities; JSON and flags round trip;
+//  5. the spec branch by branch (tests/attention_branchwise.h in double, no rounding: each of
+//     pattern_branches a softmax of its own, mixed by log-sum-exp) equals the one-softmax
+//     reference, forward and backward; with bf16 rounding (the GPU tests' error budget) it
+//     differs from it by a bf16-sized error, neither zero nor large.
 // Usage: test_attention_cpu [SEED]. Prints PASS/FAIL lines and "N passed, M failed".
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -19,6 +25,7 @@
 #include "layers/attention.h"
 #include "layers/attention_dilated.h"
 #include "layers/attention_tiled.h"
+#include "tests/attention_branchwise.h"
 #include "tests/attention_cases.h"
 
 static int g_passed = 0, g_failed = 0;
@@ -244,6 +251,48 @@ static void test_modules() {
     check(bad == 0, "pattern JSON round trip, flags, names", bad, 0);
 }
 
+static double bf16_round(double x) {  // round to nearest even at 8 significant bits
+    const float f = (float)x;
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    float r;
+    std::memcpy(&r, &u, 4);
+    return r;
+}
+
+static void test_branchwise(SplitMix64& rng) {
+    for (const AttnCase& c : attn_cases()) {
+        Problem P(rng, c.docs);
+        const AttnShape s{P.B, P.N, P.H, P.D, P.stride()};
+        const int* doc = c.docs ? P.doc_start.data() : nullptr;
+        const size_t no = (size_t)P.B * P.N * P.H * P.D, nl = (size_t)P.B * P.H * P.N;
+        std::vector<double> O(no), L(nl), Ob(no, NAN), Lb(nl, NAN), dqkv(P.qkv.size(), 0.0);
+        attention_forward(O.data(), L.data(), P.q(), P.k(), P.v(), P.pos.data(), doc, c.pattern, s, P.scale);
+        attention_backward(dqkv.data(), dqkv.data() + P.H * P.D, dqkv.data() + 2 * P.H * P.D, P.dout.data(), O.data(),
+                           L.data(), P.q(), P.k(), P.v(), P.pos.data(), doc, c.pattern, s, P.scale);
+        std::vector<double> g[3], gb[3];
+        for (int w = 0; w < 3; w++) {  // the reference's (B, N, H, D) slices, and the branchwise outputs
+            for (size_t t = 0; t < (size_t)P.B * P.N; t++)
+                g[w].insert(g[w].end(), dqkv.begin() + t * P.stride() + w * P.H * P.D,
+                            dqkv.begin() + t * P.stride() + (w + 1) * P.H * P.D);
+            gb[w].assign(no, NAN);
+        }
+        auto exact = [](double x) { return x; };
+        branchwise_forward(Ob.data(), Lb.data(), P.q(), P.k(), P.v(), P.pos.data(), doc, c.pattern, s, P.scale, exact);
+        branchwise_backward(gb[0].data(), gb[1].data(), gb[2].data(), P.dout.data(), O.data(), L.data(), P.q(), P.k(),
+                            P.v(), P.pos.data(), doc, c.pattern, s, P.scale, exact);
+        double e = std::max(max_diff(O, Ob), max_diff(L, Lb));
+        for (int w = 0; w < 3; w++) e = std::max(e, max_diff(g[w], gb[w]));
+        check(e <= 1e-12, "spec branch by branch (double) == reference, fwd and bwd: " + c.name, e, 1e-12);
+        auto bf = [](double x) { return bf16_round(x); };
+        branchwise_forward(Ob.data(), Lb.data(), P.q(), P.k(), P.v(), P.pos.data(), doc, c.pattern, s, P.scale, bf);
+        const double eb = max_diff(O, Ob);
+        check(eb > 1e-5 && eb < 3e-2, "the same rounded to bf16 is a bf16-sized error away: " + c.name, eb, 3e-2);
+    }
+}
+
 int main(int argc, char** argv) {
     return guarded_main([&] {
         SplitMix64 rng(attn_test_seed(argc, argv));
@@ -251,6 +300,7 @@ int main(int argc, char** argv) {
         test_merge(rng);
         test_global_length(rng);
         test_modules();
+        test_branchwise(rng);
         std::printf("%d passed, %d failed\n", g_passed, g_failed);
         return g_failed ? 1 : 0;
     });

@@ -20,7 +20,7 @@
 // sequence, data types and virtual/real tensors follow what cudnn_frontend's composite SDPA
 // nodes emit for cuDNN 9.x, since that is the pattern the engine matches. The softmax stats
 // cuDNN writes (max + log(sum exp(x - max)) of the scaled scores, natural log) are our L as they
-// are: no conversion (tests/gpu/test_attention_cudnn.cu checks L against the CPU reference).
+// are: no conversion (tests/gpu/test_attention.cu checks L against the CPU reference).
 //
 // Plans are built once per (device, shape, causal, direction) and cached; each cached plan owns
 // the workspace cuDNN's engine asks for, so the same plan must not run on two streams at once.

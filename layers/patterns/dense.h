@@ -3,6 +3,7 @@
 // module interface every pattern implements is described in layers/patterns/registry.h.
 #pragma once
 #include <string>
+#include <vector>
 #include "layers/patterns/pattern_params.h"
 
 struct DensePattern {
@@ -13,6 +14,9 @@ struct DensePattern {
     // m(q, k) before the causal mask: every key once.
     ATTN_HD_TEMPLATE template <class P>  // AttnPattern or AttnPatternArgs
     ATTN_HD static int multiplicity(const P&, int /*head*/, int /*qpos*/, int /*kpos*/, int /*seq_len*/) { return 1; }
+
+    // The spec's branches, softmaxes mixed by log-sum-exp: dense is one.
+    static std::vector<AttnPattern> branches(const AttnPattern& p) { return {p}; }
 
     static double pairs_kept(const AttnPattern& p, int N, int H) {
         const double n = N;

@@ -6,6 +6,7 @@
 #pragma once
 #include <algorithm>
 #include <string>
+#include <vector>
 #include "layers/patterns/pattern_params.h"
 
 // The offset class that head `head` keeps in a branch of dilation r.
@@ -36,6 +37,19 @@ struct DilatedPattern {
             if (kpos / w == seg && (qpos - start) % r == cls && (kpos - start) % r == cls) m++;
         }
         return m;
+    }
+
+    // The spec's branches (each a softmax of its own, mixed by log-sum-exp): one pattern per
+    // (segment, dilation).
+    static std::vector<AttnPattern> branches(const AttnPattern& p) {
+        std::vector<AttnPattern> out;
+        for (int i = 0; i < p.branches(); i++) {
+            AttnPattern one = p;
+            one.segments = {p.segments[i]};
+            one.dilations = {p.dilations[i]};
+            out.push_back(one);
+        }
+        return out;
     }
 
     static double pairs_kept(const AttnPattern& p, int N, int H) {

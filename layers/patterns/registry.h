@@ -6,6 +6,9 @@
 //                                 global position k in head h of a sequence of N tokens, before
 //                                 the causal mask (which layers/attention_pattern.h applies)
 //   pairs_kept(p, N, H)           the sum of multiplicities with causality: the FLOP count
+//   branches(p)                   the spec's branches: patterns whose softmaxes, mixed by their
+//                                 log-sum-exp, give p (one for a single-softmax pattern); the
+//                                 GPU test's plain bf16 implementation runs each on its own
 //   tiles_meet / tiles_full       the tile schedule: can a query tile meet a key tile (given
 //                                 their position ranges), and does every pair count exactly once
 //                                 (no element mask needed)

@@ -1,4 +1,4 @@
-// Helpers shared by the attention GPU tests (test_attention.cu, test_attention_dilated.cu):
+// Helpers shared by the attention GPU tests (test_attention.cu, the harness; the two-sided tests):
 // PASS/FAIL bookkeeping, the error metrics and the "within 3x a plain bf16 implementation"
 // comparison, a device buffer, bf16 conversions.
 #pragma once
