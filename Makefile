@@ -48,6 +48,9 @@ build/test_inputs_cpu: tests/test_inputs_cpu.cpp $(wildcard layers/*.h layers/pa
 build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h tests/attention_branchwise.h $(wildcard layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
+build/test_ring_cpu: tests/test_ring_cpu.cpp tests/attention_cases.h $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
+	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
+
 build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
 
@@ -113,7 +116,7 @@ include data/rules.mk
 include tests/rules.mk
 include tests/fuzz/rules.mk
 
-BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu build/test_inputs_cpu build/test_attention_cpu $(GPU_BINARIES)
+BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu build/test_inputs_cpu build/test_attention_cpu build/test_ring_cpu $(GPU_BINARIES)
 all: deps
 	$(MAKE) -j2 $(BINARIES)
 

@@ -25,6 +25,7 @@ run gradcheck_can_fail tests/expect_gradcheck_failure.sh
 run model ./build/test_model_cpu
 run inputs ./build/test_inputs_cpu
 run attention ./build/test_attention_cpu
+run ring ./build/test_ring_cpu
 run data ./build/test_data
 run data_cli tests/test_data_cli.sh
 run train_cli tests/test_train_cli.sh
