@@ -73,7 +73,7 @@ GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
 #   attention_cudnn.o           the cuDNN SDPA launchers and graph code
 # A program missing from the list it needs fails to link (undefined reference). The attention
 # objects get -lineinfo too (line tables only: the machine code is the same).
-ATTN_USERS := train infer attention_tool test_model bench_train test_attention test_attention_two_sided \
+ATTN_USERS := train infer attention_tool test_model bench_train test_attention test_attention_two_sided test_ring \
               bench_attention bench_attention_dilated
 ATTN_VARIANT_USERS := test_attention bench_attention bench_attention_dilated
 ATTN_CUDNN_USERS := train infer attention_tool test_model bench_train test_attention bench_attention_cudnn \

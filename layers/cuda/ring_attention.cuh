@@ -1,0 +1,330 @@
+// Ring attention on the GPU: layers/ring_attention.h's driver on device buffers, the flash
+// kernels through their two-sided interface (attention_flash_two_sided.h), the same plan
+// (layers/ring_plan.h). What differs from the CPU driver is where time goes:
+//   - the next step's K/V is sent while this step computes (sendrecv enqueued on the
+//     communicator's stream before the compute; the compute stream waits on an event only
+//     when it needs the received block);
+//   - partial O, L are merged in fp32 (attention_forward_merge_cuda), rounded to bf16 once;
+//   - the backward's dK, dV travel in fp32: each pair's bf16 block result is added into the
+//     block's fp32 accumulator, so P steps round once each, not P times in a chain.
+// Communicators without a stream (the in-process one, comm/in_process.h) complete each call
+// before returning; the driver then synchronises its stream before handing them a buffer.
+//
+// Local layout as the model holds it: the rank's 2c rows (chunk plan.chunk(r, 0) then
+// plan.chunk(r, 1)), q, k, v (B, 2c, H, D) with row stride `stride` (3HD for a QKV buffer);
+// out (B, 2c, H, D) bf16; lse (B, H, 2c); doc_start (B, 2c) global positions or nullptr.
+#pragma once
+#include <vector>
+#include "comm/comm.h"
+#include "layers/cuda/attention_flash_two_sided.h"
+#include "layers/cuda/common.cuh"
+#include "layers/ring_plan.h"
+
+namespace ring_gpu {
+
+__global__ void add_bf16_to_f32(float* acc, const bf16* x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        acc[i] += __bfloat162float(x[i]);
+}
+// (rows, width) fp32 contiguous, `width` of every `src_pitch` -> bf16 rows of `dst_stride`.
+__global__ void f32_to_bf16_rows(bf16* dst, int dst_stride, const float* src, int src_pitch, size_t rows, int width) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < rows * width; i += (size_t)gridDim.x * blockDim.x)
+        dst[i / width * dst_stride + i % width] = __float2bfloat16(src[i / width * src_pitch + i % width]);
+}
+inline unsigned grid_for(size_t n) { return (unsigned)std::min<size_t>((n + 255) / 256, 4096); }
+
+// Rows [k c, (k+1) c) of each batch row of a (B, 2c, *) array of row stride src_stride, `width`
+// elements each, into a (B, c, dst_stride) array (or back: to_local).
+template <typename T>
+void copy_chunk(T* chunk, int chunk_stride, T* local, int local_stride, int B, int c, int k, int width, bool to_local,
+                cudaStream_t st) {
+    for (int b = 0; b < B; b++) {
+        T* l = local + ((size_t)b * 2 * c + (size_t)k * c) * local_stride;
+        T* h = chunk + (size_t)b * c * chunk_stride;
+        if (to_local)
+            CUDA_CHECK(cudaMemcpy2DAsync(l, local_stride * sizeof(T), h, chunk_stride * sizeof(T), width * sizeof(T), c,
+                                         cudaMemcpyDeviceToDevice, st));
+        else
+            CUDA_CHECK(cudaMemcpy2DAsync(h, chunk_stride * sizeof(T), l, local_stride * sizeof(T), width * sizeof(T), c,
+                                         cudaMemcpyDeviceToDevice, st));
+    }
+}
+
+// Device memory that lives for one call.
+template <typename T>
+struct Buf {
+    T* p = nullptr;
+    size_t n = 0;
+    Buf() = default;
+    explicit Buf(size_t n_) : n(n_) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
+    Buf(Buf&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
+    Buf& operator=(Buf&& o) noexcept {
+        std::swap(p, o.p);
+        std::swap(n, o.n);
+        return *this;
+    }
+    ~Buf() { cudaFree(p); }
+    size_t bytes() const { return n * sizeof(T); }
+};
+
+// Orders the communicator's work after the compute so far and the compute after it.
+struct CommOrder {
+    Comm& comm;
+    cudaStream_t compute;
+    cudaEvent_t ev;
+    CommOrder(Comm& c, cudaStream_t s) : comm(c), compute(s) { CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)); }
+    ~CommOrder() { cudaEventDestroy(ev); }
+    cudaStream_t comm_stream() const { return (cudaStream_t)comm.stream(); }
+    void before_comm() {  // buffers written by the compute stream may now be sent
+        if (!comm_stream()) {
+            CUDA_CHECK(cudaStreamSynchronize(compute));
+            return;
+        }
+        CUDA_CHECK(cudaEventRecord(ev, compute));
+        CUDA_CHECK(cudaStreamWaitEvent(comm_stream(), ev, 0));
+    }
+    void after_comm() {  // the compute stream may now read what was received
+        if (!comm_stream()) return;
+        CUDA_CHECK(cudaEventRecord(ev, comm_stream()));
+        CUDA_CHECK(cudaStreamWaitEvent(compute, ev, 0));
+    }
+};
+
+// The inputs of one rank, chunk by chunk, and the global positions of every chunk.
+struct RingInputs {
+    const RingPlan& plan;
+    int r, B, H, D, HD, c;
+    AttnDims dm;
+    Buf<int> pos;          // (N): 0..N-1, chunk i's positions start at pos.p + i c
+    Buf<bf16> q[2];        // (B, c, H, D)
+    Buf<int> doc[2];       // (B, c) or empty
+    Buf<bf16> kv[2];       // (B, c, 2, H, D): this rank's own K/V chunks
+    RingInputs(const RingPlan& p, int rank, const bf16* qq, const bf16* kk, const bf16* vv, int stride,
+               const int* doc_start, int B_, int H_, int D_, cudaStream_t st)
+        : plan(p), r(rank), B(B_), H(H_), D(D_), HD(H_ * D_), c(p.c), dm{B_, H_, D_, p.N}, pos(p.N) {
+        std::vector<int> h(p.N);
+        for (int i = 0; i < p.N; i++) h[i] = i;
+        CUDA_CHECK(cudaMemcpyAsync(pos.p, h.data(), p.N * sizeof(int), cudaMemcpyHostToDevice, st));
+        for (int j = 0; j < 2; j++) {
+            q[j] = Buf<bf16>((size_t)B * c * HD);
+            kv[j] = Buf<bf16>((size_t)B * c * 2 * HD);
+            copy_chunk(q[j].p, HD, const_cast<bf16*>(qq), stride, B, c, j, HD, false, st);
+            copy_chunk(kv[j].p, 2 * HD, const_cast<bf16*>(kk), stride, B, c, j, HD, false, st);
+            copy_chunk(kv[j].p + HD, 2 * HD, const_cast<bf16*>(vv), stride, B, c, j, HD, false, st);
+            if (doc_start) {
+                doc[j] = Buf<int>((size_t)B * c);
+                copy_chunk(doc[j].p, 1, const_cast<int*>(doc_start), 1, B, c, j, 1, false, st);
+            }
+        }
+        CUDA_CHECK(cudaStreamSynchronize(st));  // h goes out of scope
+    }
+    int qchunk(int j) const { return plan.chunk(r, j); }
+    AttnQueries<bf16> queries(int j) const {
+        const int qc = qchunk(j);
+        return AttnQueries<bf16>{q[j].p, HD, c, pos.p + plan.pos0(qc), doc[j].p, plan.pos0(qc)};
+    }
+    AttnKeys<bf16> keys(const bf16* kvchunk, int kc) const {
+        return AttnKeys<bf16>{kvchunk, kvchunk + HD, 2 * HD, c, pos.p + plan.pos0(kc), plan.pos0(kc)};
+    }
+    size_t chunk_kv() const { return (size_t)B * c * 2 * HD; }
+};
+
+}  // namespace ring_gpu
+
+// out (B, 2c, H, D) bf16 and lse (B, H, 2c) of this rank's queries against the whole sequence.
+inline void ring_attention_forward_cuda(Comm& comm, const RingPlan& plan, bf16* out, float* lse, const bf16* q,
+                                        const bf16* k, const bf16* v, int stride, const int* doc_start, int B, int H,
+                                        int D, float scale, cudaStream_t st, RingStats* stats = nullptr) {
+    using namespace ring_gpu;
+    const int r = comm.rank(), P = plan.P, c = plan.c;
+    if (comm.size() != P) fatal("ring attention: the plan is for %d ranks, the communicator has %d", P, comm.size());
+    RingInputs in(plan, r, q, k, v, stride, doc_start, B, H, D, st);
+    const int HD = in.HD;
+    Buf<float> O[2], L[2];
+    for (int j = 0; j < 2; j++) {
+        O[j] = Buf<float>((size_t)B * c * HD);
+        L[j] = Buf<float>((size_t)B * H * c);
+        attention_partial_init_cuda(O[j].p, L[j].p, in.dm, c, st);
+    }
+    Buf<bf16> blk[2][2];  // blk[which][j]: the block held now and the one arriving
+    for (auto& b : blk)
+        for (auto& x : b) x = Buf<bf16>(in.chunk_kv());
+    CommOrder order(comm, st);
+    RingStats stt;
+    int cur = 0;
+    for (int s = 0; s < P; s++) {
+        const int o = plan.owner_at(r, s);
+        const bf16* held[2] = {s == 0 ? in.kv[0].p : blk[cur][0].p, s == 0 ? in.kv[1].p : blk[cur][1].p};
+        // The next step's chunks travel while this step computes.
+        if (s + 1 < P) {
+            order.before_comm();
+            for (int j = 0; j < 2; j++) {
+                const size_t out_b = plan.moves_into(o, j, s + 1) ? in.chunk_kv() * sizeof(bf16) : 0;
+                const size_t in_b = plan.moves_into(plan.owner_at(r, s + 1), j, s + 1) ? in.chunk_kv() * sizeof(bf16) : 0;
+                if (out_b || in_b) comm.sendrecv(held[j], out_b, comm_next(comm), blk[cur ^ 1][j].p, in_b, comm_prev(comm));
+                stt.fwd_bytes += out_b;
+                stt.fwd_bytes_plain += in.chunk_kv() * sizeof(bf16);
+            }
+        }
+        for (int kj = 0; kj < 2; kj++) {
+            const int kc = plan.chunk(o, kj);
+            for (int qj = 0; qj < 2; qj++) {
+                stt.pairs_plain++;
+                if (!plan.pair_meets(in.qchunk(qj), kc)) continue;
+                stt.pairs++;
+                attention_forward_merge_cuda(O[qj].p, L[qj].p, in.queries(qj), in.keys(held[kj], kc), plan.pattern, in.dm,
+                                             scale, st);
+            }
+        }
+        if (s + 1 < P) {  // the next step reads what arrived; this step's buffer is sent then
+            order.after_comm();
+            cur ^= 1;
+        }
+    }
+    // Out rows (B, 2c, HD): chunk j's batch row b goes to rows b 2c + j c.
+    for (int j = 0; j < 2; j++)
+        for (int b = 0; b < B; b++) {
+            f32_to_bf16_rows<<<grid_for((size_t)c * HD), 256, 0, st>>>(out + ((size_t)b * 2 * c + (size_t)j * c) * HD, HD,
+                                                                       O[j].p + (size_t)b * c * HD, HD, c, HD);
+            CUDA_CHECK_LAST();
+        }
+    for (int j = 0; j < 2; j++)
+        CUDA_CHECK(cudaMemcpy2DAsync(lse + (size_t)j * c, 2 * c * sizeof(float), L[j].p, c * sizeof(float),
+                                     c * sizeof(float), (size_t)B * H, cudaMemcpyDeviceToDevice, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));  // the call's buffers are freed on return
+    if (stats) stats->fwd_bytes = stt.fwd_bytes, stats->fwd_bytes_plain = stt.fwd_bytes_plain, stats->pairs = stt.pairs,
+               stats->pairs_plain = stt.pairs_plain;
+}
+
+// dq, dk, dv (B, 2c, H, D), row stride `stride`, OVERWRITTEN (as attention_backward_cuda), from
+// dout, the forward's bf16 out (B, 2c, H, D) and lse (B, H, 2c).
+inline void ring_attention_backward_cuda(Comm& comm, const RingPlan& plan, bf16* dq, bf16* dk, bf16* dv,
+                                         const bf16* dout, const bf16* out, const float* lse, const bf16* q,
+                                         const bf16* k, const bf16* v, int stride, const int* doc_start, int B, int H,
+                                         int D, float scale, cudaStream_t st, RingStats* stats = nullptr) {
+    using namespace ring_gpu;
+    const int r = comm.rank(), P = plan.P, c = plan.c;
+    if (comm.size() != P) fatal("ring attention: the plan is for %d ranks, the communicator has %d", P, comm.size());
+    RingInputs in(plan, r, q, k, v, stride, doc_start, B, H, D, st);
+    const int HD = in.HD;
+    const size_t nkv = in.chunk_kv();
+    // Per query chunk: dO, O, L as the two-sided pieces take them, and their workspace.
+    Buf<bf16> g[2], oc[2];
+    Buf<float> Lc[2], ws[2];
+    for (int j = 0; j < 2; j++) {
+        g[j] = Buf<bf16>((size_t)B * c * HD);
+        oc[j] = Buf<bf16>((size_t)B * c * HD);
+        Lc[j] = Buf<float>((size_t)B * H * c);
+        ws[j] = Buf<float>(attention_backward_pieces_workspace_bytes(in.dm, c) / sizeof(float) + 1);
+        copy_chunk(g[j].p, HD, const_cast<bf16*>(dout), HD, B, c, j, HD, false, st);
+        copy_chunk(oc[j].p, HD, const_cast<bf16*>(out), HD, B, c, j, HD, false, st);
+        CUDA_CHECK(cudaMemcpy2DAsync(Lc[j].p, c * sizeof(float), lse + (size_t)j * c, 2 * c * sizeof(float),
+                                     c * sizeof(float), (size_t)B * H, cudaMemcpyDeviceToDevice, st));
+        attention_backward_begin_cuda(ws[j].p, g[j].p, oc[j].p, Lc[j].p, in.queries(j), in.dm, st);
+    }
+    Buf<bf16> blk[2][2];   // K/V held now and arriving
+    Buf<float> dacc[2][2]; // their fp32 dK/dV accumulators (B, c, 2, H, D)
+    for (int w = 0; w < 2; w++)
+        for (int j = 0; j < 2; j++) blk[w][j] = Buf<bf16>(nkv), dacc[w][j] = Buf<float>(nkv);
+    Buf<bf16> scratch(nkv);  // one pair's bf16 dK/dV
+    struct Parked {
+        int owner, k;
+        Buf<float> d;
+    };
+    std::vector<Parked> parked;
+    CommOrder order(comm, st);
+    RingStats stt;
+    int cur = 0;
+    for (int j = 0; j < 2; j++) {
+        CUDA_CHECK(cudaMemcpyAsync(blk[0][j].p, in.kv[j].p, nkv * sizeof(bf16), cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(cudaMemsetAsync(dacc[0][j].p, 0, nkv * sizeof(float), st));
+    }
+    for (int s = 0; s < P; s++) {
+        const int o = plan.owner_at(r, s), on = s + 1 < P ? plan.owner_at(r, s + 1) : -1;
+        if (s + 1 < P) {  // K/V for the next step travel during this step's compute
+            order.before_comm();
+            for (int j = 0; j < 2; j++) {
+                const size_t ob = plan.moves_into(o, j, s + 1) ? nkv * sizeof(bf16) : 0;
+                const size_t ib = plan.moves_into(on, j, s + 1) ? nkv * sizeof(bf16) : 0;
+                if (ob || ib) comm.sendrecv(blk[cur][j].p, ob, comm_next(comm), blk[cur ^ 1][j].p, ib, comm_prev(comm));
+                stt.bwd_bytes += ob;
+                stt.bwd_bytes_plain += nkv * sizeof(bf16);
+            }
+        }
+        for (int kj = 0; kj < 2; kj++) {
+            const int kc = plan.chunk(o, kj);
+            for (int qj = 0; qj < 2; qj++) {
+                if (!plan.pair_meets(in.qchunk(qj), kc)) continue;
+                attention_backward_block_cuda(scratch.p, scratch.p + HD, /*accumulate=*/false, g[qj].p, Lc[qj].p,
+                                              in.queries(qj), AttnKeys<bf16>{blk[cur][kj].p, blk[cur][kj].p + HD, 2 * HD, c,
+                                                                             in.pos.p + plan.pos0(kc), plan.pos0(kc)},
+                                              plan.pattern, in.dm, scale, ws[qj].p, st);
+                // The block writes dK, dV rows of stride 2HD into scratch: exactly the (B, c, 2, H, D) layout.
+                add_bf16_to_f32<<<grid_for(nkv), 256, 0, st>>>(dacc[cur][kj].p, scratch.p, nkv);
+                CUDA_CHECK_LAST();
+            }
+        }
+        if (s + 1 < P) {  // dK/dV follow their block; the chunks no later step needs park here
+            order.before_comm();
+            for (int j = 0; j < 2; j++) {
+                const size_t ob = plan.moves_into(o, j, s + 1) ? nkv * sizeof(float) : 0;
+                const size_t ib = plan.moves_into(on, j, s + 1) ? nkv * sizeof(float) : 0;
+                if (!ob && plan.last_step(o, j) == s) {
+                    Parked pk{o, j, Buf<float>(nkv)};
+                    CUDA_CHECK(cudaMemcpyAsync(pk.d.p, dacc[cur][j].p, nkv * sizeof(float), cudaMemcpyDeviceToDevice, st));
+                    parked.push_back(std::move(pk));
+                }
+                if (ob || ib) comm.sendrecv(dacc[cur][j].p, ob, comm_next(comm), dacc[cur ^ 1][j].p, ib, comm_prev(comm));
+                stt.bwd_bytes += ob;
+                stt.bwd_bytes_plain += nkv * sizeof(float);
+            }
+            order.after_comm();
+            cur ^= 1;
+        }
+    }
+    for (int j = 0; j < 2; j++) {  // the last step's chunks
+        const int o = plan.owner_at(r, P - 1);
+        if (plan.last_step(o, j) == P - 1) {
+            Parked pk{o, j, Buf<float>(nkv)};
+            CUDA_CHECK(cudaMemcpyAsync(pk.d.p, dacc[cur][j].p, nkv * sizeof(float), cudaMemcpyDeviceToDevice, st));
+            parked.push_back(std::move(pk));
+        }
+    }
+    // Every dK/dV accumulator back to its owner (round d: to rank r + d, from rank r - d).
+    const float* mine[2] = {nullptr, nullptr};
+    Buf<float> home[2];
+    for (const Parked& p : parked)
+        if (p.owner == r) mine[p.k] = p.d.p;
+    order.before_comm();
+    for (int d = 1; d < P; d++) {
+        const int to = (r + d) % P, from = (r - d + P) % P;
+        for (int j = 0; j < 2; j++) {
+            const float* src = nullptr;
+            for (const Parked& p : parked)
+                if (p.owner == to && p.k == j) src = p.d.p;
+            const bool incoming = plan.holder_at(r, plan.last_step(r, j)) == from;
+            if (incoming) home[j] = Buf<float>(nkv), mine[j] = home[j].p;
+            const size_t ob = src ? nkv * sizeof(float) : 0, ib = incoming ? nkv * sizeof(float) : 0;
+            if (ob || ib) comm.sendrecv(src, ob, to, home[j].p, ib, from);
+            stt.bwd_bytes += ob;
+        }
+    }
+    order.after_comm();
+    stt.bwd_bytes_plain += 2 * nkv * sizeof(float);  // a plain ring's last hop home
+    for (int j = 0; j < 2; j++) {
+        if (!mine[j]) fatal("ring attention backward: rank %d did not get back chunk %d's dK/dV", r, j);
+        for (int b = 0; b < B; b++) {  // dK, dV: chunk j's batch row b -> local rows b 2c + j c
+            const size_t lrow = (size_t)b * 2 * c + (size_t)j * c;
+            f32_to_bf16_rows<<<grid_for((size_t)c * HD), 256, 0, st>>>(dk + lrow * stride, stride,
+                                                                       mine[j] + (size_t)b * c * 2 * HD, 2 * HD, c, HD);
+            f32_to_bf16_rows<<<grid_for((size_t)c * HD), 256, 0, st>>>(dv + lrow * stride, stride,
+                                                                       mine[j] + (size_t)b * c * 2 * HD + HD, 2 * HD, c, HD);
+            CUDA_CHECK_LAST();
+        }
+        Buf<bf16> dqc((size_t)B * c * HD);
+        attention_backward_end_cuda(dqc.p, /*accumulate=*/false, in.queries(j), in.dm, ws[j].p, st);
+        copy_chunk(dqc.p, HD, dq, stride, B, c, j, HD, true, st);
+        CUDA_CHECK(cudaStreamSynchronize(st));
+    }
+    if (stats) stats->bwd_bytes = stt.bwd_bytes, stats->bwd_bytes_plain = stt.bwd_bytes_plain;
+}
