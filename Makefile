@@ -39,19 +39,22 @@ help:
 build:
 	@mkdir -p build
 
-build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
+build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_inputs_cpu: tests/test_inputs_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
+build/test_inputs_cpu: tests/test_inputs_cpu.cpp $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h tests/attention_branchwise.h $(wildcard layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
+build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h tests/attention_branchwise.h $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
 build/test_ring_cpu: tests/test_ring_cpu.cpp tests/attention_cases.h $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
 
-build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
+build/test_cp_train_cpu: tests/test_cp_train_cpu.cpp $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/*.h data/rng.h) | build
+	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
+
+build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
 
 # GPU tests and benchmarks: every tests/gpu/test_*.cu and tests/gpu/bench_*.cu builds to
@@ -73,10 +76,10 @@ GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
 #   attention_cudnn.o           the cuDNN SDPA launchers and graph code
 # A program missing from the list it needs fails to link (undefined reference). The attention
 # objects get -lineinfo too (line tables only: the machine code is the same).
-ATTN_USERS := train infer attention_tool test_model bench_train test_attention test_attention_two_sided test_ring \
+ATTN_USERS := train infer attention_tool test_model bench_train test_attention test_attention_two_sided test_ring test_cp_train \
               bench_attention bench_attention_dilated
 ATTN_VARIANT_USERS := test_attention bench_attention bench_attention_dilated
-ATTN_CUDNN_USERS := train infer attention_tool test_model bench_train test_attention bench_attention_cudnn \
+ATTN_CUDNN_USERS := train infer attention_tool test_model bench_train test_cp_train test_attention bench_attention_cudnn \
                     bench_attention
 $(addprefix build/,$(ATTN_USERS)): build/obj/attention_flash.o
 $(addprefix build/,$(ATTN_VARIANT_USERS)): build/obj/attention_flash_variants.o
@@ -116,7 +119,7 @@ include data/rules.mk
 include tests/rules.mk
 include tests/fuzz/rules.mk
 
-BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu build/test_inputs_cpu build/test_attention_cpu build/test_ring_cpu $(GPU_BINARIES)
+BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_ops_cpu build/test_model_cpu build/test_inputs_cpu build/test_attention_cpu build/test_ring_cpu build/test_cp_train_cpu $(GPU_BINARIES)
 all: deps
 	$(MAKE) -j2 $(BINARIES)
 

@@ -30,13 +30,25 @@ class ModelBackend {
     // One training step's worth: zeroes the gradients, then forward and backward; returns the
     // mean loss. Backends override it to share work between the two (the CUDA backend runs
     // the LM head once for both).
-    virtual float forward_backward(const int* inputs, const int* targets, const int* doc_start, int B, int T) {
-        const float loss = forward(inputs, targets, doc_start, B, T);
+    virtual float forward_backward(const int* inputs, const int* targets, const int* doc_start, int B, int T,
+                                   const int* positions = nullptr) {
+        const float loss = forward(inputs, targets, doc_start, B, T, positions);
         zero_grad();
         backward();
         return loss;
     }
     virtual double grad_norm() = 0;
+
+    // Parallel training (context and data parallel, train --cp). The mean loss of a step spans
+    // every rank's targets: set_loss_count(n) gives their number over all ranks before the
+    // forward (0: this rank's own), last_loss_sum() the sum over this rank's counted targets
+    // after it, and all_reduce_grads sums the gradients over the ranks of `comm`.
+    virtual void set_loss_count(int n) = 0;
+    virtual double last_loss_sum() const = 0;
+    virtual void all_reduce_grads(Comm& comm) = 0;
+    // Context parallelism: this rank holds its zigzag rows of each window (layers/ring_plan.h)
+    // and attention runs over the ring of `comm` (nullptr: the whole window is here).
+    virtual void set_context_parallel(Comm* comm) = 0;
     virtual void adamw_step(float lr, float grad_scale, const AdamWConfig& opt, int step) = 0;
     virtual void logits_at(float* out, int b, int t) = 0;  // (V) after a forward
 
@@ -63,6 +75,10 @@ class CpuBackend : public ModelBackend {
     void zero_grad() override { model_.zero_grad(); }
     void backward() override { model_.backward(); }
     double grad_norm() override { return std::sqrt(grad_norm_squared(model_.grads.data(), model_.num_params)); }
+    void set_loss_count(int n) override { model_.loss_count = n; }
+    double last_loss_sum() const override { return model_.last_loss_sum; }
+    void all_reduce_grads(Comm& comm) override { comm.all_reduce_sum(model_.grads.data(), model_.num_params); }
+    void set_context_parallel(Comm* comm) override { model_.cp = comm; }
     void adamw_step(float lr, float grad_scale, const AdamWConfig& o, int step) override {
         for (const ParamTensor& t : model_.layout) {
             const size_t at = t.offset;

@@ -13,6 +13,7 @@
 #include <vector>
 #include "data/rng.h"
 #include "layers/attention.h"
+#include "layers/ring_attention.h"
 #include "layers/classifier.h"
 #include "layers/encoder.h"
 #include "layers/gelu.h"
@@ -151,6 +152,15 @@ struct GPT {
     std::vector<T> lnf, lnf_mean, lnf_rstd, losses;    // (B,T,C), (B,T), (B,T), (B,T)
     // Backward scratch.
     std::vector<T> dresid, dln, dqkv_rot, dqkv_pre, datty, dfch, dfch_gelu, dtmp;
+    // Context parallelism: with cp set, this object holds one rank's zigzag rows of a sequence
+    // of P x T tokens (layers/ring_plan.h: positions are the plan's), and attention runs over
+    // the ring (layers/ring_attention.h); every other op is per token and unchanged. The mean
+    // loss then spans every rank's targets: loss_count, if > 0, is the number of targets over
+    // all ranks, the denominator of the gradient (the caller sums the gradients over ranks).
+    Comm* cp = nullptr;
+    int loss_count = 0;
+    T last_loss_sum = 0;  // the last forward's sum of losses over its counted targets
+    int last_counted = 0;
 
     GPT(const GPT&) = delete;  // p and g point into this object's own buffers
     explicit GPT(const GPTConfig& c) : cfg(c), layout(param_layout(c)) {
@@ -201,6 +211,8 @@ struct GPT {
         check_token_ids(in_tokens, in_targets, B, Tn, cfg.vocab_size);
         pos.resize(Tn);
         for (int i = 0; i < Tn; i++) pos[i] = positions ? positions[i] : i;
+        if (cp && pos != RingPlan(cfg.attn(0), cp->size(), Tn * cp->size()).positions(cp->rank()))
+            fatal("internal: a context-parallel forward needs the ring plan's positions (RingPlan::positions)");
         if (doc_start_in) doc_start.assign(doc_start_in, doc_start_in + BT);
         else doc_start.clear();
         const int* ds = doc_start.empty() ? nullptr : doc_start.data();
@@ -216,8 +228,13 @@ struct GPT {
             matmul_forward(a.qkv_pre.data(), a.ln1.data(), w.qkvw, w.qkvb, BT, C, 3 * C);
             rope_forward(a.qkv.data(), a.qkv_pre.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.rope_theta);
             const T* qkv = a.qkv.data();
-            attention_forward(a.atty.data(), a.att_lse.data(), qkv, qkv + C, qkv + 2 * C, pos.data(), ds,
-                              cfg.attn(l), s, scale);
+            if (cp)
+                ring_attention_forward(*cp, RingPlan(cfg.attn(l), cp->size(), Tn * cp->size()), a.atty.data(),
+                                       a.att_lse.data(), qkv, qkv + C, qkv + 2 * C, 3 * C, ds, B, cfg.n_head,
+                                       cfg.head_dim(), scale);
+            else
+                attention_forward(a.atty.data(), a.att_lse.data(), qkv, qkv + C, qkv + 2 * C, pos.data(), ds,
+                                  cfg.attn(l), s, scale);
             matmul_forward(dtmp.data(), a.atty.data(), w.projw, w.projb, BT, C, C);
             residual_forward(a.resid_attn.data(), x, dtmp.data(), (size_t)BT * C);
             layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.resid_attn.data(), w.ln2w, w.ln2b, BT, C);
@@ -239,6 +256,7 @@ struct GPT {
                                     cfg.vocab_size, T(0));
         T total = 0;
         for (int i = 0; i < BT; i++) total += losses[i];
+        last_loss_sum = total, last_counted = counted;
         return counted ? total / counted : T(0);
     }
 
@@ -250,6 +268,7 @@ struct GPT {
         const int C = cfg.n_embd, BT = B * Tn;
         int counted = 0;
         for (int i = 0; i < BT; i++) counted += targets[i] >= 0;
+        if (loss_count > 0) counted = loss_count;
         const int* ds = doc_start.empty() ? nullptr : doc_start.data();
         const T scale = T(1) / std::sqrt((T)cfg.head_dim());
 
@@ -285,8 +304,13 @@ struct GPT {
             std::fill(dqkv_rot.begin(), dqkv_rot.end(), T(0));
             const T* qkv = a.qkv.data();
             T* dqkv = dqkv_rot.data();
-            attention_backward(dqkv, dqkv + C, dqkv + 2 * C, datty.data(), a.atty.data(), a.att_lse.data(), qkv,
-                               qkv + C, qkv + 2 * C, pos.data(), ds, cfg.attn(l), s, scale);
+            if (cp)
+                ring_attention_backward(*cp, RingPlan(cfg.attn(l), cp->size(), Tn * cp->size()), dqkv, dqkv + C,
+                                        dqkv + 2 * C, datty.data(), a.atty.data(), a.att_lse.data(), qkv, qkv + C,
+                                        qkv + 2 * C, 3 * C, ds, B, cfg.n_head, cfg.head_dim(), scale);
+            else
+                attention_backward(dqkv, dqkv + C, dqkv + 2 * C, datty.data(), a.atty.data(), a.att_lse.data(), qkv,
+                                   qkv + C, qkv + 2 * C, pos.data(), ds, cfg.attn(l), s, scale);
             std::fill(dqkv_pre.begin(), dqkv_pre.end(), T(0));
             rope_backward(dqkv_pre.data(), dqkv_rot.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.rope_theta);
             std::fill(dln.begin(), dln.end(), T(0));

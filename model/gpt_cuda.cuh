@@ -15,6 +15,7 @@
 #include "layers/cuda/gelu.cuh"
 #include "layers/cuda/layernorm.cuh"
 #include "layers/cuda/matmul.cuh"
+#include "layers/cuda/ring_attention.cuh"
 #include "layers/cuda/residual.cuh"
 #include "layers/cuda/rope.cuh"
 #include "model/backend.h"
@@ -154,13 +155,14 @@ class CudaBackend : public ModelBackend {
         return mean_loss();
     }
 
-    float forward_backward(const int* inputs, const int* targets, const int* doc_start, int B, int T) override {
-        upload_batch(inputs, targets, doc_start, B, T, nullptr);
+    float forward_backward(const int* inputs, const int* targets, const int* doc_start, int B, int T,
+                           const int* positions = nullptr) override {
+        upload_batch(inputs, targets, doc_start, B, T, positions);
         run_forward();
         zero_grad();
         // The LM head runs once: loss, dlnf and dwte together.
         classifier_forward_backward_cuda(losses_, dln_, g_.wte, lnf_, p_.wte, targets_d_, B_ * T_, cfg_.n_embd,
-                                         cfg_.vocab_size, counted_ ? 1.0f / counted_ : 0.0f, classifier_scratch_, stream_);
+                                         cfg_.vocab_size, loss_scale(), classifier_scratch_, stream_);
         run_backward_from_dlnf();
         return mean_loss();
     }
@@ -171,8 +173,33 @@ class CudaBackend : public ModelBackend {
     void backward() override {
         if (!has_targets_) fatal("internal: backward() needs a forward() with targets");
         classifier_forward_backward_cuda(losses_, dln_, g_.wte, lnf_, p_.wte, targets_d_, B_ * T_, cfg_.n_embd,
-                                         cfg_.vocab_size, counted_ ? 1.0f / counted_ : 0.0f, classifier_scratch_, stream_);
+                                         cfg_.vocab_size, loss_scale(), classifier_scratch_, stream_);
         run_backward_from_dlnf();
+    }
+
+    void set_loss_count(int n) override { loss_count_ = n; }
+    double last_loss_sum() const override { return last_loss_sum_; }
+    void set_context_parallel(Comm* comm) override {
+        if (comm && attn_ != AttnBackend::Flash) fatal("--cp needs --attention flash: the ring runs our kernels");
+        cp_ = comm;
+    }
+    // A communicator with a stream (NCCL) runs the sum there, ordered after the backward by an
+    // event; one without (the in-process one of the tests) gets the finished gradients.
+    void all_reduce_grads(Comm& comm) override {
+        cudaStream_t cs = (cudaStream_t)comm.stream();
+        if (!cs) {
+            CUDA_CHECK(cudaStreamSynchronize(stream_));
+            comm.all_reduce_sum(grad_, n_);
+            return;
+        }
+        cudaEvent_t ev;
+        CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventRecord(ev, stream_));
+        CUDA_CHECK(cudaStreamWaitEvent(cs, ev, 0));
+        comm.all_reduce_sum(grad_, n_);
+        CUDA_CHECK(cudaEventRecord(ev, cs));
+        CUDA_CHECK(cudaStreamWaitEvent(stream_, ev, 0));
+        CUDA_CHECK(cudaEventDestroy(ev));
     }
 
     double grad_norm() override {
@@ -231,6 +258,13 @@ class CudaBackend : public ModelBackend {
 
     // Activations, sized for (B_, T_).
     int B_ = 0, T_ = 0, counted_ = 0;
+    Comm* cp_ = nullptr;       // context parallel: attention over this ring
+    int loss_count_ = 0;       // > 0: the mean loss's denominator over all ranks
+    double last_loss_sum_ = 0;
+    float loss_scale() const {
+        const int n = loss_count_ > 0 ? loss_count_ : counted_;
+        return n ? 1.0f / n : 0.0f;
+    }
     bool has_targets_ = false;
     std::vector<float> losses_host_;
     int *tokens_d_, *targets_d_, *pos_d_, *doc_start_d_;
@@ -318,6 +352,8 @@ class CudaBackend : public ModelBackend {
         losses_host_.resize(BT);
         std::vector<int> pos(T);
         for (int t = 0; t < T; t++) pos[t] = positions ? positions[t] : t;
+        if (cp_ && pos != RingPlan(cfg_.attn(0), cp_->size(), T * cp_->size()).positions(cp_->rank()))
+            fatal("internal: a context-parallel forward needs the ring plan's positions (RingPlan::positions)");
         CUDA_CHECK(cudaMemcpyAsync(tokens_d_, inputs, BT * 4, cudaMemcpyHostToDevice, stream_));
         CUDA_CHECK(cudaMemcpyAsync(pos_d_, pos.data(), T * 4, cudaMemcpyHostToDevice, stream_));
         use_doc_start_ = doc_start != nullptr;
@@ -336,7 +372,10 @@ class CudaBackend : public ModelBackend {
         const int C = cfg_.n_embd;
         const float scale = 1.0f / std::sqrt((float)cfg_.head_dim());
         const int* ds = use_doc_start_ ? doc_start_d_ : nullptr;
-        if (attn_ == AttnBackend::Flash)
+        if (cp_)
+            ring_attention_forward_cuda(*cp_, RingPlan(pattern, cp_->size(), T_ * cp_->size()), out, lse, qkv, qkv + C,
+                                        qkv + 2 * C, 3 * C, ds, B_, cfg_.n_head, cfg_.head_dim(), scale, stream_);
+        else if (attn_ == AttnBackend::Flash)
             attention_forward_cuda(out, lse, qkv, qkv + C, qkv + 2 * C, pos_d_, ds, pattern, attn_shape(), scale, stream_);
         else
             attention_forward_cudnn(out, lse, qkv, qkv + C, qkv + 2 * C, pos_d_, ds, pattern, attn_shape(), scale, stream_);
@@ -349,7 +388,11 @@ class CudaBackend : public ModelBackend {
         float* ws = static_cast<float*>(attn_workspace_);
         // Deterministic: the mma.sync pair with a separate dQ pass (no fp32 atomics); its
         // workspace (row statistics only) fits in attention_backward_workspace_bytes(s).
-        if (attn_ == AttnBackend::Flash)
+        if (cp_)
+            ring_attention_backward_cuda(*cp_, RingPlan(pattern, cp_->size(), T_ * cp_->size()), dqkv, dqkv + C,
+                                         dqkv + 2 * C, dout, out, lse, qkv, qkv + C, qkv + 2 * C, 3 * C, ds, B_,
+                                         cfg_.n_head, cfg_.head_dim(), scale, stream_);
+        else if (attn_ == AttnBackend::Flash)
             attention_backward_cuda_variant(deterministic_ ? flash::kDeterministicBackwardVariant : 0, dqkv, dqkv + C,
                                             dqkv + 2 * C, dout, out, lse, qkv, qkv + C, qkv + 2 * C, pos_d_, ds, pattern,
                                             attn_shape(), scale, ws, stream_);
@@ -411,6 +454,7 @@ class CudaBackend : public ModelBackend {
         CUDA_CHECK(cudaStreamSynchronize(stream_));
         double total = 0;
         for (float l : losses_host_) total += l;
+        last_loss_sum_ = total;
         return counted_ ? (float)(total / counted_) : 0.0f;
     }
 };

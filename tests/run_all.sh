@@ -26,6 +26,7 @@ run model ./build/test_model_cpu
 run inputs ./build/test_inputs_cpu
 run attention ./build/test_attention_cpu
 run ring ./build/test_ring_cpu
+run cp_train ./build/test_cp_train_cpu
 run data ./build/test_data
 run data_cli tests/test_data_cli.sh
 run train_cli tests/test_train_cli.sh

@@ -8,9 +8,12 @@
 // cuBLASLt is column-major; a row-major (R, K) matrix is a column-major (K, R) one, so every call
 // below computes the transpose of the row-major product with the operands swapped.
 //
-// One context per device, created on first use: the cuBLASLt handle, a 32 MiB workspace and the
-// dbias scratch. The workspace is shared by every call, so matmuls of one device must not run
-// concurrently on two streams. matmul_destroy_cuda() frees the current device's context.
+// One context per device and host thread, created on first use: the cuBLASLt handle, a 32 MiB
+// workspace and the dbias scratch. The workspace is shared by every call of that thread, so one
+// thread's matmuls on a device must not run concurrently on two streams; two threads may (the
+// simulated ranks of comm/in_process.h on one GPU each have their own). matmul_destroy_cuda()
+// frees the calling thread's context of the current device; a thread that ends without calling
+// it leaves its context allocated (tests only).
 #pragma once
 #include <cstring>
 #include <map>
@@ -37,7 +40,7 @@ constexpr size_t MATMUL_DBIAS_SCRATCH_BYTES = 8u << 20;
 constexpr int MATMUL_MAX_DEVICES = 64;
 
 inline MatmulContext& matmul_context() {
-    static MatmulContext ctx[MATMUL_MAX_DEVICES];
+    static thread_local MatmulContext ctx[MATMUL_MAX_DEVICES];
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     if (dev >= MATMUL_MAX_DEVICES) fatal("matmul: device %d beyond the %d supported", dev, MATMUL_MAX_DEVICES);
@@ -81,7 +84,7 @@ inline bool matmul_cublaslt(void* d, cudaDataType d_type, int ldd,        //
     // The heuristic's choice depends on everything below; it costs tens of microseconds of host
     // time, so it is asked once per distinct problem.
     typedef std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t, uint32_t> Key;
-    static std::map<Key, std::pair<bool, cublasLtMatmulAlgo_t>> cache;
+    static thread_local std::map<Key, std::pair<bool, cublasLtMatmulAlgo_t>> cache;  // per thread, as the context
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     const uint32_t al_a = matmul_alignment_(a), al_b = matmul_alignment_(b), al_d = matmul_alignment_(d),
