@@ -17,7 +17,12 @@
 #include "model/checkpoint.h"
 #include "model/flags.h"
 #include "model/generate.h"
+#include "model/parallel.h"
 #include "model/select_backend.cuh"
+#include "comm/in_process.h"
+#ifdef HAVE_NCCL
+#include "comm/nccl.h"
+#endif
 
 struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
@@ -27,6 +32,7 @@ struct TrainArgs {
     int warmup = 60, seed = 1337, val_every = 100, val_batches = 8, ckpt_every = 200, log_every = 10;
     bool resume = false, doc_mask = true, deterministic = false;
     int sample_tokens = 160, keep_ckpts = 3, max_bad_steps = 5;
+    int cp = 1, simulate_ranks = 0;  // context-parallel degree; ranks run as threads of this process
     std::string sample_prompt = "And it came to pass";
 
     // The flags a resumed run must share with the run it continues: each decides some loss
@@ -56,16 +62,24 @@ static std::string fmt_duration(double s) {
     return buf;
 }
 
-// Mean validation loss over the first n batches of the (unshuffled) validation windows.
-static double validate(ModelBackend& model, DataLoader& val, int n, std::vector<int>& in, std::vector<int>& tg,
-                       std::vector<int>& ds, bool doc_mask) {
+// Mean validation loss over the first n batches of the (unshuffled) validation windows; each
+// batch's mean spans every rank's targets.
+static double validate(ModelBackend& model, DataLoader& val, int n, const ParallelContext& px, bool doc_mask) {
+    const int Bg = val.batch_size(), T = val.seq_len(), Bl = Bg / px.dp_size, Tl = T / px.cp_size;
+    std::vector<int> in((size_t)Bg * T), tg(in.size()), ds(in.size()), li((size_t)Bl * Tl), lt(li.size()), ld(li.size());
+    const std::vector<int> pos = px.positions(T);
     val.reset();
-    double sum = 0;
+    double mean = 0;
     for (int i = 0; i < n; i++) {
         val.next_batch(in.data(), tg.data(), ds.data());
-        sum += model.forward(in.data(), tg.data(), doc_mask ? ds.data() : nullptr, val.batch_size(), val.seq_len());
+        px.take_rows(li.data(), in.data(), Bg, T), px.take_rows(lt.data(), tg.data(), Bg, T), px.take_rows(ld.data(), ds.data(), Bg, T);
+        model.forward(li.data(), lt.data(), doc_mask ? ld.data() : nullptr, Bl, Tl, pos.data());
+        double sc[2] = {model.last_loss_sum(), 0};
+        for (int t : lt) sc[1] += t >= 0;
+        px.sum(sc, 2);
+        mean += sc[1] > 0 ? sc[0] / sc[1] : 0;
     }
-    return sum / n;
+    return mean / n;
 }
 
 // Keeps the rows of metrics.csv up to `step` (a resumed run rewrites what came after), through
@@ -145,6 +159,9 @@ static bool injected_nan(int step) {
     return env && std::sscanf(env, "%d-%d", &lo, &hi) == 2 && step >= lo && step <= hi;
 }
 
+static int train_rank(const TrainArgs& a, const Flags& flags, Device device, ParallelContext& px);
+static int train_launched_ranks(const TrainArgs& a, const Flags& flags, Device device);
+
 static int main_body(int argc, char** argv) {
     TrainArgs a;
     Flags flags("train", "Train a GPT with rotary attention on a prepared corpus (make data).");
@@ -180,6 +197,10 @@ static int main_body(int argc, char** argv) {
     flags.add_int("max-bad-steps", &a.max_bad_steps, "consecutive steps with a non-finite loss or gradient (each skipped) that stop the run");
     flags.add_int("sample-tokens", &a.sample_tokens, "tokens of sample text printed at the end (0: none)");
     flags.add_string("sample-prompt", &a.sample_prompt, "prompt of the final sample");
+    flags.add_int("cp", &a.cp, "context parallel: split each window over this many GPUs (ring attention); "
+                               "the job's ranks are data-parallel groups of --cp");
+    flags.add_int("simulate-ranks", &a.simulate_ranks, "run this many ranks as threads of one process, sharing "
+                                                       "its device (tests; 0: the launcher's ranks, scripts/launch.sh)");
     flags.parse(argc, argv);
     const Device device = resolve_device(a.device);
     if (device == Device::Cuda) {
@@ -205,7 +226,84 @@ static int main_body(int argc, char** argv) {
         a.sample_tokens < 0)
         fatal("--warmup, --val-every, --ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --val-batches, --log-every >= 1");
     if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
+    if (a.cp < 1) fatal("--cp must be at least 1 (got %d)", a.cp);
+    if (a.simulate_ranks < 0) fatal("--simulate-ranks must be >= 0 (got %d)", a.simulate_ranks);
+    if (a.simulate_ranks > 0) {
+        // The ranks as threads: an in-process world, and one ring per data-parallel group.
+        if (a.simulate_ranks % a.cp) fatal("--simulate-ranks %d is not a multiple of --cp %d: the ranks are data-parallel groups of --cp", a.simulate_ranks, a.cp);
+        InProcessWorld world(a.simulate_ranks);
+        std::vector<std::unique_ptr<InProcessWorld>> rings;
+        for (int g = 0; g < a.simulate_ranks / a.cp; g++) rings.emplace_back(new InProcessWorld(a.cp));
+        if (device == Device::Cuda) {
+            auto dcopy = [](void* d, const void* s, size_t n) {
+                if (n) CUDA_CHECK(cudaMemcpy(d, s, n, cudaMemcpyDefault));
+            };
+            world.copy = dcopy;
+            for (auto& r : rings) r->copy = dcopy;
+        }
+        run_ranks(world, [&](Comm& wc) {
+            if (device == Device::Cuda) CUDA_CHECK(cudaSetDevice(0));
+            InProcessComm ring(*rings[wc.rank() / a.cp], wc.rank() % a.cp);
+            ParallelContext px;
+            px.world = &wc, px.cp = a.cp > 1 ? &ring : nullptr;
+            px.rank = wc.rank(), px.size = wc.size(), px.cp_size = a.cp, px.dp_size = wc.size() / a.cp;
+            train_rank(a, flags, device, px);
+            if (device == Device::Cuda) matmul_destroy_cuda();  // this thread's cuBLASLt context
+        });
+        return 0;
+    }
+    return train_launched_ranks(a, flags, device);
+}
+
+// The ranks a launcher started (scripts/launch.sh, mpirun, srun), NCCL between them; without a
+// launcher, one rank and no communicator.
+static int train_launched_ranks(const TrainArgs& a, const Flags& flags, Device device) {
+    if (launcher_world_size() == 1) {
+        ParallelContext px;
+        px.cp_size = a.cp;  // --cp > 1 with one rank fails in train_rank, naming the launcher
+        if (a.cp == 1) return train_rank(a, flags, device, px);
+        fatal("--cp %d needs %d ranks (or a multiple): start them with scripts/launch.sh %d build/train ..., or run them "
+              "as threads of one process with --simulate-ranks %d", a.cp, a.cp, a.cp, a.cp);
+    }
+#ifdef HAVE_NCCL
+    if (device != Device::Cuda)
+        fatal("%d ranks need a GPU each (NCCL): use --device cuda, or run the ranks as threads with --simulate-ranks",
+              launcher_world_size());
+    std::unique_ptr<NcclComm> world = nccl_comm_from_env();
+    if (world->size() % a.cp)
+        fatal("%d ranks do not form groups of --cp %d: start a multiple of %d ranks", world->size(), a.cp, a.cp);
+    std::unique_ptr<NcclComm> ring;  // this rank's data-parallel group; the world itself when there is one group
+    if (a.cp > 1 && a.cp < world->size()) ring = world->split(world->rank() / a.cp, world->rank() % a.cp);
+    ParallelContext px;
+    px.world = world.get();
+    px.cp = a.cp == 1 ? nullptr : ring ? ring.get() : world.get();
+    px.rank = world->rank(), px.size = world->size(), px.cp_size = a.cp, px.dp_size = world->size() / a.cp;
+    px.world_sync = [&] { world->synchronize(); };
+    return train_rank(a, flags, device, px);
+#else
+    fatal("%d ranks were started but this build has no NCCL: install NCCL (libnccl-dev) and rebuild, or run the ranks "
+          "as threads with --simulate-ranks", launcher_world_size());
+#endif
+}
+
+// One rank of the run (all of it when there is one): everything after the flags.
+static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, ParallelContext& px) {
+    TrainArgs a = a_in;
     const char* device_used = device == Device::Cuda ? "cuda" : "cpu";
+    const bool say = px.leader();  // one rank prints, writes metrics and checkpoints
+    // Scalars (loss sums, counts, checks) are reduced where the communicator reads: device memory
+    // on the GPU (NCCL, or simulated ranks on one GPU), host memory on the CPU.
+    float host_scalars[4];
+    struct DeviceScalars {
+        float* p = nullptr;
+        ~DeviceScalars() { cudaFree(p); }
+    } dev_scalars;
+    px.scalars = host_scalars;
+    if (px.world && device == Device::Cuda) {
+        CUDA_CHECK(cudaMalloc(&dev_scalars.p, 4 * sizeof(float)));
+        px.scalars = dev_scalars.p;
+        px.copy = [](void* d, const void* s, size_t n) { CUDA_CHECK(cudaMemcpy(d, s, n, cudaMemcpyDefault)); };
+    }
 
     // Everything that can fail on bad input is checked before anything is written.
     Tokenizer tok;
@@ -251,20 +349,45 @@ static int main_body(int argc, char** argv) {
     validate_config(cfg);
     const AttnBackend attn_backend = parse_attention_backend(a.attention, a.doc_mask);
     if (device == Device::Cuda) check_attention_backend(attn_backend, cfg, a.deterministic);
+    // The job's shape: DP groups of CP ranks, each window split in 2 CP chunks, each batch over DP.
+    if (a.seq_len % (2 * a.cp))
+        fatal("--seq-len %d does not split into 2 x --cp %d equal chunks (ring attention's zigzag): use a multiple of %d",
+              a.seq_len, a.cp, 2 * a.cp);
+    if (a.batch % px.dp_size)
+        fatal("--batch %d windows do not split over %d data-parallel groups (%d ranks / --cp %d): use a multiple of %d",
+              a.batch, px.dp_size, px.size, a.cp, px.dp_size);
+    if (a.cp > 1 && device == Device::Cuda && attn_backend != AttnBackend::Flash)
+        fatal("--cp needs --attention flash: the ring runs our kernels");
+    {  // every rank must run the same flags and binary, or their updates would drift apart
+        std::string who = a.to_json(device_used) + config_to_json(cfg) + "cp " + std::to_string(a.cp);
+        uint64_t h = fnv1a(who.data(), who.size());
+        if (FILE* f = std::fopen("/proc/self/exe", "rb")) {
+            std::vector<char> buf(1 << 20);
+            for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), f)) > 0;) h = fnv1a(buf.data(), n, h);
+            std::fclose(f);
+        }
+        px.check_same(h, "the flags, the model or the binary", "start every rank with the same binary and flags");
+    }
     DataLoader train(train_shard, a.batch, a.seq_len, (uint64_t)a.seed, /*shuffle=*/true);
     // Validation may hold fewer windows than a batch: it then runs smaller batches.
     const uint64_t val_windows = val_shard.n_tokens() > 0 ? (val_shard.n_tokens() - 1) / a.seq_len : 0;
     if (val_windows == 0)
         fatal("--seq-len %d is longer than %s/val.bin (%llu tokens): lower --seq-len or prepare a larger validation split",
               a.seq_len, a.data.c_str(), (unsigned long long)val_shard.n_tokens());
-    const int val_batch = (int)std::min<uint64_t>(a.batch, val_windows);
+    const int val_batch = (int)(std::min<uint64_t>(a.batch, val_windows) / px.dp_size * px.dp_size);
+    if (val_batch == 0)
+        fatal("%s/val.bin holds %llu windows of %d, fewer than the %d data-parallel groups: prepare a larger validation split",
+              a.data.c_str(), (unsigned long long)val_windows, a.seq_len, px.dp_size);
     DataLoader val(val_shard, val_batch, a.seq_len, 0, /*shuffle=*/false);
     const int val_batches = (int)std::max<uint64_t>(1, std::min<uint64_t>(a.val_batches, val.n_windows() / val_batch));
 
     if (a.resume) check_resume_state(ck.state, a, train, existing);
 
     std::unique_ptr<ModelBackend> model = make_backend(device, cfg, attn_backend, a.deterministic);
-    model->reserve(a.batch, a.seq_len);
+    const int Bl = a.batch / px.dp_size, Tl = a.seq_len / px.cp_size;  // this rank's part of a step
+    const std::vector<int> positions = px.positions(a.seq_len);
+    model->set_context_parallel(px.cp);
+    model->reserve(Bl, Tl);
     int step = 0, updates = 0;
     {
         std::vector<float> w(model->num_params());
@@ -277,41 +400,55 @@ static int main_body(int argc, char** argv) {
         train.restore({ck.state.loader_epoch, ck.state.loader_cursor});
         step = ck.state.step;
         updates = ck.state.updates;
-        std::printf("resumed from %s at step %d\n", existing.c_str(), step);
+        if (say) std::printf("resumed from %s at step %d\n", existing.c_str(), step);
     }
-    // mkdir -p: every missing parent too.
-    for (size_t at = a.out.find('/', 1); ; at = a.out.find('/', at + 1)) {
+    // mkdir -p: every missing parent too. One rank writes --out; the others' metrics go nowhere.
+    for (size_t at = a.out.find('/', 1); say; at = a.out.find('/', at + 1)) {
         const std::string dir = a.out.substr(0, at);
         if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) fatal("cannot create --out %s (%s)", dir.c_str(), strerror(errno));
         if (at == std::string::npos) break;
     }
-    const std::string metrics_path = a.out + "/metrics.csv";
-    if (a.resume) truncate_metrics(metrics_path, step);
-    else write_file_atomic(metrics_path, std::string("step,split,loss,lr,grad_norm,tokens_per_s,elapsed_s\n"));
+    const std::string metrics_path = say ? a.out + "/metrics.csv" : "/dev/null";
+    if (say && a.resume) truncate_metrics(metrics_path, step);
+    else if (say) write_file_atomic(metrics_path, std::string("step,split,loss,lr,grad_norm,tokens_per_s,elapsed_s\n"));
     FILE* metrics = std::fopen(metrics_path.c_str(), "a");
     if (!metrics) fatal("cannot append to %s", metrics_path.c_str());
 
     const long long tokens_per_step = (long long)a.batch * a.seq_len;
-    std::printf("model: %d layers, width %d, %d heads of %d, vocab %d: %.2fM parameters | backend %s\n", cfg.n_layer,
+    if (say) std::printf("model: %d layers, width %d, %d heads of %d, vocab %d: %.2fM parameters | backend %s\n", cfg.n_layer,
                 cfg.n_embd, cfg.n_head, cfg.head_dim(), cfg.vocab_size, model->num_params() / 1e6, model->name().c_str());
-    std::printf("data: %llu train tokens (%llu windows of %d), %llu val tokens | %lld tokens per step, %d steps\n",
-                (unsigned long long)train_shard.n_tokens(), (unsigned long long)train.n_windows(), a.seq_len,
-                (unsigned long long)val_shard.n_tokens(), tokens_per_step, a.steps);
+    if (say) std::printf("data: %llu train tokens (%llu windows of %d), %llu val tokens | %lld tokens per step, %d steps\n",
+                         (unsigned long long)train_shard.n_tokens(), (unsigned long long)train.n_windows(), a.seq_len,
+                         (unsigned long long)val_shard.n_tokens(), tokens_per_step, a.steps);
+    if (say && px.size > 1)
+        std::printf("parallel: %d ranks = %d data-parallel groups x --cp %d (%d windows of %d tokens per rank per step)\n",
+                    px.size, px.dp_size, px.cp_size, Bl, Tl);
 
+    // The global batch (every rank draws it) and this rank's rows of it.
     std::vector<int> in(tokens_per_step), tg(tokens_per_step), ds(tokens_per_step);
+    std::vector<int> li((size_t)Bl * Tl), lt(li.size()), ld(li.size());
     const AdamWConfig opt{0.9f, 0.95f, 1e-8f, a.weight_decay};
     const double t_start = now_s();
     double t_train = 0;  // seconds spent in steps (not validation), for tokens/s and the ETA
     int steps_timed = 0, bad_in_a_row = 0;
     auto save = [&](int at_step) {
-        const LoaderState ls = train.state();
-        TrainState st{at_step, updates, ls.epoch, ls.cursor, a.to_json(device_used)};
-        save_checkpoint(checkpoint_path(a.out, at_step), *model, tok.serialized_model(), &st);
-        // Only once the new checkpoint is safely in place do the oldest ones go.
-        const std::vector<std::string> all = list_checkpoints(a.out);
-        for (size_t i = 0; a.keep_ckpts > 0 && i + a.keep_ckpts < all.size(); i++) std::remove(all[i].c_str());
-        std::fflush(metrics);
-        std::printf("saved %s\n", checkpoint_path(a.out, at_step).c_str());
+        if (px.size > 1) {  // the ranks' weights must be the same bits: compare a checksum first
+            std::vector<float> w(model->num_params());
+            model->get_params(w.data());
+            px.check_same(fnv1a(w.data(), w.size() * sizeof(float)), "the weights at step " + std::to_string(at_step),
+                          "the ranks diverged (a bug, or different hardware or libraries): resume from the last checkpoint");
+        }
+        if (say) {
+            const LoaderState ls = train.state();
+            TrainState st{at_step, updates, ls.epoch, ls.cursor, a.to_json(device_used)};
+            save_checkpoint(checkpoint_path(a.out, at_step), *model, tok.serialized_model(), &st);
+            // Only once the new checkpoint is safely in place do the oldest ones go.
+            const std::vector<std::string> all = list_checkpoints(a.out);
+            for (size_t i = 0; a.keep_ckpts > 0 && i + a.keep_ckpts < all.size(); i++) std::remove(all[i].c_str());
+            std::fflush(metrics);
+            std::printf("saved %s\n", checkpoint_path(a.out, at_step).c_str());
+        }
+        px.barrier();  // nobody runs ahead of a checkpoint that may yet fail
     };
     double last_val = NAN;
     const char* kill_env = std::getenv("LNGPT_KILL_AT_STEP");
@@ -320,7 +457,20 @@ static int main_body(int argc, char** argv) {
         const double t0 = now_s();
         const float lr = lr_at(step, a.warmup, a.steps, a.lr, a.lr * a.min_lr_frac);
         train.next_batch(in.data(), tg.data(), ds.data());
-        float loss = model->forward_backward(in.data(), tg.data(), a.doc_mask ? ds.data() : nullptr, a.batch, a.seq_len);
+        px.take_rows(li.data(), in.data(), a.batch, a.seq_len);
+        px.take_rows(lt.data(), tg.data(), a.batch, a.seq_len);
+        px.take_rows(ld.data(), ds.data(), a.batch, a.seq_len);
+        double counted = 0;  // the step's mean loss spans every rank's targets
+        for (int t : lt) counted += t >= 0;
+        px.sum(&counted, 1);
+        model->set_loss_count((int)counted);
+        float loss = model->forward_backward(li.data(), lt.data(), a.doc_mask ? ld.data() : nullptr, Bl, Tl, positions.data());
+        if (px.world) {
+            double sum = model->last_loss_sum();
+            px.sum(&sum, 1);
+            loss = counted > 0 ? (float)(sum / counted) : 0.f;
+            model->all_reduce_grads(*px.world);
+        }
         if (injected_nan(step + 1)) loss = NAN;
         const double norm = std::isfinite(loss) ? model->grad_norm() : NAN;
         step++;
@@ -331,8 +481,8 @@ static int main_body(int argc, char** argv) {
             bad_in_a_row++;
             std::fprintf(metrics, "%d,skipped,%.9g,%.6g,%.6g,,%.3f\n", step, loss, lr, norm, now_s() - t_start);
             std::fflush(metrics);
-            std::printf("step %5d/%d | loss %g, gradient norm %g: not finite, step skipped (%d in a row)\n", step, a.steps, loss,
-                        norm, bad_in_a_row);
+            if (say) std::printf("step %5d/%d | loss %g, gradient norm %g: not finite, step skipped (%d in a row)\n", step,
+                                 a.steps, loss, norm, bad_in_a_row);
             if (bad_in_a_row >= a.max_bad_steps)
                 fatal("%d steps in a row had a non-finite loss or gradient (last: step %d): lower --lr (now %g) or raise --warmup, "
                       "then resume from the last checkpoint in %s",
@@ -347,12 +497,12 @@ static int main_body(int argc, char** argv) {
         // %.9g prints a float exactly, so a resumed run can be compared bit for bit.
         if (!skipped)
             std::fprintf(metrics, "%d,train,%.9g,%.6g,%.6g,%.1f,%.3f\n", step, loss, lr, norm, tokens_per_step / dt, now_s() - t_start);
-        if (!skipped && (step % a.log_every == 0 || step == 1 || step == a.steps))
+        if (say && !skipped && (step % a.log_every == 0 || step == 1 || step == a.steps))
             std::printf("step %5d/%d | loss %.6f | lr %.2e | norm %6.3f | %7.0f tok/s | ETA %s\n", step, a.steps, loss, lr,
                         norm, tok_s, fmt_duration((a.steps - step) * t_train / steps_timed).c_str());
         if ((a.val_every && step % a.val_every == 0) || step == a.steps) {
-            last_val = validate(*model, val, val_batches, in, tg, ds, a.doc_mask);
-            std::printf("step %5d/%d | val loss %.6f\n", step, a.steps, last_val);
+            last_val = validate(*model, val, val_batches, px, a.doc_mask);
+            if (say) std::printf("step %5d/%d | val loss %.6f\n", step, a.steps, last_val);
             std::fprintf(metrics, "%d,val,%.9g,,,,%.3f\n", step, last_val, now_s() - t_start);
         }
         if ((a.ckpt_every && step % a.ckpt_every == 0) || step == a.steps) save(step);
@@ -362,10 +512,11 @@ static int main_body(int argc, char** argv) {
         if (kill_at_step == step) raise(SIGKILL);
     }
     std::fclose(metrics);
-    std::printf("done: %d steps, val loss %.4f, %.0f tokens/s, %s in training steps\n", step, last_val,
+    if (say) std::printf("done: %d steps, val loss %.4f, %.0f tokens/s, %s in training steps\n", step, last_val,
                 tokens_per_step * steps_timed / std::max(t_train, 1e-9), fmt_duration(t_train).c_str());
 
-    if (a.sample_tokens > 0) {
+    if (say && a.sample_tokens > 0) {
+        model->set_context_parallel(nullptr);  // the sample runs on one rank, whole
         std::vector<int> ids = tok.encode(a.sample_prompt);
         ids.insert(ids.begin(), tok.bos_id());
         Sampler sampler(SamplerConfig{0.8f, 40, 0.95f, (uint64_t)a.seed});

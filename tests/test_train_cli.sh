@@ -206,5 +206,37 @@ else
     fail "NaN streak: exit $code, $(cat "$work/nan2.err"), $(ls "$work/nan2")"
 fi
 
+# 8. Context and data parallel (issue 9), with the ranks as threads of one process on the CPU
+#    (--simulate-ranks: the same trainer code as NCCL ranks, an in-process communicator): 2
+#    data-parallel groups x --cp 2 follow the one-process run's losses step for step; the run
+#    writes one set of checkpoints, which a one-process run resumes.
+if ./build/train "${tiny[@]}" --steps 20 --cp 2 --simulate-ranks 4 --out "$work/cp" > "$work/cp.log" 2>&1 \
+   && paste <(grep -o '| loss [0-9.]*' "$work/full.log") <(grep -o '| loss [0-9.]*' "$work/cp.log") | \
+      awk '{ d = $3 - $6; if (d < 0) d = -d; if (d / $3 > w) w = d / $3; n++ } END { printf "%d %.1e\n", n, w; exit !(n >= 5 && w < 1e-4) }' > "$work/cp.cmp"; then
+    pass "--cp 2 x 2 data-parallel groups (4 simulated ranks) track one process: $(awk '{print $1 " logged steps, worst rel diff " $2}' "$work/cp.cmp")"
+else
+    fail "--cp 2 --simulate-ranks 4: $(cat "$work/cp.cmp" 2>/dev/null) $(tail -2 "$work/cp.log")"
+fi
+if [ "$(ls "$work/cp" | grep -c ckpt_)" -eq 2 ] && grep -q "parallel: 4 ranks = 2 data-parallel groups x --cp 2" "$work/cp.log" \
+   && [ "$(grep -c '^saved' "$work/cp.log")" -eq 2 ]; then
+    pass "a parallel run prints once and writes one set of checkpoints"
+else
+    fail "parallel run output: $(ls "$work/cp"), $(grep -c '^saved' "$work/cp.log") saved lines"
+fi
+cp -r "$work/cp" "$work/cp_resumed"
+rm "$work/cp_resumed/ckpt_00000020.safetensors"
+if ./build/train "${tiny[@]}" --out "$work/cp_resumed" --resume > "$work/cp_resume.log" 2>&1 \
+   && grep -q "resumed from .*ckpt_00000010" "$work/cp_resume.log"; then
+    pass "a --cp 2 x 2 checkpoint resumes in one process ($(grep -o 'val loss [0-9.]*' "$work/cp_resume.log" | tail -1))"
+else
+    fail "resume of a parallel run: $(tail -2 "$work/cp_resume.log")"
+fi
+expect_error "window not split into 2 x cp chunks" "multiple of 6" ./build/train "${tiny[@]}" --cp 3 --simulate-ranks 3 --out "$work/x8"
+expect_error "ranks not groups of cp" "multiple of --cp" ./build/train "${tiny[@]}" --cp 2 --simulate-ranks 3 --out "$work/x8"
+expect_error "batch not split over data-parallel groups" "data-parallel groups" ./build/train "${tiny[@]}" --batch 3 --simulate-ranks 2 --out "$work/x8"
+expect_error "--cp without ranks" "launch.sh" ./build/train "${tiny[@]}" --cp 2 --out "$work/x8"
+expect_error "a bad WORLD_SIZE" "WORLD_SIZE" env WORLD_SIZE=two ./build/train "${tiny[@]}" --out "$work/x8"
+[ ! -e "$work/x8" ] && pass "the refused parallel runs wrote nothing" || fail "a refused parallel run wrote $work/x8"
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
