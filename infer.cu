@@ -12,6 +12,7 @@
 #include "model/flags.h"
 #include "model/generate.h"
 #include "model/select_backend.cuh"
+#include "comm/launch.cuh"
 
 static void show_progress(long long done, long long total) {
     std::fprintf(stderr, "\rscored %lld / %lld tokens", done, total);
@@ -20,7 +21,7 @@ static void show_progress(long long done, long long total) {
 
 static int main_body(int argc, char** argv) {
     std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
-    int max_new = 200, top_k = 40, seed = 1, ctx = 0;
+    int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0;
     float temperature = 0.8f, top_p = 0.95f;
     Flags flags("infer", "Generate text from a checkpoint, or measure perplexity over a file.");
     flags.add_string("checkpoint", &checkpoint, "a .safetensors checkpoint, or a directory (its latest checkpoint)");
@@ -35,7 +36,13 @@ static int main_body(int argc, char** argv) {
     flags.add_string("perplexity", &ppl_file, "score this whole file instead of generating");
     flags.add_string("device", &device, "auto, cpu or cuda");
     flags.add_string("attention", &attention, "attention kernels on the GPU: flash (ours) or cudnn");
+    flags.add_int("cp", &cp, "--perplexity: split each window over this many GPUs (ring attention), for windows "
+                             "longer than one GPU holds");
+    flags.add_int("simulate-ranks", &simulate_ranks, "run the --cp ranks as threads of one process (tests)");
     flags.parse(argc, argv);
+    if ((cp != 1 || simulate_ranks) && (ppl_file.empty() || (simulate_ranks && simulate_ranks != cp)))
+        fatal("--cp and --simulate-ranks are for --perplexity, with --simulate-ranks equal to --cp (got --cp %d, "
+              "--simulate-ranks %d%s)", cp, simulate_ranks, ppl_file.empty() ? ", no --perplexity" : "");
     if (max_new < 0 || top_k < 0 || ctx < 0 || temperature < 0 || !(top_p > 0 && top_p <= 1))
         fatal("--max-new, --top-k, --ctx, --temperature must be >= 0 and --top-p in (0, 1]");
     if (ctx == 1 || ctx > kMaxSeqLen) fatal("--ctx must be 0 (the training --seq-len) or in [2, %d] (got %d)", kMaxSeqLen, ctx);
@@ -56,25 +63,38 @@ static int main_body(int argc, char** argv) {
     tok.load_serialized(ck.tokenizer);
     if (tok.vocab_size() != ck.cfg.vocab_size) fatal("checkpoint %s: tokenizer and model vocab sizes differ", path.c_str());
     if (ctx == 0) ctx = ck.has_train_state ? checkpoint_seq_len(ck, path, kMaxSeqLen) : 256;
+    if (!ppl_file.empty()) {
+        if (cp > 1 && dev == Device::Cuda && attn != AttnBackend::Flash) fatal("--cp needs --attention flash: the ring runs our kernels");
+        if (cp > 1 && ctx % (2 * cp))
+            fatal("--ctx %d does not split into 2 x --cp %d equal chunks (ring attention's zigzag): use a multiple of %d", ctx,
+                  cp, 2 * cp);
+        std::vector<int> ids = tok.encode(ppl_text);
+        ids.insert(ids.begin(), tok.bos_id());
+        return run_parallel(dev, cp, simulate_ranks, "build/infer", [&](ParallelContext& px) {
+            std::unique_ptr<ModelBackend> model = make_backend(dev, ck.cfg, attn);
+            model->set_params(ck.params.data());
+            model->set_context_parallel(px.cp);
+            if (px.leader())
+                std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d%s, on %s\n", path.c_str(),
+                             ck.cfg.n_layer, ck.cfg.n_embd, model->num_params() / 1e6, ctx,
+                             px.cp_size > 1 ? (" split over " + std::to_string(px.cp_size) + " ranks").c_str() : "",
+                             model->name().c_str());
+            const auto t0 = std::chrono::steady_clock::now();
+            const PerplexityResult r = perplexity(*model, ids, ctx, px.leader() ? show_progress : nullptr, px);
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            const double nll = r.total_nats / r.tokens;
+            if (px.leader())
+                std::printf("file %s: %lld tokens, %zu bytes | loss %.4f nats/token | perplexity %.3f | %.4f bits/byte | %.0f tokens/s\n",
+                            ppl_file.c_str(), r.tokens, ppl_text.size(), nll, std::exp(nll),
+                            r.total_nats / std::log(2.0) / ppl_text.size(), r.tokens / secs);
+            return 0;
+        });
+    }
     std::unique_ptr<ModelBackend> backend = make_backend(dev, ck.cfg, attn);
     ModelBackend& model = *backend;
     model.set_params(ck.params.data());
     std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d, on %s\n", path.c_str(),
                  ck.cfg.n_layer, ck.cfg.n_embd, model.num_params() / 1e6, ctx, model.name().c_str());
-
-    if (!ppl_file.empty()) {
-        const std::string& text = ppl_text;
-        std::vector<int> ids = tok.encode(text);
-        ids.insert(ids.begin(), tok.bos_id());
-        const auto t0 = std::chrono::steady_clock::now();
-        const PerplexityResult r = perplexity(model, ids, ctx, show_progress);
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double nll = r.total_nats / r.tokens;
-        std::printf("file %s: %lld tokens, %zu bytes | loss %.4f nats/token | perplexity %.3f | %.4f bits/byte | %.0f tokens/s\n",
-                    ppl_file.c_str(), r.tokens, text.size(), nll, std::exp(nll), r.total_nats / std::log(2.0) / text.size(),
-                    r.tokens / secs);
-        return 0;
-    }
 
     context += prompt;
     std::vector<int> ids = tok.encode(context);

@@ -19,10 +19,7 @@
 #include "model/generate.h"
 #include "model/parallel.h"
 #include "model/select_backend.cuh"
-#include "comm/in_process.h"
-#ifdef HAVE_NCCL
-#include "comm/nccl.h"
-#endif
+#include "comm/launch.cuh"
 
 struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
@@ -160,7 +157,6 @@ static bool injected_nan(int step) {
 }
 
 static int train_rank(const TrainArgs& a, const Flags& flags, Device device, ParallelContext& px);
-static int train_launched_ranks(const TrainArgs& a, const Flags& flags, Device device);
 
 static int main_body(int argc, char** argv) {
     TrainArgs a;
@@ -226,64 +222,8 @@ static int main_body(int argc, char** argv) {
         a.sample_tokens < 0)
         fatal("--warmup, --val-every, --ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --val-batches, --log-every >= 1");
     if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
-    if (a.cp < 1) fatal("--cp must be at least 1 (got %d)", a.cp);
-    if (a.simulate_ranks < 0) fatal("--simulate-ranks must be >= 0 (got %d)", a.simulate_ranks);
-    if (a.simulate_ranks > 0) {
-        // The ranks as threads: an in-process world, and one ring per data-parallel group.
-        if (a.simulate_ranks % a.cp) fatal("--simulate-ranks %d is not a multiple of --cp %d: the ranks are data-parallel groups of --cp", a.simulate_ranks, a.cp);
-        InProcessWorld world(a.simulate_ranks);
-        std::vector<std::unique_ptr<InProcessWorld>> rings;
-        for (int g = 0; g < a.simulate_ranks / a.cp; g++) rings.emplace_back(new InProcessWorld(a.cp));
-        if (device == Device::Cuda) {
-            auto dcopy = [](void* d, const void* s, size_t n) {
-                if (n) CUDA_CHECK(cudaMemcpy(d, s, n, cudaMemcpyDefault));
-            };
-            world.copy = dcopy;
-            for (auto& r : rings) r->copy = dcopy;
-        }
-        run_ranks(world, [&](Comm& wc) {
-            if (device == Device::Cuda) CUDA_CHECK(cudaSetDevice(0));
-            InProcessComm ring(*rings[wc.rank() / a.cp], wc.rank() % a.cp);
-            ParallelContext px;
-            px.world = &wc, px.cp = a.cp > 1 ? &ring : nullptr;
-            px.rank = wc.rank(), px.size = wc.size(), px.cp_size = a.cp, px.dp_size = wc.size() / a.cp;
-            train_rank(a, flags, device, px);
-            if (device == Device::Cuda) matmul_destroy_cuda();  // this thread's cuBLASLt context
-        });
-        return 0;
-    }
-    return train_launched_ranks(a, flags, device);
-}
-
-// The ranks a launcher started (scripts/launch.sh, mpirun, srun), NCCL between them; without a
-// launcher, one rank and no communicator.
-static int train_launched_ranks(const TrainArgs& a, const Flags& flags, Device device) {
-    if (launcher_world_size() == 1) {
-        ParallelContext px;
-        px.cp_size = a.cp;  // --cp > 1 with one rank fails in train_rank, naming the launcher
-        if (a.cp == 1) return train_rank(a, flags, device, px);
-        fatal("--cp %d needs %d ranks (or a multiple): start them with scripts/launch.sh %d build/train ..., or run them "
-              "as threads of one process with --simulate-ranks %d", a.cp, a.cp, a.cp, a.cp);
-    }
-#ifdef HAVE_NCCL
-    if (device != Device::Cuda)
-        fatal("%d ranks need a GPU each (NCCL): use --device cuda, or run the ranks as threads with --simulate-ranks",
-              launcher_world_size());
-    std::unique_ptr<NcclComm> world = nccl_comm_from_env();
-    if (world->size() % a.cp)
-        fatal("%d ranks do not form groups of --cp %d: start a multiple of %d ranks", world->size(), a.cp, a.cp);
-    std::unique_ptr<NcclComm> ring;  // this rank's data-parallel group; the world itself when there is one group
-    if (a.cp > 1 && a.cp < world->size()) ring = world->split(world->rank() / a.cp, world->rank() % a.cp);
-    ParallelContext px;
-    px.world = world.get();
-    px.cp = a.cp == 1 ? nullptr : ring ? ring.get() : world.get();
-    px.rank = world->rank(), px.size = world->size(), px.cp_size = a.cp, px.dp_size = world->size() / a.cp;
-    px.world_sync = [&] { world->synchronize(); };
-    return train_rank(a, flags, device, px);
-#else
-    fatal("%d ranks were started but this build has no NCCL: install NCCL (libnccl-dev) and rebuild, or run the ranks "
-          "as threads with --simulate-ranks", launcher_world_size());
-#endif
+    return run_parallel(device, a.cp, a.simulate_ranks, "build/train",
+                        [&](ParallelContext& px) { return train_rank(a, flags, device, px); });
 }
 
 // One rank of the run (all of it when there is one): everything after the flags.
@@ -291,19 +231,6 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
     TrainArgs a = a_in;
     const char* device_used = device == Device::Cuda ? "cuda" : "cpu";
     const bool say = px.leader();  // one rank prints, writes metrics and checkpoints
-    // Scalars (loss sums, counts, checks) are reduced where the communicator reads: device memory
-    // on the GPU (NCCL, or simulated ranks on one GPU), host memory on the CPU.
-    float host_scalars[4];
-    struct DeviceScalars {
-        float* p = nullptr;
-        ~DeviceScalars() { cudaFree(p); }
-    } dev_scalars;
-    px.scalars = host_scalars;
-    if (px.world && device == Device::Cuda) {
-        CUDA_CHECK(cudaMalloc(&dev_scalars.p, 4 * sizeof(float)));
-        px.scalars = dev_scalars.p;
-        px.copy = [](void* d, const void* s, size_t n) { CUDA_CHECK(cudaMemcpy(d, s, n, cudaMemcpyDefault)); };
-    }
 
     // Everything that can fail on bad input is checked before anything is written.
     Tokenizer tok;

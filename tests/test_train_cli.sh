@@ -238,5 +238,17 @@ expect_error "--cp without ranks" "launch.sh" ./build/train "${tiny[@]}" --cp 2 
 expect_error "a bad WORLD_SIZE" "WORLD_SIZE" env WORLD_SIZE=two ./build/train "${tiny[@]}" --out "$work/x8"
 [ ! -e "$work/x8" ] && pass "the refused parallel runs wrote nothing" || fail "a refused parallel run wrote $work/x8"
 
+# 9. Perplexity with each window split over --cp ranks (simulated) equals one process's.
+head -c 3000 "$corpus/bible.txt" > "$work/ppl.txt" 2>/dev/null || head -c 3000 "$corpus/val_text.txt" > "$work/ppl.txt"
+p1=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 32 2>/dev/null | grep -o 'loss [0-9.]* nats/token | perplexity [0-9.]*')
+p4=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 32 --cp 4 --simulate-ranks 4 2>/dev/null | grep -o 'loss [0-9.]* nats/token | perplexity [0-9.]*')
+if [ -n "$p1" ] && [ "$p1" = "$p4" ]; then
+    pass "perplexity split over --cp 4 ranks == one process: $p4"
+else
+    fail "perplexity --cp 4: '$p4' vs '$p1'"
+fi
+expect_error "infer --ctx not split into 2 x cp chunks" "multiple of 8" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 30 --cp 4 --simulate-ranks 4
+expect_error "infer --cp without --perplexity" "for --perplexity" ./build/infer --checkpoint "$work/full" --prompt hi --cp 2
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
