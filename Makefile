@@ -60,6 +60,9 @@ build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard comm/*.h l
 # GPU tests and benchmarks: every tests/gpu/test_*.cu and tests/gpu/bench_*.cu builds to
 # build/<name>. CI (no GPU) builds them all; `make test-gpu` and `make bench` run them.
 GPU_SOURCES := $(wildcard tests/gpu/test_*.cu tests/gpu/bench_*.cu)
+ifneq ($(HAVE_NCCL),yes)
+GPU_SOURCES := $(filter-out tests/gpu/test_comm_nccl.cu,$(GPU_SOURCES))  # needs NCCL
+endif
 GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
 
 # CUDA programs (train, infer, attention_tool, the GPU tests and benchmarks): each .cu is compiled
@@ -76,7 +79,7 @@ GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
 #   attention_cudnn.o           the cuDNN SDPA launchers and graph code
 # A program missing from the list it needs fails to link (undefined reference). The attention
 # objects get -lineinfo too (line tables only: the machine code is the same).
-ATTN_USERS := train infer attention_tool test_model bench_train test_attention test_attention_two_sided test_ring test_cp_train \
+ATTN_USERS := train infer attention_tool test_model bench_train test_attention test_attention_two_sided test_ring test_cp_train bench_ring \
               bench_attention bench_attention_dilated
 ATTN_VARIANT_USERS := test_attention bench_attention bench_attention_dilated
 ATTN_CUDNN_USERS := train infer attention_tool test_model bench_train test_cp_train test_attention bench_attention_cudnn \
@@ -84,6 +87,16 @@ ATTN_CUDNN_USERS := train infer attention_tool test_model bench_train test_cp_tr
 $(addprefix build/,$(ATTN_USERS)): build/obj/attention_flash.o
 $(addprefix build/,$(ATTN_VARIANT_USERS)): build/obj/attention_flash_variants.o
 $(addprefix build/,$(ATTN_CUDNN_USERS)): build/obj/attention_cudnn.o
+
+# NCCL, one process per GPU (comm/nccl.h): comm/nccl.cu is compiled once into build/obj/nccl.o;
+# the programs that can run as NCCL ranks link it and -lnccl, and their objects see HAVE_NCCL
+# (comm/launch.cuh). Without NCCL they build without it (launcher-started ranks are refused).
+NCCL_USERS := train infer test_comm_nccl
+ifeq ($(HAVE_NCCL),yes)
+$(patsubst %,build/obj/%.o,$(NCCL_USERS)): NVCCFLAGS += -DHAVE_NCCL
+$(addprefix build/,$(NCCL_USERS)): build/obj/nccl.o
+$(addprefix build/,$(NCCL_USERS)): GPU_LIBS += -lnccl
+endif
 
 CUDA_PROGRAMS := build/train build/infer build/attention_tool $(GPU_BINARIES)
 $(CUDA_PROGRAMS): build/%: build/obj/%.o | build
@@ -104,11 +117,14 @@ build/obj/bench_%.o: tests/gpu/bench_%.cu build/obj/bench_%.o.d | build/obj
 	$(NVCC_COMPILE) -lineinfo
 build/obj/attention_%.o: layers/cuda/attention_%.cu build/obj/attention_%.o.d | build/obj
 	$(NVCC_COMPILE) -lineinfo
+build/obj/nccl.o: comm/nccl.cu build/obj/nccl.o.d | build/obj
+	$(NVCC_COMPILE) -lineinfo
 
 # The .d files are named as targets (so never taken for intermediate files): a missing one (a
 # first build, or a build/ from before the .d files) counts as changed, so its object is rebuilt.
 NVCC_DEPFILES := $(patsubst build/%,build/obj/%.o.d,$(CUDA_PROGRAMS)) \
-                 $(patsubst layers/cuda/%.cu,build/obj/%.o.d,$(wildcard layers/cuda/attention_*.cu))
+                 $(patsubst layers/cuda/%.cu,build/obj/%.o.d,$(wildcard layers/cuda/attention_*.cu)) \
+                 build/obj/nccl.o.d
 $(NVCC_DEPFILES):
 -include $(wildcard build/obj/*.d)
 

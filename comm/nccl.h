@@ -60,21 +60,26 @@ class NcclComm : public Comm {
     // Start-up consistency: fails on every rank, naming two ranks and their values, unless every
     // rank passed the same hash (of its flags, config, binary...). `what` names the hashed thing.
     void check_same_everywhere(uint64_t hash, const char* what);
+    // Sub-communicators (the context-parallel rings of data-parallel training): every rank calls
+    // it; the ranks of one color (>= 0) form a communicator, ranked by key. Its own stream.
+    std::unique_ptr<NcclComm> split(int color, int key);
 
    private:
-    void live(const char* what) const;           // fails once the communicator is aborted
+    NcclComm(ncclComm_t child, int parent_rank, double timeout_s);  // adopts split()'s child
+    void allocate();                              // stream and scratch buffers, once size_ is known
+    void live(const char* what) const;            // fails once the communicator is aborted
     void enqueued(ncclResult_t r, const char* what, const char* file, int line);
     void wait(bool stream_too, const char* what);  // the polling loop
     // Aborts the communicator (so NCCL stops and frees it), then fails with the message.
     [[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
     void check_peer(int r, const char* role) const;
 
-    const int rank_, size_;
+    int rank_, size_;  // a split child learns its own from NCCL
     const double timeout_s_;
     ncclComm_t comm_ = nullptr;  // nullptr once aborted
+    bool up_ = false;            // set-up finished (errors before it hint at the rendezvous)
     std::string abort_why_;
     cudaStream_t stream_ = nullptr;
-    bool up_ = false;            // set-up finished (errors before it hint at the rendezvous)
     uint64_t* scratch_ = nullptr;       // device: [0] the barrier's float, [1] a hash, [2..] the gathered hashes
     uint64_t* host_scratch_ = nullptr;  // pinned: a copy to pageable memory blocks in CUDA, past our timeout
 };

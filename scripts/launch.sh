@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# scripts/launch.sh P command args...: P ranks of a command on this host, one GPU each, for the
+# NCCL communicator (comm/nccl.h). Rank r gets RANK=r, WORLD_SIZE=P, LOCAL_RANK=r (its GPU), a
+# fresh LONGNET_RENDEZVOUS file (rank 0 writes NCCL's id there) and NCCL_NVLS_ENABLE=0 (NVLink
+# multicast can put a shared host's GPUs out of service: ../shared/gpu-machine.md). Every output
+# line is prefixed "[rank r] ". The first rank to exit non-zero ends the job: the others get TERM
+# at once (a rank blocked in NCCL would otherwise wait for it until its timeout), KILL 10 s later,
+# and the launcher exits with that rank's code.
+set -uo pipefail
+usage() { echo "usage: scripts/launch.sh P command [args...]   (P = number of ranks, a positive integer)" >&2; exit 2; }
+[ $# -ge 2 ] || usage
+[[ $1 =~ ^[1-9][0-9]{0,3}$ ]] || { echo "launch: P=\"$1\" is not a positive integer" >&2; usage; }
+P=$1; shift
+((BASH_VERSINFO[0] > 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] >= 1))) ||
+    { echo "launch: needs bash 5.1 or newer (wait -n -p), this is $BASH_VERSION" >&2; exit 2; }
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/longnet-launch.XXXXXX") || exit 2
+ranks=() rank_of=()
+# Each rank runs as one subshell in its own process group (set -m): the command and the two
+# prefixers of its output. Stopping the group stops whatever the rank started, and waiting for
+# the subshell waits until its last line is printed.
+set -m
+stop_ranks() {  # TERM now, KILL after 10 s, to every rank still running
+    [ ${#ranks[@]} -gt 0 ] || return 0
+    local p
+    for p in "${ranks[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+    (sleep 10; for p in "${ranks[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done) &
+    local killer=$!
+    wait "${ranks[@]}" 2>/dev/null
+    kill -- "-$killer" 2>/dev/null
+    wait "$killer" 2>/dev/null
+    ranks=()
+}
+finish() {
+    stop_ranks
+    rm -rf "$dir"
+    exit "$1"
+}
+trap 'finish 130' INT
+trap 'finish 143' TERM
+
+for ((r = 0; r < P; r++)); do
+    (
+        set +m  # the pipeline stays in this rank's group
+        # On TERM the subshell lives on until the command has ended, so that waiting for it waits
+        # for the command (the handler is not inherited: the command still dies of TERM); the
+        # prefixers ignore TERM and print the rank's last lines.
+        trap : TERM
+        export RANK=$r WORLD_SIZE=$P LOCAL_RANK=$r LONGNET_RENDEZVOUS=$dir/nccl-id NCCL_NVLS_ENABLE=0
+        prefix() { trap '' TERM; exec sed -u "s/^/[rank $r] /"; }
+        # stdout and stderr prefixed separately, each to where it was going; the exit code is the
+        # command's (pipefail: the prefixers exit 0).
+        { "$@" < /dev/null 2>&1 1>&3 3>&- | prefix >&4 3>&-; } 3>&1 | prefix
+    ) 4>&2 2>/dev/null &  # (bash's own "Killed" notices dropped: the launcher reports the code)
+    ranks+=($!)
+    rank_of[$!]=$r
+done
+
+while [ ${#ranks[@]} -gt 0 ]; do
+    wait -n -p done_pid "${ranks[@]}"
+    code=$?
+    [ -n "${done_pid:-}" ] || continue  # a trapped signal interrupted the wait
+    left=()
+    for p in "${ranks[@]}"; do [ "$p" = "$done_pid" ] || left+=("$p"); done
+    ranks=("${left[@]+"${left[@]}"}")
+    if [ "$code" -ne 0 ]; then
+        stop_ranks
+        echo "launch: rank ${rank_of[$done_pid]} exited with code $code; stopped the others" >&2
+        finish "$code"
+    fi
+done
+finish 0
