@@ -350,6 +350,17 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
     if (say && px.size > 1)
         std::printf("parallel: %d ranks = %d data-parallel groups x --cp %d (%d windows of %d tokens per rank per step)\n",
                     px.size, px.dp_size, px.cp_size, Bl, Tl);
+    if (say && px.cp_size > 1) {  // what the ring moves, against a plain ring, layer by layer
+        long long moved = 0, plain = 0, pairs = 0;
+        for (int l = 0; l < cfg.n_layer; l++) {
+            const RingPlan plan(cfg.attn(l), px.cp_size, a.seq_len);
+            moved += plan.chunks_moved(), plain += plan.chunks_moved_plain(), pairs += plan.pairs_computed();
+        }
+        const double chunk_mb = (double)Bl * (a.seq_len / (2 * px.cp_size)) * 2 * cfg.n_embd * 2 / 1e6;
+        std::printf("ring: per forward, %.3f MB of K/V sent per rank (a plain ring: %.3f MB); %lld of %lld chunk pairs computed\n",
+                    moved * chunk_mb / px.cp_size, plain * chunk_mb / px.cp_size, pairs,
+                    4LL * px.cp_size * px.cp_size * cfg.n_layer);
+    }
 
     // The global batch (every rank draws it) and this rank's rows of it.
     std::vector<int> in(tokens_per_step), tg(tokens_per_step), ds(tokens_per_step);
