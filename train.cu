@@ -23,7 +23,8 @@
 
 struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
-    std::string attn = "dense", segments = "2048,4096,8192", dilations = "1,2,4", dense_layers;
+    std::string attn = "dense", segments = "2048,4096,8192", dilations = "1,2,4", dense_layers, dilated_layers;
+    PatternFlags block_sparse;  // --block, --window, --global, --dilated-blocks, --random-blocks, --layout-file
     int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600;
     float lr = 2e-3f, min_lr_frac = 0.1f, weight_decay = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
     int warmup = 60, seed = 1337, val_every = 100, val_batches = 8, ckpt_every = 200, log_every = 10;
@@ -128,7 +129,7 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
         const AttnPattern a = now.attn(l), b = saved.attn(l);
         if (a.causal != b.causal) return "layer " + std::to_string(l) + " of the checkpoint's model is " + (b.causal ? "" : "not ") + "causal, which train does not make";
         if (a.kind != b.kind)
-            return "layer " + std::to_string(l) + " is " + attn_kind_name(a.kind) + " (--attn, --dense-layers) but " + attn_kind_name(b.kind) + " in the checkpoint's model";
+            return "layer " + std::to_string(l) + " is " + attn_kind_name(a.kind) + " (--attn, --dense-layers, --dilated-layers) but " + attn_kind_name(b.kind) + " in the checkpoint's model";
         if (pattern_to_json(a) != pattern_to_json(b))
             return "layer " + std::to_string(l) + "'s " + attn_kind_name(a.kind) + " pattern (" + pattern_to_json(a) +
                    ") differs from the checkpoint's model (" + pattern_to_json(b) + ")";
@@ -172,7 +173,14 @@ static int main_body(int argc, char** argv) {
     flags.add_string("attn", &a.attn, "attention pattern of the layers: dense or dilated (LongNet)");
     flags.add_string("segments", &a.segments, "dilated: segment length of each branch (a segment longer than the sequence is the whole sequence)");
     flags.add_string("dilations", &a.dilations, "dilated: dilation rate of each branch");
-    flags.add_string("dense-layers", &a.dense_layers, "layers that stay dense with --attn dilated, e.g. 0,5");
+    flags.add_string("dense-layers", &a.dense_layers, "layers that stay dense with --attn dilated or block-sparse, e.g. 0,5");
+    flags.add_string("dilated-layers", &a.dilated_layers, "layers that are dilated (--segments, --dilations) with --attn block-sparse, e.g. 3,7");
+    flags.add_int("block", &a.block_sparse.block, "block-sparse: block size b in tokens");
+    flags.add_int("window", &a.block_sparse.window, "block-sparse: each token sees the keys less than this many tokens back");
+    flags.add_int("global", &a.block_sparse.global, "block-sparse: the first g tokens are seen by every token and see every key");
+    flags.add_string("dilated-blocks", &a.block_sparse.dilated_blocks, "block-sparse: r,W: key blocks at block distances that are multiples of r, within W tokens");
+    flags.add_string("random-blocks", &a.block_sparse.random_blocks, "block-sparse: count,seed: random key blocks per query block and head");
+    flags.add_string("layout-file", &a.block_sparse.layout_file, "block-sparse: explicit key blocks per query block ('Q: K K ...' or 'H/Q: K K ...' lines)");
     flags.add_int("seq-len", &a.seq_len, "tokens per training window T");
     flags.add_int("batch", &a.batch, "windows per step B");
     flags.add_int("steps", &a.steps, "optimizer steps");
@@ -247,7 +255,11 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
     cfg.vocab_size = tok.vocab_size();
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
     validate_config(cfg);  // before sizing anything by --layers or --width
-    if (a.layers >= 1) cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.segments, a.dilations, a.dense_layers);
+    if (a.layers >= 1) {
+        PatternFlags pf = a.block_sparse;
+        pf.segments = a.segments, pf.dilations = a.dilations;
+        cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, pf, a.dense_layers, a.dilated_layers);
+    }
 
     const std::string existing = latest_checkpoint(a.out);
     Checkpoint ck;
@@ -261,7 +273,8 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
             fatal("--resume: %s: its train_args are corrupt (%s): use another checkpoint", existing.c_str(), e.what());
         }
         // Model flags given now must describe the checkpoint's model; flags left out take it.
-        const char* model_flags[] = {"layers", "width", "heads", "rope-theta", "attn", "segments", "dilations", "dense-layers"};
+        const char* model_flags[] = {"layers", "width", "heads", "rope-theta", "attn", "segments", "dilations", "dense-layers",
+                                     "dilated-layers", "block", "window", "global", "dilated-blocks", "random-blocks", "layout-file"};
         const std::string diff = model_difference(cfg, ck.cfg);
         bool any_model_flag = false;
         for (const char* f : model_flags) any_model_flag = any_model_flag || flags.was_set(f);
@@ -347,6 +360,10 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
     if (say) std::printf("data: %llu train tokens (%llu windows of %d), %llu val tokens | %lld tokens per step, %d steps\n",
                          (unsigned long long)train_shard.n_tokens(), (unsigned long long)train.n_windows(), a.seq_len,
                          (unsigned long long)val_shard.n_tokens(), tokens_per_step, a.steps);
+    for (int l = 0; say && l < cfg.n_layer; l++)  // each block-sparse layout once, with its density
+        if (cfg.attn(l).kind == AttnKind::BlockSparse && (l == 0 || pattern_to_json(cfg.attn(l)) != pattern_to_json(cfg.attn(l - 1))))
+            std::printf("layer %d: block-sparse %s, density %.4f of the blocks at T = %d\n", l, pattern_to_json(cfg.attn(l)).c_str(),
+                        BlockSparsePattern::density(cfg.attn(l), a.seq_len, cfg.n_head), a.seq_len);
     if (say && px.size > 1)
         std::printf("parallel: %d ranks = %d data-parallel groups x --cp %d (%d windows of %d tokens per rank per step)\n",
                     px.size, px.dp_size, px.cp_size, Bl, Tl);

@@ -16,6 +16,7 @@
 #include "layers/patterns/pattern_params.h"
 #include "layers/patterns/dense.h"
 #include "layers/patterns/dilated.h"
+#include "layers/patterns/block_sparse.h"
 
 // Calls f(Module{}) for the module of `kind`: the one switch over the patterns.
 template <typename F>

@@ -55,6 +55,9 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
     if (!c.layer_attn.empty() && (int)c.layer_attn.size() != c.n_layer)
         fatal("%zu attention patterns given for %d layers", c.layer_attn.size(), c.n_layer);
     for (const AttnPattern& p : c.layer_attn) {
+        if (p.layout && p.layout->heads != 1 && p.layout->heads != c.n_head)
+            fatal("the block-sparse layout %s has rows for %d heads but the model has %d: give one layout for all heads "
+                  "('Q: ...' rows) or one per head", p.layout->source.c_str(), p.layout->heads, c.n_head);
         const std::string why = pattern_error(p);
         if (!why.empty()) fatal("attention pattern: %s", why.c_str());
         if (p.segments.size() > (size_t)kMaxBranches) fatal("attention pattern: %zu branches, at most %d", p.segments.size(), kMaxBranches);
@@ -62,15 +65,20 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
     if (!(c.rope_theta > 1) || !std::isfinite(c.rope_theta)) fatal("--rope-theta must be finite and > 1 (got %g)", c.rope_theta);
 }
 
-// The per-layer patterns from the flags: --attn dense|dilated, --segments, --dilations, and
-// --dense-layers (layers that stay dense in a dilated model).
-inline std::vector<AttnPattern> layer_patterns_from_flags(int n_layer, const std::string& attn, const std::string& segments,
-                                                          const std::string& dilations, const std::string& dense_layers) {
-    PatternFlags flags;
-    flags.segments = segments;
-    flags.dilations = dilations;
+// The per-layer patterns from the flags: --attn dense|dilated|block-sparse with its pattern
+// flags, --dense-layers (layers that stay dense) and --dilated-layers (layers that are dilated,
+// from --segments / --dilations, in a model of another pattern: say block-sparse layers with a
+// few dilated ones).
+inline std::vector<AttnPattern> layer_patterns_from_flags(int n_layer, const std::string& attn, const PatternFlags& flags,
+                                                          const std::string& dense_layers, const std::string& dilated_layers = "") {
     const AttnPattern p = pattern_from_flags(attn, flags);
     std::vector<AttnPattern> out(n_layer, p);
+    const std::vector<int> dil = parse_int_list(dilated_layers, "--dilated-layers");
+    const AttnPattern d = dil.empty() ? AttnPattern{} : pattern_from_flags("dilated", flags);
+    for (int l : dil) {
+        if (l < 0 || l >= n_layer) fatal("--dilated-layers: layer %d does not exist (the model has %d layers)", l, n_layer);
+        out[l] = d;
+    }
     for (int l : parse_int_list(dense_layers, "--dense-layers")) {
         if (l < 0 || l >= n_layer) fatal("--dense-layers: layer %d does not exist (the model has %d layers)", l, n_layer);
         out[l] = AttnPattern{};

@@ -40,6 +40,30 @@ inline std::vector<AttnCase> attn_cases() {
         out.push_back({"dilated (32,1)(80,2)(4096,4) " + c, dil, false});
         out.push_back({"dilated (32,1)(80,2)(4096,4) " + c + " docs", dil, true});
         out.push_back({"dilated (48,2)(96,4) " + c, dil2, false});
+        // Block-sparse: token rules that cut blocks (a window of 20, 5 global tokens) with
+        // documents; block rules (dilated blocks, random blocks per head); an explicit layout.
+        AttnPattern bs;
+        bs.kind = AttnKind::BlockSparse;
+        bs.causal = causal;
+        bs.block = 8, bs.window = 20, bs.global = 5;
+        out.push_back({"block-sparse b8 window 20 global 5 " + c + " docs", bs, true});
+        AttnPattern bs2 = bs;
+        bs2.block = 16, bs2.window = 0, bs2.global = 0, bs2.dilated_r = 2, bs2.dilated_window = 64;
+        bs2.random_count = 2, bs2.random_seed = 7;
+        out.push_back({"block-sparse b16 dilated blocks (2, 64) random 2 " + c, bs2, false});
+        AttnPattern bs3 = bs;
+        bs3.window = 0, bs3.global = 0;
+        auto L = std::make_shared<BlockLayout>();  // 2 heads' rows over 13 blocks: diagonal, and block 0 on even rows
+        L->n_blocks = 13, L->heads = 2, L->row_ptr = {0};
+        for (int h = 0; h < 2; h++)
+            for (int qb = 0; qb < 13; qb++) {
+                if (h == 0 && qb % 2 == 0 && qb > 0) L->cols.push_back(0);
+                if (h == 1 && qb >= 3) L->cols.push_back(qb - 3);
+                L->cols.push_back(qb);
+                L->row_ptr.push_back((int)L->cols.size());
+            }
+        bs3.layout = L;
+        out.push_back({"block-sparse b8 layout per head " + c, bs3, false});
     }
     return out;
 }

@@ -247,7 +247,12 @@ static void test_modules() {
     bad += fp.kind != AttnKind::Dilated || fp.segments != std::vector<int>{16, 40} || fp.dilations != std::vector<int>{1, 2};
     bad += pattern_from_flags("dense", f).kind != AttnKind::Dense;
     AttnKind k;
-    bad += attn_kind_from_name("block-sparse", &k) || std::string(attn_kind_name(AttnKind::Dilated)) != "dilated";
+    bad += attn_kind_from_name("sliding", &k) || std::string(attn_kind_name(AttnKind::Dilated)) != "dilated";
+    bad += !attn_kind_from_name("block-sparse", &k) || k != AttnKind::BlockSparse;
+    f.block = 32, f.window = 100, f.global = 4, f.dilated_blocks = "3,512", f.random_blocks = "2,9";
+    const AttnPattern bp = pattern_from_flags("block-sparse", f);
+    bad += bp.block != 32 || bp.window != 100 || bp.global != 4 || bp.dilated_r != 3 || bp.dilated_window != 512 ||
+           bp.random_count != 2 || bp.random_seed != 9;
     check(bad == 0, "pattern JSON round trip, flags, names", bad, 0);
 }
 
@@ -293,6 +298,81 @@ static void test_branchwise(SplitMix64& rng) {
     }
 }
 
+// Block-sparse against the spec's identities, and its layout files. All blocks active is dense
+// attention; the diagonal block alone is block-diagonal attention, i.e. dilated (w = b, r = 1).
+static void test_block_sparse(SplitMix64& rng) {
+    for (bool causal : {true, false})
+        for (bool docs : {false, true}) {
+            Problem P(rng, docs);
+            const AttnShape s{P.B, P.N, P.H, P.D, P.stride()};
+            const int* doc = docs ? P.doc_start.data() : nullptr;
+            const size_t no = (size_t)P.B * P.N * P.H * P.D, nl = (size_t)P.B * P.H * P.N;
+            auto run = [&](const AttnPattern& p) {
+                std::vector<double> O(no), L(nl);
+                attention_forward(O.data(), L.data(), P.q(), P.k(), P.v(), P.pos.data(), doc, p, s, P.scale);
+                O.insert(O.end(), L.begin(), L.end());
+                return O;
+            };
+            AttnPattern all;
+            all.kind = AttnKind::BlockSparse, all.causal = causal, all.block = 16, all.dilated_r = 1, all.dilated_window = 1 << 20;
+            AttnPattern dense;
+            dense.causal = causal;
+            const std::string tag = std::string(causal ? "causal" : "non-causal") + (docs ? " docs" : "");
+            double e = max_diff(run(all), run(dense));
+            check(e <= 1e-12, "block-sparse, every block active == dense: " + tag, e, 1e-12);
+            AttnPattern diag = all;
+            diag.dilated_window = 16;  // block distance 0 only
+            AttnPattern bd;
+            bd.kind = AttnKind::Dilated, bd.causal = causal, bd.segments = {16}, bd.dilations = {1};
+            e = max_diff(run(diag), run(bd));
+            check(e <= 1e-12, "block-sparse, the diagonal block alone == dilated (w = b = 16, r = 1): " + tag, e, 1e-12);
+            AttnPattern win = all;
+            win.dilated_r = 0, win.dilated_window = 0, win.window = 1 << 20;
+            e = max_diff(run(win), run(dense));
+            check(e <= 1e-12, "block-sparse, a window longer than the sequence == dense: " + tag, e, 1e-12);
+        }
+    // Layout files: a good one, then each kind of bad line named with its line number.
+    const std::string dir = "build/test_block_layouts";
+    std::system(("mkdir -p " + dir).c_str());
+    auto file = [&](const std::string& name, const std::string& text) {
+        FILE* f = std::fopen((dir + "/" + name).c_str(), "w");
+        std::fputs(text.c_str(), f);
+        std::fclose(f);
+        return dir + "/" + name;
+    };
+    auto L = BlockSparsePattern::read_layout_file(file("good.txt", "# diagonal and block 0\n0: 0\n1: 0 1\n2: 0 2\n"), true);
+    check(L->n_blocks == 3 && L->heads == 1 && L->view().has(0, 2, 0) && !L->view().has(0, 2, 1) && L->view().has(5, 1, 1),
+          "layout file: 3 rows read, shared by every head", 0, 0);
+    const char* bad_files[][3] = {{"nocolon.txt", "0 0\n", "line 1: no ':'"},
+                                  {"unsorted.txt", "0: 0\n1: 1 0\n", "line 2: key blocks not sorted"},
+                                  {"above.txt", "0: 0\n1: 0 2\n", "line 2: a key block above the diagonal"},
+                                  {"number.txt", "0: 0\nx: 1\n", "line 2: a bad query block number"},
+                                  {"mixed.txt", "0: 0\n1/1: 1\n", "mixes 'Q:' and 'H/Q:' rows"},
+                                  {"twice.txt", "0: 0\n0: 0\n", "listed twice"}};
+    for (const auto& bf : bad_files) {
+        std::string what;
+        try {
+            BlockSparsePattern::read_layout_file(file(bf[0], bf[1]), true);
+        } catch (const FatalError& e) {
+            what = e.what();
+        }
+        check(what.find(bf[2]) != std::string::npos, std::string("layout file refused: ") + what, 0, 0);
+    }
+    AttnPattern none;
+    none.kind = AttnKind::BlockSparse;
+    none.block = 48;
+    check(pattern_error(none).find("power of two") != std::string::npos, "block 48 refused: " + pattern_error(none), 0, 0);
+    none.block = 64;
+    check(pattern_error(none).find("needs a builder") != std::string::npos, "no builder refused: " + pattern_error(none), 0, 0);
+    AttnPattern dens = none;
+    dens.window = 128, dens.global = 64;
+    const double d = BlockSparsePattern::density(dens, 4096, 1);
+    // 64 causal block rows: row 0 has 1 active block, row 1 has 2, row 2 has 3, rows 3..63 have 4
+    // (the window reaches 2 blocks back, plus the global block 0): 250 of 64 x 65 / 2.
+    check(std::fabs(d - 250.0 / 2080) < 1e-12, "density of window 128 + global 64 at 4K tokens, b = 64: " + std::to_string(d) + " = 250/2080",
+          std::fabs(d - 250.0 / 2080), 1e-12);
+}
+
 int main(int argc, char** argv) {
     return guarded_main([&] {
         SplitMix64 rng(attn_test_seed(argc, argv));
@@ -301,6 +381,7 @@ int main(int argc, char** argv) {
         test_global_length(rng);
         test_modules();
         test_branchwise(rng);
+        test_block_sparse(rng);
         std::printf("%d passed, %d failed\n", g_passed, g_failed);
         return g_failed ? 1 : 0;
     });

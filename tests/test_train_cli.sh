@@ -250,5 +250,23 @@ fi
 expect_error "infer --ctx not split into 2 x cp chunks" "multiple of 8" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 30 --cp 4 --simulate-ranks 4
 expect_error "infer --cp without --perplexity" "for --perplexity" ./build/infer --checkpoint "$work/full" --prompt hi --cp 2
 
+# 10. Block-sparse layers (a window plus global tokens) with a dilated and a dense layer train on
+#     the CPU, print their density, carry their patterns to infer; bad layouts are refused.
+bsp=(--attn block-sparse --block 4 --window 8 --global 2 --layers 3 --dilated-layers 1 --segments 8,16 --dilations 1,2 --dense-layers 2)
+if ./build/train "${tiny[@]}" "${bsp[@]}" --steps 10 --out "$work/bsparse" > "$work/bsparse.log" 2>&1 \
+   && grep -q "layer 0: block-sparse .*density 0\.[0-9]* of the blocks at T = 32" "$work/bsparse.log" \
+   && ./build/infer --checkpoint "$work/bsparse" --prompt "In the" --max-new 8 > "$work/bsparse_gen.log" 2>&1; then
+    pass "block-sparse + dilated + dense layers train and generate ($(grep -o 'density [0-9.]*' "$work/bsparse.log"), $(grep -o 'val loss [0-9.]*' "$work/bsparse.log" | tail -1))"
+else
+    fail "block-sparse model: $(tail -n 2 "$work/bsparse.log" "$work/bsparse_gen.log" | tr '\n' ' ')"
+fi
+printf '0: 0\n1: 0 1\n2: 2 1\n' > "$work/unsorted_layout.txt"
+expect_error "unsorted layout file" "line 3: key blocks not sorted" ./build/train "${tiny[@]}" --attn block-sparse --layout-file "$work/unsorted_layout.txt" --out "$work/x10"
+expect_error "block size 48" "power of two" ./build/train "${tiny[@]}" --attn block-sparse --block 48 --window 8 --out "$work/x10"
+expect_error "block-sparse without a builder" "needs a builder" ./build/train "${tiny[@]}" --attn block-sparse --out "$work/x10"
+expect_error "a negative window" "must not be negative" ./build/train "${tiny[@]}" --attn block-sparse --window -3 --out "$work/x10"
+expect_error "--dilated-blocks with one number" "r,W" ./build/train "${tiny[@]}" --attn block-sparse --dilated-blocks 3 --out "$work/x10"
+[ ! -e "$work/x10" ] && pass "the refused block-sparse runs wrote nothing" || fail "a refused block-sparse run wrote $work/x10"
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -23,6 +23,7 @@
 #include <type_traits>
 #include "layers/attention.h"
 #include "layers/cuda/common.cuh"
+#include "layers/cuda/pattern_args.cuh"
 
 namespace naive {
 
@@ -187,7 +188,7 @@ void attention_forward_naive_cuda(TO* out,     // (B, nq, H, D)
         fatal("attention (naive CUDA): Merge mode accumulates in fp32: pass a float output");
     if ((long long)dm.B * dm.H * qs.n == 0) return;
     naive::forward_kernel<T, TO><<<naive::warp_blocks(dm, qs.n), 128, 0, stream>>>(
-        out, lse, qs, ks, pattern_args(pattern), dm, scale, mode == AttnOutput::Merge);
+        out, lse, qs, ks, pattern_args_cuda(pattern), dm, scale, mode == AttnOutput::Merge);
     CUDA_CHECK_LAST();
 }
 
@@ -208,6 +209,6 @@ void attention_backward_block_naive_cuda(float* dq, float* dk, float* dv, const 
     naive::check_dims(dm);
     if ((long long)dm.B * dm.H * qs.n == 0) return;
     naive::backward_block_kernel<T><<<naive::warp_blocks(dm, qs.n), 128, 0, stream>>>(
-        dq, dk, dv, dout, lse, delta, qs, ks, pattern_args(pattern), dm, scale);
+        dq, dk, dv, dout, lse, delta, qs, ks, pattern_args_cuda(pattern), dm, scale);
     CUDA_CHECK_LAST();
 }

@@ -2,7 +2,9 @@
 // flag values they are built from. The list of kinds is layers/patterns/registry.h.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 #include "layers/patterns/registry.h"
@@ -28,13 +30,46 @@ enum class AttnKind {
 
 constexpr int kMaxDilatedBranches = 64;
 
+// An explicit block layout (block-sparse, read from a file): per head (or one for all heads), per
+// query block, its sorted key blocks, as CSR. The view is plain pointers, so that the pattern
+// math can ask it on the host and, once the layout is on the device, in a kernel.
+struct BlockLayoutView {
+    const int* row_ptr = nullptr;  // (heads * n_blocks + 1)
+    const int* cols = nullptr;     // sorted key blocks of each (head, query block) row
+    int n_blocks = 0, heads = 0;   // heads: 1 (shared) or the model's H
+    ATTN_HD bool has(int head, int qb, int kb) const {
+        if (!row_ptr || qb >= n_blocks || (heads > 1 && head >= heads)) return false;  // heads past a per-head layout keep nothing
+        const int row = (heads == 1 ? 0 : head) * n_blocks + qb;
+        int lo = row_ptr[row], hi = row_ptr[row + 1];
+        while (lo < hi) {  // binary search in the sorted row
+            const int mid = (lo + hi) / 2;
+            if (cols[mid] < kb) lo = mid + 1;
+            else hi = mid;
+        }
+        return lo < row_ptr[row + 1] && cols[lo] == kb;
+    }
+};
+struct BlockLayout {
+    std::vector<int> row_ptr, cols;
+    int n_blocks = 0, heads = 1;
+    std::string source;  // the file it came from, for messages
+    BlockLayoutView view() const { return BlockLayoutView{row_ptr.data(), cols.data(), n_blocks, heads}; }
+};
+
 struct AttnPattern {
     AttnKind kind = AttnKind::Dense;
     bool causal = true;
     // Dilated (LongNet): branch i has segment length segments[i] and dilation dilations[i].
     std::vector<int> segments, dilations;
+    // Block-sparse: block size b and the layout's builders, united (0: unused): a window of W
+    // tokens, the first g tokens global, key blocks at block distances that are multiples of r
+    // within a window, `count` random key blocks per query block row, an explicit layout.
+    int block = 0, window = 0, global = 0, dilated_r = 0, dilated_window = 0, random_count = 0;
+    uint64_t random_seed = 0;
+    std::shared_ptr<const BlockLayout> layout;
 
     int branches() const { return (int)segments.size(); }
+    BlockLayoutView layout_view() const { return layout ? layout->view() : BlockLayoutView{}; }
     int segment(int i) const { return segments[i]; }
     int dilation(int i) const { return dilations[i]; }
 };
@@ -46,6 +81,10 @@ struct AttnPatternArgs {
     bool causal;
     int n_branches;
     int segments_[kMaxDilatedBranches], dilations_[kMaxDilatedBranches];
+    int block, window, global, dilated_r, dilated_window, random_count;
+    uint64_t random_seed;
+    BlockLayoutView layout;  // device pointers: pattern_args_cuda (layers/cuda/pattern_args.cuh) uploads it
+    ATTN_HD BlockLayoutView layout_view() const { return layout; }
 
     ATTN_HD int branches() const { return n_branches; }
     ATTN_HD int segment(int i) const { return segments_[i]; }
@@ -62,12 +101,19 @@ inline AttnPatternArgs pattern_args(const AttnPattern& p) {
         a.segments_[i] = p.segments[i];
         a.dilations_[i] = p.dilations[i];
     }
+    a.block = p.block, a.window = p.window, a.global = p.global, a.dilated_r = p.dilated_r;
+    a.dilated_window = p.dilated_window, a.random_count = p.random_count, a.random_seed = p.random_seed;
+    if (p.layout) fatal("internal: a block-sparse layout needs its device copy: use pattern_args_cuda (layers/cuda/pattern_args.cuh)");
     return a;
 }
 
 // The pattern flags of train and attention_tool, as given (each module parses its own).
 struct PatternFlags {
     std::string segments, dilations;  // dilated: "2048,4096,8192", "1,2,4"
+    // block-sparse: block size, window and global tokens, "r,window" dilated blocks,
+    // "count,seed" random blocks, a layout file
+    int block = 64, window = 0, global = 0;
+    std::string dilated_blocks, random_blocks, layout_file;
 };
 
 // "2048,4096,8192" -> {2048, 4096, 8192}; fatal naming the flag on anything else.

@@ -20,6 +20,7 @@
 // pattern_params.h (notes/attention-module.md lists every file a new pattern touches).
 #pragma once
 
-#define ATTN_PATTERNS(X)        \
-    X(Dense, DensePattern)      \
-    X(Dilated, DilatedPattern)
+#define ATTN_PATTERNS(X)            \
+    X(Dense, DensePattern)          \
+    X(Dilated, DilatedPattern)      \
+    X(BlockSparse, BlockSparsePattern)

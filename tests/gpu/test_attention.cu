@@ -86,10 +86,41 @@ static AttnPattern dilated(bool causal, std::vector<std::pair<int, int>> branche
     return p;
 }
 
+// Block-sparse of block b: window W, global g, dilated blocks (r, V), random blocks per row.
+static AttnPattern block_sparse(bool causal, int b, int W, int g, int r = 0, int V = 0, int random = 0) {
+    AttnPattern p;
+    p.kind = AttnKind::BlockSparse;
+    p.causal = causal;
+    p.block = b, p.window = W, p.global = g, p.dilated_r = r, p.dilated_window = V, p.random_count = random, p.random_seed = 11;
+    return p;
+}
+// The same pattern's block rules written out as an explicit per-head layout (BlockLayout).
+static AttnPattern block_sparse_as_layout(const AttnPattern& p, int N, int H) {
+    auto L = std::make_shared<BlockLayout>();
+    L->n_blocks = (N + p.block - 1) / p.block, L->heads = H, L->row_ptr = {0}, L->source = "test";
+    for (int h = 0; h < H; h++)
+        for (int qb = 0; qb < L->n_blocks; qb++) {
+            for (int kb : BlockSparsePattern::active_blocks(p, h, qb, N)) L->cols.push_back(kb);
+            L->row_ptr.push_back((int)L->cols.size());
+        }
+    AttnPattern out = p;
+    out.dilated_r = out.dilated_window = out.random_count = 0;
+    out.layout = L;
+    return out;
+}
+
 static std::string pattern_name(const AttnPattern& p) {
     std::string s = attn_kind_name(p.kind);
     s += p.causal ? " causal" : " full";
     for (int i = 0; i < p.branches(); i++) s += " (" + std::to_string(p.segment(i)) + "," + std::to_string(p.dilations[i]) + ")";
+    if (p.kind == AttnKind::BlockSparse) {
+        s += " b" + std::to_string(p.block);
+        if (p.window) s += " window " + std::to_string(p.window);
+        if (p.global) s += " global " + std::to_string(p.global);
+        if (p.dilated_r) s += " blocks r" + std::to_string(p.dilated_r) + " within " + std::to_string(p.dilated_window);
+        if (p.random_count) s += " random " + std::to_string(p.random_count);
+        if (p.layout) s += " layout";
+    }
     return s;
 }
 
@@ -170,6 +201,16 @@ static std::vector<Case> cases(bool small) {
     Case& d13 = add({2, 10007, 5, 64, dilated(true, longnet)});  // dQ in chunks of 8192
     d13.min_chunk = 1000, d13.negative_controls = true, d13.near_miss = dilated(true, {{2047, 1}, {4096, 2}, {8192, 4}});
     add({2, 10007, 5, 128, dilated(false, longnet)});
+    // Block-sparse (the naive kernel until the flash kernels take it): token rules that cut
+    // blocks (window, global), block rules (dilated blocks, random blocks per head), an explicit
+    // per-head layout; odd N, documents with rows that attend nothing.
+    add({2, 1000, 5, 64, block_sparse(true, 64, 300, 70)}).docs = DE;
+    add({2, 1000, 5, 128, block_sparse(false, 64, 300, 70)});
+    add({2, 2085, 3, 64, block_sparse(true, 128, 0, 0, 3, 4096, 2)}).identity =
+        Identity{"every block near the diagonal (dilated blocks r=3 within 4096) vs itself as a layout", block_sparse_as_layout(block_sparse(true, 128, 0, 0, 3, 4096, 2), 2085, 3)};
+    add({1, 1500, 4, 128, block_sparse(true, 64, 0, 0, 1, 1 << 20)}).identity = Identity{"all blocks active == dense", dense(true)};
+    add({2, 1500, 4, 64, block_sparse(true, 64, 0, 0, 1, 64)}).identity =
+        Identity{"the diagonal block alone == dilated (w = b, r = 1)", dilated(true, {{64, 1}})};
     return v;
 }
 

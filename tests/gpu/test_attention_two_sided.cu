@@ -18,6 +18,10 @@
 constexpr double kTolO = 1e-2, kTolL = 1e-4, kTolGrad = 2e-2;
 
 static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
+    if (c.pattern.kind == AttnKind::BlockSparse) {  // the naive kernel's test covers it until the flash kernels take it
+        std::printf("SKIP %s D%d: no flash kernel for block-sparse yet\n", c.name.c_str(), D);
+        return;
+    }
     const AttnProblem P(rng, 2, 419, 3, D);
     const int B = P.B, N = P.N, HD = P.HD, S = P.S;
     const float scale = (float)P.scale;

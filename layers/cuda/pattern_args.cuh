@@ -1,0 +1,34 @@
+// A pattern's parameters for a kernel (AttnPatternArgs), with what lives in host memory put on the
+// device: a block-sparse pattern's explicit layout (BlockLayout) is uploaded once and kept for
+// the life of the program (the cache holds the layout too, so its address is never reused).
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include "layers/attention_pattern.h"
+#include "layers/cuda/common.cuh"
+
+inline AttnPatternArgs pattern_args_cuda(const AttnPattern& p) {
+    AttnPattern host = p;
+    host.layout.reset();
+    AttnPatternArgs a = pattern_args(host);
+    if (!p.layout) return a;
+    struct Uploaded {
+        std::shared_ptr<const BlockLayout> keep;
+        int *row_ptr = nullptr, *cols = nullptr;
+    };
+    static std::mutex mu;
+    static std::map<const BlockLayout*, Uploaded> cache;  // per process; device 0's copies (tests, inference)
+    std::lock_guard<std::mutex> lock(mu);
+    Uploaded& u = cache[p.layout.get()];
+    if (!u.keep) {
+        u.keep = p.layout;
+        CUDA_CHECK(cudaMalloc(&u.row_ptr, p.layout->row_ptr.size() * sizeof(int)));
+        CUDA_CHECK(cudaMalloc(&u.cols, std::max<size_t>(p.layout->cols.size(), 1) * sizeof(int)));
+        CUDA_CHECK(cudaMemcpy(u.row_ptr, p.layout->row_ptr.data(), p.layout->row_ptr.size() * sizeof(int), cudaMemcpyHostToDevice));
+        if (!p.layout->cols.empty())
+            CUDA_CHECK(cudaMemcpy(u.cols, p.layout->cols.data(), p.layout->cols.size() * sizeof(int), cudaMemcpyHostToDevice));
+    }
+    a.layout = BlockLayoutView{u.row_ptr, u.cols, p.layout->n_blocks, p.layout->heads};
+    return a;
+}

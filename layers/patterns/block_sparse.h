@@ -1,0 +1,301 @@
+// Block-sparse attention (../shared/attention-spec.md "Block-sparse"). Blocks of b tokens; a
+// query keeps the keys its layout's builders give it, united, then the causal mask; one softmax
+// per row over all of them (joint normalization). The builders:
+//   window W      keys less than W tokens back (|q - k| < W without the causal mask);
+//   global g      the first g tokens are keys of every row, and rows q < g see every key;
+//   dilated r, V  key blocks at block distance d with d % r == 0 and d b < V (d = qb - kb, |..|
+//                 without the causal mask): a sparse reach far back;
+//   random c, s   c key blocks per (head, query block), drawn from the allowed ones by seed s;
+//   layout file   explicit key blocks per query block (per head or shared; BlockLayout).
+// Window and global are rules on tokens (their blocks can be partly filled), the others on
+// blocks (every key of an active block). A key counts once whatever number of builders keep it.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+#include "layers/patterns/pattern_params.h"
+
+// The c-th random key block of (head, query block) among `range` candidates (splitmix64 of the
+// coordinates): the same on the host and in a kernel.
+ATTN_HD inline int block_sparse_random_block(uint64_t seed, int head, int qb, int i, int range) {
+    uint64_t z = seed ^ ((uint64_t)(uint32_t)head << 40) ^ ((uint64_t)(uint32_t)qb << 16) ^ (uint64_t)(uint32_t)i;
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (int)(z % (uint64_t)range);
+}
+
+struct BlockSparsePattern {
+    static constexpr const char* kName = "block-sparse";
+
+    static std::string validate(const AttnPattern& p) {
+        if (p.block < 1 || p.block > 4096 || (p.block & (p.block - 1)))
+            return "--block " + std::to_string(p.block) + " must be a power of two in [1, 4096] (the GPU kernels will take 64 and 128)";
+        if (p.window < 0 || p.global < 0 || p.dilated_r < 0 || p.dilated_window < 0 || p.random_count < 0)
+            return "--window, --global, --dilated-blocks and --random-blocks must not be negative";
+        if ((p.dilated_r > 0) != (p.dilated_window > 0)) return "--dilated-blocks needs both r and a window: r,W with r, W > 0";
+        if (!p.window && !p.global && !p.dilated_r && !p.random_count && !p.layout)
+            return "a block-sparse layout needs a builder: --window, --global, --dilated-blocks, --random-blocks or --layout-file";
+        return "";
+    }
+
+    // 1 if some builder keeps key k for query q (head h, global length N), else 0.
+    ATTN_HD_TEMPLATE template <class P>  // AttnPattern or AttnPatternArgs
+    ATTN_HD static int multiplicity(const P& p, int head, int q, int k, int seq_len) {
+        const int d = q - k, ad = d < 0 ? -d : d;
+        if (p.window && (p.causal ? d < p.window : ad < p.window)) return 1;
+        if (p.global && (k < p.global || q < p.global)) return 1;
+        const int b = p.block, qb = q / b, kb = k / b, bd = p.causal ? qb - kb : (qb > kb ? qb - kb : kb - qb);
+        if (p.dilated_r && bd >= 0 && bd % p.dilated_r == 0 && (long long)bd * b < p.dilated_window) return 1;
+        if (p.random_count) {
+            const int range = p.causal ? qb + 1 : (seq_len + b - 1) / b;
+            for (int i = 0; i < p.random_count; i++)
+                if (block_sparse_random_block(p.random_seed, head, qb, i, range) == kb) return 1;
+        }
+        return p.layout_view().has(head, qb, kb) ? 1 : 0;
+    }
+
+    // Summed over rows, with causality: per row, the keys of its active blocks (block rules), plus
+    // the keys the token rules (window, global) add outside those blocks. Heads differ only
+    // through the random and explicit rules, so the others are counted once and times H.
+    static double pairs_kept(const AttnPattern& p, int N, int H) {
+        const int b = p.block, nb = (N + b - 1) / b;
+        const bool per_head = p.random_count || (p.layout && p.layout->heads > 1);
+        double total = 0;
+        std::vector<char> in_block(nb, 0);
+        for (int h = 0; h < (per_head ? H : 1); h++)
+            for (int qb = 0; qb < nb; qb++) {
+                const std::vector<int> blocks = active_blocks(p, h, qb, N);
+                for (int kb : blocks) in_block[kb] = 1;
+                for (int q = qb * b; q < std::min(N, qb * b + b); q++) {
+                    const int kmax = p.causal ? q : N - 1;  // keys [0, kmax]
+                    for (int kb : blocks)
+                        if (kb * b <= kmax) total += std::min(kmax, kb * b + b - 1) - kb * b + 1;
+                    if (p.global && q < p.global) {  // a global row sees every allowed key
+                        for (int kb = 0; kb <= kmax / b; kb++)
+                            if (!in_block[kb]) total += std::min(kmax, kb * b + b - 1) - kb * b + 1;
+                        continue;
+                    }
+                    // The token rules' keys as up to two intervals: [0, g) and the window.
+                    const int wlo = p.window ? std::max(0, q - p.window + 1) : 1, whi = p.window ? kmax : 0;
+                    const int whi2 = p.window && !p.causal ? std::min(N - 1, q + p.window - 1) : whi;
+                    const int glo = 0, ghi = p.global ? std::min(kmax, p.global - 1) : -1;
+                    auto add_interval = [&](int lo, int hi, int skip_lo, int skip_hi) {  // keys in [lo, hi] outside
+                        for (int kb = lo / b; lo <= hi && kb <= hi / b; kb++) {       // blocks and [skip_lo, skip_hi]
+                            if (in_block[kb]) continue;
+                            const int a = std::max(lo, kb * b), z = std::min(hi, kb * b + b - 1);
+                            const int overlap = std::max(0, std::min(z, skip_hi) - std::max(a, skip_lo) + 1);
+                            total += z - a + 1 - overlap;
+                        }
+                    };
+                    if (p.window) add_interval(wlo, whi2, 1, 0);
+                    if (p.global) add_interval(glo, ghi, p.window ? wlo : 1, p.window ? whi2 : 0);
+                }
+                for (int kb : blocks) in_block[kb] = 0;
+            }
+        return per_head ? total : total * H;
+    }
+
+    // The key blocks the block rules give (head, query block), sorted and unique, allowed by the
+    // causal mask (at or below the diagonal).
+    static std::vector<int> active_blocks(const AttnPattern& p, int h, int qb, int N) {
+        const int nb = (N + p.block - 1) / p.block, kb_max = p.causal ? qb : nb - 1;
+        std::vector<int> out;
+        if (p.dilated_r)
+            for (long long d = 0; d * p.block < p.dilated_window; d += p.dilated_r) {
+                if (qb - d >= 0) out.push_back((int)(qb - d));
+                if (!p.causal && d > 0 && qb + d <= kb_max) out.push_back((int)(qb + d));
+            }
+        if (p.random_count) {
+            const int range = p.causal ? qb + 1 : nb;
+            for (int i = 0; i < p.random_count; i++) out.push_back(block_sparse_random_block(p.random_seed, h, qb, i, range));
+        }
+        if (p.layout && qb < p.layout->n_blocks && (p.layout->heads == 1 || h < p.layout->heads)) {
+            const int row = (p.layout->heads == 1 ? 0 : h) * p.layout->n_blocks + qb;
+            for (int j = p.layout->row_ptr[row]; j < p.layout->row_ptr[row + 1]; j++) out.push_back(p.layout->cols[j]);
+        }
+        std::sort(out.begin(), out.end());
+        out.erase(std::unique(out.begin(), out.end()), out.end());
+        while (!out.empty() && out.back() > kb_max) out.pop_back();
+        return out;
+    }
+
+    // Can a query in [q_lo, q_hi] keep a key in [k_lo, k_hi] (causal aside)?
+    static bool tiles_meet(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int seq_len) {
+        if (p.window) {
+            const int dmin = q_lo - k_hi, dmax = q_hi - k_lo;  // q - k over the two ranges
+            if (p.causal ? dmin < p.window : (dmin < p.window && dmax > -p.window)) return true;
+        }
+        if (p.global && (k_lo < p.global || q_lo < p.global)) return true;
+        if (p.random_count) return true;  // drawn per head, and tiles_meet knows no head: assume they may
+        const int b = p.block, heads = p.layout ? p.layout->heads : 1;
+        for (int h = 0; h < heads; h++)
+            for (int qb = q_lo / b; qb <= q_hi / b; qb++)
+                for (int kb : active_blocks(p, h, qb, seq_len))
+                    if (kb >= k_lo / b && kb <= k_hi / b) return true;
+        return false;
+    }
+    static bool tiles_full(const AttnPattern&, int, int, int, int, int) { return false; }  // element masks everywhere
+
+    static std::vector<AttnPattern> branches(const AttnPattern& p) { return {p}; }  // one joint softmax
+
+    static void from_flags(const PatternFlags& f, AttnPattern& p) {
+        p.block = f.block, p.window = f.window, p.global = f.global;
+        if (!f.dilated_blocks.empty()) {
+            const std::vector<int> v = parse_int_list(f.dilated_blocks, "--dilated-blocks");
+            if (v.size() != 2) fatal("--dilated-blocks expects r,W (a block stride and a window in tokens), got '%s'", f.dilated_blocks.c_str());
+            p.dilated_r = v[0], p.dilated_window = v[1];
+        }
+        if (!f.random_blocks.empty()) {
+            const std::vector<int> v = parse_int_list(f.random_blocks, "--random-blocks");
+            if (v.size() != 2 || v[0] < 0 || v[1] < 0)
+                fatal("--random-blocks expects count,seed (blocks per query block, a seed >= 0), got '%s'", f.random_blocks.c_str());
+            p.random_count = v[0], p.random_seed = (uint64_t)v[1];
+        }
+        if (!f.layout_file.empty()) p.layout = read_layout_file(f.layout_file, p.causal);
+    }
+    static std::string json_fields(const AttnPattern& p) {
+        std::string s = ",\"block\":" + std::to_string(p.block) + ",\"window\":" + std::to_string(p.window) +
+                        ",\"global\":" + std::to_string(p.global) + ",\"dilated_r\":" + std::to_string(p.dilated_r) +
+                        ",\"dilated_window\":" + std::to_string(p.dilated_window) + ",\"random_count\":" +
+                        std::to_string(p.random_count) + ",\"random_seed\":" + std::to_string(p.random_seed);
+        if (p.layout) {
+            auto list = [](const std::vector<int>& v) {
+                std::string out = "[";
+                for (size_t i = 0; i < v.size(); i++) out += (i ? "," : "") + std::to_string(v[i]);
+                return out + "]";
+            };
+            s += ",\"layout\":{\"n_blocks\":" + std::to_string(p.layout->n_blocks) + ",\"heads\":" +
+                 std::to_string(p.layout->heads) + ",\"row_ptr\":" + list(p.layout->row_ptr) + ",\"cols\":" + list(p.layout->cols) + "}";
+        }
+        return s;
+    }
+    static void from_json(const Json& j, AttnPattern& p) {
+        const long long kInt = 2147483647;
+        p.block = (int)j.at("block").as_int("block", 1, 4096);
+        p.window = (int)j.at("window").as_int("window", 0, kInt);
+        p.global = (int)j.at("global").as_int("global", 0, kInt);
+        p.dilated_r = (int)j.at("dilated_r").as_int("dilated_r", 0, kInt);
+        p.dilated_window = (int)j.at("dilated_window").as_int("dilated_window", 0, kInt);
+        p.random_count = (int)j.at("random_count").as_int("random_count", 0, kInt);
+        p.random_seed = (uint64_t)j.at("random_seed").as_int("random_seed", 0, kInt);
+        if (j.has("layout")) {
+            const Json& l = j.at("layout");
+            auto L = std::make_shared<BlockLayout>();
+            L->n_blocks = (int)l.at("n_blocks").as_int("layout n_blocks", 1, 1 << 24);
+            L->heads = (int)l.at("heads").as_int("layout heads", 1, 1 << 16);
+            for (const Json& x : l.at("row_ptr").as_array("layout row_ptr")) L->row_ptr.push_back((int)x.as_int("row_ptr", 0, kInt));
+            for (const Json& x : l.at("cols").as_array("layout cols")) L->cols.push_back((int)x.as_int("cols", 0, L->n_blocks - 1));
+            check_csr(*L, "the checkpoint's layout");
+            L->source = "checkpoint";
+            p.layout = L;
+        }
+    }
+
+    // "Q: K K K" per line (one layout for all heads) or "H/Q: K K K" (per head), '#' comments;
+    // key blocks sorted, in range, and at or below the diagonal under the causal mask. Fails
+    // naming the file and line.
+    static std::shared_ptr<const BlockLayout> read_layout_file(const std::string& path, bool causal) {
+        std::ifstream in(path);
+        if (!in) fatal("--layout-file %s: cannot open it", path.c_str());
+        struct Row {
+            int h, q;
+            std::vector<int> k;
+        };
+        std::vector<Row> rows;
+        std::string line;
+        int lineno = 0, max_q = -1, max_h = -1;
+        bool per_head = false, shared = false;
+        while (std::getline(in, line)) {
+            lineno++;
+            const size_t hash = line.find('#');
+            if (hash != std::string::npos) line.resize(hash);
+            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+            const size_t colon = line.find(':');
+            auto bad = [&](const char* why) { fatal("--layout-file %s line %d: %s (expected 'Q: K K ...' or 'H/Q: K K ...')", path.c_str(), lineno, why); };
+            if (colon == std::string::npos) bad("no ':'");
+            Row r{0, 0, {}};
+            std::string head = line.substr(0, colon);
+            const size_t slash = head.find('/');
+            char* end = nullptr;
+            if (slash != std::string::npos) {
+                r.h = (int)std::strtol(head.c_str(), &end, 10);
+                if (end != head.c_str() + slash || r.h < 0 || r.h > 65535) bad("a bad head number");
+                head = head.substr(slash + 1);
+                per_head = true;
+            } else {
+                shared = true;
+            }
+            r.q = (int)std::strtol(head.c_str(), &end, 10);
+            if (end == head.c_str() || r.q < 0 || r.q > (1 << 24) || head.find_first_not_of(" \t0123456789") != std::string::npos)
+                bad("a bad query block number");
+            std::istringstream ks(line.substr(colon + 1));
+            std::string tok;
+            while (ks >> tok) {
+                const long v = std::strtol(tok.c_str(), &end, 10);
+                if (*end || v < 0 || v > (1 << 24)) bad("a key block that is not a number in [0, 2^24]");
+                if (!r.k.empty() && v <= r.k.back()) bad("key blocks not sorted (or repeated)");
+                if (causal && v > r.q) bad("a key block above the diagonal under the causal mask");
+                r.k.push_back((int)v);
+            }
+            max_q = std::max(max_q, r.q), max_h = std::max(max_h, r.h);
+            for (int k : r.k) max_q = std::max(max_q, k);
+            rows.push_back(r);
+        }
+        if (rows.empty()) fatal("--layout-file %s: no rows", path.c_str());
+        if (per_head && shared) fatal("--layout-file %s: mixes 'Q:' and 'H/Q:' rows: use one form", path.c_str());
+        auto L = std::make_shared<BlockLayout>();
+        L->n_blocks = max_q + 1, L->heads = per_head ? max_h + 1 : 1, L->source = path;
+        std::vector<std::vector<int>> lists((size_t)L->heads * L->n_blocks);
+        for (const Row& r : rows) {
+            std::vector<int>& dst = lists[(size_t)r.h * L->n_blocks + r.q];
+            if (!dst.empty()) fatal("--layout-file %s: query block %d (head %d) is listed twice", path.c_str(), r.q, r.h);
+            dst = r.k;
+        }
+        L->row_ptr.push_back(0);
+        for (const auto& l : lists) {
+            L->cols.insert(L->cols.end(), l.begin(), l.end());
+            L->row_ptr.push_back((int)L->cols.size());
+        }
+        return L;
+    }
+
+    // Density: active blocks / all blocks (under the causal mask, those at or below the diagonal).
+    // A block is active if a block rule keeps it or a token rule reaches into it.
+    static double density(const AttnPattern& p, int N, int H) {
+        const int b = p.block, nb = (N + b - 1) / b;
+        const bool per_head = p.random_count || (p.layout && p.layout->heads > 1);
+        double active = 0, all = 0;
+        std::vector<char> on(nb);
+        for (int h = 0; h < (per_head ? H : 1); h++)
+            for (int qb = 0; qb < nb; qb++) {
+                std::fill(on.begin(), on.end(), 0);
+                for (int kb : active_blocks(p, h, qb, N)) on[kb] = 1;
+                for (int kb = 0; kb < (p.causal ? qb + 1 : nb); kb++) {
+                    const int gap = std::abs(qb - kb), closest = gap ? (gap - 1) * b + 1 : 0;  // smallest |q - k|
+                    const bool window = p.window && closest < p.window && (!p.causal || kb <= qb);
+                    const bool global = p.global && (kb * b < p.global || qb * b < p.global);
+                    active += on[kb] || window || global;
+                    all++;
+                }
+            }
+        return all ? active / all : 0;
+    }
+
+   private:
+    static void check_csr(const BlockLayout& L, const char* what) {
+        if (L.row_ptr.size() != (size_t)L.heads * L.n_blocks + 1 || L.row_ptr[0] != 0 || (size_t)L.row_ptr.back() != L.cols.size())
+            throw JsonError(std::string(what) + " is not a CSR layout");
+        for (size_t i = 0; i + 1 < L.row_ptr.size(); i++) {
+            if (L.row_ptr[i] > L.row_ptr[i + 1]) throw JsonError(std::string(what) + " has decreasing row offsets");
+            for (int j = L.row_ptr[i] + 1; j < L.row_ptr[i + 1]; j++)
+                if (L.cols[j] <= L.cols[j - 1]) throw JsonError(std::string(what) + " has an unsorted row");
+        }
+    }
+};
