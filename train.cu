@@ -230,6 +230,8 @@ static int main_body(int argc, char** argv) {
         a.sample_tokens < 0)
         fatal("--warmup, --val-every, --ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --val-batches, --log-every >= 1");
     if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
+    if (a.simulate_ranks > 1 && device == Device::Cuda && a.attention != "flash")
+        fatal("--simulate-ranks runs its ranks as threads of one process, and cuDNN's plans are per process: use --attention flash");
     return run_parallel(device, a.cp, a.simulate_ranks, "build/train",
                         [&](ParallelContext& px) { return train_rank(a, flags, device, px); });
 }
