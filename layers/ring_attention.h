@@ -43,6 +43,51 @@ struct Block {
     const T* k(int i) const { return kv[i].data(); }
 };
 
+// This rank's inputs chunk by chunk: queries (B, c, H, D), its own K/V block, the global
+// positions and documents of each chunk; both passes start from them.
+template <typename T>
+struct RankChunks {
+    const RingPlan& plan;
+    int r, HD, c;
+    std::vector<T> q[2];
+    Block<T> kv;
+    std::vector<int> pos[2], doc[2];
+    RankChunks(const RingPlan& pl, int rank, const T* qq, const T* k, const T* v, int stride, const int* doc_start, int B,
+               int HD_)
+        : plan(pl), r(rank), HD(HD_), c(pl.c) {
+        for (int j = 0; j < 2; j++) {
+            q[j].resize((size_t)B * c * HD);
+            take_chunk(q[j].data(), qq, B, c, j, HD, stride);
+            std::vector<T> kk((size_t)B * c * HD), vv((size_t)B * c * HD);
+            take_chunk(kk.data(), k, B, c, j, HD, stride);
+            take_chunk(vv.data(), v, B, c, j, HD, stride);
+            kv.kv[j].resize((size_t)B * c * 2 * HD);
+            for (size_t t = 0; t < (size_t)B * c; t++) {
+                std::memcpy(&kv.kv[j][t * 2 * HD], &kk[t * HD], HD * sizeof(T));
+                std::memcpy(&kv.kv[j][t * 2 * HD + HD], &vv[t * HD], HD * sizeof(T));
+            }
+            pos[j].resize(c);
+            for (int i = 0; i < c; i++) pos[j][i] = plan.pos0(plan.chunk(r, j)) + i;
+            if (doc_start) {
+                doc[j].resize((size_t)B * c);
+                take_chunk(doc[j].data(), doc_start, B, c, j, 1, 1);
+            }
+        }
+    }
+    AttnQueries<T> queries(int j) const {
+        return AttnQueries<T>{q[j].data(), HD, c, pos[j].data(), doc[j].empty() ? nullptr : doc[j].data(),
+                              plan.pos0(plan.chunk(r, j))};
+    }
+};
+
+// The keys of chunk `kc` held in slot kj of a block (positions filled into kpos).
+template <typename T>
+AttnKeys<T> chunk_keys(const Block<T>& blk, int kj, int kc, const RingPlan& plan, int HD, std::vector<int>& kpos) {
+    kpos.resize(plan.c);
+    for (int i = 0; i < plan.c; i++) kpos[i] = plan.pos0(kc) + i;
+    return AttnKeys<T>{blk.k(kj), blk.k(kj) + HD, 2 * HD, plan.c, kpos.data(), plan.pos0(kc)};
+}
+
 }  // namespace ring_cpu
 
 // out (B, 2c, H, D) and lse (B, H, 2c) of this rank's queries against the whole sequence.
@@ -54,31 +99,13 @@ void ring_attention_forward(Comm& comm, const RingPlan& plan, T* out, T* lse, co
     if (comm.size() != P) fatal("ring attention: the plan is for %d ranks, the communicator has %d", P, comm.size());
     const AttnDims dm{B, H, D, plan.N};
     const size_t chunk_kv = (size_t)B * c * 2 * HD;
-    // This rank's queries, documents, K/V and partial results, chunk by chunk.
-    std::vector<T> qc[2], O[2], L[2];
-    std::vector<int> pos[2], doc[2];
-    Block<T> cur, next;
+    RankChunks<T> in(plan, r, q, k, v, stride, doc_start, B, HD);
+    std::vector<T> O[2], L[2];  // the partial results, merged step by step
+    Block<T> cur = in.kv, next = in.kv;
     for (int j = 0; j < 2; j++) {
-        qc[j].resize((size_t)B * c * HD);
-        take_chunk(qc[j].data(), q, B, c, j, HD, stride);
-        cur.kv[j].resize(chunk_kv);
-        next.kv[j].resize(chunk_kv);
-        std::vector<T> kk((size_t)B * c * HD), vv((size_t)B * c * HD);
-        take_chunk(kk.data(), k, B, c, j, HD, stride);
-        take_chunk(vv.data(), v, B, c, j, HD, stride);
-        for (size_t t = 0; t < (size_t)B * c; t++) {
-            std::memcpy(&cur.kv[j][t * 2 * HD], &kk[t * HD], HD * sizeof(T));
-            std::memcpy(&cur.kv[j][t * 2 * HD + HD], &vv[t * HD], HD * sizeof(T));
-        }
         O[j].resize((size_t)B * c * HD);
         L[j].resize((size_t)B * H * c);
         attention_partial_init(O[j].data(), L[j].data(), dm, c);
-        pos[j].resize(c);
-        for (int i = 0; i < c; i++) pos[j][i] = plan.pos0(plan.chunk(r, j)) + i;
-        if (doc_start) {
-            doc[j].resize((size_t)B * c);
-            take_chunk(doc[j].data(), doc_start, B, c, j, 1, 1);
-        }
     }
     std::vector<T> sendbuf, recvbuf;
     RingStats st;
@@ -102,18 +129,15 @@ void ring_attention_forward(Comm& comm, const RingPlan& plan, T* out, T* lse, co
             st.fwd_bytes += sendbuf.size() * sizeof(T);
             st.fwd_bytes_plain += 2 * chunk_kv * sizeof(T);
         }
-        std::vector<int> kpos(c);
+        std::vector<int> kpos;
         for (int kj = 0; kj < 2; kj++) {
             const int kc = plan.chunk(o, kj);
-            for (int i = 0; i < c; i++) kpos[i] = plan.pos0(kc) + i;
-            const AttnKeys<T> ks{cur.k(kj), cur.k(kj) + HD, 2 * HD, c, kpos.data(), plan.pos0(kc)};
+            const AttnKeys<T> ks = chunk_keys(cur, kj, kc, plan, HD, kpos);
             for (int qj = 0; qj < 2; qj++) {
                 st.pairs_plain++;
                 if (!plan.pair_meets(plan.chunk(r, qj), kc)) continue;
                 st.pairs++;
-                const AttnQueries<T> qs{qc[qj].data(), HD, c, pos[qj].data(), doc_start ? doc[qj].data() : nullptr,
-                                        plan.pos0(plan.chunk(r, qj))};
-                attention_forward(O[qj].data(), L[qj].data(), qs, ks, plan.pattern, dm, scale, AttnOutput::Merge);
+                attention_forward(O[qj].data(), L[qj].data(), in.queries(qj), ks, plan.pattern, dm, scale, AttnOutput::Merge);
             }
         }
     }
@@ -136,12 +160,10 @@ void ring_attention_backward(Comm& comm, const RingPlan& plan, T* dq, T* dk, T* 
     if (comm.size() != P) fatal("ring attention: the plan is for %d ranks, the communicator has %d", P, comm.size());
     const AttnDims dm{B, H, D, plan.N};
     const size_t chunk_kv = (size_t)B * c * 2 * HD;
-    std::vector<T> qc[2], g[2], Lc[2], delta[2], dqc[2];
-    std::vector<int> pos[2], doc[2];
-    Block<T> cur, next, dcur, dnext;  // K/V and the travelling dK/dV, same layout
+    RankChunks<T> in(plan, r, q, k, v, stride, doc_start, B, HD);
+    std::vector<T> g[2], Lc[2], delta[2], dqc[2];  // per query chunk: dO, L, rowsum(dO * O), dQ
+    Block<T> cur = in.kv, next = in.kv, dcur, dnext;  // K/V and the travelling dK/dV, same layout
     for (int j = 0; j < 2; j++) {
-        qc[j].resize((size_t)B * c * HD);
-        take_chunk(qc[j].data(), q, B, c, j, HD, stride);
         g[j].resize((size_t)B * c * HD);
         take_chunk(g[j].data(), dout, B, c, j, HD, HD);
         std::vector<T> oc((size_t)B * c * HD);
@@ -152,23 +174,8 @@ void ring_attention_backward(Comm& comm, const RingPlan& plan, T* dq, T* dk, T* 
         delta[j].resize((size_t)B * H * c);
         attention_backward_preprocess(delta[j].data(), g[j].data(), oc.data(), dm, c);
         dqc[j].assign((size_t)B * c * HD, T(0));
-        cur.kv[j].resize(chunk_kv);
-        next.kv[j].resize(chunk_kv);
         dcur.kv[j].assign(chunk_kv, T(0));
         dnext.kv[j].resize(chunk_kv);
-        std::vector<T> kk((size_t)B * c * HD), vv((size_t)B * c * HD);
-        take_chunk(kk.data(), k, B, c, j, HD, stride);
-        take_chunk(vv.data(), v, B, c, j, HD, stride);
-        for (size_t t = 0; t < (size_t)B * c; t++) {
-            std::memcpy(&cur.kv[j][t * 2 * HD], &kk[t * HD], HD * sizeof(T));
-            std::memcpy(&cur.kv[j][t * 2 * HD + HD], &vv[t * HD], HD * sizeof(T));
-        }
-        pos[j].resize(c);
-        for (int i = 0; i < c; i++) pos[j][i] = plan.pos0(plan.chunk(r, j)) + i;
-        if (doc_start) {
-            doc[j].resize((size_t)B * c);
-            take_chunk(doc[j].data(), doc_start, B, c, j, 1, 1);
-        }
     }
     // dK/dV accumulators this rank keeps after their chunk's last step: (owner, k) -> values.
     struct Parked {
@@ -206,17 +213,14 @@ void ring_attention_backward(Comm& comm, const RingPlan& plan, T* dq, T* dk, T* 
             st.bwd_bytes += sendbuf.size() * sizeof(T);
             st.bwd_bytes_plain += 4 * chunk_kv * sizeof(T);
         }
-        std::vector<int> kpos(c);
+        std::vector<int> kpos;
         for (int kj = 0; kj < 2; kj++) {
             const int kc = plan.chunk(o, kj);
-            for (int i = 0; i < c; i++) kpos[i] = plan.pos0(kc) + i;
-            const AttnKeys<T> ks{cur.k(kj), cur.k(kj) + HD, 2 * HD, c, kpos.data(), plan.pos0(kc)};
+            const AttnKeys<T> ks = chunk_keys(cur, kj, kc, plan, HD, kpos);
             for (int qj = 0; qj < 2; qj++) {
                 if (!plan.pair_meets(plan.chunk(r, qj), kc)) continue;
-                const AttnQueries<T> qs{qc[qj].data(), HD, c, pos[qj].data(), doc_start ? doc[qj].data() : nullptr,
-                                        plan.pos0(plan.chunk(r, qj))};
                 attention_backward_block(dqc[qj].data(), dcur.kv[kj].data(), dcur.kv[kj].data() + HD, g[qj].data(),
-                                         Lc[qj].data(), delta[qj].data(), qs, ks, plan.pattern, dm, scale);
+                                         Lc[qj].data(), delta[qj].data(), in.queries(qj), ks, plan.pattern, dm, scale);
             }
         }
     }

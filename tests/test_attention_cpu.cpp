@@ -27,25 +27,7 @@
 #include "layers/attention_tiled.h"
 #include "tests/attention_branchwise.h"
 #include "tests/attention_cases.h"
-
-static int g_passed = 0, g_failed = 0;
-
-static void check(bool ok, const std::string& name, double err, double tol) {
-    std::printf("%s %-72s err %.2e (tol %.0e)\n", ok ? "PASS" : "FAIL", name.c_str(), err, tol);
-    (ok ? g_passed : g_failed)++;
-}
-
-// Largest |a - b| (inf == inf counts as equal: rows with no key have L = -inf in both).
-static double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
-    if (a.size() != b.size()) return INFINITY;
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); i++) {
-        if (a[i] == b[i]) continue;
-        const double d = std::fabs(a[i] - b[i]);
-        worst = std::max(worst, std::isnan(d) ? INFINITY : d);
-    }
-    return worst;
-}
+#include "tests/attention_checks.h"
 
 // One sequence of N tokens: QKV (B, N, 3, H, D), positions 0..N-1, documents.
 struct Problem {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 #include "comm/in_process.h"
+#include "model/parallel.h"
 #include "layers/adamw.h"
 #include "model/gpt.h"
 
@@ -51,15 +52,7 @@ static void step(GPT<float>& m, std::vector<float>& mom, std::vector<float>& var
                      p.size, 1e-2f, 0.9f, 0.95f, 1e-8f, p.decay ? 0.1f : 0.f, t, 1.f);
 }
 
-static uint64_t checksum(const std::vector<float>& x) {
-    uint64_t h = 1469598103934665603ull;
-    for (float f : x) {
-        uint32_t u;
-        std::memcpy(&u, &f, 4);
-        h = (h ^ u) * 1099511628211ull;
-    }
-    return h;
-}
+static uint64_t checksum(const std::vector<float>& x) { return fnv1a(x.data(), x.size() * sizeof(float)); }
 
 static void run(const std::string& name, const GPTConfig& cfg) {
     const std::vector<Batch> batches = make_batches(cfg);

@@ -19,24 +19,7 @@
 #include "layers/attention.h"
 #include "layers/ring_attention.h"
 #include "tests/attention_cases.h"
-
-static int g_passed = 0, g_failed = 0;
-
-static void check(bool ok, const std::string& name, double err = 0, double tol = 0) {
-    std::printf("%s %-78s err %.2e (tol %.0e)\n", ok ? "PASS" : "FAIL", name.c_str(), err, tol);
-    (ok ? g_passed : g_failed)++;
-}
-
-static double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
-    if (a.size() != b.size()) return INFINITY;
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); i++) {
-        if (a[i] == b[i]) continue;
-        const double d = std::fabs(a[i] - b[i]);
-        worst = std::max(worst, std::isnan(d) ? INFINITY : d);
-    }
-    return worst;
-}
+#include "tests/attention_checks.h"
 
 // Ring forward and backward over P simulated ranks against one call over the whole sequence.
 static void test_ring_equals_one_call(SplitMix64& rng, const AttnCase& cs, int P, int c) {

@@ -74,6 +74,13 @@ struct AttnPattern {
     int dilation(int i) const { return dilations[i]; }
 };
 
+// Dense or dilated patterns in one expression (tests, defaults): the aggregate has more members.
+inline AttnPattern make_pattern(AttnKind kind, bool causal, std::vector<int> segments = {}, std::vector<int> dilations = {}) {
+    AttnPattern p;
+    p.kind = kind, p.causal = causal, p.segments = std::move(segments), p.dilations = std::move(dilations);
+    return p;
+}
+
 // The same pattern by value, with no heap memory, for a CUDA kernel's parameters (the modules'
 // `multiplicity` is a template over the two).
 struct AttnPatternArgs {

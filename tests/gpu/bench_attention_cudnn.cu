@@ -106,7 +106,7 @@ static int main_body(int argc, char** argv) {
     table += "|---|---|---|---|---|---|---|---|---|\n";
     std::printf("%s", table.c_str());
     std::fflush(stdout);
-    const AttnPattern pattern{AttnKind::Dense, true};
+    const AttnPattern pattern = make_pattern(AttnKind::Dense, true);
     for (int D : {64, 128}) {
         for (int N = 1024; N <= max_n; N *= 2) {
             const AttnShape s{kTokens / N, N, kWidth / D, D, 3 * kWidth};

@@ -19,18 +19,7 @@
 
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/attention_flash_variants.h"  // every tile variant
-
-__global__ void fill_normal_bf16(bf16* x, size_t n, uint64_t seed) {
-    // A cheap counter-based generator: Box-Muller over two hashed uniforms.
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint64_t z = seed + i * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        const float u1 = ((z >> 40) + 1) * (1.0f / 16777217.0f), u2 = ((z >> 16) & 0xffffff) * (1.0f / 16777216.0f);
-        x[i] = __float2bfloat16(sqrtf(-2.f * logf(u1)) * cospif(2.f * u2));
-    }
-}
+#include "tests/gpu/bench_common.cuh"
 
 __global__ void iota_kernel(int* x, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = i;

@@ -17,30 +17,7 @@
 #include <vector>
 #include "layers/cuda/attention_flash_two_sided.h"
 #include "layers/ring_plan.h"
-
-__global__ void fill_bf16(bf16* x, size_t n, uint32_t seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t z = (uint32_t)i * 2654435761u ^ seed;
-        z ^= z >> 15, z *= 2246822519u, z ^= z >> 13;
-        x[i] = __float2bfloat16(((z & 0xffff) / 65536.f - 0.5f) * 3.f);
-    }
-}
-
-struct Timer {
-    cudaEvent_t a, b;
-    Timer() { CUDA_CHECK(cudaEventCreate(&a)), CUDA_CHECK(cudaEventCreate(&b)); }
-    ~Timer() { cudaEventDestroy(a), cudaEventDestroy(b); }
-    template <class F>
-    double ms(F f) {
-        CUDA_CHECK(cudaEventRecord(a));
-        f();
-        CUDA_CHECK(cudaEventRecord(b));
-        CUDA_CHECK(cudaEventSynchronize(b));
-        float t = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-        return t;
-    }
-};
+#include "tests/gpu/bench_common.cuh"
 
 struct Result {
     double fwd_comp = 0, fwd_ring = 0, bwd_comp = 0, bwd_ring = 0, bytes_fwd = 0, bytes_fwd_plain = 0, flops = 0;
@@ -60,8 +37,8 @@ static Result measure(const AttnPattern& pat, int P, int tokens_per_gpu, int H, 
     CUDA_CHECK(cudaMalloc(&q, nq * 2)), CUDA_CHECK(cudaMalloc(&kv, nkv * 2)), CUDA_CHECK(cudaMalloc(&g, nq * 2));
     CUDA_CHECK(cudaMalloc(&o, nq * 2)), CUDA_CHECK(cudaMalloc(&dk, nkv * 2)), CUDA_CHECK(cudaMalloc(&O, nq * 4));
     CUDA_CHECK(cudaMalloc(&L, (size_t)B * H * c * 4)), CUDA_CHECK(cudaMalloc(&ws, ws_bytes)), CUDA_CHECK(cudaMalloc(&pos, (size_t)N * 4));
-    fill_bf16<<<1024, 256>>>(q, nq, 1), fill_bf16<<<1024, 256>>>(kv, nkv, 2), fill_bf16<<<1024, 256>>>(g, nq, 3);
-    fill_bf16<<<1024, 256>>>(o, nq, 4);
+    fill_normal_bf16<<<1024, 256>>>(q, nq, 1), fill_normal_bf16<<<1024, 256>>>(kv, nkv, 2);
+    fill_normal_bf16<<<1024, 256>>>(g, nq, 3), fill_normal_bf16<<<1024, 256>>>(o, nq, 4);
     {
         std::vector<int> h(N);
         for (int i = 0; i < N; i++) h[i] = i;

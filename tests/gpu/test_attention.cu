@@ -42,6 +42,7 @@
 #include "layers/attention.h"
 #include "tests/attention_branchwise.h"
 #include "tests/gpu/attention_backends.cuh"
+#include "tests/gpu/bench_common.cuh"
 #include "tests/gpu/attention_test_common.cuh"
 #include "tests/gradcheck.h"
 
@@ -532,37 +533,6 @@ static void check_cudnn_refusals() {
 // ------------------------------------------------------------------------------------------------
 // Perf mode.
 
-__global__ void fill_normal(bf16* x, size_t n, uint64_t seed) {  // counter-based Box-Muller
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint64_t z = seed + i * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        const float u1 = ((z >> 40) + 1) * (1.0f / 16777217.0f), u2 = ((z >> 16) & 0xffffff) * (1.0f / 16777216.0f);
-        x[i] = __float2bfloat16(sqrtf(-2.f * logf(u1)) * cospif(2.f * u2));
-    }
-}
-
-template <class F>
-static double median_ms(F f, int reps) {
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    f();  // warm-up (plans, first-touch)
-    std::vector<float> t(reps);
-    for (int i = 0; i < reps; i++) {
-        CUDA_CHECK(cudaEventRecord(a));
-        f();
-        CUDA_CHECK(cudaEventRecord(b));
-        CUDA_CHECK(cudaEventSynchronize(b));
-        CUDA_CHECK(cudaEventElapsedTime(&t[i], a, b));
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    std::sort(t.begin(), t.end());
-    return t[reps / 2];
-}
-
 // B * N = 64K tokens and H * D = 2048 (the benchmarks' shapes); the naive kernel only up to 8K.
 static int run_perf(const std::string& filter, const std::string& backend) {
     struct Shape {
@@ -582,8 +552,8 @@ static int run_perf(const std::string& filter, const std::string& backend) {
         if (!filter.empty() && name.find(filter) == std::string::npos) continue;
         const size_t no = (size_t)B * N * HD, nl = (size_t)B * H * N;
         DevBuf qkv(3 * no * 2), out(no * 2), lse(nl * 4), dout(no * 2), dqkv(3 * no * 2), pos(N * 4);
-        fill_normal<<<1024, 256>>>(qkv.as<bf16>(), 3 * no, 1);
-        fill_normal<<<1024, 256>>>(dout.as<bf16>(), no, 2);
+        fill_normal_bf16<<<1024, 256>>>(qkv.as<bf16>(), 3 * no, 1);
+        fill_normal_bf16<<<1024, 256>>>(dout.as<bf16>(), no, 2);
         std::vector<int> ph(N);
         for (int i = 0; i < N; i++) ph[i] = i;
         CUDA_CHECK(cudaMemcpy(pos.p, ph.data(), N * 4, cudaMemcpyHostToDevice));
@@ -594,16 +564,17 @@ static int run_perf(const std::string& filter, const std::string& backend) {
         const double pairs = B * pairs_kept(sh.p, N, H);
         attention_forward_cuda(out.as<bf16>(), lse.as<float>(), view.q, view.k, view.v, view.pos, nullptr, sh.p, view.s,
                                scale, 0);  // O and L for the backward
+        Timer timer;
         for (const AttnBackend& be : attention_backends(D)) {
             if (be.name.find(backend) == std::string::npos) continue;
             if (!be.refuses(sh.p, view, false).empty() || (be.name == "naive" && N > 8192)) continue;
             double fms = NAN, bms = NAN;
             DevBuf o2(no * 2), l2(nl * 4);
             if (be.forward)
-                fms = median_ms([&] { be.forward(o2.as<bf16>(), l2.as<float>(), view, sh.p, nullptr, scale); }, 5);
+                fms = timer.median_ms([&] { be.forward(o2.as<bf16>(), l2.as<float>(), view, sh.p, nullptr, scale); }, 1, 5);
             bf16* d = dqkv.as<bf16>();
             if (be.backward)
-                bms = median_ms([&] { be.backward(d, d + HD, d + 2 * HD, lse.as<float>(), view, sh.p, nullptr, scale); }, 5);
+                bms = timer.median_ms([&] { be.backward(d, d + HD, d + 2 * HD, lse.as<float>(), view, sh.p, nullptr, scale); }, 1, 5);
             std::printf("%-44s %-28s %9.3f %8.1f %9.3f %8.1f\n", name.c_str(), be.name.c_str(), fms,
                         4.0 * D * pairs / (fms * 1e9), bms, 10.0 * D * pairs / (bms * 1e9));
             std::fflush(stdout);

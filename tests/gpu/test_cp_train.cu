@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 #include "comm/in_process.h"
+#include "model/parallel.h"
 #include "model/gpt_cuda.cuh"
 
 static int g_passed = 0, g_failed = 0;
@@ -27,15 +28,7 @@ struct Batch {
     std::vector<int> x, y, doc;
 };
 
-static uint64_t checksum(const std::vector<float>& x) {
-    uint64_t h = 1469598103934665603ull;
-    for (float f : x) {
-        uint32_t u;
-        std::memcpy(&u, &f, 4);
-        h = (h ^ u) * 1099511628211ull;
-    }
-    return h;
-}
+static uint64_t checksum(const std::vector<float>& x) { return fnv1a(x.data(), x.size() * sizeof(float)); }
 
 static void run(const std::string& name, const GPTConfig& cfg) {
     SplitMix64 rng(5);

@@ -40,7 +40,7 @@ static void compare_model(AttnBackend attn, const char* name, uint64_t seed, boo
     GPTConfig cfg;
     cfg.vocab_size = 1003, cfg.n_layer = 2, cfg.n_embd = 192, cfg.n_head = 3;  // D = 64
     // Layer 0 dilated (LongNet, r not dividing w, N not a multiple of w), layer 1 dense.
-    if (dilated) cfg.layer_attn = {AttnPattern{AttnKind::Dilated, true, {32, 48, 200}, {1, 5, 2}}, AttnPattern{}};
+    if (dilated) cfg.layer_attn = {make_pattern(AttnKind::Dilated, true, {32, 48, 200}, {1, 5, 2}), AttnPattern{}};
     const bool doc_mask = attn == AttnBackend::Flash;  // cuDNN has no document mask
     const Batch b = make_batch(rng, 3, 131, cfg.vocab_size, doc_mask);
     const int* ds = doc_mask ? b.doc_start.data() : nullptr;
@@ -271,7 +271,7 @@ static int main_body(int argc, char** argv) {
         check_determinism("dense, 4 heads of 64, T 1024", dense, seed + 5);
         GPTConfig dil = dense;  // D = 128; layer 0 dilated, layer 1 dense
         dil.n_embd = 512;
-        dil.layer_attn = {AttnPattern{AttnKind::Dilated, true, {512, 1024}, {1, 2}}, AttnPattern{}};
+        dil.layer_attn = {make_pattern(AttnKind::Dilated, true, {512, 1024}, {1, 2}), AttnPattern{}};
         check_determinism("dilated + dense, 4 heads of 128, T 1024", dil, seed + 6);
     }
     std::printf("%d passed, %d failed\n", passed, failed);
