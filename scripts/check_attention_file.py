@@ -2,7 +2,7 @@
 """Checks an attention_tool safetensors file from outside the project: reads it with the
 standard library only (the format is an 8-byte length, a JSON header, raw little-endian data),
 recomputes in float64 straight from the spec's definition (../shared/attention-spec.md: one
-softmax per row over the pattern's multiset of keys, dense or dilated as the "pattern"
+softmax per row over the pattern's multiset of keys, dense, dilated or block-sparse as the "pattern"
 metadata says, causal in positions 0..N-1), and compares:
   - a sample of rows of O and L;
   - with --backward files (do, dq, dk, dv): dQ for a sample of query rows and dK, dV for a
@@ -115,12 +115,51 @@ def load(path):
     return meta, tensors
 
 
+M64 = (1 << 64) - 1
+
+
+def random_block(seed, head, qb, i, rng):
+    """A block-sparse layout's i-th random key block of (head, query block): splitmix64."""
+    z = seed ^ ((head & 0xFFFFFFFF) << 40) ^ ((qb & 0xFFFFFFFF) << 16) ^ (i & 0xFFFFFFFF)
+    z = (z + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    z ^= z >> 31
+    return z % rng
+
+
+def block_sparse_keeps(pt, head, p, k, n):
+    """Block-sparse, as the spec says: the builders united (window, global on tokens; dilated
+    blocks, random blocks, an explicit layout on blocks)."""
+    d, b = p - k, pt["block"]
+    causal = pt["causal"]
+    if pt["window"] and ((d < pt["window"]) if causal else (abs(d) < pt["window"])):
+        return True
+    if pt["global"] and (k < pt["global"] or p < pt["global"]):
+        return True
+    qb, kb = p // b, k // b
+    bd = qb - kb if causal else abs(qb - kb)
+    if pt["dilated_r"] and bd >= 0 and bd % pt["dilated_r"] == 0 and bd * b < pt["dilated_window"]:
+        return True
+    if pt["random_count"]:
+        rng = qb + 1 if causal else (n + b - 1) // b
+        if any(random_block(pt["random_seed"], head, qb, i, rng) == kb for i in range(pt["random_count"])):
+            return True
+    lay = pt.get("layout")
+    if lay and qb < lay["n_blocks"] and (lay["heads"] == 1 or head < lay["heads"]):
+        row = (0 if lay["heads"] == 1 else head) * lay["n_blocks"] + qb
+        return kb in lay["cols"][lay["row_ptr"][row]:lay["row_ptr"][row + 1]]
+    return False
+
+
 def multiplicity(pattern, head, p, k, n):
     """The spec: how many times query p counts key k."""
     if pattern["causal"] and k > p:
         return 0
     if pattern["kind"] == "dense":
         return 1
+    if pattern["kind"] == "block-sparse":
+        return 1 if block_sparse_keeps(pattern, head, p, k, n) else 0
     m = 0
     for w, r in zip(pattern["segments"], pattern["dilations"]):
         w = min(w, n)

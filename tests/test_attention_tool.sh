@@ -25,6 +25,24 @@ check dilated_full_fp32 --pattern dilated --segments 32 --dilations 5 --N 70 --H
 check dilated_b2_fp32 --pattern dilated --segments 24,64 --dilations 1,3 --N 80 --B 2 --H 3 --D 128 --dtype fp32 --backward --seed 11
 check dense_scale_fp64 --N 40 --B 2 --H 2 --D 64 --dtype fp64 --backward --scale 0.3 --seed 5
 check dense_d128_fp64 --N 30 --H 2 --D 128 --dtype fp64 --backward --seed 9
+check block_sparse_fp64 --pattern block-sparse --block 16 --window 40 --global 5 --dilated-blocks 3,160 \
+    --random-blocks 2,3 --N 203 --B 2 --H 3 --D 64 --dtype fp64 --backward
+check block_sparse_full_fp32 --pattern block-sparse --block 8 --window 12 --random-blocks 1,9 --causal off --N 61 --H 2 --D 64 --dtype fp32
+printf '0: 0\n1: 0 1\n2: 1 2\n3: 0 3\n' > "$work/layout.txt"
+check block_sparse_layout_fp64 --pattern block-sparse --block 16 --layout-file "$work/layout.txt" --N 64 --H 2 --D 64 --dtype fp64 --backward
+# The checker's block-sparse is its own code: a file whose metadata claims another random seed fails.
+python3 - "$work/block_sparse_fp64.safetensors" "$work/bs_wrong_seed.safetensors" <<'PY'
+import sys
+raw = open(sys.argv[1], "rb").read()
+assert raw.count(b'\\"random_seed\\":3') == 1 or raw.count(b'"random_seed":3') == 1, "seed not found in the header"
+raw = raw.replace(b'\\"random_seed\\":3', b'\\"random_seed\\":4').replace(b'"random_seed":3', b'"random_seed":4')
+open(sys.argv[2], "wb").write(raw)
+PY
+if python3 scripts/check_attention_file.py "$work/bs_wrong_seed.safetensors" > "$work/bs_wrong_seed.log" 2>&1; then
+    fail "a block-sparse file whose layout seed was changed passed the checker"
+else
+    pass "a block-sparse file whose layout seed was changed is caught: $(grep -m1 '^FAIL' "$work/bs_wrong_seed.log" | cut -c1-120)"
+fi
 
 # Tamper with a written file (python3 tamper.py FILE TENSOR OP OUT): OP scale:X multiplies every
 # value, flip negates the first value of every (token, head) row, nan / inf set the last value.

@@ -399,7 +399,14 @@ static int main_body(int argc, char** argv) {
                 "default 5e10 is ~10 minutes forward, 2-4x that with --backward); use --device cuda for long\n"
                 "sequences, or raise the limit.\n"
                 "Limits: --D 64 or 128; at most 64 dilated branches; --reps 1 to 10000; 0 < --scale <= 1e4.");
-    flags.add_string("pattern", &pattern, "dense or dilated");
+    flags.add_string("pattern", &pattern, "dense, dilated or block-sparse");
+    PatternFlags bs;  // block-sparse builders (layers/patterns/block_sparse.h)
+    flags.add_int("block", &bs.block, "block-sparse: block size");
+    flags.add_int("window", &bs.window, "block-sparse: keys less than this many tokens back");
+    flags.add_int("global", &bs.global, "block-sparse: the first g tokens are global");
+    flags.add_string("dilated-blocks", &bs.dilated_blocks, "block-sparse: r,W: key blocks at block distances that are multiples of r within W tokens");
+    flags.add_string("random-blocks", &bs.random_blocks, "block-sparse: count,seed: random key blocks per query block and head");
+    flags.add_string("layout-file", &bs.layout_file, "block-sparse: explicit key blocks per query block");
     flags.add_string("segments", &segments, "dilated: segment length of each branch");
     flags.add_string("dilations", &dilations, "dilated: dilation rate of each branch");
     flags.add_bool("causal", &causal, "mask keys after the query");
@@ -446,8 +453,15 @@ static int main_body(int argc, char** argv) {
         const std::string why = pattern_error(p);
         if (!why.empty())
             fatal("--pattern dilated --segments %s --dilations %s: %s", segments.c_str(), dilations.c_str(), why.c_str());
+    } else if (pattern == "block-sparse") {
+        p = pattern_from_flags("block-sparse", bs);  // validated there, naming the flag
+        p.causal = causal;
+        if (p.layout && p.layout->heads != 1 && p.layout->heads != H)
+            fatal("--layout-file %s has rows for %d heads but --H is %d", p.layout->source.c_str(), p.layout->heads, H);
+        if (cuda && backend == "flash")
+            fatal("--pattern block-sparse runs on the CPU only for now (our flash kernels do not take it yet): use --device cpu");
     } else if (pattern != "dense") {
-        fatal("--pattern must be dense or dilated (got '%s')", pattern.c_str());
+        fatal("--pattern must be dense, dilated or block-sparse (got '%s')", pattern.c_str());
     }
 
     // Sizes in 64 bits. The kernels and the reference index tokens with a row stride of 3*H*D
