@@ -11,6 +11,7 @@
 #include <vector>
 #include "comm/in_process.h"
 #include "layers/cuda/matmul.cuh"
+#include "layers/cuda/ring_attention.cuh"
 #include "model/parallel.h"
 #include "model/select_backend.cuh"
 #ifdef HAVE_NCCL
@@ -59,7 +60,7 @@ int run_parallel(Device device, int cp, int simulate_ranks, const char* program,
             RankScalars scalars(px, device);
             const int r = body(px);
             if (wc.rank() == 0) rc = r;
-            if (device == Device::Cuda) matmul_destroy_cuda();  // this thread's cuBLASLt context
+            if (device == Device::Cuda) matmul_destroy_cuda(), ring_pool_release();  // this thread's cuBLASLt context and ring buffers
         });
         return rc;
     }

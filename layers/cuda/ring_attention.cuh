@@ -9,11 +9,13 @@
 //     block's fp32 accumulator, so P steps round once each, not P times in a chain.
 // Communicators without a stream (the in-process one, comm/in_process.h) complete each call
 // before returning; the driver then synchronises its stream before handing them a buffer.
+// The calls return with their work queued on `st` (their scratch comes from a per-thread pool).
 //
 // Local layout as the model holds it: the rank's 2c rows (chunk plan.chunk(r, 0) then
 // plan.chunk(r, 1)), q, k, v (B, 2c, H, D) with row stride `stride` (3HD for a QKV buffer);
 // out (B, 2c, H, D) bf16; lse (B, H, 2c); doc_start (B, 2c) global positions or nullptr.
 #pragma once
+#include <map>
 #include <vector>
 #include "comm/comm.h"
 #include "layers/cuda/attention_flash_two_sided.h"
@@ -50,22 +52,72 @@ void copy_chunk(T* chunk, int chunk_stride, T* local, int local_stride, int B, i
     }
 }
 
-// Device memory that lives for one call.
+// Device memory of one call, from a pool kept per host thread: a ring call per layer per step
+// asks for the same sizes again and again, and cudaMalloc/cudaFree each time would cost time and
+// synchronise the device (cudaFree waits for all work). A buffer goes back to the pool when the
+// call returns, possibly while kernels that use it are still queued: whatever takes it next is
+// ordered after them (the same stream, or the communicator's stream behind an event on it).
+// ring_pool_release() frees the calling thread's pool (a thread that ends without it leaks it).
+inline std::multimap<size_t, void*>& ring_pool() {
+    static thread_local std::multimap<size_t, void*> pool;
+    return pool;
+}
+inline void* ring_pool_alloc(size_t bytes) {
+    auto& pool = ring_pool();
+    auto it = pool.find(bytes);
+    if (it != pool.end()) {
+        void* p = it->second;
+        pool.erase(it);
+        return p;
+    }
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+}
+
 template <typename T>
 struct Buf {
     T* p = nullptr;
     size_t n = 0;
     Buf() = default;
-    explicit Buf(size_t n_) : n(n_) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
+    explicit Buf(size_t n_) : n(n_) { p = (T*)ring_pool_alloc(bytes()); }
     Buf(Buf&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
     Buf& operator=(Buf&& o) noexcept {
         std::swap(p, o.p);
         std::swap(n, o.n);
         return *this;
     }
-    ~Buf() { cudaFree(p); }
-    size_t bytes() const { return n * sizeof(T); }
+    ~Buf() {
+        if (p) ring_pool().emplace(bytes(), p);
+    }
+    size_t bytes() const { return std::max<size_t>(n, 1) * sizeof(T); }
 };
+
+// 0, 1, ..., n-1 on the device, kept per thread (every chunk's positions are a slice of it).
+inline const int* ring_positions(size_t n, cudaStream_t st) {
+    static thread_local int* pos = nullptr;
+    static thread_local size_t have = 0;
+    if (n > have) {
+        CUDA_CHECK(cudaStreamSynchronize(st));  // kernels of earlier calls may still read the old one
+        cudaFree(pos);
+        std::vector<int> h(n);
+        for (size_t i = 0; i < n; i++) h[i] = (int)i;
+        CUDA_CHECK(cudaMalloc(&pos, n * sizeof(int)));
+        CUDA_CHECK(cudaMemcpy(pos, h.data(), n * sizeof(int), cudaMemcpyHostToDevice));
+        have = n;
+    }
+    return pos;
+}
+
+}  // namespace ring_gpu
+
+inline void ring_pool_release() {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    for (auto& kv : ring_gpu::ring_pool()) cudaFree(kv.second);
+    ring_gpu::ring_pool().clear();
+}
+
+namespace ring_gpu {
 
 // Orders the communicator's work after the compute so far and the compute after it.
 struct CommOrder {
@@ -95,16 +147,13 @@ struct RingInputs {
     const RingPlan& plan;
     int r, B, H, D, HD, c;
     AttnDims dm;
-    Buf<int> pos;          // (N): 0..N-1, chunk i's positions start at pos.p + i c
+    const int* pos;        // (N): 0..N-1, chunk i's positions start at pos + i c (ring_positions)
     Buf<bf16> q[2];        // (B, c, H, D)
     Buf<int> doc[2];       // (B, c) or empty
     Buf<bf16> kv[2];       // (B, c, 2, H, D): this rank's own K/V chunks
     RingInputs(const RingPlan& p, int rank, const bf16* qq, const bf16* kk, const bf16* vv, int stride,
                const int* doc_start, int B_, int H_, int D_, cudaStream_t st)
-        : plan(p), r(rank), B(B_), H(H_), D(D_), HD(H_ * D_), c(p.c), dm{B_, H_, D_, p.N}, pos(p.N) {
-        std::vector<int> h(p.N);
-        for (int i = 0; i < p.N; i++) h[i] = i;
-        CUDA_CHECK(cudaMemcpyAsync(pos.p, h.data(), p.N * sizeof(int), cudaMemcpyHostToDevice, st));
+        : plan(p), r(rank), B(B_), H(H_), D(D_), HD(H_ * D_), c(p.c), dm{B_, H_, D_, p.N}, pos(ring_positions(p.N, st)) {
         for (int j = 0; j < 2; j++) {
             q[j] = Buf<bf16>((size_t)B * c * HD);
             kv[j] = Buf<bf16>((size_t)B * c * 2 * HD);
@@ -116,15 +165,14 @@ struct RingInputs {
                 copy_chunk(doc[j].p, 1, const_cast<int*>(doc_start), 1, B, c, j, 1, false, st);
             }
         }
-        CUDA_CHECK(cudaStreamSynchronize(st));  // h goes out of scope
     }
     int qchunk(int j) const { return plan.chunk(r, j); }
     AttnQueries<bf16> queries(int j) const {
         const int qc = qchunk(j);
-        return AttnQueries<bf16>{q[j].p, HD, c, pos.p + plan.pos0(qc), doc[j].p, plan.pos0(qc)};
+        return AttnQueries<bf16>{q[j].p, HD, c, pos + plan.pos0(qc), doc[j].p, plan.pos0(qc)};
     }
     AttnKeys<bf16> keys(const bf16* kvchunk, int kc) const {
-        return AttnKeys<bf16>{kvchunk, kvchunk + HD, 2 * HD, c, pos.p + plan.pos0(kc), plan.pos0(kc)};
+        return AttnKeys<bf16>{kvchunk, kvchunk + HD, 2 * HD, c, pos + plan.pos0(kc), plan.pos0(kc)};
     }
     size_t chunk_kv() const { return (size_t)B * c * 2 * HD; }
 };
@@ -191,7 +239,6 @@ inline void ring_attention_forward_cuda(Comm& comm, const RingPlan& plan, bf16* 
     for (int j = 0; j < 2; j++)
         CUDA_CHECK(cudaMemcpy2DAsync(lse + (size_t)j * c, 2 * c * sizeof(float), L[j].p, c * sizeof(float),
                                      c * sizeof(float), (size_t)B * H, cudaMemcpyDeviceToDevice, st));
-    CUDA_CHECK(cudaStreamSynchronize(st));  // the call's buffers are freed on return
     if (stats) stats->fwd_bytes = stt.fwd_bytes, stats->fwd_bytes_plain = stt.fwd_bytes_plain, stats->pairs = stt.pairs,
                stats->pairs_plain = stt.pairs_plain;
 }
@@ -257,7 +304,7 @@ inline void ring_attention_backward_cuda(Comm& comm, const RingPlan& plan, bf16*
                 if (!plan.pair_meets(in.qchunk(qj), kc)) continue;
                 attention_backward_block_cuda(scratch.p, scratch.p + HD, /*accumulate=*/false, g[qj].p, Lc[qj].p,
                                               in.queries(qj), AttnKeys<bf16>{blk[cur][kj].p, blk[cur][kj].p + HD, 2 * HD, c,
-                                                                             in.pos.p + plan.pos0(kc), plan.pos0(kc)},
+                                                                             in.pos + plan.pos0(kc), plan.pos0(kc)},
                                               plan.pattern, in.dm, scale, ws[qj].p, st);
                 // The block writes dK, dV rows of stride 2HD into scratch: exactly the (B, c, 2, H, D) layout.
                 add_bf16_to_f32<<<grid_for(nkv), 256, 0, st>>>(dacc[cur][kj].p, scratch.p, nkv);
@@ -324,7 +371,6 @@ inline void ring_attention_backward_cuda(Comm& comm, const RingPlan& plan, bf16*
         Buf<bf16> dqc((size_t)B * c * HD);
         attention_backward_end_cuda(dqc.p, /*accumulate=*/false, in.queries(j), in.dm, ws[j].p, st);
         copy_chunk(dqc.p, HD, dq, stride, B, c, j, HD, true, st);
-        CUDA_CHECK(cudaStreamSynchronize(st));
     }
     if (stats) stats->bwd_bytes = stt.bwd_bytes, stats->bwd_bytes_plain = stt.bwd_bytes_plain;
 }

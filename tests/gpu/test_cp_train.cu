@@ -95,7 +95,8 @@ static void run(const std::string& name, const GPTConfig& cfg) {
             std::vector<float> w(m.num_params());
             m.get_params(w.data());
             sums[r] = checksum(w);
-            matmul_destroy_cuda();  // this thread's cuBLASLt context
+            matmul_destroy_cuda();  // this thread's cuBLASLt context and ring buffers
+            ring_pool_release();
         });
         double worst = 0, num = 0, den = 0;
         std::string diffs;

@@ -145,6 +145,7 @@ static void run(const RingCase& rc, gc::Rng& rng) {
         for (int bh = 0; bh < B * H; bh++)
             for (int i = 0; i < n; i++) l2[(size_t)bh * N + gp[i]] = rl[(size_t)bh * n + i];
         CUDA_CHECK(cudaStreamDestroy(st));
+        ring_pool_release();  // this thread's ring buffers
     });
 
     // Compare: the ring's error against the one call's, both against the float64 reference.
