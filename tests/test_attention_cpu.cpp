@@ -25,6 +25,7 @@
 #include "layers/attention.h"
 #include "layers/attention_dilated.h"
 #include "layers/attention_tiled.h"
+#include "layers/patterns/block_sparse_tiles.h"
 #include "tests/attention_branchwise.h"
 #include "tests/attention_cases.h"
 #include "tests/attention_checks.h"
@@ -355,6 +356,36 @@ static void test_block_sparse(SplitMix64& rng) {
           std::fabs(d - 250.0 / 2080), 1e-12);
 }
 
+// The kernels' tile lists (block_sparse_tile_lists) against brute force: every kept pair's tiles
+// are listed, every listed tile pair holds a kept pair for some head, and the transposed lists
+// are the same pairs.
+static void test_block_sparse_tiles() {
+    for (const AttnCase& c : attn_cases()) {
+        if (c.pattern.kind != AttnKind::BlockSparse) continue;
+        for (int N : {1, 37, 101})
+            for (auto [BM, BN] : {std::pair<int, int>{16, 16}, {32, 8}, {8, 32}}) {
+                const int H = 3;
+                const TileLists t = block_sparse_tile_lists(c.pattern, N, H, BM, BN);
+                std::vector<char> listed((size_t)t.n_q_tiles * t.n_k_tiles, 0), kept(listed.size(), 0);
+                for (int qt = 0; qt < t.n_q_tiles; qt++)
+                    for (int i = t.q_ptr[qt]; i < t.q_ptr[qt + 1]; i++) listed[(size_t)qt * t.n_k_tiles + t.k_of_q[i]] = 1;
+                for (int h = 0; h < H; h++)
+                    for (int q = 0; q < N; q++)
+                        for (int k = 0; k < N; k++)
+                            if (key_multiplicity(c.pattern, h, q, k, N)) kept[(size_t)(q / BM) * t.n_k_tiles + k / BN] = 1;
+                int missing = 0, useless = 0, transposed = 0;
+                for (size_t i = 0; i < listed.size(); i++) missing += kept[i] && !listed[i], useless += listed[i] && !kept[i];
+                for (int kt = 0; kt < t.n_k_tiles; kt++)
+                    for (int i = t.k_ptr[kt]; i < t.k_ptr[kt + 1]; i++) transposed += !listed[(size_t)t.q_of_k[i] * t.n_k_tiles + kt];
+                transposed += t.q_of_k.size() != t.k_of_q.size();
+                check(missing == 0 && useless == 0 && transposed == 0,
+                      "tile lists == brute force: " + c.name + ", N " + std::to_string(N) + ", tiles " + std::to_string(BM) +
+                          "x" + std::to_string(BN) + " (density " + std::to_string(t.density()).substr(0, 5) + ")",
+                      missing + useless + transposed, 0);
+            }
+    }
+}
+
 int main(int argc, char** argv) {
     return guarded_main([&] {
         SplitMix64 rng(attn_test_seed(argc, argv));
@@ -364,6 +395,7 @@ int main(int argc, char** argv) {
         test_modules();
         test_branchwise(rng);
         test_block_sparse(rng);
+        test_block_sparse_tiles();
         std::printf("%d passed, %d failed\n", g_passed, g_failed);
         return g_failed ? 1 : 0;
     });
