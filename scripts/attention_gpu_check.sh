@@ -18,12 +18,12 @@ summary=""
 for step in $STEPS; do
     t0=$(date +%s)
     case $step in
-        test) timeout 150 "$BIN/test_attention" >"$OUTD/test.log" 2>&1; rc=$?
+        test) timeout 400 "$BIN/test_attention" >"$OUTD/test.log" 2>&1; rc=$?
               grep -E "^(FAIL|    )" "$OUTD/test.log" | head -40
               line="test: rc=$rc, $(tail -n 1 "$OUTD/test.log")" ;;
-        memcheck) timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_attention" --small >"$OUTD/memcheck.log" 2>&1; rc=$?
+        memcheck) timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_attention" --small --backend flash >"$OUTD/memcheck.log" 2>&1; rc=$?
               line="memcheck: rc=$rc, $(grep -E "ERROR SUMMARY" "$OUTD/memcheck.log" | tail -n 1), $(grep -E "passed, " "$OUTD/memcheck.log" | tail -n 1)" ;;
-        racecheck) timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_attention" --small >"$OUTD/racecheck.log" 2>&1; rc=$?
+        racecheck) timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_attention" --small --backend flash >"$OUTD/racecheck.log" 2>&1; rc=$?
               line="racecheck: rc=$rc, $(grep -E "RACECHECK SUMMARY|ERROR SUMMARY" "$OUTD/racecheck.log" | tail -n 1), $(grep -E "passed, " "$OUTD/racecheck.log" | tail -n 1)" ;;
         bench) timeout 100 "$BIN/bench_attention" --variants --out "$OUTD/bench.txt" >"$OUTD/bench.log" 2>&1; rc=$?
               line="bench: rc=$rc" ;;
