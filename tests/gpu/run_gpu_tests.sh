@@ -52,6 +52,7 @@ sanitize racecheck_attention racecheck "$BIN/test_attention" --small --backend f
 sanitize memcheck_naive memcheck --leak-check no "$BIN/test_attention_naive" --small
 sanitize memcheck_two_sided memcheck --leak-check no "$BIN/test_attention_two_sided" --small
 sanitize racecheck_two_sided racecheck "$BIN/test_attention_two_sided" --small
+sanitize memcheck_ring memcheck --leak-check no "$BIN/test_ring" --small
 sanitize memcheck_ops memcheck --leak-check no "$BIN/test_ops" --small
 # racecheck cannot model cuBLASLt's own Hopper kernels (it flags hazards inside nvjet_sm90_*),
 # so it runs on our reduction kernels only.
