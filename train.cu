@@ -72,10 +72,12 @@ static double validate(ModelBackend& model, DataLoader& val, int n, const Parall
         val.next_batch(in.data(), tg.data(), ds.data());
         px.take_rows(li.data(), in.data(), Bg, T), px.take_rows(lt.data(), tg.data(), Bg, T), px.take_rows(ld.data(), ds.data(), Bg, T);
         model.forward(li.data(), lt.data(), doc_mask ? ld.data() : nullptr, Bl, Tl, pos.data());
-        double sc[2] = {model.last_loss_sum(), 0};
-        for (int t : lt) sc[1] += t >= 0;
-        px.sum(sc, 2);
-        mean += sc[1] > 0 ? sc[0] / sc[1] : 0;
+        double nats = model.last_loss_sum();
+        long long own = 0;
+        for (int t : lt) own += t >= 0;
+        px.sum(&nats, 1);
+        const long long counted = px.sum_count(own);
+        mean += counted > 0 ? nats / (double)counted : 0;
     }
     return mean / n;
 }
@@ -417,15 +419,15 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
         px.take_rows(li.data(), in.data(), a.batch, a.seq_len);
         px.take_rows(lt.data(), tg.data(), a.batch, a.seq_len);
         px.take_rows(ld.data(), ds.data(), a.batch, a.seq_len);
-        double counted = 0;  // the step's mean loss spans every rank's targets
-        for (int t : lt) counted += t >= 0;
-        px.sum(&counted, 1);
+        long long own = 0;  // the step's mean loss spans every rank's targets
+        for (int t : lt) own += t >= 0;
+        const long long counted = px.sum_count(own);
         model->set_loss_count((int)counted);
         float loss = model->forward_backward(li.data(), lt.data(), a.doc_mask ? ld.data() : nullptr, Bl, Tl, positions.data());
         if (px.world) {
             double sum = model->last_loss_sum();
             px.sum(&sum, 1);
-            loss = counted > 0 ? (float)(sum / counted) : 0.f;
+            loss = counted > 0 ? (float)(sum / (double)counted) : 0.f;
             model->all_reduce_grads(*px.world);
         }
         if (injected_nan(step + 1)) loss = NAN;

@@ -14,6 +14,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 #include "comm/comm.h"
@@ -144,8 +145,9 @@ template <class Body>
 void run_ranks(InProcessWorld& world, Body body) {
     std::vector<std::thread> threads;
     std::vector<std::exception_ptr> errors(world.P);
-    for (int r = 0; r < world.P; r++)
-        threads.emplace_back([&, r] {
+    for (int r = 0; r < world.P; r++) {
+        try {
+            threads.emplace_back([&, r] {
             InProcessComm comm(world, r);
             try {
                 body(comm);
@@ -156,7 +158,13 @@ void run_ranks(InProcessWorld& world, Body body) {
                 errors[r] = std::current_exception();
                 world.abort("rank " + std::to_string(r) + " failed");
             }
-        });
+            });
+        } catch (const std::system_error& e) {  // no thread for this rank: end the ones started
+            world.abort("no thread for rank " + std::to_string(r));
+            for (std::thread& t : threads) t.join();
+            fatal("cannot start thread %d of %d simulated ranks (%s): use fewer ranks", r, world.P, e.what());
+        }
+    }
     for (std::thread& t : threads) t.join();
     // The root cause: the first error that is not another rank's abort.
     for (int r = 0; r < world.P; r++)

@@ -36,7 +36,9 @@ struct RankScalars {
 template <class Body>
 int run_parallel(Device device, int cp, int simulate_ranks, const char* program, Body body) {
     if (cp < 1) fatal("--cp must be at least 1 (got %d)", cp);
-    if (simulate_ranks < 0) fatal("--simulate-ranks must be >= 0 (got %d)", simulate_ranks);
+    // Simulated ranks are threads sharing one device, each with a whole model: a test tool.
+    if (simulate_ranks < 0 || simulate_ranks > 64)
+        fatal("--simulate-ranks must be in [0, 64] (got %d): they are threads of one process", simulate_ranks);
     if (simulate_ranks > 0) {
         if (simulate_ranks % cp)
             fatal("--simulate-ranks %d is not a multiple of --cp %d: the ranks are data-parallel groups of --cp", simulate_ranks, cp);

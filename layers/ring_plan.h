@@ -21,10 +21,9 @@
 #include "layers/attention_pattern.h"
 
 struct RingPlan {
-    AttnPattern pattern;
+    const AttnPattern pattern;  // const: the tables below are computed from it
     int P = 1, N = 0, c = 0;  // ranks, global length, chunk length
 
-    RingPlan() = default;
     RingPlan(const AttnPattern& p, int P_, int N_) : pattern(p), P(P_), N(N_) {
         if (P < 1) fatal("ring attention: %d ranks, need at least 1", P);
         if (N < 2 * P || N % (2 * P) != 0)
@@ -32,6 +31,21 @@ struct RingPlan {
                   "that is a multiple of %d",
                   N, P, 2 * P);
         c = N / (2 * P);
+        // Which chunk pairs meet, and the last step each chunk is needed: every later question
+        // (each step of each call, on the training path) reads these instead of asking the pattern.
+        meets_.resize((size_t)4 * P * P);
+        for (int qc = 0; qc < 2 * P; qc++)
+            for (int kc = 0; kc < 2 * P; kc++)
+                meets_[(size_t)qc * 2 * P + kc] =
+                    pattern_tiles_meet(pattern, pos0(qc), pos0(qc) + c - 1, pos0(kc), pos0(kc) + c - 1, N);
+        last_.assign((size_t)2 * P, 0);
+        for (int owner = 0; owner < P; owner++)
+            for (int k = 0; k < 2; k++)
+                for (int s = P - 1; s > 0; s--)
+                    if (needed_at(owner, k, s)) {
+                        last_[(size_t)owner * 2 + k] = s;
+                        break;
+                    }
     }
 
     int chunk(int rank, int k) const { return k == 0 ? rank : 2 * P - 1 - rank; }  // k: local chunk 0 or 1
@@ -47,20 +61,14 @@ struct RingPlan {
     int holder_at(int owner, int step) const { return (owner + step) % P; }
 
     // Can the query chunk qc keep any key of chunk kc?
-    bool pair_meets(int qc, int kc) const {
-        return pattern_tiles_meet(pattern, pos0(qc), pos0(qc) + c - 1, pos0(kc), pos0(kc) + c - 1, N);
-    }
+    bool pair_meets(int qc, int kc) const { return meets_[(size_t)qc * 2 * P + kc]; }
     // Does the rank holding owner's block at `step` need its chunk k?
     bool needed_at(int owner, int k, int step) const {
         const int r = holder_at(owner, step);
         return pair_meets(chunk(r, 0), chunk(owner, k)) || pair_meets(chunk(r, 1), chunk(owner, k));
     }
     // The last step that needs chunk k of owner's block (0: only its owner, or nobody).
-    int last_step(int owner, int k) const {
-        for (int s = P - 1; s > 0; s--)
-            if (needed_at(owner, k, s)) return s;
-        return 0;
-    }
+    int last_step(int owner, int k) const { return last_[(size_t)owner * 2 + k]; }
     // Is chunk k of owner's block passed into step s (s >= 1)?
     bool moves_into(int owner, int k, int step) const { return step >= 1 && step <= last_step(owner, k); }
 
@@ -91,6 +99,10 @@ struct RingPlan {
                     for (int b = 0; b < 2; b++) n += pair_meets(chunk(r, a), chunk(owner_at(r, s), b));
         return n;
     }
+
+   private:
+    std::vector<char> meets_;  // (2P, 2P): chunk pairs the pattern can keep
+    std::vector<int> last_;    // (P, 2): last step needing each chunk
 };
 
 // What one rank's ring moved and computed (bytes of K/V forward; K/V plus dK/dV backward).

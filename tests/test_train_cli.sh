@@ -236,6 +236,7 @@ expect_error "ranks not groups of cp" "multiple of --cp" ./build/train "${tiny[@
 expect_error "batch not split over data-parallel groups" "data-parallel groups" ./build/train "${tiny[@]}" --batch 3 --simulate-ranks 2 --out "$work/x8"
 expect_error "--cp without ranks" "launch.sh" ./build/train "${tiny[@]}" --cp 2 --out "$work/x8"
 expect_error "a bad WORLD_SIZE" "WORLD_SIZE" env WORLD_SIZE=two ./build/train "${tiny[@]}" --out "$work/x8"
+expect_error "1000 simulated ranks" "simulate-ranks must be in" ./build/train "${tiny[@]}" --simulate-ranks 1000 --out "$work/x8"
 [ ! -e "$work/x8" ] && pass "the refused parallel runs wrote nothing" || fail "a refused parallel run wrote $work/x8"
 
 # 9. Perplexity with each window split over --cp ranks (simulated) equals one process's.

@@ -4,7 +4,7 @@
 // running the whole window, dense and dilated, with documents. The losses must track the
 // single-GPU run within bf16 tolerance (the ring merges in a different order, and bf16 training
 // drifts, so the trajectory gets 3e-2), the first step's summed gradient must equal the single
-// GPU's within 2e-2 relative (the sharp check: same weights, one forward and backward), every
+// GPU's within 5e-3 relative (the sharp check: same weights, one forward and backward), every
 // rank must report the same losses and end with bit-identical weights, and the loss must go down.
 // Usage: test_cp_train. Prints PASS/FAIL lines and "N passed, M failed".
 #include <cmath>
@@ -108,9 +108,9 @@ static void run(const std::string& name, const GPTConfig& cfg) {
         for (size_t i = 0; i < grad0.size(); i++) num += (grad0[i] - ref_grad[i]) * (double)(grad0[i] - ref_grad[i]), den += (double)ref_grad[i] * ref_grad[i];
         const double gerr = std::sqrt(num / den);
         char buf[400];
-        std::snprintf(buf, sizeof buf, "%s, CP = %d on one GPU: first step's gradient == one GPU's (rel diff %.1e, tol 2e-2)",
+        std::snprintf(buf, sizeof buf, "%s, CP = %d on one GPU: first step's gradient == one GPU's (rel diff %.1e, tol 5e-3)",
                       name.c_str(), P, gerr);
-        check(gerr < 2e-2, buf);
+        check(gerr < 5e-3, buf);
         std::snprintf(buf, sizeof buf, "%s, CP = %d on one GPU: 10 steps track one GPU (loss %.4f -> %.4f; worst rel diff %.1e, tol 3e-2)",
                       name.c_str(), P, ref[0], ref[kSteps - 1], worst);
         check(worst < 3e-2 && losses[0][kSteps - 1] < 0.9 * losses[0][0], buf);
