@@ -80,8 +80,8 @@ GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
 # A program missing from the list it needs fails to link (undefined reference). The attention
 # objects get -lineinfo too (line tables only: the machine code is the same).
 ATTN_USERS := train infer attention_tool test_model bench_train test_attention test_attention_two_sided test_ring test_cp_train bench_ring \
-              bench_attention bench_attention_dilated
-ATTN_VARIANT_USERS := test_attention bench_attention bench_attention_dilated
+              bench_attention bench_attention_dilated bench_attention_block_sparse
+ATTN_VARIANT_USERS := test_attention bench_attention bench_attention_dilated bench_attention_block_sparse
 ATTN_CUDNN_USERS := train infer attention_tool test_model bench_train test_cp_train test_attention bench_attention_cudnn \
                     bench_attention
 $(addprefix build/,$(ATTN_USERS)): build/obj/attention_flash.o
@@ -91,7 +91,7 @@ $(addprefix build/,$(ATTN_CUDNN_USERS)): build/obj/attention_cudnn.o
 # NCCL, one process per GPU (comm/nccl.h): comm/nccl.cu is compiled once into build/obj/nccl.o;
 # the programs that can run as NCCL ranks link it and -lnccl, and their objects see HAVE_NCCL
 # (comm/launch.cuh). Without NCCL they build without it (launcher-started ranks are refused).
-NCCL_USERS := train infer test_comm_nccl
+NCCL_USERS := train infer test_comm_nccl test_ring
 ifeq ($(HAVE_NCCL),yes)
 $(patsubst %,build/obj/%.o,$(NCCL_USERS)): NVCCFLAGS += -DHAVE_NCCL
 $(addprefix build/,$(NCCL_USERS)): build/obj/nccl.o

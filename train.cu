@@ -172,7 +172,7 @@ static int main_body(int argc, char** argv) {
     flags.add_int("width", &a.width, "model width C");
     flags.add_int("heads", &a.heads, "attention heads (head dim = width/heads must be 64 or 128)");
     flags.add_float("rope-theta", &a.rope_theta, "rotary embedding base");
-    flags.add_string("attn", &a.attn, "attention pattern of the layers: dense or dilated (LongNet)");
+    flags.add_string("attn", &a.attn, "attention pattern of the layers: dense, dilated (LongNet) or block-sparse");
     flags.add_string("segments", &a.segments, "dilated: segment length of each branch (a segment longer than the sequence is the whole sequence)");
     flags.add_string("dilations", &a.dilations, "dilated: dilation rate of each branch");
     flags.add_string("dense-layers", &a.dense_layers, "layers that stay dense with --attn dilated or block-sparse, e.g. 0,5");

@@ -45,10 +45,6 @@ inline AttnBackend parse_attention_backend(const std::string& flag, bool doc_mas
 // cuDNN's SDPA runs dense layers only, and its backward is not bit-reproducible; say so before
 // anything is written (train calls this early; make_backend calls it again).
 inline void check_attention_backend(AttnBackend attn, const GPTConfig& cfg, bool deterministic = false) {
-    for (int l = 0; l < cfg.n_layer; l++)
-        if (cfg.attn(l).kind == AttnKind::BlockSparse)
-            fatal("layer %d is block-sparse, which runs on the CPU only for now (its GPU kernels are not built yet): "
-                  "use --device cpu", l);
     if (attn != AttnBackend::Cudnn) return;
     if (deterministic)
         fatal("--deterministic needs --attention flash: cuDNN's attention backward is not bit-reproducible");

@@ -6,7 +6,8 @@
 # Stages: tests (tests/gpu/run_gpu_tests.sh; CORPUS=dir for the resume test), bench, train,
 # infer and long_prompt (after train), errors, dilated_bench, compare, bench_ab (this build's
 # attention benchmarks against $CARRY/old, interleaved: scripts/bench_ab.sh), attn_perf (the
-# attention harness's perf mode: every backend side by side).
+# attention harness's perf mode: every backend side by side), block_sparse (its benchmark and
+# FlexAttention's).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
 OUT=${OUT:-build/gpu_session}
@@ -54,6 +55,13 @@ for stage in $STAGES; do
                    "$CARRY/bin/train" --device cuda --data "$CARRY/corpus" --out "$OUT/bad" --steps 2 $args > "$OUT/err.log" 2>&1
                    echo "train $args -> exit $?: $(tail -1 "$OUT/err.log")"
                done ;;
+        block_sparse) # block-sparse attention (issue 10): ours, every tile variant at 1M, and
+               # PyTorch's FlexAttention on the same pattern, in this one call
+               "$CARRY/bin/bench_attention_block_sparse" --variants --out "$OUT/block_sparse.md" > "$OUT/block_sparse.log" 2>&1
+               summary+=("block_sparse: exit $? ($((SECONDS - t0)) s)")
+               python3 scripts/bench_flex_attention.py --out "$OUT/flex.md" > "$OUT/flex.log" 2>&1
+               summary+=("flex: exit $? ($((SECONDS - t0)) s)")
+               cat "$OUT/block_sparse.md" "$OUT/flex.md" ;;
         attn_perf) "$CARRY/bin/test_attention" --perf > "$OUT/attn_perf.log" 2>&1
                summary+=("attn_perf: exit $? ($((SECONDS - t0)) s)")
                cat "$OUT/attn_perf.log" ;;

@@ -356,34 +356,72 @@ static void test_block_sparse(SplitMix64& rng) {
           std::fabs(d - 250.0 / 2080), 1e-12);
 }
 
-// The kernels' tile lists (block_sparse_tile_lists) against brute force: every kept pair's tiles
-// are listed, every listed tile pair holds a kept pair for some head, and the transposed lists
-// are the same pairs.
+// The kernels' tile lists (block_sparse_tile_lists) against brute force, for whole sequences and
+// for sides that are pieces of one (a ring step): every kept pair's tiles are listed, every
+// listed tile pair holds a kept pair for some head, the transposed lists are the same pairs with
+// the same cut flags, a pair not marked cut keeps every allowed (query, key) for every head, and
+// the launch orders are permutations, longest list first.
 static void test_block_sparse_tiles() {
+    struct Sides {
+        int N, q_pos0, q_n, k_pos0, k_n;
+    };
+    const std::vector<Sides> sides = {{1, 0, 1, 0, 1}, {37, 0, 37, 0, 37}, {101, 0, 101, 0, 101}, {101, 30, 40, 5, 50}, {101, 64, 37, 70, 20}};
     for (const AttnCase& c : attn_cases()) {
         if (c.pattern.kind != AttnKind::BlockSparse) continue;
-        for (int N : {1, 37, 101})
+        for (const Sides& sd : sides)
             for (auto [BM, BN] : {std::pair<int, int>{16, 16}, {32, 8}, {8, 32}}) {
-                const int H = 3;
-                const TileLists t = block_sparse_tile_lists(c.pattern, N, H, BM, BN);
-                std::vector<char> listed((size_t)t.n_q_tiles * t.n_k_tiles, 0), kept(listed.size(), 0);
+                const int H = 3, N = sd.N;
+                const TileLists t = block_sparse_tile_lists(c.pattern, N, H, BM, BN, sd.q_pos0, sd.q_n, sd.k_pos0, sd.k_n);
+                const size_t cells = (size_t)t.n_q_tiles * t.n_k_tiles;
+                std::vector<char> listed(cells, 0), cut(cells, 0), kept(cells, 0), dropped(cells, 0);
                 for (int qt = 0; qt < t.n_q_tiles; qt++)
-                    for (int i = t.q_ptr[qt]; i < t.q_ptr[qt + 1]; i++) listed[(size_t)qt * t.n_k_tiles + t.k_of_q[i]] = 1;
+                    for (int i = t.q_ptr[qt]; i < t.q_ptr[qt + 1]; i++)
+                        listed[(size_t)qt * t.n_k_tiles + t.k_of_q[i]] = 1, cut[(size_t)qt * t.n_k_tiles + t.k_of_q[i]] = t.k_of_q_cut[i];
                 for (int h = 0; h < H; h++)
-                    for (int q = 0; q < N; q++)
-                        for (int k = 0; k < N; k++)
-                            if (key_multiplicity(c.pattern, h, q, k, N)) kept[(size_t)(q / BM) * t.n_k_tiles + k / BN] = 1;
-                int missing = 0, useless = 0, transposed = 0;
-                for (size_t i = 0; i < listed.size(); i++) missing += kept[i] && !listed[i], useless += listed[i] && !kept[i];
+                    for (int i = 0; i < sd.q_n; i++)
+                        for (int j = 0; j < sd.k_n; j++) {
+                            const int q = sd.q_pos0 + i, k = sd.k_pos0 + j;
+                            if (c.pattern.causal && k > q) continue;
+                            (key_multiplicity(c.pattern, h, q, k, N) ? kept : dropped)[(size_t)(i / BM) * t.n_k_tiles + j / BN] = 1;
+                        }
+                int missing = 0, useless = 0, transposed = 0, not_full = 0, order = 0, full_pairs = 0;
+                for (size_t i = 0; i < cells; i++) {
+                    missing += kept[i] && !listed[i], useless += listed[i] && !kept[i];
+                    not_full += listed[i] && !cut[i] && dropped[i];
+                    full_pairs += listed[i] && !cut[i];
+                }
                 for (int kt = 0; kt < t.n_k_tiles; kt++)
-                    for (int i = t.k_ptr[kt]; i < t.k_ptr[kt + 1]; i++) transposed += !listed[(size_t)t.q_of_k[i] * t.n_k_tiles + kt];
+                    for (int i = t.k_ptr[kt]; i < t.k_ptr[kt + 1]; i++) {
+                        const size_t cell = (size_t)t.q_of_k[i] * t.n_k_tiles + kt;
+                        transposed += !listed[cell] || cut[cell] != t.q_of_k_cut[i];
+                    }
                 transposed += t.q_of_k.size() != t.k_of_q.size();
-                check(missing == 0 && useless == 0 && transposed == 0,
-                      "tile lists == brute force: " + c.name + ", N " + std::to_string(N) + ", tiles " + std::to_string(BM) +
-                          "x" + std::to_string(BN) + " (density " + std::to_string(t.density()).substr(0, 5) + ")",
-                      missing + useless + transposed, 0);
+                auto check_order = [&](const std::vector<int>& ord, const std::vector<int>& ptr) {
+                    std::vector<char> seen(ord.size(), 0);
+                    for (size_t r = 0; r < ord.size(); r++) {
+                        order += ord[r] < 0 || ord[r] >= (int)ord.size() || seen[ord[r]]++;
+                        if (r > 0) order += ptr[ord[r] + 1] - ptr[ord[r]] > ptr[ord[r - 1] + 1] - ptr[ord[r - 1]];
+                    }
+                };
+                check_order(t.q_order, t.q_ptr);
+                check_order(t.k_order, t.k_ptr);
+                char sides_s[96];
+                std::snprintf(sides_s, sizeof sides_s, "N %d, queries [%d, +%d) keys [%d, +%d)", N, sd.q_pos0, sd.q_n, sd.k_pos0, sd.k_n);
+                check(missing == 0 && useless == 0 && transposed == 0 && not_full == 0 && order == 0,
+                      "tile lists == brute force: " + c.name + ", " + sides_s + ", tiles " + std::to_string(BM) + "x" +
+                          std::to_string(BN) + " (" + std::to_string(full_pairs) + " of " + std::to_string(t.k_of_q.size()) +
+                          " pairs whole)",
+                      missing + useless + transposed + not_full + order, 0);
             }
     }
+    // The cut flags are not all set: a window's interior and the global columns are whole.
+    AttnPattern w;
+    w.kind = AttnKind::BlockSparse, w.block = 64, w.window = 512, w.global = 64;
+    const TileLists t = block_sparse_tile_lists(w, 4096, 2, 64, 64);
+    int whole = 0;
+    for (char x : t.k_of_q_cut) whole += !x;
+    check(whole > (int)t.k_of_q.size() * 3 / 4, "window 512 + global 64 at 4K, 64x64 tiles: most listed pairs are whole",
+          whole, (int)t.k_of_q.size());
 }
 
 int main(int argc, char** argv) {

@@ -15,6 +15,7 @@
 // must see every variant includes attention_flash_variants.h, which makes its link fail without
 // that object rather than silently run fewer variants.
 #include "layers/cuda/attention_flash.cuh"  // and attention_flash.h, attention_dilated.cuh
+#include "layers/cuda/block_sparse_lists.cuh"  // block_sparse_tiles_cuda
 
 namespace flash {
 

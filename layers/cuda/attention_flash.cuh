@@ -29,6 +29,7 @@
 #include "layers/cuda/attention_flash_bwd_sm90.cuh"
 #include "layers/cuda/attention_flash_fwd.cuh"
 #include "layers/cuda/attention_flash_sm90.cuh"
+#include "layers/cuda/pattern_args.cuh"
 
 namespace flash {
 
@@ -49,11 +50,25 @@ inline dim3 tile_grid(const Params& p, int B, int rows, int tile) {
     return dim3((unsigned)x, (unsigned)y);
 }
 
-// The instance of a kernel for p: dense or a dilated branch, one-sided or two-sided.
+// The instance of a kernel for p: dense or a dilated branch, one-sided or two-sided, or
+// block-sparse (one instance for both sides).
 template <class K>
-K pick_instance(const Params& p, K dense, K dilated, K dense_two_sided, K dilated_two_sided) {
+K pick_instance(const Params& p, K dense, K dilated, K dense_two_sided, K dilated_two_sided, K block_sparse) {
+    if (p.sparse) return block_sparse;
     if (p.two_sided) return p.seg_len == 0 ? dense_two_sided : dilated_two_sided;
     return p.seg_len == 0 ? dense : dilated;
+}
+
+// A block-sparse launch's tile lists for its kernel's tiles (BM query rows, BN key rows), on the
+// device: defined in layers/cuda/block_sparse_lists.cuh (compiled once, attention_flash.o).
+BlockSparseTileView block_sparse_tiles_cuda(const AttnPattern& pattern, const Params& p, int BM, int BN);
+
+// p with the tile lists of a BM x BN kernel bound when p is block-sparse; p itself otherwise.
+inline Params bind_tiles(const Params& p, int BM, int BN) {
+    if (!p.sparse) return p;
+    Params q = p;
+    q.tiles = block_sparse_tiles_cuda(*p.sparse, p, BM, BN);
+    return q;
 }
 
 template <int D, int MT, int NW, int BN>
@@ -63,10 +78,12 @@ void launch_forward(const Params& p, int B, cudaStream_t stream) {
     auto dilated = attention_forward_kernel<D, MT, NW, BN, DilatedSchedule>;
     auto dense2 = attention_forward_kernel<D, MT, NW, BN, DenseTwoSidedSchedule>;
     auto dilated2 = attention_forward_kernel<D, MT, NW, BN, DilatedTwoSidedSchedule>;
+    auto sparse = attention_forward_kernel<D, MT, NW, BN, BlockSparseSchedule>;
     static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
-                        set_smem_limit(dilated2, smem), true);
+                        set_smem_limit(dilated2, smem), set_smem_limit(sparse, smem), true);
     (void)once;
-    pick_instance(p, dense, dilated, dense2, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
+    const Params q = bind_tiles(p, BM, BN);
+    pick_instance(q, dense, dilated, dense2, dilated2, sparse)<<<tile_grid(q, B, max_rows(q, p.qrows), BM), NW * 32, smem, stream>>>(q);
     CUDA_CHECK_LAST();
 }
 
@@ -77,10 +94,12 @@ void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
     auto dilated = attention_forward_wgmma_kernel<D, NWG, BN, DilatedSchedule>;
     auto dense2 = attention_forward_wgmma_kernel<D, NWG, BN, DenseTwoSidedSchedule>;
     auto dilated2 = attention_forward_wgmma_kernel<D, NWG, BN, DilatedTwoSidedSchedule>;
+    auto sparse = attention_forward_wgmma_kernel<D, NWG, BN, BlockSparseSchedule>;
     static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
-                        set_smem_limit(dilated2, smem), true);
+                        set_smem_limit(dilated2, smem), set_smem_limit(sparse, smem), true);
     (void)once;
-    pick_instance(p, dense, dilated, dense2, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NWG * 128, smem, stream>>>(p);
+    const Params q = bind_tiles(p, BM, BN);
+    pick_instance(q, dense, dilated, dense2, dilated2, sparse)<<<tile_grid(q, B, max_rows(q, p.qrows), BM), NWG * 128, smem, stream>>>(q);
     CUDA_CHECK_LAST();
 }
 
@@ -91,10 +110,12 @@ void launch_backward_dkdv(const Params& p, int B, cudaStream_t stream) {
     auto dilated = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DilatedSchedule>;
     auto dense2 = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DenseTwoSidedSchedule>;
     auto dilated2 = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DilatedTwoSidedSchedule>;
+    auto sparse = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, BlockSparseSchedule>;
     static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
-                        set_smem_limit(dilated2, smem), true);
+                        set_smem_limit(dilated2, smem), set_smem_limit(sparse, smem), true);
     (void)once;
-    pick_instance(p, dense, dilated, dense2, dilated2)<<<tile_grid(p, B, max_rows(p, p.krows), BN), NW * 32, smem, stream>>>(p);
+    const Params q = bind_tiles(p, BM, BN);
+    pick_instance(q, dense, dilated, dense2, dilated2, sparse)<<<tile_grid(q, B, max_rows(q, p.krows), BN), NW * 32, smem, stream>>>(q);
     CUDA_CHECK_LAST();
 }
 
@@ -105,10 +126,12 @@ void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
     auto dilated = attention_backward_dkdv_wgmma_kernel<D, DilatedSchedule>;
     auto dense2 = attention_backward_dkdv_wgmma_kernel<D, DenseTwoSidedSchedule>;
     auto dilated2 = attention_backward_dkdv_wgmma_kernel<D, DilatedTwoSidedSchedule>;
+    auto sparse = attention_backward_dkdv_wgmma_kernel<D, BlockSparseSchedule>;
     static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
-                        set_smem_limit(dilated2, smem), true);
+                        set_smem_limit(dilated2, smem), set_smem_limit(sparse, smem), true);
     (void)once;
-    pick_instance(p, dense, dilated, dense2, dilated2)<<<tile_grid(p, B, max_rows(p, p.krows), 128), 256, smem, stream>>>(p);
+    const Params q = bind_tiles(p, kBwdWgBM, 128);
+    pick_instance(q, dense, dilated, dense2, dilated2, sparse)<<<tile_grid(q, B, max_rows(q, p.krows), 128), 256, smem, stream>>>(q);
     CUDA_CHECK_LAST();
 }
 
@@ -119,10 +142,12 @@ void launch_backward_dq(const Params& p, int B, cudaStream_t stream) {
     auto dilated = attention_backward_dq_kernel<D, MT, NW, BN, DilatedSchedule>;
     auto dense2 = attention_backward_dq_kernel<D, MT, NW, BN, DenseTwoSidedSchedule>;
     auto dilated2 = attention_backward_dq_kernel<D, MT, NW, BN, DilatedTwoSidedSchedule>;
+    auto sparse = attention_backward_dq_kernel<D, MT, NW, BN, BlockSparseSchedule>;
     static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
-                        set_smem_limit(dilated2, smem), true);
+                        set_smem_limit(dilated2, smem), set_smem_limit(sparse, smem), true);
     (void)once;
-    pick_instance(p, dense, dilated, dense2, dilated2)<<<tile_grid(p, B, max_rows(p, p.qrows), BM), NW * 32, smem, stream>>>(p);
+    const Params q = bind_tiles(p, BM, BN);
+    pick_instance(q, dense, dilated, dense2, dilated2, sparse)<<<tile_grid(q, B, max_rows(q, p.qrows), BM), NW * 32, smem, stream>>>(q);
     CUDA_CHECK_LAST();
 }
 
@@ -181,12 +206,20 @@ void bwd_det(const Params& p, int B, cudaStream_t st) {
 // static initialisation (single-threaded, before main); defined in attention_flash.cu.
 void add_variants(bool backward, int D, int first, const Variant* v, int count);
 
+// A block-sparse pattern's rules (an explicit layout's device copy) and the pattern itself, from
+// which each launcher binds the tile lists of its tile shape (bind_tiles); for the other
+// patterns, nothing. The pattern must outlive the launch calls (not the kernels).
+inline void bind_block_sparse(Params& p, const AttnPattern& pattern) {
+    p.sparse = nullptr;
+    if (pattern.kind != AttnKind::BlockSparse) return;
+    p.sparse = &pattern;
+    p.bs = BlockSparsePattern::rules(pattern, pattern_args_cuda(pattern).layout);
+}
+
 // Checks the arguments and fills the kernel parameters of dense attention over one sequence (a
 // dilated pattern starts from these too: layers/cuda/attention_dilated.cuh sets its branches).
 inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int* pos, const int* doc_start,
                           const AttnPattern& pattern, const AttnShape& s, float scale) {
-    if (pattern.kind != AttnKind::Dense && pattern.kind != AttnKind::Dilated)
-        fatal("attention_*_cuda: pattern '%s' has no CUDA kernel", attn_kind_name(pattern.kind));
     const std::string perr = pattern_error(pattern);
     if (!perr.empty()) fatal("attention_*_cuda: bad %s pattern: %s", attn_kind_name(pattern.kind), perr.c_str());
     if (s.D != 64 && s.D != 128) fatal("attention_*_cuda: head dim %d is not supported (64 or 128)", s.D);
@@ -220,6 +253,7 @@ inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int
     p.two_sided = false;
     p.accum_tok0 = 0;
     p.accum_tokens = s.N;
+    bind_block_sparse(p, pattern);
     return p;
 }
 

@@ -124,10 +124,11 @@ __device__ __forceinline__ void load_query_side(const Params& p, int b, int h, i
 }
 
 // Zeroes P^T (keys as rows from key_row0, queries as columns from q0) where the pair is masked,
-// the key lies past the keys or the query past the queries.
-template <int MT, int QB>
+// the key lies past the keys or the query past the queries, and (cut) where head h's pattern
+// drops it.
+template <int MT, int QB, class Schedule = DenseSchedule>
 __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params& p, int b, int key_row0, int q0,
-                                             int qn) {
+                                             int qn, int h = 0, bool cut = false) {
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     int kp[MT][2];
     bool kok[MT][2];
@@ -137,7 +138,8 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
         for (int r = 0; r < 2; r++) {
             const int row = key_row0 + mt * 16 + g + 8 * r;
             kok[mt][r] = row < p.krows.len;
-            kp[mt][r] = __ldg(p.kpos + p.krows.token(kok[mt][r] ? row : 0));
+            // Block-sparse sides hold contiguous positions (pos0 + row): no loads on its many cut tiles.
+            kp[mt][r] = Schedule::kBlockSparse ? p.k_pos0 + row : __ldg(p.kpos + p.krows.token(kok[mt][r] ? row : 0));
         }
 #pragma unroll
     for (int j = 0; j < QB; j++)
@@ -146,13 +148,14 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
             const int col = 8 * j + 2 * t + e;
             const bool qok = col < qn;
             const int tok = p.qrows.token(qok ? q0 + col : q0);
-            const int qpos = __ldg(p.qpos + tok);
+            const int qpos = Schedule::kBlockSparse ? p.q_pos0 + tok : __ldg(p.qpos + tok);
             const int qdoc = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int r = 0; r < 2; r++)
-                    if (!(qok && kok[mt][r] && key_allowed(p.causal, p.doc_start != nullptr, qpos, qdoc, kp[mt][r])))
+                    if (!(qok && kok[mt][r] && key_allowed(p.causal, p.doc_start != nullptr, qpos, qdoc, kp[mt][r])) ||
+                        (Schedule::kBlockSparse && cut && !Schedule::keeps(p, h, qpos, kp[mt][r])))
                         s[mt][j][2 * r + e] = 0.f;
         }
 }
@@ -178,12 +181,12 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
 
     int b, h, rank;
     resolve_block<Schedule>(p, b, h, rank);
-    const int ktile = rank;  // causal: the first key tiles see the most queries and start first
+    const int ktile = Schedule::key_tile_of_rank(p, rank);  // the longest query lists start first
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int k0 = ktile * BN, kn = min(BN, p.krows.len - k0);
     if (kn <= 0) return;  // a dilated map shorter than the grid's longest
     const KeyTile kt = key_tile_info(p, k0, kn);
-    const TileRange queries = Schedule::query_tiles(p, kt, BM);
+    const auto queries = Schedule::query_tiles(p, kt, BM);
     const int n = queries.count();
     const bf16* kbase = p.k + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
     const bf16* vbase = p.v + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
@@ -239,9 +242,10 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
 #pragma unroll
                     for (int r = 0; r < 2; r++) s[mt][j][2 * r + e] = ex2(fmaf(s[mt][j][2 * r + e], p.scale_log2, -Lq));
             }
-        bool need_mask = kn < BN || p.doc_start != nullptr;
+        const bool cut = queries.cut(it);
+        bool need_mask = cut || kn < BN || p.doc_start != nullptr;
         if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
-        if (need_mask) mask_probs_t<MT, QB>(s, p, b, k0 + warp * 16 * MT, q0, qn);
+        if (need_mask) mask_probs_t<MT, QB, Schedule>(s, p, b, k0 + warp * 16 * MT, q0, qn, h, cut);
         // dV += P^T dO
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {
@@ -358,12 +362,12 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
 
     int b, h, rank;
     resolve_block<Schedule>(p, b, h, rank);
-    const int qtile = gridDim.y - 1 - rank;
+    const int qtile = Schedule::query_tile_of_rank(p, rank);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
     if (qn <= 0) return;  // a dilated map shorter than the grid's longest
     const QueryTile qt = query_tile_info<NT>(p, b, q0, qn);
-    const TileRange keys = Schedule::key_tiles(p, qt, BN);
+    const auto keys = Schedule::key_tiles(p, qt, BN);
     const int n = keys.count();
     const bf16* kbase = p.k + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
     const bf16* vbase = p.v + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
@@ -414,7 +418,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
             for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sdO, warp * 16 * MT + mt * 16, kc * 16);
             mma_rows_times_tile<MT, NB, D, true>(dp, a, Vs, kc * 16);
         }
-        if (pair_needs_mask(p, qt, kt, BN)) mask_scores<MT, NB>(s, p, b, q0 + warp * 16 * MT, k0, kt.n);
+        const bool cut = keys.cut(it);
+        if (cut || pair_needs_mask(p, qt, kt, BN)) mask_scores<MT, NB, Schedule>(s, p, b, q0 + warp * 16 * MT, k0, kt.n, h, cut);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll

@@ -60,11 +60,11 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(P
     resolve_block<Schedule>(p, b, h, rank);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int wg = warp >> 2;
-    const int k0 = rank * BN, kn = min(BN, p.krows.len - k0);
+    const int k0 = Schedule::key_tile_of_rank(p, rank) * BN, kn = min(BN, p.krows.len - k0);
     if (kn <= 0) return;  // a dilated map shorter than the grid's longest
     const int key_row0 = k0 + wg * 64 + (warp & 3) * 16;  // first key of the warp's 16-row slice
     const KeyTile kt = key_tile_info(p, k0, kn);
-    const TileRange queries = Schedule::query_tiles(p, kt, BM);
+    const auto queries = Schedule::query_tiles(p, kt, BM);
     const int n = queries.count();
 
     float dk[DB][4] = {}, dv[DB][4] = {};
@@ -118,9 +118,10 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(P
 #pragma unroll
                 for (int r = 0; r < 2; r++) s[0][j][2 * r + e] = ex2(fmaf(s[0][j][2 * r + e], p.scale_log2, -Lq));
             }
-        bool need_mask = kn < BN || p.doc_start != nullptr;
+        const bool cut = queries.cut(it);
+        bool need_mask = cut || kn < BN || p.doc_start != nullptr;
         if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
-        if (need_mask) mask_probs_t<1, QB>(s, p, b, key_row0, q0, qn);
+        if (need_mask) mask_probs_t<1, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut);
 #pragma unroll
         for (int j = 0; j < QB; j++)
 #pragma unroll

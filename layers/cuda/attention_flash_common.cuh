@@ -9,20 +9,35 @@
 //    masks compare positions, never indices), monotonically increasing along the rows of a map.
 //  - Schedule: which key tiles a query tile visits (forward, dQ) and which query tiles a key tile
 //    visits (dK, dV), per pattern, in the pattern modules (layers/patterns/dense.cuh,
-//    dilated.cuh, included at the end). DenseSchedule walks a range with the tiles above the
-//    causal diagonal (and before the first document of the tile) skipped; a block-sparse
-//    schedule can return a CSR list through the same count()/tile(it) interface.
+//    dilated.cuh, block_sparse.cuh, included at the end). DenseSchedule walks a range with the
+//    tiles above the causal diagonal (and before the first document of the tile) skipped;
+//    BlockSparseSchedule returns a CSR list through the same count()/tile(it)/cut(it) interface,
+//    cut(it) saying that the pattern itself masks part of the pair.
 //  - The tile scheduler (resolve_block): which block runs which (b, h, tile), in an order good
 //    for the L2, kept apart from the patterns.
 #pragma once
 #include <cstdint>
 #include <climits>
 #include "layers/cuda/common.cuh"
+#include "layers/patterns/block_sparse.h"
 
 namespace flash {
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
+
+// A block-sparse launch's tile lists on the device (layers/patterns/block_sparse.cuh reads them):
+// CSR lists for query tiles of BM rows and key tiles of BN rows, entries tile * 2 + cut, and the
+// launch order of each side's tiles.
+struct BlockSparseTileView {
+    const int* q_ptr;    // (query tiles + 1)
+    const int* k_of_q;   // key tiles of each query tile
+    const int* k_ptr;    // (key tiles + 1)
+    const int* q_of_k;   // query tiles of each key tile
+    const int* q_order;  // (query tiles): rank -> query tile, the longest list first
+    const int* k_order;  // (key tiles)
+    int BM, BN;
+};
 
 struct RowMap {
     int base, step, len;  // row i -> token base + i*step, for i in [0, len)
@@ -80,6 +95,12 @@ struct Params {
     // dq_accum holds the tokens [accum_tok0, accum_tok0 + accum_tokens): (B, accum_tokens, H, D),
     // so that a dilated backward can walk the sequence in chunks with a small accumulator.
     int accum_tok0, accum_tokens;
+    // Block-sparse only: the pattern (host; the launchers bind `tiles` for their tile shape from
+    // it, layers/cuda/block_sparse_lists.cuh; nullptr for the other patterns), its rules for the
+    // element mask (by value, explicit layouts on the device), and the bound tile lists.
+    const AttnPattern* sparse;
+    BlockSparseRules bs;
+    BlockSparseTileView tiles;
 };
 
 // The tile scheduler: which (b, h, tile rank) a block runs (rank 0 = the heaviest tile: the
@@ -339,6 +360,7 @@ struct TileRange {
     int begin, end;
     __device__ int count() const { return end > begin ? end - begin : 0; }
     __device__ int tile(int it) const { return begin + it; }
+    __device__ constexpr bool cut(int) const { return false; }  // a range's pattern keeps whole tiles
 };
 
 // Reads a query tile's positions and document bounds. Every thread of the block must call it
@@ -396,3 +418,4 @@ __device__ __forceinline__ bool pair_needs_mask(const Params& p, const QueryTile
 
 #include "layers/patterns/dense.cuh"
 #include "layers/patterns/dilated.cuh"
+#include "layers/patterns/block_sparse.cuh"

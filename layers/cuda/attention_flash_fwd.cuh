@@ -13,11 +13,12 @@ constexpr int forward_smem_bytes() {
     return (16 * MT * NW * D + 4 * BN * D) * 2;
 }
 
-// Sets s[mt][j][*] = -inf where the key is not allowed for the row (or lies past the keys).
+// Sets s[mt][j][*] = -inf where the key is not allowed for the row (or lies past the keys), and,
+// when the schedule's list says the pattern cuts this tile pair, where head h's pattern drops it.
 // Row positions are re-read here rather than kept in registers: few tiles need a mask.
-template <int MT, int NB>
+template <int MT, int NB, class Schedule = DenseSchedule>
 __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params& p, int b, int row0, int k0,
-                                            int kn) {
+                                            int kn, int h = 0, bool cut = false) {
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     int qp[MT][2], qd[MT][2];
 #pragma unroll
@@ -26,7 +27,8 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
         for (int r = 0; r < 2; r++) {
             const int row = min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1);  // rows past the end: any
             const int tok = p.qrows.token(row);
-            qp[mt][r] = __ldg(p.qpos + tok);
+            // Block-sparse sides hold contiguous positions (pos0 + row): no loads on its many cut tiles.
+            qp[mt][r] = Schedule::kBlockSparse ? p.q_pos0 + tok : __ldg(p.qpos + tok);
             qd[mt][r] = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
         }
 #pragma unroll
@@ -35,12 +37,13 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
         for (int e = 0; e < 2; e++) {
             const int col = 8 * j + 2 * t + e;
             const bool valid = col < kn;
-            const int kp = valid ? __ldg(p.kpos + p.krows.token(k0 + col)) : 0;
+            const int kp = Schedule::kBlockSparse ? p.k_pos0 + k0 + col : valid ? __ldg(p.kpos + p.krows.token(k0 + col)) : 0;
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int r = 0; r < 2; r++)
-                    if (!valid || !key_allowed(p.causal, p.doc_start != nullptr, qp[mt][r], qd[mt][r], kp))
+                    if (!valid || !key_allowed(p.causal, p.doc_start != nullptr, qp[mt][r], qd[mt][r], kp) ||
+                        (Schedule::kBlockSparse && cut && !Schedule::keeps(p, h, qp[mt][r], kp)))
                         s[mt][j][2 * r + e] = -INFINITY;
         }
     }
@@ -127,13 +130,13 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p)
 
     int b, h, rank;
     resolve_block<Schedule>(p, b, h, rank);
-    const int qtile = gridDim.y - 1 - rank;  // the longest causal rows start first
+    const int qtile = Schedule::query_tile_of_rank(p, rank);  // the longest rows start first
     const int warp = threadIdx.x >> 5;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
     if (qn <= 0) return;  // a dilated map shorter than the grid's longest
 
     const QueryTile qt = query_tile_info<NT>(p, b, q0, qn);
-    const TileRange keys = Schedule::key_tiles(p, qt, BN);
+    const auto keys = Schedule::key_tiles(p, qt, BN);
     const int n = keys.count();
 
     const bf16* qbase = p.q + (size_t)b * p.q_tokens * p.q_stride + h * D;
@@ -176,7 +179,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p)
             for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sQ, warp * 16 * MT + mt * 16, kc * 16);
             mma_rows_times_tile<MT, NB, D, true>(s, a, Ks, kc * 16);
         }
-        if (pair_needs_mask(p, qt, kt, BN)) mask_scores<MT, NB>(s, p, b, q0 + warp * 16 * MT, k0, kt.n);
+        const bool cut = keys.cut(it);
+        if (cut || pair_needs_mask(p, qt, kt, BN)) mask_scores<MT, NB, Schedule>(s, p, b, q0 + warp * 16 * MT, k0, kt.n, h, cut);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) online_softmax_update<NB, DB>(s[mt], m[mt], l[mt], acc[mt], p.scale_log2);
 

@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(NWG * 128, (forward_wgmma_min_blocks<D, BN>())
 
     int b, h, rank;
     resolve_block<Schedule>(p, b, h, rank);
-    const int qtile = gridDim.y - 1 - rank;
+    const int qtile = Schedule::query_tile_of_rank(p, rank);
     const int warp = threadIdx.x >> 5;
     const int wg = warp >> 2;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(NWG * 128, (forward_wgmma_min_blocks<D, BN>())
     const int row0 = q0 + wg * 64 + (warp & 3) * 16;  // first row of the warp's 16-row slice
 
     const QueryTile qt = query_tile_info<NT>(p, b, q0, qn);
-    const TileRange keys = Schedule::key_tiles(p, qt, BN);
+    const auto keys = Schedule::key_tiles(p, qt, BN);
     const int n = keys.count();
     const bf16* kbase = p.k + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
     const bf16* vbase = p.v + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
@@ -257,7 +257,8 @@ __global__ void __launch_bounds__(NWG * 128, (forward_wgmma_min_blocks<D, BN>())
         wgmma_commit();
         wgmma_wait_all();
         pin<NB>(s[0]);
-        if (pair_needs_mask(p, qt, kt, BN)) mask_scores<1, NB>(s, p, b, row0, k0, kt.n);
+        const bool cut = keys.cut(it);
+        if (cut || pair_needs_mask(p, qt, kt, BN)) mask_scores<1, NB, Schedule>(s, p, b, row0, k0, kt.n, h, cut);
         online_softmax_update<NB, DB>(s[0], m, l, acc, p.scale_log2);
 
         // O += P V: k-steps of 16 keys (16 rows of 128 bytes); the D columns span D/64 blocks

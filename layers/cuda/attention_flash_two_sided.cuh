@@ -32,8 +32,6 @@ inline Params make_two_sided_params(const AttnQueries<bf16>& qs, const AttnKeys<
                                     const AttnDims& dm, float scale) {
     const std::string perr = pattern_error(pattern);
     if (!perr.empty()) fatal("attention (two-sided CUDA): bad %s pattern: %s", attn_kind_name(pattern.kind), perr.c_str());
-    if (pattern.kind != AttnKind::Dense && pattern.kind != AttnKind::Dilated)
-        fatal("attention (two-sided CUDA): pattern '%s' has no CUDA kernel", attn_kind_name(pattern.kind));
     if (dm.D != 64 && dm.D != 128) fatal("attention (two-sided CUDA): head dim %d is not supported (64 or 128)", dm.D);
     for (int stride : {qs.stride, ks.stride})
         if (stride % 8 != 0 || stride < dm.H * dm.D)
@@ -71,6 +69,7 @@ inline Params make_two_sided_params(const AttnQueries<bf16>& qs, const AttnKeys<
     p.seq_len = dm.seq_len;
     p.two_sided = true;
     p.accum_tokens = qs.n;
+    bind_block_sparse(p, pattern);
     return p;
 }
 
@@ -88,7 +87,7 @@ inline bool shared_segments(int w, const Params& p, int& seg0, int& nseg) {
 // caller). `run` takes the branch's Params.
 template <typename Run>
 void for_each_launch(const Params& p, const AttnPattern& pattern, const AttnDims& dm, bool merge, int group, Run run) {
-    if (pattern.kind == AttnKind::Dense) {
+    if (pattern.kind != AttnKind::Dilated) {  // one launch: dense, or block-sparse over its tile lists
         Params q = p;
         q.accumulate = merge;
         run(q);

@@ -31,12 +31,32 @@ ATTN_HD inline int block_sparse_random_block(uint64_t seed, int head, int qb, in
     return (int)(z % (uint64_t)range);
 }
 
+// The rules by value, for a kernel's parameters (BlockSparsePattern::multiplicity reads these
+// names, as it reads AttnPattern's): the explicit layout is a device view there.
+struct BlockSparseRules {
+    bool causal;
+    int block, window, global, dilated_r, dilated_window, random_count;
+    uint64_t random_seed;
+    BlockLayoutView layout;
+    bool any_block_rules;  // dilated, random or explicit blocks: else the token rules say it all
+    int block_shift;       // log2(block)
+    ATTN_HD BlockLayoutView layout_view() const { return layout; }
+};
+
 struct BlockSparsePattern {
     static constexpr const char* kName = "block-sparse";
 
+    // `layout` is where the kernel reads p.layout (a device copy), or empty when p has none.
+    static BlockSparseRules rules(const AttnPattern& p, BlockLayoutView layout) {
+        int shift = 0;
+        while ((1 << shift) < p.block) shift++;
+        return BlockSparseRules{p.causal,       p.block,        p.window,      p.global,           p.dilated_r,
+                                p.dilated_window, p.random_count, p.random_seed, layout, has_block_rules(p), shift};
+    }
+
     static std::string validate(const AttnPattern& p) {
         if (p.block < 1 || p.block > 4096 || (p.block & (p.block - 1)))
-            return "--block " + std::to_string(p.block) + " must be a power of two in [1, 4096] (the GPU kernels will take 64 and 128)";
+            return "--block " + std::to_string(p.block) + " must be a power of two in [1, 4096]";
         if (p.window < 0 || p.global < 0 || p.dilated_r < 0 || p.dilated_window < 0 || p.random_count < 0)
             return "--window, --global, --dilated-blocks and --random-blocks must not be negative";
         if ((p.dilated_r > 0) != (p.dilated_window > 0)) return "--dilated-blocks needs both r and a window: r,W with r, W > 0";
@@ -45,21 +65,32 @@ struct BlockSparsePattern {
         return "";
     }
 
-    // 1 if some builder keeps key k for query q (head h, global length N), else 0.
-    ATTN_HD_TEMPLATE template <class P>  // AttnPattern or AttnPatternArgs
+    // 1 if some builder keeps key k for query q (head h, global length N), else 0: the token rules
+    // on positions, then the block rules on the blocks (kernels ask the two apart: block_rules
+    // only when the pattern has some, with its blocks found by a shift).
+    ATTN_HD_TEMPLATE template <class P>  // AttnPattern, AttnPatternArgs or BlockSparseRules
     ATTN_HD static int multiplicity(const P& p, int head, int q, int k, int seq_len) {
+        return token_rules(p, q, k) || block_rules(p, head, q / p.block, k / p.block, seq_len) ? 1 : 0;
+    }
+    // A window of W tokens and g global tokens.
+    ATTN_HD_TEMPLATE template <class P>
+    ATTN_HD static bool token_rules(const P& p, int q, int k) {
         const int d = q - k, ad = d < 0 ? -d : d;
-        if (p.window && (p.causal ? d < p.window : ad < p.window)) return 1;
-        if (p.global && (k < p.global || q < p.global)) return 1;
-        const int b = p.block, qb = q / b, kb = k / b, bd = p.causal ? qb - kb : (qb > kb ? qb - kb : kb - qb);
-        if (p.dilated_r && bd >= 0 && bd % p.dilated_r == 0 && (long long)bd * b < p.dilated_window) return 1;
+        return (p.window && (p.causal ? d < p.window : ad < p.window)) || (p.global && (k < p.global || q < p.global));
+    }
+    // Dilated blocks, random blocks, an explicit layout: query block qb, key block kb.
+    ATTN_HD_TEMPLATE template <class P>
+    ATTN_HD static bool block_rules(const P& p, int head, int qb, int kb, int seq_len) {
+        const int b = p.block, bd = p.causal ? qb - kb : (qb > kb ? qb - kb : kb - qb);
+        if (p.dilated_r && bd >= 0 && bd % p.dilated_r == 0 && (long long)bd * b < p.dilated_window) return true;
         if (p.random_count) {
             const int range = p.causal ? qb + 1 : (seq_len + b - 1) / b;
             for (int i = 0; i < p.random_count; i++)
-                if (block_sparse_random_block(p.random_seed, head, qb, i, range) == kb) return 1;
+                if (block_sparse_random_block(p.random_seed, head, qb, i, range) == kb) return true;
         }
-        return p.layout_view().has(head, qb, kb) ? 1 : 0;
+        return p.layout_view().has(head, qb, kb);
     }
+    static bool has_block_rules(const AttnPattern& p) { return p.dilated_r || p.random_count || p.layout; }
 
     // Summed over rows, with causality: per row, the keys of its active blocks (block rules), plus
     // the keys the token rules (window, global) add outside those blocks. Heads differ only
@@ -108,7 +139,7 @@ struct BlockSparsePattern {
         const int nb = (N + p.block - 1) / p.block, kb_max = p.causal ? qb : nb - 1;
         std::vector<int> out;
         if (p.dilated_r)
-            for (long long d = 0; d * p.block < p.dilated_window; d += p.dilated_r) {
+            for (long long d = 0; d * p.block < p.dilated_window && d < nb; d += p.dilated_r) {  // no block past the ends
                 if (qb - d >= 0) out.push_back((int)(qb - d));
                 if (!p.causal && d > 0 && qb + d <= kb_max) out.push_back((int)(qb + d));
             }

@@ -10,7 +10,8 @@ struct DenseSchedule {
     // kPerBlockMaps: each block derives its own maps (block_maps), else they are as given.
     // kMayMerge: outputs may merge into what is there (Params::accumulate), else are written.
     // kTwoSided: the two-sided launchers' instance (Params::two_sided).
-    static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false;
+    // kBlockSparse: the pattern masks elements itself (keeps), on the pairs its lists cut.
+    static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false, kBlockSparse = false;
     // Key tiles of BN rows for a query tile: up to the last key at or before the tile's last
     // query (causal), from the first key at or after its earliest document start.
     __device__ static TileRange key_tiles(const Params& p, const QueryTile& qt, int BN) {
@@ -27,6 +28,10 @@ struct DenseSchedule {
         if (p.causal) begin_row = rows_with_pos_le(p.qpos, p.qrows, kt.first_pos - 1);
         return TileRange{begin_row / BM, (p.qrows.len + BM - 1) / BM};
     }
+    // Which tile a block runs: the longest causal query rows start first; key tile = rank.
+    __device__ static int query_tile_of_rank(const Params&, int rank) { return gridDim.y - 1 - rank; }
+    __device__ static int key_tile_of_rank(const Params&, int rank) { return rank; }
+    __device__ static bool keeps(const Params&, int, int, int) { return true; }
 };
 
 // The two-sided launchers' instance (Params::two_sided): it may merge, into bf16 or fp32 O.

@@ -63,7 +63,9 @@ __global__ void f32_rows_to_bf16(bf16* dst, int stride, const float* src, size_t
 }
 
 // The kinds our flash kernels run (the others: the naive kernel and the CPU).
-inline bool has_flash_kernel(const AttnPattern& p) { return p.kind == AttnKind::Dense || p.kind == AttnKind::Dilated; }
+inline bool has_flash_kernel(const AttnPattern& p) {
+    return p.kind == AttnKind::Dense || p.kind == AttnKind::Dilated || p.kind == AttnKind::BlockSparse;
+}
 
 inline std::string refuse_gapped_positions(const AttnDevCase& c) {
     return c.pos0 < 0 ? "needs contiguous positions (pos[i] = pos0 + i)" : "";

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: the attention benchmark (ours and cuDNN side by side), dilated attention from 16K
-# to 8M tokens, ring attention's per-rank compute and predicted ring time, the training throughput
+# to 8M tokens, block-sparse attention from 16K to 1M (with FlexAttention's on the same pattern
+# where PyTorch is installed), ring attention's per-rank compute and predicted ring time, the training throughput
 # of the GPT-2 124M shape, and (where PyTorch is installed, as on the lent GPU machines) the
 # PyTorch flash/cuDNN reference, in one run. Tables go to build/bench/ and the screen.
 set -uo pipefail
@@ -14,10 +15,12 @@ if python3 -c "import nvidia" 2>/dev/null; then
 fi
 "$BIN/bench_attention" --out "$OUTDIR/attention.md" ${BENCH_ATTENTION_ARGS:-}
 "$BIN/bench_attention_dilated" --out "$OUTDIR/attention_dilated.md" ${BENCH_DILATED_ARGS:-}
+"$BIN/bench_attention_block_sparse" --out "$OUTDIR/attention_block_sparse.md" ${BENCH_BLOCK_SPARSE_ARGS:-}
 "$BIN/bench_train" --out "$OUTDIR/train_124m.md" --batches 8,16,32,64 ${BENCH_TRAIN_ARGS:-}
 # Ring attention: per-rank compute measured here, the ring time predicted for a link (--bw)
 "$BIN/bench_ring" --out "$OUTDIR/ring.md" ${BENCH_RING_ARGS:-}
 if python3 -c "import torch" 2>/dev/null && [ -f scripts/check_attention_torch.py ]; then
     python3 scripts/check_attention_torch.py --out "$OUTDIR/attention_torch.md" ${BENCH_TORCH_ARGS:-}
+    python3 scripts/bench_flex_attention.py --out "$OUTDIR/attention_block_sparse_flex.md"
 fi
 echo; for f in "$OUTDIR"/*.md; do echo "== $f"; cat "$f"; echo; done

@@ -3,7 +3,7 @@
 // backends, then a few AdamW steps whose losses must track the CPU run.
 // bf16 weights and activations put the GPU within about 1e-2 of the fp32/fp64 reference;
 // a negative control (gradients of another batch) shows the comparison can fail.
-// Also: deterministic mode (two runs of a few AdamW steps bit-identical, dense and dilated, at
+// Also: deterministic mode (two runs of a few AdamW steps bit-identical, dense, dilated and block-sparse, at
 // T = 1024) and out-of-vocabulary tokens and targets refused with the row and position named.
 #include <cmath>
 #include <cstdio>
@@ -35,12 +35,11 @@ static Batch make_batch(gc::Rng& rng, int B, int T, int V, bool doc_mask) {
     return b;
 }
 
-static void compare_model(AttnBackend attn, const char* name, uint64_t seed, bool dilated = false) {
+static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std::vector<AttnPattern> layer_attn = {}) {
     gc::Rng rng(seed);
     GPTConfig cfg;
     cfg.vocab_size = 1003, cfg.n_layer = 2, cfg.n_embd = 192, cfg.n_head = 3;  // D = 64
-    // Layer 0 dilated (LongNet, r not dividing w, N not a multiple of w), layer 1 dense.
-    if (dilated) cfg.layer_attn = {make_pattern(AttnKind::Dilated, true, {32, 48, 200}, {1, 5, 2}), AttnPattern{}};
+    cfg.layer_attn = layer_attn;  // empty: every layer dense
     const bool doc_mask = attn == AttnBackend::Flash;  // cuDNN has no document mask
     const Batch b = make_batch(rng, 3, 131, cfg.vocab_size, doc_mask);
     const int* ds = doc_mask ? b.doc_start.data() : nullptr;
@@ -262,7 +261,14 @@ static int main_body(int argc, char** argv) {
     std::printf("test_model: seed %llu\n", (unsigned long long)seed);
     compare_model(AttnBackend::Flash, "flash attention, doc mask", seed);
     compare_model(AttnBackend::Cudnn, "cudnn attention", seed + 1);
-    compare_model(AttnBackend::Flash, "flash, dilated layer + dense layer, doc mask", seed + 3, true);
+    // Layer 0 dilated (LongNet, r not dividing w, N not a multiple of w), layer 1 dense.
+    const AttnPattern dilated = make_pattern(AttnKind::Dilated, true, {32, 48, 200}, {1, 5, 2});
+    compare_model(AttnBackend::Flash, "flash, dilated layer + dense layer, doc mask", seed + 3, {dilated, AttnPattern{}});
+    // Layer 0 block-sparse (a window and global tokens that cut blocks, random blocks per head),
+    // layer 1 dilated.
+    AttnPattern sparse = make_pattern(AttnKind::BlockSparse, true);
+    sparse.block = 16, sparse.window = 40, sparse.global = 8, sparse.random_count = 1, sparse.random_seed = 3;
+    compare_model(AttnBackend::Flash, "flash, block-sparse layer + dilated layer, doc mask", seed + 7, {sparse, dilated});
     compare_training(seed + 2);
     check_vocab_errors(seed + 4);
     {
@@ -273,6 +279,11 @@ static int main_body(int argc, char** argv) {
         dil.n_embd = 512;
         dil.layer_attn = {make_pattern(AttnKind::Dilated, true, {512, 1024}, {1, 2}), AttnPattern{}};
         check_determinism("dilated + dense, 4 heads of 128, T 1024", dil, seed + 6);
+        GPTConfig bs = dense;  // D = 64; layer 0 block-sparse (window 256, 64 global tokens), layer 1 dense
+        AttnPattern w = make_pattern(AttnKind::BlockSparse, true);
+        w.block = 64, w.window = 256, w.global = 64;
+        bs.layer_attn = {w, AttnPattern{}};
+        check_determinism("block-sparse + dense, 4 heads of 64, T 1024", bs, seed + 8);
     }
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -1,0 +1,71 @@
+// Block-sparse tile lists on the device: built on the host once per (pattern, sequence, sides,
+// tile shape) by block_sparse_tile_lists (layers/patterns/block_sparse_tiles.h), uploaded, and
+// kept for the life of the program, so a training step or a ring step after the first costs a
+// map lookup. Compiled once, into attention_flash.o (attention_flash.cu includes this file).
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+#include "layers/cuda/attention_flash_common.cuh"
+#include "layers/patterns/block_sparse_tiles.h"
+
+namespace flash {
+
+namespace {
+
+// What the lists depend on: the pattern's rules (an explicit layout by identity: the entry keeps
+// it alive, so its address is never reused), the global length, the heads, the two sides and
+// the tile shape, and the device.
+using TileListKey = std::tuple<int, bool, int, int, int, int, int, int, uint64_t, const BlockLayout*, int, int, int, int, int,
+                               int, int, int>;
+
+struct DeviceTileLists {
+    std::shared_ptr<const BlockLayout> keep;
+    int* buf = nullptr;  // one allocation: q_ptr, k_of_q, k_ptr, q_of_k, q_order, k_order
+    BlockSparseTileView view{};
+    size_t bytes = 0;
+};
+
+DeviceTileLists upload_tile_lists(const TileLists& t) {
+    std::vector<int> all;
+    auto append = [&](const std::vector<int>& v, const std::vector<char>* cut) {
+        const size_t at = all.size();
+        for (size_t i = 0; i < v.size(); i++) all.push_back(cut ? v[i] * 2 + (*cut)[i] : v[i]);
+        return at;
+    };
+    const size_t a = append(t.q_ptr, nullptr), b = append(t.k_of_q, &t.k_of_q_cut), c = append(t.k_ptr, nullptr),
+                 d = append(t.q_of_k, &t.q_of_k_cut), e = append(t.q_order, nullptr), f = append(t.k_order, nullptr);
+    DeviceTileLists out;
+    out.bytes = std::max<size_t>(all.size(), 1) * sizeof(int);
+    CUDA_CHECK(cudaMalloc(&out.buf, out.bytes));
+    CUDA_CHECK(cudaMemcpy(out.buf, all.data(), all.size() * sizeof(int), cudaMemcpyHostToDevice));
+    out.view = BlockSparseTileView{out.buf + a, out.buf + b, out.buf + c, out.buf + d, out.buf + e, out.buf + f, t.BM, t.BN};
+    return out;
+}
+
+}  // namespace
+
+// The lists of p's sides (query rows from p.q_pos0, key rows from p.k_pos0, contiguous
+// positions) for tiles of BM query rows and BN key rows.
+BlockSparseTileView block_sparse_tiles_cuda(const AttnPattern& s, const Params& p, int BM, int BN) {
+    static std::mutex mu;
+    static std::map<TileListKey, DeviceTileLists> cache;
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    const TileListKey key{dev,          s.causal,       s.block,        s.window,     s.global,    s.dilated_r, s.dilated_window,
+                          s.random_count, s.random_seed, s.layout.get(), p.seq_len,  p.H,         p.q_pos0,    p.qrows.len,
+                          p.k_pos0,     p.krows.len,    BM,             BN};
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+        const TileLists t = block_sparse_tile_lists(s, p.seq_len, p.H, BM, BN, p.q_pos0, p.qrows.len, p.k_pos0, p.krows.len);
+        DeviceTileLists d = upload_tile_lists(t);
+        d.keep = s.layout;
+        it = cache.emplace(key, std::move(d)).first;
+    }
+    return it->second.view;
+}
+
+}  // namespace flash

@@ -1,0 +1,46 @@
+// Block-sparse attention's GPU schedule (the device side of layers/patterns/block_sparse.h): a
+// query tile walks the key tiles of its list, a key tile the query tiles of its list (the
+// transposed layout), both built once per layout and tile shape on the host
+// (layers/patterns/block_sparse_tiles.h) and cached on the device (layers/cuda/
+// block_sparse_lists.cuh, which fills Params::tiles). A list entry is tile * 2 + cut: cut = 1
+// when the pattern keeps only some of the pair's (query, key) pairs, and only then does the
+// kernel ask the pattern element by element (BlockSparsePattern::multiplicity, per head).
+// Included by layers/cuda/attention_flash_common.cuh, whose types it uses.
+#pragma once
+
+namespace flash {
+
+struct TileList {
+    const int* entry;
+    int n;
+    __device__ int count() const { return n; }
+    __device__ int tile(int it) const { return __ldg(entry + it) >> 1; }
+    __device__ bool cut(int it) const { return __ldg(entry + it) & 1; }
+};
+
+// One instance for one-sided and two-sided launches (it may merge, into bf16 or fp32 O): the
+// lists already carry each launch's sides, so nothing else differs.
+struct BlockSparseSchedule {
+    static constexpr bool kPerBlockMaps = false, kMayMerge = true, kTwoSided = true, kBlockSparse = true;
+    __device__ static TileList key_tiles(const Params& p, const QueryTile& qt, int) {
+        const int t = qt.r0 / p.tiles.BM, a = __ldg(p.tiles.q_ptr + t);
+        return TileList{p.tiles.k_of_q + a, __ldg(p.tiles.q_ptr + t + 1) - a};
+    }
+    __device__ static TileList query_tiles(const Params& p, const KeyTile& kt, int) {
+        const int t = kt.r0 / p.tiles.BN, a = __ldg(p.tiles.k_ptr + t);
+        return TileList{p.tiles.q_of_k + a, __ldg(p.tiles.k_ptr + t + 1) - a};
+    }
+    // The longest lists first (the global rows and columns), so they run under the rest.
+    __device__ static int query_tile_of_rank(const Params& p, int rank) { return __ldg(p.tiles.q_order + rank); }
+    __device__ static int key_tile_of_rank(const Params& p, int rank) { return __ldg(p.tiles.k_order + rank); }
+    // Does head h keep key position kp for query position qp (global positions)? The pattern's
+    // multiplicity, with the block rules skipped when there are none (a window and global tokens
+    // cost a few compares per element) and blocks found by a shift, not a division.
+    __device__ static bool keeps(const Params& p, int h, int qp, int kp) {
+        const BlockSparseRules& r = p.bs;
+        return BlockSparsePattern::token_rules(r, qp, kp) ||
+               (r.any_block_rules && BlockSparsePattern::block_rules(r, h, qp >> r.block_shift, kp >> r.block_shift, p.seq_len));
+    }
+};
+
+}  // namespace flash
