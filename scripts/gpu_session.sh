@@ -7,7 +7,8 @@
 # infer and long_prompt (after train), errors, dilated_bench, compare, bench_ab (this build's
 # attention benchmarks against $CARRY/old, interleaved: scripts/bench_ab.sh), attn_perf (the
 # attention harness's perf mode: every backend side by side), block_sparse (its benchmark and
-# FlexAttention's).
+# FlexAttention's), nccl (on a machine with several GPUs: NCCL ring attention, --cp training and
+# perplexity against one GPU, a hung rank).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
 OUT=${OUT:-build/gpu_session}
@@ -62,6 +63,44 @@ for stage in $STAGES; do
                python3 scripts/bench_flex_attention.py --out "$OUT/flex.md" > "$OUT/flex.log" 2>&1
                summary+=("flex: exit $? ($((SECONDS - t0)) s)")
                cat "$OUT/block_sparse.md" "$OUT/flex.md" ;;
+        nccl)  # one NCCL rank per GPU of this host (issues 9, 10): the communicator, ring attention
+               # against one GPU, training and perplexity at --cp P against one GPU, a hung rank
+               P=$(nvidia-smi -L | wc -l)
+               L=scripts/launch.sh
+               $L "$P" "$CARRY/bin/test_comm_nccl" > "$OUT/nccl_comm.log" 2>&1
+               summary+=("nccl comm P=$P: exit $?: $(grep -E 'rank 0\] [0-9]+ passed' "$OUT/nccl_comm.log")")
+               $L "$P" "$CARRY/bin/test_ring" --nccl > "$OUT/nccl_ring.log" 2>&1
+               summary+=("nccl ring P=$P: exit $?: $(grep -E '\] [0-9]+ passed' "$OUT/nccl_ring.log" | tr '\n' ' ')")
+               grep -E 'FAIL' "$OUT/nccl_ring.log" | head -5
+               T=$((4096 * P))
+               common="--device cuda --data $CARRY/corpus --steps 20 --seq-len $T --batch 2 --val-every 10 --ckpt-every 10 --seed 7"
+               for attn in "dense" "dilated --segments 1024,2048,4096 --dilations 1,2,4" "block-sparse --block 64 --window 512 --global 64"; do
+                   tag=${attn%% *}
+                   "$CARRY/bin/train" $common --attn $attn --out "$OUT/cp1_$tag" > "$OUT/cp1_$tag.log" 2>&1
+                   c1=$?
+                   $L "$P" "$CARRY/bin/train" $common --attn $attn --cp "$P" --out "$OUT/cpP_$tag" > "$OUT/cpP_$tag.log" 2>&1
+                   c2=$?
+                   l1=$(grep -oE 'step +20/20 \| loss [0-9.]+' "$OUT/cp1_$tag.log" | grep -oE '[0-9.]+$')
+                   l2=$(grep -oE 'step +20/20 \| loss [0-9.]+' "$OUT/cpP_$tag.log" | head -1 | grep -oE '[0-9.]+$')
+                   v1=$(grep -E '^done' "$OUT/cp1_$tag.log"); v2=$(grep -E '^\[rank 0\] done' "$OUT/cpP_$tag.log")
+                   summary+=("train $tag T=$T: 1 GPU exit $c1 step-20 loss $l1 | --cp $P exit $c2 loss $l2 | $v1 | $v2")
+               done
+               "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/cp1_dense" --perplexity "$CARRY/corpus/val_text.txt" --ctx $T > "$OUT/ppl1.log" 2>&1
+               $L "$P" "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/cp1_dense" --perplexity "$CARRY/corpus/val_text.txt" --ctx $T --cp "$P" > "$OUT/pplP.log" 2>&1
+               summary+=("perplexity 1 GPU: $(grep -E '^file' "$OUT/ppl1.log") | --cp $P: $(grep -E '\] file' "$OUT/pplP.log" | head -1)")
+               # A rank that hangs (SIGSTOP) mid-training: the others must stop with a message
+               # naming it within the NCCL timeout (60 s), and the checkpoints stay readable.
+               $L "$P" "$CARRY/bin/train" $common --steps 100000 --ckpt-every 5 --attn dense --cp "$P" --out "$OUT/hang" > "$OUT/hang.log" 2>&1 &
+               lpid=$!
+               for i in $(seq 90); do grep -qs '^7,train' "$OUT/hang/metrics.csv" && break; sleep 1; done
+               victim=""
+               for p in $(pgrep -f "$CARRY/bin/train"); do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "RANK=$((P - 1))" && victim=$p; done
+               t_stop=$SECONDS; kill -STOP "$victim"
+               wait $lpid; code=$?
+               kill -KILL "$victim" 2>/dev/null
+               "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/hang" --perplexity "$CARRY/corpus/val_text.txt" --ctx 1024 > "$OUT/hang_ppl.log" 2>&1
+               summary+=("hung rank $((P - 1)) (pid $victim): job exit $code after $((SECONDS - t_stop)) s: $(grep -iE 'rank|timed out|error' "$OUT/hang.log" | grep -v ' step ' | tail -2 | tr '\n' ' ') | checkpoint after: $(grep -E '^file' "$OUT/hang_ppl.log")")
+               tail -3 "$OUT/hang.log" ;;
         attn_perf) "$CARRY/bin/test_attention" --perf > "$OUT/attn_perf.log" 2>&1
                summary+=("attn_perf: exit $? ($((SECONDS - t0)) s)")
                cat "$OUT/attn_perf.log" ;;
