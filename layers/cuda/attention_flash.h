@@ -31,8 +31,9 @@
 // three slices is written, none is read before this call wrote it (a dilated pattern adds its
 // later branches into what its first branch, or a zero-fill, wrote; likewise O and L forward).
 //
-// Patterns: dense and dilated (LongNet; for dilated, positions must be pos[i] = i, see
-// attention_dilated.cuh). Workspace: attention_backward_workspace_bytes(s) is enough for every
+// Patterns: dense, dilated (LongNet) and block-sparse; for the last two, positions must be
+// pos[i] = i (dilated segments are cut from them, attention_dilated.cuh; block-sparse tile lists
+// and masks assume them, layers/patterns/block_sparse.cuh). Workspace: attention_backward_workspace_bytes(s) is enough for every
 // pattern; attention_backward_workspace_bytes(s, pattern) is the smaller exact size.
 #pragma once
 #include <cstddef>
