@@ -74,6 +74,7 @@ static int main_body(int argc, char** argv) {
             std::unique_ptr<ModelBackend> model = make_backend(dev, ck.cfg, attn);
             model->set_params(ck.params.data());
             model->set_context_parallel(px.cp);
+            model->set_recompute(Recompute::Full);  // forward only: a block keeps just what it passes on
             if (px.leader())
                 std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d%s, on %s\n", path.c_str(),
                              ck.cfg.n_layer, ck.cfg.n_embd, model->num_params() / 1e6, ctx,
@@ -93,6 +94,7 @@ static int main_body(int argc, char** argv) {
     std::unique_ptr<ModelBackend> backend = make_backend(dev, ck.cfg, attn);
     ModelBackend& model = *backend;
     model.set_params(ck.params.data());
+    model.set_recompute(Recompute::Full);  // forward only: a block keeps just what it passes on
     std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d, on %s\n", path.c_str(),
                  ck.cfg.n_layer, ck.cfg.n_embd, model.num_params() / 1e6, ctx, model.name().c_str());
 

@@ -17,6 +17,7 @@
 #include "model/checkpoint.h"
 #include "model/flags.h"
 #include "model/generate.h"
+#include "model/memory_plan.h"
 #include "model/parallel.h"
 #include "model/select_backend.cuh"
 #include "comm/launch.cuh"
@@ -32,6 +33,8 @@ struct TrainArgs {
     int sample_tokens = 160, keep_ckpts = 3, max_bad_steps = 5;
     int cp = 1, simulate_ranks = 0;  // context-parallel degree; ranks run as threads of this process
     std::string sample_prompt = "And it came to pass";
+    std::string recompute = "auto";  // gradient checkpointing policy (model/recompute.h); not a run flag
+    float memory_cap_gib = 0;        // plan within this much memory (0: what is free); not a run flag
 
     // The flags a resumed run must share with the run it continues: each decides some loss
     // (validation ones too) or, for the device and kernels, the rounding of every step.
@@ -203,6 +206,11 @@ static int main_body(int argc, char** argv) {
     flags.add_int("max-bad-steps", &a.max_bad_steps, "consecutive steps with a non-finite loss or gradient (each skipped) that stop the run");
     flags.add_int("sample-tokens", &a.sample_tokens, "tokens of sample text printed at the end (0: none)");
     flags.add_string("sample-prompt", &a.sample_prompt, "prompt of the final sample");
+    flags.add_string("recompute", &a.recompute, "gradient checkpointing: auto (the fastest policy that fits in memory), "
+                                                "none, selective (recompute LayerNorms and the MLP's up projection) or "
+                                                "full (keep each block's input, recompute the block)");
+    flags.add_float("memory-cap", &a.memory_cap_gib, "GiB the memory plan may give activations on each rank, to leave "
+                                                     "room for others (0: all that is free)");
     flags.add_int("cp", &a.cp, "context parallel: split each window over this many GPUs (ring attention); "
                                "the job's ranks are data-parallel groups of --cp");
     flags.add_int("simulate-ranks", &a.simulate_ranks, "run this many ranks as threads of one process, sharing "
@@ -232,6 +240,12 @@ static int main_body(int argc, char** argv) {
         a.sample_tokens < 0)
         fatal("--warmup, --val-every, --ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --val-batches, --log-every >= 1");
     if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
+    {
+        Recompute r;
+        bool is_auto;
+        parse_recompute(a.recompute, &r, &is_auto);
+    }
+    if (!(a.memory_cap_gib >= 0)) fatal("--memory-cap must be >= 0 GiB (got %g)", a.memory_cap_gib);
     if (a.simulate_ranks > 1 && device == Device::Cuda && a.attention != "flash")
         fatal("--simulate-ranks runs its ranks as threads of one process, and cuDNN's plans are per process: use --attention flash");
     return run_parallel(device, a.cp, a.simulate_ranks, "build/train",
@@ -331,6 +345,29 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
     const int Bl = a.batch / px.dp_size, Tl = a.seq_len / px.cp_size;  // this rank's part of a step
     const std::vector<int> positions = px.positions(a.seq_len);
     model->set_context_parallel(px.cp);
+    {  // the memory plan: the fastest recompute policy that fits (or the one asked for), else what would fit
+        Recompute policy = Recompute::None;
+        bool is_auto = false;
+        parse_recompute(a.recompute, &policy, &is_auto);
+        int t_step = 1024;  // the longest window that fits, in steps a person reads (and a multiple of 2 x --cp)
+        while (t_step > 2 && t_step > Tl) t_step /= 2;
+        const MemoryPlan plan = plan_memory(*model, Bl, Tl, t_step, is_auto, policy, (size_t)(a.memory_cap_gib * 1073741824.0));
+        if (say) std::printf("%s", format_plan(plan, model->memory_name()).c_str());
+        if (!plan.chosen_fits) {
+            const PolicyPlan& row = plan.rows[(int)plan.chosen];
+            std::string alternatives;
+            for (const PolicyPlan& r : plan.rows)
+                alternatives += std::string(alternatives.empty() ? "" : "; ") + recompute_name(r.policy) + ": --seq-len <= " +
+                                std::to_string(r.max_T * px.cp_size) + " or --batch <= " + std::to_string(r.max_B * px.dp_size);
+            fatal("out of %s memory: --batch %d x --seq-len %d with --recompute %s needs %s for activations but %s "
+                  "are available%s; what fits: %s%s", model->memory_name(), a.batch, a.seq_len, a.recompute.c_str(),
+                  format_bytes((double)(row.needs.activations + row.needs.extra)).c_str(),
+                  format_bytes((double)plan.available).c_str(),
+                  a.memory_cap_gib > 0 ? " under --memory-cap" : "", alternatives.c_str(),
+                  px.cp_size > 1 || device != Device::Cuda ? "" : ", or split the window over GPUs (--cp)");
+        }
+        model->set_recompute(plan.chosen);
+    }
     model->reserve(Bl, Tl);
     int step = 0, updates = 0;
     {

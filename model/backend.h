@@ -7,6 +7,17 @@
 #include <vector>
 #include "layers/adamw.h"
 #include "model/gpt.h"
+#include "model/host_memory.h"
+#include "model/recompute.h"
+
+// Memory a training step of (B, T) needs under a recompute policy (model/memory_plan.h).
+struct MemoryNeeds {
+    size_t held = 0;         // allocated already, whatever the shape: weights, optimizer state
+    size_t activations = 0;  // what reserve(B, T) allocates under the policy
+    size_t extra = 0;        // what libraries and kernels allocate on first use (workspaces)
+    size_t per_token_per_layer = 0;  // of the activations: what one block keeps per token
+    size_t peak() const { return held + activations + extra; }
+};
 
 struct AdamWConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
@@ -25,6 +36,16 @@ class ModelBackend {
     // Allocates what batches of (B, T) need, so that running out of memory is reported before
     // a run writes anything. Optional: forward() allocates on first use anyway.
     virtual void reserve(int B, int T) { (void)B, (void)T; }
+    // Gradient checkpointing (model/recompute.h): what each block keeps for its backward. Takes
+    // effect at the next reserve or forward. The gradients are the same under every policy.
+    virtual void set_recompute(Recompute r) = 0;
+    virtual Recompute recompute() const = 0;
+    // The memory model behind the planner (model/memory_plan.h), and the bytes the activations
+    // and extras may take now (free memory plus the activations held now, which a new reserve
+    // gives back first).
+    virtual MemoryNeeds memory_needs(int B, int T, Recompute r) const = 0;
+    virtual size_t memory_available() const = 0;
+    virtual const char* memory_name() const = 0;  // "GPU" or "host"
     virtual void zero_grad() = 0;
     virtual void backward() = 0;  // adds the gradient of the last forward's mean loss
     // One training step's worth: zeroes the gradients, then forward and backward; returns the
@@ -72,6 +93,22 @@ class CpuBackend : public ModelBackend {
     }
     // Allocates the activations now, so out-of-memory ends the run before it writes anything.
     void reserve(int B, int T) override { model_.resize(B, T); }
+    void set_recompute(Recompute r) override { model_.set_recompute(r); }
+    Recompute recompute() const override { return model_.recompute; }
+    MemoryNeeds memory_needs(int B, int T, Recompute r) const override {
+        MemoryNeeds n;
+        n.held = model_.num_params * sizeof(float) * 4;  // weights, gradients, AdamW m and v
+        n.activations = GPT<float>::activation_elements(model_.cfg, B, T, r) * sizeof(float);
+        n.per_token_per_layer = (GPT<float>::activation_elements(model_.cfg, 1, 1, r) -
+                                 GPT<float>::activation_elements(with_layers(0), 1, 1, r)) * sizeof(float) /
+                                std::max(1, model_.cfg.n_layer);
+        return n;
+    }
+    size_t memory_available() const override {
+        return (size_t)host_bytes_available() +
+               GPT<float>::activation_elements(model_.cfg, model_.B, model_.Tn, model_.recompute) * sizeof(float);
+    }
+    const char* memory_name() const override { return "host"; }
     void zero_grad() override { model_.zero_grad(); }
     void backward() override { model_.backward(); }
     double grad_norm() override { return std::sqrt(grad_norm_squared(model_.grads.data(), model_.num_params)); }
@@ -99,6 +136,11 @@ class CpuBackend : public ModelBackend {
     }
 
    private:
+    GPTConfig with_layers(int L) const {
+        GPTConfig c = model_.cfg;
+        c.n_layer = L;
+        return c;
+    }
     GPT<float> model_;
     std::vector<float> m_, v_;  // AdamW moments, fp32
 };

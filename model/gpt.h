@@ -22,6 +22,7 @@
 #include "layers/residual.h"
 #include "layers/rope.h"
 #include "model/gpt_config.h"
+#include "model/recompute.h"
 
 // One named parameter tensor inside the flat parameter buffer. The names and shapes are the
 // checkpoint's tensor names (README: "Checkpoint format").
@@ -124,16 +125,44 @@ inline void check_token_ids(const int* tokens, const int* targets, int B, int T,
     }
 }
 
-// Everything forward keeps for backward, for one (B, T).
+// A block's activations, for one (B, T). Under a recompute policy (model/recompute.h) a block
+// keeps only some of these; the others are empty and live in GPT::work, shared by all blocks
+// and recomputed in the backward before they are read.
 template <typename T>
 struct BlockActs {
     std::vector<T> ln1, ln1_mean, ln1_rstd;  // (B,T,C), (B,T), (B,T)
-    std::vector<T> qkv_pre, qkv;             // (B,T,3,H,D) before / after rotary
+    std::vector<T> qkv;                      // (B,T,3,H,D) after rotary
     std::vector<T> atty, att_lse;            // (B,T,H,D), (B,H,T)
     std::vector<T> resid_attn;               // (B,T,C)  x after the attention residual
     std::vector<T> ln2, ln2_mean, ln2_rstd;  // (B,T,C), (B,T), (B,T)
     std::vector<T> fch, fch_gelu;            // (B,T,4C)
     std::vector<T> resid_out;                // (B,T,C)  the block's output
+
+    // Sizes the fields `keep` keeps (all of them for Recompute::None) and empties the others.
+    void allocate(size_t BT, size_t C, size_t H, Recompute keep) {
+        const bool all = keep == Recompute::None, attn = keep != Recompute::Full;
+        auto set = [](std::vector<T>& v, bool kept, size_t n) { v.assign(kept ? n : 0, T(0)); };
+        set(ln1, all, BT * C), set(ln1_mean, all, BT), set(ln1_rstd, all, BT);
+        set(qkv, attn, BT * 3 * C), set(atty, attn, BT * C), set(att_lse, attn, BT * H), set(resid_attn, attn, BT * C);
+        set(ln2, all, BT * C), set(ln2_mean, all, BT), set(ln2_rstd, all, BT);
+        set(fch, all, BT * 4 * C), set(fch_gelu, all, BT * 4 * C);
+        set(resid_out, true, BT * C);
+    }
+};
+
+// Where each activation of one block is: its own BlockActs where it keeps it, else the shared one.
+template <typename T>
+struct BlockView {
+    T *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att_lse, *resid_attn, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *resid_out;
+    BlockView(BlockActs<T>& own, BlockActs<T>& shared) {
+        auto pick = [](std::vector<T>& a, std::vector<T>& b) { return a.empty() ? b.data() : a.data(); };
+        ln1 = pick(own.ln1, shared.ln1), ln1_mean = pick(own.ln1_mean, shared.ln1_mean);
+        ln1_rstd = pick(own.ln1_rstd, shared.ln1_rstd), qkv = pick(own.qkv, shared.qkv), atty = pick(own.atty, shared.atty);
+        att_lse = pick(own.att_lse, shared.att_lse), resid_attn = pick(own.resid_attn, shared.resid_attn);
+        ln2 = pick(own.ln2, shared.ln2), ln2_mean = pick(own.ln2_mean, shared.ln2_mean);
+        ln2_rstd = pick(own.ln2_rstd, shared.ln2_rstd), fch = pick(own.fch, shared.fch);
+        fch_gelu = pick(own.fch_gelu, shared.fch_gelu), resid_out = own.resid_out.data();
+    }
 };
 
 template <typename T>
@@ -146,12 +175,14 @@ struct GPT {
 
     // Activations of the last forward.
     int B = 0, Tn = 0;
+    Recompute recompute = Recompute::None;  // what the blocks keep (model/recompute.h)
     std::vector<int> tokens, targets, pos, doc_start;  // doc_start empty: no document mask
     std::vector<T> encoded;                            // (B,T,C)
-    std::vector<BlockActs<T>> acts;
+    std::vector<BlockActs<T>> acts;                    // what each block keeps
+    BlockActs<T> work;                                 // the rest, shared by the blocks
     std::vector<T> lnf, lnf_mean, lnf_rstd, losses;    // (B,T,C), (B,T), (B,T), (B,T)
-    // Backward scratch.
-    std::vector<T> dresid, dln, dqkv_rot, dqkv_pre, datty, dfch, dfch_gelu, dtmp;
+    // Scratch of the forward and the backward.
+    std::vector<T> qkv_pre, dresid, dln, dqkv_rot, dqkv_pre, datty, dfch, dfch_gelu, dtmp;
     // Context parallelism: with cp set, this object holds one rank's zigzag rows of a sequence
     // of P x T tokens (layers/ring_plan.h: positions are the plan's), and attention runs over
     // the ring (layers/ring_attention.h); every other op is per token and unchanged. The mean
@@ -173,6 +204,21 @@ struct GPT {
 
     void init_weights(uint64_t seed) { init_gpt_weights(params.data(), cfg, seed); }
 
+    // Activation elements (of T) that (b, t) needs under a policy: what resize() allocates.
+    static size_t activation_elements(const GPTConfig& c, size_t b, size_t t, Recompute r) {
+        const size_t BT = b * t, C = c.n_embd, H = c.n_head, L = c.n_layer;
+        const size_t all = BT * (16 * C + 4 + H);  // one block's every field
+        const size_t kept = r == Recompute::None ? all : r == Recompute::Selective ? BT * (6 * C + H) : BT * C;
+        const size_t per_run = BT * C /*encoded*/ + BT * (C + 3) /*lnf, stats, losses*/ + BT * 3 * C /*qkv_pre*/ +
+                               BT * (C + C + 3 * C + 3 * C + C + 4 * C + 4 * C + C) /*backward scratch*/;
+        return L * kept + (r == Recompute::None ? 0 : all - BT * C) + per_run;  // work: all but resid_out
+    }
+
+    void set_recompute(Recompute r) {
+        if (r != recompute) B = Tn = 0;  // re-lay the activations on the next resize
+        recompute = r;
+    }
+
     void resize(int b, int t) {
         if (b == B && t == Tn) return;
         // The CPU ops index with int in places (b*T*4C at most): refuse shapes where that
@@ -184,14 +230,12 @@ struct GPT {
         const size_t BT = (size_t)B * Tn, C = cfg.n_embd, H = cfg.n_head;
         encoded.assign(BT * C, 0);
         acts.assign(cfg.n_layer, BlockActs<T>{});
-        for (BlockActs<T>& a : acts) {
-            a.ln1.assign(BT * C, 0), a.ln1_mean.assign(BT, 0), a.ln1_rstd.assign(BT, 0);
-            a.qkv_pre.assign(BT * 3 * C, 0), a.qkv.assign(BT * 3 * C, 0);
-            a.atty.assign(BT * C, 0), a.att_lse.assign(BT * H, 0), a.resid_attn.assign(BT * C, 0);
-            a.ln2.assign(BT * C, 0), a.ln2_mean.assign(BT, 0), a.ln2_rstd.assign(BT, 0);
-            a.fch.assign(BT * 4 * C, 0), a.fch_gelu.assign(BT * 4 * C, 0), a.resid_out.assign(BT * C, 0);
-        }
+        for (BlockActs<T>& a : acts) a.allocate(BT, C, H, recompute);
+        if (recompute == Recompute::None) work = BlockActs<T>{};
+        else work.allocate(BT, C, H, Recompute::None);
+        work.resid_out.clear();  // a block's output is always its own
         lnf.assign(BT * C, 0), lnf_mean.assign(BT, 0), lnf_rstd.assign(BT, 0), losses.assign(BT, 0);
+        qkv_pre.assign(BT * 3 * C, 0);
         dresid.assign(BT * C, 0), dln.assign(BT * C, 0), dqkv_rot.assign(BT * 3 * C, 0), dqkv_pre.assign(BT * 3 * C, 0);
         datty.assign(BT * C, 0), dfch.assign(BT * 4 * C, 0), dfch_gelu.assign(BT * 4 * C, 0), dtmp.assign(BT * C, 0);
     }
@@ -215,36 +259,10 @@ struct GPT {
             fatal("internal: a context-parallel forward needs the ring plan's positions (RingPlan::positions)");
         if (doc_start_in) doc_start.assign(doc_start_in, doc_start_in + BT);
         else doc_start.clear();
-        const int* ds = doc_start.empty() ? nullptr : doc_start.data();
-        const T scale = T(1) / std::sqrt((T)cfg.head_dim());
 
         encoder_forward(encoded.data(), tokens.data(), p.wte, B, Tn, C);
-        const T* x = encoded.data();
-        for (int l = 0; l < cfg.n_layer; l++) {
-            BlockActs<T>& a = acts[l];
-            const BlockParams<T>& w = p.blocks[l];
-            const AttnShape s = attn_shape();
-            layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w.ln1w, w.ln1b, BT, C);
-            matmul_forward(a.qkv_pre.data(), a.ln1.data(), w.qkvw, w.qkvb, BT, C, 3 * C);
-            rope_forward(a.qkv.data(), a.qkv_pre.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.rope_theta);
-            const T* qkv = a.qkv.data();
-            if (cp)
-                ring_attention_forward(*cp, RingPlan(cfg.attn(l), cp->size(), Tn * cp->size()), a.atty.data(),
-                                       a.att_lse.data(), qkv, qkv + C, qkv + 2 * C, 3 * C, ds, B, cfg.n_head,
-                                       cfg.head_dim(), scale);
-            else
-                attention_forward(a.atty.data(), a.att_lse.data(), qkv, qkv + C, qkv + 2 * C, pos.data(), ds,
-                                  cfg.attn(l), s, scale);
-            matmul_forward(dtmp.data(), a.atty.data(), w.projw, w.projb, BT, C, C);
-            residual_forward(a.resid_attn.data(), x, dtmp.data(), (size_t)BT * C);
-            layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.resid_attn.data(), w.ln2w, w.ln2b, BT, C);
-            matmul_forward(a.fch.data(), a.ln2.data(), w.fcw, w.fcb, BT, C, 4 * C);
-            gelu_forward(a.fch_gelu.data(), a.fch.data(), (size_t)BT * 4 * C);
-            matmul_forward(dtmp.data(), a.fch_gelu.data(), w.fcprojw, w.fcprojb, BT, 4 * C, C);
-            residual_forward(a.resid_out.data(), a.resid_attn.data(), dtmp.data(), (size_t)BT * C);
-            x = a.resid_out.data();
-        }
-        layernorm_forward(lnf.data(), lnf_mean.data(), lnf_rstd.data(), x, p.lnfw, p.lnfb, BT, C);
+        for (int l = 0; l < cfg.n_layer; l++) block_forward(l, block_input(l), BlockView<T>(acts[l], work), BlockStage::Output);
+        layernorm_forward(lnf.data(), lnf_mean.data(), lnf_rstd.data(), block_input(cfg.n_layer), p.lnfw, p.lnfb, BT, C);
         if (!in_targets) {
             targets.clear();
             return T(0);
@@ -277,48 +295,98 @@ struct GPT {
         std::vector<T> scratch_losses(BT);
         classifier_forward_backward(scratch_losses.data(), dln.data(), g.wte, lnf.data(), p.wte, targets.data(), BT,
                                     C, cfg.vocab_size, counted ? T(1) / counted : T(0));
-        const T* x_last = cfg.n_layer ? acts.back().resid_out.data() : encoded.data();
         std::fill(dresid.begin(), dresid.end(), T(0));
-        layernorm_backward(dresid.data(), g.lnfw, g.lnfb, dln.data(), x_last, p.lnfw, lnf_mean.data(), lnf_rstd.data(), BT, C);
+        layernorm_backward(dresid.data(), g.lnfw, g.lnfb, dln.data(), block_input(cfg.n_layer), p.lnfw, lnf_mean.data(),
+                           lnf_rstd.data(), BT, C);
 
         // dresid holds the gradient flowing into the residual stream x at a block's output.
         for (int l = cfg.n_layer - 1; l >= 0; l--) {
-            BlockActs<T>& a = acts[l];
+            const BlockView<T> a(acts[l], work);
             const BlockParams<T>& w = p.blocks[l];
             BlockParams<T>& dw = g.blocks[l];
-            const T* x_in = l == 0 ? encoded.data() : acts[l - 1].resid_out.data();
+            const T* x_in = block_input(l);
             const AttnShape s = attn_shape();
+            block_recompute(l, x_in, a);
             // MLP: resid_out = resid_attn + fcproj(gelu(fc(ln2(resid_attn))))
             std::fill(dfch_gelu.begin(), dfch_gelu.end(), T(0));
-            matmul_backward(dfch_gelu.data(), dw.fcprojw, dw.fcprojb, dresid.data(), a.fch_gelu.data(), w.fcprojw, BT, 4 * C, C);
+            matmul_backward(dfch_gelu.data(), dw.fcprojw, dw.fcprojb, dresid.data(), a.fch_gelu, w.fcprojw, BT, 4 * C, C);
             std::fill(dfch.begin(), dfch.end(), T(0));
-            gelu_backward(dfch.data(), a.fch.data(), dfch_gelu.data(), (size_t)BT * 4 * C);
+            gelu_backward(dfch.data(), a.fch, dfch_gelu.data(), (size_t)BT * 4 * C);
             std::fill(dln.begin(), dln.end(), T(0));
-            matmul_backward(dln.data(), dw.fcw, dw.fcb, dfch.data(), a.ln2.data(), w.fcw, BT, C, 4 * C);
+            matmul_backward(dln.data(), dw.fcw, dw.fcb, dfch.data(), a.ln2, w.fcw, BT, C, 4 * C);
             // dresid already is d(resid_attn) through the skip path; add the LayerNorm path.
-            layernorm_backward(dresid.data(), dw.ln2w, dw.ln2b, dln.data(), a.resid_attn.data(), w.ln2w,
-                               a.ln2_mean.data(), a.ln2_rstd.data(), BT, C);
+            layernorm_backward(dresid.data(), dw.ln2w, dw.ln2b, dln.data(), a.resid_attn, w.ln2w, a.ln2_mean, a.ln2_rstd,
+                               BT, C);
             // Attention: resid_attn = x_in + proj(attention(rope(qkv(ln1(x_in)))))
             std::fill(datty.begin(), datty.end(), T(0));
-            matmul_backward(datty.data(), dw.projw, dw.projb, dresid.data(), a.atty.data(), w.projw, BT, C, C);
+            matmul_backward(datty.data(), dw.projw, dw.projb, dresid.data(), a.atty, w.projw, BT, C, C);
             std::fill(dqkv_rot.begin(), dqkv_rot.end(), T(0));
-            const T* qkv = a.qkv.data();
+            const T* qkv = a.qkv;
             T* dqkv = dqkv_rot.data();
             if (cp)
                 ring_attention_backward(*cp, RingPlan(cfg.attn(l), cp->size(), Tn * cp->size()), dqkv, dqkv + C,
-                                        dqkv + 2 * C, datty.data(), a.atty.data(), a.att_lse.data(), qkv, qkv + C,
-                                        qkv + 2 * C, 3 * C, ds, B, cfg.n_head, cfg.head_dim(), scale);
+                                        dqkv + 2 * C, datty.data(), a.atty, a.att_lse, qkv, qkv + C, qkv + 2 * C,
+                                        3 * C, ds, B, cfg.n_head, cfg.head_dim(), scale);
             else
-                attention_backward(dqkv, dqkv + C, dqkv + 2 * C, datty.data(), a.atty.data(), a.att_lse.data(), qkv,
-                                   qkv + C, qkv + 2 * C, pos.data(), ds, cfg.attn(l), s, scale);
+                attention_backward(dqkv, dqkv + C, dqkv + 2 * C, datty.data(), a.atty, a.att_lse, qkv, qkv + C,
+                                   qkv + 2 * C, pos.data(), ds, cfg.attn(l), s, scale);
             std::fill(dqkv_pre.begin(), dqkv_pre.end(), T(0));
             rope_backward(dqkv_pre.data(), dqkv_rot.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.rope_theta);
             std::fill(dln.begin(), dln.end(), T(0));
-            matmul_backward(dln.data(), dw.qkvw, dw.qkvb, dqkv_pre.data(), a.ln1.data(), w.qkvw, BT, C, 3 * C);
-            layernorm_backward(dresid.data(), dw.ln1w, dw.ln1b, dln.data(), x_in, w.ln1w, a.ln1_mean.data(),
-                               a.ln1_rstd.data(), BT, C);
+            matmul_backward(dln.data(), dw.qkvw, dw.qkvb, dqkv_pre.data(), a.ln1, w.qkvw, BT, C, 3 * C);
+            layernorm_backward(dresid.data(), dw.ln1w, dw.ln1b, dln.data(), x_in, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, C);
         }
         encoder_backward(g.wte, dresid.data(), tokens.data(), B, Tn, C);
+    }
+
+    // The residual stream entering block l (l = n_layer: the last block's output).
+    const T* block_input(int l) const { return l == 0 ? encoded.data() : acts[l - 1].resid_out.data(); }
+
+    // How far block_forward runs: to the block's output, or (recomputing for the backward,
+    // where the output is kept) to the last activation the backward reads, the GELU.
+    enum class BlockStage { Gelu, Output };
+
+    // One block's forward from x_in (B, T, C), writing its activations where `a` says.
+    void block_forward(int l, const T* x_in, const BlockView<T>& a, BlockStage stage) {
+        const int C = cfg.n_embd, BT = B * Tn;
+        const BlockParams<T>& w = p.blocks[l];
+        const int* ds = doc_start.empty() ? nullptr : doc_start.data();
+        const T scale = T(1) / std::sqrt((T)cfg.head_dim());
+        layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, w.ln1w, w.ln1b, BT, C);
+        matmul_forward(qkv_pre.data(), a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);                  // (B, T, 3, H, D)
+        rope_forward(a.qkv, qkv_pre.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.rope_theta);
+        const T* qkv = a.qkv;
+        if (cp)
+            ring_attention_forward(*cp, RingPlan(cfg.attn(l), cp->size(), Tn * cp->size()), a.atty, a.att_lse, qkv,
+                                   qkv + C, qkv + 2 * C, 3 * C, ds, B, cfg.n_head, cfg.head_dim(), scale);
+        else
+            attention_forward(a.atty, a.att_lse, qkv, qkv + C, qkv + 2 * C, pos.data(), ds, cfg.attn(l), attn_shape(),
+                              scale);                                                          // (B, T, H, D)
+        matmul_forward(dtmp.data(), a.atty, w.projw, w.projb, BT, C, C);
+        residual_forward(a.resid_attn, x_in, dtmp.data(), (size_t)BT * C);
+        mlp_up_forward(l, a);
+        if (stage == BlockStage::Gelu) return;
+        matmul_forward(dtmp.data(), a.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
+        residual_forward(a.resid_out, a.resid_attn, dtmp.data(), (size_t)BT * C);
+    }
+
+    // ln2, the MLP's up projection and its GELU: fch_gelu (B, T, 4C) from resid_attn (B, T, C).
+    void mlp_up_forward(int l, const BlockView<T>& a) {
+        const int C = cfg.n_embd, BT = B * Tn;
+        const BlockParams<T>& w = p.blocks[l];
+        layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_attn, w.ln2w, w.ln2b, BT, C);
+        matmul_forward(a.fch, a.ln2, w.fcw, w.fcb, BT, C, 4 * C);
+        gelu_forward(a.fch_gelu, a.fch, (size_t)BT * 4 * C);
+    }
+
+    // Before block l's backward: recomputes what it did not keep (model/recompute.h).
+    void block_recompute(int l, const T* x_in, const BlockView<T>& a) {
+        const int C = cfg.n_embd, BT = B * Tn;
+        const BlockParams<T>& w = p.blocks[l];
+        if (recompute == Recompute::Full) block_forward(l, x_in, a, BlockStage::Gelu);
+        if (recompute != Recompute::Selective) return;
+        layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, w.ln1w, w.ln1b, BT, C);
+        mlp_up_forward(l, a);
     }
 
     // Logits (V) of token t of batch row b after a forward (targets not needed).

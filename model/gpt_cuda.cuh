@@ -4,7 +4,9 @@
 // activation gradients, except layernorm_backward which adds into the residual stream's
 // gradient; parameter gradients (fp32) are always added into.
 #pragma once
+#include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 #include "layers/cuda/adamw.cuh"
 #include "layers/cuda/attention_cudnn.h"
@@ -19,6 +21,7 @@
 #include "layers/cuda/residual.cuh"
 #include "layers/cuda/rope.cuh"
 #include "model/backend.h"
+#include "model/recompute.h"
 
 __global__ void float_to_bf16_kernel(bf16* out, const float* in, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -121,6 +124,7 @@ class CudaBackend : public ModelBackend {
         CUDA_CHECK(cudaMemset(grad_, 0, n_ * 4));
         p_ = param_views(param_, cfg_);
         g_ = param_views(grad_, cfg_);
+        matmul_context();  // its workspaces now, so that the memory planner finds them held
     }
     ~CudaBackend() override {
         acts_.release();
@@ -168,6 +172,29 @@ class CudaBackend : public ModelBackend {
     }
 
     void reserve(int B, int T) override { resize(B, T); }
+
+    void set_recompute(Recompute r) override {
+        if (r != recompute_) acts_.release(), cap_B_ = cap_T_ = 0;  // re-lay the activations at the next resize
+        recompute_ = r;
+    }
+    Recompute recompute() const override { return recompute_; }
+    MemoryNeeds memory_needs(int B, int T, Recompute r) const override {
+        MemoryNeeds n;
+        n.held = state_.size() + MATMUL_WORKSPACE_BYTES + MATMUL_DBIAS_SCRATCH_BYTES;
+        DeviceArena count;  // counts only: lay_out changes nothing without an Assign list
+        const_cast<CudaBackend*>(this)->lay_out(B, T, r, count, nullptr);
+        n.activations = count.size();
+        n.extra = ring_pool_bytes_bound(B, T);  // the ring's buffers (context parallel only)
+        const size_t C = cfg_.n_embd, H = cfg_.n_head;
+        n.per_token_per_layer = r == Recompute::None ? 16 * C * 2 + (4 + H) * 4 : r == Recompute::Selective ? 6 * C * 2 + H * 4 : C * 2;
+        return n;
+    }
+    size_t memory_available() const override {
+        size_t free_b = 0, total_b = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        return free_b + acts_.size();
+    }
+    const char* memory_name() const override { return "GPU"; }
     void zero_grad() override { CUDA_CHECK(cudaMemsetAsync(grad_, 0, n_ * 4, stream_)); }
 
     void backward() override {
@@ -269,16 +296,39 @@ class CudaBackend : public ModelBackend {
     std::vector<float> losses_host_;
     int *tokens_d_, *targets_d_, *pos_d_, *doc_start_d_;
     bool use_doc_start_ = false;
+    // One block's activations (model/recompute.h): under a recompute policy the fields a block
+    // does not keep point into work_, shared by the blocks and recomputed in the backward.
     struct Layer {
-        bf16 *ln1, *qkv, *atty, *resid_attn, *ln2, *fch_pre, *fch_gelu, *resid_out;
-        float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lse;
+        bf16 *ln1, *qkv, *atty, *resid_attn, *ln2, *fch_pre, *fch_gelu, *resid_out;  // (B,T,C|3C|4C)
+        float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lse;                       // (B,T), (B,H,T)
     };
+    Recompute recompute_ = Recompute::None;
     std::vector<Layer> layers_;
+    Layer work_{};
     bf16 *encoded_, *lnf_, *tmp_, *qkv_pre_;
     float *lnf_mean_, *lnf_rstd_, *losses_, *logits_d_;
     // Backward scratch.
     bf16 *dresid_, *dln_, *dqkv_, *datty_, *dfch_;
     void *classifier_scratch_, *ln_scratch_, *attn_workspace_;
+
+    // An upper bound of what the ring's buffer pool (layers/cuda/ring_attention.cuh) holds once
+    // a layer has run its forward and backward (later layers and steps reuse the same sizes),
+    // counted from the buffers those calls take, c = T / 2 rows per chunk, E = B c C elements:
+    //   forward: q 2 x E bf16, own K/V 2 x 2E bf16, O 2 x E fp32, L 2 x B H c fp32, doc 2 x B c int,
+    //            K/V blocks 4 x 2E bf16;
+    //   backward (reusing the forward's sizes): dO and O 4 x E bf16, the pieces' workspaces 2,
+    //            dK/dV accumulators 4 x 2E fp32, a bf16 dK/dV scratch 2E, parked accumulators and
+    //            the ones sent home (at most 2P + 2) x 2E fp32, dQ E bf16.
+    // Plus the positions 0..N-1 of the whole window (int). Must change with those allocations.
+    size_t ring_pool_bytes_bound(int B, int T) const {
+        if (!cp_) return 0;
+        const size_t P = cp_->size(), c = (size_t)T / 2, C = cfg_.n_embd, H = cfg_.n_head, E = (size_t)B * c * C;
+        const AttnDims dm{B, cfg_.n_head, cfg_.head_dim(), (int)(P * T)};
+        const size_t fwd = 2 * E * 2 + 2 * 2 * E * 2 + 2 * E * 4 + 2 * (size_t)B * H * c * 4 + 2 * (size_t)B * c * 4 + 4 * 2 * E * 2;
+        const size_t bwd = 4 * E * 2 + 2 * attention_backward_pieces_workspace_bytes(dm, (int)c) + 4 * 2 * E * 4 + 2 * E * 2 +
+                           (2 * P + 2) * 2 * E * 4 + E * 2;
+        return fwd + bwd + P * T * sizeof(int) + 64 * 256;  // + the pool's rounding, generously
+    }
 
     size_t reduce_scratch_bytes() const { return grad_norm_squared_scratch_bytes(); }
 
@@ -288,6 +338,73 @@ class CudaBackend : public ModelBackend {
     }
 
     AttnShape attn_shape() const { return {B_, T_, cfg_.n_head, cfg_.head_dim(), 3 * cfg_.n_embd}; }
+
+    // The attention backward's workspace: the largest any layer's pattern needs (a dilated
+    // layer needs an fp32 dQ accumulator for one chunk only); the ring brings its own.
+    size_t attention_workspace_bytes(const AttnShape& s) const {
+        if (cp_) return 0;
+        if (attn_ == AttnBackend::Cudnn) return attention_cudnn_workspace_bytes(s);
+        size_t most = 0;
+        for (int l = 0; l < cfg_.n_layer; l++) most = std::max(most, attention_backward_workspace_bytes(s, cfg_.attn(l)));
+        return most;
+    }
+
+    // Every activation buffer of (B, T) under policy r, placed in `arena` (which only counts
+    // until it is allocated); `assign`, if given, collects what points each member at its place
+    // once the arena has its memory. The planner (memory_needs) and resize() both call it, so
+    // the plan is the allocation.
+    using Assign = std::vector<std::function<void(const DeviceArena&)>>;
+    void lay_out(int B, int T, Recompute r, DeviceArena& arena, Assign* assign) {
+        const size_t BT = (size_t)B * T, C = cfg_.n_embd, H = cfg_.n_head, V = cfg_.vocab_size;
+        auto place = [&](auto*& dst, size_t bytes) {
+            const size_t at = arena.reserve(bytes);
+            using P = std::remove_reference_t<decltype(dst)>;
+            if (assign) assign->push_back([&dst, at](const DeviceArena& a) { dst = a.at<std::remove_pointer_t<P>>(at); });
+        };
+        auto bf = [&](bf16*& dst, size_t n) { place(dst, n * sizeof(bf16)); };
+        auto f32 = [&](float*& dst, size_t n) { place(dst, n * 4); };
+        place(tokens_d_, BT * 4), place(targets_d_, BT * 4), place(pos_d_, (size_t)T * 4), place(doc_start_d_, BT * 4);
+        // What a block keeps (model/recompute.h); work_ holds the rest for every block.
+        auto place_layer = [&](Layer& a, Recompute keep) {
+            const bool all = keep == Recompute::None, attn = keep != Recompute::Full;
+            if (all) bf(a.ln1, BT * C), bf(a.ln2, BT * C), bf(a.fch_pre, BT * 4 * C), bf(a.fch_gelu, BT * 4 * C);
+            if (all) f32(a.ln1_mean, BT), f32(a.ln1_rstd, BT), f32(a.ln2_mean, BT), f32(a.ln2_rstd, BT);
+            if (attn) bf(a.qkv, BT * 3 * C), bf(a.atty, BT * C), bf(a.resid_attn, BT * C), f32(a.lse, BT * H);
+        };
+        if (assign) layers_.assign(cfg_.n_layer, Layer{}), work_ = Layer{};
+        Layer unused{};  // planning only: places are counted, nothing is pointed
+        auto layer = [&](int l) -> Layer& { return assign ? layers_[l] : unused; };
+        for (int l = 0; l < cfg_.n_layer; l++) bf(layer(l).resid_out, BT * C), place_layer(layer(l), r);
+        if (r != Recompute::None) {
+            // work_'s GELU output is dfch_ (below): matmul_backward_cuda reads it before writing dfch.
+            Layer& w = assign ? work_ : unused;
+            bf(w.ln1, BT * C), bf(w.ln2, BT * C), bf(w.fch_pre, BT * 4 * C);
+            f32(w.ln1_mean, BT), f32(w.ln1_rstd, BT), f32(w.ln2_mean, BT), f32(w.ln2_rstd, BT);
+            if (r == Recompute::Full) bf(w.qkv, BT * 3 * C), bf(w.atty, BT * C), bf(w.resid_attn, BT * C), f32(w.lse, BT * H);
+        }
+        bf(encoded_, BT * C), bf(lnf_, BT * C), bf(tmp_, BT * C);
+        f32(lnf_mean_, BT), f32(lnf_rstd_, BT), f32(losses_, BT), f32(logits_d_, V);
+        // qkv_pre_ lives between the QKV matmul and the rotary in a block's forward, dqkv_ in its
+        // backward: one buffer.
+        bf(dresid_, BT * C), bf(dln_, BT * C), bf(dqkv_, BT * 3 * C), bf(datty_, BT * C), bf(dfch_, BT * 4 * C);
+        const AttnShape s{B, T, cfg_.n_head, cfg_.head_dim(), 3 * cfg_.n_embd};
+        place(classifier_scratch_, classifier_scratch_bytes((int)BT, (int)V));
+        place(ln_scratch_, layernorm_backward_scratch_bytes((int)BT, (int)C));
+        place(attn_workspace_, attention_workspace_bytes(s));
+        if (!assign) return;
+        assign->push_back([this, r](const DeviceArena&) {
+            qkv_pre_ = dqkv_;
+            if (r != Recompute::None) work_.fch_gelu = dfch_;
+            for (Layer& a : layers_) {
+                auto from_work = [](auto*& f, auto* w) { if (!f) f = w; };
+                from_work(a.ln1, work_.ln1), from_work(a.qkv, work_.qkv), from_work(a.atty, work_.atty);
+                from_work(a.resid_attn, work_.resid_attn), from_work(a.ln2, work_.ln2), from_work(a.fch_pre, work_.fch_pre);
+                from_work(a.fch_gelu, work_.fch_gelu), from_work(a.ln1_mean, work_.ln1_mean);
+                from_work(a.ln1_rstd, work_.ln1_rstd), from_work(a.ln2_mean, work_.ln2_mean);
+                from_work(a.ln2_rstd, work_.ln2_rstd), from_work(a.lse, work_.lse);
+            }
+        });
+    }
 
     // Activations are laid out for a capacity (cap_B_, cap_T_); smaller batches reuse them.
     // Growing T doubles the capacity, so generation (T + 1 per token) reallocates rarely.
@@ -300,45 +417,14 @@ class CudaBackend : public ModelBackend {
         acts_.release();
         const int newB = std::max(B, cap_B_), newT = T <= cap_T_ ? cap_T_ : std::max(T, std::min(2 * cap_T_, 1 << 20));
         cap_B_ = B_ = newB, cap_T_ = T_ = newT;
-        const size_t BT = (size_t)newB * newT, C = cfg_.n_embd, H = cfg_.n_head, L = cfg_.n_layer, V = cfg_.vocab_size;
-        std::vector<size_t> off;
-        auto bf = [&](size_t n) { off.push_back(acts_.reserve(n * sizeof(bf16))); };
-        auto f32 = [&](size_t n) { off.push_back(acts_.reserve(n * 4)); };
-        auto i32 = [&](size_t n) { off.push_back(acts_.reserve(n * 4)); };
-        i32(BT), i32(BT), i32(newT), i32(BT);                    // tokens, targets, pos, doc_start
-        for (size_t l = 0; l < L; l++) {
-            bf(BT * C), bf(BT * 3 * C), bf(BT * C), bf(BT * C), bf(BT * C), bf(BT * 4 * C), bf(BT * 4 * C), bf(BT * C);
-            f32(BT), f32(BT), f32(BT), f32(BT), f32(BT * H);
-        }
-        bf(BT * C), bf(BT * C), bf(BT * 4 * C), bf(BT * 3 * C);  // encoded, lnf, tmp, qkv_pre
-        f32(BT), f32(BT), f32(BT), f32(V);                       // lnf mean/rstd, losses, logits
-        bf(BT * C), bf(BT * C), bf(BT * 3 * C), bf(BT * C), bf(BT * 4 * C);  // dresid, dln, dqkv, datty, dfch
-        const AttnShape s = attn_shape();
-        const size_t attn_ws = attn_ == AttnBackend::Flash ? attention_backward_workspace_bytes(s) : attention_cudnn_workspace_bytes(s);
-        off.push_back(acts_.reserve(classifier_scratch_bytes((int)BT, (int)V)));
-        off.push_back(acts_.reserve(layernorm_backward_scratch_bytes((int)BT, (int)C)));
-        off.push_back(acts_.reserve(attn_ws));
-        char hint[160];
-        snprintf(hint, sizeof hint, "lower --batch (now %d) or --seq-len (now %d)", B, T);
+        Assign assign;
+        lay_out(newB, newT, recompute_, acts_, &assign);
+        char hint[200];
+        snprintf(hint, sizeof hint, "lower --batch (now %d) or --seq-len (now %d), or recompute more (--recompute, now %s)",
+                 B, T, recompute_name(recompute_));
         acts_.allocate("activations for this batch", hint);
-        size_t k = 0;
-        auto next_i = [&]() { return acts_.at<int>(off[k++]); };
-        auto next_b = [&]() { return acts_.at<bf16>(off[k++]); };
-        auto next_f = [&]() { return acts_.at<float>(off[k++]); };
-        tokens_d_ = next_i(), targets_d_ = next_i(), pos_d_ = next_i(), doc_start_d_ = next_i();
-        layers_.assign(L, Layer{});
-        for (Layer& a : layers_) {
-            a.ln1 = next_b(), a.qkv = next_b(), a.atty = next_b(), a.resid_attn = next_b(), a.ln2 = next_b();
-            a.fch_pre = next_b(), a.fch_gelu = next_b(), a.resid_out = next_b();
-            a.ln1_mean = next_f(), a.ln1_rstd = next_f(), a.ln2_mean = next_f(), a.ln2_rstd = next_f(), a.lse = next_f();
-        }
-        encoded_ = next_b(), lnf_ = next_b(), tmp_ = next_b(), qkv_pre_ = next_b();
-        lnf_mean_ = next_f(), lnf_rstd_ = next_f(), losses_ = next_f(), logits_d_ = next_f();
-        dresid_ = next_b(), dln_ = next_b(), dqkv_ = next_b(), datty_ = next_b(), dfch_ = next_b();
-        classifier_scratch_ = acts_.at<void>(off[k++]);
-        ln_scratch_ = acts_.at<void>(off[k++]);
-        attn_workspace_ = acts_.at<void>(off[k++]);
-        losses_host_.resize(BT);
+        for (auto& f : assign) f(acts_);
+        losses_host_.resize((size_t)newB * newT);
         B_ = B, T_ = T;
     }
 
@@ -404,38 +490,64 @@ class CudaBackend : public ModelBackend {
     void run_forward() {
         const int C = cfg_.n_embd, BT = B_ * T_;
         encoder_forward_cuda(encoded_, tokens_d_, p_.wte, B_, T_, C, stream_);
-        const bf16* x = encoded_;
-        for (int l = 0; l < cfg_.n_layer; l++) {
-            Layer& a = layers_[l];
-            const BlockParams<bf16>& w = p_.blocks[l];
-            layernorm_forward_cuda(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1w, w.ln1b, BT, C, stream_);
-            matmul_forward_cuda(qkv_pre_, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C, stream_);
-            rope_forward_cuda(a.qkv, qkv_pre_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.rope_theta, stream_);
-            attention_forward(a.atty, a.lse, a.qkv, cfg_.attn(l));
-            matmul_forward_cuda(tmp_, a.atty, w.projw, w.projb, BT, C, C, stream_);
-            residual_forward_cuda(a.resid_attn, x, tmp_, (size_t)BT * C, stream_);
-            layernorm_forward_cuda(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_attn, w.ln2w, w.ln2b, BT, C, stream_);
-            matmul_forward_cuda(a.fch_gelu, a.ln2, w.fcw, w.fcb, BT, C, 4 * C, stream_, a.fch_pre);
-            matmul_forward_cuda(tmp_, a.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, stream_);
-            residual_forward_cuda(a.resid_out, a.resid_attn, tmp_, (size_t)BT * C, stream_);
-            x = a.resid_out;
-        }
-        layernorm_forward_cuda(lnf_, lnf_mean_, lnf_rstd_, x, p_.lnfw, p_.lnfb, BT, C, stream_);
+        for (int l = 0; l < cfg_.n_layer; l++) block_forward(l, block_input(l), layers_[l], BlockStage::Output);
+        layernorm_forward_cuda(lnf_, lnf_mean_, lnf_rstd_, block_input(cfg_.n_layer), p_.lnfw, p_.lnfb, BT, C, stream_);
+    }
+
+    // The residual stream entering block l (l = n_layer: the last block's output).
+    const bf16* block_input(int l) const { return l == 0 ? encoded_ : layers_[l - 1].resid_out; }
+
+    // How far block_forward runs: to the block's output, or (recomputing for the backward,
+    // where the output is kept) to the last activation the backward reads, the GELU.
+    enum class BlockStage { Gelu, Output };
+
+    void block_forward(int l, const bf16* x_in, const Layer& a, BlockStage stage) {
+        const int C = cfg_.n_embd, BT = B_ * T_;
+        const BlockParams<bf16>& w = p_.blocks[l];
+        layernorm_forward_cuda(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, w.ln1w, w.ln1b, BT, C, stream_);
+        matmul_forward_cuda(qkv_pre_, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C, stream_);  // (B, T, 3, H, D)
+        rope_forward_cuda(a.qkv, qkv_pre_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.rope_theta, stream_);
+        attention_forward(a.atty, a.lse, a.qkv, cfg_.attn(l));                       // (B, T, H, D)
+        matmul_forward_cuda(tmp_, a.atty, w.projw, w.projb, BT, C, C, stream_);
+        residual_forward_cuda(a.resid_attn, x_in, tmp_, (size_t)BT * C, stream_);
+        mlp_up_forward(l, a);
+        if (stage == BlockStage::Gelu) return;
+        matmul_forward_cuda(tmp_, a.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, stream_);
+        residual_forward_cuda(a.resid_out, a.resid_attn, tmp_, (size_t)BT * C, stream_);
+    }
+
+    // ln2, the MLP's up projection and its GELU (fused into the matmul's epilogue).
+    void mlp_up_forward(int l, const Layer& a) {
+        const int C = cfg_.n_embd, BT = B_ * T_;
+        const BlockParams<bf16>& w = p_.blocks[l];
+        layernorm_forward_cuda(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_attn, w.ln2w, w.ln2b, BT, C, stream_);
+        matmul_forward_cuda(a.fch_gelu, a.ln2, w.fcw, w.fcb, BT, C, 4 * C, stream_, a.fch_pre);  // (B, T, 4C)
+    }
+
+    // Before block l's backward: recomputes what it did not keep (model/recompute.h).
+    void block_recompute(int l, const bf16* x_in, const Layer& a) {
+        const BlockParams<bf16>& w = p_.blocks[l];
+        if (recompute_ == Recompute::Full) block_forward(l, x_in, a, BlockStage::Gelu);
+        if (recompute_ != Recompute::Selective) return;
+        layernorm_forward_cuda(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, w.ln1w, w.ln1b, B_ * T_, cfg_.n_embd, stream_);
+        mlp_up_forward(l, a);
     }
 
     // dln_ holds d(lnf output); adds every parameter's gradient into grad_.
     void run_backward_from_dlnf() {
         const int C = cfg_.n_embd, BT = B_ * T_;
-        const bf16* x_last = cfg_.n_layer ? layers_.back().resid_out : encoded_;
         CUDA_CHECK(cudaMemsetAsync(dresid_, 0, (size_t)BT * C * sizeof(bf16), stream_));
         float* ln_scratch = static_cast<float*>(ln_scratch_);
-        layernorm_backward_cuda(dresid_, g_.lnfw, g_.lnfb, dln_, x_last, p_.lnfw, lnf_mean_, lnf_rstd_, BT, C, ln_scratch, stream_);
+        layernorm_backward_cuda(dresid_, g_.lnfw, g_.lnfb, dln_, block_input(cfg_.n_layer), p_.lnfw, lnf_mean_, lnf_rstd_,
+                                BT, C, ln_scratch, stream_);
         for (int l = cfg_.n_layer - 1; l >= 0; l--) {
-            Layer& a = layers_[l];
+            const Layer& a = layers_[l];
             const BlockParams<bf16>& w = p_.blocks[l];
             BlockParams<float>& dw = g_.blocks[l];
-            const bf16* x_in = l == 0 ? encoded_ : layers_[l - 1].resid_out;
-            // MLP; the GELU's backward rides on the fcproj matmul (pre_gelu).
+            const bf16* x_in = block_input(l);
+            block_recompute(l, x_in, a);
+            // MLP; the GELU's backward rides on the fcproj matmul (pre_gelu). dfch_ may be
+            // a.fch_gelu itself (recompute policies): the matmul reads it first.
             matmul_backward_cuda(dfch_, dw.fcprojw, dw.fcprojb, dresid_, a.fch_gelu, w.fcprojw, BT, 4 * C, C, stream_, a.fch_pre);
             matmul_backward_cuda(dln_, dw.fcw, dw.fcb, dfch_, a.ln2, w.fcw, BT, C, 4 * C, stream_);
             layernorm_backward_cuda(dresid_, dw.ln2w, dw.ln2b, dln_, a.resid_attn, w.ln2w, a.ln2_mean, a.ln2_rstd, BT, C, ln_scratch, stream_);

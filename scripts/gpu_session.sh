@@ -8,7 +8,9 @@
 # attention benchmarks against $CARRY/old, interleaved: scripts/bench_ab.sh), attn_perf (the
 # attention harness's perf mode: every backend side by side), block_sparse (its benchmark and
 # FlexAttention's), nccl (on a machine with several GPUs: NCCL ring attention, --cp training and
-# perplexity against one GPU, a hung rank).
+# perplexity against one GPU, a hung rank), recompute (gradient checkpointing: every policy's step
+# time and peak against the plan on the 91M dilated model, the longest window, and train choosing
+# its policy on the corpus; needs an H200 for 2M tokens).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
 OUT=${OUT:-build/gpu_session}
@@ -56,6 +58,18 @@ for stage in $STAGES; do
                    "$CARRY/bin/train" --device cuda --data "$CARRY/corpus" --out "$OUT/bad" --steps 2 $args > "$OUT/err.log" 2>&1
                    echo "train $args -> exit $?: $(tail -1 "$OUT/err.log")"
                done ;;
+        recompute) # gradient checkpointing (issue 11): the 91M dilated model, B = 1, random tokens
+               LONGNET="--segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12"
+               "$CARRY/bin/bench_recompute" --seq-lens 262144 --steps 3 --out "$OUT/recompute_262k.md" > "$OUT/recompute.log" 2>&1
+               "$CARRY/bin/bench_recompute" --recompute selective,full --seq-lens 1048576 --steps 2 --out "$OUT/recompute_1m.md" >> "$OUT/recompute.log" 2>&1
+               "$CARRY/bin/bench_recompute" --recompute full --seq-lens 2097152 --steps 2 --out "$OUT/recompute_2m.md" >> "$OUT/recompute.log" 2>&1
+               # the planner in train: 32 windows of 64K (2M tokens per step) on the corpus, auto
+               "$CARRY/bin/train" --device cuda --data "$CARRY/corpus" --attn dilated $LONGNET --seq-len 65536 --batch 32 \
+                   --steps 6 --warmup 2 --val-every 0 --val-batches 1 --ckpt-every 0 --log-every 1 --sample-tokens 0 \
+                   --out "$OUT/train_2m_per_step" > "$OUT/recompute_train.log" 2>&1
+               summary+=("recompute: train exit $? ($((SECONDS - t0)) s)")
+               cat "$OUT"/recompute_262k.md "$OUT"/recompute_1m.md "$OUT"/recompute_2m.md 2>/dev/null | grep -v "^| ---"
+               grep -E "^(memory plan|  (none|selective|full) |step +[0-9]+ |done|error)" "$OUT/recompute_train.log" | head -16 ;;
         block_sparse) # block-sparse attention (issue 10): ours, every tile variant at 1M, and
                # PyTorch's FlexAttention on the same pattern, in this one call
                "$CARRY/bin/bench_attention_block_sparse" --variants --out "$OUT/block_sparse.md" > "$OUT/block_sparse.log" 2>&1

@@ -5,7 +5,8 @@
 //     their global positions, the loss and the gradients summed over ranks,
 // for dense and dilated attention with document masks: the losses must track the reference
 // within float tolerance, and every rank must end with bit-identical weights (a checksum).
-// Also: a rank given the wrong positions is refused. Usage: test_cp_train_cpu. Prints PASS/FAIL
+// Every recompute policy (model/recompute.h) gives the same bits on every rank as keeping
+// everything. Also: a rank given the wrong positions is refused. Usage: test_cp_train_cpu. Prints PASS/FAIL
 // lines and "N passed, M failed".
 #include <cmath>
 #include <cstdio>
@@ -70,46 +71,56 @@ static void run(const std::string& name, const GPTConfig& cfg) {
         }
     }
     for (int P : {2, 4}) {
-        std::vector<std::vector<float>> losses(P);
-        std::vector<uint64_t> sums(P);
-        InProcessWorld world(P);
-        run_ranks(world, [&](Comm& comm) {
-            const int r = comm.rank(), n = kT / P;
-            const RingPlan plan(cfg.attn(0), P, kT);
-            const std::vector<int> pos = plan.positions(r);
-            GPT<float> m(cfg);
-            m.init_weights(11);
-            m.cp = &comm;
-            std::vector<float> mom(m.num_params, 0.f), var(m.num_params, 0.f);
-            for (int s = 0; s < kSteps; s++) {
-                std::vector<int> x(kB * n), y(kB * n), doc(kB * n);
-                for (int b = 0; b < kB; b++)
-                    for (int i = 0; i < n; i++) {
-                        x[b * n + i] = batches[s % 2].x[b * kT + pos[i]];
-                        y[b * n + i] = batches[s % 2].y[b * kT + pos[i]];
-                        doc[b * n + i] = batches[s % 2].doc[b * kT + pos[i]];
-                    }
-                m.forward(x.data(), y.data(), doc.data(), kB, n, pos.data());
-                float tot[2] = {m.last_loss_sum, (float)m.last_counted};
-                comm.all_reduce_sum(tot, 2);
-                losses[r].push_back(tot[0] / tot[1]);
-                m.loss_count = (int)tot[1];
-                m.zero_grad();
-                m.backward();
-                comm.all_reduce_sum(m.grads.data(), m.num_params);
-                step(m, mom, var, s + 1);
+        std::vector<uint64_t> none_sums;
+        for (Recompute policy : kRecomputePolicies) {
+            std::vector<std::vector<float>> losses(P);
+            std::vector<uint64_t> sums(P);
+            InProcessWorld world(P);
+            run_ranks(world, [&](Comm& comm) {
+                const int r = comm.rank(), n = kT / P;
+                const RingPlan plan(cfg.attn(0), P, kT);
+                const std::vector<int> pos = plan.positions(r);
+                GPT<float> m(cfg);
+                m.init_weights(11);
+                m.cp = &comm;
+                m.set_recompute(policy);
+                std::vector<float> mom(m.num_params, 0.f), var(m.num_params, 0.f);
+                for (int s = 0; s < kSteps; s++) {
+                    std::vector<int> x(kB * n), y(kB * n), doc(kB * n);
+                    for (int b = 0; b < kB; b++)
+                        for (int i = 0; i < n; i++) {
+                            x[b * n + i] = batches[s % 2].x[b * kT + pos[i]];
+                            y[b * n + i] = batches[s % 2].y[b * kT + pos[i]];
+                            doc[b * n + i] = batches[s % 2].doc[b * kT + pos[i]];
+                        }
+                    m.forward(x.data(), y.data(), doc.data(), kB, n, pos.data());
+                    float tot[2] = {m.last_loss_sum, (float)m.last_counted};
+                    comm.all_reduce_sum(tot, 2);
+                    losses[r].push_back(tot[0] / tot[1]);
+                    m.loss_count = (int)tot[1];
+                    m.zero_grad();
+                    m.backward();
+                    comm.all_reduce_sum(m.grads.data(), m.num_params);
+                    step(m, mom, var, s + 1);
+                }
+                sums[r] = checksum(m.params);
+            });
+            if (policy != Recompute::None) {
+                check(sums == none_sums, name + ", CP = " + std::to_string(P) + ", --recompute " + recompute_name(policy) +
+                                             ": every rank's weights after 10 steps are the same bits as without recompute");
+                continue;
             }
-            sums[r] = checksum(m.params);
-        });
-        double worst = 0;
-        for (int s = 0; s < kSteps; s++) worst = std::max(worst, std::fabs((double)losses[0][s] - ref_loss[s]) / ref_loss[s]);
-        char buf[300];
-        std::snprintf(buf, sizeof buf, "%s, CP = %d: 10 steps track one process (losses %.5f -> %.5f; worst rel diff %.1e, tol 1e-5)",
-                      name.c_str(), P, ref_loss[0], ref_loss[kSteps - 1], worst);
-        check(worst < 1e-5 && ref_loss[kSteps - 1] < ref_loss[0], buf);
-        bool same = true;
-        for (int r = 1; r < P; r++) same &= sums[r] == sums[0] && losses[r] == losses[0];
-        check(same, name + ", CP = " + std::to_string(P) + ": every rank has the same losses and bit-identical weights");
+            none_sums = sums;
+            double worst = 0;
+            for (int s = 0; s < kSteps; s++) worst = std::max(worst, std::fabs((double)losses[0][s] - ref_loss[s]) / ref_loss[s]);
+            char buf[300];
+            std::snprintf(buf, sizeof buf, "%s, CP = %d: 10 steps track one process (losses %.5f -> %.5f; worst rel diff %.1e, tol 1e-5)",
+                          name.c_str(), P, ref_loss[0], ref_loss[kSteps - 1], worst);
+            check(worst < 1e-5 && ref_loss[kSteps - 1] < ref_loss[0], buf);
+            bool same = true;
+            for (int r = 1; r < P; r++) same &= sums[r] == sums[0] && losses[r] == losses[0];
+            check(same, name + ", CP = " + std::to_string(P) + ": every rank has the same losses and bit-identical weights");
+        }
     }
 }
 

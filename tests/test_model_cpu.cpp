@@ -43,6 +43,19 @@ static Batch random_batch(gc::Rng& rng, int vocab) {
     return b;
 }
 
+// Elements of every activation buffer a model holds now (what GPT::activation_elements predicts).
+static size_t encoded_size(const GPT<float>& m) {
+    size_t n = m.encoded.size() + m.lnf.size() + m.lnf_mean.size() + m.lnf_rstd.size() + m.losses.size() + m.qkv_pre.size();
+    for (const auto* v : {&m.dresid, &m.dln, &m.dqkv_rot, &m.dqkv_pre, &m.datty, &m.dfch, &m.dfch_gelu, &m.dtmp}) n += v->size();
+    std::vector<const BlockActs<float>*> blocks = {&m.work};
+    for (const BlockActs<float>& a : m.acts) blocks.push_back(&a);
+    for (const BlockActs<float>* a : blocks)
+        for (const auto* v : {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att_lse, &a->resid_attn, &a->ln2,
+                              &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu, &a->resid_out})
+            n += v->size();
+    return n;
+}
+
 static void test_gradients(uint64_t seed) {
     gc::Rng rng(seed);
     const GPTConfig cfg = tiny_config();
@@ -203,6 +216,64 @@ static void test_checkpoint_roundtrip(uint64_t seed) {
     std::remove(bad.c_str()), std::remove(path.c_str()), rmdir(dir);
 }
 
+// Every recompute policy (model/recompute.h) gives the same loss and gradients as keeping
+// everything, bit for bit (the CPU backend is deterministic, and a recomputed activation is
+// computed by the same code from the same inputs), for dense, dilated and block-sparse layers
+// with document masks; and what the blocks hold is what the memory model says, smaller for
+// each policy in turn.
+static void test_recompute_policies(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig cfg = tiny_config();
+    cfg.n_layer = 3;
+    AttnPattern dil;
+    dil.kind = AttnKind::Dilated, dil.segments = {2, 4}, dil.dilations = {1, 2};
+    AttnPattern bs;
+    bs.kind = AttnKind::BlockSparse, bs.block = 2, bs.window = 3, bs.global = 1;
+    cfg.layer_attn = {AttnPattern{}, dil, bs};
+    const Batch b = random_batch(rng, cfg.vocab_size);
+    std::vector<float> ref_grads;
+    float ref_loss = 0;
+    size_t prev_elements = 0;
+    for (Recompute r : kRecomputePolicies) {
+        GPT<float> m(cfg);
+        m.init_weights(seed);
+        m.set_recompute(r);
+        // Two steps' worth: a backward that leaves its recomputed buffers stale must not matter.
+        float loss = 0;
+        for (int rep = 0; rep < 2; rep++) {
+            loss = m.forward(b.tokens.data(), b.targets.data(), b.doc_start.data(), b.B, b.T, b.pos.data());
+            m.zero_grad();
+            m.backward();
+        }
+        size_t held = encoded_size(m);
+        const size_t predicted = GPT<float>::activation_elements(cfg, b.B, b.T, r);
+        const std::string name = recompute_name(r);
+        report(held == predicted, ("recompute " + name + ": memory model == allocation").c_str(),
+               std::fabs((double)held - (double)predicted), 0);
+        if (r == Recompute::None) {
+            ref_grads = m.grads, ref_loss = loss, prev_elements = held;
+            continue;
+        }
+        report(held < prev_elements, ("recompute " + name + ": holds less than the policy before").c_str(), (double)held,
+               (double)prev_elements);
+        prev_elements = held;
+        const size_t diff = gc::count_bit_mismatch(m.grads.data(), ref_grads.data(), ref_grads.size()) + (loss != ref_loss);
+        report(diff == 0, ("recompute " + name + ": loss and gradients == none, bitwise").c_str(), (double)diff, 0);
+    }
+    // The check can fail: a policy whose recompute saw other positions gives other gradients.
+    {
+        GPT<float> m(cfg);
+        m.init_weights(seed);
+        m.set_recompute(Recompute::Full);
+        m.forward(b.tokens.data(), b.targets.data(), b.doc_start.data(), b.B, b.T, b.pos.data());
+        m.pos[0] += 1;  // what a recompute from the wrong inputs would see
+        m.zero_grad();
+        m.backward();
+        const size_t diff = gc::count_bit_mismatch(m.grads.data(), ref_grads.data(), ref_grads.size());
+        report(diff > 0, "recompute full from other positions: gradients differ (control)", (double)diff, 0);
+    }
+}
+
 static int main_body(int argc, char** argv) {
     uint64_t seed = 1234;
     for (int i = 1; i + 1 < argc; i++)
@@ -214,6 +285,7 @@ static int main_body(int argc, char** argv) {
     test_determinism(seed);
     test_overfit(seed);
     test_checkpoint_roundtrip(seed);
+    test_recompute_policies(seed);
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -47,6 +47,19 @@ else
     fail "resume failed: $(tail -2 "$work/resume.log")"
 fi
 
+# 2b. Gradient checkpointing: --recompute full recomputes every block in the backward and
+# reproduces the default run's losses bit for bit; the memory plan is printed.
+if ./build/train "${tiny[@]}" --recompute full --out "$work/rc_full" > "$work/rc_full.log" 2>&1; then
+    diff <(cut -d, -f1-3 "$work/full/metrics.csv") <(cut -d, -f1-3 "$work/rc_full/metrics.csv") > /dev/null \
+        && pass "--recompute full reproduces every train and val loss bit for bit" || fail "--recompute full: losses differ"
+    grep -q "^memory plan for B = 4 x T = 32" "$work/rc_full.log" && grep -q "^  full .*<- chosen" "$work/rc_full.log" \
+        && pass "the memory plan is printed, full chosen" || fail "no memory plan in the log"
+    grep -q "^  none .*<- chosen" "$work/full.log" && pass "--recompute auto chooses none when it fits" \
+        || fail "auto did not choose none: $(grep chosen "$work/full.log")"
+else
+    fail "--recompute full run failed: $(tail -3 "$work/rc_full.log")"
+fi
+
 # 3. Inference: deterministic generation by seed, perplexity over a file.
 gen() { ./build/infer --checkpoint "$work/full" --prompt "In the beginning" --max-new 24 --seed "$1" 2>/dev/null; }
 a=$(gen 7) b=$(gen 7) c=$(gen 8)
@@ -123,6 +136,11 @@ expect_error "--width 2147483584 --heads 33554431" "--width" ./build/train "${ti
 expect_error "--seq-len 2^31-1" "--seq-len" ./build/train "${tiny[@]}" --seq-len 2147483647 --out "$work/x1"
 expect_error "--batch x --seq-len overflow" "--batch" ./build/train "${tiny[@]}" --batch 2147483647 --seq-len 200000000 --out "$work/x1"
 expect_error "--max-bad-steps 0" "--max-bad-steps" ./build/train "${tiny[@]}" --max-bad-steps 0 --out "$work/x1"
+expect_error "unknown recompute policy" "--recompute" ./build/train "${tiny[@]}" --recompute some --out "$work/x1"
+# 1 MiB for activations: no policy fits; the error says what would, before --out exists.
+expect_error "step larger than memory" "what fits: none: --seq-len <= " ./build/train "${tiny[@]}" --memory-cap 0.001 --out "$work/x_oom"
+expect_error "negative --memory-cap" "--memory-cap" ./build/train "${tiny[@]}" --memory-cap -1 --out "$work/x1"
+[ ! -e "$work/x_oom" ] && pass "nothing written by the run that did not fit" || fail "the run that did not fit wrote $work/x_oom"
 
 # A shard whose header declares a larger vocabulary than the tokenizer's, with an id past the
 # tokenizer's vocabulary as the very last token (a target only). Once: a segfault (an

@@ -25,6 +25,7 @@
 #include "layers/cuda/attention_flash.h"
 #include "model/flags.h"
 #include "model/gpt_config.h"
+#include "model/host_memory.h"
 #include "model/safetensors.h"
 
 // Limits on the configuration (beyond them a run is refused with a one-line error):
@@ -124,38 +125,6 @@ static double pairs_kept_total(const AttnPattern& p, long long N, long long H) {
         }
     }
     return total;
-}
-
-// Host memory this process may still take: MemAvailable, lowered by a cgroup (v2 or v1) limit.
-static double host_bytes_available() {
-    double avail = -1;
-    std::ifstream mi("/proc/meminfo");
-    std::string key;
-    double kb;
-    std::string unit;
-    while (mi >> key >> kb) {
-        std::getline(mi, unit);
-        if (key == "MemAvailable:") {
-            avail = kb * 1024;
-            break;
-        }
-    }
-    if (avail < 0) avail = (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    auto read_num = [](const char* path, double* v) {
-        std::ifstream f(path);
-        std::string s;
-        if (!(f >> s) || s == "max") return false;
-        char* end = nullptr;
-        *v = std::strtod(s.c_str(), &end);
-        return end && *end == 0;
-    };
-    double limit, used;
-    if (read_num("/sys/fs/cgroup/memory.max", &limit) && read_num("/sys/fs/cgroup/memory.current", &used))
-        avail = std::min(avail, std::max(0.0, limit - used));
-    else if (read_num("/sys/fs/cgroup/memory/memory.limit_in_bytes", &limit) &&
-             read_num("/sys/fs/cgroup/memory/memory.usage_in_bytes", &used) && limit < 1e18)
-        avail = std::min(avail, std::max(0.0, limit - used));
-    return avail;
 }
 
 // What a run allocates, in bytes, for a sequence of N tokens (the rest of the config fixed).

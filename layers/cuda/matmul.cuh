@@ -223,7 +223,8 @@ inline void matmul_forward_cuda(bf16* out,           // (N, OC)
     if (pre_gelu) gelu_forward_cuda(out, pre_gelu, (size_t)N * OC, stream);
 }
 
-// dinp (N, C) OVERWRITTEN; dweight (OC, C) and dbias (OC) ADDED INTO (dbias may be nullptr).
+// dinp (N, C) OVERWRITTEN, and may be inp itself; dweight (OC, C) and dbias (OC) ADDED INTO (dbias may be
+// nullptr).
 // pre_gelu (N, C): the input of a GELU between the previous layer and this one; then
 // dinp = (dout @ weight) * gelu'(pre_gelu).
 inline void matmul_backward_cuda(bf16* dinp,           // (N, C)
@@ -235,16 +236,6 @@ inline void matmul_backward_cuda(bf16* dinp,           // (N, C)
                                  int N, int C, int OC, cudaStream_t stream, const bf16* pre_gelu = nullptr) {
     matmul_check_(C, OC);
     if (N == 0) return;
-    // dinp^T (C, N) = weight (stored (C, OC)) @ dout^T (OC, N).
-    bool done = false;
-    if (pre_gelu && g_matmul_fuse_gelu)
-        done = matmul_cublaslt(dinp, CUDA_R_16BF, C, weight, false, C, dout, false, OC, C, N, OC, 0.0f,
-                               CUBLASLT_EPILOGUE_DGELU, nullptr, const_cast<bf16*>(pre_gelu), C, stream);
-    if (!done) {
-        matmul_cublaslt_or_die(dinp, CUDA_R_16BF, C, weight, false, C, dout, false, OC, C, N, OC, 0.0f,
-                               CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
-        if (pre_gelu) gelu_backward_cuda(dinp, pre_gelu, dinp, (size_t)N * C, stream);
-    }
     // dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC): dout stored (OC, N), transposed.
     matmul_cublaslt_or_die(dweight, CUDA_R_32F, C, inp, false, C, dout, true, OC, C, OC, N, 1.0f,
                            CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
@@ -263,5 +254,17 @@ inline void matmul_backward_cuda(bf16* dinp,           // (N, C)
         CUDA_CHECK_LAST();
         matmul_dbias_reduce_kernel<<<ceil_div(OC, 256), 256, 0, stream>>>(dbias, ctx.dbias_scratch, S, OC);
         CUDA_CHECK_LAST();
+    }
+    // dinp last: once dweight has read inp, dinp may overwrite it (the model's recompute
+    // policies put dfch in the GELU output's buffer, model/gpt_cuda.cuh).
+    // dinp^T (C, N) = weight (stored (C, OC)) @ dout^T (OC, N).
+    bool done = false;
+    if (pre_gelu && g_matmul_fuse_gelu)
+        done = matmul_cublaslt(dinp, CUDA_R_16BF, C, weight, false, C, dout, false, OC, C, N, OC, 0.0f,
+                               CUBLASLT_EPILOGUE_DGELU, nullptr, const_cast<bf16*>(pre_gelu), C, stream);
+    if (!done) {
+        matmul_cublaslt_or_die(dinp, CUDA_R_16BF, C, weight, false, C, dout, false, OC, C, N, OC, 0.0f,
+                               CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
+        if (pre_gelu) gelu_backward_cuda(dinp, pre_gelu, dinp, (size_t)N * C, stream);
     }
 }

@@ -45,6 +45,9 @@ done
 # Exact resume under --deterministic (build/train end to end): needs the corpus that
 # tests/test_data_cli.sh prepares on the CPU machine (CORPUS=dir to point elsewhere).
 run test_resume_gpu env BIN="$BIN" tests/gpu/test_resume_gpu.sh "${CORPUS:-build/test_corpus}"
+# The memory planner's peak against the measured one at three windows, every recompute policy
+# (model/memory_plan.h; a 4-layer dilated model, so that it runs in seconds).
+run plan_vs_measured "$BIN/bench_recompute" --check-plan --layers 4 --seq-lens 16384,65536,262144 --steps 1
 # Our kernels only (--backend flash: every tile variant and the two-sided path; naive has its
 # own run below): racecheck cannot model cuDNN's kernels, as it cannot cuBLASLt's.
 sanitize memcheck_attention memcheck --leak-check no "$BIN/test_attention" --small --backend flash

@@ -4,7 +4,7 @@
 // bf16 weights and activations put the GPU within about 1e-2 of the fp32/fp64 reference;
 // a negative control (gradients of another batch) shows the comparison can fail.
 // Also: deterministic mode (two runs of a few AdamW steps bit-identical, dense, dilated and block-sparse, at
-// T = 1024) and out-of-vocabulary tokens and targets refused with the row and position named.
+// T = 1024), the same bits under every recompute policy (model/recompute.h), and out-of-vocabulary tokens and targets refused with the row and position named.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -135,8 +135,9 @@ struct TrainTrace {
 
 // AdamW steps on batches[0..n-2], then a forward_backward of the last batch (grads_last).
 static TrainTrace train_trace(const GPTConfig& cfg, bool deterministic, const std::vector<float>& w,
-                              const std::vector<Batch>& batches) {
+                              const std::vector<Batch>& batches, Recompute recompute = Recompute::None) {
     CudaBackend gpu(cfg, AttnBackend::Flash, deterministic);
+    gpu.set_recompute(recompute);
     gpu.set_params(w.data());
     TrainTrace r;
     const size_t n = gpu.num_params();
@@ -188,7 +189,23 @@ static void check_determinism(const char* name, const GPTConfig& cfg, uint64_t s
     check(same_bits(a.params, b.params) && same_bits(a.m, b.m) && same_bits(a.v, b.v),
           pre + "weights and AdamW moments bit-identical (" + std::to_string(count_differing(a.params, b.params)) + " differ)");
 
+    // Gradient checkpointing: a recomputed activation is the same kernel on the same inputs, so
+    // with the deterministic backward every policy gives the same bits as keeping everything.
+    for (Recompute r : {Recompute::Selective, Recompute::Full}) {
+        const TrainTrace p = train_trace(cfg, true, w, batches, r);
+        check(same_bits(a.losses, p.losses) && same_bits(a.norms, p.norms) && same_bits(a.grads_first, p.grads_first) &&
+                  same_bits(a.grads_last, p.grads_last) && same_bits(a.params, p.params),
+              std::string(name) + ", deterministic, --recompute " + recompute_name(r) +
+                  ": losses, gradients and weights after 3 steps == none, bitwise (" +
+                  std::to_string(count_differing(a.grads_last, p.grads_last)) + " gradients differ)");
+    }
     const TrainTrace c = train_trace(cfg, false, w, batches), d = train_trace(cfg, false, w, batches);
+    for (Recompute r : {Recompute::Selective, Recompute::Full}) {  // the default backward: within its own noise
+        const TrainTrace p = train_trace(cfg, false, w, batches, r);
+        const double e = gc::norm_rel_error(p.grads_first.data(), c.grads_first.data(), c.grads_first.size());
+        report(e < 1e-2 && p.losses[0] == c.losses[0],
+               std::string(name) + ", --recompute " + recompute_name(r) + ": first loss identical, gradient ~ none's", e, 1e-2);
+    }
     check(std::memcmp(&a.losses[0], &c.losses[0], sizeof(float)) == 0,
           std::string(name) + ": first loss identical with and without deterministic (same forward)");
     const double e = gc::norm_rel_error(a.grads_first.data(), c.grads_first.data(), a.grads_first.size());
