@@ -6,6 +6,7 @@
 // drifts, so the trajectory gets 3e-2), the first step's summed gradient must equal the single
 // GPU's within 5e-3 relative (the sharp check: same weights, one forward and backward), every
 // rank must report the same losses and end with bit-identical weights, and the loss must go down.
+// The same with the recompute policies (model/recompute.h), the ring's forward rerun in the backward.
 // Usage: test_cp_train. Prints PASS/FAIL lines and "N passed, M failed".
 #include <cmath>
 #include <cstring>
@@ -30,7 +31,7 @@ struct Batch {
 
 static uint64_t checksum(const std::vector<float>& x) { return fnv1a(x.data(), x.size() * sizeof(float)); }
 
-static void run(const std::string& name, const GPTConfig& cfg) {
+static void run(const std::string& name, const GPTConfig& cfg, Recompute policy = Recompute::None) {
     SplitMix64 rng(5);
     std::vector<Batch> batches(2);  // two windows, alternating
     for (Batch& b : batches) {
@@ -70,6 +71,7 @@ static void run(const std::string& name, const GPTConfig& cfg) {
             CudaBackend m(cfg, AttnBackend::Flash);
             m.init_weights(3);
             m.set_context_parallel(&comm);
+            m.set_recompute(policy);  // the ranks' blocks recompute their chunk's activations (the ring's too)
             for (int s = 0; s < kSteps; s++) {
                 const Batch& b = batches[s % 2];
                 std::vector<int> x(kB * n), y(kB * n), doc(kB * n);
@@ -137,6 +139,8 @@ int main() {
         dil.dilations = {1, 2};
         cfg.layer_attn = {dil, AttnPattern{}};
         run("dilated (128,1)(512,2) + dense, documents", cfg);
+        run("dilated + dense, documents, --recompute selective", cfg, Recompute::Selective);
+        run("dilated + dense, documents, --recompute full", cfg, Recompute::Full);
         std::printf("%d passed, %d failed\n", g_passed, g_failed);
         return g_failed ? 1 : 0;
     });
