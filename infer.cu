@@ -19,9 +19,23 @@ static void show_progress(long long done, long long total) {
     if (done == total) std::fputc('\n', stderr);
 }
 
+// CSV of mean loss per position bucket (PositionLosses), for scripts/plot_positions.sh.
+static void write_position_losses(const std::string& path, const PositionLosses& p) {
+    std::string csv = "bucket_start,bucket_end,tokens,mean_loss\n";
+    char line[128];
+    for (size_t k = 0; k < p.nats.size(); k++) {
+        if (!p.tokens[k]) continue;
+        snprintf(line, sizeof line, "%lld,%lld,%lld,%.6f\n", k == 0 ? 0LL : 1LL << k, (2LL << k) - 1, p.tokens[k],
+                 p.nats[k] / p.tokens[k]);
+        csv += line;
+    }
+    write_file_atomic(path, csv);
+}
+
 static int main_body(int argc, char** argv) {
     std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
-    int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0;
+    int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0, chunk = 0;
+    std::string windows = "auto", per_position;
     float temperature = 0.8f, top_p = 0.95f;
     Flags flags("infer", "Generate text from a checkpoint, or measure perplexity over a file.");
     flags.add_string("checkpoint", &checkpoint, "a .safetensors checkpoint, or a directory (its latest checkpoint)");
@@ -39,12 +53,26 @@ static int main_body(int argc, char** argv) {
     flags.add_int("cp", &cp, "--perplexity: split each window over this many GPUs (ring attention), for windows "
                              "longer than one GPU holds");
     flags.add_int("simulate-ranks", &simulate_ranks, "run the --cp ranks as threads of one process (tests)");
+    flags.add_string("windows", &windows, "--perplexity: cached (through the KV cache: the whole file in one window when the "
+                                          "model's cache is bounded or the file fits --ctx, else windows of --ctx overlapping "
+                                          "by half), fresh (consecutive windows, each from scratch) or auto (cached; fresh "
+                                          "with --cp)");
+    flags.add_int("chunk", &chunk, "tokens per prefill step through the KV cache (0: 16384 on the GPU, 256 on the CPU)");
+    flags.add_string("per-position", &per_position, "--perplexity: write the mean loss per position bucket [2^k, 2^(k+1)) "
+                                                    "to this CSV (scripts/plot_positions.sh draws it)");
     flags.parse(argc, argv);
     if ((cp != 1 || simulate_ranks) && (ppl_file.empty() || (simulate_ranks && simulate_ranks != cp)))
         fatal("--cp and --simulate-ranks are for --perplexity, with --simulate-ranks equal to --cp (got --cp %d, "
               "--simulate-ranks %d%s)", cp, simulate_ranks, ppl_file.empty() ? ", no --perplexity" : "");
     if (max_new < 0 || top_k < 0 || ctx < 0 || temperature < 0 || !(top_p > 0 && top_p <= 1))
         fatal("--max-new, --top-k, --ctx, --temperature must be >= 0 and --top-p in (0, 1]");
+    if (windows != "auto" && windows != "cached" && windows != "fresh")
+        fatal("--windows must be auto, cached or fresh (got '%s')", windows.c_str());
+    if (windows == "auto") windows = cp > 1 ? "fresh" : "cached";
+    if (windows == "cached" && cp > 1) fatal("--cp scores fresh windows split over the ring: use --windows fresh (or drop --cp)");
+    if (!per_position.empty() && (ppl_file.empty() || windows != "cached"))
+        fatal("--per-position needs --perplexity with cached windows (drop --windows fresh and --cp)");
+    if (chunk < 0) fatal("--chunk must be >= 0 (got %d)", chunk);
     if (ctx == 1 || ctx > kMaxSeqLen) fatal("--ctx must be 0 (the training --seq-len) or in [2, %d] (got %d)", kMaxSeqLen, ctx);
     const Device dev = resolve_device(device);
     const AttnBackend attn = parse_attention_backend(attention, /*doc_mask=*/false);
@@ -81,7 +109,14 @@ static int main_body(int argc, char** argv) {
                              px.cp_size > 1 ? (" split over " + std::to_string(px.cp_size) + " ranks").c_str() : "",
                              model->name().c_str());
             const auto t0 = std::chrono::steady_clock::now();
-            const PerplexityResult r = perplexity(*model, ids, ctx, px.leader() ? show_progress : nullptr, px);
+            PositionLosses by_position;
+            const int ch = chunk > 0 ? chunk : dev == Device::Cuda ? 16384 : 256;
+            const PerplexityResult r =
+                windows == "fresh"
+                    ? perplexity(*model, ids, ctx, px.leader() ? show_progress : nullptr, px)
+                    : perplexity_cached([&] { return make_kv_cache(*model, 1, ch); }, ck.cfg, ids, ctx, &by_position,
+                                        show_progress);
+            if (!per_position.empty()) write_position_losses(per_position, by_position);
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             const double nll = r.total_nats / r.tokens;
             if (px.leader())
@@ -105,7 +140,41 @@ static int main_body(int argc, char** argv) {
     StreamDecoder stream(tok);
     stream.prime(std::vector<int>(ids.begin() + 1, ids.end()));  // the prompt is printed as typed
     std::fputs(prompt.c_str(), stdout);
-    generate(model, ids, max_new, ctx, sampler, tok.eos_id(), [&](int id) {
+    // Through the KV cache: a model whose every layer keeps a bounded cache (dilated) reads a prompt
+    // of any length; others keep the prompt's last --ctx - --max-new tokens (at least one).
+    bool bounded = true;
+    for (int l = 0; l < ck.cfg.n_layer; l++) bounded = bounded && kv_rows_bound(ck.cfg.attn(l), 1) >= 0;
+    const long long room = std::max(1, ctx - max_new);
+    if (!bounded && (long long)ids.size() > room) {
+        std::fprintf(stderr, "note: the prompt's %zu tokens are cut to its last %lld (--ctx %d - --max-new %d): this model's "
+                     "dense layers keep every row\n", ids.size(), room, ctx, max_new);
+        ids.erase(ids.begin(), ids.end() - room);
+    }
+    const int ch = chunk > 0 ? chunk : dev == Device::Cuda ? 16384 : 256;
+    const long long total = (long long)ids.size() + max_new;
+    const double cache_bytes = kv_cache_bytes(ck.cfg, total, 1, ch, dev == Device::Cuda ? 2 : 4);
+    if (dev == Device::Cuda) {
+        size_t free_b = 0, total_b = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        if (cache_bytes > 0.9 * free_b) {
+            const double per_token = kv_cache_bytes(ck.cfg, 2, 1, ch, 2) - kv_cache_bytes(ck.cfg, 1, 1, ch, 2);
+            fatal("out of GPU memory: a KV cache for %lld tokens needs %.2f GiB but %.2f GiB are free: the longest context that "
+                  "fits is about %.0f tokens (a shorter --prompt-file, or --ctx)", total, cache_bytes / 1073741824.0,
+                  free_b / 1073741824.0, per_token > 0 ? 0.9 * free_b / per_token : 0.0);
+        }
+    }
+    if ((long long)ids.size() > ch)
+        std::fprintf(stderr, "prefill: %zu tokens in chunks of %d; the KV cache will hold %.3f GiB\n", ids.size(), ch,
+                     cache_bytes / 1073741824.0);
+    std::unique_ptr<IncrementalModel> cache = make_kv_cache(model, 1, ch);
+    const auto t0 = std::chrono::steady_clock::now();
+    bool prefilled = false;
+    generate_cached(*cache, ck.cfg.vocab_size, ids, max_new, sampler, tok.eos_id(), [&](int id) {
+        if (!prefilled) {
+            prefilled = true;
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (cache->position() > ch) std::fprintf(stderr, "prefilled %lld tokens in %.2f s\n", cache->position(), s);
+        }
         std::fputs(stream.push(id).c_str(), stdout);
         std::fflush(stdout);
     });

@@ -109,6 +109,7 @@ class CpuBackend : public ModelBackend {
                GPT<float>::activation_elements(model_.cfg, model_.B, model_.Tn, model_.recompute) * sizeof(float);
     }
     const char* memory_name() const override { return "host"; }
+    const GPT<float>& model() const { return model_; }  // for inference built on it (model/kv_cache.h)
     void zero_grad() override { model_.zero_grad(); }
     void backward() override { model_.backward(); }
     double grad_norm() override { return std::sqrt(grad_norm_squared(model_.grads.data(), model_.num_params)); }

@@ -1,10 +1,14 @@
-// Generation and perplexity on any backend. Both recompute the whole context window for each
-// step (no KV cache yet): simple, and exact for every attention pattern.
+// Generation and perplexity on any backend. generate and perplexity recompute whole windows
+// (simple, any backend, and what --cp runs); generate_cached and perplexity_cached run through
+// a KV cache (model/kv_cache.h): the prompt or document prefilled in chunks, tokens decoded one
+// at a time, every token at its global position.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 #include "data/tokenizer.h"
 #include "model/backend.h"
+#include "model/kv_cache.h"
 #include "model/parallel.h"
 #include "model/sampler.h"
 
@@ -56,6 +60,85 @@ inline PerplexityResult perplexity(ModelBackend& model, const std::vector<int>& 
         r.total_nats += nats;
         r.tokens += n;
         if (progress) progress(r.tokens, total);
+    }
+    return r;
+}
+
+// Prefills ids (the prompt) into the cache in chunks, then appends up to max_new sampled tokens,
+// calling on_token(id) after each; stops early at the end-of-text token. progress(done, total)
+// after each prefill chunk, if given.
+template <class F>
+void generate_cached(IncrementalModel& m, int vocab, std::vector<int>& ids, int max_new, Sampler& sampler, int eos_id,
+                     F on_token, void (*progress)(long long done, long long total) = nullptr) {
+    std::vector<float> logits(vocab);
+    const long long n_prompt = (long long)ids.size();
+    for (long long at = 0; at < n_prompt;) {
+        const int n = (int)std::min<long long>(m.max_chunk(), n_prompt - at);
+        m.append(ids.data() + at, n);
+        at += n;
+        if (progress) progress(at, n_prompt);
+    }
+    int last = (int)((n_prompt - 1) % m.max_chunk());  // the prompt's last token's row in its chunk
+    for (int i = 0; i < max_new; i++) {
+        m.logits(logits.data(), 0, last);
+        const int next = sampler.sample(logits.data(), (int)logits.size());
+        if (next == eos_id) break;
+        ids.push_back(next);
+        on_token(next);
+        if (i + 1 < max_new) m.append(&next, 1), last = 0;
+    }
+}
+
+// Mean loss per bucket of positions [2^k, 2^(k+1)) (bucket 0 holds position 0 too): how well a
+// model uses its context (infer --per-position).
+struct PositionLosses {
+    std::vector<double> nats;
+    std::vector<long long> tokens;
+    void add(long long pos, double loss) {
+        int k = 0;
+        while ((2LL << k) <= pos) k++;
+        if ((int)nats.size() <= k) nats.resize(k + 1, 0), tokens.resize(k + 1, 0);
+        nats[k] += loss, tokens[k]++;
+    }
+};
+
+// Scores every token of ids after the first through the cache. When every layer's cache is
+// bounded (dilated) or the document fits in ctx, in one window over the whole document: every
+// token sees all the context its pattern allows. Otherwise in windows of ctx overlapping by half,
+// each a fresh cache, scoring the second half (the first window: all of it), so every token
+// sees at least ctx / 2 tokens before it (or all of them). factory() gives a fresh cache.
+template <class Factory>
+PerplexityResult perplexity_cached(Factory factory, const GPTConfig& cfg, const std::vector<int>& ids, int ctx,
+                                   PositionLosses* by_position = nullptr,
+                                   void (*progress)(long long done, long long total) = nullptr) {
+    PerplexityResult r;
+    const long long total = (long long)ids.size() - 1;
+    bool bounded = true;
+    for (int l = 0; l < cfg.n_layer; l++) bounded = bounded && kv_rows_bound(cfg.attn(l), 1) >= 0;
+    const bool one_window = bounded || total <= ctx;
+    const long long window = one_window ? total : ctx, stride = one_window ? total : ctx / 2;
+    std::vector<float> losses;
+    std::vector<int> tg;
+    for (long long start = 0; start < total; start += stride) {
+        std::unique_ptr<IncrementalModel> m = factory();
+        const long long end = std::min(start + window, total), score_from = start == 0 ? 0 : start + (window - stride);
+        for (long long at = start; at < end;) {
+            const int n = (int)std::min<long long>(m->max_chunk(), end - at);
+            m->append(ids.data() + at, n);
+            tg.assign(ids.begin() + at + 1, ids.begin() + at + 1 + n);
+            for (int i = 0; i < n; i++)
+                if (at + i < score_from) tg[i] = -1;  // context only: scored by the window before
+            losses.resize(n);
+            m->losses(losses.data(), tg.data());
+            for (int i = 0; i < n; i++) {
+                if (tg[i] < 0) continue;
+                r.total_nats += losses[i], r.tokens++;
+                if (by_position) by_position->add(at + i - start, losses[i]);
+            }
+            at += n;
+            if (progress) progress(r.tokens, total);
+        }
+        if (end == total) break;
     }
     return r;
 }

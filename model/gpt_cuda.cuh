@@ -265,6 +265,9 @@ class CudaBackend : public ModelBackend {
         CUDA_CHECK(cudaMemcpy(m_, m, n_ * 4, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(v_, v, n_ * 4, cudaMemcpyHostToDevice));
     }
+    // The bf16 weights and the stream, for inference built on this backend (model/kv_cache_cuda.cuh).
+    const ParamViews<bf16>& weights() const { return p_; }
+    cudaStream_t stream() const { return stream_; }
     // fp32 copy of the parameter gradients (tests compare them with the CPU's).
     void get_grads(float* dst) { copy_to_host(dst, grad_); }
     // Bytes of activation memory for (B, T): what `--batch` and `--seq-len` cost.

@@ -7,6 +7,7 @@
 #include <string>
 #include "model/backend.h"
 #include "model/gpt_cuda.cuh"
+#include "model/kv_cache_cuda.cuh"
 
 enum class Device { Cpu, Cuda };
 
@@ -63,4 +64,12 @@ inline std::unique_ptr<ModelBackend> make_backend(Device device, const GPTConfig
         return std::make_unique<CudaBackend>(cfg, attn, deterministic);
     }
     return std::make_unique<CpuBackend>(cfg);
+}
+
+// A KV cache (model/kv_cache.h) on the backend's device, for B sequences and chunks of up to
+// max_chunk tokens.
+inline std::unique_ptr<IncrementalModel> make_kv_cache(const ModelBackend& model, int B, int max_chunk) {
+    if (auto* gpu = dynamic_cast<const CudaBackend*>(&model)) return std::make_unique<KVCacheCuda>(*gpu, B, max_chunk);
+    if (auto* cpu = dynamic_cast<const CpuBackend*>(&model)) return std::make_unique<CpuIncremental>(cpu->model(), B, max_chunk);
+    fatal("internal: no KV cache for backend %s", model.name().c_str());
 }

@@ -10,7 +10,8 @@
 # FlexAttention's), nccl (on a machine with several GPUs: NCCL ring attention, --cp training and
 # perplexity against one GPU, a hung rank), recompute (gradient checkpointing: every policy's step
 # time and peak against the plan on the 91M dilated model, the longest window, and train choosing
-# its policy on the corpus; needs an H200 for 2M tokens).
+# its policy on the corpus; needs an H200 for 2M tokens), kv_cache (the KV cache test, prefill and
+# decode speed, generation from a book and per-position scoring by a short dilated run).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
 OUT=${OUT:-build/gpu_session}
@@ -70,6 +71,23 @@ for stage in $STAGES; do
                summary+=("recompute: train exit $? ($((SECONDS - t0)) s)")
                cat "$OUT"/recompute_262k.md "$OUT"/recompute_1m.md "$OUT"/recompute_2m.md 2>/dev/null | grep -v "^| ---"
                grep -E "^(memory plan|  (none|selective|full) |step +[0-9]+ |done|error)" "$OUT/recompute_train.log" | head -16 ;;
+        kv_cache) # long-context inference (issue 12): the KV cache test, prefill/decode for dilated and dense,
+               # and a short dilated training run whose checkpoint reads a book as its prompt and scores it
+               LONGNET="--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12"
+               "$CARRY/bin/test_kv_cache" > "$OUT/test_kv_cache.log" 2>&1
+               "$CARRY/bin/bench_kv_cache" --contexts 65536,1048576 --decode 32 --out "$OUT/kv_dilated.md" > "$OUT/bench_kv.log" 2>&1
+               "$CARRY/bin/bench_kv_cache" --dense --contexts 65536,262144 --decode 32 --out "$OUT/kv_dense.md" >> "$OUT/bench_kv.log" 2>&1
+               "$CARRY/bin/train" --device cuda --data "$CARRY/corpus" $LONGNET --seq-len 8192 --batch 8 --steps 250 --warmup 30 \
+                   --val-every 0 --val-batches 2 --ckpt-every 0 --log-every 50 --sample-tokens 0 --out "$OUT/kv_ckpt" > "$OUT/kv_train.log" 2>&1
+               "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --prompt-file "$CARRY/corpus/val_text.txt" \
+                   --prompt " And the LORD said" --max-new 60 --seed 3 > "$OUT/gen_book.log" 2> "$OUT/gen_book.err"
+               "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --perplexity "$CARRY/corpus/val_text.txt" \
+                   --per-position "$OUT/positions_dilated.csv" > "$OUT/ppl.log" 2>&1
+               "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --perplexity "$CARRY/corpus/val_text.txt" \
+                   --windows fresh --ctx 8192 >> "$OUT/ppl.log" 2>&1
+               summary+=("kv_cache: $(tail -1 "$OUT/test_kv_cache.log") ($((SECONDS - t0)) s)")
+               cat "$OUT/bench_kv.log"; tail -3 "$OUT/gen_book.err"; tail -c 400 "$OUT/gen_book.log"; echo
+               grep -v "^scored" "$OUT/ppl.log" | grep "^file" ;;
         block_sparse) # block-sparse attention (issue 10): ours, every tile variant at 1M, and
                # PyTorch's FlexAttention on the same pattern, in this one call
                "$CARRY/bin/bench_attention_block_sparse" --variants --out "$OUT/block_sparse.md" > "$OUT/block_sparse.log" 2>&1

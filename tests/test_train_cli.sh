@@ -259,7 +259,7 @@ expect_error "1000 simulated ranks" "simulate-ranks must be in" ./build/train "$
 
 # 9. Perplexity with each window split over --cp ranks (simulated) equals one process's.
 head -c 3000 "$corpus/bible.txt" > "$work/ppl.txt" 2>/dev/null || head -c 3000 "$corpus/val_text.txt" > "$work/ppl.txt"
-p1=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 32 2>/dev/null | grep -o 'loss [0-9.]* nats/token | perplexity [0-9.]*')
+p1=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 32 --windows fresh 2>/dev/null | grep -o 'loss [0-9.]* nats/token | perplexity [0-9.]*')
 p4=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 32 --cp 4 --simulate-ranks 4 2>/dev/null | grep -o 'loss [0-9.]* nats/token | perplexity [0-9.]*')
 if [ -n "$p1" ] && [ "$p1" = "$p4" ]; then
     pass "perplexity split over --cp 4 ranks == one process: $p4"
@@ -267,6 +267,19 @@ else
     fail "perplexity --cp 4: '$p4' vs '$p1'"
 fi
 expect_error "infer --ctx not split into 2 x cp chunks" "multiple of 8" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 30 --cp 4 --simulate-ranks 4
+# Cached scoring (the KV cache, chunks of 64) over the whole file in one window equals a fresh
+# forward over it; the per-position losses come as CSV covering every token.
+pf=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 4096 --windows fresh 2>/dev/null | grep -o 'perplexity [0-9.]*' | cut -d' ' -f2)
+pc=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 4096 --chunk 64 --per-position "$work/positions.csv" 2>/dev/null | grep -o 'perplexity [0-9.]*' | cut -d' ' -f2)
+scored=$(tail -n +2 "$work/positions.csv" 2>/dev/null | awk -F, '{ n += $3 } END { print n + 0 }')
+total=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 4096 2>/dev/null | grep -o '[0-9]* tokens,' | cut -d' ' -f1)
+if [ -n "$pc" ] && awk -v c="$pc" -v f="$pf" 'BEGIN { d = c / f - 1; exit !(d * d < 1e-8) }' && [ "$scored" = "$total" ]; then
+    pass "cached perplexity in one window == a fresh forward ($pc vs $pf); per-position CSV covers all $total tokens"
+else
+    fail "cached perplexity '$pc' vs fresh '$pf', CSV covers $scored of $total tokens"
+fi
+expect_error "unknown --windows" "--windows" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --windows some
+expect_error "--per-position without --perplexity" "--per-position" ./build/infer --checkpoint "$work/full" --prompt hi --per-position "$work/p.csv"
 expect_error "infer --cp without --perplexity" "for --perplexity" ./build/infer --checkpoint "$work/full" --prompt hi --cp 2
 
 # 10. Block-sparse layers (a window plus global tokens) with a dilated and a dense layer train on
