@@ -11,6 +11,7 @@
 #include "model/checkpoint.h"
 #include "model/flags.h"
 #include "model/generate.h"
+#include "model/kv_cache_file.h"
 #include "model/select_backend.cuh"
 #include "comm/launch.cuh"
 
@@ -35,7 +36,7 @@ static void write_position_losses(const std::string& path, const PositionLosses&
 static int main_body(int argc, char** argv) {
     std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
     int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0, chunk = 0;
-    std::string windows = "auto", per_position;
+    std::string windows = "auto", per_position, save_cache, load_cache;
     float temperature = 0.8f, top_p = 0.95f;
     Flags flags("infer", "Generate text from a checkpoint, or measure perplexity over a file.");
     flags.add_string("checkpoint", &checkpoint, "a .safetensors checkpoint, or a directory (its latest checkpoint)");
@@ -58,6 +59,9 @@ static int main_body(int argc, char** argv) {
                                           "by half), fresh (consecutive windows, each from scratch) or auto (cached; fresh "
                                           "with --cp)");
     flags.add_int("chunk", &chunk, "tokens per prefill step through the KV cache (0: 16384 on the GPU, 256 on the CPU)");
+    flags.add_string("save-cache", &save_cache, "after prefilling the prompt, write its KV cache to this file");
+    flags.add_string("load-cache", &load_cache, "start from this KV cache (--save-cache) of the same checkpoint; the "
+                                                "prompt then continues it");
     flags.add_string("per-position", &per_position, "--perplexity: write the mean loss per position bucket [2^k, 2^(k+1)) "
                                                     "to this CSV (scripts/plot_positions.sh draws it)");
     flags.parse(argc, argv);
@@ -73,6 +77,8 @@ static int main_body(int argc, char** argv) {
     if (!per_position.empty() && (ppl_file.empty() || windows != "cached"))
         fatal("--per-position needs --perplexity with cached windows (drop --windows fresh and --cp)");
     if (chunk < 0) fatal("--chunk must be >= 0 (got %d)", chunk);
+    if ((!save_cache.empty() || !load_cache.empty()) && !ppl_file.empty())
+        fatal("--save-cache and --load-cache are for generation: drop --perplexity");
     if (ctx == 1 || ctx > kMaxSeqLen) fatal("--ctx must be 0 (the training --seq-len) or in [2, %d] (got %d)", kMaxSeqLen, ctx);
     const Device dev = resolve_device(device);
     const AttnBackend attn = parse_attention_backend(attention, /*doc_mask=*/false);
@@ -130,28 +136,35 @@ static int main_body(int argc, char** argv) {
     ModelBackend& model = *backend;
     model.set_params(ck.params.data());
     model.set_recompute(Recompute::Full);  // forward only: a block keeps just what it passes on
-    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d, on %s\n", path.c_str(),
-                 ck.cfg.n_layer, ck.cfg.n_embd, model.num_params() / 1e6, ctx, model.name().c_str());
 
     context += prompt;
     std::vector<int> ids = tok.encode(context);
-    ids.insert(ids.begin(), tok.bos_id());
+    if (load_cache.empty()) ids.insert(ids.begin(), tok.bos_id());  // a loaded cache holds the beginning already
     Sampler sampler(SamplerConfig{temperature, top_k, top_p, (uint64_t)seed});
     StreamDecoder stream(tok);
-    stream.prime(std::vector<int>(ids.begin() + 1, ids.end()));  // the prompt is printed as typed
+    stream.prime(std::vector<int>(ids.begin() + (load_cache.empty() ? 1 : 0), ids.end()));  // the prompt is printed as typed
     std::fputs(prompt.c_str(), stdout);
     // Through the KV cache: a model whose every layer keeps a bounded cache (dilated) reads a prompt
     // of any length; others keep the prompt's last --ctx - --max-new tokens (at least one).
     bool bounded = true;
     for (int l = 0; l < ck.cfg.n_layer; l++) bounded = bounded && kv_rows_bound(ck.cfg.attn(l), 1) >= 0;
     const long long room = std::max(1, ctx - max_new);
-    if (!bounded && (long long)ids.size() > room) {
+    if (!bounded && load_cache.empty() && (long long)ids.size() > room) {
         std::fprintf(stderr, "note: the prompt's %zu tokens are cut to its last %lld (--ctx %d - --max-new %d): this model's "
                      "dense layers keep every row\n", ids.size(), room, ctx, max_new);
         ids.erase(ids.begin(), ids.end() - room);
     }
     const int ch = chunk > 0 ? chunk : dev == Device::Cuda ? 16384 : 256;
-    const long long total = (long long)ids.size() + max_new;
+    std::unique_ptr<IncrementalModel> cache = make_kv_cache(model, 1, ch);
+    const std::string fingerprint = weights_fingerprint(ck.params);
+    if (!load_cache.empty()) {
+        load_kv_cache(load_cache, *cache, ck.cfg, fingerprint, 1);
+    }
+    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d, on %s\n", path.c_str(),
+                 ck.cfg.n_layer, ck.cfg.n_embd, model.num_params() / 1e6, ctx, model.name().c_str());
+    if (!load_cache.empty())
+        std::fprintf(stderr, "loaded a KV cache of %lld tokens from %s\n", cache->position(), load_cache.c_str());
+    const long long total = cache->position() + (long long)ids.size() + max_new;
     const double cache_bytes = kv_cache_bytes(ck.cfg, total, 1, ch, dev == Device::Cuda ? 2 : 4);
     if (dev == Device::Cuda) {
         size_t free_b = 0, total_b = 0;
@@ -166,18 +179,21 @@ static int main_body(int argc, char** argv) {
     if ((long long)ids.size() > ch)
         std::fprintf(stderr, "prefill: %zu tokens in chunks of %d; the KV cache will hold %.3f GiB\n", ids.size(), ch,
                      cache_bytes / 1073741824.0);
-    std::unique_ptr<IncrementalModel> cache = make_kv_cache(model, 1, ch);
+    if (ids.empty() && load_cache.empty()) fatal("nothing to continue: give --prompt or --prompt-file");
     const auto t0 = std::chrono::steady_clock::now();
-    bool prefilled = false;
-    generate_cached(*cache, ck.cfg.vocab_size, ids, max_new, sampler, tok.eos_id(), [&](int id) {
-        if (!prefilled) {
-            prefilled = true;
-            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (cache->position() > ch) std::fprintf(stderr, "prefilled %lld tokens in %.2f s\n", cache->position(), s);
-        }
-        std::fputs(stream.push(id).c_str(), stdout);
-        std::fflush(stdout);
-    });
+    generate_cached(*cache, ck.cfg.vocab_size, ids, 0, max_new, sampler, tok.eos_id(),
+                    [&](int id) {
+                        std::fputs(stream.push(id).c_str(), stdout);
+                        std::fflush(stdout);
+                    },
+                    [&] {
+                        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                        if ((long long)ids.size() > ch) std::fprintf(stderr, "prefilled %zu tokens in %.2f s\n", ids.size(), s);
+                        if (!save_cache.empty()) {
+                            save_kv_cache(save_cache, *cache, ck.cfg, fingerprint);
+                            std::fprintf(stderr, "saved the KV cache of %lld tokens to %s\n", cache->position(), save_cache.c_str());
+                        }
+                    });
     std::fputs(stream.flush().c_str(), stdout);
     std::fputc('\n', stdout);
     return 0;

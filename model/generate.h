@@ -64,21 +64,23 @@ inline PerplexityResult perplexity(ModelBackend& model, const std::vector<int>& 
     return r;
 }
 
-// Prefills ids (the prompt) into the cache in chunks, then appends up to max_new sampled tokens,
-// calling on_token(id) after each; stops early at the end-of-text token. progress(done, total)
-// after each prefill chunk, if given.
-template <class F>
-void generate_cached(IncrementalModel& m, int vocab, std::vector<int>& ids, int max_new, Sampler& sampler, int eos_id,
-                     F on_token, void (*progress)(long long done, long long total) = nullptr) {
+// Prefills ids[from..] into the cache in chunks (the cache holds what comes before: nothing, or a
+// loaded prompt), calls after_prefill(), then appends up to max_new sampled tokens, calling
+// on_token(id) after each; stops early at the end-of-text token. With nothing to prefill, the
+// first token comes from the cache's last position. progress(done, total) after each chunk.
+template <class F, class G>
+void generate_cached(IncrementalModel& m, int vocab, std::vector<int>& ids, size_t from, int max_new, Sampler& sampler,
+                     int eos_id, F on_token, G after_prefill, void (*progress)(long long done, long long total) = nullptr) {
     std::vector<float> logits(vocab);
-    const long long n_prompt = (long long)ids.size();
-    for (long long at = 0; at < n_prompt;) {
-        const int n = (int)std::min<long long>(m.max_chunk(), n_prompt - at);
-        m.append(ids.data() + at, n);
+    const long long todo = (long long)ids.size() - (long long)from;
+    for (long long at = 0; at < todo;) {
+        const int n = (int)std::min<long long>(m.max_chunk(), todo - at);
+        m.append(ids.data() + from + at, n);
         at += n;
-        if (progress) progress(at, n_prompt);
+        if (progress) progress(at, todo);
     }
-    int last = (int)((n_prompt - 1) % m.max_chunk());  // the prompt's last token's row in its chunk
+    after_prefill();
+    int last = todo > 0 ? (int)((todo - 1) % m.max_chunk()) : 0;  // the last prefilled token's row in its chunk
     for (int i = 0; i < max_new; i++) {
         m.logits(logits.data(), 0, last);
         const int next = sampler.sample(logits.data(), (int)logits.size());

@@ -39,6 +39,17 @@ class IncrementalModel {
     virtual long long position() const = 0;                   // tokens seen per sequence
     virtual size_t bytes() const = 0;                         // the cache's memory now
     virtual int max_chunk() const = 0;
+    // The state as host floats, for a cache file (model/kv_cache_file.h): each layer's K/V rows
+    // (B, rows, 2, H, D) ending at position(), and the final hidden state of each sequence's last
+    // token (B, C), from which its logits come. import_state puts such a state in a fresh cache.
+    struct State {
+        long long position = 0;
+        std::vector<long long> rows;
+        std::vector<std::vector<float>> kv;
+        std::vector<float> last_hidden;
+    };
+    virtual State export_state() = 0;
+    virtual void import_state(const State& s) = 0;
 };
 
 // Bytes the caches of a model hold at `len` tokens of B sequences, elem bytes per value: what
@@ -126,6 +137,36 @@ class KVCache {
                                     m_.cfg.vocab_size, T(0));
     }
 
+    IncrementalModel::State export_state() const {
+        const int C = m_.cfg.n_embd;
+        IncrementalModel::State st;
+        st.position = next_pos_;
+        for (const Layer& c : layers_) {
+            st.rows.push_back(c.rows);
+            std::vector<float> kv((size_t)B_ * c.rows * 2 * C);
+            for (int b = 0; b < B_; b++)
+                for (size_t i = 0; i < (size_t)c.rows * 2 * C; i++) kv[(size_t)b * c.rows * 2 * C + i] = (float)c.kv[(size_t)b * c.cap * 2 * C + i];
+            st.kv.push_back(std::move(kv));
+        }
+        st.last_hidden.assign((size_t)B_ * C, 0.0f);
+        for (int b = 0; b < B_ && n_ > 0; b++)
+            for (int i = 0; i < C; i++) st.last_hidden[(size_t)b * C + i] = (float)lnf_[((size_t)b * n_ + n_ - 1) * C + i];
+        return st;
+    }
+    void import_state(const IncrementalModel::State& st) {
+        const int C = m_.cfg.n_embd;
+        next_pos_ = st.position, n_ = 1;
+        for (size_t l = 0; l < layers_.size(); l++) {
+            Layer& c = layers_[l];
+            c.rows = c.cap = st.rows[l], c.lo = st.position - st.rows[l];
+            c.kv.assign(st.kv[l].begin(), st.kv[l].end());
+            c.pos.resize(c.rows);
+            for (long long j = 0; j < c.rows; j++) c.pos[j] = (int)(c.lo + j);
+        }
+        lnf_.assign(st.last_hidden.begin(), st.last_hidden.end());
+        (void)C;
+    }
+
    private:
     // One layer's cache: K and V rows (B, cap, 2, H, D) at positions lo .. lo + rows - 1.
     struct Layer {
@@ -178,6 +219,8 @@ class CpuIncremental : public IncrementalModel {
     long long position() const override { return c_.position(); }
     size_t bytes() const override { return c_.bytes(); }
     int max_chunk() const override { return c_.max_chunk(); }
+    State export_state() override { return c_.export_state(); }
+    void import_state(const State& s) override { c_.import_state(s); }
 
    private:
     KVCache<float> c_;

@@ -108,6 +108,52 @@ class KVCacheCuda : public IncrementalModel {
         CUDA_CHECK(cudaStreamSynchronize(st));
     }
 
+    State export_state() override {
+        const size_t C = cfg_.n_embd, row = 2 * C;
+        cudaStream_t st = m_.stream();
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        State out;
+        out.position = next_pos_;
+        std::vector<bf16> h;
+        for (const Layer& c : layers_) {
+            out.rows.push_back(c.rows);
+            h.resize((size_t)B_ * c.rows * row);
+            if (c.rows)
+                CUDA_CHECK(cudaMemcpy2D(h.data(), c.rows * row * sizeof(bf16), c.kv, c.cap * row * sizeof(bf16),
+                                        c.rows * row * sizeof(bf16), B_, cudaMemcpyDeviceToHost));
+            std::vector<float> kv(h.size());
+            for (size_t i = 0; i < h.size(); i++) kv[i] = __bfloat162float(h[i]);
+            out.kv.push_back(std::move(kv));
+        }
+        h.resize((size_t)B_ * C);
+        out.last_hidden.assign((size_t)B_ * C, 0.0f);
+        for (int b = 0; b < B_ && n_ > 0; b++) {
+            CUDA_CHECK(cudaMemcpy(h.data() + b * C, lnf_ + ((size_t)b * n_ + n_ - 1) * C, C * sizeof(bf16), cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < C; i++) out.last_hidden[b * C + i] = __bfloat162float(h[b * C + i]);
+        }
+        return out;
+    }
+    void import_state(const State& in) override {
+        const size_t C = cfg_.n_embd, row = 2 * C;
+        std::vector<bf16> h;
+        for (size_t l = 0; l < layers_.size(); l++) {
+            Layer& c = layers_[l];
+            cudaFree(c.kv), cudaFree(c.spare);
+            c.spare = nullptr;
+            c.rows = in.rows[l], c.lo = in.position - in.rows[l], c.cap = std::max<long long>(in.rows[l] + max_chunk_, 1);
+            c.kv = device_rows((size_t)B_ * c.cap * row, "the loaded rows");
+            h.resize(in.kv[l].size());
+            for (size_t i = 0; i < h.size(); i++) h[i] = __float2bfloat16(in.kv[l][i]);
+            if (c.rows)
+                CUDA_CHECK(cudaMemcpy2D(c.kv, c.cap * row * sizeof(bf16), h.data(), c.rows * row * sizeof(bf16),
+                                        c.rows * row * sizeof(bf16), B_, cudaMemcpyHostToDevice));
+        }
+        h.resize(in.last_hidden.size());
+        for (size_t i = 0; i < h.size(); i++) h[i] = __float2bfloat16(in.last_hidden[i]);
+        CUDA_CHECK(cudaMemcpy(lnf_, h.data(), h.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+        next_pos_ = in.position, n_ = 1;
+    }
+
    private:
     struct Layer {
         bf16 *kv = nullptr, *spare = nullptr;  // (B, cap, 2, H, D); spare: where an eviction moves the kept rows

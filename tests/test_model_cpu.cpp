@@ -10,6 +10,7 @@
 #include "model/checkpoint.h"
 #include "model/generate.h"
 #include "model/kv_cache.h"
+#include "model/kv_cache_file.h"
 #include "tests/gradcheck.h"
 
 static int passed = 0, failed = 0;
@@ -356,6 +357,44 @@ static void test_sliding_perplexity(uint64_t seed) {
            "cached sliding windows (8, stride 4) == full forwards", std::fabs(r.total_nats - want), 1e-4 * want);
 }
 
+// A cache saved to a file and loaded into a fresh one decodes exactly as the original; a file
+// from other weights is refused.
+static void test_kv_cache_file(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig cfg = tiny_config();
+    AttnPattern dil;
+    dil.kind = AttnKind::Dilated, dil.segments = {4, 8}, dil.dilations = {1, 2};
+    cfg.layer_attn = {dil, AttnPattern{}};
+    GPT<float> m(cfg);
+    m.init_weights(seed);
+    std::vector<int> ids(30);
+    for (int& t : ids) t = rng.randint(0, cfg.vocab_size - 1);
+    CpuIncremental a(m, 1, 7), b(m, 1, 7);
+    for (int at = 0; at < 21; at += 7) a.append(ids.data() + at, 7);
+    const std::string path = "build/test_kv_cache_file.safetensors";
+    const std::vector<float> params(m.params.begin(), m.params.end());
+    save_kv_cache(path, a, cfg, weights_fingerprint(params));
+    load_kv_cache(path, b, cfg, weights_fingerprint(params), 1);
+    std::vector<float> la(cfg.vocab_size), lb(cfg.vocab_size);
+    a.logits(la.data(), 0, 6), b.logits(lb.data(), 0, 0);
+    size_t diff = gc::count_bit_mismatch(la.data(), lb.data(), la.size());
+    for (int at = 21; at < 30; at++) {
+        a.append(&ids[at], 1), b.append(&ids[at], 1);
+        a.logits(la.data(), 0, 0), b.logits(lb.data(), 0, 0);
+        diff += gc::count_bit_mismatch(la.data(), lb.data(), la.size());
+    }
+    report(diff == 0 && b.position() == 30, "KV cache file: saved, loaded, decodes the same bits", (double)diff, 0);
+    std::string what;
+    try {
+        CpuIncremental c(m, 1, 7);
+        load_kv_cache(path, c, cfg, "another", 1);
+    } catch (const FatalError& e) {
+        what = e.what();
+    }
+    report(what.find("another model or checkpoint") != std::string::npos, "KV cache file from other weights refused", 0, 0);
+    std::remove(path.c_str());
+}
+
 static int main_body(int argc, char** argv) {
     uint64_t seed = 1234;
     for (int i = 1; i + 1 < argc; i++)
@@ -370,6 +409,7 @@ static int main_body(int argc, char** argv) {
     test_recompute_policies(seed);
     test_kv_cache(seed);
     test_sliding_perplexity(seed);
+    test_kv_cache_file(seed);
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

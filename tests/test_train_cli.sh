@@ -278,6 +278,22 @@ if [ -n "$pc" ] && awk -v c="$pc" -v f="$pf" 'BEGIN { d = c / f - 1; exit !(d * 
 else
     fail "cached perplexity '$pc' vs fresh '$pf', CSV covers $scored of $total tokens"
 fi
+# A prompt's KV cache saved, then loaded and continued by another prompt.
+./build/infer --checkpoint "$work/full" --prompt "In the beginning God created" --max-new 0 --save-cache "$work/kv.safetensors" 2>/dev/null >/dev/null
+out=$(./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompt " the" --max-new 8 --seed 7 2>&1)
+[ -f "$work/kv.safetensors" ] && grep -q "loaded a KV cache of [0-9]* tokens" <<< "$out" && pass "KV cache saved and loaded by infer" \
+    || fail "KV cache save/load: $out"
+head -c 300 "$work/kv.safetensors" > "$work/kv_cut.safetensors"
+expect_error "truncated KV cache file" "kv_cut.safetensors" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_cut.safetensors" --prompt x
+expect_error "KV cache of another model" "another model" ./build/infer --checkpoint "$work/full/ckpt_00000010.safetensors" --load-cache "$work/kv.safetensors" --prompt x
+# A source tree as the prompt: packed one header per file, read through the cache.
+scripts/pack_tree.sh tests/fuzz 2000 > "$work/tree.txt"
+if grep -q "^# ==== " "$work/tree.txt" && out=$(./build/infer --checkpoint "$work/full" --prompt-file "$work/tree.txt" --max-new 4 --chunk 128 --ctx 8192 2>&1) \
+    && grep -q "prefill: [0-9]* tokens in chunks of 128" <<< "$out"; then
+    pass "a packed source tree ($(grep -c '^# ==== ' "$work/tree.txt") files) read as the prompt"
+else
+    fail "source tree prompt: $out"
+fi
 expect_error "unknown --windows" "--windows" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --windows some
 expect_error "--per-position without --perplexity" "--per-position" ./build/infer --checkpoint "$work/full" --prompt hi --per-position "$work/p.csv"
 expect_error "infer --cp without --perplexity" "for --perplexity" ./build/infer --checkpoint "$work/full" --prompt hi --cp 2

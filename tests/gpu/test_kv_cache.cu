@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 #include "model/kv_cache_cuda.cuh"
+#include "model/kv_cache_file.h"
 #include "tests/gradcheck.h"
 
 static int passed = 0, failed = 0;
@@ -60,6 +61,26 @@ static int main_body() {
     report(worst < 2e-2, "KV cache on the GPU: prefill in chunks + decode == full forward (bf16)", worst, 2e-2);
     report(most <= kv_rows_bound(dil, chunk) && cache.rows(0) == N, "dilated cache rows <= longest segment + chunk, dense keeps all",
            (double)most, (double)kv_rows_bound(dil, chunk));
+    {  // saved to a file, loaded into a fresh cache: decodes the same bits
+        std::vector<float> params(full.num_params());
+        full.get_params(params.data());
+        const std::string fp = weights_fingerprint(params), path = "kv_cache_test.safetensors";
+        save_kv_cache(path, cache, cfg, fp);
+        KVCacheCuda loaded(full, B, chunk);
+        load_kv_cache(path, loaded, cfg, fp, B);
+        std::vector<float> a(cfg.vocab_size), c(cfg.vocab_size);
+        size_t diff = 0;
+        for (int step = 0; step < 5; step++) {
+            std::vector<int> next(B, 7 + step);
+            cache.append(next.data(), 1), loaded.append(next.data(), 1);
+            for (int b = 0; b < B; b++) {
+                cache.logits(a.data(), b, 0), loaded.logits(c.data(), b, 0);
+                diff += gc::count_bit_mismatch(a.data(), c.data(), a.size());
+            }
+        }
+        std::remove(path.c_str());
+        report(diff == 0, "KV cache saved and loaded: 5 decode steps the same bits", (double)diff, 0);
+    }
     KVCacheCuda off(full, B, chunk);
     off.append(tokens.data() + 1, 1);  // sequence 0 with its first token missing
     off.logits(got.data(), 0, 0);

@@ -1,0 +1,70 @@
+// A KV cache saved to a file and loaded later (infer --save-cache, --load-cache), so a long
+// prompt (a book, a source tree) is prefilled once and questioned many times. A safetensors file:
+//   kv.<l>        (B, rows_l, 2C) F32: layer l's K and V rows, ending at the cache's position
+//   last_hidden   (B, C) F32: each sequence's last token's final hidden state (its logits)
+//   metadata: format "longnet-gpt-kv/1", position, the model's config, and a hash of its weights,
+//   so a cache is refused by any other model. Written to a temporary file and renamed.
+// The GPU's bf16 values are written as F32 exactly; a cache from the GPU loads on the GPU to the
+// same bits.
+#pragma once
+#include <string>
+#include "model/gpt_config.h"
+#include "model/kv_cache.h"
+#include "model/parallel.h"
+#include "model/safetensors.h"
+
+inline std::string weights_fingerprint(const std::vector<float>& params) {
+    return std::to_string(fnv1a(params.data(), params.size() * sizeof(float)));
+}
+
+inline void save_kv_cache(const std::string& path, IncrementalModel& m, const GPTConfig& cfg, const std::string& fingerprint) {
+    const IncrementalModel::State st = m.export_state();
+    const int B = (int)(st.last_hidden.size() / cfg.n_embd);
+    std::vector<TensorToWrite> tensors;
+    std::vector<std::string> names(cfg.n_layer);
+    for (int l = 0; l < cfg.n_layer; l++) {
+        names[l] = "kv." + std::to_string(l);
+        tensors.push_back({names[l], {B, (int)st.rows[l], 2 * cfg.n_embd}, st.kv[l].data()});
+    }
+    tensors.push_back({"last_hidden", {B, cfg.n_embd}, st.last_hidden.data()});
+    write_safetensors(path, tensors,
+                      {{"format", "longnet-gpt-kv/1"}, {"position", std::to_string(st.position)},
+                       {"config", config_to_json(cfg)}, {"weights", fingerprint}});
+}
+
+// Loads into a fresh cache m (B sequences); every mismatch is one line naming the cause.
+inline void load_kv_cache(const std::string& path, IncrementalModel& m, const GPTConfig& cfg, const std::string& fingerprint,
+                          int B) {
+    const SafetensorsFile f = read_safetensors(path);
+    auto meta = [&](const char* key) {
+        auto it = f.metadata.find(key);
+        if (it == f.metadata.end()) fatal("--load-cache %s: no \"%s\" in its metadata: not a KV cache file (infer --save-cache writes them)", path.c_str(), key);
+        return it->second;
+    };
+    if (meta("format") != "longnet-gpt-kv/1") fatal("--load-cache %s: format %s, expected longnet-gpt-kv/1", path.c_str(), meta("format").c_str());
+    if (meta("config") != config_to_json(cfg) || meta("weights") != fingerprint)
+        fatal("--load-cache %s was made by another model or checkpoint: prefill again with this --checkpoint", path.c_str());
+    IncrementalModel::State st;
+    char* end = nullptr;
+    const std::string pos = meta("position");
+    st.position = std::strtoll(pos.c_str(), &end, 10);
+    if (pos.empty() || *end || st.position < 1 || st.position > kMaxSeqLen)
+        fatal("--load-cache %s: position '%s' is not in [1, %d]", path.c_str(), pos.c_str(), kMaxSeqLen);
+    for (int l = 0; l < cfg.n_layer; l++) {
+        const std::string name = "kv." + std::to_string(l);
+        if (!f.has(name)) fatal("--load-cache %s has no tensor %s", path.c_str(), name.c_str());
+        const std::vector<int>& shape = f.tensors.at(name).shape;
+        const long long rows = shape.size() == 3 ? shape[1] : -1;
+        const long long first = kv_first_needed(cfg.attn(l), st.position - 1);
+        // rows end at position; a layer holds at least what its next query needs, at most all.
+        if (shape.size() != 3 || shape[0] != B || shape[2] != 2 * cfg.n_embd || rows > st.position || rows < st.position - first)
+            fatal("--load-cache %s: tensor %s has shape that does not fit %d sequences at position %lld", path.c_str(),
+                  name.c_str(), B, st.position);
+        st.rows.push_back(rows);
+        st.kv.emplace_back((size_t)B * rows * 2 * cfg.n_embd);
+        f.read(name, shape, st.kv.back().data());
+    }
+    st.last_hidden.resize((size_t)B * cfg.n_embd);
+    f.read("last_hidden", {B, cfg.n_embd}, st.last_hidden.data());
+    m.import_state(st);
+}
