@@ -1,7 +1,7 @@
 // Context-parallel training on the CPU (model/gpt.h with cp set: ring attention over simulated
 // ranks, comm/in_process.h): a small GPT trained for 10 AdamW steps on the same windows
 //   - in one process (the reference), and
-//   - split over CP = 2 and 4 ranks, each holding its zigzag rows (layers/ring_plan.h) with
+//   - split over CP = 2, 4 and 8 ranks, each holding its zigzag rows (layers/ring_plan.h) with
 //     their global positions, the loss and the gradients summed over ranks,
 // for dense and dilated attention with document masks: the losses must track the reference
 // within float tolerance, and every rank must end with bit-identical weights (a checksum).
@@ -70,7 +70,7 @@ static void run(const std::string& name, const GPTConfig& cfg) {
             step(m, mom, var, s + 1);
         }
     }
-    for (int P : {2, 4}) {
+    for (int P : {2, 4, 8}) {  // 8: the 8-GPU ring (issue 13) as simulated ranks
         std::vector<uint64_t> none_sums;
         for (Recompute policy : kRecomputePolicies) {
             std::vector<std::vector<float>> losses(P);

@@ -235,6 +235,18 @@ if ./build/train "${tiny[@]}" --steps 20 --cp 2 --simulate-ranks 4 --out "$work/
 else
     fail "--cp 2 --simulate-ranks 4: $(cat "$work/cp.cmp" 2>/dev/null) $(tail -2 "$work/cp.log")"
 fi
+# The 8-GPU shapes (issue 13) as 8 simulated ranks: --cp 8, and 2 data-parallel groups x --cp 4
+# at the same tokens per step, each following the one-process run.
+for shape in "8 8" "4 8"; do
+    read -r c r <<< "$shape"
+    if ./build/train "${tiny[@]}" --steps 20 --cp "$c" --simulate-ranks "$r" --out "$work/cp$c" > "$work/cp$c.log" 2>&1 \
+       && paste <(grep -o '| loss [0-9.]*' "$work/full.log") <(grep -o '| loss [0-9.]*' "$work/cp$c.log") | \
+          awk '{ d = $3 - $6; if (d < 0) d = -d; if (d / $3 > w) w = d / $3; n++ } END { printf "%d %.1e\n", n, w; exit !(n >= 5 && w < 1e-4) }' > "$work/cp$c.cmp"; then
+        pass "--cp $c on $r simulated ranks ($((r / c)) data-parallel groups) tracks one process: $(awk '{print $1 " logged steps, worst rel diff " $2}' "$work/cp$c.cmp")"
+    else
+        fail "--cp $c --simulate-ranks $r: $(cat "$work/cp$c.cmp" 2>/dev/null) $(tail -2 "$work/cp$c.log")"
+    fi
+done
 if [ "$(ls "$work/cp" | grep -c ckpt_)" -eq 2 ] && grep -q "parallel: 4 ranks = 2 data-parallel groups x --cp 2" "$work/cp.log" \
    && [ "$(grep -c '^saved' "$work/cp.log")" -eq 2 ]; then
     pass "a parallel run prints once and writes one set of checkpoints"
