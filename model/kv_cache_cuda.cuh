@@ -11,8 +11,35 @@
 #include "model/gpt_cuda.cuh"
 #include "model/kv_cache.h"
 
+// Split decoding (flash-decoding) for a dense layer: one query row against many cached rows is
+// cut into S equal pieces of keys, computed as S batch rows of the two-sided kernel (every cached
+// key precedes the query, so a dense causal mask keeps them all whatever positions a piece is
+// given), and the S partial results merged by log-sum-exp here.
+__global__ void kv_replicate_query_kernel(bf16* out, const bf16* q, int S, int width) {  // (S, width) <- (width)
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < S * width; i += gridDim.x * blockDim.x) out[i] = q[i % width];
+}
+// out (H, D) bf16 = sum_s exp(L_s - L) O_s with L = log sum_s exp(L_s): O (S, H, D) fp32, L (S, H).
+__global__ void kv_merge_pieces_kernel(bf16* out, float* lse_out, const float* O, const float* L, int S, int H, int D) {
+    const int h = blockIdx.x, d = threadIdx.x;
+    float mx = -INFINITY;
+    for (int s = 0; s < S; s++) mx = fmaxf(mx, L[(size_t)s * H + h]);
+    float sum = 0, acc = 0;
+    if (mx != -INFINITY)
+        for (int s = 0; s < S; s++) {
+            const float w = __expf(L[(size_t)s * H + h] - mx);
+            sum += w;
+            if (d < D) acc += w * O[((size_t)s * H + h) * D + d];
+        }
+    if (d < D) out[(size_t)h * D + d] = __float2bfloat16(sum > 0 ? acc / sum : 0.0f);
+    if (d == 0) lse_out[h] = sum > 0 ? mx + logf(sum) : -INFINITY;
+}
+
 class KVCacheCuda : public IncrementalModel {
    public:
+    // Keys per piece of split decoding (64 pieces at 262K, 12 heads each); the test lowers it so
+    // that short sequences take that path.
+    static inline int kSplitRows = 4096;
+
     KVCacheCuda(const CudaBackend& model, int B, int max_chunk)
         : m_(model), cfg_(model.config()), B_(B), max_chunk_(max_chunk), layers_(cfg_.n_layer) {
         for (int l = 0; l < cfg_.n_layer; l++)
@@ -37,6 +64,7 @@ class KVCacheCuda : public IncrementalModel {
     }
     ~KVCacheCuda() {
         for (Layer& c : layers_) cudaFree(c.kv), cudaFree(c.spare);
+        cudaFree(split_q_), cudaFree(split_o_), cudaFree(split_l_);
     }
     KVCacheCuda(const KVCacheCuda&) = delete;
 
@@ -72,9 +100,16 @@ class KVCacheCuda : public IncrementalModel {
             Layer& c = layers_[l];
             keep_and_append(c, cfg_.attn(l), n, st);
             const AttnDims dm{1, H, D, (int)(next_pos_ + n)};  // the sequence so far (model/kv_cache.h)
+            // One token against a long dense cache: split over the keys (one thread block per head
+            // would walk them all alone).
+            const bool split = n == 1 && cfg_.attn(l).kind == AttnKind::Dense && c.rows > 2 * kSplitRows;
             for (int b = 0; b < B_; b++) {
                 const bf16* q = qkv_ + (size_t)b * n * 3 * C;
                 const bf16* kv = c.kv + (size_t)b * c.cap * 2 * C;
+                if (split) {
+                    attend_split(atty_ + (size_t)b * C, lse_ + (size_t)b * H, q, kv, c.rows, c.lo, pos, cfg_.attn(l), scale, st);
+                    continue;
+                }
                 const AttnQueries<bf16> qs{q, 3 * C, n, qpos, nullptr, (int)next_pos_};
                 const AttnKeys<bf16> ks{kv, kv + C, 2 * C, (int)c.rows, pos + c.lo, (int)c.lo};
                 attention_forward_cuda(atty_ + (size_t)b * n * C, lse_ + (size_t)b * H * n, qs, ks, cfg_.attn(l), dm, scale, st);
@@ -169,6 +204,47 @@ class KVCacheCuda : public IncrementalModel {
     bf16 *x_, *ln_, *qkv_pre_, *qkv_, *atty_, *tmp_, *fch_, *fch_gelu_, *lnf_;
     float *mean_, *rstd_, *lse_, *losses_, *logits_;
     void* cls_scratch_;
+    // Split decoding: replicated query rows (S, 3C), partial O (S, H, D) fp32 and L (S, H).
+    bf16* split_q_ = nullptr;
+    float *split_o_ = nullptr, *split_l_ = nullptr;
+    int split_cap_ = 0;
+
+    // One sequence's single query row (q: its (3C) row at position next_pos_) against a dense
+    // layer's rows kv (rows, 2C) from lo: out (H, D) and lse (H).
+    void attend_split(bf16* out, float* lse, const bf16* q, const bf16* kv, long long rows, long long lo, const int* pos,
+                      const AttnPattern& pattern, float scale, cudaStream_t st) {
+        const int C = cfg_.n_embd, H = cfg_.n_head, D = cfg_.head_dim();
+        const int S = (int)((rows + kSplitRows - 1) / kSplitRows), full = (int)(rows / kSplitRows);
+        if (S > split_cap_) {
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            cudaFree(split_q_), cudaFree(split_o_), cudaFree(split_l_);
+            split_cap_ = std::max(S, 2 * split_cap_);
+            CUDA_CHECK(cudaMalloc(&split_q_, (size_t)split_cap_ * 3 * C * sizeof(bf16)));
+            CUDA_CHECK(cudaMalloc(&split_o_, (size_t)split_cap_ * H * D * sizeof(float)));
+            CUDA_CHECK(cudaMalloc(&split_l_, (size_t)split_cap_ * H * sizeof(float)));
+        }
+        kv_replicate_query_kernel<<<std::min(1024, (S * 3 * C + 255) / 256), 256, 0, st>>>(split_q_, q, S, 3 * C);
+        CUDA_CHECK_LAST();
+        const AttnDims dm_all{S, H, D, (int)(next_pos_ + 1)};
+        attention_partial_init_cuda(split_o_, split_l_, dm_all, 1, st);
+        if (full > 0) {  // pieces 0 .. full-1 as batch rows: piece s's keys are rows s P .. s P + P - 1
+            const AttnDims dm{full, H, D, (int)(next_pos_ + 1)};
+            const AttnQueries<bf16> qs{split_q_, 3 * C, 1, pos + next_pos_, nullptr, (int)next_pos_};
+            const AttnKeys<bf16> ks{kv, kv + C, 2 * C, kSplitRows, pos + lo, (int)lo};
+            attention_forward_merge_cuda(split_o_, split_l_, qs, ks, pattern, dm, scale, st);
+        }
+        if (full < S) {  // the last, shorter piece
+            const AttnDims dm{1, H, D, (int)(next_pos_ + 1)};
+            const long long first = (long long)full * kSplitRows;
+            const AttnQueries<bf16> qs{split_q_ + (size_t)full * 3 * C, 3 * C, 1, pos + next_pos_, nullptr, (int)next_pos_};
+            const bf16* k0 = kv + (size_t)first * 2 * C;
+            const AttnKeys<bf16> ks{k0, k0 + C, 2 * C, (int)(rows - first), pos + lo + first, (int)(lo + first)};
+            attention_forward_merge_cuda(split_o_ + (size_t)full * H * D, split_l_ + (size_t)full * H, qs, ks, pattern, dm,
+                                         scale, st);
+        }
+        kv_merge_pieces_kernel<<<H, std::max(32, (D + 31) / 32 * 32), 0, st>>>(out, lse, split_o_, split_l_, S, H, D);
+        CUDA_CHECK_LAST();
+    }
 
     static bf16* device_rows(size_t elements, const char* what) {
         size_t free_b = 0, total_b = 0;

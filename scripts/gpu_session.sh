@@ -76,17 +76,21 @@ for stage in $STAGES; do
                LONGNET="--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12"
                "$CARRY/bin/test_kv_cache" > "$OUT/test_kv_cache.log" 2>&1
                "$CARRY/bin/bench_kv_cache" --contexts 65536,1048576 --decode 32 --out "$OUT/kv_dilated.md" > "$OUT/bench_kv.log" 2>&1
-               "$CARRY/bin/bench_kv_cache" --dense --contexts 65536,262144 --decode 32 --out "$OUT/kv_dense.md" >> "$OUT/bench_kv.log" 2>&1
+               "$CARRY/bin/bench_kv_cache" --dense --contexts 65536,262144,1048576 --decode 32 --out "$OUT/kv_dense.md" >> "$OUT/bench_kv.log" 2>&1
                "$CARRY/bin/train" --device cuda --data "$CARRY/corpus" $LONGNET --seq-len 8192 --batch 8 --steps 250 --warmup 30 \
                    --val-every 0 --val-batches 2 --ckpt-every 0 --log-every 50 --sample-tokens 0 --out "$OUT/kv_ckpt" > "$OUT/kv_train.log" 2>&1
                "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --prompt-file "$CARRY/corpus/val_text.txt" \
                    --prompt " And the LORD said" --max-new 60 --seed 3 > "$OUT/gen_book.log" 2> "$OUT/gen_book.err"
+               scripts/pack_tree.sh layers > "$OUT/tree.txt"  # this project's layers/ as a codebase prompt
+               "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --prompt-file "$OUT/tree.txt" \
+                   --prompt "# ==== layers/softmax.h ====" --max-new 60 --seed 3 > "$OUT/gen_tree.log" 2> "$OUT/gen_tree.err"
                "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --perplexity "$CARRY/corpus/val_text.txt" \
                    --per-position "$OUT/positions_dilated.csv" > "$OUT/ppl.log" 2>&1
                "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --perplexity "$CARRY/corpus/val_text.txt" \
                    --windows fresh --ctx 8192 >> "$OUT/ppl.log" 2>&1
                summary+=("kv_cache: $(tail -1 "$OUT/test_kv_cache.log") ($((SECONDS - t0)) s)")
                cat "$OUT/bench_kv.log"; tail -3 "$OUT/gen_book.err"; tail -c 400 "$OUT/gen_book.log"; echo
+               tail -3 "$OUT/gen_tree.err"; tail -c 500 "$OUT/gen_tree.log"; echo
                grep -v "^scored" "$OUT/ppl.log" | grep "^file" ;;
         block_sparse) # block-sparse attention (issue 10): ours, every tile variant at 1M, and
                # PyTorch's FlexAttention on the same pattern, in this one call

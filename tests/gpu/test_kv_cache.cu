@@ -1,7 +1,8 @@
 // Incremental inference on the GPU (model/kv_cache_cuda.cuh): a prompt prefilled in chunks, then
 // decoded one token at a time, gives the logits of the GPU's full forward over the whole sequence
 // at every position within bf16 tolerance, for dense, dilated and block-sparse layers, with two
-// sequences at once and across the dilated segments' borders; the dilated layer's cache stays
+// sequences at once and across the dilated segments' borders, the dense layer's decoding split
+// over its keys; the dilated layer's cache stays
 // within its bound; a negative control (a sequence missing its first token) shows the check fails.
 // Prints PASS/FAIL lines and "N passed, M failed".
 #include <cstdio>
@@ -40,6 +41,9 @@ static int main_body() {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < N; t++) full.logits_at(want[(size_t)b * N + t].data(), b, t);
 
+    // Split decoding of the dense layer (model/kv_cache_cuda.cuh) in pieces of 16 keys: from 33
+    // cached rows on, every decoded token of the dense layer goes through it.
+    KVCacheCuda::kSplitRows = 16;
     KVCacheCuda cache(full, B, chunk);
     std::vector<float> got(cfg.vocab_size);
     std::vector<int> piece;
