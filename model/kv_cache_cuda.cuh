@@ -63,7 +63,7 @@ class KVCacheCuda : public IncrementalModel {
         cls_scratch_ = arena_.at<void>(o_cls);
     }
     ~KVCacheCuda() {
-        for (Layer& c : layers_) cudaFree(c.kv), cudaFree(c.spare);
+        for (Layer& c : layers_) cudaFree(c.kv);
         cudaFree(split_q_), cudaFree(split_o_), cudaFree(split_l_);
     }
     KVCacheCuda(const KVCacheCuda&) = delete;
@@ -71,10 +71,31 @@ class KVCacheCuda : public IncrementalModel {
     int max_chunk() const override { return max_chunk_; }
     long long position() const override { return next_pos_; }
     long long rows(int layer) const { return layers_[layer].rows; }
-    size_t bytes() const override {  // the K/V rows allocated (both buffers of a layer that evicts)
+    size_t bytes() const override {  // the K/V rows allocated
         size_t n = 0;
-        for (const Layer& c : layers_) n += (size_t)B_ * c.cap * 2 * cfg_.n_embd * sizeof(bf16) * (c.spare ? 2 : 1);
+        for (const Layer& c : layers_) n += (size_t)B_ * c.cap * 2 * cfg_.n_embd * sizeof(bf16);
         return n;
+    }
+
+    // Allocates the rows of each layer that keeps every row (dense, block-sparse) for a sequence
+    // of `len` tokens up front, so its cache never grows by doubling past what it needs. A dilated
+    // layer grows as it goes, to at most its bound (usually less: chunks that end on segment
+    // borders never hold more than the longest segment). Optional: append grows what it must.
+    void reserve(long long len) {
+        const size_t row = (size_t)2 * cfg_.n_embd;
+        for (int l = 0; l < cfg_.n_layer; l++) {
+            Layer& c = layers_[l];
+            if (kv_rows_bound(cfg_.attn(l), max_chunk_) >= 0) continue;
+            const long long cap = len;
+            if (cap <= c.cap) continue;
+            bf16* kv = device_rows((size_t)B_ * cap * row, "its rows");
+            if (c.rows > 0)
+                CUDA_CHECK(cudaMemcpy2DAsync(kv, cap * row * sizeof(bf16), c.kv, c.cap * row * sizeof(bf16),
+                                             c.rows * row * sizeof(bf16), B_, cudaMemcpyDeviceToDevice, m_.stream()));
+            CUDA_CHECK(cudaStreamSynchronize(m_.stream()));
+            cudaFree(c.kv);
+            c.kv = kv, c.cap = cap;
+        }
     }
 
     void append(const int* tokens, int n) override {
@@ -173,8 +194,7 @@ class KVCacheCuda : public IncrementalModel {
         std::vector<bf16> h;
         for (size_t l = 0; l < layers_.size(); l++) {
             Layer& c = layers_[l];
-            cudaFree(c.kv), cudaFree(c.spare);
-            c.spare = nullptr;
+            cudaFree(c.kv);
             c.rows = in.rows[l], c.lo = in.position - in.rows[l], c.cap = std::max<long long>(in.rows[l] + max_chunk_, 1);
             c.kv = device_rows((size_t)B_ * c.cap * row, "the loaded rows");
             h.resize(in.kv[l].size());
@@ -191,7 +211,7 @@ class KVCacheCuda : public IncrementalModel {
 
    private:
     struct Layer {
-        bf16 *kv = nullptr, *spare = nullptr;  // (B, cap, 2, H, D); spare: where an eviction moves the kept rows
+        bf16* kv = nullptr;  // (B, cap, 2, H, D)
         long long lo = 0, rows = 0, cap = 0;
     };
     const CudaBackend& m_;
@@ -262,19 +282,23 @@ class KVCacheCuda : public IncrementalModel {
         const size_t row = (size_t)2 * cfg_.n_embd;  // elements of one position's K and V
         const long long lo = std::max(c.lo, std::min(kv_first_needed(p, next_pos_), c.lo + c.rows));
         const long long drop = lo - c.lo, keep = c.rows - drop;
-        if (keep + n > c.cap || drop > 0) {  // move the kept rows to the front of a buffer (a new, larger one to grow)
-            const long long cap = keep + n > c.cap ? std::max(keep + n, 2 * c.cap) : c.cap;
-            bf16* dst = cap != c.cap ? device_rows((size_t)B_ * cap * row, "its rows") : c.spare;
-            if (!dst) dst = c.spare = device_rows((size_t)B_ * cap * row, "the rows it keeps across a segment");
+        if (keep + n > c.cap) {  // grow: a new, larger buffer with the kept rows at its front
+            const long long cap = std::max(keep + n, 2 * c.cap);
+            bf16* dst = device_rows((size_t)B_ * cap * row, "its rows");
             if (keep > 0)
                 CUDA_CHECK(cudaMemcpy2DAsync(dst, cap * row * sizeof(bf16), c.kv + drop * row, c.cap * row * sizeof(bf16),
                                              keep * row * sizeof(bf16), B_, cudaMemcpyDeviceToDevice, st));
-            if (cap != c.cap) {
-                CUDA_CHECK(cudaStreamSynchronize(st));  // the old buffers may still be read by queued kernels
-                cudaFree(c.kv), cudaFree(c.spare);
-                c.kv = dst, c.spare = nullptr, c.cap = cap;
-            } else {
-                std::swap(c.kv, c.spare);
+            CUDA_CHECK(cudaStreamSynchronize(st));  // the old buffer may still be read by queued kernels
+            cudaFree(c.kv);
+            c.kv = dst, c.cap = cap;
+        } else if (drop > 0 && keep > 0) {
+            // In place, front to back in pieces of at most `drop` rows: a piece's source starts where
+            // its destination ends, so no copy overlaps itself (cudaMemcpy has no memmove).
+            for (long long at = 0; at < keep; at += drop) {
+                const long long len = std::min(drop, keep - at);
+                CUDA_CHECK(cudaMemcpy2DAsync(c.kv + at * row, c.cap * row * sizeof(bf16), c.kv + (drop + at) * row,
+                                             c.cap * row * sizeof(bf16), len * row * sizeof(bf16), B_,
+                                             cudaMemcpyDeviceToDevice, st));
             }
         }
         // The chunk's K and V (after q in each (3, H, D) row) at rows keep .. keep + n - 1 of each sequence.

@@ -67,6 +67,7 @@ static int main_body(int argc, char** argv) {
     std::vector<float> logits(cfg.vocab_size);
     for (int T : int_list(contexts)) {
         KVCacheCuda cache(model, 1, chunk);
+        cache.reserve((long long)T + decode);  // what infer does: the rows of the whole sequence up front
         std::vector<int> piece(chunk);
         CUDA_CHECK(cudaDeviceSynchronize());
         const auto t0 = std::chrono::steady_clock::now();
