@@ -180,6 +180,7 @@ static int main_body(int argc, char** argv) {
         std::fprintf(stderr, "prefill: %zu tokens in chunks of %d; the KV cache will hold %.3f GiB\n", ids.size(), ch,
                      cache_bytes / 1073741824.0);
     if (ids.empty() && load_cache.empty()) fatal("nothing to continue: give --prompt or --prompt-file");
+    if (auto* gpu_cache = dynamic_cast<KVCacheCuda*>(cache.get())) gpu_cache->reserve(total);
     const auto t0 = std::chrono::steady_clock::now();
     generate_cached(*cache, ck.cfg.vocab_size, ids, 0, max_new, sampler, tok.eos_id(),
                     [&](int id) {

@@ -11,13 +11,7 @@
 #include <string>
 #include <vector>
 #include "model/kv_cache_cuda.cuh"
-
-static std::vector<int> int_list(const std::string& s) {
-    std::vector<int> out;
-    std::stringstream ss(s);
-    for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
-    return out;
-}
+#include "tests/gpu/bench_table.h"
 
 static double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -91,12 +85,7 @@ static int main_body(int argc, char** argv) {
         std::fputs(line, stdout);
         std::fflush(stdout);
     }
-    if (!out_path.empty()) {
-        FILE* f = std::fopen(out_path.c_str(), "w");
-        if (!f) fatal("cannot write %s", out_path.c_str());
-        std::fputs(table.c_str(), f);
-        std::fclose(f);
-    }
+    write_table(out_path, table);
     return 0;
 }
 

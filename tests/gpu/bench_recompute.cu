@@ -22,13 +22,7 @@
 #include "comm/in_process.h"
 #include "model/gpt_cuda.cuh"
 #include "model/memory_plan.h"
-
-static std::vector<int> int_list(const std::string& s) {
-    std::vector<int> out;
-    std::stringstream ss(s);
-    for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
-    return out;
-}
+#include "tests/gpu/bench_table.h"
 
 static int main_body(int argc, char** argv) {
     int n = 0;
@@ -150,12 +144,7 @@ static int main_body(int argc, char** argv) {
         }
     }
     std::printf("\n%s", table.c_str());
-    if (!out_path.empty()) {
-        FILE* f = std::fopen(out_path.c_str(), "w");
-        if (!f) fatal("cannot write %s", out_path.c_str());
-        std::fputs(table.c_str(), f);
-        std::fclose(f);
-    }
+    write_table(out_path, table);
     if (check_plan) {
         std::printf("%s planned peak within 10%% of the measured peak at every size run\n%d passed, %d failed\n",
                     plan_ok ? "PASS" : "FAIL", plan_ok ? 1 : 0, plan_ok ? 0 : 1);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 #include "model/gpt_cuda.cuh"
+#include "tests/gpu/bench_table.h"
 
 static std::vector<std::string> split(const std::string& s) {
     std::vector<std::string> out;
@@ -90,12 +91,7 @@ static int main_body(int argc, char** argv) {
         }
     }
     std::printf("\n%s", table.c_str());
-    if (!out_path.empty()) {
-        FILE* f = std::fopen(out_path.c_str(), "w");
-        if (!f) fatal("cannot write %s", out_path.c_str());
-        std::fputs(table.c_str(), f);
-        std::fclose(f);
-    }
+    write_table(out_path, table);
     return 0;
 }
 
