@@ -33,6 +33,7 @@ help:
 	@echo "make train   install deps, build, prepare the corpus, train the default model, sample"
 	@echo "make test    install deps, build everything (CUDA files too), run all CPU tests"
 	@echo "make data    prepare corpus/ (tokenizer and token shards) only"
+	@echo "             CORPUS=long: the long-document corpus in corpus-long/ (make train CORPUS=long too)"
 	@echo "make all     build only"
 	@echo "make fuzz    run the libFuzzer harnesses for FUZZ_SECONDS (300) each (tests/fuzz/)"
 
@@ -147,7 +148,7 @@ train: deps
 	$(MAKE) -j2 build/train build/infer build/data_tool
 	$(MAKE) data
 	@if [ -e $(TRAIN_OUT) ]; then mv $(TRAIN_OUT) $(TRAIN_OUT).$$(date +%Y%m%d-%H%M%S); fi
-	./build/train --data corpus --out $(TRAIN_OUT) $(TRAIN_ARGS)
+	./build/train --data $(DATA_DIR) --out $(TRAIN_OUT) $(TRAIN_ARGS)
 	scripts/plot_loss.sh $(TRAIN_OUT)/metrics.csv $(TRAIN_OUT)/loss.png
 
 test: deps

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include "data/io.h"
+#include "data/shard.h"
 #include "data/tokenizer.h"
 #include "model/backend.h"
 #include "model/checkpoint.h"
@@ -15,9 +16,42 @@
 #include "model/select_backend.cuh"
 #include "comm/launch.cuh"
 
-static void show_progress(long long done, long long total) {
-    std::fprintf(stderr, "\rscored %lld / %lld tokens", done, total);
-    if (done == total) std::fputc('\n', stderr);
+// Progress over all the documents scored (a text file is one document): tokens of the documents
+// before this one, and of all of them.
+static long long g_scored_before = 0, g_scored_total = 0;
+static void show_progress(long long done, long long) {
+    static auto last = std::chrono::steady_clock::now();
+    const auto now = std::chrono::steady_clock::now();
+    const bool finished = g_scored_before + done == g_scored_total;
+    if (!finished && now - last < std::chrono::milliseconds(500)) return;  // a line per half second, not per window
+    last = now;
+    std::fprintf(stderr, "\rscored %lld / %lld tokens", g_scored_before + done, g_scored_total);
+    if (finished) std::fputc('\n', stderr);
+}
+
+// The documents to score, each beginning with BOS: a text file is one document; a token shard
+// (data_tool prepare's val.bin) gives its documents of at least min_tokens tokens, each scored from
+// its own start, so that --per-position measures positions inside whole held-out documents.
+static std::vector<std::vector<int>> documents_to_score(const std::string& path, const std::string& text,
+                                                        const Tokenizer& tok, long long min_tokens) {
+    std::vector<std::vector<int>> docs;
+    if (text.compare(0, 8, "LNGSHARD") != 0) {
+        docs.push_back(tok.encode(text));
+        docs.back().insert(docs.back().begin(), tok.bos_id());
+        return docs;
+    }
+    const TokenShard shard = read_shard(path);
+    if ((int)shard.vocab_size != tok.vocab_size())
+        fatal("--perplexity %s has vocab %u but the checkpoint's tokenizer has %d: score the val.bin of the corpus the "
+              "model was trained on", path.c_str(), shard.vocab_size, tok.vocab_size());
+    for (size_t d = 0; d < shard.n_docs(); d++) {
+        const uint64_t begin = shard.doc_starts[d], end = d + 1 < shard.n_docs() ? shard.doc_starts[d + 1] : shard.n_tokens();
+        if ((long long)(end - begin) >= min_tokens) docs.emplace_back(shard.tokens.begin() + begin, shard.tokens.begin() + end);
+    }
+    if (docs.empty())
+        fatal("--perplexity %s has no document of at least --min-doc-tokens %lld tokens: lower --min-doc-tokens", path.c_str(),
+              min_tokens);
+    return docs;
 }
 
 // CSV of mean loss per position bucket (PositionLosses), for scripts/plot_positions.sh.
@@ -35,7 +69,7 @@ static void write_position_losses(const std::string& path, const PositionLosses&
 
 static int main_body(int argc, char** argv) {
     std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
-    int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0, chunk = 0;
+    int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0, chunk = 0, min_doc_tokens = 0;
     std::string windows = "auto", per_position, save_cache, load_cache;
     float temperature = 0.8f, top_p = 0.95f;
     Flags flags("infer", "Generate text from a checkpoint, or measure perplexity over a file.");
@@ -48,7 +82,10 @@ static int main_body(int argc, char** argv) {
     flags.add_float("top-p", &top_p, "sample among the smallest set with this much probability (1: all)");
     flags.add_int("seed", &seed, "sampling seed");
     flags.add_int("ctx", &ctx, "context window in tokens (0: the training --seq-len)");
-    flags.add_string("perplexity", &ppl_file, "score this whole file instead of generating");
+    flags.add_string("perplexity", &ppl_file, "score this whole file instead of generating: a text file, or a token shard "
+                                              "(a corpus's val.bin) whose documents are scored one by one");
+    flags.add_int("min-doc-tokens", &min_doc_tokens, "--perplexity of a token shard: only its documents of at least this "
+                                                     "many tokens");
     flags.add_string("device", &device, "auto, cpu or cuda");
     flags.add_string("attention", &attention, "attention kernels on the GPU: flash (ours) or cudnn");
     flags.add_int("cp", &cp, "--perplexity: split each window over this many GPUs (ring attention), for windows "
@@ -68,8 +105,9 @@ static int main_body(int argc, char** argv) {
     if ((cp != 1 || simulate_ranks) && (ppl_file.empty() || (simulate_ranks && simulate_ranks != cp)))
         fatal("--cp and --simulate-ranks are for --perplexity, with --simulate-ranks equal to --cp (got --cp %d, "
               "--simulate-ranks %d%s)", cp, simulate_ranks, ppl_file.empty() ? ", no --perplexity" : "");
-    if (max_new < 0 || top_k < 0 || ctx < 0 || temperature < 0 || !(top_p > 0 && top_p <= 1))
-        fatal("--max-new, --top-k, --ctx, --temperature must be >= 0 and --top-p in (0, 1]");
+    if (max_new < 0 || top_k < 0 || ctx < 0 || temperature < 0 || min_doc_tokens < 0 || !(top_p > 0 && top_p <= 1))
+        fatal("--max-new, --top-k, --ctx, --temperature, --min-doc-tokens must be >= 0 and --top-p in (0, 1]");
+    if (min_doc_tokens && ppl_file.empty()) fatal("--min-doc-tokens is for --perplexity of a token shard");
     if (windows != "auto" && windows != "cached" && windows != "fresh")
         fatal("--windows must be auto, cached or fresh (got '%s')", windows.c_str());
     if (windows == "auto") windows = cp > 1 ? "fresh" : "cached";
@@ -102,8 +140,12 @@ static int main_body(int argc, char** argv) {
         if (cp > 1 && ctx % (2 * cp))
             fatal("--ctx %d does not split into 2 x --cp %d equal chunks (ring attention's zigzag): use a multiple of %d", ctx,
                   cp, 2 * cp);
-        std::vector<int> ids = tok.encode(ppl_text);
-        ids.insert(ids.begin(), tok.bos_id());
+        const std::vector<std::vector<int>> docs = documents_to_score(ppl_file, ppl_text, tok, min_doc_tokens);
+        size_t text_bytes = 0;
+        for (const std::vector<int>& d : docs) {
+            g_scored_total += (long long)d.size() - 1;
+            text_bytes += docs.size() == 1 ? ppl_text.size() : tok.decode(std::vector<int>(d.begin() + 1, d.end())).size();
+        }
         return run_parallel(dev, cp, simulate_ranks, "build/infer", [&](ParallelContext& px) {
             std::unique_ptr<ModelBackend> model = make_backend(dev, ck.cfg, attn);
             model->set_params(ck.params.data());
@@ -117,18 +159,25 @@ static int main_body(int argc, char** argv) {
             const auto t0 = std::chrono::steady_clock::now();
             PositionLosses by_position;
             const int ch = chunk > 0 ? chunk : dev == Device::Cuda ? 16384 : 256;
-            const PerplexityResult r =
-                windows == "fresh"
-                    ? perplexity(*model, ids, ctx, px.leader() ? show_progress : nullptr, px)
-                    : perplexity_cached([&] { return make_kv_cache(*model, 1, ch); }, ck.cfg, ids, ctx, &by_position,
-                                        show_progress);
+            PerplexityResult r;
+            g_scored_before = 0;
+            for (const std::vector<int>& ids : docs) {
+                const PerplexityResult d =
+                    windows == "fresh"
+                        ? perplexity(*model, ids, ctx, px.leader() ? show_progress : nullptr, px)
+                        : perplexity_cached([&] { return make_kv_cache(*model, 1, ch); }, ck.cfg, ids, ctx, &by_position,
+                                            show_progress);
+                r.total_nats += d.total_nats, r.tokens += d.tokens;
+                g_scored_before += d.tokens;
+            }
             if (!per_position.empty()) write_position_losses(per_position, by_position);
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             const double nll = r.total_nats / r.tokens;
             if (px.leader())
-                std::printf("file %s: %lld tokens, %zu bytes | loss %.4f nats/token | perplexity %.3f | %.4f bits/byte | %.0f tokens/s\n",
-                            ppl_file.c_str(), r.tokens, ppl_text.size(), nll, std::exp(nll),
-                            r.total_nats / std::log(2.0) / ppl_text.size(), r.tokens / secs);
+                std::printf("file %s: %zu document%s, %lld tokens, %zu bytes | loss %.4f nats/token | perplexity %.3f | %.4f "
+                            "bits/byte | %.0f tokens/s\n",
+                            ppl_file.c_str(), docs.size(), docs.size() == 1 ? "" : "s", r.tokens, text_bytes, nll,
+                            std::exp(nll), r.total_nats / std::log(2.0) / text_bytes, r.tokens / secs);
             return 0;
         });
     }

@@ -10,6 +10,12 @@
 // max_bytes (0 = unlimited) caps the raw text read, for fast tests: the Bible gets at most half
 // of it (cut at a line end), then code files are taken in path order, skipping any file that
 // would not fit, until the cap is reached.
+//
+// The long-document corpus of scripts/get_long_corpus.sh has another layout, read when RAW/docs
+// exists: every regular file under RAW/docs is one document, named by its path relative to docs/,
+// and whole documents go to validation by the same hash of their name (so validation holds
+// books and kernel subsystems of hundreds of thousands of tokens). max_bytes takes files in
+// path order, skipping any that would not fit.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -57,17 +63,43 @@ inline std::vector<std::string> list_files_sorted(const std::string& dir) {
     return names;
 }
 
+// Every file under dir is one document; whole documents go to validation by the hash of their name.
+inline void read_document_files(const std::string& dir, double val_fraction, uint64_t cap, const char* fix,
+                                SplitCorpus& corpus) {
+    for (const std::string& name : list_files_sorted(dir)) {
+        const std::string path = dir + "/" + name;
+        std::error_code ec;
+        const uint64_t size = std::filesystem::file_size(path, ec);
+        if (ec) fatal("cannot stat %s (%s): %s", path.c_str(), ec.message().c_str(), fix);
+        if (size == 0) continue;  // an empty document would only be a lone BOS token
+        if (cap - corpus.bytes_read < size) continue;
+        Document doc{name, read_file(path, fix)};
+        corpus.bytes_read += doc.text.size();
+        (is_validation_path(name, val_fraction) ? corpus.val : corpus.train).push_back(std::move(doc));
+    }
+}
+
 inline SplitCorpus read_raw_corpus(const std::string& raw_dir, double val_fraction,
                                    uint64_t max_bytes) {
     const char* fix = "run `scripts/get_corpus.sh DIR` (or `make data`) to create it";
     if (!is_directory(raw_dir)) fatal("--raw %s: no such directory: %s", raw_dir.c_str(), fix);
+    const uint64_t unlimited = UINT64_MAX;
+    if (is_directory(raw_dir + "/docs")) {
+        SplitCorpus corpus;
+        read_document_files(raw_dir + "/docs", val_fraction, max_bytes ? max_bytes : unlimited,
+                            "run `scripts/get_long_corpus.sh DIR` to create it", corpus);
+        if (corpus.train.empty() || corpus.val.empty())
+            fatal("%s/docs gives %zu training and %zu validation documents: both need at least one (add "
+                  "documents, or raise --val-fraction / --max-bytes)", raw_dir.c_str(), corpus.train.size(),
+                  corpus.val.size());
+        return corpus;
+    }
     const std::string bible_path = raw_dir + "/bible.txt";
     const std::string code_dir = raw_dir + "/code";
     if (!file_exists(bible_path)) fatal("%s is missing: %s", bible_path.c_str(), fix);
     if (!is_directory(code_dir)) fatal("%s is missing: %s", code_dir.c_str(), fix);
 
     SplitCorpus corpus;
-    const uint64_t unlimited = UINT64_MAX;
     const uint64_t cap = max_bytes ? max_bytes : unlimited;
 
     // Bible: keep whole lines only, so neither part starts or ends mid-verse.
@@ -92,17 +124,6 @@ inline SplitCorpus read_raw_corpus(const std::string& raw_dir, double val_fracti
     corpus.val.push_back({"bible.txt[val]", bible.substr(split)});
     corpus.bytes_read += bible.size();
 
-    // Code: one document per file.
-    for (const std::string& name : list_files_sorted(code_dir)) {
-        const std::string path = code_dir + "/" + name;
-        std::error_code ec;
-        const uint64_t size = std::filesystem::file_size(path, ec);
-        if (ec) fatal("cannot stat %s (%s): %s", path.c_str(), ec.message().c_str(), fix);
-        if (size == 0) continue;  // an empty document would only be a lone BOS token
-        if (cap - corpus.bytes_read < size) continue;
-        Document doc{name, read_file(path, fix)};
-        corpus.bytes_read += doc.text.size();
-        (is_validation_path(name, val_fraction) ? corpus.val : corpus.train).push_back(std::move(doc));
-    }
+    read_document_files(code_dir, val_fraction, cap, fix, corpus);  // one document per file
     return corpus;
 }

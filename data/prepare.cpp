@@ -144,6 +144,13 @@ static int cmd_prepare(Args& a) {
         const double n = double(e.tokens.size() - e.doc_starts.size());
         return n > 0 ? double(e.text_bytes) / n : 0.0;
     };
+    auto longest_doc = [](const EncodedDocs& e) {
+        uint64_t longest = 0;
+        for (size_t d = 0; d < e.doc_starts.size(); d++)
+            longest = std::max<uint64_t>(longest, (d + 1 < e.doc_starts.size() ? e.doc_starts[d + 1] : e.tokens.size()) -
+                                                      e.doc_starts[d]);
+        return longest;
+    };
     const double baseline = unigram_baseline(train.tokens, val.tokens, V);
     std::ostringstream m;
     m << "# written by data_tool prepare; tokens include one BOS per document\n"
@@ -163,6 +170,7 @@ static int cmd_prepare(Args& a) {
       << "val_tokens: " << val.tokens.size() << "\n"
       << "val_bytes: " << val.text_bytes << "\n"
       << "val_bytes_per_token: " << bpt(val) << "\n"
+      << "val_longest_doc_tokens: " << longest_doc(val) << "\n"
       << "# cross-entropy (nats/token) of val.bin tokens 1.. under the add-one-smoothed\n"
       << "# unigram distribution of train.bin: a trained model's val loss must beat this\n"
       << "unigram_baseline_nats: " << baseline << "\n";

@@ -3,6 +3,9 @@
 #
 #   make deps-data    install the Debian packages the project needs (only the missing ones)
 #   make data         raw corpus (corpus/raw) -> corpus/{tokenizer.model,train.bin,val.bin,manifest.txt}
+#   make data CORPUS=long   the long-document corpus instead (scripts/get_long_corpus.sh: the
+#                     Bible's books, two manuals and the Linux kernel's subsystems, ~46M tokens)
+#                     in corpus-long/; `make train CORPUS=long` trains on it
 #   make test-data    build and run the data pipeline tests (< 2 minutes on 2 cores)
 #
 # Binaries that only load a tokenizer (training, generation) link $(TOKENIZER_LDLIBS).
@@ -36,18 +39,29 @@ build/test_data: tests/test_data.cpp $(TEST_DATA_HEADERS) | build/.deps-data
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(DATA_LDLIBS)
 
-# get_corpus.sh is idempotent and writes SOURCES.txt last, so SOURCES.txt marks a complete
+CORPUS ?= default
+ifeq ($(CORPUS),long)
+DATA_DIR := corpus-long
+GET_CORPUS := scripts/get_long_corpus.sh
+else ifeq ($(CORPUS),default)
+DATA_DIR := corpus
+GET_CORPUS := scripts/get_corpus.sh
+else
+$(error CORPUS=$(CORPUS) is unknown: use CORPUS=default (corpus/) or CORPUS=long (corpus-long/))
+endif
+
+# The get scripts are idempotent and write SOURCES.txt last, so SOURCES.txt marks a complete
 # raw corpus. No prerequisites: an existing raw corpus is never re-downloaded by make.
-corpus/raw/SOURCES.txt:
-	scripts/get_corpus.sh corpus/raw
+$(DATA_DIR)/raw/SOURCES.txt:
+	$(GET_CORPUS) $(DATA_DIR)/raw
 
 # data_tool prepare writes train.bin last, so this one target stands for all four outputs.
-corpus/train.bin: corpus/raw/SOURCES.txt build/data_tool
-	build/data_tool prepare --raw corpus/raw --out corpus --vocab $(DATA_VOCAB) $(DATA_PREPARE_FLAGS)
+$(DATA_DIR)/train.bin: $(DATA_DIR)/raw/SOURCES.txt build/data_tool
+	build/data_tool prepare --raw $(DATA_DIR)/raw --out $(DATA_DIR) --vocab $(DATA_VOCAB) $(DATA_PREPARE_FLAGS)
 
-corpus/val.bin corpus/tokenizer.model corpus/manifest.txt: corpus/train.bin ;
+$(DATA_DIR)/val.bin $(DATA_DIR)/tokenizer.model $(DATA_DIR)/manifest.txt: $(DATA_DIR)/train.bin ;
 
-data: corpus/train.bin
+data: $(DATA_DIR)/train.bin
 
 test-data: build/test_data build/data_tool
 	build/test_data

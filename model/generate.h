@@ -91,8 +91,9 @@ void generate_cached(IncrementalModel& m, int vocab, std::vector<int>& ids, size
     }
 }
 
-// Mean loss per bucket of positions [2^k, 2^(k+1)) (bucket 0 holds position 0 too): how well a
-// model uses its context (infer --per-position).
+// Mean loss per bucket of positions in the document [2^k, 2^(k+1)) (bucket 0 holds position 0
+// too): how well a model uses its context (infer --per-position). The position is the token's
+// place in the document, whatever window scored it.
 struct PositionLosses {
     std::vector<double> nats;
     std::vector<long long> tokens;
@@ -135,7 +136,7 @@ PerplexityResult perplexity_cached(Factory factory, const GPTConfig& cfg, const 
             for (int i = 0; i < n; i++) {
                 if (tg[i] < 0) continue;
                 r.total_nats += losses[i], r.tokens++;
-                if (by_position) by_position->add(at + i - start, losses[i]);
+                if (by_position) by_position->add(at + i, losses[i]);
             }
             at += n;
             if (progress) progress(r.tokens, total);

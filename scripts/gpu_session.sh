@@ -11,7 +11,11 @@
 # perplexity against one GPU, a hung rank), recompute (gradient checkpointing: every policy's step
 # time and peak against the plan on the 91M dilated model, the longest window, and train choosing
 # its policy on the corpus; needs an H200 for 2M tokens), kv_cache (the KV cache test, prefill and
-# decode speed, generation from a book and per-position scoring by a short dilated run).
+# decode speed, generation from a book and per-position scoring by a short dilated run),
+# long_context (issue 12's study on the long-document corpus, $CARRY/corpus-long: the 91M model
+# trained at equal tokens as dense at 2K and dilated at 32K and 256K (LC_MODELS picks some), each
+# scored by position over the held-out documents of at least 256K tokens; LC_PROMPTS=1 also
+# generates from a book and a held-out kernel subsystem in $CARRY/prompts).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
 OUT=${OUT:-build/gpu_session}
@@ -152,6 +156,37 @@ for stage in $STAGES; do
                    summary+=("compare $run: exit $?: $(grep -E '^done' "$OUT/$run.log")")
                    cp "$OUT/$run.log" "$OUT/$run/train.log"; rm -f "$OUT/$run"/*.safetensors
                    grep -E 'val loss|^done' "$OUT/$run.log"
+               done ;;
+        long_context) # issue 12: does a model use its context? The same 91M model and the same tokens
+               # (LC_STEPS x 262,144), trained as dense at 2K or dilated (LongNet) at 32K or 256K on the
+               # long-document corpus, then scored by position inside held-out documents >= 256K tokens.
+               LONG=$CARRY/corpus-long
+               common=(--device cuda --data "$LONG" --layers 12 --width 768 --heads 12 --steps "${LC_STEPS:-300}" --warmup 30
+                       --lr 1e-3 --val-every 0 --val-batches 4 --ckpt-every 0 --keep-ckpts 1 --log-every 25 --sample-tokens 0)
+               for m in ${LC_MODELS:-dense2k dilated32k dilated256k}; do
+                   case $m in
+                       dense2k) args=(--attn dense --seq-len 2048 --batch 128) ;;
+                       dilated32k) args=(--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12
+                                         --seq-len 32768 --batch 8) ;;
+                       dilated256k) args=(--attn dilated --segments 2048,4096,8192,16384,32768,65536,131072,262144
+                                          --dilations 1,2,4,6,12,24,48,96 --seq-len 262144 --batch 1) ;;
+                       *) echo "unknown LC_MODELS entry $m"; continue ;;
+                   esac
+                   "$CARRY/bin/train" "${common[@]}" "${args[@]}" --out "$OUT/lc_$m" > "$OUT/lc_$m.log" 2>&1
+                   summary+=("long_context $m: train exit $? ($((SECONDS - t0)) s): $(grep -E '^done' "$OUT/lc_$m.log")")
+                   "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/lc_$m" --perplexity "$LONG/val.bin" --min-doc-tokens 262144 \
+                       --per-position "$OUT/positions_$m.csv" > "$OUT/lc_${m}_ppl.log" 2>&1
+                   summary+=("long_context $m: $(grep -E '^file' "$OUT/lc_${m}_ppl.log") ($((SECONDS - t0)) s)")
+                   grep -E '^(model|memory plan|  .*<- chosen|step +[0-9]+/.*(val|\| loss)|done)' "$OUT/lc_$m.log" | tail -8
+                   if [ "${LC_PROMPTS:-0}" = 1 ]; then  # a book and a held-out codebase as prompts
+                       "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/lc_$m" --prompt-file "$CARRY/prompts/book.txt" \
+                           --prompt "${LC_BOOK_PROMPT:-}" --max-new 80 --seed 3 > "$OUT/lc_${m}_gen_book.log" 2> "$OUT/lc_${m}_gen_book.err"
+                       "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/lc_$m" --prompt-file "$CARRY/prompts/tree.txt" \
+                           --prompt "${LC_TREE_PROMPT:-}" --max-new 120 --seed 3 > "$OUT/lc_${m}_gen_tree.log" 2> "$OUT/lc_${m}_gen_tree.err"
+                       summary+=("long_context $m prompts: $(grep -h prefilled "$OUT"/lc_${m}_gen_*.err | tr '\n' ' ')")
+                       tail -c 600 "$OUT/lc_${m}_gen_book.log"; echo; tail -c 800 "$OUT/lc_${m}_gen_tree.log"; echo
+                   fi
+                   rm -f "$OUT/lc_$m"/*.safetensors
                done ;;
     esac
 done

@@ -110,6 +110,30 @@ for f in "${outputs[@]}"; do
     check "failed prepare leaves $f intact" cmp -s "$work/before/$f" "$out/$f"
 done
 
+# The long-document layout (scripts/get_long_corpus.sh): the Bible split into its books, and
+# every file under docs/ one document, whole documents held out by the hash of their name.
+rm -rf "$work/long" && mkdir -p "$work/long/docs/code"
+check "split_bible_books.sh: 66 books that concatenate to the Bible" \
+    bash -c "scripts/split_bible_books.sh '$raw/bible.txt' '$work/long/docs/bible' && [ \$(ls '$work/long/docs/bible' | wc -l) -eq 66 ] \
+             && cat '$work/long/docs/bible'/* | cmp -s - '$raw/bible.txt' && [ -s '$work/long/docs/bible/19-Psalms.txt' ]"
+expect_error "split_bible_books.sh on a file that is not the Bible" scripts/split_bible_books.sh "$raw/SOURCES.txt" "$work/nobible"
+cp "$raw/code/json/"*.py "$work/long/docs/code/"
+n_files=$(find "$work/long/docs" -type f | wc -l)
+if "$tool" prepare --raw "$work/long" --out "$work/long_out" --vocab 512 --val-fraction 0.2 > "$work/long.log" 2>&1; then
+    docs=$(awk '/^(train|val)_docs:/ { n += $2 } END { print n }' "$work/long_out/manifest.txt")
+    val=$(awk '/^val_docs:/ { print $2 }' "$work/long_out/manifest.txt")
+    longest=$(awk '/^val_longest_doc_tokens:/ { print $2 }' "$work/long_out/manifest.txt")
+    if [ "$docs" = "$n_files" ] && [ "$val" -gt 0 ] && [ "$longest" -gt 0 ]; then
+        pass "prepare reads docs/: $n_files files are $docs documents, $val held out (longest $longest tokens)"
+    else
+        fail "prepare of docs/: $docs documents for $n_files files, $val held out, longest '$longest'"
+    fi
+else
+    fail "data_tool prepare --raw with docs/: $(tail -2 "$work/long.log")"
+fi
+mkdir -p "$work/empty/docs"
+expect_error "docs/ with no documents" "$tool" prepare --raw "$work/empty" --out "$work/x" --vocab 512
+
 check "data_tool --help" grep -q 'usage: data_tool' <("$tool" --help)
 
 summary

@@ -290,6 +290,35 @@ if [ -n "$pc" ] && awk -v c="$pc" -v f="$pf" 'BEGIN { d = c / f - 1; exit !(d * 
 else
     fail "cached perplexity '$pc' vs fresh '$pf', CSV covers $scored of $total tokens"
 fi
+# A token shard is scored document by document, each from its own start: val.bin's tokens cut
+# into documents of 2000, 1500 and the rest tokens (each led by BOS). Every target token is
+# scored once (tokens - documents), the positions restart at each document (positions 0 and 1:
+# 2 per document), and --min-doc-tokens keeps only the long ones.
+python3 - "$corpus/val.bin" "$work/docs.bin" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+n_tok, n_doc, vocab = struct.unpack_from("<QQI", b, 16)
+toks = list(struct.unpack_from("<%dH" % n_tok, b, 64 + 8 * n_doc))
+starts = [0, 2000, 3500]
+for s in starts: toks[s] = 1
+head = b"LNGSHARD" + struct.pack("<IIQQI", 1, 2, len(toks), len(starts), vocab) + bytes(28)
+open(sys.argv[2], "wb").write(head + struct.pack("<%dQ" % len(starts), *starts) + struct.pack("<%dH" % len(toks), *toks))
+PY
+n_tok=$(./build/data_tool inspect "$work/docs.bin" | awk '/^n_tokens:/ { print $2 }')
+out=$(./build/infer --checkpoint "$work/full" --perplexity "$work/docs.bin" --per-position "$work/docs.csv" 2>/dev/null)
+scored=$(grep -o '[0-9]* tokens,' <<< "$out" | cut -d' ' -f1)
+first=$(awk -F, '$1 == 0 { print $3 }' "$work/docs.csv" 2>/dev/null)
+csv=$(tail -n +2 "$work/docs.csv" 2>/dev/null | awk -F, '{ n += $3 } END { print n + 0 }')
+if grep -q ": 3 documents, " <<< "$out" && [ "$scored" = "$((n_tok - 3))" ] && [ "$csv" = "$scored" ] && [ "$first" = 6 ]; then
+    pass "a token shard scored document by document: 3 documents, $scored tokens, positions restart at each"
+else
+    fail "shard perplexity: '$out', $scored of $((n_tok - 3)) tokens, CSV $csv, positions 0-1: '$first' (want 6)"
+fi
+out=$(./build/infer --checkpoint "$work/full" --perplexity "$work/docs.bin" --min-doc-tokens 1600 2>/dev/null)
+grep -q ": 2 documents, $((n_tok - 1500 - 2)) tokens" <<< "$out" && pass "--min-doc-tokens 1600 keeps the 2 long documents" \
+    || fail "--min-doc-tokens 1600: $out"
+expect_error "--min-doc-tokens longer than every document" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --perplexity "$work/docs.bin" --min-doc-tokens 100000
+expect_error "--min-doc-tokens without --perplexity" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --prompt hi --min-doc-tokens 5
 # A prompt's KV cache saved, then loaded and continued by another prompt.
 ./build/infer --checkpoint "$work/full" --prompt "In the beginning God created" --max-new 0 --save-cache "$work/kv.safetensors" 2>/dev/null >/dev/null
 out=$(./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompt " the" --max-new 8 --seed 7 2>&1)
