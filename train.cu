@@ -33,6 +33,7 @@ struct TrainArgs {
     int sample_tokens = 160, keep_ckpts = 3, max_bad_steps = 5;
     int cp = 1, simulate_ranks = 0;  // context-parallel degree; ranks run as threads of this process
     std::string sample_prompt = "And it came to pass";
+    std::string init_from;  // a fresh run from these weights (a shorter-window model, say); not a run flag
     std::string recompute = "auto";  // gradient checkpointing policy (model/recompute.h); not a run flag
     float memory_cap_gib = 0;        // plan within this much memory (0: what is free); not a run flag
 
@@ -202,6 +203,9 @@ static int main_body(int argc, char** argv) {
     flags.add_int("log-every", &a.log_every, "steps between progress lines");
     flags.add_int("keep-ckpts", &a.keep_ckpts, "checkpoints kept in --out, newest first (0: all)");
     flags.add_bool("resume", &a.resume, "continue from the latest checkpoint in --out");
+    flags.add_string("init-from", &a.init_from, "start from the weights of this checkpoint (a file, or a directory's latest), e.g. a "
+                                                "model trained at a shorter --seq-len: step 0, a new optimizer state and schedule; "
+                                                "--layers, --width, --heads, --rope-theta must match it, the attention pattern may differ");
     flags.add_bool("deterministic", &a.deterministic, "cuda: bit-reproducible steps (deterministic attention backward, slower); the CPU always is");
     flags.add_int("max-bad-steps", &a.max_bad_steps, "consecutive steps with a non-finite loss or gradient (each skipped) that stop the run");
     flags.add_int("sample-tokens", &a.sample_tokens, "tokens of sample text printed at the end (0: none)");
@@ -305,6 +309,26 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
         fatal("%s already holds checkpoints (%s): pass --resume to continue, or choose another --out", a.out.c_str(), existing.c_str());
     }
     validate_config(cfg);
+    // --init-from: the weights of another run; attention has no weights, so its pattern may differ.
+    std::vector<float> init_params;
+    if (!a.init_from.empty()) {
+        if (a.resume) fatal("--init-from starts a fresh run: drop it when resuming (the checkpoint in %s holds the weights)", a.out.c_str());
+        std::string path = a.init_from;
+        if (is_directory(path) && (path = latest_checkpoint(a.init_from)).empty())
+            fatal("--init-from %s: no checkpoint in that directory", a.init_from.c_str());
+        Checkpoint init = load_checkpoint(path);
+        const GPTConfig& ic = init.cfg;
+        if (ic.vocab_size != cfg.vocab_size || ic.n_layer != cfg.n_layer || ic.n_embd != cfg.n_embd || ic.n_head != cfg.n_head ||
+            ic.rope_theta != cfg.rope_theta)
+            fatal("--init-from %s holds %d layers, width %d, %d heads, rope theta %g, vocab %d, but this run asks for %d, %d, %d, %g, "
+                  "%d: pass its --layers, --width, --heads, --rope-theta and its corpus", path.c_str(), ic.n_layer, ic.n_embd,
+                  ic.n_head, ic.rope_theta, ic.vocab_size, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.rope_theta, cfg.vocab_size);
+        if (init.tokenizer != tok.serialized_model())
+            fatal("--init-from %s was trained with another tokenizer than %s/tokenizer.model: use its corpus", path.c_str(),
+                  a.data.c_str());
+        init_params = std::move(init.params);
+        if (say) std::printf("weights from %s\n", path.c_str());
+    }
     const AttnBackend attn_backend = parse_attention_backend(a.attention, a.doc_mask);
     if (device == Device::Cuda) check_attention_backend(attn_backend, cfg, a.deterministic);
     // The job's shape: DP groups of CP ranks, each window split in 2 CP chunks, each batch over DP.
@@ -373,7 +397,8 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
     {
         std::vector<float> w(model->num_params());
         init_gpt_weights(w.data(), cfg, (uint64_t)a.seed);
-        model->set_params(w.data());
+        model->set_params(init_params.empty() ? w.data() : init_params.data());
+        std::vector<float>().swap(init_params);
     }
     if (a.resume) {
         model->set_params(ck.params.data());

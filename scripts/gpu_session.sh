@@ -13,7 +13,8 @@
 # its policy on the corpus; needs an H200 for 2M tokens), kv_cache (the KV cache test, prefill and
 # decode speed, generation from a book and per-position scoring by a short dilated run),
 # long_context (issue 12's study on the long-document corpus, $CARRY/corpus-long: the 91M model
-# trained at equal tokens as dense at 2K and dilated at 32K and 256K (LC_MODELS picks some), each
+# trained at equal tokens as dense at 2K and dilated at 32K and 256K, from scratch or after 2K
+# (LC_MODELS picks some: dense2k dilated32k dilated256k dilated32k_from2k dilated256k_from2k), each
 # scored by position over the held-out documents of at least 256K tokens; LC_PROMPTS=1 also
 # generates from a book and a held-out kernel subsystem in $CARRY/prompts).
 set -uo pipefail
@@ -160,24 +161,36 @@ for stage in $STAGES; do
         long_context) # issue 12: does a model use its context? The same 91M model and the same tokens
                # (LC_STEPS x 262,144), trained as dense at 2K or dilated (LongNet) at 32K or 256K on the
                # long-document corpus, then scored by position inside held-out documents >= 256K tokens.
+               # A *_from2k model trains its first LC_BASE_STEPS at 2K (128 windows a step), then the
+               # rest at its full window from those weights (--init-from), at half the peak rate.
                LONG=$CARRY/corpus-long
-               common=(--device cuda --data "$LONG" --layers 12 --width 768 --heads 12 --steps "${LC_STEPS:-300}" --warmup 30
-                       --lr 1e-3 --val-every 0 --val-batches 4 --ckpt-every 0 --keep-ckpts 1 --log-every 25 --sample-tokens 0)
+               steps=${LC_STEPS:-300} base=${LC_BASE_STEPS:-200}
+               common=(--device cuda --data "$LONG" --layers 12 --width 768 --heads 12 --warmup 30 --lr 1e-3 --val-every 0
+                       --val-batches 4 --ckpt-every 0 --keep-ckpts 1 --log-every 25 --sample-tokens 0)
+               D32=(--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12)
+               D256=(--attn dilated --segments 2048,4096,8192,16384,32768,65536,131072,262144 --dilations 1,2,4,6,12,24,48,96)
                for m in ${LC_MODELS:-dense2k dilated32k dilated256k}; do
                    case $m in
-                       dense2k) args=(--attn dense --seq-len 2048 --batch 128) ;;
-                       dilated32k) args=(--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12
-                                         --seq-len 32768 --batch 8) ;;
-                       dilated256k) args=(--attn dilated --segments 2048,4096,8192,16384,32768,65536,131072,262144
-                                          --dilations 1,2,4,6,12,24,48,96 --seq-len 262144 --batch 1) ;;
+                       dense2k) pattern=(--attn dense) full=(--seq-len 2048 --batch 128) ;;
+                       dilated32k*) pattern=("${D32[@]}") full=(--seq-len 32768 --batch 8) ;;
+                       dilated256k*) pattern=("${D256[@]}") full=(--seq-len 262144 --batch 1) ;;
                        *) echo "unknown LC_MODELS entry $m"; continue ;;
                    esac
-                   "$CARRY/bin/train" "${common[@]}" "${args[@]}" --out "$OUT/lc_$m" > "$OUT/lc_$m.log" 2>&1
+                   if [[ $m == *_from2k ]]; then
+                       "$CARRY/bin/train" "${common[@]}" "${pattern[@]}" --seq-len 2048 --batch 128 --steps "$base" \
+                           --out "$OUT/lc_${m}_base" > "$OUT/lc_${m}_base.log" 2>&1
+                       summary+=("long_context $m base: exit $? ($((SECONDS - t0)) s): $(grep -E '^done' "$OUT/lc_${m}_base.log")")
+                       "$CARRY/bin/train" "${common[@]}" "${pattern[@]}" "${full[@]}" --steps $((steps - base)) --warmup 10 --lr 5e-4 \
+                           --init-from "$OUT/lc_${m}_base" --out "$OUT/lc_$m" > "$OUT/lc_$m.log" 2>&1
+                       rm -f "$OUT/lc_${m}_base"/*.safetensors
+                   else
+                       "$CARRY/bin/train" "${common[@]}" "${pattern[@]}" "${full[@]}" --steps "$steps" --out "$OUT/lc_$m" > "$OUT/lc_$m.log" 2>&1
+                   fi
                    summary+=("long_context $m: train exit $? ($((SECONDS - t0)) s): $(grep -E '^done' "$OUT/lc_$m.log")")
                    "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/lc_$m" --perplexity "$LONG/val.bin" --min-doc-tokens 262144 \
                        --per-position "$OUT/positions_$m.csv" > "$OUT/lc_${m}_ppl.log" 2>&1
                    summary+=("long_context $m: $(grep -E '^file' "$OUT/lc_${m}_ppl.log") ($((SECONDS - t0)) s)")
-                   grep -E '^(model|memory plan|  .*<- chosen|step +[0-9]+/.*(val|\| loss)|done)' "$OUT/lc_$m.log" | tail -8
+                   grep -E '^(model|weights from|  .*<- chosen|step +[0-9]+/.*(val|\| loss)|done)' "$OUT/lc_$m.log" | tail -8
                    if [ "${LC_PROMPTS:-0}" = 1 ]; then  # a book and a held-out codebase as prompts
                        "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/lc_$m" --prompt-file "$CARRY/prompts/book.txt" \
                            --prompt "${LC_BOOK_PROMPT:-}" --max-new 80 --seed 3 > "$OUT/lc_${m}_gen_book.log" 2> "$OUT/lc_${m}_gen_book.err"

@@ -47,6 +47,22 @@ else
     fail "resume failed: $(tail -2 "$work/resume.log")"
 fi
 
+# 2a. --init-from: a fresh run (step 0, new optimizer) from another run's weights, here at twice
+# the window with a dilated pattern (attention has no weights): its first loss is near the trained
+# model's last, far below a fresh start's.
+if ./build/train "${tiny[@]}" --steps 2 --seq-len 64 --attn dilated --segments 16,32 --dilations 1,2 --init-from "$work/full" \
+        --out "$work/init" > "$work/init.log" 2>&1; then
+    a=$(awk -F, '$1 == 1 && $2 == "train" { print $3 }' "$work/init/metrics.csv")
+    fresh=$(awk -F, '$1 == 1 && $2 == "train" { print $3 }' "$work/full/metrics.csv")
+    if grep -q "^weights from $work/full/ckpt_00000020.safetensors" "$work/init.log" && awk -v a="$a" -v f="$fresh" 'BEGIN { exit !(a < f - 0.3) }'; then
+        pass "--init-from: a dilated run at T = 64 starts from the dense T = 32 run's weights (first loss $a, fresh $fresh)"
+    else
+        fail "--init-from: first loss '$a' vs fresh '$fresh': $(grep -m1 weights "$work/init.log")"
+    fi
+else
+    fail "--init-from run failed: $(tail -2 "$work/init.log")"
+fi
+
 # 2b. Gradient checkpointing: --recompute full recomputes every block in the backward and
 # reproduces the default run's losses bit for bit; the memory plan is printed.
 if ./build/train "${tiny[@]}" --recompute full --out "$work/rc_full" > "$work/rc_full.log" 2>&1; then
@@ -317,6 +333,8 @@ fi
 out=$(./build/infer --checkpoint "$work/full" --perplexity "$work/docs.bin" --min-doc-tokens 1600 2>/dev/null)
 grep -q ": 2 documents, $((n_tok - 1500 - 2)) tokens" <<< "$out" && pass "--min-doc-tokens 1600 keeps the 2 long documents" \
     || fail "--min-doc-tokens 1600: $out"
+expect_error "--init-from a model of another width" "--init-from" ./build/train "${tiny[@]}" --width 128 --heads 2 --init-from "$work/full" --out "$work/x_init"
+expect_error "--init-from with --resume" "--init-from starts a fresh run" ./build/train "${tiny[@]}" --init-from "$work/full" --resume --out "$work/full"
 expect_error "--min-doc-tokens longer than every document" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --perplexity "$work/docs.bin" --min-doc-tokens 100000
 expect_error "--min-doc-tokens without --perplexity" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --prompt hi --min-doc-tokens 5
 # A prompt's KV cache saved, then loaded and continued by another prompt.
