@@ -162,7 +162,7 @@ for stage in $STAGES; do
                # (LC_STEPS x 262,144), trained as dense at 2K or dilated (LongNet) at 32K or 256K on the
                # long-document corpus, then scored by position inside held-out documents >= 256K tokens.
                # A *_from2k model trains its first LC_BASE_STEPS at 2K (128 windows a step), then the
-               # rest at its full window from those weights (--init-from), at half the peak rate.
+               # rest at its full window from those weights (--init-from), at a tenth of the peak rate.
                LONG=$CARRY/corpus-long
                steps=${LC_STEPS:-300} base=${LC_BASE_STEPS:-200}
                common=(--device cuda --data "$LONG" --layers 12 --width 768 --heads 12 --warmup 30 --lr 1e-3 --val-every 0
@@ -180,7 +180,7 @@ for stage in $STAGES; do
                        "$CARRY/bin/train" "${common[@]}" "${pattern[@]}" --seq-len 2048 --batch 128 --steps "$base" \
                            --out "$OUT/lc_${m}_base" > "$OUT/lc_${m}_base.log" 2>&1
                        summary+=("long_context $m base: exit $? ($((SECONDS - t0)) s): $(grep -E '^done' "$OUT/lc_${m}_base.log")")
-                       "$CARRY/bin/train" "${common[@]}" "${pattern[@]}" "${full[@]}" --steps $((steps - base)) --warmup 10 --lr 5e-4 \
+                       "$CARRY/bin/train" "${common[@]}" "${pattern[@]}" "${full[@]}" --steps $((steps - base)) --warmup 10 --lr "${LC_EXT_LR:-1e-4}" \
                            --init-from "$OUT/lc_${m}_base" --out "$OUT/lc_$m" > "$OUT/lc_$m.log" 2>&1
                        rm -f "$OUT/lc_${m}_base"/*.safetensors
                    else
