@@ -15,6 +15,7 @@
 // plan.chunk(r, 1)), q, k, v (B, 2c, H, D) with row stride `stride` (3HD for a QKV buffer);
 // out (B, 2c, H, D) bf16; lse (B, H, 2c); doc_start (B, 2c) global positions or nullptr.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <vector>
 #include "comm/comm.h"
@@ -58,9 +59,15 @@ void copy_chunk(T* chunk, int chunk_stride, T* local, int local_stride, int B, i
 // call returns, possibly while kernels that use it are still queued: whatever takes it next is
 // ordered after them (the same stream, or the communicator's stream behind an event on it).
 // ring_pool_release() frees the calling thread's pool (a thread that ends without it leaks it).
+// ring_pool_bytes() is what the calling thread's pool has cudaMalloc'd and not freed (requested
+// bytes; cudaMalloc's own rounding comes on top), whether the buffers are taken or in the pool.
 inline std::multimap<size_t, void*>& ring_pool() {
     static thread_local std::multimap<size_t, void*> pool;
     return pool;
+}
+inline size_t& ring_pool_malloced() {
+    static thread_local size_t bytes = 0;
+    return bytes;
 }
 inline void* ring_pool_alloc(size_t bytes) {
     auto& pool = ring_pool();
@@ -72,6 +79,7 @@ inline void* ring_pool_alloc(size_t bytes) {
     }
     void* p = nullptr;
     CUDA_CHECK(cudaMalloc(&p, bytes));
+    ring_pool_malloced() += bytes;
     return p;
 }
 
@@ -113,9 +121,13 @@ inline const int* ring_positions(size_t n, cudaStream_t st) {
 
 inline void ring_pool_release() {
     CUDA_CHECK(cudaDeviceSynchronize());
-    for (auto& kv : ring_gpu::ring_pool()) cudaFree(kv.second);
+    for (auto& kv : ring_gpu::ring_pool()) {
+        cudaFree(kv.second);
+        ring_gpu::ring_pool_malloced() -= kv.first;  // buffers still taken stay counted: they come back
+    }
     ring_gpu::ring_pool().clear();
 }
+inline size_t ring_pool_bytes() { return ring_gpu::ring_pool_malloced(); }
 
 namespace ring_gpu {
 
@@ -373,4 +385,84 @@ inline void ring_attention_backward_cuda(Comm& comm, const RingPlan& plan, bf16*
         copy_chunk(dqc.p, HD, dq, stride, B, c, j, HD, true, st);
     }
     if (stats) stats->bwd_bytes = stt.bwd_bytes, stats->bwd_bytes_plain = stt.bwd_bytes_plain;
+}
+
+// What the calling thread's pool holds (ring_pool_bytes()) after ring_attention_forward_cuda and
+// then ring_attention_backward_cuda of one layer, rank `rank` of `plan`, on a fresh thread (or
+// after ring_pool_release()); later calls of the same sizes add nothing. rank < 0: the largest
+// over the plan's ranks (the parked dK/dV accumulators differ from rank to rank). Exact: a replay
+// of the two calls' Buf requests in their order, with the pool's exact-size reuse, so sizes that
+// coincide (a bf16 K/V block and an fp32 O chunk are both 4 B c H D bytes) are shared as they are
+// on the device. Nothing here is data-dependent: which accumulators park, and which come home,
+// follows from the plan. Not counted: ring_positions' (N) ints (kept per thread, outside the pool),
+// and cudaMalloc's rounding of each buffer. MUST CHANGE WHEN THE ALLOCATIONS ABOVE CHANGE (any
+// Buf<...> or ring_pool_alloc in RingInputs, the forward or the backward); tests/gpu/test_ring.cu
+// compares it with ring_pool_bytes() after every case.
+inline size_t ring_attention_pool_bytes_needed(const RingPlan& plan, int rank, int B, int H, int D, bool has_doc_start) {
+    if (rank < 0) {
+        size_t most = 0;
+        for (int r = 0; r < plan.P; r++)
+            most = std::max(most, ring_attention_pool_bytes_needed(plan, r, B, H, D, has_doc_start));
+        return most;
+    }
+    if (rank >= plan.P) fatal("ring_attention_pool_bytes_needed: rank %d of a plan for %d ranks", rank, plan.P);
+    const int P = plan.P, r = rank;
+    const size_t c = (size_t)plan.c, HD = (size_t)H * D, nkv = (size_t)B * c * 2 * HD;
+    std::map<size_t, long long> in_pool;  // bytes -> buffers in the pool, as ring_gpu::ring_pool()
+    std::vector<size_t> held;             // the replayed call's buffers (back to the pool when it returns)
+    size_t malloced = 0;
+    auto take = [&](size_t n, size_t elem) {  // a Buf<T>(n): sizeof(T) = elem
+        const size_t bytes = std::max<size_t>(n, 1) * elem;
+        auto it = in_pool.find(bytes);
+        if (it != in_pool.end() && it->second > 0) it->second--;
+        else malloced += bytes;
+        return bytes;
+    };
+    auto hold = [&](size_t n, size_t elem) { held.push_back(take(n, elem)); };
+    auto call_returns = [&] {
+        for (size_t b : held) in_pool[b]++;
+        held.clear();
+    };
+    auto inputs = [&] {  // RingInputs
+        for (int j = 0; j < 2; j++) {
+            hold((size_t)B * c * HD, sizeof(bf16));  // q[j]
+            hold(nkv, sizeof(bf16));                 // kv[j]
+            if (has_doc_start) hold((size_t)B * c, sizeof(int));  // doc[j]
+        }
+    };
+    // Forward.
+    inputs();
+    for (int j = 0; j < 2; j++) hold((size_t)B * c * HD, sizeof(float)), hold((size_t)B * H * c, sizeof(float));  // O, L
+    for (int i = 0; i < 4; i++) hold(nkv, sizeof(bf16));  // blk
+    call_returns();
+    // Backward.
+    inputs();
+    const size_t ws = attention_backward_pieces_workspace_bytes(AttnDims{B, H, D, plan.N}, (int)c) / sizeof(float) + 1;
+    for (int j = 0; j < 2; j++) {
+        hold((size_t)B * c * HD, sizeof(bf16));   // g[j]
+        hold((size_t)B * c * HD, sizeof(bf16));   // oc[j]
+        hold((size_t)B * H * c, sizeof(float));   // Lc[j]
+        hold(ws, sizeof(float));                  // ws[j]
+    }
+    for (int i = 0; i < 4; i++) hold(nkv, sizeof(bf16)), hold(nkv, sizeof(float));  // blk, dacc
+    hold(nkv, sizeof(bf16));                                                          // scratch
+    for (int s = 0; s + 1 < P; s++) {  // parked after step s
+        const int o = plan.owner_at(r, s);
+        for (int j = 0; j < 2; j++)
+            if (!plan.moves_into(o, j, s + 1) && plan.last_step(o, j) == s) hold(nkv, sizeof(float));
+    }
+    for (int j = 0; j < 2; j++)  // parked after the last step
+        if (plan.last_step(plan.owner_at(r, P - 1), j) == P - 1) hold(nkv, sizeof(float));
+    bool home[2] = {false, false};
+    for (int d = 1; d < P; d++)
+        for (int j = 0; j < 2; j++)
+            if (plan.holder_at(r, plan.last_step(r, j)) == (r - d + P) % P) {
+                const size_t b = take(nkv, sizeof(float));  // home[j] = Buf: the new one, then the old one back
+                if (home[j]) in_pool[b]++;
+                else held.push_back(b);
+                home[j] = true;
+            }
+    for (int j = 0; j < 2; j++) in_pool[take((size_t)B * c * HD, sizeof(bf16))]++;  // dqc: back each iteration
+    call_returns();
+    return malloced;
 }

@@ -4,7 +4,9 @@
 // and backward (dQ, dK, dV from the same O and L), for dense and dilated, causal and not, with
 // documents, D = 64 and 128, chunks of odd length, outputs poisoned. Also: the bytes each ring
 // moved against a plain ring's (INFO lines); dilated segments inside chunks move none; a negative
-// control (the ring run with the wrong mask) must fail the comparison. Two modes, one rank body:
+// control (the ring run with the wrong mask) must fail the comparison; the ring's buffer pool after
+// one forward and backward holds what ring_attention_pool_bytes_needed predicts, on every rank.
+// Two modes, one rank body:
 //   simulated (default)  P = 1..4 ranks as threads of this process on one GPU (comm/in_process.h,
 //                        device buffers copied with cudaMemcpy); compares every row.
 //   --nccl               one process per GPU, P = the world size (comm/nccl.h; start them with
@@ -147,8 +149,9 @@ static void wait_comm(Comm& comm) {
 // of the one call's O, L, which its backward takes), runs forward and backward over `comm`, and
 // puts its results back into their global rows of `ring` (ranks write disjoint rows). The caller
 // has selected this rank's device.
+// pool_bytes: this thread's ring_pool_bytes() after the forward and backward, from an empty pool.
 static void run_rank(Comm& comm, const RingPlan& plan, const CaseInputs& in, const Outputs& one, Outputs& ring,
-                     RingStats& stats) {
+                     RingStats& stats, size_t& pool_bytes) {
     const int B = in.B, H = in.H, D = in.D, HD = in.HD, S = in.S, N = in.N;
     const int r = comm.rank(), n = 2 * plan.c;
     const bool docs = !in.doc.empty();
@@ -180,6 +183,7 @@ static void run_rank(Comm& comm, const RingPlan& plan, const CaseInputs& in, con
     CUDA_CHECK(cudaMemset(yd.p, 0xff, lq.size() * 2));
     const bf16* lqp = xq.as<bf16>();
     const int* ldp = docs ? xd.as<int>() : nullptr;
+    if (ring_pool_bytes()) ring_pool_release();  // a fresh pool (the threads are fresh; NCCL's rank is not)
     ring_attention_forward_cuda(comm, plan, yo.as<bf16>(), yl.as<float>(), lqp, lqp + HD, lqp + 2 * HD, S, ldp, B, H, D,
                                 in.scale, st, &stats);
     bf16* yq = yd.as<bf16>();
@@ -187,6 +191,7 @@ static void run_rank(Comm& comm, const RingPlan& plan, const CaseInputs& in, con
     ring_attention_backward_cuda(comm, plan, yq, yq + HD, yq + 2 * HD, xg.as<bf16>(), xo.as<bf16>(), xl.as<float>(), lqp,
                                  lqp + HD, lqp + 2 * HD, S, ldp, B, H, D, in.scale, st, &sb);
     stats.bwd_bytes = sb.bwd_bytes, stats.bwd_bytes_plain = sb.bwd_bytes_plain;
+    pool_bytes = ring_pool_bytes();
     wait_comm(comm);
     CUDA_CHECK(cudaStreamSynchronize(st));
     std::vector<bf16> ro(lo.size()), rd(lq.size());
@@ -208,14 +213,14 @@ static void run_rank(Comm& comm, const RingPlan& plan, const CaseInputs& in, con
 
 // Every rank of the plan as a thread of this process, all on device 0.
 static void ring_simulated(const RingPlan& plan, const CaseInputs& in, const Outputs& one, Outputs& ring,
-                           std::vector<RingStats>& stats) {
+                           std::vector<RingStats>& stats, std::vector<size_t>& pool_bytes) {
     InProcessWorld world(plan.P);
     world.copy = [](void* d, const void* src, size_t n) {
         if (n) CUDA_CHECK(cudaMemcpy(d, src, n, cudaMemcpyDefault));
     };
     run_ranks(world, [&](Comm& comm) {
         CUDA_CHECK(cudaSetDevice(0));
-        run_rank(comm, plan, in, one, ring, stats[comm.rank()]);
+        run_rank(comm, plan, in, one, ring, stats[comm.rank()], pool_bytes[comm.rank()]);
     });
 }
 
@@ -269,6 +274,22 @@ static bool compare_ring(const RingCase& rc, const std::string& tag, const Outpu
     return ok;
 }
 
+// The ring's pool after one forward and backward against ring_attention_pool_bytes_needed, per
+// rank (each simulated rank is a thread with its own pool): estimate >= measured and <= 1.10 x
+// measured. only_rank >= 0 (NCCL): that rank's only. One line, every rank's "measured/estimate".
+static void check_pool_bytes(const RingPlan& plan, const CaseInputs& in, const std::vector<size_t>& measured,
+                             int only_rank, const std::string& tag) {
+    bool pass = true;
+    std::string nums;
+    for (int r = 0; r < plan.P; r++) {
+        if (only_rank >= 0 && r != only_rank) continue;
+        const size_t est = ring_attention_pool_bytes_needed(plan, r, in.B, in.H, in.D, !in.doc.empty());
+        pass &= est >= measured[r] && (double)est <= 1.10 * (double)measured[r];
+        nums += " r" + std::to_string(r) + " " + std::to_string(measured[r]) + "/" + std::to_string(est);
+    }
+    check(pass, "ring pool bytes (measured/estimate) " + tag + ":" + nums);
+}
+
 // One case. nccl == nullptr: every rank simulated here, every row compared. Otherwise this
 // process is rank nccl->rank() of P = nccl->size(): it runs its own chunks over NCCL and compares
 // its own rows (each rank computes the same one call and reference from the same inputs).
@@ -283,14 +304,15 @@ static void run(const RingCase& rc, gc::Rng& rng, Comm* nccl) {
     const RingPlan plan(ring_pattern, rc.P, in.N);
     Outputs ring{std::vector<bf16>(in.no()), std::vector<float>(in.nl()), std::vector<bf16>(in.nqkv())};
     std::vector<RingStats> stats(rc.P);  // simulated: every rank's; NCCL: this rank's only
+    std::vector<size_t> pool_bytes(rc.P);  // the same
     std::string tag = rc.name + " D" + std::to_string(rc.D) + " P=" + std::to_string(rc.P) + " c=" + std::to_string(rc.c);
     bool ok;
     if (!nccl) {
-        ring_simulated(plan, in, one, ring, stats);
+        ring_simulated(plan, in, one, ring, stats, pool_bytes);
         ok = compare_ring(rc, tag, ring, one, ref);
     } else {
         const int r = nccl->rank();
-        run_rank(*nccl, plan, in, one, ring, stats[r]);
+        run_rank(*nccl, plan, in, one, ring, stats[r], pool_bytes[r]);
         const std::vector<int> mine = plan.positions(r);
         tag += " rank " + std::to_string(r);
         ok = compare_ring(rc, tag, pick_rows(ring, in, mine), pick_rows(one, in, mine), pick_rows(ref, in, mine));
@@ -304,6 +326,7 @@ static void run(const RingCase& rc, gc::Rng& rng, Comm* nccl) {
     std::printf("INFO bytes moved %s: forward %lld of a plain ring's %lld, backward %lld of %lld\n", tag.c_str(), fb, fbp,
                 bb, bbp);
     if (rc.expect_no_bytes) check(fb == 0 && bb == 0, "segments inside chunks move no bytes " + tag);
+    check_pool_bytes(plan, in, pool_bytes, nccl ? nccl->rank() : -1, tag);
 }
 
 // The patterns every (D, P) runs, one line each. c = 0: chunks of the (D, P)'s drawn odd length;
