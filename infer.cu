@@ -93,8 +93,9 @@ static int main_body(int argc, char** argv) {
     flags.add_int("simulate-ranks", &simulate_ranks, "run the --cp ranks as threads of one process (tests)");
     flags.add_string("windows", &windows, "--perplexity: cached (through the KV cache: the whole file in one window when the "
                                           "model's cache is bounded or the file fits --ctx, else windows of --ctx overlapping "
-                                          "by half), fresh (consecutive windows, each from scratch) or auto (cached; fresh "
-                                          "with --cp)");
+                                          "by half), sliding (windows of --ctx overlapping by half, whatever the model: what "
+                                          "a long context is worth), fresh (consecutive windows, each from scratch) or auto "
+                                          "(cached; fresh with --cp)");
     flags.add_int("chunk", &chunk, "tokens per prefill step through the KV cache (0: 16384 on the GPU, 256 on the CPU)");
     flags.add_string("save-cache", &save_cache, "after prefilling the prompt, write its KV cache to this file");
     flags.add_string("load-cache", &load_cache, "start from this KV cache (--save-cache) of the same checkpoint; the "
@@ -108,11 +109,11 @@ static int main_body(int argc, char** argv) {
     if (max_new < 0 || top_k < 0 || ctx < 0 || temperature < 0 || min_doc_tokens < 0 || !(top_p > 0 && top_p <= 1))
         fatal("--max-new, --top-k, --ctx, --temperature, --min-doc-tokens must be >= 0 and --top-p in (0, 1]");
     if (min_doc_tokens && ppl_file.empty()) fatal("--min-doc-tokens is for --perplexity of a token shard");
-    if (windows != "auto" && windows != "cached" && windows != "fresh")
-        fatal("--windows must be auto, cached or fresh (got '%s')", windows.c_str());
+    if (windows != "auto" && windows != "cached" && windows != "sliding" && windows != "fresh")
+        fatal("--windows must be auto, cached, sliding or fresh (got '%s')", windows.c_str());
     if (windows == "auto") windows = cp > 1 ? "fresh" : "cached";
-    if (windows == "cached" && cp > 1) fatal("--cp scores fresh windows split over the ring: use --windows fresh (or drop --cp)");
-    if (!per_position.empty() && (ppl_file.empty() || windows != "cached"))
+    if ((windows == "cached" || windows == "sliding") && cp > 1) fatal("--cp scores fresh windows split over the ring: use --windows fresh (or drop --cp)");
+    if (!per_position.empty() && (ppl_file.empty() || windows == "fresh"))
         fatal("--per-position needs --perplexity with cached windows (drop --windows fresh and --cp)");
     if (chunk < 0) fatal("--chunk must be >= 0 (got %d)", chunk);
     if ((!save_cache.empty() || !load_cache.empty()) && !ppl_file.empty())
@@ -166,7 +167,7 @@ static int main_body(int argc, char** argv) {
                     windows == "fresh"
                         ? perplexity(*model, ids, ctx, px.leader() ? show_progress : nullptr, px)
                         : perplexity_cached([&] { return make_kv_cache(*model, 1, ch); }, ck.cfg, ids, ctx, &by_position,
-                                            show_progress);
+                                            show_progress, windows == "sliding");
                 r.total_nats += d.total_nats, r.tokens += d.tokens;
                 g_scored_before += d.tokens;
             }

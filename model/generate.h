@@ -110,15 +110,17 @@ struct PositionLosses {
 // token sees all the context its pattern allows. Otherwise in windows of ctx overlapping by half,
 // each a fresh cache, scoring the second half (the first window: all of it), so every token
 // sees at least ctx / 2 tokens before it (or all of them). factory() gives a fresh cache.
+// sliding: windows of ctx overlapping by half even when one window would do (a long-context
+// model scored with a short context, to measure what its context is worth).
 template <class Factory>
 PerplexityResult perplexity_cached(Factory factory, const GPTConfig& cfg, const std::vector<int>& ids, int ctx,
                                    PositionLosses* by_position = nullptr,
-                                   void (*progress)(long long done, long long total) = nullptr) {
+                                   void (*progress)(long long done, long long total) = nullptr, bool sliding = false) {
     PerplexityResult r;
     const long long total = (long long)ids.size() - 1;
     bool bounded = true;
     for (int l = 0; l < cfg.n_layer; l++) bounded = bounded && kv_rows_bound(cfg.attn(l), 1) >= 0;
-    const bool one_window = bounded || total <= ctx;
+    const bool one_window = (bounded && !sliding) || total <= ctx;
     const long long window = one_window ? total : ctx, stride = one_window ? total : ctx / 2;
     std::vector<float> losses;
     std::vector<int> tg;

@@ -184,7 +184,7 @@ class CudaBackend : public ModelBackend {
         DeviceArena count;  // counts only: lay_out changes nothing without an Assign list
         const_cast<CudaBackend*>(this)->lay_out(B, T, r, count, nullptr);
         n.activations = count.size();
-        n.extra = ring_pool_bytes_bound(B, T);  // the ring's buffers (context parallel only)
+        n.extra = ring_pool_bytes(B, T);  // the ring's buffers (context parallel only)
         const size_t C = cfg_.n_embd, H = cfg_.n_head;
         n.per_token_per_layer = r == Recompute::None ? 16 * C * 2 + (4 + H) * 4 : r == Recompute::Selective ? 6 * C * 2 + H * 4 : C * 2;
         return n;
@@ -314,23 +314,43 @@ class CudaBackend : public ModelBackend {
     bf16 *dresid_, *dln_, *dqkv_, *datty_, *dfch_;
     void *classifier_scratch_, *ln_scratch_, *attn_workspace_;
 
-    // An upper bound of what the ring's buffer pool (layers/cuda/ring_attention.cuh) holds once
-    // a layer has run its forward and backward (later layers and steps reuse the same sizes),
-    // counted from the buffers those calls take, c = T / 2 rows per chunk, E = B c C elements:
+    // What the ring's buffer pool (layers/cuda/ring_attention.cuh) holds once a layer has run
+    // its forward and backward, on this rank's busiest peer (later layers and steps reuse the same
+    // sizes): ring_attention_pool_bytes_needed replays the calls' requests, so this is exact when
+    // every layer has one pattern (test_ring checks the replay against the pool). Layers of
+    // different patterns park different numbers of accumulators; for them the upper bound below,
+    // which assumes no buffer is shared and at most 2P + 2 parked ones, is taken when larger.
+    // Plus the positions 0..N-1 of the whole window (ints, outside the pool) and cudaMalloc's rounding.
+    size_t ring_pool_bytes(int B, int T) const {
+        if (!cp_) return 0;
+        const int P = cp_->size();
+        size_t most = 0;
+        bool one_pattern = true;
+        for (int l = 0; l < cfg_.n_layer; l++) {
+            const bool as_before = l > 0 && pattern_to_json(cfg_.attn(l)) == pattern_to_json(cfg_.attn(l - 1));
+            one_pattern = one_pattern && (l == 0 || as_before);
+            if (as_before) continue;
+            most = std::max(most, ring_attention_pool_bytes_needed(RingPlan(cfg_.attn(l), P, T * P), -1, B, cfg_.n_head,
+                                                                   cfg_.head_dim(), /*has_doc_start=*/true));
+        }
+        if (!one_pattern) most = std::max(most, ring_pool_bytes_bound(B, T));
+        return most + (size_t)P * T * sizeof(int) + 64 * 512;
+    }
+
+    // The upper bound, counted from the buffers those calls take, c = T / 2 rows per chunk,
+    // E = B c C elements:
     //   forward: q 2 x E bf16, own K/V 2 x 2E bf16, O 2 x E fp32, L 2 x B H c fp32, doc 2 x B c int,
     //            K/V blocks 4 x 2E bf16;
     //   backward (reusing the forward's sizes): dO and O 4 x E bf16, the pieces' workspaces 2,
     //            dK/dV accumulators 4 x 2E fp32, a bf16 dK/dV scratch 2E, parked accumulators and
     //            the ones sent home (at most 2P + 2) x 2E fp32, dQ E bf16.
-    // Plus the positions 0..N-1 of the whole window (int). Must change with those allocations.
     size_t ring_pool_bytes_bound(int B, int T) const {
-        if (!cp_) return 0;
         const size_t P = cp_->size(), c = (size_t)T / 2, C = cfg_.n_embd, H = cfg_.n_head, E = (size_t)B * c * C;
         const AttnDims dm{B, cfg_.n_head, cfg_.head_dim(), (int)(P * T)};
         const size_t fwd = 2 * E * 2 + 2 * 2 * E * 2 + 2 * E * 4 + 2 * (size_t)B * H * c * 4 + 2 * (size_t)B * c * 4 + 4 * 2 * E * 2;
         const size_t bwd = 4 * E * 2 + 2 * attention_backward_pieces_workspace_bytes(dm, (int)c) + 4 * 2 * E * 4 + 2 * E * 2 +
                            (2 * P + 2) * 2 * E * 4 + E * 2;
-        return fwd + bwd + P * T * sizeof(int) + 64 * 256;  // + the pool's rounding, generously
+        return fwd + bwd + 64 * 256;
     }
 
     size_t reduce_scratch_bytes() const { return grad_norm_squared_scratch_bytes(); }

@@ -16,7 +16,8 @@
 # trained at equal tokens as dense at 2K and dilated at 32K and 256K, from scratch or after 2K
 # (LC_MODELS picks some: dense2k dilated32k dilated256k dilated32k_from2k dilated256k_from2k), each
 # scored by position over the held-out documents of at least 256K tokens; LC_PROMPTS=1 also
-# generates from a book and a held-out kernel subsystem in $CARRY/prompts).
+# generates from a book and a held-out kernel subsystem in $CARRY/prompts; LC_SLIDING=N also
+# scores each model with windows of N tokens, so the difference is what its long context is worth).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
 OUT=${OUT:-build/gpu_session}
@@ -190,6 +191,11 @@ for stage in $STAGES; do
                    "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/lc_$m" --perplexity "$LONG/val.bin" --min-doc-tokens 262144 \
                        --per-position "$OUT/positions_$m.csv" > "$OUT/lc_${m}_ppl.log" 2>&1
                    summary+=("long_context $m: $(grep -E '^file' "$OUT/lc_${m}_ppl.log") ($((SECONDS - t0)) s)")
+                   if [ -n "${LC_SLIDING:-}" ]; then  # the same model with a short context: what its long context is worth
+                       "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/lc_$m" --perplexity "$LONG/val.bin" --min-doc-tokens 262144 \
+                           --windows sliding --ctx "$LC_SLIDING" --per-position "$OUT/positions_${m}_ctx$LC_SLIDING.csv" > "$OUT/lc_${m}_ppl_short.log" 2>&1
+                       summary+=("long_context $m, --windows sliding --ctx $LC_SLIDING: $(grep -E '^file' "$OUT/lc_${m}_ppl_short.log") ($((SECONDS - t0)) s)")
+                   fi
                    grep -E '^(model|weights from|  .*<- chosen|step +[0-9]+/.*(val|\| loss)|done)' "$OUT/lc_$m.log" | tail -8
                    if [ "${LC_PROMPTS:-0}" = 1 ]; then  # a book and a held-out codebase as prompts
                        "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/lc_$m" --prompt-file "$CARRY/prompts/book.txt" \

@@ -328,12 +328,14 @@ static void test_kv_cache(uint64_t seed) {
     report(e > 1e-3, "KV cache: another token at position 0 gives other logits (control)", e, 1e-3);
 }
 
-// Cached scoring (perplexity_cached) of a dense model in windows of 8 overlapping by half: every
-// token after the first scored once, each by the window where it has at least 4 tokens before
-// it; the same total as full forwards over those windows scoring their second halves.
-static void test_sliding_perplexity(uint64_t seed) {
+// Cached scoring (perplexity_cached) in windows of 8 overlapping by half: every token after the
+// first scored once, each by the window where it has at least 4 tokens before it; the same total
+// as full forwards over those windows scoring their second halves. A dense model gets these
+// windows because its cache is unbounded; a dilated one (bounded) only when asked (sliding).
+static void test_sliding_perplexity(uint64_t seed, bool dilated) {
     gc::Rng rng(seed);
-    const GPTConfig cfg = tiny_config();
+    GPTConfig cfg = tiny_config();
+    if (dilated) cfg.layer_attn.assign(cfg.n_layer, make_pattern(AttnKind::Dilated, true, {4, 8}, {1, 2}));
     GPT<float> m(cfg);
     m.init_weights(seed);
     std::vector<int> ids(37);
@@ -341,7 +343,8 @@ static void test_sliding_perplexity(uint64_t seed) {
     const int ctx = 8;
     PositionLosses by_pos;
     const PerplexityResult r =
-        perplexity_cached([&] { return std::unique_ptr<IncrementalModel>(new CpuIncremental(m, 1, 3)); }, cfg, ids, ctx, &by_pos);
+        perplexity_cached([&] { return std::unique_ptr<IncrementalModel>(new CpuIncremental(m, 1, 3)); }, cfg, ids, ctx, &by_pos, nullptr,
+                          /*sliding=*/dilated);
     double want = 0;
     long long scored = 0;
     for (int start = 0; start < 36; start += ctx / 2) {
@@ -353,8 +356,10 @@ static void test_sliding_perplexity(uint64_t seed) {
         want += m.last_loss_sum, scored += m.last_counted;
         if (end == 36) break;
     }
-    report(r.tokens == 36 && scored == 36 && std::fabs(r.total_nats - want) < 1e-4 * want,
-           "cached sliding windows (8, stride 4) == full forwards", std::fabs(r.total_nats - want), 1e-4 * want);
+    // Positions are the tokens' places in the document (32..35 in the bucket [32, 63]), not in the window.
+    const bool positions_ok = by_pos.tokens.size() == 6 && by_pos.tokens[5] == 4;
+    report(r.tokens == 36 && scored == 36 && std::fabs(r.total_nats - want) < 1e-4 * want && positions_ok,
+           dilated ? "dilated model, --windows sliding (8, stride 4) == full forwards" : "cached sliding windows (8, stride 4) == full forwards", std::fabs(r.total_nats - want), 1e-4 * want);
 }
 
 // A cache saved to a file and loaded into a fresh one decodes exactly as the original; a file
@@ -408,7 +413,8 @@ static int main_body(int argc, char** argv) {
     test_checkpoint_roundtrip(seed);
     test_recompute_policies(seed);
     test_kv_cache(seed);
-    test_sliding_perplexity(seed);
+    test_sliding_perplexity(seed, false);
+    test_sliding_perplexity(seed, true);
     test_kv_cache_file(seed);
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
