@@ -94,8 +94,8 @@ static int main_body(int argc, char** argv) {
     flags.add_string("windows", &windows, "--perplexity: cached (through the KV cache: the whole file in one window when the "
                                           "model's cache is bounded or the file fits --ctx, else windows of --ctx overlapping "
                                           "by half), sliding (windows of --ctx overlapping by half, whatever the model: what "
-                                          "a long context is worth), fresh (consecutive windows, each from scratch) or auto "
-                                          "(cached; fresh with --cp)");
+                                          "a long context is worth; with --cp each window from scratch over the ring), fresh "
+                                          "(consecutive windows, each from scratch) or auto (cached; sliding with --cp)");
     flags.add_int("chunk", &chunk, "tokens per prefill step through the KV cache (0: 16384 on the GPU, 256 on the CPU)");
     flags.add_string("save-cache", &save_cache, "after prefilling the prompt, write its KV cache to this file");
     flags.add_string("load-cache", &load_cache, "start from this KV cache (--save-cache) of the same checkpoint; the "
@@ -111,10 +111,11 @@ static int main_body(int argc, char** argv) {
     if (min_doc_tokens && ppl_file.empty()) fatal("--min-doc-tokens is for --perplexity of a token shard");
     if (windows != "auto" && windows != "cached" && windows != "sliding" && windows != "fresh")
         fatal("--windows must be auto, cached, sliding or fresh (got '%s')", windows.c_str());
-    if (windows == "auto") windows = cp > 1 ? "fresh" : "cached";
-    if ((windows == "cached" || windows == "sliding") && cp > 1) fatal("--cp scores fresh windows split over the ring: use --windows fresh (or drop --cp)");
-    if (!per_position.empty() && (ppl_file.empty() || windows == "fresh"))
-        fatal("--per-position needs --perplexity with cached windows (drop --windows fresh and --cp)");
+    if (windows == "auto") windows = cp > 1 ? "sliding" : "cached";
+    if (windows == "cached" && cp > 1)
+        fatal("--cp scores windows from scratch over the ring, not through a cache: use --windows sliding or fresh (or drop --cp)");
+    if (!per_position.empty() && (ppl_file.empty() || windows == "fresh" || cp > 1))
+        fatal("--per-position needs --perplexity through the cache (drop --windows fresh and --cp)");
     if (chunk < 0) fatal("--chunk must be >= 0 (got %d)", chunk);
     if ((!save_cache.empty() || !load_cache.empty()) && !ppl_file.empty())
         fatal("--save-cache and --load-cache are for generation: drop --perplexity");
@@ -164,8 +165,8 @@ static int main_body(int argc, char** argv) {
             g_scored_before = 0;
             for (const std::vector<int>& ids : docs) {
                 const PerplexityResult d =
-                    windows == "fresh"
-                        ? perplexity(*model, ids, ctx, px.leader() ? show_progress : nullptr, px)
+                    windows == "fresh" || cp > 1
+                        ? perplexity(*model, ids, ctx, px.leader() ? show_progress : nullptr, px, windows == "fresh" ? ctx : ctx / 2)
                         : perplexity_cached([&] { return make_kv_cache(*model, 1, ch); }, ck.cfg, ids, ctx, &by_position,
                                             show_progress, windows == "sliding");
                 r.total_nats += d.total_nats, r.tokens += d.tokens;

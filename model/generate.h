@@ -33,24 +33,29 @@ struct PerplexityResult {
     long long tokens = 0;
 };
 
-// Scores every token of ids after the first, in consecutive windows of ctx targets, each
-// window starting fresh (so a token sees at most ctx - 1 tokens before it). With a parallel
+// Scores every token of ids after the first, in windows of ctx tokens, each window from
+// scratch. stride = ctx (or 0): consecutive windows, so a token sees at most ctx - 1 tokens
+// before it. stride = ctx / 2: windows overlapping by half, each scoring only its last `stride`
+// targets (the first window: all), so every token sees at least ctx - stride tokens before it
+// (or all of them), what perplexity_cached's windows give, without a cache. With a parallel
 // context (infer --cp), each window is split over the ranks of its ring as in training: every
 // rank scores its zigzag rows with their global positions, the sums are reduced over ranks;
 // a window is padded at its end to a multiple of 2 x CP with ignored targets (the model is
 // causal, so the padding changes no real token's score).
 inline PerplexityResult perplexity(ModelBackend& model, const std::vector<int>& ids, int ctx,
                                    void (*progress)(long long done, long long total) = nullptr,
-                                   const ParallelContext& px = ParallelContext{}) {
+                                   const ParallelContext& px = ParallelContext{}, int stride = 0) {
     PerplexityResult r;
+    if (stride <= 0 || stride > ctx) stride = ctx;
     const long long total = (long long)ids.size() - 1;
     const int unit = 2 * px.cp_size;
     std::vector<int> in, tg, li, lt;
-    for (long long start = 0; start < total; start += ctx) {
+    for (long long start = 0; start < total; start += stride) {
         const int n = (int)std::min<long long>(ctx, total - start);
+        const long long score_from = start == 0 ? 0 : start + (ctx - stride);  // earlier targets: the window before's
         const int N = px.cp_size == 1 ? n : (n + unit - 1) / unit * unit;
         in.assign(N, 0), tg.assign(N, -1);
-        for (int i = 0; i < n; i++) in[i] = ids[start + i], tg[i] = ids[start + i + 1];
+        for (int i = 0; i < n; i++) in[i] = ids[start + i], tg[i] = start + i >= score_from ? ids[start + i + 1] : -1;
         li.resize(N / px.cp_size), lt.resize(N / px.cp_size);
         px.take_rows(li.data(), in.data(), 1, N), px.take_rows(lt.data(), tg.data(), 1, N);
         const std::vector<int> pos = px.positions(N);
@@ -58,8 +63,9 @@ inline PerplexityResult perplexity(ModelBackend& model, const std::vector<int>& 
         double nats = model.last_loss_sum();
         px.sum(&nats, 1);
         r.total_nats += nats;
-        r.tokens += n;
+        r.tokens += n - std::max<long long>(0, std::min<long long>(n, score_from - start));
         if (progress) progress(r.tokens, total);
+        if (start + n >= total) break;
     }
     return r;
 }

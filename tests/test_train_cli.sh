@@ -288,11 +288,20 @@ expect_error "1000 simulated ranks" "simulate-ranks must be in" ./build/train "$
 # 9. Perplexity with each window split over --cp ranks (simulated) equals one process's.
 head -c 3000 "$corpus/bible.txt" > "$work/ppl.txt" 2>/dev/null || head -c 3000 "$corpus/val_text.txt" > "$work/ppl.txt"
 p1=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 32 --windows fresh 2>/dev/null | grep -o 'loss [0-9.]* nats/token | perplexity [0-9.]*')
-p4=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 32 --cp 4 --simulate-ranks 4 2>/dev/null | grep -o 'loss [0-9.]* nats/token | perplexity [0-9.]*')
+p4=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 32 --cp 4 --simulate-ranks 4 --windows fresh 2>/dev/null | grep -o 'loss [0-9.]* nats/token | perplexity [0-9.]*')
 if [ -n "$p1" ] && [ "$p1" = "$p4" ]; then
     pass "perplexity split over --cp 4 ranks == one process: $p4"
 else
     fail "perplexity --cp 4: '$p4' vs '$p1'"
+fi
+# With --cp the default windows overlap by half (each from scratch over the ring): the same
+# scores as one process through the KV cache's windows, and not the consecutive windows'.
+pc1=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 32 2>/dev/null | grep -o 'loss [0-9.]* nats/token | perplexity [0-9.]*')
+pc4=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 32 --cp 4 --simulate-ranks 4 2>/dev/null | grep -o 'loss [0-9.]* nats/token | perplexity [0-9.]*')
+if [ -n "$pc1" ] && [ "$pc1" = "$pc4" ] && [ "$pc4" != "$p1" ]; then
+    pass "--cp 4 in windows overlapping by half == one process through the cache: $pc4 (consecutive windows: $p1)"
+else
+    fail "--cp 4 sliding windows: '$pc4' vs cached '$pc1' (consecutive '$p1')"
 fi
 expect_error "infer --ctx not split into 2 x cp chunks" "multiple of 8" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 30 --cp 4 --simulate-ranks 4
 # Cached scoring (the KV cache, chunks of 64) over the whole file in one window equals a fresh
