@@ -46,7 +46,8 @@ static std::vector<std::vector<int>> documents_to_score(const std::string& path,
               "model was trained on", path.c_str(), shard.vocab_size, tok.vocab_size());
     for (size_t d = 0; d < shard.n_docs(); d++) {
         const uint64_t begin = shard.doc_starts[d], end = d + 1 < shard.n_docs() ? shard.doc_starts[d + 1] : shard.n_tokens();
-        if ((long long)(end - begin) >= min_tokens) docs.emplace_back(shard.tokens.begin() + begin, shard.tokens.begin() + end);
+        if ((long long)(end - begin) >= std::max(2LL, min_tokens))  // a lone BOS has nothing to score
+            docs.emplace_back(shard.tokens.begin() + begin, shard.tokens.begin() + end);
     }
     if (docs.empty())
         fatal("--perplexity %s has no document of at least --min-doc-tokens %lld tokens: lower --min-doc-tokens", path.c_str(),
@@ -162,7 +163,7 @@ static int main_body(int argc, char** argv) {
             PositionLosses by_position;
             const int ch = chunk > 0 ? chunk : dev == Device::Cuda ? 16384 : 256;
             PerplexityResult r;
-            g_scored_before = 0;
+            if (px.leader()) g_scored_before = 0;  // the ranks are threads under --simulate-ranks: one writes
             for (const std::vector<int>& ids : docs) {
                 const PerplexityResult d =
                     windows == "fresh" || cp > 1
@@ -170,7 +171,7 @@ static int main_body(int argc, char** argv) {
                         : perplexity_cached([&] { return make_kv_cache(*model, 1, ch); }, ck.cfg, ids, ctx, &by_position,
                                             show_progress, windows == "sliding");
                 r.total_nats += d.total_nats, r.tokens += d.tokens;
-                g_scored_before += d.tokens;
+                if (px.leader()) g_scored_before += d.tokens;
             }
             if (!per_position.empty()) write_position_losses(per_position, by_position);
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
