@@ -16,7 +16,8 @@
 # trained at equal tokens as dense at 2K and dilated at 32K and 256K, from scratch or after 2K
 # (LC_MODELS picks some: dense2k dilated32k dilated256k dilated32k_from2k dilated256k_from2k), each
 # scored by position over the held-out documents of at least 256K tokens; LC_PROMPTS=1 also
-# generates from a book and a held-out kernel subsystem in $CARRY/prompts; LC_SLIDING=N also
+# generates from a book and a held-out kernel subsystem in $CARRY/prompts; LC_MODEL the model's
+# --layers --width --heads; LC_STEPS, LC_BASE_STEPS, LC_EXT_LR the schedule; LC_SLIDING=N also
 # scores each model with windows of N tokens, so the difference is what its long context is worth).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
@@ -166,7 +167,7 @@ for stage in $STAGES; do
                # rest at its full window from those weights (--init-from), at a tenth of the peak rate.
                LONG=$CARRY/corpus-long
                steps=${LC_STEPS:-300} base=${LC_BASE_STEPS:-200}
-               common=(--device cuda --data "$LONG" --layers 12 --width 768 --heads 12 --warmup 30 --lr 1e-3 --val-every 0
+               common=(--device cuda --data "$LONG" ${LC_MODEL:---layers 12 --width 768 --heads 12} --warmup 30 --lr 1e-3 --val-every 0
                        --val-batches 4 --ckpt-every 0 --keep-ckpts 1 --log-every 25 --sample-tokens 0)
                D32=(--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12)
                D256=(--attn dilated --segments 2048,4096,8192,16384,32768,65536,131072,262144 --dilations 1,2,4,6,12,24,48,96)
