@@ -7,10 +7,9 @@
 #                                     debian-reference-en) and the Advanced Bash-Scripting Guide
 #                                     (its DocBook source, package abs-guide)
 #   OUTDIR/docs/linux/DIR.txt         the Linux 6.1 kernel source (package linux-source-6.1): each
-#                                     subsystem directory is one document, packed like
-#                                     scripts/pack_tree.sh (a `# ==== path ====` line per file); a
-#                                     directory over DOC_BYTES is split into its own files (one
-#                                     document) and each subdirectory (recursively)
+#                                     subsystem directory is one document (scripts/pack_subsystems.sh:
+#                                     a `# ==== path ====` line per file; a directory over DOC_BYTES
+#                                     is split into its own files and each subdirectory, recursively)
 #   OUTDIR/SOURCES.txt                packages, versions and sha256 sums; written last, so its
 #                                     presence marks a complete corpus
 #
@@ -67,29 +66,7 @@ zcat "$tmp/x/usr/share/doc/abs-guide/abs-book.sgml.gz" > "$tmp/docs/manuals/abs-
 echo "long corpus: unpacking the kernel source"
 tar -xJf "$tmp"/x/usr/src/linux-source-6.1.tar.xz -C "$tmp/x"
 src=$(ls -d "$tmp"/x/linux-source-6.1)
-text_bytes() { find "$@" -type f -print0 | xargs -0 -r grep -lIZ . 2>/dev/null | xargs -0 -r cat | wc -c; }
-pack_files() {  # the text files given, relative to $src, in one document on stdout
-    local f
-    for f in "$@"; do
-        grep -Iq . "$src/$f" 2>/dev/null || continue
-        printf '# ==== %s ====\n' "$f"
-        cat "$src/$f"
-        printf '\n'
-    done
-}
-emit() {  # emit DIR (relative to $src)
-    local dir=$1 name=${1//\//-}
-    if [ "$(text_bytes "$src/$dir")" -le "$DOC_BYTES" ]; then
-        mapfile -d '' files < <(cd "$src" && find "$dir" -type f -print0 | LC_ALL=C sort -z)
-        pack_files "${files[@]}" > "$tmp/docs/linux/$name.txt"
-    else
-        mapfile -d '' files < <(cd "$src" && find "$dir" -maxdepth 1 -type f -print0 | LC_ALL=C sort -z)
-        [ "${#files[@]}" -eq 0 ] || pack_files "${files[@]}" > "$tmp/docs/linux/$name.txt"
-        local sub
-        while IFS= read -r -d '' sub; do emit "$sub"; done < <(cd "$src" && find "$dir" -mindepth 1 -maxdepth 1 -type d -print0 | LC_ALL=C sort -z)
-    fi
-}
-for d in $LINUX_DIRS; do emit "$d"; done
+"$here/pack_subsystems.sh" "$src" "$DOC_BYTES" "$tmp/docs/linux" $LINUX_DIRS
 find "$tmp/docs" -type f -empty -delete
 echo "long corpus: $(find "$tmp/docs/linux" -type f | wc -l) kernel documents, $(cat "$tmp"/docs/linux/* | wc -c) bytes"
 

@@ -131,6 +131,30 @@ if "$tool" prepare --raw "$work/long" --out "$work/long_out" --vocab 512 --val-f
 else
     fail "data_tool prepare --raw with docs/: $(tail -2 "$work/long.log")"
 fi
+# Source directories packed into subsystem documents (scripts/pack_subsystems.sh, as the long
+# corpus packs the kernel), on this repository's layers/ and tests/ with a 60 KB cap: every text
+# file lands in exactly one document, a directory over the cap is split, and a document over the
+# cap holds only one directory's own files.
+if scripts/pack_subsystems.sh . 60000 "$work/packed" layers tests > "$work/pack.log" 2>&1; then
+    want=$(find layers tests -type f -print0 | xargs -0 grep -lI . | LC_ALL=C sort)
+    got=$(cat "$work/packed"/*.txt | sed -n 's/^# ==== \(.*\) ====$/\1/p' | LC_ALL=C sort)
+    n_docs=$(ls "$work/packed" | wc -l)
+    over_ok=1
+    for f in "$work/packed"/*.txt; do
+        [ "$(wc -c < "$f")" -le 60000 ] && continue
+        dirs=$(sed -n 's/^# ==== \(.*\) ====$/\1/p' "$f" | xargs -n1 dirname | sort -u)
+        [ "$(wc -l <<< "$dirs")" -eq 1 ] && [ "$(tr / - <<< "$dirs").txt" = "$(basename "$f")" ] || over_ok=0
+    done
+    if [ "$want" = "$got" ] && [ "$n_docs" -gt 4 ] && [ "$over_ok" = 1 ]; then
+        pass "pack_subsystems.sh: $(wc -l <<< "$want") files, each in one of $n_docs documents; big directories split"
+    else
+        fail "pack_subsystems.sh: files packed != files present ($(diff <(echo "$want") <(echo "$got") | head -3 | tr '\n' ' ')), $n_docs documents, over-cap check $over_ok"
+    fi
+else
+    fail "pack_subsystems.sh: $(tail -2 "$work/pack.log")"
+fi
+expect_error "pack_subsystems.sh with MAX_BYTES 0" scripts/pack_subsystems.sh . 0 "$work/x" layers
+expect_error "pack_subsystems.sh with a missing directory" scripts/pack_subsystems.sh . 1000 "$work/x" no_such_dir
 mkdir -p "$work/empty/docs"
 expect_error "docs/ with no documents" "$tool" prepare --raw "$work/empty" --out "$work/x" --vocab 512
 
