@@ -36,6 +36,8 @@ static std::vector<std::vector<int>> documents_to_score(const std::string& path,
                                                         const Tokenizer& tok, long long min_tokens) {
     std::vector<std::vector<int>> docs;
     if (text.compare(0, 8, "LNGSHARD") != 0) {
+        if (min_tokens > 0)
+            fatal("--min-doc-tokens is for a token shard, but --perplexity %s is text: drop --min-doc-tokens", path.c_str());
         docs.push_back(tok.encode(text));
         docs.back().insert(docs.back().begin(), tok.bos_id());
         return docs;

@@ -16,7 +16,9 @@
 # trained at equal tokens as dense at 2K and dilated at 32K and 256K, from scratch or after 2K
 # (LC_MODELS picks some: dense2k dilated32k dilated256k dilated32k_from2k dilated256k_from2k), each
 # scored by position over the held-out documents of at least 256K tokens; LC_PROMPTS=1 also
-# generates from a book and a held-out kernel subsystem in $CARRY/prompts; LC_MODEL the model's
+# generates from a book and a held-out kernel subsystem in $CARRY/prompts (book.txt: the long
+# corpus's docs/manuals/debian-reference.txt, tree.txt: docs/linux/net-sctp.txt; the README's
+# runs gave LC_BOOK_PROMPT=$'\n4.6.2. Secure Shell\n', LC_TREE_PROMPT=$'# ==== net/sctp/auth.c ====\n'); LC_MODEL the model's
 # --layers --width --heads; LC_STEPS, LC_BASE_STEPS, LC_EXT_LR the schedule; LC_SLIDING=N also
 # scores each model with windows of N tokens, so the difference is what its long context is worth).
 set -uo pipefail
@@ -160,7 +162,7 @@ for stage in $STAGES; do
                    cp "$OUT/$run.log" "$OUT/$run/train.log"; rm -f "$OUT/$run"/*.safetensors
                    grep -E 'val loss|^done' "$OUT/$run.log"
                done ;;
-        long_context) # issue 12: does a model use its context? The same 91M model and the same tokens
+        long_context) # issue 12: does a model use its context? The same model (91M unless LC_MODEL) and the same tokens
                # (LC_STEPS x 262,144), trained as dense at 2K or dilated (LongNet) at 32K or 256K on the
                # long-document corpus, then scored by position inside held-out documents >= 256K tokens.
                # A *_from2k model trains its first LC_BASE_STEPS at 2K (128 windows a step), then the

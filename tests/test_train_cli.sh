@@ -345,6 +345,7 @@ grep -q ": 2 documents, $((n_tok - 1500 - 2)) tokens" <<< "$out" && pass "--min-
 expect_error "--init-from a model of another width" "--init-from" ./build/train "${tiny[@]}" --width 128 --heads 2 --init-from "$work/full" --out "$work/x_init"
 expect_error "--init-from with --resume" "--init-from starts a fresh run" ./build/train "${tiny[@]}" --init-from "$work/full" --resume --out "$work/full"
 expect_error "--min-doc-tokens longer than every document" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --perplexity "$work/docs.bin" --min-doc-tokens 100000
+expect_error "--min-doc-tokens on a text file" "--min-doc-tokens is for a token shard" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --min-doc-tokens 5
 expect_error "--min-doc-tokens without --perplexity" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --prompt hi --min-doc-tokens 5
 # A prompt's KV cache saved, then loaded and continued by another prompt.
 ./build/infer --checkpoint "$work/full" --prompt "In the beginning God created" --max-new 0 --save-cache "$work/kv.safetensors" 2>/dev/null >/dev/null
