@@ -315,7 +315,7 @@ class CudaBackend : public ModelBackend {
     void *classifier_scratch_, *ln_scratch_, *attn_workspace_;
 
     // What the ring's buffer pool (layers/cuda/ring_attention.cuh) holds once a layer has run
-    // its forward and backward, on this rank's busiest peer (later layers and steps reuse the same
+    // its forward and backward, the most any rank of the ring holds (later layers and steps reuse the same
     // sizes): ring_attention_pool_bytes_needed replays the calls' requests, so this is exact when
     // every layer has one pattern (test_ring checks the replay against the pool). Layers of
     // different patterns park different numbers of accumulators; for them the upper bound below,
