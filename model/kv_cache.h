@@ -154,7 +154,6 @@ class KVCache {
         return st;
     }
     void import_state(const IncrementalModel::State& st) {
-        const int C = m_.cfg.n_embd;
         next_pos_ = st.position, n_ = 1;
         for (size_t l = 0; l < layers_.size(); l++) {
             Layer& c = layers_[l];
@@ -164,7 +163,6 @@ class KVCache {
             for (long long j = 0; j < c.rows; j++) c.pos[j] = (int)(c.lo + j);
         }
         lnf_.assign(st.last_hidden.begin(), st.last_hidden.end());
-        (void)C;
     }
 
    private:
