@@ -201,7 +201,7 @@ static int main_body(int argc, char** argv) {
     // Through the KV cache: a model whose every layer keeps a bounded cache (dilated) reads a prompt
     // of any length; others keep the prompt's last --ctx - --max-new tokens (at least one).
     bool bounded = true;
-    for (int l = 0; l < ck.cfg.n_layer; l++) bounded = bounded && kv_rows_bound(ck.cfg.attn(l), 1) >= 0;
+    for (int l = 0; l < ck.cfg.n_layer; l++) bounded = bounded && kv_cache_rows(ck.cfg.attn(l)) >= 0;
     const long long room = std::max(1, ctx - max_new);
     if (!bounded && load_cache.empty() && (long long)ids.size() > room) {
         std::fprintf(stderr, "note: the prompt's %zu tokens are cut to its last %lld (--ctx %d - --max-new %d): this model's "
@@ -219,20 +219,21 @@ static int main_body(int argc, char** argv) {
     if (!load_cache.empty())
         std::fprintf(stderr, "loaded a KV cache of %lld tokens from %s\n", cache->position(), load_cache.c_str());
     const long long total = cache->position() + (long long)ids.size() + max_new;
-    const double cache_bytes = kv_cache_bytes(ck.cfg, total, 1, ch, dev == Device::Cuda ? 2 : 4);
+    const size_t elem = dev == Device::Cuda ? 2 : 4;
+    const double cache_bytes = kv_cache_bytes(ck.cfg, total, 1, elem), unpack_bytes = kv_unpack_bytes(ck.cfg, 1, ch, elem);
     if (dev == Device::Cuda) {
         size_t free_b = 0, total_b = 0;
         CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-        if (cache_bytes > 0.9 * free_b) {
-            const double per_token = kv_cache_bytes(ck.cfg, 2, 1, ch, 2) - kv_cache_bytes(ck.cfg, 1, 1, ch, 2);
+        if (cache_bytes + unpack_bytes > 0.9 * free_b) {
+            const double per_token = kv_cache_bytes(ck.cfg, 2, 1, 2) - kv_cache_bytes(ck.cfg, 1, 1, 2);
             fatal("out of GPU memory: a KV cache for %lld tokens needs %.2f GiB but %.2f GiB are free: the longest context that "
-                  "fits is about %.0f tokens (a shorter --prompt-file, or --ctx)", total, cache_bytes / 1073741824.0,
-                  free_b / 1073741824.0, per_token > 0 ? 0.9 * free_b / per_token : 0.0);
+                  "fits is about %.0f tokens (a shorter --prompt-file, or --ctx)", total, (cache_bytes + unpack_bytes) / 1073741824.0,
+                  free_b / 1073741824.0, per_token > 0 ? (0.9 * free_b - unpack_bytes) / per_token : 0.0);
         }
     }
     if ((long long)ids.size() > ch)
-        std::fprintf(stderr, "prefill: %zu tokens in chunks of %d; the KV cache will hold %.3f GiB\n", ids.size(), ch,
-                     cache_bytes / 1073741824.0);
+        std::fprintf(stderr, "prefill: %zu tokens in chunks of %d; the KV cache will hold %.3f GiB (+ %.3f GiB of rows that chunks unpack into)\n",
+                     ids.size(), ch, cache_bytes / 1073741824.0, unpack_bytes / 1073741824.0);
     if (ids.empty() && load_cache.empty()) fatal("nothing to continue: give --prompt or --prompt-file");
     if (auto* gpu_cache = dynamic_cast<KVCacheCuda*>(cache.get())) gpu_cache->reserve(total);
     const auto t0 = std::chrono::steady_clock::now();

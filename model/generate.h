@@ -125,7 +125,7 @@ PerplexityResult perplexity_cached(Factory factory, const GPTConfig& cfg, const 
     PerplexityResult r;
     const long long total = (long long)ids.size() - 1;
     bool bounded = true;
-    for (int l = 0; l < cfg.n_layer; l++) bounded = bounded && kv_rows_bound(cfg.attn(l), 1) >= 0;
+    for (int l = 0; l < cfg.n_layer; l++) bounded = bounded && kv_cache_rows(cfg.attn(l)) >= 0;
     const bool one_window = (bounded && !sliding) || total <= ctx;
     const long long window = one_window ? total : ctx, stride = one_window ? total : ctx / 2;
     std::vector<float> losses;

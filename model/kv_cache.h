@@ -1,30 +1,56 @@
 // Incremental inference with a KV cache on the CPU: the model runs on the next n tokens of a
 // sequence (a prompt's chunk in prefill, one token in decoding) at their global positions, each
-// layer's queries attending the keys and values its cache keeps from before plus the chunk's own
-// (layers/attention.h's two-sided attention, the pattern's mask deciding which pairs count).
-// What a layer keeps is what a later query can attend (kv_first_needed): every row for a dense
-// or block-sparse layer; for a dilated layer only the rows of the current segment of its longest
-// branch, so its cache never holds more than that segment plus one chunk, however long the
-// sequence. The result equals a full forward over the whole sequence (tests/test_model_cpu.cpp).
+// layer's queries attending the keys and values its cache keeps from before plus the chunk's own.
+// A layer's cache is a list of branches (layers/attention_decode.h): a dense or block-sparse
+// layer keeps every row; a dilated layer keeps, per branch (w_i, r_i) and head, only the rows of
+// the current segment of the head's offset class, packed, so its cache is sum_i ceil(w_i / r_i)
+// rows per head however long the sequence (the spec's bound). One token is decoded against the
+// branches directly (attention_decode); a chunk of queries unpacks the rows it needs into
+// ordinary rows first and runs layers/attention.h's two-sided attention, the pattern's mask
+// deciding which pairs count. The result equals a full forward over the whole sequence
+// (tests/test_model_cpu.cpp).
 #pragma once
 #include <algorithm>
 #include <cstring>
 #include <vector>
+#include "layers/attention_decode.h"
 #include "model/gpt.h"
 
 // The smallest key position that a query at position >= next_pos can attend under p (causal).
 // Dilated: a query's keys lie in its own segment of each branch, and segments are aligned to
-// multiples of their length, so none reaches before the longest branch's current segment.
+// multiples of their length, so none reaches before the earliest of the branches' current
+// segments (less than the longest segment back; segments need not divide one another).
 inline long long kv_first_needed(const AttnPattern& p, long long next_pos) {
     if (p.kind != AttnKind::Dilated) return 0;
-    const long long w = *std::max_element(p.segments.begin(), p.segments.end());
-    return next_pos / w * w;
+    long long first = next_pos;
+    for (int w : p.segments) first = std::min(first, next_pos / w * w);
+    return first;
 }
 
-// Rows a layer's cache holds at most with chunks of up to `chunk` tokens (-1: unbounded).
-inline long long kv_rows_bound(const AttnPattern& p, int chunk) {
+// Packed rows per head of a layer's cache: sum_i ceil(w_i / r_i) for a dilated layer, whatever
+// the context; -1 for a layer that keeps every row.
+inline long long kv_cache_rows(const AttnPattern& p) {
     if (p.kind != AttnKind::Dilated) return -1;
-    return *std::max_element(p.segments.begin(), p.segments.end()) + chunk;
+    long long rows = 0;
+    for (const CacheBranchShape& s : cache_branch_shapes(p)) rows += s.rows;
+    return rows;
+}
+
+// Rows of a layer's cache once `len` tokens are in it: every row, or the dilated bound.
+inline long long kv_cache_rows_at(const AttnPattern& p, long long len) {
+    const long long bound = kv_cache_rows(p);
+    return bound < 0 ? len : bound;
+}
+
+// Ordinary rows a chunk of up to `chunk` queries of a dilated layer unpacks its earlier rows
+// into (one buffer for all layers): the longest segment plus the chunk; 0 without dilated layers.
+inline long long kv_unpack_rows(const GPTConfig& cfg, int chunk) {
+    long long rows = 0;
+    for (int l = 0; l < cfg.n_layer; l++) {
+        const AttnPattern& p = cfg.attn(l);
+        if (p.kind == AttnKind::Dilated) rows = std::max(rows, (long long)*std::max_element(p.segments.begin(), p.segments.end()) + chunk);
+    }
+    return rows;
 }
 
 // What generation and scoring need from a cached model, whatever runs it (the CPU's KVCache
@@ -40,8 +66,9 @@ class IncrementalModel {
     virtual size_t bytes() const = 0;                         // the cache's memory now
     virtual int max_chunk() const = 0;
     // The state as host floats, for a cache file (model/kv_cache_file.h): each layer's K/V rows
-    // (B, rows, 2, H, D) ending at position(), and the final hidden state of each sequence's last
-    // token (B, C), from which its logits come. import_state puts such a state in a fresh cache.
+    // (B, rows, 2, H, D) (every position so far, or a dilated layer's packed branches one after
+    // the other: kv_cache_rows), and the final hidden state of each sequence's last token (B, C),
+    // from which its logits come. import_state puts such a state in a fresh cache.
     struct State {
         long long position = 0;
         std::vector<long long> rows;
@@ -53,14 +80,15 @@ class IncrementalModel {
 };
 
 // Bytes the caches of a model hold at `len` tokens of B sequences, elem bytes per value: what
-// infer prints before a long prefill.
-inline double kv_cache_bytes(const GPTConfig& cfg, long long len, int B, int chunk, size_t elem) {
+// infer prints before a long prefill. kv_unpack_bytes: the one buffer that chunks of a dilated
+// layer unpack into, beside it.
+inline double kv_cache_bytes(const GPTConfig& cfg, long long len, int B, size_t elem) {
     double total = 0;
-    for (int l = 0; l < cfg.n_layer; l++) {
-        const long long bound = kv_rows_bound(cfg.attn(l), chunk);
-        total += (double)(bound < 0 ? len : std::min(bound, len)) * 2 * cfg.n_embd * elem * B;
-    }
+    for (int l = 0; l < cfg.n_layer; l++) total += (double)kv_cache_rows_at(cfg.attn(l), len) * 2 * cfg.n_embd * elem * B;
     return total;
+}
+inline double kv_unpack_bytes(const GPTConfig& cfg, int B, int chunk, size_t elem) {
+    return (double)kv_unpack_rows(cfg, chunk) * 2 * cfg.n_embd * elem * B;
 }
 
 template <typename T>
@@ -71,14 +99,27 @@ class KVCache {
         for (int l = 0; l < model.cfg.n_layer; l++)
             if (!model.cfg.attn(l).causal) fatal("a KV cache needs causal attention (layer %d is not causal)", l);
         if (B < 1 || max_chunk < 1) fatal("KVCache: B %d and max_chunk %d must be >= 1", B, max_chunk);
+        const size_t row = (size_t)2 * model.cfg.n_embd;
+        for (int l = 0; l < model.cfg.n_layer; l++)
+            for (const CacheBranchShape& s : cache_branch_shapes(model.cfg.attn(l))) {
+                layers_[l].branches.push_back({s.w, s.r, nullptr, std::max(s.rows, 0LL)});
+                layers_[l].store.emplace_back((size_t)B * std::max(s.rows, 0LL) * row);
+                layers_[l].branches.back().kv = layers_[l].store.back().data();
+            }
     }
 
     int max_chunk() const { return max_chunk_; }
     long long position() const { return next_pos_; }  // tokens seen so far per sequence
-    long long rows(int layer) const { return layers_[layer].rows; }
-    size_t bytes() const {
+    // Rows per sequence that layer l holds: every position so far, or its packed bound.
+    long long rows(int layer) const { return kv_cache_rows_at(m_.cfg.attn(layer), next_pos_); }
+    size_t layer_bytes(int layer) const {
         size_t n = 0;
-        for (const Layer& c : layers_) n += c.kv.size() * sizeof(T);
+        for (const std::vector<T>& s : layers_[layer].store) n += s.size() * sizeof(T);
+        return n;
+    }
+    size_t bytes() const {  // every layer's, and the rows that chunks unpack into
+        size_t n = scratch_.size() * sizeof(T);
+        for (int l = 0; l < (int)layers_.size(); l++) n += layer_bytes(l);
         return n;
     }
 
@@ -89,8 +130,11 @@ class KVCache {
         const int C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim(), BN = B_ * n;
         check_token_ids(tokens, nullptr, B_, n, cfg.vocab_size);
         n_ = n;
-        std::vector<int> pos(n);
-        for (int i = 0; i < n; i++) pos[i] = (int)(next_pos_ + i);
+        if ((long long)pos_.size() < next_pos_ + n) {
+            pos_.resize(next_pos_ + n);
+            for (size_t i = 0; i < pos_.size(); i++) pos_[i] = (int)i;
+        }
+        const int* qpos = pos_.data() + next_pos_;
         x_.assign((size_t)BN * C, 0), ln_.assign((size_t)BN * C, 0), mean_.assign(BN, 0), rstd_.assign(BN, 0);
         qkv_pre_.assign((size_t)BN * 3 * C, 0), qkv_.assign((size_t)BN * 3 * C, 0), atty_.assign((size_t)BN * C, 0);
         lse_.assign((size_t)BN * H, 0), tmp_.assign((size_t)BN * C, 0), fch_.assign((size_t)BN * 4 * C, 0);
@@ -101,18 +145,15 @@ class KVCache {
             const BlockParams<T>& w = m_.p.blocks[l];
             layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(), w.ln1w, w.ln1b, BN, C);
             matmul_forward(qkv_pre_.data(), ln_.data(), w.qkvw, w.qkvb, BN, C, 3 * C);
-            rope_forward(qkv_.data(), qkv_pre_.data(), pos.data(), B_, n, H, D, cfg.rope_theta);  // (B, n, 3, H, D)
+            rope_forward(qkv_.data(), qkv_pre_.data(), qpos, B_, n, H, D, cfg.rope_theta);  // (B, n, 3, H, D)
             Layer& c = layers_[l];
-            keep_and_append(c, cfg.attn(l), n);
-            // The sequence so far: a segment longer than it is cut to it, as a full forward over it would.
-            const AttnDims dm{1, H, D, (int)(next_pos_ + n)};
-            for (int b = 0; b < B_; b++) {           // one sequence at a time: its cache rows are contiguous
-                const T* q = qkv_.data() + (size_t)b * n * 3 * C;
-                const T* kv = c.kv.data() + (size_t)b * c.cap * 2 * C;
-                const AttnQueries<T> qs{q, 3 * C, n, pos.data(), nullptr, pos[0]};
-                const AttnKeys<T> ks{kv, kv + C, 2 * C, (int)c.rows, c.pos.data(), (int)c.lo};
-                attention_forward(atty_.data() + (size_t)b * n * C, lse_.data() + (size_t)b * H * n, qs, ks, cfg.attn(l), dm,
-                                  scale);  // (n, H, D)
+            const AttnPattern& pat = cfg.attn(l);
+            if (n == 1 && pat.kind != AttnKind::BlockSparse) {  // one token: straight against the branches
+                grow(c, next_pos_ + 1);
+                cache_append(c.branches, qkv_.data(), next_pos_, 1, B_, H, D);
+                attention_decode(atty_.data(), lse_.data(), qkv_.data(), 3 * C, c.branches, next_pos_, B_, H, D, scale);
+            } else {
+                attend_chunk(c, pat, n, scale);
             }
             matmul_forward(tmp_.data(), atty_.data(), w.projw, w.projb, BN, C, C);
             residual_forward(x_.data(), x_.data(), tmp_.data(), (size_t)BN * C);
@@ -137,73 +178,108 @@ class KVCache {
                                     m_.cfg.vocab_size, T(0));
     }
 
+    // Each layer's rows (B, rows, 2C): its branches' rows one after the other (a dense layer's
+    // one branch: the positions so far).
     IncrementalModel::State export_state() const {
-        const int C = m_.cfg.n_embd;
+        const size_t C = m_.cfg.n_embd, row = 2 * C;
         IncrementalModel::State st;
         st.position = next_pos_;
-        for (const Layer& c : layers_) {
-            st.rows.push_back(c.rows);
-            std::vector<float> kv((size_t)B_ * c.rows * 2 * C);
+        for (int l = 0; l < (int)layers_.size(); l++) {
+            const Layer& c = layers_[l];
+            const long long rows = this->rows(l);
+            std::vector<float> kv((size_t)B_ * rows * row);
+            size_t at = 0;
             for (int b = 0; b < B_; b++)
-                for (size_t i = 0; i < (size_t)c.rows * 2 * C; i++) kv[(size_t)b * c.rows * 2 * C + i] = (float)c.kv[(size_t)b * c.cap * 2 * C + i];
+                for (const CacheBranch<T>& br : c.branches) {
+                    const long long n = br.w == kWholeSequence ? next_pos_ : br.rows;
+                    for (size_t i = 0; i < (size_t)n * row; i++) kv[at++] = (float)br.kv[(size_t)b * br.rows * row + i];
+                }
+            st.rows.push_back(rows);
             st.kv.push_back(std::move(kv));
         }
         st.last_hidden.assign((size_t)B_ * C, 0.0f);
         for (int b = 0; b < B_ && n_ > 0; b++)
-            for (int i = 0; i < C; i++) st.last_hidden[(size_t)b * C + i] = (float)lnf_[((size_t)b * n_ + n_ - 1) * C + i];
+            for (size_t i = 0; i < C; i++) st.last_hidden[(size_t)b * C + i] = (float)lnf_[((size_t)b * n_ + n_ - 1) * C + i];
         return st;
     }
     void import_state(const IncrementalModel::State& st) {
+        const size_t row = (size_t)2 * m_.cfg.n_embd;
         next_pos_ = st.position, n_ = 1;
         for (size_t l = 0; l < layers_.size(); l++) {
             Layer& c = layers_[l];
-            c.rows = c.cap = st.rows[l], c.lo = st.position - st.rows[l];
-            c.kv.assign(st.kv[l].begin(), st.kv[l].end());
-            c.pos.resize(c.rows);
-            for (long long j = 0; j < c.rows; j++) c.pos[j] = (int)(c.lo + j);
+            grow(c, st.position);
+            size_t at = 0;
+            for (int b = 0; b < B_; b++)
+                for (CacheBranch<T>& br : c.branches) {
+                    const long long n = br.w == kWholeSequence ? st.position : br.rows;
+                    for (size_t i = 0; i < (size_t)n * row; i++) br.kv[(size_t)b * br.rows * row + i] = (T)st.kv[l][at++];
+                }
         }
         lnf_.assign(st.last_hidden.begin(), st.last_hidden.end());
     }
 
    private:
-    // One layer's cache: K and V rows (B, cap, 2, H, D) at positions lo .. lo + rows - 1.
+    // One layer's cache: its branches (views of store's buffers, (B, rows, 2, H, D) each).
     struct Layer {
-        std::vector<T> kv;
-        std::vector<int> pos;
-        long long lo = 0, rows = 0, cap = 0;
+        std::vector<CacheBranch<T>> branches;
+        std::vector<std::vector<T>> store;
     };
     const GPT<T>& m_;
     int B_, max_chunk_, n_ = 0;
     long long next_pos_ = 0;
     std::vector<Layer> layers_;
-    std::vector<T> x_, ln_, mean_, rstd_, qkv_pre_, qkv_, atty_, lse_, tmp_, fch_, fch_gelu_, lnf_;
+    std::vector<int> pos_;  // 0, 1, 2, ...: positions of queries and keys are slices of it
+    std::vector<T> x_, ln_, mean_, rstd_, qkv_pre_, qkv_, atty_, lse_, tmp_, fch_, fch_gelu_, lnf_, scratch_;
 
-    // Drops the rows no query from next_pos_ on can attend, then appends the chunk's K and V.
-    void keep_and_append(Layer& c, const AttnPattern& p, int n) {
-        const int C = m_.cfg.n_embd;
-        const long long lo = std::max(c.lo, std::min(kv_first_needed(p, next_pos_), c.lo + c.rows));
-        const long long drop = lo - c.lo, keep = c.rows - drop;
-        if (keep + n > c.cap) {  // grow: doubling, so a dense cache reallocates rarely
-            const long long cap = std::max(keep + n, 2 * c.cap);
-            std::vector<T> kv((size_t)B_ * cap * 2 * C);
-            for (int b = 0; b < B_; b++)
-                std::memcpy(kv.data() + (size_t)b * cap * 2 * C, c.kv.data() + ((size_t)b * c.cap + drop) * 2 * C,
-                            (size_t)keep * 2 * C * sizeof(T));
-            c.kv.swap(kv), c.cap = cap;
-        } else if (drop > 0) {
-            for (int b = 0; b < B_; b++) {
-                T* row0 = c.kv.data() + (size_t)b * c.cap * 2 * C;
-                std::memmove(row0, row0 + (size_t)drop * 2 * C, (size_t)keep * 2 * C * sizeof(T));
-            }
-        }
+    // A layer that keeps every row: room for `len` rows per sequence (doubling, so it rarely moves).
+    void grow(Layer& c, long long len) {
+        CacheBranch<T>& br = c.branches[0];
+        if (br.w != kWholeSequence || len <= br.rows) return;
+        const size_t row = (size_t)2 * m_.cfg.n_embd;
+        const long long cap = std::max(len, 2 * br.rows);
+        std::vector<T> kv((size_t)B_ * cap * row);
         for (int b = 0; b < B_; b++)
-            for (int i = 0; i < n; i++) {
-                const T* src = qkv_.data() + ((size_t)b * n + i) * 3 * C;  // k then v, after q
-                std::memcpy(c.kv.data() + ((size_t)b * c.cap + keep + i) * 2 * C, src + C, (size_t)2 * C * sizeof(T));
+            std::memcpy(kv.data() + (size_t)b * cap * row, br.kv + (size_t)b * br.rows * row, (size_t)br.rows * row * sizeof(T));
+        c.store[0].swap(kv);
+        br.kv = c.store[0].data(), br.rows = cap;
+    }
+
+    // A chunk of n queries against the rows before them and their own, through the flash-style
+    // two-sided attention (layers/attention.h) on ordinary rows; the chunk's K and V then go into
+    // the cache.
+    void attend_chunk(Layer& c, const AttnPattern& pat, int n, T scale) {
+        const int C = m_.cfg.n_embd, H = m_.cfg.n_head, D = m_.cfg.head_dim();
+        const AttnDims dm{1, H, D, (int)(next_pos_ + n)};  // the sequence so far: longer segments are cut to it
+        const AttnQueries<T> qs0{nullptr, 3 * C, n, pos_.data() + next_pos_, nullptr, (int)next_pos_};
+        if (pat.kind != AttnKind::Dilated) {  // every row: the cache itself, with the chunk appended
+            grow(c, next_pos_ + n);
+            cache_append(c.branches, qkv_.data(), next_pos_, n, B_, H, D);
+            const CacheBranch<T>& br = c.branches[0];
+            for (int b = 0; b < B_; b++) {
+                AttnQueries<T> qs = qs0;
+                qs.q = qkv_.data() + (size_t)b * n * 3 * C;
+                const T* kv = br.kv + (size_t)b * br.rows * 2 * C;
+                const AttnKeys<T> ks{kv, kv + C, 2 * C, (int)(next_pos_ + n), pos_.data(), 0};
+                attention_forward(atty_.data() + (size_t)b * n * C, lse_.data() + (size_t)b * H * n, qs, ks, pat, dm, scale);
             }
-        c.lo = lo, c.rows = keep + n;
-        c.pos.resize(c.rows);
-        for (long long j = 0; j < c.rows; j++) c.pos[j] = (int)(c.lo + j);
+            return;
+        }
+        // Dilated: the rows from the longest branch's current segment on, unpacked, then the chunk's.
+        const long long lo = kv_first_needed(pat, next_pos_), prior = next_pos_ - lo;
+        for (int b = 0; b < B_; b++) {
+            AttnQueries<T> qs = qs0;
+            qs.q = qkv_.data() + (size_t)b * n * 3 * C;
+            AttnKeys<T> ks{qs.q + C, qs.q + 2 * C, 3 * C, n, pos_.data() + next_pos_, (int)next_pos_};  // no earlier rows
+            if (prior > 0) {
+                scratch_.resize((size_t)(prior + n) * 2 * C);
+                cache_unpack(scratch_.data(), c.branches, lo, next_pos_, b, H, D);
+                for (int i = 0; i < n; i++)
+                    std::memcpy(scratch_.data() + (size_t)(prior + i) * 2 * C, qs.q + (size_t)i * 3 * C + C, (size_t)2 * C * sizeof(T));
+                ks = AttnKeys<T>{scratch_.data(), scratch_.data() + C, 2 * C, (int)(prior + n), pos_.data() + lo, (int)lo};
+            }
+            attention_forward(atty_.data() + (size_t)b * n * C, lse_.data() + (size_t)b * H * n, qs, ks, pat, dm, scale);
+        }
+        cache_append(c.branches, qkv_.data(), next_pos_, n, B_, H, D);
     }
 };
 

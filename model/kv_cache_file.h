@@ -1,9 +1,11 @@
 // A KV cache saved to a file and loaded later (infer --save-cache, --load-cache), so a long
 // prompt (a book, a source tree) is prefilled once and questioned many times. A safetensors file:
-//   kv.<l>        (B, rows_l, 2C) F32: layer l's K and V rows, ending at the cache's position
+//   kv.<l>        (B, rows_l, 2C) F32: layer l's K and V rows: every position before the cache's,
+//                 or a dilated layer's packed branches one after the other (model/kv_cache.h)
 //   last_hidden   (B, C) F32: each sequence's last token's final hidden state (its logits)
-//   metadata: format "longnet-gpt-kv/1", position, the model's config, and a hash of its weights,
-//   so a cache is refused by any other model. Written to a temporary file and renamed.
+//   metadata: format "longnet-gpt-kv/2" (/1 held unpacked dilated rows and is refused), position,
+//   the model's config, and a hash of its weights, so a cache is refused by any other model.
+// Written to a temporary file and renamed.
 // The GPU's bf16 values are written as F32 exactly; a cache from the GPU loads on the GPU to the
 // same bits.
 #pragma once
@@ -28,7 +30,7 @@ inline void save_kv_cache(const std::string& path, IncrementalModel& m, const GP
     }
     tensors.push_back({"last_hidden", {B, cfg.n_embd}, st.last_hidden.data()});
     write_safetensors(path, tensors,
-                      {{"format", "longnet-gpt-kv/1"}, {"position", std::to_string(st.position)},
+                      {{"format", "longnet-gpt-kv/2"}, {"position", std::to_string(st.position)},
                        {"config", config_to_json(cfg)}, {"weights", fingerprint}});
 }
 
@@ -41,7 +43,9 @@ inline void load_kv_cache(const std::string& path, IncrementalModel& m, const GP
         if (it == f.metadata.end()) fatal("--load-cache %s: no \"%s\" in its metadata: not a KV cache file (infer --save-cache writes them)", path.c_str(), key);
         return it->second;
     };
-    if (meta("format") != "longnet-gpt-kv/1") fatal("--load-cache %s: format %s, expected longnet-gpt-kv/1", path.c_str(), meta("format").c_str());
+    if (meta("format") != "longnet-gpt-kv/2")
+        fatal("--load-cache %s: format %s, expected longnet-gpt-kv/2: prefill again with this version's infer --save-cache",
+              path.c_str(), meta("format").c_str());
     if (meta("config") != config_to_json(cfg) || meta("weights") != fingerprint)
         fatal("--load-cache %s was made by another model or checkpoint: prefill again with this --checkpoint", path.c_str());
     IncrementalModel::State st;
@@ -55,10 +59,8 @@ inline void load_kv_cache(const std::string& path, IncrementalModel& m, const GP
         if (!f.has(name)) fatal("--load-cache %s has no tensor %s", path.c_str(), name.c_str());
         const std::vector<int>& shape = f.tensors.at(name).shape;
         const long long rows = shape.size() == 3 ? shape[1] : -1;
-        const long long first = kv_first_needed(cfg.attn(l), st.position - 1);
-        // rows end at position; a layer holds at least what its next query needs, at most all.
-        if (shape.size() != 3 || shape[0] != B || shape[2] != 2 * cfg.n_embd || rows > st.position || rows < st.position - first)
-            fatal("--load-cache %s: tensor %s has shape that does not fit %d sequences at position %lld", path.c_str(),
+        if (shape.size() != 3 || shape[0] != B || shape[2] != 2 * cfg.n_embd || rows != kv_cache_rows_at(cfg.attn(l), st.position))
+            fatal("--load-cache %s: tensor %s has a shape that does not fit %d sequences at position %lld", path.c_str(),
                   name.c_str(), B, st.position);
         st.rows.push_back(rows);
         st.kv.emplace_back((size_t)B * rows * 2 * cfg.n_embd);

@@ -281,26 +281,27 @@ static void test_recompute_policies(uint64_t seed) {
 // at a time, gives the logits of a full forward over the whole sequence at every position, for
 // dense, dilated and block-sparse layers, across the dilated segments' borders; the dilated
 // layer's cache stays within its bound, the dense one keeps every row.
-static void test_kv_cache(uint64_t seed) {
+// Dilated patterns: nested segments; and segments that do not divide one another, with a dilation
+// above the head count (offset classes that no head keeps) and one that does not divide its segment.
+static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.n_layer = 3;
-    AttnPattern dil;
-    dil.kind = AttnKind::Dilated, dil.segments = {4, 8}, dil.dilations = {1, 2};
     AttnPattern bs;
     bs.kind = AttnKind::BlockSparse, bs.block = 2, bs.window = 3, bs.global = 1;
     cfg.layer_attn = {AttnPattern{}, dil, bs};
     const int B = 2, N = 37, chunk = 5, prompt = 13;
-    GPT<float> full(cfg);
+    GPT<double> full(cfg);  // in double: the cache sums in another order than the full forward
     full.init_weights(seed);
     std::vector<int> tokens(B * N);
     for (int& t : tokens) t = rng.randint(0, cfg.vocab_size - 1);
     full.forward(tokens.data(), nullptr, nullptr, B, N);
-    KVCache<float> cache(full, B, chunk);
-    std::vector<float> want(cfg.vocab_size), got(cfg.vocab_size);
+    KVCache<double> cache(full, B, chunk);
+    std::vector<double> want(cfg.vocab_size), got(cfg.vocab_size);
     std::vector<int> piece;
     double worst = 0;
-    long long most_dilated_rows = 0;
+    const size_t dilated_bytes = cache.layer_bytes(1);
+    bool dilated_fixed = true;
     for (int at = 0; at < N;) {
         const int n = at < prompt ? std::min(chunk, prompt - at) : 1;  // prefill in chunks, then decode
         piece.clear();
@@ -313,14 +314,19 @@ static void test_kv_cache(uint64_t seed) {
                 worst = std::max(worst, gc::rel_error(got.data(), want.data(), cfg.vocab_size, 1e-6));
             }
         at += n;
-        most_dilated_rows = std::max(most_dilated_rows, cache.rows(1));
+        dilated_fixed = dilated_fixed && cache.layer_bytes(1) == dilated_bytes;
     }
-    report(worst < 1e-5, "KV cache: prefill in chunks + decode == full forward", worst, 1e-5);
-    report(most_dilated_rows <= kv_rows_bound(dil, chunk) && cache.rows(0) == N,
-           "KV cache: dilated rows <= longest segment + chunk, dense keeps all", (double)most_dilated_rows,
-           (double)kv_rows_bound(dil, chunk));
+    const std::string name = "KV cache == full forward, dilated w " + std::to_string(dil.segments[0]) + "," +
+                             std::to_string(dil.segments[1]) + " r " + std::to_string(dil.dilations[0]) + "," +
+                             std::to_string(dil.dilations[1]);
+    report(worst < 1e-10, name.c_str(), worst, 1e-10);
+    // sum_i ceil(w_i / r_i) packed rows per head, of 2 x width values, per sequence.
+    const size_t bound = (size_t)B * packed_rows * 2 * cfg.n_embd * sizeof(double);
+    report(dilated_fixed && dilated_bytes == bound && cache.rows(0) == N,
+           "KV cache: dilated layer holds sum w_i/r_i packed rows, never more; dense keeps all", (double)dilated_bytes,
+           (double)bound);
     // The check can fail: decoding with the wrong position (a cache that forgot one token).
-    KVCache<float> off(full, B, chunk);
+    KVCache<double> off(full, B, chunk);
     off.append(tokens.data() + 1, 1);  // sequence 0 shifted by one: its first token is missing
     full.logits_at(want.data(), 0, 0);
     off.logits(got.data(), 0, 0);
@@ -412,7 +418,8 @@ static int main_body(int argc, char** argv) {
     test_overfit(seed);
     test_checkpoint_roundtrip(seed);
     test_recompute_policies(seed);
-    test_kv_cache(seed);
+    test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {4, 8}, {1, 2}), 4 + 4);
+    test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {6, 9}, {4, 3}), 2 + 3);
     test_sliding_perplexity(seed, false);
     test_sliding_perplexity(seed, true);
     test_kv_cache_file(seed);

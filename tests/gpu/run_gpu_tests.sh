@@ -57,6 +57,8 @@ sanitize memcheck_two_sided memcheck --leak-check no "$BIN/test_attention_two_si
 sanitize racecheck_two_sided racecheck "$BIN/test_attention_two_sided" --small
 sanitize memcheck_ring memcheck --leak-check no "$BIN/test_ring" --small
 sanitize memcheck_ops memcheck --leak-check no "$BIN/test_ops" --small
+sanitize memcheck_decode memcheck --leak-check no "$BIN/test_kv_cache" --kernels
+sanitize racecheck_decode racecheck "$BIN/test_kv_cache" --kernels
 # racecheck cannot model cuBLASLt's own Hopper kernels (it flags hazards inside nvjet_sm90_*),
 # so it runs on our reduction kernels only.
 sanitize racecheck_layernorm racecheck "$BIN/test_ops" --small --filter layernorm

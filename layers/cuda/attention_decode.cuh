@@ -1,0 +1,316 @@
+// Decoding one token against a KV cache on the GPU: the kernels of layers/attention_decode.h
+// (read that first; the CPU reference, name for name), then their launchers.
+//
+//   cache_append_cuda     the K and V of n new tokens into each branch's packed rows
+//   attention_decode_cuda one query row per sequence against the branches: each branch cut into
+//                         at most kMaxPieces pieces of at least min_rows packed rows, one thread
+//                         block per (piece, head, sequence), each writing an fp32 partial O and
+//                         its log-sum-exp; a second kernel merges the pieces (and so the
+//                         branches) by log-sum-exp. A dilated branch (a few thousand rows) is cut
+//                         small, so that its few active heads still spread over many blocks; a
+//                         dense one at 1M rows into pieces of 4096, enough blocks to keep every
+//                         SM reading
+//   cache_unpack_cuda     a chunk's earlier rows, unpacked into ordinary rows for the flash kernels
+//
+// The position of the token comes from device memory, never from a kernel argument, so the
+// same launches decode every step: a decode step is captured once as a CUDA graph and replayed
+// (model/kv_cache_cuda.cuh). A block whose piece lies past the query's row exits at once, so
+// the grid can cover a dense branch's whole allocation.
+//
+// Bytes: a decode step reads, per head and branch, the kept rows (K and V, 2 D bf16 each) once;
+// the partials are (pieces, H, D + 1) fp32, small beside them.
+#pragma once
+#include <vector>
+#include "layers/attention_decode.h"
+#include "layers/cuda/common.cuh"
+
+namespace decode {
+
+constexpr int kMaxBranches = 8;
+constexpr int kMaxPieces = 256;    // per branch
+constexpr int kThreads = 128;      // threads of attention_decode_kernel: one key row each per tile
+constexpr int kMergeThreads = 256;
+
+// Packed rows per piece of a branch of `rows` rows.
+inline long long piece_rows(long long rows, int min_rows) { return std::max<long long>(min_rows, (rows + kMaxPieces - 1) / kMaxPieces); }
+
+// The branches of one layer as a kernel argument.
+struct Branches {
+    int n, H;
+    long long w[kMaxBranches];
+    int r[kMaxBranches];
+    bf16* kv[kMaxBranches];        // (B, rows, 2, H, D)
+    long long rows[kMaxBranches];  // rows allocated per sequence
+    int piece_rows[kMaxBranches];
+    int first_piece[kMaxBranches + 1];
+};
+
+inline Branches make_branches(const std::vector<CacheBranch<bf16>>& br, int H, int min_rows) {
+    if (br.empty() || br.size() > (size_t)kMaxBranches)
+        fatal("attention_decode_cuda: %zu branches, the kernel takes 1 to %d", br.size(), kMaxBranches);
+    Branches b{};
+    b.n = (int)br.size(), b.H = H;
+    for (int i = 0; i < b.n; i++) {
+        b.w[i] = br[i].w, b.r[i] = br[i].r, b.kv[i] = br[i].kv, b.rows[i] = br[i].rows;
+        b.piece_rows[i] = (int)piece_rows(br[i].rows, min_rows);
+        b.first_piece[i + 1] = b.first_piece[i] + ceil_div(br[i].rows, b.piece_rows[i]);
+    }
+    return b;
+}
+
+__device__ inline float warp_max(float x) {
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+__device__ inline float warp_sum(float x) {
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+// One thread per (sequence, token, head, 8 values of D): that head's K and V of the token into
+// the packed row of every branch whose class keeps it (earlier segments than the last skipped).
+__global__ void cache_append_kernel(Branches br, const bf16* qkv, const int* p0_dev, int n, int B, int D) {
+    const int H = br.H, pieces = D / 8;
+    const size_t C = (size_t)H * D, total = (size_t)B * n * H * pieces;
+    const long long p0 = *p0_dev;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)(idx % pieces), h = (int)(idx / pieces % H), i = (int)(idx / pieces / H % n);
+        const int b = (int)(idx / pieces / H / n);
+        const long long p = p0 + i;
+        const bf16* src = qkv + ((size_t)b * n + i) * 3 * C + (size_t)h * D + c * 8;  // its q; K at +C, V at +2C
+        const uint4 k = *(const uint4*)(src + C), v = *(const uint4*)(src + 2 * C);
+        for (int j = 0; j < br.n; j++) {
+            if (p / br.w[j] != (p0 + n - 1) / br.w[j]) continue;
+            const long long t = cache_row(p, br.w[j], br.r[j], h);
+            if (t < 0) continue;
+            bf16* dst = br.kv[j] + ((size_t)b * br.rows[j] + t) * 2 * C + (size_t)h * D + c * 8;
+            *(uint4*)dst = k, *(uint4*)(dst + C) = v;
+        }
+    }
+}
+
+// Block (piece, head h, sequence b), kThreads threads. Tiles of kThreads packed rows: each thread
+// scores one row (scores in log2 units; its 8 16-byte loads in flight at once), the tile's
+// softmax weights go through shared memory, then each thread adds 8 dims of V for every RG-th row
+// of the tile, its loads again all issued before the sums: a decode step is a chain of memory
+// latencies, not of bandwidth, unless the loads of a thread overlap.
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_decode_kernel(float* po, float* pl, const bf16* __restrict__ q,
+                                                                     int q_stride, Branches br, const int* pos,
+                                                                     float scale_log2) {
+    constexpr int NW = kThreads / 32, DC = D / 8, RG = kThreads / DC, RPT = kThreads / RG;
+    const int piece = blockIdx.x, h = blockIdx.y, b = blockIdx.z, H = br.H, S = br.first_piece[br.n];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c = tid % DC, g = tid / DC;
+    int i = 0;
+    while (i + 1 < br.n && piece >= br.first_piece[i + 1]) i++;
+    const long long p = *pos, k = cache_row(p, br.w[i], br.r[i], h);
+    const long long row0 = (long long)(piece - br.first_piece[i]) * br.piece_rows[i];
+    const long long end = min(row0 + br.piece_rows[i], k + 1);  // k < 0: no row
+    float* o = po + (((size_t)b * S + piece) * H + h) * D;
+    float* l = pl + ((size_t)b * S + piece) * H + h;
+    if (end <= row0) {  // this head does not keep p in this branch, or the piece lies past p's row
+        for (int d = tid; d < D; d += kThreads) o[d] = 0;
+        if (tid == 0) *l = -INFINITY;
+        return;
+    }
+    __shared__ float qs[D], ps[kThreads], red[NW], acc_s[RG][D];
+    const size_t C = (size_t)H * D;
+    const bf16* qh = q + (size_t)b * q_stride + (size_t)h * D;
+    for (int d = tid; d < D; d += kThreads) qs[d] = __bfloat162float(qh[d]) * scale_log2;
+    __syncthreads();
+    const bf16* __restrict__ base = br.kv[i] + (size_t)b * br.rows[i] * 2 * C + (size_t)h * D;  // row t's K at base + t 2C
+    float m = -INFINITY, lsum = 0, acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = 0;
+    for (long long t0 = row0; t0 < end; t0 += kThreads) {
+        const int nt = (int)min((long long)kThreads, end - t0);
+        float s = -INFINITY;
+        if (tid < nt) {
+            const uint4* kr = (const uint4*)(base + (size_t)(t0 + tid) * 2 * C);
+            uint4 u[DC];
+#pragma unroll
+            for (int cc = 0; cc < DC; cc++) u[cc] = __ldg(kr + cc);
+            float dot = 0;
+#pragma unroll
+            for (int cc = 0; cc < DC; cc++) {
+                const __nv_bfloat162* e = (const __nv_bfloat162*)&u[cc];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float2 f = __bfloat1622float2(e[j]);
+                    dot += qs[cc * 8 + 2 * j] * f.x + qs[cc * 8 + 2 * j + 1] * f.y;
+                }
+            }
+            s = dot;
+        }
+        float mx = warp_max(s);
+        if (lane == 0) red[warp] = mx;
+        __syncthreads();
+        mx = red[0];
+        for (int w = 1; w < NW; w++) mx = fmaxf(mx, red[w]);
+        __syncthreads();
+        const float m_new = fmaxf(m, mx), corr = exp2f(m - m_new);  // m = -inf at first: corr 0
+        const float e = tid < nt ? exp2f(s - m_new) : 0.0f;
+        ps[tid] = e;
+        const float ws = warp_sum(e);
+        if (lane == 0) red[warp] = ws;
+        __syncthreads();
+        float sum = 0;
+        for (int w = 0; w < NW; w++) sum += red[w];
+        lsum = lsum * corr + sum, m = m_new;
+        for (int j = 0; j < 8; j++) acc[j] *= corr;
+        uint4 v[RPT];
+#pragma unroll
+        for (int u = 0; u < RPT; u++) {
+            const int t = g + u * RG;
+            if (t < nt) v[u] = __ldg((const uint4*)(base + (size_t)(t0 + t) * 2 * C + C) + c);
+        }
+#pragma unroll
+        for (int u = 0; u < RPT; u++) {
+            const int t = g + u * RG;
+            if (t >= nt) continue;
+            const float pt = ps[t];
+            const __nv_bfloat162* e = (const __nv_bfloat162*)&v[u];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float2 f = __bfloat1622float2(e[j]);
+                acc[2 * j] += pt * f.x, acc[2 * j + 1] += pt * f.y;
+            }
+        }
+        __syncthreads();  // ps and red are rewritten by the next tile
+    }
+    for (int j = 0; j < 8; j++) acc_s[g][c * 8 + j] = acc[j];
+    __syncthreads();
+    for (int d = tid; d < D; d += kThreads) {
+        float a = 0;
+        for (int r = 0; r < RG; r++) a += acc_s[r][d];
+        o[d] = a / lsum;
+    }
+    if (tid == 0) *l = (m + log2f(lsum)) * 0.69314718055994531f;  // log2 units back to natural
+}
+
+// Block (head h, sequence b): out (B, H, D) bf16 and lse (B, H) from the S partials by
+// log-sum-exp; a thread takes 8 dims of every G-th piece.
+template <int D>
+__global__ void __launch_bounds__(kMergeThreads) attention_decode_merge_kernel(bf16* out, float* lse, const float* __restrict__ po,
+                                                                                const float* __restrict__ pl, int S) {
+    constexpr int NW = kMergeThreads / 32, DC = D / 8, G = kMergeThreads / DC;
+    const int h = blockIdx.x, b = blockIdx.y, H = gridDim.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int c = tid % DC, g = tid / DC;
+    const float* L = pl + (size_t)b * S * H + h;  // piece s's at L[s H]
+    __shared__ float red[NW], wsum_s[G], acc_s[G][D];
+    float mx = -INFINITY;
+#pragma unroll 4
+    for (int s = tid; s < S; s += kMergeThreads) mx = fmaxf(mx, L[(size_t)s * H]);
+    mx = warp_max(mx);
+    if (lane == 0) red[warp] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (int w = 1; w < NW; w++) mx = fmaxf(mx, red[w]);
+    bf16* oh = out + ((size_t)b * H + h) * D;
+    if (mx == -INFINITY) {  // no branch keeps the query for this head
+        for (int d = tid; d < D; d += kMergeThreads) oh[d] = __float2bfloat16(0.0f);
+        if (tid == 0) lse[(size_t)b * H + h] = -INFINITY;
+        return;
+    }
+    float wsum = 0, acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = 0;
+#pragma unroll 4
+    for (int s = g; s < S; s += G) {
+        const float ls = L[(size_t)s * H];
+        const float4* o = (const float4*)(po + (((size_t)b * S + s) * H + h) * D + c * 8);
+        const float4 x = o[0], y = o[1];
+        const float w = ls == -INFINITY ? 0.0f : __expf(ls - mx);  // an empty piece's O is 0
+        wsum += w;
+        acc[0] += w * x.x, acc[1] += w * x.y, acc[2] += w * x.z, acc[3] += w * x.w;
+        acc[4] += w * y.x, acc[5] += w * y.y, acc[6] += w * y.z, acc[7] += w * y.w;
+    }
+    for (int j = 0; j < 8; j++) acc_s[g][c * 8 + j] = acc[j];
+    if (c == 0) wsum_s[g] = wsum;
+    __syncthreads();
+    float total = 0;
+    for (int r = 0; r < G; r++) total += wsum_s[r];
+    for (int d = tid; d < D; d += kMergeThreads) {
+        float a = 0;
+        for (int r = 0; r < G; r++) a += acc_s[r][d];
+        oh[d] = __float2bfloat16(a / total);
+    }
+    if (tid == 0) lse[(size_t)b * H + h] = mx + logf(total);
+}
+
+// One thread per (sequence, position in [lo, p0), head, 8 values of D): the first branch whose
+// class keeps that position for that head gives its K and V (every branch that keeps it holds
+// the same values).
+__global__ void cache_unpack_kernel(bf16* rows, long long rows_per_seq, Branches br, long long lo, long long p0, int B,
+                                    int D) {
+    const int H = br.H, pieces = D / 8;
+    const size_t C = (size_t)H * D, n = (size_t)(p0 - lo), total = (size_t)B * n * H * pieces;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)(idx % pieces), h = (int)(idx / pieces % H);
+        const long long i = (long long)(idx / pieces / H % n), p = lo + i;
+        const int b = (int)(idx / pieces / H / n);
+        for (int j = 0; j < br.n; j++) {
+            if (p < p0 / br.w[j] * br.w[j]) continue;  // before this branch's current segment
+            const long long t = cache_row(p, br.w[j], br.r[j], h);
+            if (t < 0) continue;
+            const bf16* src = br.kv[j] + ((size_t)b * br.rows[j] + t) * 2 * C + (size_t)h * D + c * 8;
+            bf16* dst = rows + ((size_t)b * rows_per_seq + i) * 2 * C + (size_t)h * D + c * 8;
+            *(uint4*)dst = *(const uint4*)src, *(uint4*)(dst + C) = *(const uint4*)(src + C);
+            break;
+        }
+    }
+}
+
+inline void check_head_dim(int D, const char* who) {
+    if (D != 64 && D != 128) fatal("%s: head dim %d is not supported (64 or 128)", who, D);
+}
+
+}  // namespace decode
+
+// The pieces attention_decode_cuda cuts a layer's branches into (min_rows: the fewest rows of a
+// piece): its partials are (B, pieces, H, D) and (B, pieces, H) fp32.
+inline int attention_decode_pieces(const std::vector<CacheBranch<bf16>>& branches, int min_rows) {
+    return decode::make_branches(branches, 1, min_rows).first_piece[branches.size()];
+}
+
+// The K and V of n tokens (qkv (B, n, 3, H, D)) at positions *p0_dev .. + n - 1 into the branches.
+inline void cache_append_cuda(const std::vector<CacheBranch<bf16>>& branches, const bf16* qkv, const int* p0_dev, int n,
+                              int B, int H, int D, cudaStream_t stream) {
+    decode::check_head_dim(D, "cache_append_cuda");
+    const decode::Branches br = decode::make_branches(branches, H, 1);
+    const size_t total = (size_t)B * n * H * (D / 8);
+    decode::cache_append_kernel<<<(int)std::min<size_t>((total + 255) / 256, 8192), 256, 0, stream>>>(br, qkv, p0_dev, n, B, D);
+    CUDA_CHECK_LAST();
+}
+
+// out (B, H, D) bf16, lse (B, H): each sequence's query row (q + b q_stride) at position *pos_dev
+// against the branches, after cache_append_cuda stored that position. po, pl: the partials.
+inline void attention_decode_cuda(bf16* out, float* lse, const bf16* q, int q_stride,
+                                  const std::vector<CacheBranch<bf16>>& branches, const int* pos_dev, int B, int H, int D,
+                                  float scale, int min_rows, float* po, float* pl, cudaStream_t stream) {
+    decode::check_head_dim(D, "attention_decode_cuda");
+    const decode::Branches br = decode::make_branches(branches, H, min_rows);
+    const int S = br.first_piece[br.n];
+    const dim3 grid(S, H, B);
+    const float scale_log2 = scale * 1.4426950408889634f;
+    if (D == 64) {
+        decode::attention_decode_kernel<64><<<grid, decode::kThreads, 0, stream>>>(po, pl, q, q_stride, br, pos_dev, scale_log2);
+        CUDA_CHECK_LAST();
+        decode::attention_decode_merge_kernel<64><<<dim3(H, B), decode::kMergeThreads, 0, stream>>>(out, lse, po, pl, S);
+    } else {
+        decode::attention_decode_kernel<128><<<grid, decode::kThreads, 0, stream>>>(po, pl, q, q_stride, br, pos_dev, scale_log2);
+        CUDA_CHECK_LAST();
+        decode::attention_decode_merge_kernel<128><<<dim3(H, B), decode::kMergeThreads, 0, stream>>>(out, lse, po, pl, S);
+    }
+    CUDA_CHECK_LAST();
+}
+
+// The rows at positions lo .. p0 - 1 of each sequence, unpacked into rows (B, rows_per_seq, 2, H, D).
+inline void cache_unpack_cuda(bf16* rows, long long rows_per_seq, const std::vector<CacheBranch<bf16>>& branches,
+                              long long lo, long long p0, int B, int H, int D, cudaStream_t stream) {
+    if (p0 <= lo) return;
+    decode::check_head_dim(D, "cache_unpack_cuda");
+    const decode::Branches br = decode::make_branches(branches, H, 1);
+    const size_t total = (size_t)B * (p0 - lo) * H * (D / 8);
+    decode::cache_unpack_kernel<<<(int)std::min<size_t>((total + 255) / 256, 8192), 256, 0, stream>>>(rows, rows_per_seq, br, lo,
+                                                                                                    p0, B, D);
+    CUDA_CHECK_LAST();
+}
