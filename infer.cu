@@ -70,15 +70,24 @@ static void write_position_losses(const std::string& path, const PositionLosses&
     write_file_atomic(path, csv);
 }
 
+// Tokens of the longest of the batch's prompts (0 without --prompts-file).
+static size_t longest_prompt_tokens(const Tokenizer& tok, const std::vector<std::string>& prompts) {
+    size_t n = 0;
+    for (const std::string& p : prompts) n = std::max(n, tok.encode(p).size());
+    return n;
+}
+
 static int main_body(int argc, char** argv) {
     std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
     int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0, chunk = 0, min_doc_tokens = 0;
-    std::string windows = "auto", per_position, save_cache, load_cache;
+    std::string windows = "auto", per_position, save_cache, load_cache, prompts_file;
     float temperature = 0.8f, top_p = 0.95f;
     Flags flags("infer", "Generate text from a checkpoint, or measure perplexity over a file.");
     flags.add_string("checkpoint", &checkpoint, "a .safetensors checkpoint, or a directory (its latest checkpoint)");
     flags.add_string("prompt", &prompt, "text to continue");
     flags.add_string("prompt-file", &prompt_file, "file whose text is put before --prompt");
+    flags.add_string("prompts-file", &prompts_file, "continue each line of this file at once (a batch through one cache), "
+                                                    "after the --prompt-file or --load-cache context; \\n in a line is a newline");
     flags.add_int("max-new", &max_new, "tokens to generate");
     flags.add_float("temperature", &temperature, "sampling temperature (0: greedy)");
     flags.add_int("top-k", &top_k, "sample among the k most likely tokens (0: all)");
@@ -122,6 +131,8 @@ static int main_body(int argc, char** argv) {
     if (chunk < 0) fatal("--chunk must be >= 0 (got %d)", chunk);
     if ((!save_cache.empty() || !load_cache.empty()) && !ppl_file.empty())
         fatal("--save-cache and --load-cache are for generation: drop --perplexity");
+    if (!prompts_file.empty() && (!prompt.empty() || !ppl_file.empty()))
+        fatal("--prompts-file gives the prompts: drop --prompt%s", ppl_file.empty() ? "" : " and --perplexity");
     if (ctx == 1 || ctx > kMaxSeqLen) fatal("--ctx must be 0 (the training --seq-len) or in [2, %d] (got %d)", kMaxSeqLen, ctx);
     const Device dev = resolve_device(device);
     const AttnBackend attn = parse_attention_backend(attention, /*doc_mask=*/false);
@@ -129,6 +140,23 @@ static int main_body(int argc, char** argv) {
     // Read the input files before the checkpoint, so a wrong path fails fast.
     const std::string ppl_text = ppl_file.empty() ? "" : read_file(ppl_file, "check the --perplexity path");
     std::string context = prompt_file.empty() ? "" : read_file(prompt_file, "check the --prompt-file path");
+    std::vector<std::string> batch_prompts;
+    if (!prompts_file.empty()) {
+        const std::string text = read_file(prompts_file, "check the --prompts-file path");
+        size_t at = 0;
+        while (at < text.size()) {
+            size_t end = text.find('\n', at);
+            if (end == std::string::npos) end = text.size();
+            std::string line = text.substr(at, end - at), p;
+            for (size_t i = 0; i < line.size(); i++) {
+                if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == 'n') p += '\n', i++;
+                else p += line[i];
+            }
+            if (!p.empty()) batch_prompts.push_back(p);
+            at = end + 1;
+        }
+        if (batch_prompts.empty()) fatal("--prompts-file %s has no prompt: give one per line", prompts_file.c_str());
+    }
     if (!ppl_file.empty() && ppl_text.empty()) fatal("--perplexity %s is empty", ppl_file.c_str());
     std::string path = checkpoint;
     if (is_directory(path)) {
@@ -202,7 +230,7 @@ static int main_body(int argc, char** argv) {
     // of any length; others keep the prompt's last --ctx - --max-new tokens (at least one).
     bool bounded = true;
     for (int l = 0; l < ck.cfg.n_layer; l++) bounded = bounded && kv_cache_rows(ck.cfg.attn(l)) >= 0;
-    const long long room = std::max(1, ctx - max_new);
+    const long long room = std::max<long long>(1, ctx - max_new - (long long)longest_prompt_tokens(tok, batch_prompts));
     if (!bounded && load_cache.empty() && (long long)ids.size() > room) {
         std::fprintf(stderr, "note: the prompt's %zu tokens are cut to its last %lld (--ctx %d - --max-new %d): this model's "
                      "dense layers keep every row\n", ids.size(), room, ctx, max_new);
@@ -218,9 +246,16 @@ static int main_body(int argc, char** argv) {
                  ck.cfg.n_layer, ck.cfg.n_embd, model.num_params() / 1e6, ctx, model.name().c_str());
     if (!load_cache.empty())
         std::fprintf(stderr, "loaded a KV cache of %lld tokens from %s\n", cache->position(), load_cache.c_str());
-    const long long total = cache->position() + (long long)ids.size() + max_new;
+    // A batch of prompts: each tokenized alone, continued after the context by its own sequence.
+    std::vector<std::vector<int>> batch_ids;
+    size_t longest = 0;
+    for (const std::string& p : batch_prompts) batch_ids.push_back(tok.encode(p)), longest = std::max(longest, batch_ids.back().size());
+    for (size_t b = 0; b < batch_ids.size(); b++)
+        if (batch_ids[b].empty()) fatal("--prompts-file: prompt %zu encodes to no token", b + 1);
+    const int B = batch_ids.empty() ? 1 : (int)batch_ids.size();
+    const long long total = cache->position() + (long long)ids.size() + (long long)longest + max_new;
     const size_t elem = dev == Device::Cuda ? 2 : 4;
-    const double cache_bytes = kv_cache_bytes(ck.cfg, total, 1, elem), unpack_bytes = kv_unpack_bytes(ck.cfg, 1, ch, elem);
+    const double cache_bytes = kv_cache_bytes(ck.cfg, total, B > 1 ? B + 1 : 1, elem), unpack_bytes = kv_unpack_bytes(ck.cfg, B, ch, elem);
     if (dev == Device::Cuda) {
         size_t free_b = 0, total_b = 0;
         CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -237,7 +272,7 @@ static int main_body(int argc, char** argv) {
     if (ids.empty() && load_cache.empty()) fatal("nothing to continue: give --prompt or --prompt-file");
     if (auto* gpu_cache = dynamic_cast<KVCacheCuda*>(cache.get())) gpu_cache->reserve(total);
     const auto t0 = std::chrono::steady_clock::now();
-    generate_cached(*cache, ck.cfg.vocab_size, ids, 0, max_new, sampler, tok.eos_id(),
+    generate_cached(*cache, ck.cfg.vocab_size, ids, 0, batch_ids.empty() ? max_new : 0, sampler, tok.eos_id(),
                     [&](int id) {
                         std::fputs(stream.push(id).c_str(), stdout);
                         std::fflush(stdout);
@@ -250,8 +285,32 @@ static int main_body(int argc, char** argv) {
                             std::fprintf(stderr, "saved the KV cache of %lld tokens to %s\n", cache->position(), save_cache.c_str());
                         }
                     });
-    std::fputs(stream.flush().c_str(), stdout);
-    std::fputc('\n', stdout);
+    if (batch_ids.empty()) {
+        std::fputs(stream.flush().c_str(), stdout);
+        std::fputc('\n', stdout);
+        return 0;
+    }
+    // The batch: the context copied into every sequence, then all prompts continued at once.
+    std::unique_ptr<IncrementalModel> batch = make_kv_cache(model, B, ch);
+    if (auto* gpu_batch = dynamic_cast<KVCacheCuda*>(batch.get())) gpu_batch->reserve(total);
+    batch->replicate(*cache);
+    cache.reset();
+    std::vector<std::vector<int>> made(B);
+    const auto t1 = std::chrono::steady_clock::now();
+    const long long steps = generate_batch(*batch, ck.cfg.vocab_size, batch_ids, max_new, sampler, tok.eos_id(),
+                                           [&](int b, int id) { made[b].push_back(id); });
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    long long tokens = 0;
+    for (int b = 0; b < B; b++) {
+        tokens += (long long)made[b].size();
+        StreamDecoder text(tok);  // primed with the prompt, so the continuation's first piece keeps its space
+        text.prime(batch_ids[b]);
+        std::string cont;
+        for (int id : made[b]) cont += text.push(id);
+        std::printf("=== %d ===\n%s%s\n", b + 1, batch_prompts[b].c_str(), (cont + text.flush()).c_str());
+    }
+    std::fprintf(stderr, "decoded %d prompts at once after %lld tokens of context: %lld steps, %lld new tokens in %.2f s (%.1f tokens/s)\n",
+                 B, (long long)ids.size(), steps, tokens, secs, tokens / secs);
     return 0;
 }
 

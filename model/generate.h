@@ -97,6 +97,45 @@ void generate_cached(IncrementalModel& m, int vocab, std::vector<int>& ids, size
     }
 }
 
+// Continues B prompts at once through a cache of B sequences that each hold the same context
+// (IncrementalModel::replicate): every step appends one token to every sequence, so they stay at
+// the same position. A sequence still in its prompt is fed its next prompt token; one past it,
+// its last sampled token. Each samples up to max_new tokens (stopping at end-of-text), calling
+// on_token(b, id) after each; prompts must not be empty. Returns the decode steps run.
+template <class F>
+long long generate_batch(IncrementalModel& m, int vocab, const std::vector<std::vector<int>>& prompts, int max_new,
+                         Sampler& sampler, int eos_id, F on_token) {
+    const int B = (int)prompts.size();
+    std::vector<float> logits(vocab);
+    std::vector<int> input(B, 0), made(B, 0);
+    std::vector<char> done(B, max_new < 1);
+    for (const std::vector<int>& p : prompts)
+        if (p.empty()) fatal("generate_batch: an empty prompt (each needs at least one token)");
+    long long steps = 0;
+    for (long long t = 0;; t++) {
+        bool all_done = true;
+        for (int b = 0; b < B; b++) all_done = all_done && done[b];
+        if (all_done) break;
+        for (int b = 0; b < B; b++)
+            if (t < (long long)prompts[b].size()) input[b] = prompts[b][t];  // else: its last sample, set below
+        m.append(input.data(), 1);
+        steps++;
+        for (int b = 0; b < B; b++) {
+            if (done[b] || t + 1 < (long long)prompts[b].size()) continue;
+            m.logits(logits.data(), b, 0);
+            const int next = sampler.sample(logits.data(), vocab);
+            if (next == eos_id) {
+                done[b] = 1;
+                continue;
+            }
+            on_token(b, next);
+            input[b] = next;
+            done[b] = ++made[b] >= max_new;
+        }
+    }
+    return steps;
+}
+
 // Mean loss per bucket of positions in the document [2^k, 2^(k+1)) (bucket 0 holds position 0
 // too): how well a model uses its context (infer --per-position). The position is the token's
 // place in the document, whatever window scored it.

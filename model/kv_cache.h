@@ -77,6 +77,9 @@ class IncrementalModel {
     };
     virtual State export_state() = 0;
     virtual void import_state(const State& s) = 0;
+    // Every sequence of this (fresh) cache becomes a copy of `one`'s single sequence, a cache of
+    // the same model and kind: a context prefilled once, then continued by several prompts.
+    virtual void replicate(const IncrementalModel& one) = 0;
 };
 
 // Bytes the caches of a model hold at `len` tokens of B sequences, elem bytes per value: what
@@ -218,6 +221,23 @@ class KVCache {
         lnf_.assign(st.last_hidden.begin(), st.last_hidden.end());
     }
 
+    void replicate(const KVCache& one) {
+        if (one.B_ != 1 || one.n_ < 1) fatal("KVCache::replicate: the source must hold one sequence with a token in it");
+        const size_t C = m_.cfg.n_embd, row = 2 * C;
+        next_pos_ = one.next_pos_, n_ = 1;
+        for (size_t l = 0; l < layers_.size(); l++) {
+            grow(layers_[l], next_pos_);
+            for (size_t i = 0; i < layers_[l].branches.size(); i++) {
+                const CacheBranch<T>& src = one.layers_[l].branches[i];
+                CacheBranch<T>& dst = layers_[l].branches[i];
+                const size_t n = (size_t)(src.w == kWholeSequence ? next_pos_ : src.rows) * row;
+                for (int b = 0; b < B_; b++) std::memcpy(dst.kv + (size_t)b * dst.rows * row, src.kv, n * sizeof(T));
+            }
+        }
+        lnf_.resize((size_t)B_ * C);
+        for (int b = 0; b < B_; b++) std::memcpy(lnf_.data() + b * C, one.lnf_.data() + (size_t)(one.n_ - 1) * C, C * sizeof(T));
+    }
+
    private:
     // One layer's cache: its branches (views of store's buffers, (B, rows, 2, H, D) each).
     struct Layer {
@@ -295,6 +315,11 @@ class CpuIncremental : public IncrementalModel {
     int max_chunk() const override { return c_.max_chunk(); }
     State export_state() override { return c_.export_state(); }
     void import_state(const State& s) override { c_.import_state(s); }
+    void replicate(const IncrementalModel& one) override {
+        const CpuIncremental* src = dynamic_cast<const CpuIncremental*>(&one);
+        if (!src) fatal("CpuIncremental::replicate: the source is not a CPU cache");
+        c_.replicate(src->c_);
+    }
 
    private:
     KVCache<float> c_;

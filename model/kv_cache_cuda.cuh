@@ -175,6 +175,28 @@ class KVCacheCuda : public IncrementalModel {
         next_pos_ = in.position, n_ = 1;
     }
 
+    // As KVCache::replicate, on the device.
+    void replicate(const IncrementalModel& one_model) override {
+        const KVCacheCuda* one = dynamic_cast<const KVCacheCuda*>(&one_model);
+        if (!one || one->B_ != 1 || one->n_ < 1) fatal("KVCacheCuda::replicate: the source must be a GPU cache of one sequence with a token in it");
+        const size_t C = cfg_.n_embd, row = 2 * C;
+        cudaStream_t st = m_.stream();
+        next_pos_ = one->next_pos_, n_ = 1;
+        for (int l = 0; l < cfg_.n_layer; l++) {
+            grow(layers_[l], next_pos_);
+            for (size_t i = 0; i < layers_[l].size(); i++) {
+                const CacheBranch<bf16>& src = one->layers_[l][i];
+                const CacheBranch<bf16>& dst = layers_[l][i];
+                const size_t n = (size_t)(src.w == kWholeSequence ? next_pos_ : src.rows) * row;
+                for (int b = 0; b < B_ && n > 0; b++)
+                    CUDA_CHECK(cudaMemcpyAsync(dst.kv + (size_t)b * dst.rows * row, src.kv, n * sizeof(bf16), cudaMemcpyDeviceToDevice, st));
+            }
+        }
+        for (int b = 0; b < B_; b++)
+            CUDA_CHECK(cudaMemcpyAsync(lnf_ + b * C, one->lnf_ + (size_t)(one->n_ - 1) * C, C * sizeof(bf16), cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+    }
+
    private:
     using Layer = std::vector<CacheBranch<bf16>>;  // its branches: one for a dense layer
     const CudaBackend& m_;

@@ -352,6 +352,24 @@ expect_error "--min-doc-tokens without --perplexity" "--min-doc-tokens" ./build/
 out=$(./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompt " the" --max-new 8 --seed 7 2>&1)
 [ -f "$work/kv.safetensors" ] && grep -q "loaded a KV cache of [0-9]* tokens" <<< "$out" && pass "KV cache saved and loaded by infer" \
     || fail "KV cache save/load: $out"
+# A batch of prompts of different lengths continued at once after the loaded cache: each the same
+# greedy text as that prompt alone (sequences in one cache never see each other).
+printf ' the\\nearth\n\n And God said unto Moses\nx\n' > "$work/prompts.txt"
+batch=$(./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompts-file "$work/prompts.txt" --max-new 6 --temperature 0 2>/dev/null)
+same=0
+for k in 1 2 3; do
+    [ "$k" = 1 ] && p=$' the\nearth'
+    [ "$k" = 2 ] && p=' And God said unto Moses'
+    [ "$k" = 3 ] && p='x'
+    alone=$(./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompt "$p" --max-new 6 --temperature 0 2>/dev/null)
+    got=$(awk -v k="=== $k ===" '$0 == k { on = 1; next } /^=== [0-9]+ ===$/ { on = 0 } on' <<< "$batch")
+    [ -n "$alone" ] && [ "$got" = "$alone" ] && same=$((same + 1))
+done
+[ "$same" = 3 ] && pass "--prompts-file: 3 prompts (one of two lines) at once == each alone, greedy" \
+    || fail "--prompts-file batch differs from single prompts ($same of 3 equal): $batch"
+: > "$work/no_prompts.txt"
+expect_error "--prompts-file with no prompt" "has no prompt" ./build/infer --checkpoint "$work/full" --prompts-file "$work/no_prompts.txt"
+expect_error "--prompts-file with --prompt" "drop --prompt" ./build/infer --checkpoint "$work/full" --prompts-file "$work/prompts.txt" --prompt x
 head -c 300 "$work/kv.safetensors" > "$work/kv_cut.safetensors"
 expect_error "truncated KV cache file" "kv_cut.safetensors" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_cut.safetensors" --prompt x
 expect_error "KV cache of another model" "another model" ./build/infer --checkpoint "$work/full/ckpt_00000010.safetensors" --load-cache "$work/kv.safetensors" --prompt x

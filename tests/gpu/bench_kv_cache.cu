@@ -1,17 +1,25 @@
 // Long-context inference through the KV cache on the GPU (model/kv_cache_cuda.cuh): prefill time
 // of a context of T tokens in chunks, then decoding tokens one at a time at that context (batch
-// 1) as a CUDA graph and with a launch per kernel, and the cache's memory. Default model: the 91M GPU default (12 layers, width 768, 12 heads,
+// 1) as a CUDA graph and with a launch per kernel, and the cache's memory; with --batches, the
+// same context replicated into B sequences decoded at once (tokens/s over all of them). Default model: the 91M GPU default (12 layers, width 768, 12 heads,
 // vocab 8192), every layer dilated in the LongNet setting (--dense: every layer dense, whose
 // cache keeps every row). Random weights and tokens (the speed does not depend on them).
-//   bench_kv_cache [--contexts 65536,1048576] [--chunk 16384] [--decode 32] [--dense] [--out FILE]
+//   bench_kv_cache [--contexts 65536,1048576] [--chunk 16384] [--decode 32] [--batches 1,8] [--dense] [--out FILE]
 #include <cuda_runtime.h>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
 #include "model/kv_cache_cuda.cuh"
 #include "tests/gpu/bench_table.h"
+
+static std::string fmt_num(const char* f, double v) {
+    char b[64];
+    snprintf(b, sizeof b, f, v);
+    return b;
+}
 
 static double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -25,7 +33,7 @@ static int main_body(int argc, char** argv) {
     }
     GPTConfig cfg;
     cfg.n_layer = 12, cfg.n_embd = 768, cfg.n_head = 12, cfg.vocab_size = 8192;
-    std::string contexts = "65536,1048576", out_path;
+    std::string contexts = "65536,1048576", batches = "1", out_path;
     int chunk = 16384, decode = 32;
     bool dense = false;
     for (int i = 1; i < argc; i++) {
@@ -36,6 +44,7 @@ static int main_body(int argc, char** argv) {
         if (a == "--contexts") contexts = v;
         else if (a == "--chunk") chunk = std::stoi(v);
         else if (a == "--decode") decode = std::stoi(v);
+        else if (a == "--batches") batches = v;
         else if (a == "--out") out_path = v;
         else fatal("bench_kv_cache: unknown flag %s", a.c_str());
     }
@@ -51,8 +60,8 @@ static int main_body(int argc, char** argv) {
              prop.name, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size,
              dense ? "dense causal" : "dilated w 2048..32768 r 1..12", chunk);
     table += line;
-    table += "| context | prefill s | prefill tokens/s | decode tokens/s (graph) | decode tokens/s (launch per kernel) | KV cache GiB | "
-             "unpacked rows GiB |\n| --- | --- | --- | --- | --- | --- | --- |\n";
+    table += "| context | batch | prefill s | prefill tokens/s | decode tokens/s (graph) | decode tokens/s (launch per kernel) | "
+             "KV cache GiB | unpacked rows GiB |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
     std::fputs(table.c_str(), stdout);
     uint64_t x = 88172645463325252ull;
     auto next_token = [&] {
@@ -73,27 +82,40 @@ static int main_body(int argc, char** argv) {
         }
         cache.logits(logits.data(), 0, (T - 1) % chunk);  // synchronizes
         const double prefill = seconds_since(t0);
-        double rate[2];
-        for (int graph : {1, 0}) {
-            KVCacheCuda::kUseGraphs = graph;
-            int tok = next_token();
-            cache.append(&tok, 1);  // untimed: the first step after a change runs eagerly, then the graph is captured
-            cache.append(&tok, 1);
-            cache.logits(logits.data(), 0, 0);
-            const auto t1 = std::chrono::steady_clock::now();
-            for (int i = 0; i < decode; i++) {
-                tok = next_token();
-                cache.append(&tok, 1);
-                cache.logits(logits.data(), 0, 0);  // a token's logits reach the host, as in generation
+        // Decoding at this context: batch 1 in the prefilled cache itself, larger batches in a
+        // cache of B copies of it (what infer --prompts-file does).
+        for (int nb : int_list(batches)) {
+            std::unique_ptr<KVCacheCuda> copies;
+            if (nb > 1) {
+                copies.reset(new KVCacheCuda(model, nb, chunk));
+                copies->reserve((long long)T + 4 * decode + 8);
+                copies->replicate(cache);
             }
-            rate[graph] = decode / seconds_since(t1);
+            KVCacheCuda& c = nb > 1 ? *copies : cache;
+            std::vector<int> toks(nb);
+            double rate[2];
+            for (int graph : {1, 0}) {
+                KVCacheCuda::kUseGraphs = graph;
+                for (int& t : toks) t = next_token();
+                c.append(toks.data(), 1);  // untimed: the first step after a change runs eagerly, then the graph is captured
+                c.append(toks.data(), 1);
+                c.logits(logits.data(), 0, 0);
+                const auto t1 = std::chrono::steady_clock::now();
+                for (int i = 0; i < decode; i++) {
+                    for (int& t : toks) t = next_token();
+                    c.append(toks.data(), 1);
+                    for (int b = 0; b < nb; b++) c.logits(logits.data(), b, 0);  // every token's logits reach the host
+                }
+                rate[graph] = (double)nb * decode / seconds_since(t1);
+            }
+            KVCacheCuda::kUseGraphs = true;
+            snprintf(line, sizeof line, "| %d | %d | %s | %s | %.1f | %.1f | %.3f | %.3f |\n", T, nb,
+                     nb == 1 ? fmt_num("%.3f", prefill).c_str() : "", nb == 1 ? fmt_num("%.0f", T / prefill).c_str() : "", rate[1],
+                     rate[0], c.bytes() / 1073741824.0, c.unpack_bytes() / 1073741824.0);
+            table += line;
+            std::fputs(line, stdout);
+            std::fflush(stdout);
         }
-        KVCacheCuda::kUseGraphs = true;
-        snprintf(line, sizeof line, "| %d | %.3f | %.0f | %.1f | %.1f | %.3f | %.3f |\n", T, prefill, T / prefill, rate[1], rate[0],
-                 cache.bytes() / 1073741824.0, cache.unpack_bytes() / 1073741824.0);
-        table += line;
-        std::fputs(line, stdout);
-        std::fflush(stdout);
     }
     write_table(out_path, table);
     return 0;

@@ -263,6 +263,21 @@ static int main_body(bool kernels_only) {
         }
         std::remove(path.c_str());
         report(diff == 0, "KV cache saved and loaded: 40 decode steps the same bits: " + layers, (double)diff, 0);
+        if (!with_bs) {  // one context replicated into 3 sequences, each then fed its own tokens
+            KVCacheCuda one(full, 1, chunk), three(full, 3, chunk);
+            for (int at = 0; at < prompt; at += chunk) one.append(tokens.data() + at, std::min(chunk, prompt - at));
+            three.replicate(one);
+            double worst3 = 0;
+            for (int step = 0; step < 30; step++) {  // sequences 0 and 2 go on as the test's first sequence, 1 elsewhere
+                std::vector<int> next{tokens[prompt + step], 11 + step, tokens[prompt + step]};
+                three.append(next.data(), 1);
+                for (int b : {0, 2}) {
+                    three.logits(a.data(), b, 0);
+                    worst3 = std::max(worst3, gc::norm_rel_error(a.data(), want[prompt + step].data(), cfg.vocab_size));
+                }
+            }
+            report(worst3 < 2e-2, "a context replicated into 3 sequences decoding their own tokens == full forward", worst3, 2e-2);
+        }
         if (with_bs) {
             KVCacheCuda off(full, B, chunk);
             off.append(tokens.data() + 1, 1);  // sequence 0 with its first token missing
