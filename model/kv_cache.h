@@ -226,7 +226,7 @@ class KVCache {
         const size_t C = m_.cfg.n_embd, row = 2 * C;
         next_pos_ = one.next_pos_, n_ = 1;
         for (size_t l = 0; l < layers_.size(); l++) {
-            grow(layers_[l], next_pos_);
+            grow(layers_[l], next_pos_);  // copies the rows allocated (none in a fresh cache)
             for (size_t i = 0; i < layers_[l].branches.size(); i++) {
                 const CacheBranch<T>& src = one.layers_[l].branches[i];
                 CacheBranch<T>& dst = layers_[l].branches[i];

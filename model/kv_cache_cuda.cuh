@@ -23,7 +23,7 @@ class KVCacheCuda : public IncrementalModel {
     // The fewest packed rows of a piece of decoding (layers/cuda/attention_decode.cuh; a branch
     // takes at most 256 pieces); the test lowers it so that short sequences take many pieces.
     // kUseGraphs: false decodes with a launch per kernel (the test checks both give the same bits).
-    static inline int kDecodePieceRows = 256;
+    static inline int kDecodePieceRows = 128;
     static inline bool kUseGraphs = true;
 
     KVCacheCuda(const CudaBackend& model, int B, int max_chunk)
@@ -181,9 +181,9 @@ class KVCacheCuda : public IncrementalModel {
         if (!one || one->B_ != 1 || one->n_ < 1) fatal("KVCacheCuda::replicate: the source must be a GPU cache of one sequence with a token in it");
         const size_t C = cfg_.n_embd, row = 2 * C;
         cudaStream_t st = m_.stream();
+        for (Layer& c : layers_) grow(c, one->next_pos_);  // before next_pos_ moves: grow copies the rows held
         next_pos_ = one->next_pos_, n_ = 1;
         for (int l = 0; l < cfg_.n_layer; l++) {
-            grow(layers_[l], next_pos_);
             for (size_t i = 0; i < layers_[l].size(); i++) {
                 const CacheBranch<bf16>& src = one->layers_[l][i];
                 const CacheBranch<bf16>& dst = layers_[l][i];
@@ -240,9 +240,10 @@ class KVCacheCuda : public IncrementalModel {
         const long long cap = exact ? len : std::max(len, 2 * br.rows);
         bf16* kv = device_rows((size_t)B_ * cap * row, "its rows");
         cudaStream_t st = m_.stream();
-        if (next_pos_ > 0)
+        const long long held = std::min(next_pos_, br.rows);  // rows written so far
+        if (held > 0)
             CUDA_CHECK(cudaMemcpy2DAsync(kv, cap * row * sizeof(bf16), br.kv, br.rows * row * sizeof(bf16),
-                                         next_pos_ * row * sizeof(bf16), B_, cudaMemcpyDeviceToDevice, st));
+                                         held * row * sizeof(bf16), B_, cudaMemcpyDeviceToDevice, st));
         CUDA_CHECK(cudaStreamSynchronize(st));  // the old buffer may still be read by queued kernels
         cudaFree(br.kv);
         br.kv = kv, br.rows = cap;

@@ -69,6 +69,42 @@ __device__ __forceinline__ void rope_rotate(bf16* out,        // (B, T, 3, H, D)
     }
 }
 
+// A few tokens (decoding one token per sequence): one thread per (token, head, i < D/2), each
+// forming its one sincos (the same doubles as above: the same bits), so that the work spreads
+// over B T H D / 2 threads instead of B T D / 16 (4 threads for one token of D = 64, each with
+// 8 double-precision sincos in a row).
+template <int SIGN>
+__device__ __forceinline__ void rope_rotate_head(bf16* out, const bf16* inp, const int* pos, int B, int T, int H, int D,
+                                                 float theta) {
+    const int half = D / 2;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long long)B * T * H * half) return;
+    const int i = (int)(idx % half), h = (int)(idx / half % H);
+    const long long bt = idx / half / H;
+    const int t = (int)(bt % T);
+    double sd, cd;
+    sincos((double)pos[t] * pow((double)theta, -2.0 * i / D), &sd, &cd);
+    const float c = (float)cd, s = (float)(SIGN * sd);
+    const size_t row = (size_t)bt * 3 * H * D;
+    for (int slot = 0; slot < 2; slot++) {
+        const size_t at = row + ((size_t)slot * H + h) * D + i;
+        const float x1 = __bfloat162float(inp[at]), x2 = __bfloat162float(inp[at + half]);
+        out[at] = __float2bfloat16(x1 * c - x2 * s);
+        out[at + half] = __float2bfloat16(x1 * s + x2 * c);
+    }
+    if (out != inp) {
+        const size_t at = row + ((size_t)2 * H + h) * D + i;
+        out[at] = inp[at], out[at + half] = inp[at + half];
+    }
+}
+
+__global__ void rope_forward_head_kernel(bf16* out, const bf16* inp, const int* pos, int B, int T, int H, int D, float theta) {
+    rope_rotate_head<1>(out, inp, pos, B, T, H, D, theta);
+}
+__global__ void rope_backward_head_kernel(bf16* dinp, const bf16* dout, const int* pos, int B, int T, int H, int D, float theta) {
+    rope_rotate_head<-1>(dinp, dout, pos, B, T, H, D, theta);
+}
+
 __global__ void rope_forward_kernel(bf16* out, const bf16* inp, const int* pos, int B, int T, int H, int D, float theta) {
     rope_rotate<1>(out, inp, pos, B, T, H, D, theta);
 }
@@ -87,6 +123,13 @@ inline void rope_launch_(int sign, bf16* out, const bf16* inp, const int* pos, i
     const long long threads = (long long)B * T * (D / 16);
     if (threads == 0) return;
     const int block = 128;
+    if ((long long)B * T < 64) {  // decoding: a thread per head and rotated pair
+        const long long per_head = (long long)B * T * H * (D / 2);
+        if (sign > 0) rope_forward_head_kernel<<<ceil_div(per_head, block), block, 0, stream>>>(out, inp, pos, B, T, H, D, theta);
+        else rope_backward_head_kernel<<<ceil_div(per_head, block), block, 0, stream>>>(out, inp, pos, B, T, H, D, theta);
+        CUDA_CHECK_LAST();
+        return;
+    }
     if (sign > 0) rope_forward_kernel<<<ceil_div(threads, block), block, 0, stream>>>(out, inp, pos, B, T, H, D, theta);
     else rope_backward_kernel<<<ceil_div(threads, block), block, 0, stream>>>(out, inp, pos, B, T, H, D, theta);
     CUDA_CHECK_LAST();

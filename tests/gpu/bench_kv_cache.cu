@@ -5,8 +5,10 @@
 // vocab 8192), every layer dilated in the LongNet setting (--dense: every layer dense, whose
 // cache keeps every row). Random weights and tokens (the speed does not depend on them).
 //   bench_kv_cache [--contexts 65536,1048576] [--chunk 16384] [--decode 32] [--batches 1,8] [--dense] [--out FILE]
+//   bench_kv_cache --breakdown [--dense]: the pieces of one decode step at position 1M - 1
 #include <cuda_runtime.h>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <cstdio>
 #include <sstream>
@@ -25,6 +27,82 @@ static double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// --breakdown: what one decode step of the model is made of, each piece launched 200 times in a
+// CUDA graph (so the time is the GPU's, not the launches'): microseconds per call, and per step.
+static void decode_breakdown(const GPTConfig& cfg, const AttnPattern& pattern, long long pos) {
+    const int C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim(), V = cfg.vocab_size, reps = 200;
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreate(&st));
+    auto dev = [](size_t bytes) {
+        void* p = nullptr;
+        CUDA_CHECK(cudaMalloc(&p, bytes));
+        CUDA_CHECK(cudaMemset(p, 0, bytes));
+        return p;
+    };
+    bf16 *x = (bf16*)dev(4 * C * 2), *y = (bf16*)dev(4 * C * 2), *pre = (bf16*)dev(4 * C * 2), *w = (bf16*)dev((size_t)4 * C * C * 2);
+    bf16 *bias = (bf16*)dev(4 * C * 2), *wte = (bf16*)dev((size_t)V * C * 2), *qkv = (bf16*)dev(3 * C * 2), *o = (bf16*)dev(C * 2);
+    float *stats = (float*)dev(64), *logits = (float*)dev(V * 4), *lse = (float*)dev(H * 4);
+    int* p_dev = (int*)dev(4);
+    const int p32 = (int)pos;
+    CUDA_CHECK(cudaMemcpy(p_dev, &p32, 4, cudaMemcpyHostToDevice));
+    std::vector<CacheBranch<bf16>> branches;
+    for (const CacheBranchShape& sh : cache_branch_shapes(pattern)) {
+        const long long rows = sh.rows > 0 ? sh.rows : pos + 1;
+        branches.push_back({sh.w, sh.r, (bf16*)dev((size_t)rows * 2 * C * 2), rows});
+    }
+    const int S = attention_decode_pieces(branches, KVCacheCuda::kDecodePieceRows);
+    float *po = (float*)dev((size_t)S * C * 4), *pl = (float*)dev((size_t)S * H * 4);
+    std::vector<float> host(V);
+    struct Piece {
+        const char* name;
+        int per_step;
+        std::function<void()> run;
+    };
+    const std::vector<Piece> pieces = {
+        {"matmul qkv (1 x 768 -> 2304)", cfg.n_layer, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, 3 * C, st); }},
+        {"matmul proj (768 -> 768)", cfg.n_layer, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, C, st); }},
+        {"matmul fc + GELU (768 -> 3072)", cfg.n_layer, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, 4 * C, st, pre); }},
+        {"matmul fcproj (3072 -> 768)", cfg.n_layer, [&] { matmul_forward_cuda(y, x, w, bias, 1, 4 * C, C, st); }},
+        {"layernorm", 2 * cfg.n_layer + 1, [&] { layernorm_forward_cuda(y, stats, stats + 8, x, bias, bias, 1, C, st); }},
+        {"residual", 2 * cfg.n_layer, [&] { residual_forward_cuda(y, y, x, C, st); }},
+        {"rope", cfg.n_layer, [&] { rope_forward_cuda(qkv, qkv, p_dev, 1, 1, H, D, cfg.rope_theta, st); }},
+        {"cache append", cfg.n_layer, [&] { cache_append_cuda(branches, qkv, p_dev, 1, 1, H, D, st); }},
+        {"attention decode + merge", cfg.n_layer,
+         [&] { attention_decode_cuda(o, lse, qkv, 3 * C, branches, p_dev, 1, H, D, 0.125f, KVCacheCuda::kDecodePieceRows, po, pl, st); }},
+        {"logits (768 -> vocab, fp32)", 1, [&] { logits_cuda(logits, x, wte, C, V, st); }},
+    };
+    std::printf("\ndecode step breakdown at position %lld (each piece %d times in a graph):\n\n| piece | us per call | calls per step | us per step |\n| --- | --- | --- | --- |\n", pos, reps);
+    double total = 0;
+    for (const Piece& pc : pieces) {
+        pc.run();  // lazy set-up (cuBLASLt heuristics) outside the capture
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < reps; i++) pc.run();
+        CUDA_CHECK(cudaStreamEndCapture(st, &g));
+        CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+        CUDA_CHECK(cudaGraphLaunch(ge, st));  // warm
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        const auto t0 = std::chrono::steady_clock::now();
+        CUDA_CHECK(cudaGraphLaunch(ge, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        const double us = seconds_since(t0) * 1e6 / reps;
+        cudaGraphExecDestroy(ge), cudaGraphDestroy(g);
+        std::printf("| %s | %.2f | %d | %.1f |\n", pc.name, us, pc.per_step, us * pc.per_step);
+        total += us * pc.per_step;
+    }
+    // The logits' trip to the host, as generation takes it every token.
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; i++) {
+        CUDA_CHECK(cudaMemcpyAsync(host.data(), logits, (size_t)V * 4, cudaMemcpyDeviceToHost, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+    }
+    const double sync_us = seconds_since(t0) * 1e6 / reps;
+    std::printf("| logits to the host + sync | %.2f | 1 | %.1f |\n| **sum** | | | **%.1f** (%.0f tokens/s) |\n", sync_us, sync_us,
+                total + sync_us, 1e6 / (total + sync_us));
+}
+
 static int main_body(int argc, char** argv) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -35,10 +113,11 @@ static int main_body(int argc, char** argv) {
     cfg.n_layer = 12, cfg.n_embd = 768, cfg.n_head = 12, cfg.vocab_size = 8192;
     std::string contexts = "65536,1048576", batches = "1", out_path;
     int chunk = 16384, decode = 32;
-    bool dense = false;
+    bool dense = false, breakdown = false;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--dense") { dense = true; continue; }
+        if (a == "--breakdown") { breakdown = true; continue; }
         if (i + 1 >= argc) fatal("bench_kv_cache: %s needs a value", a.c_str());
         const std::string v = argv[++i];
         if (a == "--contexts") contexts = v;
@@ -50,6 +129,10 @@ static int main_body(int argc, char** argv) {
     }
     if (!dense)
         cfg.layer_attn.assign(cfg.n_layer, make_pattern(AttnKind::Dilated, true, {2048, 4096, 8192, 16384, 32768}, {1, 2, 4, 6, 12}));
+    if (breakdown) {
+        decode_breakdown(cfg, cfg.attn(0), 1048575);
+        return 0;
+    }
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     CudaBackend model(cfg, AttnBackend::Flash);

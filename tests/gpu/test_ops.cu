@@ -327,18 +327,21 @@ static double gelu_grad_d(double x) {
 struct MatmulCase {
     int C, OC;
     bool bias, gelu, fused;
+    int rows = 0;  // 0: the test's size (cuBLASLt); 1..4: a few rows (matmul_rows_kernel, decoding)
 };
 
 static void test_matmul_forward() {
     if (!selected("matmul")) return;
     const MatmulCase cases[] = {{768, 2304, true, false, true}, {96, 384, true, false, true},  {768, 768, false, false, true},
                                 {768, 3072, true, true, true},  {96, 384, true, true, true},   {96, 384, true, true, false},
-                                {96, 200, false, true, true}};
+                                {96, 200, false, true, true},
+                                {768, 2304, true, false, true, 1}, {3072, 768, true, false, true, 1}, {768, 3072, true, true, true, 1},
+                                {96, 200, false, true, true, 3},   {776, 104, true, false, true, 4}};
     int variant = 0;
     for (const MatmulCase& mc : cases) {
         gc::Rng rng = case_rng("matmul_forward", variant++);
-        const int N = S(1007, 37), C = mc.C, OC = mc.OC;
-        const std::string op = std::string("matmul") + (mc.gelu ? (mc.fused ? "+gelu(fused)" : "+gelu(kernel)") : "");
+        const int N = mc.rows ? mc.rows : S(1007, 37), C = mc.C, OC = mc.OC;
+        const std::string op = std::string(mc.rows ? "matmul(rows)" : "matmul") + (mc.gelu ? (mc.fused ? "+gelu(fused)" : "+gelu(kernel)") : "");
         const std::string shape = fmt("N=%d C=%d OC=%d%s", N, C, OC, mc.bias ? " bias" : "");
         // Weights scaled so outputs have std ~2: the GELU then sees x in [-5, -3], where the tanh
         // and erf GELUs differ by 10-50%.
@@ -433,13 +436,13 @@ static void test_matmul_backward() {
 static void test_rope() {
     if (!selected("rope")) return;
     struct RopeCase {
-        int D, offset;
+        int D, offset, T;  // T 0: the test's size; 1: one token per sequence (decoding: a thread per head)
     };
-    const RopeCase cases[] = {{64, 0}, {128, 0}, {64, 1000000}, {128, 1000000}};
+    const RopeCase cases[] = {{64, 0, 0}, {128, 0, 0}, {64, 1000000, 0}, {128, 1000000, 0}, {64, 1048575, 1}, {128, 7, 1}};
     int variant = 0;
     for (const RopeCase& rc : cases) {
         gc::Rng rng = case_rng("rope", variant++);
-        const int B = 2, T = S(301, 11), H = 5, D = rc.D;
+        const int B = 2, T = rc.T ? rc.T : S(301, 11), H = 5, D = rc.D;
         const float theta = 10000.0f;
         const std::string shape = fmt("B=%d T=%d H=%d D=%d pos0=%d", B, T, H, D, rc.offset);
         const size_t n = (size_t)B * T * 3 * H * D;
