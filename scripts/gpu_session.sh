@@ -84,8 +84,9 @@ for stage in $STAGES; do
                # and a short dilated training run whose checkpoint reads a book as its prompt and scores it
                LONGNET="--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12"
                "$CARRY/bin/test_kv_cache" > "$OUT/test_kv_cache.log" 2>&1
-               "$CARRY/bin/bench_kv_cache" --contexts 65536,1048576 --decode 32 --out "$OUT/kv_dilated.md" > "$OUT/bench_kv.log" 2>&1
+               "$CARRY/bin/bench_kv_cache" --contexts 65536,1048576 --batches 1,4,8 --decode 64 --out "$OUT/kv_dilated.md" > "$OUT/bench_kv.log" 2>&1
                "$CARRY/bin/bench_kv_cache" --dense --contexts 65536,262144,1048576 --decode 32 --out "$OUT/kv_dense.md" >> "$OUT/bench_kv.log" 2>&1
+               "$CARRY/bin/bench_kv_cache" --breakdown > "$OUT/breakdown.md" 2>&1
                "$CARRY/bin/train" --device cuda --data "$CARRY/corpus" $LONGNET --seq-len 8192 --batch 8 --steps 250 --warmup 30 \
                    --val-every 0 --val-batches 2 --ckpt-every 0 --log-every 50 --sample-tokens 0 --out "$OUT/kv_ckpt" > "$OUT/kv_train.log" 2>&1
                "$CARRY/bin/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --prompt-file "$CARRY/corpus/val_text.txt" \
