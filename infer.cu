@@ -255,7 +255,10 @@ static int main_body(int argc, char** argv) {
     const int B = batch_ids.empty() ? 1 : (int)batch_ids.size();
     const long long total = cache->position() + (long long)ids.size() + (long long)longest + max_new;
     const size_t elem = dev == Device::Cuda ? 2 : 4;
-    const double cache_bytes = kv_cache_bytes(ck.cfg, total, B > 1 ? B + 1 : 1, elem), unpack_bytes = kv_unpack_bytes(ck.cfg, B, ch, elem);
+    // A batch holds its B sequences and, while it is copied, the context's; only the context's
+    // prefill unpacks rows.
+    const double cache_bytes = kv_cache_bytes(ck.cfg, total, B > 1 ? B + 1 : 1, elem);
+    const double unpack_bytes = kv_unpack_bytes(ck.cfg, 1, ch, elem);
     if (dev == Device::Cuda) {
         size_t free_b = 0, total_b = 0;
         CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -291,9 +294,10 @@ static int main_body(int argc, char** argv) {
         return 0;
     }
     // The batch: the context copied into every sequence, then all prompts continued at once.
-    std::unique_ptr<IncrementalModel> batch = make_kv_cache(model, B, ch);
+    std::unique_ptr<IncrementalModel> batch = make_kv_cache(model, B, 1);  // it only decodes: chunks of one token
     if (auto* gpu_batch = dynamic_cast<KVCacheCuda*>(batch.get())) gpu_batch->reserve(total);
     batch->replicate(*cache);
+    const long long context_tokens = cache->position();
     cache.reset();
     std::vector<std::vector<int>> made(B);
     const auto t1 = std::chrono::steady_clock::now();
@@ -310,7 +314,7 @@ static int main_body(int argc, char** argv) {
         std::printf("=== %d ===\n%s%s\n", b + 1, batch_prompts[b].c_str(), (cont + text.flush()).c_str());
     }
     std::fprintf(stderr, "decoded %d prompts at once after %lld tokens of context: %lld steps, %lld new tokens in %.2f s (%.1f tokens/s)\n",
-                 B, (long long)ids.size(), steps, tokens, secs, tokens / secs);
+                 B, context_tokens, steps, tokens, secs, tokens / secs);
     return 0;
 }
 

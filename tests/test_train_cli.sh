@@ -353,7 +353,8 @@ out=$(./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors
 [ -f "$work/kv.safetensors" ] && grep -q "loaded a KV cache of [0-9]* tokens" <<< "$out" && pass "KV cache saved and loaded by infer" \
     || fail "KV cache save/load: $out"
 # A batch of prompts of different lengths continued at once after the loaded cache: each the same
-# greedy text as that prompt alone (sequences in one cache never see each other).
+# greedy text as that prompt alone (sequences in one cache never see each other; alone, fed a
+# token at a time as the batch feeds it).
 printf ' the\\nearth\n\n And God said unto Moses\nx\n' > "$work/prompts.txt"
 batch=$(./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompts-file "$work/prompts.txt" --max-new 6 --temperature 0 2>/dev/null)
 same=0
@@ -361,7 +362,7 @@ for k in 1 2 3; do
     [ "$k" = 1 ] && p=$' the\nearth'
     [ "$k" = 2 ] && p=' And God said unto Moses'
     [ "$k" = 3 ] && p='x'
-    alone=$(./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompt "$p" --max-new 6 --temperature 0 2>/dev/null)
+    alone=$(./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompt "$p" --chunk 1 --max-new 6 --temperature 0 2>/dev/null)
     got=$(awk -v k="=== $k ===" '$0 == k { on = 1; next } /^=== [0-9]+ ===$/ { on = 0 } on' <<< "$batch")
     [ -n "$alone" ] && [ "$got" = "$alone" ] && same=$((same + 1))
 done

@@ -170,7 +170,7 @@ static int main_body(int argc, char** argv) {
         for (int nb : int_list(batches)) {
             std::unique_ptr<KVCacheCuda> copies;
             if (nb > 1) {
-                copies.reset(new KVCacheCuda(model, nb, chunk));
+                copies.reset(new KVCacheCuda(model, nb, 1));  // it only decodes, as in infer
                 copies->reserve((long long)T + 4 * decode + 8);
                 copies->replicate(cache);
             }

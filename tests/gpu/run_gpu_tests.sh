@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test-gpu`: every GPU test binary (build/test_* from tests/gpu/), then compute-sanitizer
 # memcheck and racecheck on the attention kernels at small sizes, and exact resume of build/train
-# under --deterministic (tests/gpu/test_resume_gpu.sh). Sums the "N passed, M failed" lines.
+# under --deterministic (tests/gpu/test_resume_gpu.sh), infer through the GPU cache
+# (tests/gpu/test_infer_gpu.sh). Sums the "N passed, M failed" lines.
 # BIN=dir runs binaries from elsewhere (carried builds); CORPUS=dir the resume test's corpus.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,6 +46,8 @@ done
 # Exact resume under --deterministic (build/train end to end): needs the corpus that
 # tests/test_data_cli.sh prepares on the CPU machine (CORPUS=dir to point elsewhere).
 run test_resume_gpu env BIN="$BIN" tests/gpu/test_resume_gpu.sh "${CORPUS:-build/test_corpus}"
+# infer through the GPU's KV cache: a long context in chunks, a saved cache, a batch of prompts.
+run test_infer_gpu env BIN="$BIN" tests/gpu/test_infer_gpu.sh "${CORPUS:-build/test_corpus}"
 # The memory planner's peak against the measured one at three windows, every recompute policy
 # (model/memory_plan.h; a 4-layer dilated model, so that it runs in seconds).
 run plan_vs_measured "$BIN/bench_recompute" --check-plan --layers 4 --seq-lens 16384,65536,262144 --steps 1
