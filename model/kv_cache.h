@@ -284,7 +284,7 @@ class KVCache {
             }
             return;
         }
-        // Dilated: the rows from the longest branch's current segment on, unpacked, then the chunk's.
+        // Dilated: the rows from the branches' earliest current segment on, unpacked, then the chunk's.
         const long long lo = kv_first_needed(pat, next_pos_), prior = next_pos_ - lo;
         for (int b = 0; b < B_; b++) {
             AttnQueries<T> qs = qs0;
