@@ -73,7 +73,7 @@ __global__ void cache_append_kernel(Branches br, const bf16* qkv, const int* p0_
         const uint4 k = *(const uint4*)(src + C), v = *(const uint4*)(src + 2 * C);
         for (int j = 0; j < br.n; j++) {
             long long t = p;  // a dense branch: row p
-            if (br.w[j] != kWholeSequence) {  // 32-bit arithmetic: positions and segments fit, and it is ~4x cheaper
+            if (br.w[j] != kWholeSequence) {  // 32-bit arithmetic (positions fit): 3.0 us a call, 4.6 in 64 bits
                 const int w = (int)br.w[j], r = br.r[j], pi = (int)p;
                 if (pi / w != (int)(p0 + n - 1) / w) continue;
                 const int off = pi % w;
