@@ -70,13 +70,6 @@ static void write_position_losses(const std::string& path, const PositionLosses&
     write_file_atomic(path, csv);
 }
 
-// Tokens of the longest of the batch's prompts (0 without --prompts-file).
-static size_t longest_prompt_tokens(const Tokenizer& tok, const std::vector<std::string>& prompts) {
-    size_t n = 0;
-    for (const std::string& p : prompts) n = std::max(n, tok.encode(p).size());
-    return n;
-}
-
 static int main_body(int argc, char** argv) {
     std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
     int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0, chunk = 0, min_doc_tokens = 0;
@@ -226,11 +219,18 @@ static int main_body(int argc, char** argv) {
     StreamDecoder stream(tok);
     stream.prime(std::vector<int>(ids.begin() + (load_cache.empty() ? 1 : 0), ids.end()));  // the prompt is printed as typed
     std::fputs(prompt.c_str(), stdout);
+    // A batch of prompts: each tokenized alone, continued after the context by its own sequence.
+    std::vector<std::vector<int>> batch_ids;
+    size_t longest = 0;
+    for (const std::string& p : batch_prompts) batch_ids.push_back(tok.encode(p)), longest = std::max(longest, batch_ids.back().size());
+    for (size_t b = 0; b < batch_ids.size(); b++)
+        if (batch_ids[b].empty()) fatal("--prompts-file: prompt %zu encodes to no token", b + 1);
+    const int B = batch_ids.empty() ? 1 : (int)batch_ids.size();
     // Through the KV cache: a model whose every layer keeps a bounded cache (dilated) reads a prompt
     // of any length; others keep the prompt's last --ctx - --max-new tokens (at least one).
     bool bounded = true;
     for (int l = 0; l < ck.cfg.n_layer; l++) bounded = bounded && kv_cache_rows(ck.cfg.attn(l)) >= 0;
-    const long long room = std::max<long long>(1, ctx - max_new - (long long)longest_prompt_tokens(tok, batch_prompts));
+    const long long room = std::max<long long>(1, ctx - max_new - (long long)longest);
     if (!bounded && load_cache.empty() && (long long)ids.size() > room) {
         std::fprintf(stderr, "note: the prompt's %zu tokens are cut to its last %lld (--ctx %d - --max-new %d): this model's "
                      "dense layers keep every row\n", ids.size(), room, ctx, max_new);
@@ -246,13 +246,6 @@ static int main_body(int argc, char** argv) {
                  ck.cfg.n_layer, ck.cfg.n_embd, model.num_params() / 1e6, ctx, model.name().c_str());
     if (!load_cache.empty())
         std::fprintf(stderr, "loaded a KV cache of %lld tokens from %s\n", cache->position(), load_cache.c_str());
-    // A batch of prompts: each tokenized alone, continued after the context by its own sequence.
-    std::vector<std::vector<int>> batch_ids;
-    size_t longest = 0;
-    for (const std::string& p : batch_prompts) batch_ids.push_back(tok.encode(p)), longest = std::max(longest, batch_ids.back().size());
-    for (size_t b = 0; b < batch_ids.size(); b++)
-        if (batch_ids[b].empty()) fatal("--prompts-file: prompt %zu encodes to no token", b + 1);
-    const int B = batch_ids.empty() ? 1 : (int)batch_ids.size();
     const long long total = cache->position() + (long long)ids.size() + (long long)longest + max_new;
     const size_t elem = dev == Device::Cuda ? 2 : 4;
     // A batch holds its B sequences and, while it is copied, the context's; only the context's

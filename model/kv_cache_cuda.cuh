@@ -31,6 +31,8 @@ class KVCacheCuda : public IncrementalModel {
         for (int l = 0; l < cfg_.n_layer; l++)
             if (!cfg_.attn(l).causal) fatal("a KV cache needs causal attention (layer %d is not causal)", l);
         if (B < 1 || max_chunk < 1) fatal("KVCacheCuda: B %d and max_chunk %d must be >= 1", B, max_chunk);
+        if (B > 65535)  // a grid dimension of the decode kernels
+            fatal("KVCacheCuda: %d sequences, at most 65535 decode at once on the GPU: give fewer prompts", B);
         const size_t BN = (size_t)B * max_chunk, C = cfg_.n_embd, H = cfg_.n_head;
         const size_t o_tok = arena_.reserve(BN * 4), o_tgt = arena_.reserve(BN * 4), o_x = arena_.reserve(BN * C * 2),
                      o_ln = arena_.reserve(BN * C * 2), o_mean = arena_.reserve(BN * 4), o_rstd = arena_.reserve(BN * 4),

@@ -322,7 +322,8 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
     report(worst < 1e-10, name.c_str(), worst, 1e-10);
     // sum_i ceil(w_i / r_i) packed rows per head, of 2 x width values, per sequence.
     const size_t bound = (size_t)B * packed_rows * 2 * cfg.n_embd * sizeof(double);
-    report(dilated_fixed && dilated_bytes == bound && cache.rows(0) == N,
+    const bool dense_all = cache.layer_bytes(0) >= (size_t)B * N * 2 * cfg.n_embd * sizeof(double);
+    report(dilated_fixed && dilated_bytes == bound && dense_all,
            "KV cache: dilated layer holds sum w_i/r_i packed rows, never more; dense keeps all", (double)dilated_bytes,
            (double)bound);
     // The check can fail: decoding with the wrong position (a cache that forgot one token).

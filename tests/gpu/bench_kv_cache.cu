@@ -17,12 +17,6 @@
 #include "model/kv_cache_cuda.cuh"
 #include "tests/gpu/bench_table.h"
 
-static std::string fmt_num(const char* f, double v) {
-    char b[64];
-    snprintf(b, sizeof b, f, v);
-    return b;
-}
-
 static double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -192,9 +186,10 @@ static int main_body(int argc, char** argv) {
                 rate[graph] = (double)nb * decode / seconds_since(t1);
             }
             KVCacheCuda::kUseGraphs = true;
-            snprintf(line, sizeof line, "| %d | %d | %s | %s | %.1f | %.1f | %.3f | %.3f |\n", T, nb,
-                     nb == 1 ? fmt_num("%.3f", prefill).c_str() : "", nb == 1 ? fmt_num("%.0f", T / prefill).c_str() : "", rate[1],
-                     rate[0], c.bytes() / 1073741824.0, c.unpack_bytes() / 1073741824.0);
+            char pre[64] = " | ";  // prefill columns: on the batch-1 row only
+            if (nb == 1) snprintf(pre, sizeof pre, "%.3f | %.0f", prefill, T / prefill);
+            snprintf(line, sizeof line, "| %d | %d | %s | %.1f | %.1f | %.3f | %.3f |\n", T, nb, pre, rate[1], rate[0],
+                     c.bytes() / 1073741824.0, c.unpack_bytes() / 1073741824.0);
             table += line;
             std::fputs(line, stdout);
             std::fflush(stdout);

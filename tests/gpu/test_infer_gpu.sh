@@ -12,17 +12,8 @@ corpus=${1:-build/test_corpus}
 BIN=${BIN:-build}
 work=${WORK:-build/test_infer_gpu}
 rm -rf "$work" && mkdir -p "$work"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
-finish() { echo "$passed passed, $failed failed"; [ $failed -eq 0 ]; exit $?; }
-if python3 -c "import nvidia" 2>/dev/null; then  # the lent machines keep cuDNN/cuBLAS in Python wheels
-    SP=$(python3 -c "import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))")/nvidia
-    export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:${LD_LIBRARY_PATH:-}
-fi
-[ -x "$BIN/train" ] && [ -x "$BIN/infer" ] || { fail "$BIN/train or $BIN/infer not built"; finish; }
-[ -f "$corpus/train.bin" ] || { fail "no corpus at $corpus (run tests/test_data_cli.sh on the CPU machine and carry it)"; finish; }
-nvidia-smi --query-gpu=name --format=csv,noheader > /dev/null 2>&1 || { fail "no GPU"; finish; }
+source tests/gpu/shell_test_lib.sh
+need_gpu_and_corpus train infer
 
 # 2 layers of dilated attention (segments 512, 1024, 2048; dilations 1, 2, 4), width 256.
 "$BIN/train" --device cuda --data "$corpus" --layers 2 --width 256 --heads 4 --seq-len 2048 --batch 4 --steps 20 \

@@ -14,17 +14,8 @@ corpus=${1:-build/test_corpus}
 BIN=${BIN:-build}
 work=${WORK:-build/test_resume_gpu}
 rm -rf "$work" && mkdir -p "$work"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
-finish() { echo "$passed passed, $failed failed"; [ $failed -eq 0 ]; exit $?; }
-if python3 -c "import nvidia" 2>/dev/null; then  # the lent machines keep cuDNN/cuBLAS in Python wheels
-    SP=$(python3 -c "import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))")/nvidia
-    export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:${LD_LIBRARY_PATH:-}
-fi
-[ -x "$BIN/train" ] || { fail "$BIN/train not built"; finish; }
-[ -f "$corpus/train.bin" ] || { fail "no corpus at $corpus (run tests/test_data_cli.sh on the CPU machine and carry it)"; finish; }
-nvidia-smi --query-gpu=name --format=csv,noheader > /dev/null 2>&1 || { fail "no GPU"; finish; }
+source tests/gpu/shell_test_lib.sh
+need_gpu_and_corpus train
 
 # 2 layers, width 256, 4 heads of 64, 8 windows of 1024: 256 key-tile blocks per attention
 # backward, more than an H100/H200 runs at once, so without --deterministic the atomic dQ lands
