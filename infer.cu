@@ -13,6 +13,7 @@
 #include "model/flags.h"
 #include "model/generate.h"
 #include "model/kv_cache_file.h"
+#include "model/task_eval.h"
 #include "model/select_backend.cuh"
 #include "comm/launch.cuh"
 
@@ -70,10 +71,73 @@ static void write_position_losses(const std::string& path, const PositionLosses&
     write_file_atomic(path, csv);
 }
 
+// infer --tasks: every item of a retrieval task file scored through the KV cache, the report
+// printed, and with --tasks-out P written to P.csv (accuracy per cell, length and task),
+// P_items.csv (each item's answer and continuation) and P.png (the heatmap).
+static int score_task_file(const std::string& tasks_path, const std::string& out_prefix, const Checkpoint& ck,
+                           const std::string& ckpt_path, Device dev, AttnBackend attn, const TaskEvalOptions& opt, int chunk,
+                           int task_batch) {
+    const std::vector<TaskItem> items = read_task_file(tasks_path);
+    if (!out_prefix.empty()) {  // fail before the work, not after it
+        for (const char* ext : {".csv", "_items.csv", ".png"}) {
+            const std::string f = out_prefix + ext;
+            FILE* probe = std::fopen((f + ".tmp").c_str(), "wb");
+            if (!probe) fatal("--tasks-out %s: cannot write %s.tmp (%s): choose a writable place", out_prefix.c_str(), f.c_str(), std::strerror(errno));
+            std::fclose(probe);
+            std::remove((f + ".tmp").c_str());
+        }
+    }
+    Tokenizer tok;
+    tok.load_serialized(ck.tokenizer);
+    const std::vector<TaskPrompt> prompts = tokenize_tasks(items, tok, opt);
+    std::unique_ptr<ModelBackend> model = make_backend(dev, ck.cfg, attn);
+    model->set_params(ck.params.data());
+    model->set_recompute(Recompute::Full);
+    const size_t elem = dev == Device::Cuda ? 2 : 4;
+    // Sequences that fit at once: each holds its cache of `tokens` rows and its share of a chunk's
+    // activations (about 24 values per width per token) and unpacked rows.
+    auto max_batch = [&](long long tokens) {
+        const double per_seq = kv_cache_bytes(ck.cfg, tokens, 1, elem) + kv_unpack_bytes(ck.cfg, 1, chunk, elem) +
+                               (double)chunk * ck.cfg.n_embd * 24 * elem;
+        const double room = 0.85 * (double)model->memory_available();
+        const int fit = (int)std::min<double>(task_batch, room / per_seq);
+        if (fit < 1)
+            fatal("out of %s memory: a %lld-token item needs about %.2f GiB (its KV cache and a chunk of %d) but %.2f GiB are "
+                  "free: lower --chunk, or score shorter items", model->memory_name(), tokens, per_seq / 1073741824.0, chunk,
+                  room / 1073741824.0);
+        return fit;
+    };
+    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, on %s; %zu items from %s, prompts read up to %lld tokens%s\n",
+                 ckpt_path.c_str(), ck.cfg.n_layer, ck.cfg.n_embd, model->num_params() / 1e6, model->name().c_str(), items.size(),
+                 tasks_path.c_str(), opt.ctx, opt.truncate ? " (longer ones: their last tokens)" : "");
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<TaskOutcome> out = run_tasks(
+        items, prompts, tok, ck.cfg.vocab_size, chunk, [&](int B, int ch) { return make_kv_cache(*model, B, ch); }, max_batch,
+        [&](size_t done, size_t total) { std::fprintf(stderr, "\rscored %zu / %zu items", done, total), std::fflush(stderr); });
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "\n");
+    const TaskReport report = summarize_tasks(items, out);
+    long long correct = 0, tokens = 0;
+    for (const TaskOutcome& o : out) correct += o.correct, tokens += o.tokens;
+    std::printf("%s", format_task_report(report).c_str());
+    std::printf("tasks %s: %lld of %zu correct (%.1f%%), %lld prompt tokens in %.1f s (%.0f tokens/s)\n", tasks_path.c_str(), correct,
+                items.size(), 100.0 * (double)correct / (double)items.size(), tokens, secs, (double)tokens / secs);
+    if (!out_prefix.empty()) {
+        write_file_atomic(out_prefix + ".csv", task_report_csv(report));
+        write_file_atomic(out_prefix + "_items.csv", task_items_csv(items, out));
+        const std::string name = ckpt_path.substr(ckpt_path.find_last_of('/') == std::string::npos ? 0 : ckpt_path.find_last_of('/') + 1);
+        write_png(out_prefix + ".png", task_heatmap(report, name + " on " + tasks_path));
+        std::printf("wrote %s.csv, %s_items.csv, %s.png\n", out_prefix.c_str(), out_prefix.c_str(), out_prefix.c_str());
+    }
+    return 0;
+}
+
 static int main_body(int argc, char** argv) {
     std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
     int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0, chunk = 0, min_doc_tokens = 0;
-    std::string windows = "auto", per_position, save_cache, load_cache, prompts_file;
+    std::string windows = "auto", per_position, save_cache, load_cache, prompts_file, tasks, tasks_out;
+    int task_batch = 16;
+    bool truncate = false;
     float temperature = 0.8f, top_p = 0.95f;
     Flags flags("infer", "Generate text from a checkpoint, or measure perplexity over a file.");
     flags.add_string("checkpoint", &checkpoint, "a .safetensors checkpoint, or a directory (its latest checkpoint)");
@@ -107,7 +171,17 @@ static int main_body(int argc, char** argv) {
                                                 "prompt then continues it");
     flags.add_string("per-position", &per_position, "--perplexity: write the mean loss per position bucket [2^k, 2^(k+1)) "
                                                     "to this CSV (scripts/plot_positions.sh draws it)");
+    flags.add_string("tasks", &tasks, "score a retrieval task file (JSON Lines: task, context, question, answer, length, depth; "
+                                      "data_tool tasks writes them): greedy continuations, accuracy by task, length and depth");
+    flags.add_string("tasks-out", &tasks_out, "--tasks: write PREFIX.csv, PREFIX_items.csv and the heatmap PREFIX.png");
+    flags.add_int("task-batch", &task_batch, "--tasks: the most sequences prefilled and decoded at once (fewer when memory is short)");
+    flags.add_bool("truncate", &truncate, "--tasks: read a prompt longer than --ctx in its last --ctx tokens (else it is an error)");
     flags.parse(argc, argv);
+    if (!tasks.empty() && (!prompt.empty() || !prompt_file.empty() || !prompts_file.empty() || !ppl_file.empty() ||
+                           !save_cache.empty() || !load_cache.empty() || cp != 1))
+        fatal("--tasks scores a task file alone: drop --prompt, --prompt-file, --prompts-file, --perplexity, the cache files and --cp");
+    if (tasks.empty() && (!tasks_out.empty() || truncate)) fatal("--tasks-out and --truncate are for --tasks");
+    if (task_batch < 1) fatal("--task-batch must be at least 1 (got %d)", task_batch);
     if ((cp != 1 || simulate_ranks) && (ppl_file.empty() || (simulate_ranks && simulate_ranks != cp)))
         fatal("--cp and --simulate-ranks are for --perplexity, with --simulate-ranks equal to --cp (got --cp %d, "
               "--simulate-ranks %d%s)", cp, simulate_ranks, ppl_file.empty() ? ", no --perplexity" : "");
@@ -161,6 +235,9 @@ static int main_body(int argc, char** argv) {
     tok.load_serialized(ck.tokenizer);
     if (tok.vocab_size() != ck.cfg.vocab_size) fatal("checkpoint %s: tokenizer and model vocab sizes differ", path.c_str());
     if (ctx == 0) ctx = ck.has_train_state ? checkpoint_seq_len(ck, path, kMaxSeqLen) : 256;
+    if (!tasks.empty())
+        return score_task_file(tasks, tasks_out, ck, path, dev, attn, TaskEvalOptions{ctx, truncate, tasks},
+                               chunk > 0 ? chunk : dev == Device::Cuda ? 16384 : 256, task_batch);
     if (!ppl_file.empty()) {
         if (cp > 1 && dev == Device::Cuda && attn != AttnBackend::Flash) fatal("--cp needs --attention flash: the ring runs our kernels");
         if (cp > 1 && ctx % (2 * cp))

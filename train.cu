@@ -7,9 +7,11 @@
 #include <cstring>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
+#include "data/batch_source.h"
 #include "data/loader.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
@@ -33,9 +35,13 @@ struct TrainArgs {
     int sample_tokens = 160, keep_ckpts = 3, max_bad_steps = 5;
     int cp = 1, simulate_ranks = 0;  // context-parallel degree; ranks run as threads of this process
     std::string sample_prompt = "And it came to pass";
+    std::string schedule;   // later stages of the window and batch: "8192x16@300,32768x4@600"
+    std::string mix;        // token shards mixed into the corpus by fraction: "tasks.bin:0.5"
     std::string init_from;  // a fresh run from these weights (a shorter-window model, say); not a run flag
     std::string recompute = "auto";  // gradient checkpointing policy (model/recompute.h); not a run flag
     float memory_cap_gib = 0;        // plan within this much memory (0: what is free); not a run flag
+    int stop_at = 0;                 // stop after this step with a checkpoint, for --resume to go on (0: --steps); not a run flag
+    float time_limit = 0;            // stop with a checkpoint once this many minutes have passed (0: none); not a run flag
 
     // The flags a resumed run must share with the run it continues: each decides some loss
     // (validation ones too) or, for the device and kernels, the rounding of every step.
@@ -48,7 +54,11 @@ struct TrainArgs {
                  "\"device\":\"%s\",\"attention\":\"%s\",\"deterministic\":%s}",
                  seq_len, batch, steps, lr, min_lr_frac, weight_decay, grad_clip, warmup, seed, doc_mask ? "true" : "false",
                  val_every, val_batches, device_used, attention.c_str(), deterministic ? "true" : "false");
-        return buf;
+        std::string json = buf;
+        // Recorded only when given, so that runs from before these flags still resume.
+        if (!schedule.empty()) json.insert(json.size() - 1, ",\"schedule\":" + json_quote(schedule));
+        if (!mix.empty()) json.insert(json.size() - 1, ",\"mix\":" + json_quote(mix));
+        return json;
     }
 };
 
@@ -144,16 +154,75 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
 }
 
 // The training state a checkpoint claims must be one this run can reach: step within --steps,
-// and the loader's place in the data exactly step * batch windows from the start.
-static void check_resume_state(const TrainState& st, const TrainArgs& a, const DataLoader& train, const std::string& path) {
+// and the corpus loader's place in the data exactly where the run's batches up to that step leave it.
+static void check_resume_state(const TrainState& st, const TrainArgs& a, const BatchSource& train, const std::string& path) {
     if (st.step > a.steps) fatal("--resume: %s is at step %d, past --steps %d: the file is corrupt or from another run", path.c_str(), st.step, a.steps);
     if (st.step == a.steps) fatal("--resume: the run in %s already finished its %d steps: choose another --out to train again", a.out.c_str(), a.steps);
-    const uint64_t windows = (uint64_t)st.step * (uint64_t)a.batch, n = train.n_windows();
-    if (st.loader_cursor >= n || st.loader_epoch != windows / n || st.loader_cursor != windows % n)
-        fatal("--resume: %s says the loader is at epoch %llu, window %llu, but %d steps of %d windows end at epoch %llu, window %llu: "
-              "the checkpoint is corrupt or from other data",
-              path.c_str(), (unsigned long long)st.loader_epoch, (unsigned long long)st.loader_cursor, st.step, a.batch,
-              (unsigned long long)(windows / n), (unsigned long long)(windows % n));
+    const LoaderState want = train.expected_corpus_state(st.step);
+    if (st.loader_epoch != want.epoch || st.loader_cursor != want.cursor)
+        fatal("--resume: %s says the loader is at epoch %llu, window %llu, but %d steps of this run's batches end at epoch %llu, "
+              "window %llu: the checkpoint is corrupt or from other data", path.c_str(), (unsigned long long)st.loader_epoch,
+              (unsigned long long)st.loader_cursor, st.step, (unsigned long long)want.epoch, (unsigned long long)want.cursor);
+}
+
+// What each stage of the run (train --schedule) needs, all checked before anything is written:
+// its shape on this rank, its validation batches and the recompute policy the memory plan picks.
+struct StagePlan {
+    TrainStage stage;
+    int Bl = 0, Tl = 0;                  // this rank's part of a step
+    int val_batch = 0, val_batches = 0;  // validation windows per batch and batches, at this stage's window
+    Recompute policy = Recompute::None;
+};
+
+static StagePlan plan_stage(const TrainStage& st, const TrainArgs& a, const TokenShard& val_shard, const ModelBackend& model,
+                            const ParallelContext& px, Device device, bool say) {
+    StagePlan sp;
+    sp.stage = st;
+    const char* which = st.first_step == 0 ? "" : " (--schedule)";
+    if (st.seq_len > kMaxSeqLen) fatal("--seq-len must be at most %d (got %d%s)", kMaxSeqLen, st.seq_len, which);
+    if ((long long)st.batch * st.seq_len > kMaxSeqLen)
+        fatal("--batch %d x --seq-len %d%s is more than %d tokens per step: lower one of them", st.batch, st.seq_len, which, kMaxSeqLen);
+    // The job's shape: DP groups of CP ranks, each window split in 2 CP chunks, each batch over DP.
+    if (st.seq_len % (2 * a.cp))
+        fatal("--seq-len %d%s does not split into 2 x --cp %d equal chunks (ring attention's zigzag): use a multiple of %d",
+              st.seq_len, which, a.cp, 2 * a.cp);
+    if (st.batch % px.dp_size)
+        fatal("--batch %d%s windows do not split over %d data-parallel groups (%d ranks / --cp %d): use a multiple of %d",
+              st.batch, which, px.dp_size, px.size, a.cp, px.dp_size);
+    sp.Bl = st.batch / px.dp_size, sp.Tl = st.seq_len / px.cp_size;
+    // Validation may hold fewer windows than a batch: it then runs smaller batches.
+    const uint64_t val_windows = val_shard.n_tokens() > 0 ? (val_shard.n_tokens() - 1) / st.seq_len : 0;
+    if (val_windows == 0)
+        fatal("--seq-len %d%s is longer than %s/val.bin (%llu tokens): lower --seq-len or prepare a larger validation split",
+              st.seq_len, which, a.data.c_str(), (unsigned long long)val_shard.n_tokens());
+    sp.val_batch = (int)(std::min<uint64_t>(st.batch, val_windows) / px.dp_size * px.dp_size);
+    if (sp.val_batch == 0)
+        fatal("%s/val.bin holds %llu windows of %d, fewer than the %d data-parallel groups: prepare a larger validation split",
+              a.data.c_str(), (unsigned long long)val_windows, st.seq_len, px.dp_size);
+    sp.val_batches = (int)std::max<uint64_t>(1, std::min<uint64_t>(a.val_batches, val_windows / sp.val_batch));
+
+    // The memory plan: the fastest recompute policy that fits (or the one asked for), else what would fit.
+    Recompute policy = Recompute::None;
+    bool is_auto = false;
+    parse_recompute(a.recompute, &policy, &is_auto);
+    int t_step = 1024;  // the longest window that fits, in steps a person reads (and a multiple of 2 x --cp)
+    while (t_step > 2 && t_step > sp.Tl) t_step /= 2;
+    const MemoryPlan plan = plan_memory(model, sp.Bl, sp.Tl, t_step, is_auto, policy, (size_t)(a.memory_cap_gib * 1073741824.0));
+    if (say) std::printf("%s", format_plan(plan, model.memory_name()).c_str());
+    if (!plan.chosen_fits) {
+        const PolicyPlan& row = plan.rows[(int)plan.chosen];
+        std::string alternatives;
+        for (const PolicyPlan& r : plan.rows)
+            alternatives += std::string(alternatives.empty() ? "" : "; ") + recompute_name(r.policy) + ": --seq-len <= " +
+                            std::to_string(r.max_T * px.cp_size) + " or --batch <= " + std::to_string(r.max_B * px.dp_size);
+        fatal("out of %s memory: --batch %d x --seq-len %d%s with --recompute %s needs %s for activations but %s "
+              "are available%s; what fits: %s%s", model.memory_name(), st.batch, st.seq_len, which, a.recompute.c_str(),
+              format_bytes((double)(row.needs.activations + row.needs.extra)).c_str(), format_bytes((double)plan.available).c_str(),
+              a.memory_cap_gib > 0 ? " under --memory-cap" : "", alternatives.c_str(),
+              px.cp_size > 1 || device != Device::Cuda ? "" : ", or split the window over GPUs (--cp)");
+    }
+    sp.policy = plan.chosen;
+    return sp;
 }
 
 // Test hook: LNGPT_NAN_STEPS=a-b makes the loss of steps a..b NaN, as a diverging step would.
@@ -203,6 +272,11 @@ static int main_body(int argc, char** argv) {
     flags.add_int("log-every", &a.log_every, "steps between progress lines");
     flags.add_int("keep-ckpts", &a.keep_ckpts, "checkpoints kept in --out, newest first (0: all)");
     flags.add_bool("resume", &a.resume, "continue from the latest checkpoint in --out");
+    flags.add_string("schedule", &a.schedule, "a length curriculum: later stages as SEQ_LENxBATCH@STEP, each from the step after "
+                                              "STEP steps, e.g. 8192x16@300,32768x4@600 (--seq-len x --batch before)");
+    flags.add_string("mix", &a.mix, "token shards mixed into the corpus, each a fraction of every batch's windows, e.g. "
+                                    "tasks.bin:0.5 (data_tool task-shard makes retrieval documents); one list per stage of "
+                                    "--schedule with ';' between them, e.g. tasks2k.bin:0.5;tasks32k.bin:0.5");
     flags.add_string("init-from", &a.init_from, "start from the weights of this checkpoint (a file, or a directory's latest), e.g. a "
                                                 "model trained at a shorter --seq-len: step 0, a new optimizer state and schedule; "
                                                 "--layers, --width, --heads, --rope-theta must match it, the attention pattern may differ");
@@ -215,6 +289,10 @@ static int main_body(int argc, char** argv) {
                                                 "full (keep each block's input, recompute the block)");
     flags.add_float("memory-cap", &a.memory_cap_gib, "GiB the memory plan may give activations on each rank, to leave "
                                                      "room for others (0: all that is free)");
+    flags.add_int("stop-at", &a.stop_at, "stop after this step with a checkpoint (a run in pieces: --resume continues it to "
+                                         "--steps; 0: run to --steps)");
+    flags.add_float("time-limit", &a.time_limit, "stop with a checkpoint after the step that passes this many minutes of the "
+                                                 "run (a run in pieces of a fixed time: --resume continues; 0: none)");
     flags.add_int("cp", &a.cp, "context parallel: split each window over this many GPUs (ring attention); "
                                "the job's ranks are data-parallel groups of --cp");
     flags.add_int("simulate-ranks", &a.simulate_ranks, "run this many ranks as threads of one process, sharing "
@@ -244,6 +322,8 @@ static int main_body(int argc, char** argv) {
         a.sample_tokens < 0)
         fatal("--warmup, --val-every, --ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --val-batches, --log-every >= 1");
     if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
+    if (a.stop_at < 0 || a.stop_at > a.steps) fatal("--stop-at must be in [0, --steps %d] (got %d)", a.steps, a.stop_at);
+    if (!(a.time_limit >= 0)) fatal("--time-limit must be >= 0 minutes (got %g)", a.time_limit);
     {
         Recompute r;
         bool is_auto;
@@ -331,13 +411,6 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
     }
     const AttnBackend attn_backend = parse_attention_backend(a.attention, a.doc_mask);
     if (device == Device::Cuda) check_attention_backend(attn_backend, cfg, a.deterministic);
-    // The job's shape: DP groups of CP ranks, each window split in 2 CP chunks, each batch over DP.
-    if (a.seq_len % (2 * a.cp))
-        fatal("--seq-len %d does not split into 2 x --cp %d equal chunks (ring attention's zigzag): use a multiple of %d",
-              a.seq_len, a.cp, 2 * a.cp);
-    if (a.batch % px.dp_size)
-        fatal("--batch %d windows do not split over %d data-parallel groups (%d ranks / --cp %d): use a multiple of %d",
-              a.batch, px.dp_size, px.size, a.cp, px.dp_size);
     if (a.cp > 1 && device == Device::Cuda && attn_backend != AttnBackend::Flash)
         fatal("--cp needs --attention flash: the ring runs our kernels");
     {  // every rank must run the same flags and binary, or their updates would drift apart
@@ -350,49 +423,32 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
         }
         px.check_same(h, "the flags, the model or the binary", "start every rank with the same binary and flags");
     }
-    DataLoader train(train_shard, a.batch, a.seq_len, (uint64_t)a.seed, /*shuffle=*/true);
-    // Validation may hold fewer windows than a batch: it then runs smaller batches.
-    const uint64_t val_windows = val_shard.n_tokens() > 0 ? (val_shard.n_tokens() - 1) / a.seq_len : 0;
-    if (val_windows == 0)
-        fatal("--seq-len %d is longer than %s/val.bin (%llu tokens): lower --seq-len or prepare a larger validation split",
-              a.seq_len, a.data.c_str(), (unsigned long long)val_shard.n_tokens());
-    const int val_batch = (int)(std::min<uint64_t>(a.batch, val_windows) / px.dp_size * px.dp_size);
-    if (val_batch == 0)
-        fatal("%s/val.bin holds %llu windows of %d, fewer than the %d data-parallel groups: prepare a larger validation split",
-              a.data.c_str(), (unsigned long long)val_windows, a.seq_len, px.dp_size);
-    DataLoader val(val_shard, val_batch, a.seq_len, 0, /*shuffle=*/false);
-    const int val_batches = (int)std::max<uint64_t>(1, std::min<uint64_t>(a.val_batches, val.n_windows() / val_batch));
-
+    // The batches: the corpus, the --mix shards by fraction (each file read once), the --schedule stages.
+    const std::vector<TrainStage> stages = parse_schedule(a.schedule, {0, a.seq_len, a.batch}, a.steps);
+    const std::vector<std::vector<MixedShard>> mix = parse_mix(a.mix, stages.size());
+    std::map<std::string, TokenShard> mixed_shards;
+    std::vector<std::vector<std::pair<const TokenShard*, double>>> mixed(stages.size());
+    for (size_t k = 0; k < stages.size(); k++)
+        for (const MixedShard& m : mix[k]) {
+            if (!mixed_shards.count(m.path)) {
+                mixed_shards[m.path] = read_shard(m.path);
+                if (mixed_shards[m.path].vocab_size > (uint32_t)tok.vocab_size())
+                    fatal("--mix %s declares a vocabulary of %u but %s/tokenizer.model has %d: make it with this corpus's tokenizer "
+                          "(data_tool task-shard --data %s)", m.path.c_str(), mixed_shards[m.path].vocab_size, a.data.c_str(),
+                          tok.vocab_size(), a.data.c_str());
+            }
+            mixed[k].push_back({&mixed_shards.at(m.path), m.fraction});
+        }
+    BatchSource train(train_shard, mixed, stages, (uint64_t)a.seed);
     if (a.resume) check_resume_state(ck.state, a, train, existing);
 
     std::unique_ptr<ModelBackend> model = make_backend(device, cfg, attn_backend, a.deterministic);
-    const int Bl = a.batch / px.dp_size, Tl = a.seq_len / px.cp_size;  // this rank's part of a step
-    const std::vector<int> positions = px.positions(a.seq_len);
     model->set_context_parallel(px.cp);
-    {  // the memory plan: the fastest recompute policy that fits (or the one asked for), else what would fit
-        Recompute policy = Recompute::None;
-        bool is_auto = false;
-        parse_recompute(a.recompute, &policy, &is_auto);
-        int t_step = 1024;  // the longest window that fits, in steps a person reads (and a multiple of 2 x --cp)
-        while (t_step > 2 && t_step > Tl) t_step /= 2;
-        const MemoryPlan plan = plan_memory(*model, Bl, Tl, t_step, is_auto, policy, (size_t)(a.memory_cap_gib * 1073741824.0));
-        if (say) std::printf("%s", format_plan(plan, model->memory_name()).c_str());
-        if (!plan.chosen_fits) {
-            const PolicyPlan& row = plan.rows[(int)plan.chosen];
-            std::string alternatives;
-            for (const PolicyPlan& r : plan.rows)
-                alternatives += std::string(alternatives.empty() ? "" : "; ") + recompute_name(r.policy) + ": --seq-len <= " +
-                                std::to_string(r.max_T * px.cp_size) + " or --batch <= " + std::to_string(r.max_B * px.dp_size);
-            fatal("out of %s memory: --batch %d x --seq-len %d with --recompute %s needs %s for activations but %s "
-                  "are available%s; what fits: %s%s", model->memory_name(), a.batch, a.seq_len, a.recompute.c_str(),
-                  format_bytes((double)(row.needs.activations + row.needs.extra)).c_str(),
-                  format_bytes((double)plan.available).c_str(),
-                  a.memory_cap_gib > 0 ? " under --memory-cap" : "", alternatives.c_str(),
-                  px.cp_size > 1 || device != Device::Cuda ? "" : ", or split the window over GPUs (--cp)");
-        }
-        model->set_recompute(plan.chosen);
+    std::vector<StagePlan> plans;
+    for (const TrainStage& st : train.stages()) {
+        if (say && train.stages().size() > 1) std::printf("stage from step %d: windows of %d tokens, %d per step\n", st.first_step, st.seq_len, st.batch);
+        plans.push_back(plan_stage(st, a, val_shard, *model, px, device, say));
     }
-    model->reserve(Bl, Tl);
     int step = 0, updates = 0;
     {
         std::vector<float> w(model->num_params());
@@ -403,7 +459,6 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
     if (a.resume) {
         model->set_params(ck.params.data());
         model->set_opt_state(ck.m.data(), ck.v.data());
-        train.restore({ck.state.loader_epoch, ck.state.loader_cursor});
         step = ck.state.step;
         updates = ck.state.updates;
         if (say) std::printf("resumed from %s at step %d\n", existing.c_str(), step);
@@ -420,38 +475,62 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
     FILE* metrics = std::fopen(metrics_path.c_str(), "a");
     if (!metrics) fatal("cannot append to %s", metrics_path.c_str());
 
-    const long long tokens_per_step = (long long)a.batch * a.seq_len;
     if (say) std::printf("model: %d layers, width %d, %d heads of %d, vocab %d: %.2fM parameters | backend %s\n", cfg.n_layer,
                 cfg.n_embd, cfg.n_head, cfg.head_dim(), cfg.vocab_size, model->num_params() / 1e6, model->name().c_str());
     if (say) std::printf("data: %llu train tokens (%llu windows of %d), %llu val tokens | %lld tokens per step, %d steps\n",
-                         (unsigned long long)train_shard.n_tokens(), (unsigned long long)train.n_windows(), a.seq_len,
-                         (unsigned long long)val_shard.n_tokens(), tokens_per_step, a.steps);
+                         (unsigned long long)train_shard.n_tokens(), (unsigned long long)train.corpus_windows(), a.seq_len,
+                         (unsigned long long)val_shard.n_tokens(), (long long)a.batch * a.seq_len, a.steps);
+    for (size_t k = 0; say && k < mixed.size(); k++)
+        for (const auto& [shard, fraction] : mixed[k])
+            std::printf("mix%s: %s (%llu tokens, %llu documents): %.0f%% of the windows\n",
+                        stages.size() > 1 ? (" (stage from step " + std::to_string(stages[k].first_step) + ")").c_str() : "",
+                        shard->path.c_str(), (unsigned long long)shard->n_tokens(), (unsigned long long)shard->n_docs(), 100 * fraction);
     for (int l = 0; say && l < cfg.n_layer; l++)  // each block-sparse layout once, with its density
         if (cfg.attn(l).kind == AttnKind::BlockSparse && (l == 0 || pattern_to_json(cfg.attn(l)) != pattern_to_json(cfg.attn(l - 1))))
             std::printf("layer %d: block-sparse %s, density %.4f of the blocks at T = %d\n", l, pattern_to_json(cfg.attn(l)).c_str(),
                         BlockSparsePattern::density(cfg.attn(l), a.seq_len, cfg.n_head), a.seq_len);
     if (say && px.size > 1)
         std::printf("parallel: %d ranks = %d data-parallel groups x --cp %d (%d windows of %d tokens per rank per step)\n",
-                    px.size, px.dp_size, px.cp_size, Bl, Tl);
+                    px.size, px.dp_size, px.cp_size, plans[0].Bl, plans[0].Tl);
     if (say && px.cp_size > 1) {  // what the ring moves, against a plain ring, layer by layer
         long long moved = 0, plain = 0, pairs = 0;
         for (int l = 0; l < cfg.n_layer; l++) {
             const RingPlan plan(cfg.attn(l), px.cp_size, a.seq_len);
             moved += plan.chunks_moved(), plain += plan.chunks_moved_plain(), pairs += plan.pairs_computed();
         }
-        const double chunk_mb = (double)Bl * (a.seq_len / (2 * px.cp_size)) * 2 * cfg.n_embd * 2 / 1e6;
+        const double chunk_mb = (double)plans[0].Bl * (a.seq_len / (2 * px.cp_size)) * 2 * cfg.n_embd * 2 / 1e6;
         std::printf("ring: per forward, %.3f MB of K/V sent per rank (a plain ring: %.3f MB); %lld of %lld chunk pairs computed\n",
                     moved * chunk_mb / px.cp_size, plain * chunk_mb / px.cp_size, pairs,
                     4LL * px.cp_size * px.cp_size * cfg.n_layer);
     }
 
-    // The global batch (every rank draws it) and this rank's rows of it.
-    std::vector<int> in(tokens_per_step), tg(tokens_per_step), ds(tokens_per_step);
-    std::vector<int> li((size_t)Bl * Tl), lt(li.size()), ld(li.size());
+    // The stage in force: its shape, the global batch (every rank draws it) and this rank's rows of
+    // it, its validation windows; the model's activations are laid out anew for each stage.
+    int stage = -1;
+    std::vector<int> in, tg, ds, li, lt, ld, positions;
+    std::unique_ptr<DataLoader> val;
+    auto enter_stage = [&](int k) {
+        const StagePlan& sp = plans[k];
+        const size_t global = (size_t)sp.stage.batch * sp.stage.seq_len, local = (size_t)sp.Bl * sp.Tl;
+        in.assign(global, 0), tg.assign(global, 0), ds.assign(global, 0);
+        li.assign(local, 0), lt.assign(local, 0), ld.assign(local, 0);
+        positions = px.positions(sp.stage.seq_len);
+        val = std::make_unique<DataLoader>(val_shard, sp.val_batch, sp.stage.seq_len, 0, /*shuffle=*/false);
+        model->set_recompute(sp.policy);
+        if (stage < 0) model->reserve(sp.Bl, sp.Tl);
+        else model->reshape(sp.Bl, sp.Tl);
+        if (say && stage >= 0)
+            std::printf("step %5d/%d | stage: windows of %d tokens, %d per step (recompute %s)\n", step, a.steps, sp.stage.seq_len,
+                        sp.stage.batch, recompute_name(sp.policy));
+        stage = k;
+    };
+    enter_stage(train.stage_of(step));
+    long long tokens_left = 0;  // for the ETA
+    for (int s = step; s < a.steps; s++) tokens_left += (long long)train.stage_at(s).batch * train.stage_at(s).seq_len;
     const AdamWConfig opt{0.9f, 0.95f, 1e-8f, a.weight_decay};
     const double t_start = now_s();
-    double t_train = 0;  // seconds spent in steps (not validation), for tokens/s and the ETA
-    int steps_timed = 0, bad_in_a_row = 0;
+    double t_train = 0, tokens_timed = 0;  // time and tokens in steps (not validation), for tokens/s and the ETA
+    int bad_in_a_row = 0;
     auto save = [&](int at_step) {
         if (px.size > 1) {  // the ranks' weights must be the same bits: compare a checksum first
             std::vector<float> w(model->num_params());
@@ -460,7 +539,7 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
                           "the ranks diverged (a bug, or different hardware or libraries): resume from the last checkpoint");
         }
         if (say) {
-            const LoaderState ls = train.state();
+            const LoaderState ls = train.expected_corpus_state(at_step);
             TrainState st{at_step, updates, ls.epoch, ls.cursor, a.to_json(device_used)};
             save_checkpoint(checkpoint_path(a.out, at_step), *model, tok.serialized_model(), &st);
             // Only once the new checkpoint is safely in place do the oldest ones go.
@@ -475,17 +554,21 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
     const char* kill_env = std::getenv("LNGPT_KILL_AT_STEP");
     const int kill_at_step = kill_env ? std::atoi(kill_env) : -1;
     while (step < a.steps) {
+        if (train.stage_of(step) != stage) enter_stage(train.stage_of(step));
+        const StagePlan& sp = plans[stage];
+        const int Bg = sp.stage.batch, T = sp.stage.seq_len;
+        const long long tokens_per_step = (long long)Bg * T;
         const double t0 = now_s();
         const float lr = lr_at(step, a.warmup, a.steps, a.lr, a.lr * a.min_lr_frac);
-        train.next_batch(in.data(), tg.data(), ds.data());
-        px.take_rows(li.data(), in.data(), a.batch, a.seq_len);
-        px.take_rows(lt.data(), tg.data(), a.batch, a.seq_len);
-        px.take_rows(ld.data(), ds.data(), a.batch, a.seq_len);
+        train.next_batch(step, in.data(), tg.data(), ds.data());
+        px.take_rows(li.data(), in.data(), Bg, T);
+        px.take_rows(lt.data(), tg.data(), Bg, T);
+        px.take_rows(ld.data(), ds.data(), Bg, T);
         long long own = 0;  // the step's mean loss spans every rank's targets
         for (int t : lt) own += t >= 0;
         const long long counted = px.sum_count(own);
         model->set_loss_count((int)counted);
-        float loss = model->forward_backward(li.data(), lt.data(), a.doc_mask ? ld.data() : nullptr, Bl, Tl, positions.data());
+        float loss = model->forward_backward(li.data(), lt.data(), a.doc_mask ? ld.data() : nullptr, sp.Bl, sp.Tl, positions.data());
         if (px.world) {
             double sum = model->last_loss_sum();
             px.sum(&sum, 1);
@@ -513,28 +596,38 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
             model->adamw_step(lr, clip_scale(norm, a.grad_clip), opt, ++updates);
         }
         const double dt = now_s() - t0;
-        t_train += dt, steps_timed++;
-        const double tok_s = tokens_per_step * steps_timed / t_train;
+        t_train += dt, tokens_timed += (double)tokens_per_step, tokens_left -= tokens_per_step;
+        const double tok_s = tokens_timed / t_train;
         // %.9g prints a float exactly, so a resumed run can be compared bit for bit.
         if (!skipped)
             std::fprintf(metrics, "%d,train,%.9g,%.6g,%.6g,%.1f,%.3f\n", step, loss, lr, norm, tokens_per_step / dt, now_s() - t_start);
         if (say && !skipped && (step % a.log_every == 0 || step == 1 || step == a.steps))
             std::printf("step %5d/%d | loss %.6f | lr %.2e | norm %6.3f | %7.0f tok/s | ETA %s\n", step, a.steps, loss, lr,
-                        norm, tok_s, fmt_duration((a.steps - step) * t_train / steps_timed).c_str());
+                        norm, tok_s, fmt_duration((double)tokens_left / tok_s).c_str());
         if ((a.val_every && step % a.val_every == 0) || step == a.steps) {
-            last_val = validate(*model, val, val_batches, px, a.doc_mask);
+            last_val = validate(*model, *val, sp.val_batches, px, a.doc_mask);
             if (say) std::printf("step %5d/%d | val loss %.6f\n", step, a.steps, last_val);
             std::fprintf(metrics, "%d,val,%.9g,,,,%.3f\n", step, last_val, now_s() - t_start);
         }
-        if ((a.ckpt_every && step % a.ckpt_every == 0) || step == a.steps) save(step);
+        // --stop-at and --time-limit end the run here with a checkpoint (the ranks agree on the clock's verdict).
+        double out_of_time = a.time_limit > 0 && now_s() - t_start > 60.0 * a.time_limit;
+        if (a.time_limit > 0) px.sum(&out_of_time, 1);
+        const bool stop = step < a.steps && (step == a.stop_at || out_of_time > 0);
+        if ((a.ckpt_every && step % a.ckpt_every == 0) || step == a.steps || stop) save(step);
         std::fflush(stdout);
         std::fflush(metrics);
         // Test hook: die here as `kill -9` would (no cleanup), to prove resume is exact.
         if (kill_at_step == step) raise(SIGKILL);
+        if (stop) {
+            std::fclose(metrics);
+            if (say) std::printf("stopped after step %d of %d (%s): --resume with the same flags continues\n", step, a.steps,
+                                 step == a.stop_at ? "--stop-at" : "--time-limit");
+            return 0;
+        }
     }
     std::fclose(metrics);
     if (say) std::printf("done: %d steps, val loss %.4f, %.0f tokens/s, %s in training steps\n", step, last_val,
-                tokens_per_step * steps_timed / std::max(t_train, 1e-9), fmt_duration(t_train).c_str());
+                tokens_timed / std::max(t_train, 1e-9), fmt_duration(t_train).c_str());
 
     if (say && a.sample_tokens > 0) {
         model->set_context_parallel(nullptr);  // the sample runs on one rank, whole
@@ -544,7 +637,7 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
         StreamDecoder stream(tok);
         std::printf("--- sample ---\n%s", a.sample_prompt.c_str());
         stream.prime(std::vector<int>(ids.begin() + 1, ids.end()));
-        generate(*model, ids, a.sample_tokens, a.seq_len, sampler, tok.eos_id(), [&](int id) {
+        generate(*model, ids, a.sample_tokens, plans[stage].stage.seq_len, sampler, tok.eos_id(), [&](int id) {
             std::fputs(stream.push(id).c_str(), stdout);
             std::fflush(stdout);
         });

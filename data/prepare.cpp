@@ -16,6 +16,7 @@
 #include "data/encode_docs.h"
 #include "data/io.h"
 #include "data/shard.h"
+#include "data/tasks.h"
 #include "data/tokenizer.h"
 #include "data/train_tokenizer.h"
 #include "layers/common.h"
@@ -29,6 +30,15 @@ static const char* kUsage =
     "      --max-bytes caps the raw text read (0 = all), for quick tests.\n"
     "  inspect FILE.bin [--tokenizer FILE.model] [--n 32]\n"
     "      Validate a shard and print its header, documents and first tokens.\n"
+    "  tasks --data DIR | --tokenizer FILE.model [--haystack SRC] --task passkey[,multikey,multiquery]\n"
+    "        --lengths 2K,8K,... [--depths 0,0.25,0.5,0.75,1] [--samples 1] [--needles 4] [--seed 1] --out FILE.jsonl\n"
+    "      Retrieval items (data/task_file.h), each exactly its length in tokens with the asked needle at its\n"
+    "      depth to the token. SRC: filler (the classic repeated sentences), a token shard (default DIR/val.bin:\n"
+    "      held-out documents), a text file or a directory of text files. Lengths take K (1024) and M suffixes.\n"
+    "  task-shard --data DIR [--haystack SRC] --doc-tokens 32768 --tokens N [--needle-every 1024]\n"
+    "        [--passkey-every 4096] [--filler-fraction 0.1] [--seed 1] --out FILE.bin\n"
+    "      Training documents of --doc-tokens tokens (haystack: default DIR/train.bin) carrying many needles and\n"
+    "      their questions, as a token shard that train --mix FILE.bin:FRACTION mixes with the corpus.\n"
     "  encode --tokenizer FILE.model     text on stdin -> space-separated ids on stdout\n"
     "  decode --tokenizer FILE.model     space-separated ids on stdin -> text on stdout\n";
 
@@ -228,6 +238,178 @@ static int cmd_inspect(Args& a) {
     return 0;
 }
 
+// ---- tasks and task-shard: retrieval evaluation items and training documents (data/tasks.h)
+
+// "2048", "2K" (2048), "1M" (1048576).
+static long long parse_tokens(const std::string& flag, const std::string& s) {
+    if (s.empty()) fatal("%s: an empty length", flag.c_str());
+    const char unit = s.back();
+    const long long mult = unit == 'K' || unit == 'k' ? 1024 : unit == 'M' || unit == 'm' ? 1048576 : 1;
+    const long long v = parse_int(flag, mult == 1 ? s : s.substr(0, s.size() - 1), 1, (1LL << 28) / mult);
+    return v * mult;
+}
+
+static std::vector<std::string> split_commas(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream in(s);
+    for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+    if (out.empty()) out.push_back("");
+    return out;
+}
+
+static double parse_depth(const std::string& flag, const std::string& s) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !(v >= 0.0 && v <= 1.0)) fatal("%s '%s': a depth is a number in [0, 1]", flag.c_str(), s.c_str());
+    return v;
+}
+
+// --data DIR gives DIR/tokenizer.model; --tokenizer names one.
+static Tokenizer load_task_tokenizer(const std::string& data, const std::string& tokenizer_path) {
+    if (data.empty() && tokenizer_path.empty()) fatal("give --data DIR (a prepared corpus) or --tokenizer FILE.model");
+    Tokenizer tok;
+    tok.load_file(tokenizer_path.empty() ? data + "/tokenizer.model" : tokenizer_path);
+    return tok;
+}
+
+// A seed per item from the run's seed and the item's place in the grid: the same item whatever
+// else is asked for, in any order, on any number of threads.
+static uint64_t item_seed(uint64_t seed, int task, long long length, int depth_index, int sample) {
+    SplitMix64 r(seed);
+    uint64_t h = r.next();
+    for (uint64_t v : {(uint64_t)task, (uint64_t)length, (uint64_t)depth_index, (uint64_t)sample}) h = SplitMix64(h ^ v).next();
+    return h;
+}
+
+static int cmd_tasks(Args& a) {
+    std::string data, tokenizer_path, haystack, out, tasks = "passkey", lengths, depths = "0,0.25,0.5,0.75,1";
+    long long samples = 1, needles = 4, seed = 1;
+    while (!a.done()) {
+        const std::string flag = a.rest[a.i++];
+        if (flag == "--data") data = a.value(flag);
+        else if (flag == "--tokenizer") tokenizer_path = a.value(flag);
+        else if (flag == "--haystack") haystack = a.value(flag);
+        else if (flag == "--task") tasks = a.value(flag);
+        else if (flag == "--lengths") lengths = a.value(flag);
+        else if (flag == "--depths") depths = a.value(flag);
+        else if (flag == "--samples") samples = parse_int(flag, a.value(flag), 1, 1 << 20);
+        else if (flag == "--needles") needles = parse_int(flag, a.value(flag), 1, 1024);
+        else if (flag == "--seed") seed = parse_int(flag, a.value(flag), 0, LLONG_MAX);
+        else if (flag == "--out") out = a.value(flag);
+        else a.unknown(flag);
+    }
+    if (out.empty()) fatal("tasks needs --out FILE.jsonl");
+    if (lengths.empty()) fatal("tasks needs --lengths, e.g. --lengths 2K,8K,32K");
+    if (haystack.empty()) {
+        if (data.empty()) fatal("tasks needs --haystack SRC (filler, a token shard, a text file or a directory) or --data DIR");
+        haystack = data + "/val.bin";
+    }
+    std::vector<TaskKind> kinds;
+    for (const std::string& t : split_commas(tasks)) kinds.push_back(parse_task_kind(t));
+    std::vector<long long> lens;
+    for (const std::string& l : split_commas(lengths)) lens.push_back(parse_tokens("--lengths", l));
+    std::vector<double> ds;
+    for (const std::string& d : split_commas(depths)) ds.push_back(parse_depth("--depths", d));
+    const Tokenizer tok = load_task_tokenizer(data, tokenizer_path);
+    const PieceKinds kinds_of_pieces(tok);
+    const Haystack hay = load_haystack(haystack, tok, kinds_of_pieces, *std::max_element(lens.begin(), lens.end()));
+
+    struct Cell { TaskSpec spec; int sample; };
+    std::vector<Cell> cells;
+    for (size_t t = 0; t < kinds.size(); t++)
+        for (long long L : lens)
+            for (size_t d = 0; d < ds.size(); d++)
+                for (int s = 0; s < samples; s++) {
+                    TaskSpec spec{kinds[t], L, ds[d], (int)needles, item_seed((uint64_t)seed, (int)kinds[t], L, (int)d, s)};
+                    cells.push_back({spec, s});
+                }
+    std::vector<std::vector<TaskItem>> made(cells.size());
+    std::vector<std::string> errors(cells.size());
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(dynamic)
+    for (long long i = 0; i < (long long)cells.size(); i++) {
+        try {
+            made[i] = make_task_items(cells[i].spec, hay, tok, kinds_of_pieces);
+        } catch (const FatalError& e) {
+            errors[i] = e.what();
+        }
+    }
+    for (const std::string& e : errors)
+        if (!e.empty()) fatal("%s", e.c_str());
+    std::string text;
+    size_t n = 0;
+    for (size_t i = 0; i < cells.size(); i++)
+        for (const TaskItem& it : made[i]) text += task_item_to_json(it, cells[i].spec.seed) + "\n", n++;
+    write_file_atomic(out, text);
+    std::printf("tasks: wrote %zu items (%zu tasks x %zu lengths x %zu depths x %lld samples) to %s in %.1fs; haystack %s (%zu "
+                "tokens)\n", n, kinds.size(), lens.size(), ds.size(), samples, out.c_str(), seconds_since(t0), hay.source.c_str(),
+                hay.tokens.size());
+    return 0;
+}
+
+static int cmd_task_shard(Args& a) {
+    std::string data, haystack, out;
+    long long doc_tokens = 32768, tokens = 0, seed = 1;
+    double needle_every = 1024, passkey_every = 4096, filler_fraction = 0.1;
+    auto positive = [&](const std::string& flag, const std::string& s, double lo) {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0' || !(v >= lo) || !std::isfinite(v)) fatal("%s '%s' must be a number >= %g", flag.c_str(), s.c_str(), lo);
+        return v;
+    };
+    while (!a.done()) {
+        const std::string flag = a.rest[a.i++];
+        if (flag == "--data") data = a.value(flag);
+        else if (flag == "--haystack") haystack = a.value(flag);
+        else if (flag == "--doc-tokens") doc_tokens = parse_tokens(flag, a.value(flag));
+        else if (flag == "--tokens") tokens = parse_tokens(flag, a.value(flag));
+        else if (flag == "--needle-every") needle_every = positive(flag, a.value(flag), 16);
+        else if (flag == "--passkey-every") passkey_every = positive(flag, a.value(flag), 16);
+        else if (flag == "--filler-fraction") filler_fraction = positive(flag, a.value(flag), 0);
+        else if (flag == "--seed") seed = parse_int(flag, a.value(flag), 0, LLONG_MAX);
+        else if (flag == "--out") out = a.value(flag);
+        else a.unknown(flag);
+    }
+    if (data.empty()) fatal("task-shard needs --data DIR (a prepared corpus: its tokenizer, and train.bin as the haystack)");
+    if (out.empty()) fatal("task-shard needs --out FILE.bin");
+    if (tokens < doc_tokens) fatal("--tokens %lld is less than one document of --doc-tokens %lld", tokens, doc_tokens);
+    if (doc_tokens < 256) fatal("--doc-tokens %lld: a training document needs at least 256 tokens", doc_tokens);
+    if (filler_fraction > 1) fatal("--filler-fraction %g must be in [0, 1]", filler_fraction);
+    if (haystack.empty()) haystack = data + "/train.bin";
+    const Tokenizer tok = load_task_tokenizer(data, "");
+    const PieceKinds kinds_of_pieces(tok);
+    const Haystack text = load_haystack(haystack, tok, kinds_of_pieces, doc_tokens);
+    const Haystack filler = filler_haystack(tok, kinds_of_pieces, doc_tokens);
+    const TrainDocSpec spec{(int)doc_tokens, needle_every, passkey_every};
+    const long long n_docs = (tokens + doc_tokens - 1) / doc_tokens;
+    std::vector<std::vector<int>> docs(n_docs);
+    std::vector<std::string> errors(n_docs);
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(dynamic)
+    for (long long d = 0; d < n_docs; d++) {
+        try {
+            SplitMix64 rng(item_seed((uint64_t)seed, 99, doc_tokens, 0, (int)d));
+            const bool use_filler = (double)(rng.next() >> 11) * 0x1.0p-53 < filler_fraction;
+            docs[d] = make_training_document(spec, use_filler ? filler : text, tok, kinds_of_pieces, rng);
+        } catch (const FatalError& e) {
+            errors[d] = e.what();
+        }
+    }
+    for (const std::string& e : errors)
+        if (!e.empty()) fatal("%s", e.c_str());
+    std::vector<uint32_t> all;
+    std::vector<uint64_t> starts;
+    all.reserve((size_t)(n_docs * doc_tokens));
+    for (const std::vector<int>& d : docs) {
+        starts.push_back(all.size());
+        all.insert(all.end(), d.begin(), d.end());
+    }
+    write_shard(out, all, starts, (uint32_t)tok.vocab_size());
+    std::printf("task-shard: wrote %lld documents of %lld tokens (%zu tokens; haystack %s, %.0f%% filler) to %s in %.1fs\n", n_docs,
+                doc_tokens, all.size(), text.source.c_str(), 100 * filler_fraction, out.c_str(), seconds_since(t0));
+    return 0;
+}
+
 // ---- encode / decode (used by tests and for quick manual checks)
 
 static std::string tokenizer_flag(Args& a) {
@@ -282,6 +464,8 @@ static int main_body(int argc, char** argv) {
         }
     if (a.command == "prepare") return cmd_prepare(a);
     if (a.command == "inspect") return cmd_inspect(a);
+    if (a.command == "tasks") return cmd_tasks(a);
+    if (a.command == "task-shard") return cmd_task_shard(a);
     if (a.command == "encode") return cmd_encode(a);
     if (a.command == "decode") return cmd_decode(a);
     fatal("unknown command '%s': see `data_tool --help`", a.command.c_str());

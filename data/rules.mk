@@ -16,7 +16,7 @@ DATA_LDLIBS := -lsentencepiece_train -lsentencepiece -lpthread
 TOKENIZER_LDLIBS := -lsentencepiece -lpthread
 
 DATA_TOOL_HEADERS := data/corpus.h data/encode_docs.h data/io.h data/shard.h data/tokenizer.h \
-                     data/train_tokenizer.h layers/common.h
+                     data/train_tokenizer.h data/tasks.h data/task_file.h data/rng.h model/json.h layers/common.h
 TEST_DATA_HEADERS := $(DATA_TOOL_HEADERS) data/loader.h data/rng.h
 
 .PHONY: deps-data data test-data
@@ -36,6 +36,11 @@ build/data_tool: data/prepare.cpp $(DATA_TOOL_HEADERS) | build/.deps-data
 	$(CXX) $(CXXFLAGS) -o $@ $< $(DATA_LDLIBS)
 
 build/test_data: tests/test_data.cpp $(TEST_DATA_HEADERS) | build/.deps-data
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -o $@ $< $(DATA_LDLIBS)
+
+# The retrieval tasks (generators, task files, mixed batches, the scorer with a mock model).
+build/test_tasks: tests/test_tasks.cpp $(TEST_DATA_HEADERS) data/batch_source.h $(wildcard model/*.h layers/*.h layers/patterns/*.h) | build/.deps-data
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(DATA_LDLIBS)
 

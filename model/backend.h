@@ -36,6 +36,10 @@ class ModelBackend {
     // Allocates what batches of (B, T) need, so that running out of memory is reported before
     // a run writes anything. Optional: forward() allocates on first use anyway.
     virtual void reserve(int B, int T) { (void)B, (void)T; }
+    // As reserve, but lays the activations out for exactly (B, T), giving back what a larger
+    // earlier shape held: a run whose window and batch change (train --schedule) holds what each
+    // stage needs, not the largest of every dimension.
+    virtual void reshape(int B, int T) { reserve(B, T); }
     // Gradient checkpointing (model/recompute.h): what each block keeps for its backward. Takes
     // effect at the next reserve or forward. The gradients are the same under every policy.
     virtual void set_recompute(Recompute r) = 0;

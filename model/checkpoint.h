@@ -198,10 +198,23 @@ inline Checkpoint load_checkpoint(const std::string& path) {
     return c;
 }
 
-// The training window of a checkpoint's run (its --seq-len), checked: infer's default context.
+// The longest window a checkpoint's run trained on (its --seq-len, or its longest --schedule
+// stage), checked: infer's default context.
 inline int checkpoint_seq_len(const Checkpoint& c, const std::string& path, int max_seq_len) {
     try {
-        return (int)JsonParser(c.state.train_args).parse().at("seq_len").as_int("seq_len", 2, max_seq_len);
+        const Json args = JsonParser(c.state.train_args).parse();
+        int longest = (int)args.at("seq_len").as_int("seq_len", 2, max_seq_len);
+        if (args.has("schedule")) {  // "8192x16@300,32768x4@600"
+            const std::string& sched = args.at("schedule").as_string();
+            for (size_t at = 0; at < sched.size();) {
+                const long long T = std::atoll(sched.c_str() + at);
+                if (T < 2 || T > max_seq_len) throw JsonError("a schedule stage's window is out of range");
+                longest = std::max(longest, (int)T);
+                const size_t comma = sched.find(',', at);
+                at = comma == std::string::npos ? sched.size() : comma + 1;
+            }
+        }
+        return longest;
     } catch (const JsonError& e) {
         fatal("checkpoint %s: its train_args are corrupt (%s): pass --ctx to choose the context", path.c_str(), e.what());
     }

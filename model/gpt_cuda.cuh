@@ -172,6 +172,11 @@ class CudaBackend : public ModelBackend {
     }
 
     void reserve(int B, int T) override { resize(B, T); }
+    void reshape(int B, int T) override {
+        acts_.release();
+        cap_B_ = cap_T_ = 0;  // resize lays out (B, T) exactly
+        resize(B, T);
+    }
 
     void set_recompute(Recompute r) override {
         if (r != recompute_) acts_.release(), cap_B_ = cap_T_ = 0;  // re-lay the activations at the next resize

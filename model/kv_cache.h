@@ -77,9 +77,15 @@ class IncrementalModel {
     };
     virtual State export_state() = 0;
     virtual void import_state(const State& s) = 0;
-    // Every sequence of this (fresh) cache becomes a copy of `one`'s single sequence, a cache of
-    // the same model and kind: a context prefilled once, then continued by several prompts.
-    virtual void replicate(const IncrementalModel& one) = 0;
+    // Sequence b of this (fresh) cache becomes a copy of sequence from[b] of `src`, a cache of the
+    // same model and kind at a token or more: contexts prefilled once, then continued by several
+    // prompts each (from.size() == this cache's B).
+    virtual void gather(const IncrementalModel& src, const std::vector<int>& from) = 0;
+    // Every sequence becomes a copy of `one`'s single sequence.
+    void replicate(const IncrementalModel& one) { gather(one, std::vector<int>(batch(), 0)); }
+    virtual int batch() const = 0;  // sequences B
+    // Room for len tokens per sequence now (the GPU's dense layers then never move their rows).
+    virtual void reserve(long long len) { (void)len; }
 };
 
 // Bytes the caches of a model hold at `len` tokens of B sequences, elem bytes per value: what
@@ -221,21 +227,26 @@ class KVCache {
         lnf_.assign(st.last_hidden.begin(), st.last_hidden.end());
     }
 
-    void replicate(const KVCache& one) {
-        if (one.B_ != 1 || one.n_ < 1) fatal("KVCache::replicate: the source must hold one sequence with a token in it");
+    int batch() const { return B_; }
+    void gather(const KVCache& src, const std::vector<int>& from) {
+        if ((int)from.size() != B_ || src.n_ < 1) fatal("KVCache::gather: %zu sources for %d sequences, or an empty source", from.size(), B_);
+        for (int f : from)
+            if (f < 0 || f >= src.B_) fatal("KVCache::gather: sequence %d of a cache of %d", f, src.B_);
         const size_t C = m_.cfg.n_embd, row = 2 * C;
-        next_pos_ = one.next_pos_, n_ = 1;
+        next_pos_ = src.next_pos_, n_ = 1;
         for (size_t l = 0; l < layers_.size(); l++) {
             grow(layers_[l], next_pos_);  // copies the rows allocated (none in a fresh cache)
             for (size_t i = 0; i < layers_[l].branches.size(); i++) {
-                const CacheBranch<T>& src = one.layers_[l].branches[i];
+                const CacheBranch<T>& sb = src.layers_[l].branches[i];
                 CacheBranch<T>& dst = layers_[l].branches[i];
-                const size_t n = (size_t)(src.w == kWholeSequence ? next_pos_ : src.rows) * row;
-                for (int b = 0; b < B_; b++) std::memcpy(dst.kv + (size_t)b * dst.rows * row, src.kv, n * sizeof(T));
+                const size_t n = (size_t)(sb.w == kWholeSequence ? next_pos_ : sb.rows) * row;
+                for (int b = 0; b < B_; b++)
+                    std::memcpy(dst.kv + (size_t)b * dst.rows * row, sb.kv + (size_t)from[b] * sb.rows * row, n * sizeof(T));
             }
         }
         lnf_.resize((size_t)B_ * C);
-        for (int b = 0; b < B_; b++) std::memcpy(lnf_.data() + b * C, one.lnf_.data() + (size_t)(one.n_ - 1) * C, C * sizeof(T));
+        for (int b = 0; b < B_; b++)
+            std::memcpy(lnf_.data() + b * C, src.lnf_.data() + ((size_t)from[b] * src.n_ + src.n_ - 1) * C, C * sizeof(T));
     }
 
    private:
@@ -315,10 +326,11 @@ class CpuIncremental : public IncrementalModel {
     int max_chunk() const override { return c_.max_chunk(); }
     State export_state() override { return c_.export_state(); }
     void import_state(const State& s) override { c_.import_state(s); }
-    void replicate(const IncrementalModel& one) override {
-        const CpuIncremental* src = dynamic_cast<const CpuIncremental*>(&one);
-        if (!src) fatal("CpuIncremental::replicate: the source is not a CPU cache");
-        c_.replicate(src->c_);
+    int batch() const override { return c_.batch(); }
+    void gather(const IncrementalModel& src, const std::vector<int>& from) override {
+        const CpuIncremental* c = dynamic_cast<const CpuIncremental*>(&src);
+        if (!c) fatal("CpuIncremental::gather: the source is not a CPU cache");
+        c_.gather(c->c_, from);
     }
 
    private:

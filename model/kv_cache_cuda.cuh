@@ -87,7 +87,8 @@ class KVCacheCuda : public IncrementalModel {
     // Allocates the rows of each layer that keeps every row (dense, block-sparse) for a sequence
     // of `len` tokens up front, so its cache never grows by doubling past what it needs (nor moves
     // while a decode graph uses it). Optional: append grows what it must.
-    void reserve(long long len) {
+    int batch() const override { return B_; }
+    void reserve(long long len) override {
         for (Layer& c : layers_) grow(c, len, /*exact=*/true);
     }
 
@@ -177,25 +178,30 @@ class KVCacheCuda : public IncrementalModel {
         next_pos_ = in.position, n_ = 1;
     }
 
-    // As KVCache::replicate, on the device.
-    void replicate(const IncrementalModel& one_model) override {
-        const KVCacheCuda* one = dynamic_cast<const KVCacheCuda*>(&one_model);
-        if (!one || one->B_ != 1 || one->n_ < 1) fatal("KVCacheCuda::replicate: the source must be a GPU cache of one sequence with a token in it");
+    // As KVCache::gather, on the device.
+    void gather(const IncrementalModel& src_model, const std::vector<int>& from) override {
+        const KVCacheCuda* src = dynamic_cast<const KVCacheCuda*>(&src_model);
+        if (!src || src->n_ < 1 || (int)from.size() != B_)
+            fatal("KVCacheCuda::gather: the source must be a GPU cache with a token in it, and one source per sequence");
+        for (int f : from)
+            if (f < 0 || f >= src->B_) fatal("KVCacheCuda::gather: sequence %d of a cache of %d", f, src->B_);
         const size_t C = cfg_.n_embd, row = 2 * C;
         cudaStream_t st = m_.stream();
-        for (Layer& c : layers_) grow(c, one->next_pos_);  // before next_pos_ moves: grow copies the rows held
-        next_pos_ = one->next_pos_, n_ = 1;
+        for (Layer& c : layers_) grow(c, src->next_pos_);  // before next_pos_ moves: grow copies the rows held
+        next_pos_ = src->next_pos_, n_ = 1;
         for (int l = 0; l < cfg_.n_layer; l++) {
             for (size_t i = 0; i < layers_[l].size(); i++) {
-                const CacheBranch<bf16>& src = one->layers_[l][i];
+                const CacheBranch<bf16>& sb = src->layers_[l][i];
                 const CacheBranch<bf16>& dst = layers_[l][i];
-                const size_t n = (size_t)(src.w == kWholeSequence ? next_pos_ : src.rows) * row;
+                const size_t n = (size_t)(sb.w == kWholeSequence ? next_pos_ : sb.rows) * row;
                 for (int b = 0; b < B_ && n > 0; b++)
-                    CUDA_CHECK(cudaMemcpyAsync(dst.kv + (size_t)b * dst.rows * row, src.kv, n * sizeof(bf16), cudaMemcpyDeviceToDevice, st));
+                    CUDA_CHECK(cudaMemcpyAsync(dst.kv + (size_t)b * dst.rows * row, sb.kv + (size_t)from[b] * sb.rows * row,
+                                               n * sizeof(bf16), cudaMemcpyDeviceToDevice, st));
             }
         }
         for (int b = 0; b < B_; b++)
-            CUDA_CHECK(cudaMemcpyAsync(lnf_ + b * C, one->lnf_ + (size_t)(one->n_ - 1) * C, C * sizeof(bf16), cudaMemcpyDeviceToDevice, st));
+            CUDA_CHECK(cudaMemcpyAsync(lnf_ + b * C, src->lnf_ + ((size_t)from[b] * src->n_ + src->n_ - 1) * C, C * sizeof(bf16),
+                                       cudaMemcpyDeviceToDevice, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
     }
 

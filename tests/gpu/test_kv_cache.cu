@@ -236,6 +236,30 @@ static int main_body(bool kernels_only) {
                 }
             }
             report(worst3 < 2e-2, "a context replicated into 3 sequences decoding their own tokens == full forward", worst3, 2e-2);
+            // Two contexts prefilled together, gathered into 4 sequences in another order (as
+            // infer --tasks shares a context among its questions): each decodes as its source.
+            KVCacheCuda two(full, B, chunk), four(full, 4, 1);
+            for (int at = 0; at < prompt; at += chunk) {
+                const int n = std::min(chunk, prompt - at);
+                std::vector<int> piece;
+                for (int b = 0; b < B; b++) piece.insert(piece.end(), tokens.begin() + b * N + at, tokens.begin() + b * N + at + n);
+                two.append(piece.data(), n);
+            }
+            const std::vector<int> from{1, 0, 1, 0};
+            four.reserve(N);
+            four.gather(two, from);
+            double worst4 = 0;
+            for (int step = 0; step < 30; step++) {
+                std::vector<int> next;
+                for (int f : from) next.push_back(tokens[f * N + prompt + step]);
+                four.append(next.data(), 1);
+                for (int q = 0; q < 4; q++) {
+                    four.logits(a.data(), q, 0);
+                    worst4 = std::max(worst4, gc::norm_rel_error(a.data(), want[(size_t)from[q] * N + prompt + step].data(), cfg.vocab_size));
+                }
+            }
+            report(worst4 < 2e-2, "two contexts gathered into 4 sequences (1, 0, 1, 0), each decoding as its source == full forward",
+                   worst4, 2e-2);
         }
         if (with_bs) {
             KVCacheCuda off(full, B, chunk);

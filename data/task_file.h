@@ -1,0 +1,99 @@
+// Retrieval task files: JSON Lines, one item a line, with the fields
+//   task      "passkey", "multikey", "multiquery" (or any name: the scorer only groups by it)
+//   context   the text before the question (a haystack with needles)
+//   question  the question, ending where the answer starts
+//   answer    what the continuation must start with (leading spaces removed)
+//   length    the item's length in tokens, for the report (an integer >= 1)
+//   depth     where the asked needle lies, in [0, 1], for the report
+// Other fields are allowed and ignored (data_tool tasks adds `needle_token` and `seed`). A model
+// reads BOS, the context, a newline, then the question (as Landmark Attention joins its lines),
+// and continues greedily.
+// data_tool tasks writes such files; infer --tasks reads them, also when written by hand.
+#pragma once
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "data/io.h"
+#include "layers/common.h"
+#include "model/json.h"
+
+struct TaskItem {
+    std::string task, context, question, answer;
+    long long length = 0;
+    double depth = 0;
+    int line = 0;  // where it was read from (1-based), for messages; 0 when made in memory
+    long long needle_token = -1;  // optional: index of the asked needle's first token in the prompt (BOS = 0)
+};
+
+// The text a model reads for an item (after BOS): context, a newline, question.
+inline std::string task_prompt_text(const TaskItem& it) { return it.context + "\n" + it.question; }
+
+inline std::string task_item_to_json(const TaskItem& it, uint64_t seed) {
+    char num[96];
+    snprintf(num, sizeof num, ",\"length\":%lld,\"depth\":%.6g,\"needle_token\":%lld,\"seed\":%llu}", it.length, it.depth,
+             it.needle_token, (unsigned long long)seed);
+    return "{\"task\":" + json_quote(it.task) + ",\"context\":" + json_quote(it.context) + ",\"question\":" + json_quote(it.question) +
+           ",\"answer\":" + json_quote(it.answer) + num;
+}
+
+// One item from one line; fatal naming the file and line on anything missing or malformed.
+inline TaskItem parse_task_line(const std::string& text, const std::string& path, int line) {
+    auto bad = [&](const std::string& what) -> TaskItem {
+        fatal("%s line %d: %s: each line must be one JSON object with the fields task, context, question, answer, length, "
+              "depth (see data/task_file.h)", path.c_str(), line, what.c_str());
+    };
+    Json j;
+    try {
+        j = JsonParser(text).parse();
+    } catch (const JsonError& e) {
+        return bad(std::string("not JSON (") + e.what() + ")");
+    }
+    if (j.kind != Json::Object) return bad("not a JSON object");
+    TaskItem it;
+    it.line = line;
+    try {
+        for (const char* key : {"task", "context", "question", "answer", "length", "depth"})
+            if (!j.has(key)) return bad(std::string("no field \"") + key + "\"");
+        it.task = j.at("task").as_string(), it.context = j.at("context").as_string();
+        it.question = j.at("question").as_string(), it.answer = j.at("answer").as_string();
+        it.length = j.at("length").as_int("length", 1, 1LL << 40);
+        it.depth = j.at("depth").as_number();
+        if (j.has("needle_token") && j.at("needle_token").kind == Json::Number)
+            it.needle_token = j.at("needle_token").as_int("needle_token", -1, 1LL << 40);
+    } catch (const JsonError& e) {
+        return bad(e.what());
+    }
+    if (it.task.empty()) return bad("the task is empty");
+    if (it.answer.find_first_not_of(' ') == std::string::npos) return bad("the answer is empty");
+    if (it.question.empty()) return bad("the question is empty");
+    if (!(it.depth >= 0 && it.depth <= 1)) return bad("depth must be in [0, 1]");
+    for (char c : it.task)
+        if (c == ',' || c == '\n' || c == '"') return bad("the task name may not hold a comma, quote or newline (it is a CSV field)");
+    return it;
+}
+
+// Every item of a task file, in file order. Blank lines are skipped.
+inline std::vector<TaskItem> read_task_file(const std::string& path) {
+    const std::string text = read_file(path, "check the --tasks path (data_tool tasks writes such files)");
+    std::vector<TaskItem> items;
+    int line = 0;
+    for (size_t at = 0; at < text.size();) {
+        size_t end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        line++;
+        const std::string one = text.substr(at, end - at);
+        if (one.find_first_not_of(" \t\r") != std::string::npos) items.push_back(parse_task_line(one, path, line));
+        at = end + 1;
+    }
+    if (items.empty()) fatal("%s holds no task item: give one JSON object per line (data_tool tasks writes such files)", path.c_str());
+    return items;
+}
+
+// The scorer's rule: the continuation, leading spaces removed, starts with the answer.
+inline bool answer_matches(const std::string& continuation, const std::string& answer) {
+    const size_t from = continuation.find_first_not_of(' ');
+    if (from == std::string::npos) return false;
+    const size_t a = answer.find_first_not_of(' ');  // an answer written as " 123" means "123"
+    return a != std::string::npos && continuation.compare(from, answer.size() - a, answer, a, std::string::npos) == 0;
+}

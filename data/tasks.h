@@ -1,0 +1,453 @@
+// Retrieval tasks made from a haystack: evaluation items (data/task_file.h) and training
+// documents that carry many needles and questions each. `data_tool tasks` and
+// `data_tool task-shard` run them.
+//
+// Formats, exactly as the benchmarks write them:
+//   passkey (Landmark Attention): an intro line, then the haystack with the needle
+//     "The pass key is {K}. Remember it. {K} is the pass key." (K in [1, 50000]) on a line of its
+//     own, then the question "What is the pass key? The pass key is"; the answer is K.
+//   multikey (RULER's multi-key needle): RULER's intro line, then the haystack with `needles`
+//     needles "One of the special magic numbers for {word} is: {number}." (distinct words,
+//     7-digit numbers) each on a line of its own; the question asks one word:
+//     "What is the special magic number for {word} mentioned in the provided text? The special
+//     magic number for {word} mentioned in the provided text is"; the answer is its number.
+//   multiquery: the same context, every needle asked in turn (one item per question).
+// Lines are joined by '\n' as Landmark Attention's generator joins them.
+//
+// Placement to the token. An item is exactly `length` tokens of the tokenizer: BOS, the context,
+// '\n', the question. The haystack takes what the rest leaves (M tokens), and the asked needle
+// is preceded by exactly round(depth * M) haystack tokens. This holds because the tokenizers of
+// data_tool prepare never put '\n' inside a piece: text joined at a newline encodes as the
+// concatenation of its parts' encodings, so the needle encodes in place exactly as alone. The
+// haystack is cut only where a piece starts a word (or at a newline), where its decoded text
+// encodes back to the same pieces; every item is encoded whole once more and compared, so a
+// tokenizer that splits differently is caught (one line naming it), never silently misplaced.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "data/io.h"
+#include "data/rng.h"
+#include "data/shard.h"
+#include "data/task_file.h"
+#include "data/tokenizer.h"
+#include "layers/common.h"
+
+namespace task_text {
+inline const char* const kPasskeyIntro =
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the "
+    "important information there.";
+inline const char* const kPasskeyQuestion = "What is the pass key? The pass key is";
+inline std::string passkey_needle(const std::string& key) {
+    return "The pass key is " + key + ". Remember it. " + key + " is the pass key.";
+}
+inline const char* const kMultiKeyIntro =
+    "Some special magic numbers are hidden within the following text. Make sure to memorize it. I will quiz you about the "
+    "numbers afterwards.";
+inline std::string multikey_needle(const std::string& word, const std::string& number) {
+    return "One of the special magic numbers for " + word + " is: " + number + ".";
+}
+inline std::string multikey_question(const std::string& word) {
+    return "What is the special magic number for " + word + " mentioned in the provided text? The special magic number for " +
+           word + " mentioned in the provided text is";
+}
+inline const char* const kFiller = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+}  // namespace task_text
+
+enum class TaskKind { Passkey, MultiKey, MultiQuery };
+
+inline const char* task_kind_name(TaskKind k) {
+    return k == TaskKind::Passkey ? "passkey" : k == TaskKind::MultiKey ? "multikey" : "multiquery";
+}
+inline TaskKind parse_task_kind(const std::string& s) {
+    if (s == "passkey") return TaskKind::Passkey;
+    if (s == "multikey") return TaskKind::MultiKey;
+    if (s == "multiquery") return TaskKind::MultiQuery;
+    fatal("--task '%s' is unknown: use passkey, multikey or multiquery", s.c_str());
+}
+
+// The keys of multi-key needles, RULER-style "adjective-noun" (80 x 80 = 6400 of them).
+inline const std::vector<std::string>& needle_words() {
+    static const std::vector<std::string> words = [] {
+        const char* adjectives[] = {
+            "amber",   "ancient", "bitter",  "bold",    "brave",   "brief",   "bright",  "broad",   "calm",    "clever",
+            "cold",    "crisp",   "curious", "damp",    "dark",    "deep",    "distant", "dry",     "dusty",   "eager",
+            "early",   "empty",   "faint",   "fancy",   "fierce",  "flat",    "fresh",   "gentle",  "giant",   "glad",
+            "golden",  "grand",   "green",   "happy",   "heavy",   "hidden",  "hollow",  "honest",  "humble",  "icy",
+            "idle",    "jolly",   "keen",    "kind",    "large",   "lazy",    "little",  "lively",  "lonely",  "loud",
+            "lucky",   "mellow",  "mighty",  "modern",  "narrow",  "noble",   "odd",     "olive",   "pale",    "plain",
+            "polite",  "proud",   "quick",   "quiet",   "rapid",   "rare",    "rough",   "round",   "royal",   "rusty",
+            "scarlet", "shiny",   "silent",  "silver",  "simple",  "sleepy",  "smooth",  "solid",   "steady",  "sweet"};
+        const char* nouns[] = {
+            "anchor",  "apple",   "arrow",   "badge",   "basket",  "beacon",  "bell",    "blanket", "bottle",  "bridge",
+            "bucket",  "cabin",   "camera",  "candle",  "canyon",  "castle",  "cherry",  "cloud",   "comet",   "compass",
+            "cookie",  "copper",  "crater",  "desert",  "diamond", "dragon",  "drum",    "eagle",   "engine",  "falcon",
+            "feather", "fiddle",  "forest",  "fountain", "garden", "glacier", "guitar",  "hammer",  "harbor",  "helmet",
+            "island",  "jacket",  "jungle",  "kettle",  "ladder",  "lantern", "lemon",   "magnet",  "maple",   "marble",
+            "meadow",  "mirror",  "monkey",  "needle",  "ocean",   "orchard", "paddle",  "parrot",  "pebble",  "pepper",
+            "pillow",  "planet",  "pocket",  "puzzle",  "rabbit",  "ribbon",  "river",   "rocket",  "saddle",  "shadow",
+            "spider",  "statue",  "tiger",   "tomato",  "tower",   "trumpet", "tunnel",  "valley",  "violin",  "wagon"};
+        std::vector<std::string> out;
+        for (const char* a : adjectives)
+            for (const char* n : nouns) out.push_back(std::string(a) + "-" + n);
+        return out;
+    }();
+    return words;
+}
+
+// A haystack: text as tokens (documents joined by a newline) and where it may be cut.
+struct Haystack {
+    std::string source;          // what it was read from, for messages
+    std::vector<int> tokens;
+    std::vector<uint8_t> cut_ok;  // (tokens.size() + 1): the text may be cut before token i
+};
+
+// What a piece looks like, per vocabulary id: '\n', a word start ("▁x"), whitespace only.
+struct PieceKinds {
+    int newline = -1;
+    std::vector<uint8_t> word_start, blank;
+    explicit PieceKinds(const Tokenizer& tok) : word_start(tok.vocab_size()), blank(tok.vocab_size()) {
+        const std::vector<int> nl = tok.encode("\n");
+        if (nl.size() != 1)
+            fatal("%s encodes a newline as %zu pieces, not one: retrieval tasks need a tokenizer that keeps '\\n' a piece of "
+                  "its own (data_tool prepare makes one)", tok.source().c_str(), nl.size());
+        newline = nl[0];
+        const std::string sp = "\xe2\x96\x81";  // '▁', SentencePiece's space
+        for (int id = 0; id < tok.vocab_size(); id++) {
+            if (tok.is_byte(id)) continue;
+            const std::string p = tok.piece(id);
+            bool all_space = !p.empty();
+            for (size_t i = 0; i < p.size() && all_space; i += sp.size()) all_space = p.compare(i, sp.size(), sp) == 0;
+            blank[id] = all_space;
+            word_start[id] = !all_space && p.compare(0, sp.size(), sp) == 0;
+        }
+    }
+};
+
+inline void mark_cuts(Haystack& h, const PieceKinds& k) {
+    const size_t n = h.tokens.size();
+    h.cut_ok.assign(n + 1, 0);
+    h.cut_ok[0] = h.cut_ok[n] = 1;
+    for (size_t i = 1; i < n; i++) {
+        const int a = h.tokens[i - 1], b = h.tokens[i];
+        h.cut_ok[i] = a == k.newline || b == k.newline || (k.word_start[b] && !k.blank[a]);
+    }
+}
+
+// Documents (without BOS) joined by a newline where one does not already end them.
+inline Haystack haystack_from_docs(const std::vector<std::vector<int>>& docs, const std::string& source, const PieceKinds& k) {
+    Haystack h;
+    h.source = source;
+    for (const std::vector<int>& d : docs) {
+        if (d.empty()) continue;
+        h.tokens.insert(h.tokens.end(), d.begin(), d.end());
+        if (h.tokens.back() != k.newline) h.tokens.push_back(k.newline);
+    }
+    mark_cuts(h, k);
+    return h;
+}
+
+// The classic filler, repeated to at least min_tokens tokens: "F F F ..." joined by spaces.
+inline Haystack filler_haystack(const Tokenizer& tok, const PieceKinds& k, long long min_tokens) {
+    const std::vector<int> first = tok.encode(task_text::kFiller), more = tok.encode(std::string(" ") + task_text::kFiller);
+    Haystack h;
+    h.source = "the filler";
+    h.tokens = first;
+    while ((long long)h.tokens.size() < min_tokens) h.tokens.insert(h.tokens.end(), more.begin(), more.end());
+    mark_cuts(h, k);
+    return h;
+}
+
+// A haystack named on the command line: "filler", a token shard (its documents, in order), a
+// text file (one document) or a directory (each file a document, in path order).
+inline Haystack load_haystack(const std::string& spec, const Tokenizer& tok, const PieceKinds& k, long long min_tokens) {
+    if (spec == "filler") return filler_haystack(tok, k, min_tokens);
+    std::vector<std::vector<int>> docs;
+    if (is_directory(spec)) {
+        for (const std::string& name : list_files_sorted(spec)) docs.push_back(tok.encode(read_file(spec + "/" + name, "check --haystack")));
+    } else {
+        const std::string bytes = read_file(spec, "give --haystack filler, a token shard (val.bin), a text file or a directory");
+        if (bytes.compare(0, 8, "LNGSHARD") == 0) {
+            const TokenShard s = read_shard(spec);
+            if ((int)s.vocab_size > tok.vocab_size())
+                fatal("--haystack %s was made with a vocabulary of %u but the tokenizer %s has %d: use the shard of that tokenizer's corpus",
+                      spec.c_str(), s.vocab_size, tok.source().c_str(), tok.vocab_size());
+            for (size_t d = 0; d < s.n_docs(); d++) {
+                const uint64_t b = s.doc_starts[d], e = d + 1 < s.n_docs() ? s.doc_starts[d + 1] : s.n_tokens();
+                std::vector<int> doc;
+                for (uint64_t i = b; i < e; i++)
+                    if ((int)s.tokens[i] != tok.bos_id()) doc.push_back((int)s.tokens[i]);
+                docs.push_back(std::move(doc));
+            }
+        } else {
+            docs.push_back(tok.encode(bytes));
+        }
+    }
+    Haystack h = haystack_from_docs(docs, spec, k);
+    if (h.tokens.empty()) fatal("--haystack %s holds no text", spec.c_str());
+    return h;
+}
+
+// ---- evaluation items
+
+struct TaskSpec {
+    TaskKind kind = TaskKind::Passkey;
+    long long length = 0;  // tokens of the prompt: BOS, context, '\n', question
+    double depth = 0;      // of the (first) asked needle, in [0, 1]
+    int needles = 4;       // multikey and multiquery: needles in the context
+    uint64_t seed = 0;     // the item's own seed (make_task_items derives everything from it)
+};
+
+namespace task_detail {
+struct Needle {
+    std::string text, answer, question;
+    long long at = 0;  // haystack tokens before it
+    std::vector<int> ids;
+};
+// 7-digit numbers, pass keys in [1, 50000], distinct words: as the benchmarks draw them.
+inline std::string random_passkey(SplitMix64& rng) { return std::to_string(1 + rng.below(50000)); }
+inline std::string random_number(SplitMix64& rng) { return std::to_string(1000000 + rng.below(9000000)); }
+inline std::vector<std::string> distinct_words(SplitMix64& rng, int n) {
+    const std::vector<std::string>& all = needle_words();
+    if (n > (int)all.size()) fatal("%d needles need %d distinct words, but the list has %zu: use fewer needles", n, n, all.size());
+    std::vector<std::string> out;
+    std::vector<uint8_t> used(all.size(), 0);
+    while ((int)out.size() < n) {
+        const size_t i = (size_t)rng.below(all.size());
+        if (!used[i]) used[i] = 1, out.push_back(all[i]);
+    }
+    return out;
+}
+// The first position >= at (and <= limit) where the haystack may be cut, or -1.
+inline long long next_cut(const Haystack& h, long long at, long long limit) {
+    for (; at <= limit; at++)
+        if (h.cut_ok[(size_t)at]) return at;
+    return -1;
+}
+inline std::vector<int> slice(const Haystack& h, long long from, long long to) {
+    return std::vector<int>(h.tokens.begin() + from, h.tokens.begin() + to);
+}
+}  // namespace task_detail
+
+// The items of one spec: one for passkey and multikey, one per needle for multiquery (the first
+// asked needle at spec.depth, the others where they fell). Deterministic in spec.seed.
+inline std::vector<TaskItem> make_task_items(const TaskSpec& spec, const Haystack& hay, const Tokenizer& tok, const PieceKinds& k) {
+    using namespace task_detail;
+    SplitMix64 rng(spec.seed);
+    const bool passkey = spec.kind == TaskKind::Passkey;
+    const int n_needles = passkey ? 1 : spec.needles;
+    if (n_needles < 1) fatal("--needles must be at least 1 (got %d)", n_needles);
+    std::vector<Needle> needles(n_needles);
+    if (passkey) {
+        const std::string key = random_passkey(rng);
+        needles[0] = {task_text::passkey_needle(key), key, task_text::kPasskeyQuestion, 0, {}};
+    } else {
+        const std::vector<std::string> words = distinct_words(rng, n_needles);
+        for (int i = 0; i < n_needles; i++) {
+            const std::string number = random_number(rng);
+            needles[i] = {task_text::multikey_needle(words[i], number), number, task_text::multikey_question(words[i]), 0, {}};
+        }
+    }
+    const std::string intro = passkey ? task_text::kPasskeyIntro : task_text::kMultiKeyIntro;
+    const std::vector<int> intro_ids = tok.encode(intro), question_ids = tok.encode(needles[0].question);
+    long long fixed = 1 + (long long)intro_ids.size() + 1 + 1 + (long long)question_ids.size();
+    for (Needle& n : needles) n.ids = tok.encode(n.text), fixed += (long long)n.ids.size() + 2;
+    const long long M = spec.length - fixed;  // haystack tokens
+    if (M < 0)
+        fatal("--lengths %lld is too short for a %s item: its intro, needles and question alone take %lld tokens", spec.length,
+              task_kind_name(spec.kind), fixed);
+    if (M > (long long)hay.tokens.size())
+        fatal("--haystack %s holds %zu tokens, fewer than the %lld a %lld-token %s item needs: give a larger haystack (more "
+              "documents) or lower --lengths", hay.source.c_str(), hay.tokens.size(), M, spec.length, task_kind_name(spec.kind));
+    // The asked needle at its depth; multi-key distractors anywhere; multi-query needles evenly
+    // around the depths (needle i at depth frac(depth + i / needles)), so that with the default
+    // depths 0, 0.25, ..., 1 and 4 needles every asked needle lies on the grid too.
+    needles[0].at = std::llround(spec.depth * (double)M);
+    for (int i = 1; i < n_needles; i++) {
+        const double d = std::fmod(spec.depth + (double)i / n_needles, 1.0);
+        needles[i].at = spec.kind == TaskKind::MultiQuery ? std::llround(d * (double)M) : (long long)rng.below((uint64_t)M + 1);
+    }
+    const long long room = (long long)hay.tokens.size() - M;  // haystack starts s in [0, room]
+
+    // A start s where the haystack may be cut at s, s + M and before the asked needle; the other
+    // needles move to the next cut after where they were drawn. Then the whole prompt is encoded
+    // once more: if it does not give the same tokens (a haystack cut that re-encodes otherwise), the
+    // next start is tried.
+    long long s = (long long)rng.below((uint64_t)room + 1);
+    for (int attempt = 0; attempt < 64; attempt++, s = (s + 1) % (room + 1)) {
+        long long tries = 0;
+        while (!(hay.cut_ok[(size_t)s] && hay.cut_ok[(size_t)(s + M)] && hay.cut_ok[(size_t)(s + needles[0].at)])) {
+            s = (s + 1) % (room + 1);
+            if (++tries > room) fatal("--haystack %s: found no place to cut it around the needle", hay.source.c_str());
+        }
+        std::vector<Needle> placed = needles;
+        for (int i = 1; i < n_needles; i++) placed[i].at = next_cut(hay, s + placed[i].at, s + M) - s;
+        std::vector<int> order(n_needles);
+        for (int i = 0; i < n_needles; i++) order[i] = i;
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return placed[a].at < placed[b].at; });
+
+        // Tokens and text, piece by piece: intro \n H0 \n needle \n H1 ... \n question.
+        std::vector<int> ids{tok.bos_id()};
+        ids.insert(ids.end(), intro_ids.begin(), intro_ids.end());
+        ids.push_back(k.newline);
+        std::string context = intro + "\n";
+        std::vector<long long> needle_token(n_needles);
+        long long done = 0;
+        for (int i : order) {
+            const std::vector<int> piece = slice(hay, s + done, s + placed[i].at);
+            ids.insert(ids.end(), piece.begin(), piece.end());
+            context += tok.decode(piece) + "\n";
+            ids.push_back(k.newline);
+            needle_token[i] = (long long)ids.size();
+            ids.insert(ids.end(), placed[i].ids.begin(), placed[i].ids.end());
+            ids.push_back(k.newline);
+            context += placed[i].text + "\n";
+            done = placed[i].at;
+        }
+        const std::vector<int> tail = slice(hay, s + done, s + M);
+        ids.insert(ids.end(), tail.begin(), tail.end());
+        context += tok.decode(tail);
+
+        std::vector<TaskItem> items;
+        const int asked = spec.kind == TaskKind::MultiQuery ? n_needles : 1;
+        bool same = true;
+        for (int q = 0; q < asked && same; q++) {
+            TaskItem it;
+            it.task = task_kind_name(spec.kind);
+            it.context = context;
+            it.question = placed[q].question;
+            it.answer = placed[q].answer;
+            // Needle q > 0 of a multi-query context sits at the first cut after its depth (its
+            // needle_token says exactly where); the report takes the depth it was placed for.
+            it.depth = q == 0 ? spec.depth : std::fmod(spec.depth + (double)q / n_needles, 1.0);
+            it.needle_token = needle_token[q];
+            std::vector<int> want = ids;
+            want.push_back(k.newline);
+            const std::vector<int> qids = tok.encode(it.question);
+            want.insert(want.end(), qids.begin(), qids.end());
+            it.length = spec.length;  // the other questions of a multi-query context differ by a few tokens
+            std::vector<int> got = tok.encode(task_prompt_text(it));
+            got.insert(got.begin(), tok.bos_id());
+            if (q == 0 && (long long)want.size() != spec.length) fatal("internal: a %lld-token item came out %zu tokens long", spec.length, want.size());
+            if (got != want) {
+                size_t at = 0;
+                while (at < got.size() && at < want.size() && got[at] == want[at]) at++;
+                for (int i = 0; i < n_needles; i++)
+                    if ((long long)at >= needle_token[i] - 1 && (long long)at <= needle_token[i] + (long long)placed[i].ids.size())
+                        fatal("the tokenizer %s splits the needle \"%s\" differently inside the text than alone (token %zu): "
+                              "use a tokenizer made by data_tool prepare, which keeps '\\n' a piece of its own",
+                              tok.source().c_str(), placed[i].text.c_str(), at);
+                if (at + qids.size() + 1 >= want.size())
+                    fatal("the tokenizer %s splits the question differently after the context than alone: use a tokenizer "
+                          "made by data_tool prepare", tok.source().c_str());
+                same = false;  // a haystack cut that does not re-encode the same: try another start
+                break;
+            }
+            items.push_back(it);
+        }
+        if (same) return items;
+    }
+    fatal("--haystack %s: 64 places tried, none re-encodes to the same tokens with the tokenizer %s: use the tokenizer the "
+          "haystack was encoded with", hay.source.c_str(), tok.source().c_str());
+}
+
+// ---- training documents
+
+struct TrainDocSpec {
+    int doc_tokens = 32768;     // tokens of each document, BOS included
+    double needle_every = 1024;  // one multi-key needle (and its question) per this many tokens
+    double passkey_every = 4096; // one pass-key episode (needle, later its question) per this many tokens
+};
+
+// One training document: BOS, an intro, haystack text carrying multi-key needles and pass-key
+// needles, each followed somewhere later by its question and answer ("... is 1234567."). A
+// question's distance to its needle is drawn half log-uniform and half uniform over what the
+// document leaves, so a long window holds retrieval examples at every distance. Pass-key episodes
+// do not overlap (a question asks the latest pass key); multi-key words are distinct in a document.
+inline std::vector<int> make_training_document(const TrainDocSpec& spec, const Haystack& hay, const Tokenizer& tok,
+                                               const PieceKinds& k, SplitMix64& rng) {
+    using namespace task_detail;
+    struct Event {
+        long long at;      // haystack tokens before it
+        int order;         // ties: needles before questions
+        std::vector<int> ids;
+    };
+    const int n_mk = std::max(0, (int)std::lround(spec.doc_tokens / spec.needle_every));
+    const int n_pk = std::max(0, (int)std::lround(spec.doc_tokens / spec.passkey_every));
+    const bool passkey_intro = rng.below(2) == 0;
+    const std::vector<int> intro = tok.encode(passkey_intro ? task_text::kPasskeyIntro : task_text::kMultiKeyIntro);
+    auto line = [&](const std::string& text) {  // '\n' text '\n'
+        std::vector<int> ids{k.newline};
+        const std::vector<int> t = tok.encode(text);
+        ids.insert(ids.end(), t.begin(), t.end());
+        ids.push_back(k.newline);
+        return ids;
+    };
+    std::vector<Event> ev;
+    long long used = 1 + (long long)intro.size() + 1;
+    // Contents first (their sizes fix the haystack's), positions after.
+    const std::vector<std::string> words = distinct_words(rng, n_mk);
+    std::vector<std::pair<std::vector<int>, std::vector<int>>> mk, pk;  // (needle, question + answer)
+    for (int i = 0; i < n_mk; i++) {
+        const std::string number = random_number(rng);
+        mk.push_back({line(task_text::multikey_needle(words[i], number)), line(task_text::multikey_question(words[i]) + " " + number + ".")});
+    }
+    for (int i = 0; i < n_pk; i++) {
+        const std::string key = random_passkey(rng);
+        pk.push_back({line(task_text::passkey_needle(key)), line(std::string(task_text::kPasskeyQuestion) + " " + key + ".")});
+    }
+    for (auto* set : {&mk, &pk})
+        for (auto& e : *set) used += (long long)e.first.size() + (long long)e.second.size();
+    const long long M = spec.doc_tokens - used;
+    if (M < spec.doc_tokens / 4)
+        fatal("--doc-tokens %d is too short for its needles (%d multi-key, %d pass-key take %lld tokens): raise --needle-every "
+              "and --passkey-every or --doc-tokens", spec.doc_tokens, n_mk, n_pk, used);
+    if (M > (long long)hay.tokens.size())
+        fatal("--haystack %s holds %zu tokens, fewer than a %d-token document needs: give more text or lower --doc-tokens",
+              hay.source.c_str(), hay.tokens.size(), spec.doc_tokens);
+    auto distance = [&](long long max) {  // in [min(8, max), max]
+        if (max <= 8) return max;
+        if (rng.below(2)) return 8 + (long long)rng.below((uint64_t)(max - 8 + 1));
+        const double u = (double)(rng.next() >> 11) * 0x1.0p-53;
+        return std::min(max, (long long)std::exp(std::log(8.0) + u * (std::log((double)max) - std::log(8.0))));
+    };
+    for (auto& e : mk) {
+        const long long a = (long long)rng.below((uint64_t)M);
+        ev.push_back({a, 0, e.first});
+        ev.push_back({a + distance(M - a), 1, e.second});
+    }
+    // Pass-key episodes one after another, each in its own stretch of the haystack: the stretches
+    // are cut at uniform random points, so some are long (a pass key asked far from its needle).
+    std::vector<long long> cuts{0, M};
+    for (int i = 1; i < n_pk; i++) cuts.push_back((long long)rng.below((uint64_t)M + 1));
+    std::sort(cuts.begin(), cuts.end());
+    for (int i = 0; i < n_pk; i++) {
+        const long long from = cuts[i], len = cuts[i + 1] - cuts[i];
+        const long long a = from + (long long)rng.below((uint64_t)std::max(1LL, len / 4));
+        ev.push_back({a, 0, pk[i].first});
+        ev.push_back({a + distance(std::max(0LL, from + len - 1 - a)), 1, pk[i].second});  // a short stretch: asked at once
+    }
+    std::stable_sort(ev.begin(), ev.end(), [](const Event& x, const Event& y) { return x.at != y.at ? x.at < y.at : x.order < y.order; });
+
+    const long long room = (long long)hay.tokens.size() - M;
+    long long s = (long long)rng.below((uint64_t)room + 1);
+    s = next_cut(hay, s, room) >= 0 ? next_cut(hay, s, room) : 0;
+    std::vector<int> doc{tok.bos_id()};
+    doc.insert(doc.end(), intro.begin(), intro.end());
+    doc.push_back(k.newline);
+    long long done = 0;
+    for (const Event& e : ev) {
+        long long at = next_cut(hay, s + std::max(e.at, done), s + M);  // events may move to the next cut
+        at = at < 0 ? M : at - s;
+        doc.insert(doc.end(), hay.tokens.begin() + s + done, hay.tokens.begin() + s + at);
+        doc.insert(doc.end(), e.ids.begin(), e.ids.end());
+        done = at;
+    }
+    doc.insert(doc.end(), hay.tokens.begin() + s + done, hay.tokens.begin() + s + M);
+    if ((long long)doc.size() != spec.doc_tokens) fatal("internal: a training document came out %zu tokens, not %d", doc.size(), spec.doc_tokens);
+    return doc;
+}

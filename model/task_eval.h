@@ -1,0 +1,337 @@
+// Scoring retrieval items (data/task_file.h) through a KV cache (infer --tasks): each item's
+// prompt (BOS, context, '\n', question) is prefilled and continued greedily; it is correct when
+// the continuation, leading spaces removed, starts with the answer.
+//
+// What is batched: items whose contexts have the same number of tokens are prefilled together,
+// B sequences of one cache in chunks (a context shared by several items, as multi-query items
+// share theirs, is prefilled once); then every item's question is read and its answer decoded
+// in lock-step, one sequence per item (IncrementalModel::gather copies a context to each of its
+// items). Items of different lengths share nothing.
+#pragma once
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/task_file.h"
+#include "data/tokenizer.h"
+#include "model/generate.h"
+#include "model/heatmap.h"
+#include "model/kv_cache.h"
+#include "model/sampler.h"
+
+struct TaskOutcome {
+    std::string output;     // the continuation decoded
+    bool correct = false;
+    long long tokens = 0;   // the prompt's tokens the model read
+};
+
+struct TaskEvalOptions {
+    long long ctx = 0;      // the longest prompt a model reads (tokens)
+    bool truncate = false;  // a longer prompt is read in its last ctx tokens (else it is an error)
+    std::string path;       // the task file, for messages
+};
+
+// An item as tokens: what is prefilled (the context) and what is read then (the question).
+struct TaskPrompt {
+    std::vector<int> context, question;
+    int context_group = 0;  // items with the same context tokens share one
+};
+
+// The prompts of all items, checked against opt.ctx. Encoding is the slow part for long contexts
+// (seconds per million tokens): items are encoded in parallel.
+inline std::vector<TaskPrompt> tokenize_tasks(const std::vector<TaskItem>& items, const Tokenizer& tok, const TaskEvalOptions& opt) {
+    std::vector<TaskPrompt> out(items.size());
+    std::vector<std::string> errors(items.size());
+#pragma omp parallel for schedule(dynamic)
+    for (long long i = 0; i < (long long)items.size(); i++) {
+        try {
+            TaskPrompt& p = out[i];
+            p.context = tok.encode(items[i].context);
+            p.context.insert(p.context.begin(), tok.bos_id());
+            p.question = tok.encode("\n" + items[i].question);
+            // A tokenizer that merges across the newline: the whole prompt, its last token read as the question.
+            std::vector<int> whole = tok.encode(task_prompt_text(items[i]));
+            whole.insert(whole.begin(), tok.bos_id());
+            std::vector<int> joined = p.context;
+            joined.insert(joined.end(), p.question.begin(), p.question.end());
+            if (whole != joined) {
+                p.question.assign(whole.end() - 1, whole.end());
+                p.context.assign(whole.begin(), whole.end() - 1);
+            }
+            const long long n = (long long)(p.context.size() + p.question.size());
+            if (n > opt.ctx) {
+                if (!opt.truncate)
+                    fatal("%s line %d: the prompt is %lld tokens, longer than the model reads (--ctx %lld): give --ctx %lld or more "
+                          "to read it whole (past the window the model was trained on), or --truncate to read its last --ctx tokens",
+                          opt.path.c_str(), items[i].line, n, opt.ctx, n);
+                if ((long long)p.question.size() >= opt.ctx)
+                    fatal("%s line %d: the question alone is %zu tokens, more than --ctx %lld", opt.path.c_str(), items[i].line,
+                          p.question.size(), opt.ctx);
+                p.context.erase(p.context.begin(), p.context.end() - (opt.ctx - (long long)p.question.size()));
+            }
+        } catch (const FatalError& e) {
+            errors[i] = e.what();
+        }
+    }
+    for (const std::string& e : errors)
+        if (!e.empty()) fatal("%s", e.c_str());
+    // Contexts shared by several items (multi-query): one group each, found by their tokens.
+    std::map<std::vector<int>, int> seen;
+    for (TaskPrompt& p : out) p.context_group = seen.emplace(p.context, (int)seen.size()).first->second;
+    return out;
+}
+
+// make_cache(B, chunk) gives a fresh cache of B sequences; max_batch(tokens) says how many
+// sequences of that many tokens fit at once (>= 1, or it fails naming what does not fit).
+// progress(done, total) after each batch. Greedy decoding; outcomes in item order.
+inline std::vector<TaskOutcome> run_tasks(const std::vector<TaskItem>& items, const std::vector<TaskPrompt>& prompts,
+                                          const Tokenizer& tok, int vocab, int chunk,
+                                          const std::function<std::unique_ptr<IncrementalModel>(int, int)>& make_cache,
+                                          const std::function<int(long long)>& max_batch,
+                                          const std::function<void(size_t, size_t)>& progress) {
+    std::vector<TaskOutcome> out(items.size());
+    // Items by context length, then by context: a batch is a run of this order.
+    std::vector<int> order(items.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = (int)i;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        const size_t la = prompts[a].context.size(), lb = prompts[b].context.size();
+        return la != lb ? la < lb : prompts[a].context_group < prompts[b].context_group;
+    });
+    Sampler greedy(SamplerConfig{0.0f, 0, 1.0f, 1});
+    size_t done = 0;
+    for (size_t at = 0; at < order.size();) {
+        const long long len = (long long)prompts[order[at]].context.size();
+        long long longest = len;
+        // The batch: items of this context length, up to max_batch sequences of contexts and of items.
+        std::vector<int> members, contexts;  // item indices; one item index per distinct context
+        for (size_t j = at; j < order.size() && (long long)prompts[order[j]].context.size() == len; j++) {
+            const int i = order[j];
+            const bool new_context = contexts.empty() || prompts[contexts.back()].context_group != prompts[i].context_group;
+            const long long need = len + (long long)prompts[i].question.size() + 64;
+            // Sequences held at once: the items', and the contexts' too while they are copied.
+            const int q = (int)members.size() + 1, u = (int)contexts.size() + (new_context ? 1 : 0);
+            if ((q == u ? q : q + u) > max_batch(std::max(longest, need)) && !members.empty()) break;
+            if (new_context) contexts.push_back(i);
+            members.push_back(i);
+            longest = std::max(longest, need);
+        }
+        if (members.empty()) fatal("internal: run_tasks made an empty batch");
+        const int U = (int)contexts.size(), Q = (int)members.size();
+        std::unique_ptr<IncrementalModel> cache = make_cache(U, chunk);
+        cache->reserve(longest);
+        std::vector<int> tokens;
+        for (long long from = 0; from < len;) {  // prefill the contexts together, chunk by chunk
+            const int n = (int)std::min<long long>(chunk, len - from);
+            tokens.resize((size_t)U * n);
+            for (int u = 0; u < U; u++)
+                std::copy(prompts[contexts[u]].context.begin() + from, prompts[contexts[u]].context.begin() + from + n,
+                          tokens.begin() + (size_t)u * n);
+            cache->append(tokens.data(), n);
+            from += n;
+        }
+        // One sequence per item: the prefill cache itself when every item has its own context.
+        std::unique_ptr<IncrementalModel> decode;
+        if (Q != U) {
+            std::vector<int> from(Q);
+            for (int q = 0, u = -1; q < Q; q++) {
+                if (u < 0 || prompts[contexts[u]].context_group != prompts[members[q]].context_group) u++;
+                from[q] = u;
+            }
+            decode = make_cache(Q, 1);
+            decode->reserve(longest);
+            decode->gather(*cache, from);
+            cache.reset();
+        }
+        IncrementalModel& m = decode ? *decode : *cache;
+        // Each item decodes its answer's tokens and two more (so a longer number fails), whatever
+        // else is in its batch.
+        std::vector<std::vector<int>> questions;
+        std::vector<int> want(Q);
+        int max_new = 1;
+        for (int q = 0; q < Q; q++) {
+            questions.push_back(prompts[members[q]].question);
+            want[q] = std::min(64, (int)tok.encode(" " + items[members[q]].answer).size() + 2);
+            max_new = std::max(max_new, want[q]);
+        }
+        std::vector<std::vector<int>> made(Q);
+        generate_batch(m, vocab, questions, max_new, greedy, tok.eos_id(), [&](int b, int id) {
+            if ((int)made[b].size() < want[b]) made[b].push_back(id);
+        });
+        for (int q = 0; q < Q; q++) {
+            const int i = members[q];
+            StreamDecoder text(tok);  // primed with the question, so the answer's first piece keeps its space
+            text.prime(prompts[i].question);
+            for (int id : made[q]) out[i].output += text.push(id);
+            out[i].output += text.flush();
+            out[i].correct = answer_matches(out[i].output, items[i].answer);
+            out[i].tokens = len + (long long)prompts[i].question.size();
+        }
+        at += members.size();
+        done += members.size();
+        if (progress) progress(done, items.size());
+    }
+    return out;
+}
+
+// ---- the report: accuracy per (task, length, depth), per (task, length) and per length.
+
+// Rows and columns of a heatmap: the values seen, or bins when there are too many (hand-written
+// files may have any lengths and depths): depths to the nearest 0.1, lengths to the nearest power of 2.
+inline double depth_bin(double d, bool binned) { return binned ? std::round(d * 10) / 10 : d; }
+inline long long length_bin(long long n, bool binned) {
+    return binned ? (long long)std::llround(std::exp2(std::round(std::log2((double)n)))) : n;
+}
+
+struct TaskCell {
+    long long items = 0, correct = 0;
+    double accuracy() const { return items ? (double)correct / (double)items : 0.0; }
+};
+
+struct TaskReport {
+    std::vector<std::string> tasks;                                        // in order of appearance
+    std::vector<long long> lengths;                                        // sorted
+    std::vector<double> depths;                                            // sorted
+    std::map<std::string, std::map<long long, std::map<double, TaskCell>>> cells;  // task -> length -> depth
+    bool binned_lengths = false, binned_depths = false;
+};
+
+inline TaskReport summarize_tasks(const std::vector<TaskItem>& items, const std::vector<TaskOutcome>& out) {
+    TaskReport r;
+    std::map<long long, int> lens;
+    std::map<double, int> deps;
+    for (const TaskItem& it : items) lens[it.length]++, deps[it.depth]++;
+    r.binned_lengths = lens.size() > 16, r.binned_depths = deps.size() > 21;
+    std::map<long long, int> L;
+    std::map<double, int> D;
+    for (size_t i = 0; i < items.size(); i++) {
+        const TaskItem& it = items[i];
+        if (std::find(r.tasks.begin(), r.tasks.end(), it.task) == r.tasks.end()) r.tasks.push_back(it.task);
+        const long long l = length_bin(it.length, r.binned_lengths);
+        const double d = depth_bin(it.depth, r.binned_depths);
+        L[l]++, D[d]++;
+        TaskCell& c = r.cells[it.task][l][d];
+        c.items++, c.correct += out[i].correct;
+    }
+    for (const auto& [l, n] : L) r.lengths.push_back(l);
+    for (const auto& [d, n] : D) r.depths.push_back(d);
+    return r;
+}
+
+inline std::string format_depth(double d) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "%.2f", d);
+    return buf;
+}
+
+// The table a person reads: per task, depths down and lengths across (as the heatmap), then the
+// accuracy per length of each task and of all tasks.
+inline std::string format_task_report(const TaskReport& r) {
+    std::string s;
+    char buf[64];
+    for (const std::string& task : r.tasks) {
+        const auto& by_len = r.cells.at(task);
+        s += "task " + task + ": accuracy (%) by depth (rows) and length (columns)\n  depth ";
+        for (long long l : r.lengths) snprintf(buf, sizeof buf, " %7s", format_length(l).c_str()), s += buf;
+        s += "\n";
+        for (double d : r.depths) {
+            s += "  " + format_depth(d) + "  ";
+            for (long long l : r.lengths) {
+                auto a = by_len.find(l);
+                const TaskCell* c = nullptr;
+                if (a != by_len.end() && a->second.count(d)) c = &a->second.at(d);
+                if (c) snprintf(buf, sizeof buf, " %7.0f", 100 * c->accuracy());
+                else snprintf(buf, sizeof buf, " %7s", "-");
+                s += buf;
+            }
+            s += "\n";
+        }
+    }
+    s += "accuracy by length:\n";
+    auto line = [&](const std::string& name, const std::vector<std::string>& tasks) {
+        s += "  " + name;
+        for (long long l : r.lengths) {
+            TaskCell t;
+            for (const std::string& task : tasks) {
+                auto a = r.cells.at(task).find(l);
+                if (a == r.cells.at(task).end()) continue;
+                for (const auto& [d, c] : a->second) t.items += c.items, t.correct += c.correct;
+            }
+            if (t.items) snprintf(buf, sizeof buf, " | %s %.1f%% (%lld/%lld)", format_length(l).c_str(), 100 * t.accuracy(), t.correct, t.items);
+            else snprintf(buf, sizeof buf, " | %s -", format_length(l).c_str());
+            s += buf;
+        }
+        s += "\n";
+    };
+    for (const std::string& task : r.tasks) line(task, {task});
+    if (r.tasks.size() > 1) line("all", r.tasks);
+    return s;
+}
+
+inline std::string csv_field(const std::string& v) {
+    if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+    std::string q = "\"";
+    for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+}
+
+// task,length,depth,items,correct,accuracy: one row per cell, then per (task, length) with
+// depth "all", then per length with task "all".
+inline std::string task_report_csv(const TaskReport& r) {
+    std::string s = "task,length,depth,items,correct,accuracy\n";
+    char buf[160];
+    std::map<long long, TaskCell> all;
+    for (const std::string& task : r.tasks) {
+        for (const auto& [l, by_depth] : r.cells.at(task)) {
+            TaskCell t;
+            for (const auto& [d, c] : by_depth) {
+                snprintf(buf, sizeof buf, ",%lld,%.6g,%lld,%lld,%.6f\n", l, d, c.items, c.correct, c.accuracy());
+                s += task + buf;
+                t.items += c.items, t.correct += c.correct;
+            }
+            snprintf(buf, sizeof buf, ",%lld,all,%lld,%lld,%.6f\n", l, t.items, t.correct, t.accuracy());
+            s += task + buf;
+            all[l].items += t.items, all[l].correct += t.correct;
+        }
+    }
+    for (const auto& [l, c] : all) {
+        snprintf(buf, sizeof buf, "all,%lld,all,%lld,%lld,%.6f\n", l, c.items, c.correct, c.accuracy());
+        s += buf;
+    }
+    return s;
+}
+
+// line,task,length,depth,tokens,answer,output,correct: one row per item.
+inline std::string task_items_csv(const std::vector<TaskItem>& items, const std::vector<TaskOutcome>& out) {
+    std::string s = "line,task,length,depth,tokens,answer,output,correct\n";
+    char buf[96];
+    for (size_t i = 0; i < items.size(); i++) {
+        snprintf(buf, sizeof buf, "%d,", items[i].line);
+        s += buf + csv_field(items[i].task);
+        snprintf(buf, sizeof buf, ",%lld,%.6g,%lld,", items[i].length, items[i].depth, out[i].tokens);
+        s += buf + csv_field(items[i].answer) + "," + csv_field(out[i].output) + (out[i].correct ? ",1\n" : ",0\n");
+    }
+    return s;
+}
+
+// The needle-in-a-haystack picture: one panel per task, lengths across, depths down.
+inline RgbImage task_heatmap(const TaskReport& r, const std::string& caption) {
+    std::vector<HeatmapPanel> panels;
+    for (const std::string& task : r.tasks) {
+        HeatmapPanel p;
+        p.title = task;
+        for (long long l : r.lengths) p.cols.push_back(format_length(l));
+        for (double d : r.depths) p.rows.push_back(format_depth(d));
+        for (double d : r.depths)
+            for (long long l : r.lengths) {
+                auto a = r.cells.at(task).find(l);
+                p.cells.push_back(a != r.cells.at(task).end() && a->second.count(d) ? a->second.at(d).accuracy() : NAN);
+            }
+        panels.push_back(p);
+    }
+    return draw_heatmaps(panels, r.binned_lengths ? "context length (tokens, binned)" : "context length (tokens)",
+                         r.binned_depths ? "needle depth (binned)" : "needle depth", caption);
+}

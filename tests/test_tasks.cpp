@@ -1,0 +1,487 @@
+// Tests for the retrieval tasks: the generators (data/tasks.h: items exactly their length with
+// the needle at its depth to the token, deterministic by seed; training documents), task files
+// and the scoring rule (data/task_file.h), the batches of a mixed, scheduled run
+// (data/batch_source.h), and the scorer's whole path (model/task_eval.h) with a mock model that
+// reads the needle back from its context: a reader that sees everything scores 100%, one that
+// sees only its last W tokens scores 0% wherever the needle lies further back, so the test
+// measures context. Prints PASS/FAIL lines and "N passed, M failed".
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/batch_source.h"
+#include "data/rng.h"
+#include "data/task_file.h"
+#include "data/tasks.h"
+#include "data/train_tokenizer.h"
+#include "model/task_eval.h"
+
+static int g_passed = 0, g_failed = 0;
+
+static void check(bool ok, const std::string& name, const std::string& detail = "") {
+    std::printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.empty() ? "" : ": ", detail.c_str());
+    (ok ? g_passed : g_failed)++;
+}
+
+// Passes when body fails with a FatalError whose message holds every string of `want`.
+static void expect_refused(const std::string& name, const std::function<void()>& body, const std::vector<std::string>& want) {
+    try {
+        body();
+        check(false, name, "accepted");
+    } catch (const FatalError& e) {
+        bool ok = true;
+        for (const std::string& w : want) ok = ok && std::string(e.what()).find(w) != std::string::npos;
+        check(ok, name, e.what());
+    }
+}
+
+// Prose and code, deterministic, for a tokenizer and a haystack.
+static std::string test_text(uint64_t seed, int lines) {
+    static const char* words[] = {"the", "river", "ran", "under", "a", "bridge", "and", "into", "old", "town", "while",
+                                  "children", "sang", "int", "return", "value", "for", "if", "else", "struct"};
+    SplitMix64 rng(seed);
+    std::string text;
+    for (int line = 0; line < lines; line++) {
+        text += std::string(4 * rng.below(3), ' ');
+        const int n = 4 + (int)rng.below(9);
+        for (int w = 0; w < n; w++) text += std::string(w ? " " : "") + words[rng.below(20)];
+        text += rng.below(3) ? ".\n" : "(x, 42);\n";
+    }
+    return text;
+}
+
+static std::string trained_tokenizer() {
+    std::string text = test_text(3, 4000);
+    // The needles' words and digits too, as a corpus would hold them.
+    text += std::string(task_text::kPasskeyIntro) + "\n" + task_text::kMultiKeyIntro + "\n" + task_text::kFiller + "\n";
+    for (int i = 0; i < 40; i++) text += task_text::passkey_needle(std::to_string(1000 + 37 * i)) + "\n" +
+                                         task_text::multikey_question(needle_words()[i * 97]) + "\n";
+    return train_bpe_tokenizer(text, 600);
+}
+
+// How many haystack tokens come before the asked needle of an item, counted from its text
+// alone: the tokens of the context before the needle's line, less the intro, the newlines and
+// the other needles' lines before it.
+static long long haystack_before(const TaskItem& it, const Tokenizer& tok, const std::string& needle_start, long long* fixed_before) {
+    const size_t at = it.context.find("\n" + needle_start);
+    if (at == std::string::npos) return -1;
+    const long long before = (long long)tok.encode(it.context.substr(0, at + 1)).size();
+    const std::string intro = it.context.substr(0, it.context.find('\n'));
+    long long other = 0;
+    for (size_t p = it.context.find("\nOne of the special magic numbers for "); p != std::string::npos && p < at;
+         p = it.context.find("\nOne of the special magic numbers for ", p + 1)) {
+        const size_t end = it.context.find('\n', p + 1);
+        other += (long long)tok.encode(it.context.substr(p + 1, end - p - 1)).size() + 2;
+    }
+    *fixed_before = (long long)tok.encode(intro).size() + 1 + other + 1;
+    return before - *fixed_before;
+}
+
+static void test_items(const Tokenizer& tok, const PieceKinds& k) {
+    std::vector<std::vector<int>> docs;
+    for (int d = 0; d < 6; d++) docs.push_back(tok.encode(test_text(100 + d, 300)));
+    const Haystack hay = haystack_from_docs(docs, "test text", k);
+    const Haystack filler = filler_haystack(tok, k, 5000);
+    for (const Haystack* h : {&hay, &filler})
+        for (TaskKind kind : {TaskKind::Passkey, TaskKind::MultiKey, TaskKind::MultiQuery}) {
+            bool exact = true, placed = true, answered = true;
+            std::string detail;
+            for (long long L : {700LL, 1237LL, 3000LL})
+                for (double d : {0.0, 0.3, 0.5, 1.0}) {
+                    const TaskSpec spec{kind, L, d, 4, 1000 + (uint64_t)L * 7 + (uint64_t)(d * 10)};
+                    const std::vector<TaskItem> items = make_task_items(spec, *h, tok, k);
+                    const TaskItem& it = items[0];
+                    std::vector<int> ids = tok.encode(task_prompt_text(it));
+                    ids.insert(ids.begin(), tok.bos_id());
+                    exact = exact && (long long)ids.size() == L;
+                    // The needle's line, its text and answer, where the item says.
+                    const std::string needle = kind == TaskKind::Passkey ? task_text::passkey_needle(it.answer) : "";
+                    const std::string start = kind == TaskKind::Passkey ? needle : "One of the special magic numbers for ";
+                    long long fixed = 0;
+                    const long long before = haystack_before(it, tok, kind == TaskKind::Passkey ? needle : start, &fixed);
+                    // The haystack's tokens M: the length less everything else.
+                    long long others = 0;
+                    for (size_t p = it.context.find('\n'); p != std::string::npos; p = it.context.find('\n', p + 1)) {
+                        const size_t end = it.context.find('\n', p + 1);
+                        const std::string line = it.context.substr(p + 1, end == std::string::npos ? std::string::npos : end - p - 1);
+                        if (line.rfind("The pass key is ", 0) == 0 || line.rfind("One of the special magic numbers for ", 0) == 0)
+                            others += (long long)tok.encode(line).size() + 2;
+                    }
+                    const long long M = L - (1 + (long long)tok.encode(it.context.substr(0, it.context.find('\n'))).size() + 1 + 1 +
+                                             (long long)tok.encode(it.question).size() + others);
+                    if (kind == TaskKind::Passkey && before != std::llround(d * (double)M)) {
+                        placed = false;
+                        detail = "L " + std::to_string(L) + " depth " + std::to_string(d) + ": " + std::to_string(before) +
+                                 " haystack tokens before the needle, want " + std::to_string(std::llround(d * (double)M));
+                    }
+                    if (kind != TaskKind::Passkey) {  // the asked needle: find it by its answer
+                        const std::string line = "\nOne of the special magic numbers for ";
+                        const size_t q = it.question.find(" for ") + 5, e = it.question.find(" mentioned");
+                        const std::string word = it.question.substr(q, e - q);
+                        const std::string asked = task_text::multikey_needle(word, it.answer);
+                        long long fb = 0;
+                        const long long b2 = haystack_before(it, tok, asked, &fb);
+                        answered = answered && b2 >= 0;
+                        if (b2 != std::llround(d * (double)M)) {
+                            placed = false;
+                            detail = "L " + std::to_string(L) + " depth " + std::to_string(d) + ": " + std::to_string(b2) + " vs " +
+                                     std::to_string(std::llround(d * (double)M));
+                        }
+                    }
+                    // needle_token: the asked needle's first token in the prompt.
+                    const std::string text = kind == TaskKind::Passkey ? needle : "One of the special";
+                    std::vector<int> from(ids.begin() + it.needle_token, ids.end());
+                    placed = placed && tok.decode(from).rfind(text, 0) == 0;
+                    answered = answered && it.context.find(kind == TaskKind::Passkey ? needle : " is: " + it.answer + ".") != std::string::npos;
+                    if (kind == TaskKind::MultiQuery) answered = answered && items.size() == 4;
+                }
+            const std::string name = std::string(task_kind_name(kind)) + " on " + h->source;
+            check(exact, name + ": every item is exactly its length in tokens");
+            check(placed, name + ": the asked needle lies at round(depth x haystack) to the token", detail);
+            check(answered, name + ": the context holds the answer's needle (multiquery: one item per needle)");
+        }
+    // Deterministic by seed.
+    const TaskSpec a{TaskKind::MultiKey, 2000, 0.5, 4, 42};
+    TaskSpec b = a;
+    b.seed = 43;
+    const std::vector<TaskItem> x = make_task_items(a, hay, tok, k), y = make_task_items(a, hay, tok, k), z = make_task_items(b, hay, tok, k);
+    check(task_item_to_json(x[0], 42) == task_item_to_json(y[0], 42) && x[0].context != z[0].context && x[0].answer != z[0].answer,
+          "the same seed gives the same item, another seed another");
+    // Multi-query depths: the other needles evenly around the first.
+    const std::vector<TaskItem> mq = make_task_items({TaskKind::MultiQuery, 3000, 0.25, 4, 7}, hay, tok, k);
+    check(mq.size() == 4 && mq[1].depth == 0.5 && mq[2].depth == 0.75 && mq[3].depth == 0.0, "multiquery needles at depth + i/4");
+    // Bad requests: one line naming the flag.
+    expect_refused("a length shorter than the needles and question", [&] { make_task_items({TaskKind::Passkey, 40, 0.5, 4, 1}, hay, tok, k); },
+                   {"--lengths 40", "too short"});
+    expect_refused("a haystack too short for the length", [&] { make_task_items({TaskKind::Passkey, 1 << 20, 0.5, 4, 1}, hay, tok, k); },
+                   {"--haystack", "fewer than", "lower --lengths"});
+    expect_refused("more needles than distinct words", [&] { make_task_items({TaskKind::MultiKey, 3000, 0.5, 7000, 1}, hay, tok, k); },
+                   {"distinct words"});
+}
+
+static void test_tokenizer_checks(const Tokenizer& tok) {
+    // A tokenizer that adds a dummy prefix encodes the needle alone ("▁The ...") otherwise than
+    // after a newline: the generator must say so, not misplace it.
+    const std::unordered_map<std::string, std::string> options = {
+        {"model_type", "bpe"}, {"vocab_size", "350"}, {"byte_fallback", "true"}, {"character_coverage", "1.0"},
+        {"unk_id", "0"}, {"bos_id", "1"}, {"eos_id", "2"}, {"pad_id", "-1"}, {"normalization_rule_name", "identity"},
+        {"num_threads", "1"}, {"add_dummy_prefix", "true"}, {"remove_extra_whitespaces", "false"}, {"split_digits", "true"},
+        {"minloglevel", "1"}};
+    sentencepiece::SetRandomGeneratorSeed(1234);
+    std::string model;
+    const std::string text = test_text(5, 3000) + task_text::passkey_needle("123") + "\n";
+    LineIterator lines(text);
+    Tokenizer dummy;
+    if (sentencepiece::SentencePieceTrainer::Train(options, &lines, &model).ok()) {
+        dummy.load_serialized(model);
+        // Refused before any item is made (its newline is two pieces), or at the item (its needle
+        // encodes otherwise in the text): either way one line naming the tokenizer and the fix.
+        expect_refused("a tokenizer that splits the needle differently in the text", [&] {
+            const PieceKinds dk(dummy);
+            const Haystack h = haystack_from_docs({dummy.encode(test_text(9, 300))}, "text", dk);
+            make_task_items({TaskKind::Passkey, 1500, 0.5, 4, 1}, h, dummy, dk);
+        }, {"tokenizer", "data_tool prepare"});
+    } else {
+        check(false, "training the dummy-prefix tokenizer");
+    }
+    (void)tok;
+}
+
+static void test_task_file() {
+    const std::string good = "{\"task\":\"passkey\",\"context\":\"a\\nb\",\"question\":\"q?\",\"answer\":\"123\",\"length\":9,\"depth\":0.5,\"x\":[1]}";
+    const TaskItem it = parse_task_line(good, "f.jsonl", 3);
+    check(it.task == "passkey" && it.context == "a\nb" && it.answer == "123" && it.length == 9 && it.depth == 0.5 && it.line == 3,
+          "a task line is read; unknown fields are ignored");
+    TaskItem w;
+    w.task = "t", w.context = "c \"quoted\"\n\ttab", w.question = "q", w.answer = "7", w.length = 5, w.depth = 1;
+    const TaskItem back = parse_task_line(task_item_to_json(w, 1), "f", 1);
+    check(back.context == w.context && back.question == w.question && back.answer == w.answer, "an item round-trips through JSON");
+    check(task_prompt_text(w) == w.context + "\n" + w.question, "the prompt is context, newline, question");
+    auto refused = [&](const std::string& name, const std::string& line, const std::string& want) {
+        expect_refused(name, [&] { parse_task_line(line, "tasks.jsonl", 7); }, {"tasks.jsonl line 7", want});
+    };
+    refused("not JSON", "{\"task\": ", "not JSON");
+    refused("an array, not an object", "[1, 2]", "not a JSON object");
+    refused("a missing field", "{\"task\":\"t\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"1\",\"length\":3}", "no field \"depth\"");
+    refused("an empty answer", "{\"task\":\"t\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"  \",\"length\":3,\"depth\":0}", "answer is empty");
+    refused("a depth past 1", "{\"task\":\"t\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"1\",\"length\":3,\"depth\":1.5}", "depth must be in [0, 1]");
+    refused("a length of 0", "{\"task\":\"t\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"1\",\"length\":0,\"depth\":0}", "length");
+    refused("a context that is a number", "{\"task\":\"t\",\"context\":5,\"question\":\"q\",\"answer\":\"1\",\"length\":3,\"depth\":0}", "expected a string");
+    refused("a task name with a comma", "{\"task\":\"a,b\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"1\",\"length\":3,\"depth\":0}", "comma");
+}
+
+static void test_scoring_rule() {
+    check(answer_matches("12345", "12345"), "exact answer: right");
+    check(answer_matches("   12345", "12345"), "leading spaces are removed: right");
+    check(answer_matches(" 12345. Remember", "12345"), "a longer continuation that starts with the answer: right");
+    check(!answer_matches(" 1234", "12345"), "a prefix of the answer: wrong");
+    check(!answer_matches(" 54321", "12345"), "another number: wrong");
+    check(!answer_matches("\n12345", "12345"), "only spaces are removed (a newline first: wrong)");
+    check(!answer_matches("", "12345") && !answer_matches("   ", "12345"), "an empty continuation: wrong");
+    check(answer_matches("77", " 77"), "an answer written with a leading space means the same");
+}
+
+static void test_training_documents(const Tokenizer& tok, const PieceKinds& k) {
+    std::vector<std::vector<int>> docs;
+    for (int d = 0; d < 8; d++) docs.push_back(tok.encode(test_text(200 + d, 400)));
+    const Haystack hay = haystack_from_docs(docs, "train text", k);
+    const TrainDocSpec spec{4096, 256, 1024};
+    bool exact = true, answers = true, passkeys = true;
+    long long longest = 0;
+    for (int d = 0; d < 6; d++) {
+        SplitMix64 rng(77 + d);
+        const std::vector<int> doc = make_training_document(spec, hay, tok, k, rng);
+        exact = exact && (int)doc.size() == spec.doc_tokens && doc[0] == tok.bos_id();
+        const std::string text = tok.decode(std::vector<int>(doc.begin() + 1, doc.end()));
+        // Every multi-key question's answer is its word's number; every pass-key question's the latest key.
+        std::map<std::string, std::pair<std::string, size_t>> numbers;
+        std::string latest;
+        for (size_t at = 0; at < text.size();) {
+            const size_t end = std::min(text.find('\n', at), text.size());
+            const std::string line = text.substr(at, end - at);
+            const std::string mk = "One of the special magic numbers for ", pk = "The pass key is ";
+            if (line.rfind(mk, 0) == 0) {
+                const size_t is = line.find(" is: ");
+                numbers[line.substr(mk.size(), is - mk.size())] = {line.substr(is + 5, line.size() - is - 6), at};
+            } else if (line.rfind(pk, 0) == 0) {
+                latest = line.substr(pk.size(), line.find('.') - pk.size());
+            } else if (line.rfind("What is the special magic number for ", 0) == 0) {
+                const size_t f = line.find(" for ") + 5, m = line.find(" mentioned");
+                const std::string word = line.substr(f, m - f);
+                const std::string ans = line.substr(line.rfind(" is ") + 4, line.size() - line.rfind(" is ") - 5);
+                answers = answers && numbers.count(word) && numbers[word].first == ans;
+                if (numbers.count(word)) longest = std::max(longest, (long long)(at - numbers[word].second));
+            } else if (line.rfind("What is the pass key? The pass key is ", 0) == 0) {
+                passkeys = passkeys && !latest.empty() && line == "What is the pass key? The pass key is " + latest + ".";
+            }
+            at = end + 1;
+        }
+        answers = answers && !numbers.empty();
+    }
+    check(exact, "training documents are exactly --doc-tokens long and start with BOS");
+    check(answers, "every multi-key question in a training document is answered by its word's needle");
+    check(passkeys, "every pass-key question is answered by the latest pass key before it");
+    check(longest > 4096, "questions are asked far from their needles too (longest " + std::to_string(longest) + " bytes)");
+    expect_refused("needles too dense for the document", [&] {
+        SplitMix64 rng(1);
+        make_training_document({512, 16, 16}, hay, tok, k, rng);
+    }, {"--doc-tokens 512", "too short"});
+}
+
+// ---- the batches of a mixed, scheduled run
+
+static TokenShard counting_shard(uint32_t base, size_t n, size_t doc) {
+    TokenShard s;
+    s.path = "shard" + std::to_string(base), s.vocab_size = 1 << 16;
+    for (size_t i = 0; i < n; i++) s.tokens.push_back(i % doc == 0 ? 1 : base + (uint32_t)(i % 997) + 2);
+    for (size_t i = 0; i < n; i += doc) s.doc_starts.push_back(i);
+    return s;
+}
+
+static void test_batch_source() {
+    const TokenShard corpus = counting_shard(1000, 200000, 777), tasks = counting_shard(20000, 100000, 256);
+    const std::vector<TrainStage> stages = parse_schedule("64x8@10,128x4@20", {0, 32, 16}, 40);
+    check(stages.size() == 3 && stages[1].seq_len == 64 && stages[1].batch == 8 && stages[2].first_step == 20, "--schedule parses");
+    const auto mix = parse_mix("tasks.bin:0.25", 3);
+    check(mix.size() == 3 && mix[2][0].fraction == 0.25, "one --mix list serves every stage");
+    expect_refused("a --mix with stages of its own that do not match", [] { parse_mix("a:0.5;b:0.5", 3); }, {"gives 2 stages", "has 3"});
+    expect_refused("fractions over 1", [] { parse_mix("a:0.7,b:0.5", 1); }, {"more than 1"});
+    expect_refused("a fraction of 0", [] { parse_mix("a:0", 1); }, {"SHARD:FRACTION"});
+    expect_refused("a schedule step out of order", [] { parse_schedule("64x8@10,128x4@5", {0, 32, 16}, 40); }, {"steps must increase"});
+    expect_refused("a schedule entry without a batch", [] { parse_schedule("64@10", {0, 32, 16}, 40); }, {"SEQ_LENxBATCH@STEP"});
+
+    std::vector<std::vector<std::pair<const TokenShard*, double>>> m(3, {{&tasks, 0.25}});
+    BatchSource a(corpus, m, stages, 9);
+    std::vector<std::vector<int>> batches;
+    bool shares = true, masked = true;
+    for (int step = 0; step < 40; step++) {
+        const TrainStage& st = a.stage_at(step);
+        std::vector<int> in((size_t)st.batch * st.seq_len), tg(in.size()), ds(in.size());
+        a.next_batch(step, in.data(), tg.data(), ds.data());
+        int from_tasks = 0;
+        for (int b = 0; b < st.batch; b++) from_tasks += in[(size_t)b * st.seq_len + 1] >= 20000 || in[(size_t)b * st.seq_len + 2] >= 20000;
+        shares = shares && std::abs(from_tasks - 0.25 * st.batch) <= 1.0;  // every batch holds its share
+        for (size_t i = 0; i < tg.size(); i++) masked = masked && !(tg[i] == 1 && (in[i] >= 20000));
+        batches.push_back(in);
+    }
+    check(shares, "every batch holds its fraction of --mix windows (within one)");
+    check(masked, "in --mix windows the next document's BOS is no target");
+    bool resumed = true;
+    for (int from : {0, 7, 10, 15, 20, 33}) {
+        BatchSource r(corpus, m, stages, 9);
+        r.seek(from);
+        for (int step = from; step < 40; step++) {
+            const TrainStage& st = r.stage_at(step);
+            std::vector<int> in((size_t)st.batch * st.seq_len), tg(in.size()), ds(in.size());
+            r.next_batch(step, in.data(), tg.data(), ds.data());
+            resumed = resumed && in == batches[step];
+        }
+    }
+    check(resumed, "seek(step) draws exactly the batches of the uninterrupted run, across stages");
+    // Without --mix or --schedule, the windows DataLoader(B, T) always drew.
+    BatchSource plain(corpus, {{}}, {{0, 32, 16}}, 5);
+    DataLoader old(corpus, 16, 32, 5, true);
+    bool same = true;
+    for (int step = 0; step < 30; step++) {
+        std::vector<int> i1(512), t1(512), d1(512), i2(512), t2(512), d2(512);
+        plain.next_batch(step, i1.data(), t1.data(), d1.data());
+        old.next_batch(i2.data(), t2.data(), d2.data());
+        same = same && i1 == i2 && t1 == t2 && d1 == d2;
+    }
+    check(same, "a run without --mix or --schedule draws the batches it always did");
+    const LoaderState st = plain.expected_corpus_state(30);
+    check(st.epoch == (30ull * 16) / old.n_windows() && st.cursor == (30ull * 16) % old.n_windows(), "the corpus position a checkpoint records");
+}
+
+// ---- the scorer's whole path, with a mock model that reads the answer from its context
+
+// A cache whose "model" reads the text it holds (its last `window` tokens, or all): after a
+// question it answers with the pass key or magic number its context gives, token by token.
+class ReaderModel : public IncrementalModel {
+   public:
+    ReaderModel(const Tokenizer& tok, int B, int chunk, long long window) : tok_(tok), seqs_(B), chunk_(chunk), window_(window) {}
+    void append(const int* tokens, int n) override {
+        if (n < 1 || n > chunk_) fatal("ReaderModel: chunk of %d", n);
+        for (size_t b = 0; b < seqs_.size(); b++) seqs_[b].insert(seqs_[b].end(), tokens + b * n, tokens + (b + 1) * n);
+        n_ = n;
+    }
+    void logits(float* out, int b, int i) override {
+        const std::vector<int>& s = seqs_[b];
+        const long long end = (long long)s.size() - n_ + i + 1, from = window_ > 0 ? std::max(0LL, end - window_) : 0;
+        const std::string text = tok_.decode(std::vector<int>(s.begin() + from, s.begin() + end));
+        int next = tok_.eos_id();
+        for (const std::string& q : {std::string("The pass key is"), std::string("mentioned in the provided text is")}) {
+            const size_t at = text.rfind(q);
+            if (at == std::string::npos) continue;
+            std::string answer = "?";
+            const std::string before = text.substr(0, at);
+            if (q[0] == 'T') {  // the latest needle "The pass key is K." before the question
+                const size_t n = before.rfind("\nThe pass key is ");
+                if (n != std::string::npos) answer = before.substr(n + 17, before.find('.', n) - n - 17);
+            } else {  // the number of the word the question asks
+                const size_t f = text.rfind("magic number for ") + 17;
+                const std::string word = text.substr(f, text.find(' ', f) - f);
+                const size_t n = before.find("numbers for " + word + " is: ");
+                if (n != std::string::npos) answer = before.substr(n + 17 + word.size(), 7);
+            }
+            const std::vector<int> want = tok_.encode(" " + answer + ".");
+            const std::vector<int> q_ids = tok_.encode(text.substr(0, at + q.size()));
+            const size_t made = tok_.encode(text).size() - q_ids.size();  // tokens after the question
+            next = made < want.size() ? want[made] : tok_.eos_id();
+            break;
+        }
+        for (int v = 0; v < tok_.vocab_size(); v++) out[v] = v == next ? 1.0f : 0.0f;
+    }
+    void losses(float*, const int*) override { fatal("ReaderModel: no losses"); }
+    long long position() const override { return seqs_.empty() ? 0 : (long long)seqs_[0].size(); }
+    size_t bytes() const override { return 0; }
+    int max_chunk() const override { return chunk_; }
+    State export_state() override { fatal("ReaderModel: no state"); }
+    void import_state(const State&) override { fatal("ReaderModel: no state"); }
+    int batch() const override { return (int)seqs_.size(); }
+    void gather(const IncrementalModel& src, const std::vector<int>& from) override {
+        const ReaderModel& r = dynamic_cast<const ReaderModel&>(src);
+        for (size_t b = 0; b < seqs_.size(); b++) seqs_[b] = r.seqs_[from[b]];
+        n_ = 1;
+        gathers++;
+    }
+    static inline int gathers = 0;
+
+   private:
+    const Tokenizer& tok_;
+    std::vector<std::vector<int>> seqs_;
+    int chunk_, n_ = 0;
+    long long window_;
+};
+
+static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
+    std::vector<std::vector<int>> docs;
+    for (int d = 0; d < 6; d++) docs.push_back(tok.encode(test_text(300 + d, 300)));
+    const Haystack hay = haystack_from_docs(docs, "held-out text", k);
+    std::vector<TaskItem> items;
+    for (TaskKind kind : {TaskKind::Passkey, TaskKind::MultiKey, TaskKind::MultiQuery})
+        for (long long L : {600LL, 2500LL})
+            for (double d : {0.0, 0.5, 1.0})
+                for (const TaskItem& it : make_task_items({kind, L, d, 4, (uint64_t)(L * 3 + d * 100) + (uint64_t)kind}, hay, tok, k))
+                    items.push_back(it);
+    for (size_t i = 0; i < items.size(); i++) items[i].line = (int)i + 1;
+    const TaskEvalOptions opt{4096, false, "mem"};
+    const std::vector<TaskPrompt> prompts = tokenize_tasks(items, tok, opt);
+    auto run = [&](long long window, int batch, int chunk) {
+        ReaderModel::gathers = 0;
+        return run_tasks(items, prompts, tok, tok.vocab_size(), chunk,
+                         [&](int B, int ch) { return std::make_unique<ReaderModel>(tok, B, ch, window); },
+                         [&](long long) { return batch; }, nullptr);
+    };
+    auto accuracy = [&](const std::vector<TaskOutcome>& out, long long length, double depth) {
+        int n = 0, c = 0;
+        for (size_t i = 0; i < items.size(); i++)
+            if (items[i].length == length && (depth < 0 || items[i].depth == depth)) n++, c += out[i].correct;
+        return n ? (double)c / n : -1.0;
+    };
+    const std::vector<TaskOutcome> all = run(0, 8, 300);
+    const int gathers = ReaderModel::gathers;
+    check(accuracy(all, 600, -1) == 1.0 && accuracy(all, 2500, -1) == 1.0, "a reader of the whole context answers every item");
+    check(gathers > 0, "multi-query items share their context's prefill (gathered into one sequence per item)");
+    const std::vector<TaskOutcome> one = run(0, 1, 7);
+    bool same = true;
+    for (size_t i = 0; i < all.size(); i++) same = same && all[i].output == one[i].output && all[i].tokens == one[i].tokens;
+    check(same, "batches of 8 and chunks of 300 give each item what one at a time in chunks of 7 gives");
+    // The control: a reader of its last 400 tokens finds needles only there.
+    const std::vector<TaskOutcome> near = run(400, 8, 300);
+    check(accuracy(near, 2500, 0.0) == 0.0 && accuracy(near, 2500, 0.5) == 0.0, "a reader of its last 400 tokens scores 0 on far needles");
+    check(accuracy(near, 2500, 1.0) == 1.0, "... and 100% on needles within them: the test measures context");
+
+    // The report: cells, per length, CSV, heatmap.
+    const TaskReport r = summarize_tasks(items, near);
+    const std::string csv = task_report_csv(r);
+    check(r.tasks.size() == 3 && r.lengths.size() == 2 && csv.find("passkey,2500,0,") != std::string::npos &&
+              csv.find("all,2500,all,") != std::string::npos,
+          "the report has a row per (task, length, depth), per (task, length) and per length");
+    const std::string table = format_task_report(r);
+    check(table.find("task multikey") != std::string::npos && table.find("accuracy by length") != std::string::npos, "the printed report");
+    const RgbImage png = task_heatmap(r, "test");
+    check(png.width > 100 && png.height > 100, "the heatmap draws");
+    const std::string items_csv = task_items_csv(items, near);
+    check(std::count(items_csv.begin(), items_csv.end(), '\n') >= (long)items.size() + 1, "one CSV row per item");
+    // Lengths and depths of hand-written files: binned when there are many.
+    std::vector<TaskItem> many;
+    std::vector<TaskOutcome> outs;
+    for (int i = 0; i < 40; i++) {
+        TaskItem it = items[0];
+        it.length = 1000 + 37 * i, it.depth = i / 39.0;
+        many.push_back(it), outs.push_back(TaskOutcome{});
+    }
+    const TaskReport rb = summarize_tasks(many, outs);
+    check(rb.binned_lengths && rb.binned_depths && rb.depths.size() <= 11 && rb.lengths.size() <= 3, "many distinct lengths and depths are binned");
+
+    // A prompt longer than --ctx: refused naming its line, or read in its last tokens.
+    expect_refused("a prompt longer than --ctx", [&] { tokenize_tasks(items, tok, TaskEvalOptions{1000, false, "tasks.jsonl"}); },
+                   {"tasks.jsonl line", "longer than the model reads (--ctx 1000)", "--truncate"});
+    const std::vector<TaskPrompt> cut = tokenize_tasks(items, tok, TaskEvalOptions{1000, true, "tasks.jsonl"});
+    bool within = true;
+    for (const TaskPrompt& p : cut) within = within && p.context.size() + p.question.size() <= 1000;
+    check(within, "--truncate reads a long prompt in its last --ctx tokens");
+}
+
+static int main_body() {
+    Tokenizer tok;
+    tok.load_serialized(trained_tokenizer());
+    const PieceKinds k(tok);
+    check(tok.encode("\n").size() == 1 && k.newline == tok.encode("\n")[0], "our tokenizer keeps '\\n' a piece of its own");
+    test_items(tok, k);
+    test_tokenizer_checks(tok);
+    test_task_file();
+    test_scoring_rule();
+    test_training_documents(tok, k);
+    test_batch_source();
+    test_scoring(tok, k);
+    std::printf("%d passed, %d failed\n", g_passed, g_failed);
+    return g_failed ? 1 : 0;
+}
+
+int main() { return guarded_main([&] { return main_body(); }); }

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# End-to-end tests of the retrieval recipe's programs on the small test corpus (made by
+# tests/test_data_cli.sh): data_tool tasks and task-shard, train --mix / --schedule / --stop-at /
+# --time-limit (exact resume across stages), infer --tasks (the scorer through a real model's
+# cache, the same answers in batches as one at a time, its files), and their bad inputs (one
+# line naming the file line or the flag, non-zero exit).
+# Usage: tests/test_tasks_cli.sh [CORPUS_DIR]   Prints PASS/FAIL lines and "N passed, M failed".
+set -uo pipefail
+corpus=${1:-build/test_corpus}
+work=build/test_tasks_cli
+rm -rf "$work" && mkdir -p "$work"
+passed=0 failed=0
+pass() { echo "PASS $*"; passed=$((passed + 1)); }
+fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+for bin in build/train build/infer build/data_tool; do [ -x $bin ] || { echo "FAIL $bin not built"; echo "0 passed, 1 failed"; exit 1; }; done
+[ -f "$corpus/val.bin" ] || { echo "FAIL no corpus at $corpus (run tests/test_data_cli.sh first)"; echo "0 passed, 1 failed"; exit 1; }
+expect_error() {  # name, pattern the one-line message must contain, command...
+    local name=$1 pattern=$2; shift 2
+    local err code lines
+    err=$("$@" 2>&1 >/dev/null | tr '\r' '\n' | grep -v '^scored' | grep .); code=${PIPESTATUS[0]}
+    lines=$(printf '%s\n' "$err" | grep -c .)
+    if [ "$code" -ne 0 ] && [ "$lines" -eq 1 ] && [[ "$err" == error:* ]] && grep -q -- "$pattern" <<< "$err"; then
+        pass "bad input: $name -> $err"
+    else
+        fail "bad input: $name (exit $code, $lines lines): $err"
+    fi
+}
+
+# 1. data_tool tasks: items as asked, the same bytes for the same seed.
+T=(build/data_tool tasks --data "$corpus" --task passkey,multikey,multiquery --lengths 700,1K --depths 0,0.5,1 --needles 3)
+if "${T[@]}" --seed 4 --out "$work/t1.jsonl" > "$work/t1.log" 2>&1 && "${T[@]}" --seed 4 --out "$work/t2.jsonl" > /dev/null 2>&1 \
+   && "${T[@]}" --seed 5 --out "$work/t3.jsonl" > /dev/null 2>&1; then
+    n=$(wc -l < "$work/t1.jsonl")
+    [ "$n" -eq 30 ] && pass "tasks: 2 lengths x 3 depths of passkey and multikey, and multiquery's 3 questions each ($n items)" \
+        || fail "tasks wrote $n items, want 30"
+    cmp -s "$work/t1.jsonl" "$work/t2.jsonl" && pass "tasks: the same seed writes the same file" || fail "tasks: not deterministic"
+    cmp -s "$work/t1.jsonl" "$work/t3.jsonl" && fail "tasks: another seed wrote the same file" || pass "tasks: another seed, other items"
+else
+    fail "data_tool tasks failed: $(tail -2 "$work/t1.log")"
+fi
+expect_error "tasks: a length too short" "too short" "${T[@]/1K/60}" --out "$work/x.jsonl"
+expect_error "tasks: a depth outside [0, 1]" "--depths '1.5'" build/data_tool tasks --data "$corpus" --lengths 1K --depths 0,1.5 --out "$work/x.jsonl"
+expect_error "tasks: an unknown task" "--task 'needle'" build/data_tool tasks --data "$corpus" --task needle --lengths 1K --out "$work/x.jsonl"
+expect_error "tasks: a length its haystack cannot fill" "lower --lengths" build/data_tool tasks --data "$corpus" --lengths 1M --out "$work/x.jsonl"
+expect_error "tasks: no --out" "--out" build/data_tool tasks --data "$corpus" --lengths 1K
+[ ! -e "$work/x.jsonl" ] && pass "a refused tasks command writes nothing" || fail "a refused tasks command wrote $work/x.jsonl"
+
+# 2. data_tool task-shard: training documents, a valid shard.
+if build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --needle-every 512 --passkey-every 1024 --out "$work/tasks.bin" > "$work/ts.log" 2>&1 \
+   && build/data_tool inspect "$work/tasks.bin" > "$work/ts_inspect.log" 2>&1; then
+    grep -q "^n_docs: 32" "$work/ts_inspect.log" && grep -q "doc_tokens: min 2048, mean 2048.0, max 2048" "$work/ts_inspect.log" \
+        && pass "task-shard: 32 documents of 2048 tokens, a shard inspect accepts" || fail "task-shard: $(head -8 "$work/ts_inspect.log" | tr '\n' ' ')"
+else
+    fail "task-shard failed: $(tail -2 "$work/ts.log")"
+fi
+expect_error "task-shard: needles denser than the document holds" "too short" build/data_tool task-shard --data "$corpus" --doc-tokens 256 --tokens 1K --needle-every 16 --out "$work/y.bin"
+expect_error "task-shard: fewer tokens than a document" "--tokens" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 100 --out "$work/y.bin"
+
+# 3. train with retrieval documents mixed in and a length curriculum: killed and resumed, or run
+# in pieces (--stop-at, --time-limit), it gives the losses and checkpoint of one run.
+tiny=(--data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 64 --batch 8 --steps 24 --warmup 4 --lr 3e-3 --val-every 8
+      --val-batches 2 --ckpt-every 8 --log-every 4 --sample-tokens 0 --schedule 128x4@10,256x2@18
+      --mix "$work/tasks.bin:0.5;$work/tasks.bin:0.25;$work/tasks.bin:0.75")
+if build/train "${tiny[@]}" --out "$work/full" > "$work/full.log" 2>&1; then
+    grep -q "^step    10/24 | stage: windows of 128 tokens, 4 per step" "$work/full.log" && grep -q "^step    18/24 | stage: windows of 256" "$work/full.log" \
+        && pass "--schedule: the window and batch change at steps 10 and 18" || fail "--schedule: $(grep stage "$work/full.log" | tr '\n' ' ')"
+    grep -q "^mix (stage from step 18): $work/tasks.bin (65536 tokens, 32 documents): 75% of the windows" "$work/full.log" \
+        && pass "--mix: one list per stage" || fail "--mix: $(grep '^mix' "$work/full.log" | tr '\n' ' ')"
+else
+    fail "train --mix --schedule failed: $(tail -2 "$work/full.log")"
+fi
+{ (LNGPT_KILL_AT_STEP=13 exec build/train "${tiny[@]}" --out "$work/killed") > /dev/null 2>&1; } 2>/dev/null
+build/train "${tiny[@]}" --out "$work/killed" --resume > "$work/resume.log" 2>&1
+diff <(cut -d, -f1-3 "$work/full/metrics.csv") <(cut -d, -f1-3 "$work/killed/metrics.csv") > /dev/null \
+    && cmp -s "$work/full/ckpt_00000024.safetensors" "$work/killed/ckpt_00000024.safetensors" \
+    && pass "killed in stage 2 and resumed: every loss and the final checkpoint bit for bit" || fail "resume across stages differs: $(tail -2 "$work/resume.log")"
+build/train "${tiny[@]}" --out "$work/pieces" --stop-at 11 > "$work/p1.log" 2>&1
+build/train "${tiny[@]}" --out "$work/pieces" --resume --stop-at 20 > "$work/p2.log" 2>&1
+build/train "${tiny[@]}" --out "$work/pieces" --resume > "$work/p3.log" 2>&1
+grep -q "^stopped after step 11 of 24 (--stop-at)" "$work/p1.log" && diff <(cut -d, -f1-3 "$work/full/metrics.csv") <(cut -d, -f1-3 "$work/pieces/metrics.csv") > /dev/null \
+    && cmp -s "$work/full/ckpt_00000024.safetensors" "$work/pieces/ckpt_00000024.safetensors" \
+    && pass "--stop-at: a run in three pieces is the run in one" || fail "--stop-at pieces differ: $(tail -1 "$work/p1.log")"
+if build/train "${tiny[@]}" --out "$work/timed" --time-limit 0.000001 > "$work/timed.log" 2>&1; then
+    grep -q "^stopped after step 1 of 24 (--time-limit)" "$work/timed.log" && [ -f "$work/timed/ckpt_00000001.safetensors" ] \
+        && pass "--time-limit: stops after the step that passes it, with a checkpoint" || fail "--time-limit: $(tail -1 "$work/timed.log")"
+else
+    fail "--time-limit run failed: $(tail -1 "$work/timed.log")"
+fi
+expect_error "train: a --mix shard that does not exist" "no_such.bin" build/train "${tiny[@]}" --mix "$work/no_such.bin:0.5" --out "$work/bad1"
+expect_error "train: a --mix fraction over 1" "SHARD:FRACTION" build/train "${tiny[@]}" --mix "$work/tasks.bin:2" --out "$work/bad2"
+expect_error "train: --mix lists that do not match the stages" "gives 2 stages" build/train "${tiny[@]}" --mix "$work/tasks.bin:0.5;$work/tasks.bin:0.5" --out "$work/bad3"
+expect_error "train: a --schedule step past --steps" "--schedule entry" build/train "${tiny[@]}" --schedule 128x4@30 --out "$work/bad4"
+expect_error "train: a --schedule window that does not split over --cp" "--schedule" build/train "${tiny[@]}" --schedule 130x4@10 --mix "$work/tasks.bin:0.5" --cp 4 --simulate-ranks 4 --out "$work/bad5"
+expect_error "train: --stop-at past --steps" "--stop-at" build/train "${tiny[@]}" --stop-at 99 --out "$work/bad6"
+expect_error "train: --resume with another --mix" "--mix" build/train "${tiny[@]}" --mix "$work/tasks.bin:0.5" --resume --out "$work/full"
+[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && [ ! -e "$work/bad3" ] && pass "refused runs write nothing" || fail "a refused run wrote its --out"
+
+# 4. infer --tasks through the model's cache: the scorer's rule against what plain greedy
+# generation of the same prompt continues with, the same answers in batches as one at a time,
+# the report's files.
+model=$work/full
+# The first item's prompt through plain greedy generation (infer --prompt-file CONTEXT --prompt
+# "\nQUESTION"); its continuation, leading spaces removed, becomes an item's answer (right),
+# and with one more character another's (wrong).
+ans=$(python3 - "$work/t1.jsonl" "$work/one.jsonl" "$model" <<'EOF'
+import json, subprocess, sys
+item = json.loads(open(sys.argv[1]).readline())
+open(sys.argv[2] + '.ctx', 'w').write(item['context'])
+out = subprocess.run(['build/infer', '--checkpoint', sys.argv[3], '--prompt-file', sys.argv[2] + '.ctx', '--prompt',
+                      '\n' + item['question'], '--temperature', '0', '--max-new', '4'], capture_output=True, text=True).stdout
+cont = out[len('\n' + item['question']):].lstrip(' ')[:2]
+right = dict(item, answer=cont); wrong = dict(item, answer=cont + 'Z')
+open(sys.argv[2], 'w').write(json.dumps(right) + '\n' + json.dumps(wrong) + '\n')
+print(repr(cont))
+EOF
+)
+if [ "$ans" != "''" ] && build/infer --checkpoint "$model" --tasks "$work/one.jsonl" --ctx 2048 --tasks-out "$work/one" > "$work/one.log" 2>&1; then
+    python3 -c "import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); sys.exit(not (r[0]['correct']=='1' and r[1]['correct']=='0'))" "$work/one_items.csv" \
+        && pass "--tasks: an answer the model's greedy continuation starts with is right, another wrong ($ans)" \
+        || fail "--tasks scored the greedy continuation $ans wrongly: $(cat "$work/one_items.csv" | tr '\n' ' ')"
+else
+    fail "--tasks on one item failed (greedy continuation $ans): $(tail -2 "$work/one.log")"
+fi
+if build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --ctx 2048 --tasks-out "$work/b16" > "$work/b16.log" 2>&1 \
+   && build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --ctx 2048 --task-batch 1 --chunk 37 --tasks-out "$work/b1" > "$work/b1.log" 2>&1; then
+    cmp -s "$work/b16_items.csv" "$work/b1_items.csv" && pass "--tasks: batches of 16 give each item what one at a time in chunks of 37 gives" \
+        || fail "--tasks: batched and single outputs differ: $(diff "$work/b16_items.csv" "$work/b1_items.csv" | head -3 | tr '\n' ' ')"
+    [ -s "$work/b16.csv" ] && [ -s "$work/b16.png" ] && grep -q "^multiquery,1024,all," "$work/b16.csv" && grep -q "^accuracy by length" "$work/b16.log" \
+        && pass "--tasks-out: the report CSV, the items CSV and the heatmap PNG" || fail "--tasks-out files: $(ls "$work" | tr '\n' ' ')"
+    head -c 8 "$work/b16.png" | od -An -c | tr -d ' \n' | grep -q '211PNG' && pass "the heatmap is a PNG" || fail "the heatmap is not a PNG"
+else
+    fail "--tasks failed: $(tail -2 "$work/b16.log") $(tail -2 "$work/b1.log")"
+fi
+printf 'not json\n' > "$work/bad.jsonl"
+expect_error "--tasks: a line that is not JSON" "bad.jsonl line 1: not JSON" build/infer --checkpoint "$model" --tasks "$work/bad.jsonl"
+printf '\n{"task":"p","context":"c","question":"q","answer":"1","depth":0}\n' > "$work/nolen.jsonl"
+expect_error "--tasks: a missing field" 'nolen.jsonl line 2: no field "length"' build/infer --checkpoint "$model" --tasks "$work/nolen.jsonl"
+printf '{"task":"p","context":"c","question":"q","answer":"","length":3,"depth":0}\n' > "$work/noans.jsonl"
+expect_error "--tasks: an empty answer" "noans.jsonl line 1: the answer is empty" build/infer --checkpoint "$model" --tasks "$work/noans.jsonl"
+expect_error "--tasks: a context longer than the model reads" "t1.jsonl line 4: the prompt is" build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --ctx 800
+expect_error "--tasks-out in a directory that does not exist" "--tasks-out" build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --ctx 2048 --tasks-out "$work/nodir/x"
+expect_error "--tasks with --prompt" "--tasks scores a task file alone" build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --prompt hi
+expect_error "--truncate without --tasks" "--truncate" build/infer --checkpoint "$model" --prompt hi --truncate
+if build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --ctx 800 --truncate > "$work/trunc.log" 2>&1; then
+    grep -q "^tasks $work/t1.jsonl: [0-9]* of 30 correct" "$work/trunc.log" && pass "--truncate reads the long prompts in their last --ctx tokens" \
+        || fail "--truncate: $(tail -1 "$work/trunc.log")"
+else
+    fail "--truncate failed: $(tail -1 "$work/trunc.log")"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
