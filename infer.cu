@@ -87,6 +87,16 @@ static int score_task_file(const std::string& tasks_path, const std::string& out
             std::remove((f + ".tmp").c_str());
         }
     }
+    const std::string name = ckpt_path.substr(ckpt_path.find_last_of('/') == std::string::npos ? 0 : ckpt_path.find_last_of('/') + 1);
+    const std::string caption = name + " on " + tasks_path;
+    if (!out_prefix.empty()) {  // the heatmap's size depends on the items' names and grid, not on the scores: check it now
+        try {
+            (void)task_heatmap(summarize_tasks(items, std::vector<TaskOutcome>(items.size())), caption);
+        } catch (const FatalError& e) {
+            fatal("--tasks-out %s: the heatmap of %s cannot be drawn (%s): drop --tasks-out, or use fewer task names, lengths "
+                  "or depths", out_prefix.c_str(), tasks_path.c_str(), e.what());
+        }
+    }
     Tokenizer tok;
     tok.load_serialized(ck.tokenizer);
     const std::vector<TaskPrompt> prompts = tokenize_tasks(items, tok, opt);
@@ -125,8 +135,7 @@ static int score_task_file(const std::string& tasks_path, const std::string& out
     if (!out_prefix.empty()) {
         write_file_atomic(out_prefix + ".csv", task_report_csv(report));
         write_file_atomic(out_prefix + "_items.csv", task_items_csv(items, out));
-        const std::string name = ckpt_path.substr(ckpt_path.find_last_of('/') == std::string::npos ? 0 : ckpt_path.find_last_of('/') + 1);
-        write_png(out_prefix + ".png", task_heatmap(report, name + " on " + tasks_path));
+        write_png(out_prefix + ".png", task_heatmap(report, caption));
         std::printf("wrote %s.csv, %s_items.csv, %s.png\n", out_prefix.c_str(), out_prefix.c_str(), out_prefix.c_str());
     }
     return 0;

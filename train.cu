@@ -462,6 +462,9 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
         step = ck.state.step;
         updates = ck.state.updates;
         if (say) std::printf("resumed from %s at step %d\n", existing.c_str(), step);
+        if (a.stop_at && a.stop_at <= step)
+            fatal("--stop-at %d is not past the checkpoint's step %d: give a later step, or drop --stop-at to run to --steps %d",
+                  a.stop_at, step, a.steps);
     }
     // mkdir -p: every missing parent too. One rank writes --out; the others' metrics go nowhere.
     for (size_t at = a.out.find('/', 1); say; at = a.out.find('/', at + 1)) {

@@ -90,7 +90,9 @@ inline std::vector<TaskItem> read_task_file(const std::string& path) {
     return items;
 }
 
-// The scorer's rule: the continuation, leading spaces removed, starts with the answer.
+// The scorer's rule (issue 22's, as RULER and Landmark Attention's evaluations use it in
+// spirit): the continuation, leading spaces removed, starts with the answer. Nothing is asked of
+// what follows, so a continuation "123456" counts for the answer 12345.
 inline bool answer_matches(const std::string& continuation, const std::string& answer) {
     const size_t from = continuation.find_first_not_of(' ');
     if (from == std::string::npos) return false;

@@ -373,11 +373,14 @@ inline std::vector<int> make_training_document(const TrainDocSpec& spec, const H
     using namespace task_detail;
     struct Event {
         long long at;      // haystack tokens before it
-        int order;         // ties: needles before questions
+        int order;         // at one position: a needle before its question, one pass-key episode before the next
         std::vector<int> ids;
     };
     const int n_mk = std::max(0, (int)std::lround(spec.doc_tokens / spec.needle_every));
     const int n_pk = std::max(0, (int)std::lround(spec.doc_tokens / spec.passkey_every));
+    if (n_mk > (int)needle_words().size())
+        fatal("--needle-every %g with --doc-tokens %d asks for %d multi-key needles in a document, more than the %zu distinct words: "
+              "raise --needle-every or lower --doc-tokens", spec.needle_every, spec.doc_tokens, n_mk, needle_words().size());
     const bool passkey_intro = rng.below(2) == 0;
     const std::vector<int> intro = tok.encode(passkey_intro ? task_text::kPasskeyIntro : task_text::kMultiKeyIntro);
     auto line = [&](const std::string& text) {  // '\n' text '\n'
@@ -428,8 +431,8 @@ inline std::vector<int> make_training_document(const TrainDocSpec& spec, const H
     for (int i = 0; i < n_pk; i++) {
         const long long from = cuts[i], len = cuts[i + 1] - cuts[i];
         const long long a = from + (long long)rng.below((uint64_t)std::max(1LL, len / 4));
-        ev.push_back({a, 0, pk[i].first});
-        ev.push_back({a + distance(std::max(0LL, from + len - 1 - a)), 1, pk[i].second});  // a short stretch: asked at once
+        ev.push_back({a, 2 * i, pk[i].first});
+        ev.push_back({a + distance(std::max(0LL, from + len - 1 - a)), 2 * i + 1, pk[i].second});  // a short stretch: asked at once
     }
     std::stable_sort(ev.begin(), ev.end(), [](const Event& x, const Event& y) { return x.at != y.at ? x.at < y.at : x.order < y.order; });
 

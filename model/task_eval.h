@@ -102,6 +102,9 @@ inline std::vector<TaskOutcome> run_tasks(const std::vector<TaskItem>& items, co
         return la != lb ? la < lb : prompts[a].context_group < prompts[b].context_group;
     });
     Sampler greedy(SamplerConfig{0.0f, 0, 1.0f, 1});
+    // Tokens an item decodes: its answer's (with the space before it) and two more, so that the
+    // continuation holds the answer whatever pieces the model writes it in.
+    auto answer_room = [&](const TaskItem& it) { return (int)tok.encode(" " + it.answer).size() + 2; };
     size_t done = 0;
     for (size_t at = 0; at < order.size();) {
         const long long len = (long long)prompts[order[at]].context.size();
@@ -111,7 +114,7 @@ inline std::vector<TaskOutcome> run_tasks(const std::vector<TaskItem>& items, co
         for (size_t j = at; j < order.size() && (long long)prompts[order[j]].context.size() == len; j++) {
             const int i = order[j];
             const bool new_context = contexts.empty() || prompts[contexts.back()].context_group != prompts[i].context_group;
-            const long long need = len + (long long)prompts[i].question.size() + 64;
+            const long long need = len + (long long)prompts[i].question.size() + answer_room(items[i]);
             // Sequences held at once: the items', and the contexts' too while they are copied.
             const int q = (int)members.size() + 1, u = (int)contexts.size() + (new_context ? 1 : 0);
             if ((q == u ? q : q + u) > max_batch(std::max(longest, need)) && !members.empty()) break;
@@ -147,14 +150,14 @@ inline std::vector<TaskOutcome> run_tasks(const std::vector<TaskItem>& items, co
             cache.reset();
         }
         IncrementalModel& m = decode ? *decode : *cache;
-        // Each item decodes its answer's tokens and two more (so a longer number fails), whatever
-        // else is in its batch.
+        // Each item decodes its own answer_room tokens, whatever else is in its batch, so its
+        // output does not depend on the batch.
         std::vector<std::vector<int>> questions;
         std::vector<int> want(Q);
         int max_new = 1;
         for (int q = 0; q < Q; q++) {
             questions.push_back(prompts[members[q]].question);
-            want[q] = std::min(64, (int)tok.encode(" " + items[members[q]].answer).size() + 2);
+            want[q] = answer_room(items[members[q]]);
             max_new = std::max(max_new, want[q]);
         }
         std::vector<std::vector<int>> made(Q);
