@@ -74,10 +74,9 @@ static void write_position_losses(const std::string& path, const PositionLosses&
 // infer --tasks: every item of a retrieval task file scored through the KV cache, the report
 // printed, and with --tasks-out P written to P.csv (accuracy per cell, length and task),
 // P_items.csv (each item's answer and continuation) and P.png (the heatmap).
-static int score_task_file(const std::string& tasks_path, const std::string& out_prefix, const Checkpoint& ck,
-                           const std::string& ckpt_path, Device dev, AttnBackend attn, const TaskEvalOptions& opt, int chunk,
-                           int task_batch) {
-    const std::vector<TaskItem> items = read_task_file(tasks_path);
+static int score_task_file(const std::vector<TaskItem>& items, const std::string& tasks_path, const std::string& out_prefix,
+                           const Checkpoint& ck, const std::string& ckpt_path, Device dev, AttnBackend attn,
+                           const TaskEvalOptions& opt, int chunk, int task_batch) {
     if (!out_prefix.empty()) {  // fail before the work, not after it
         for (const char* ext : {".csv", "_items.csv", ".png"}) {
             const std::string f = out_prefix + ext;
@@ -215,6 +214,7 @@ static int main_body(int argc, char** argv) {
 
     // Read the input files before the checkpoint, so a wrong path fails fast.
     const std::string ppl_text = ppl_file.empty() ? "" : read_file(ppl_file, "check the --perplexity path");
+    const std::vector<TaskItem> task_items = tasks.empty() ? std::vector<TaskItem>{} : read_task_file(tasks);
     std::string context = prompt_file.empty() ? "" : read_file(prompt_file, "check the --prompt-file path");
     std::vector<std::string> batch_prompts;
     if (!prompts_file.empty()) {
@@ -245,7 +245,7 @@ static int main_body(int argc, char** argv) {
     if (tok.vocab_size() != ck.cfg.vocab_size) fatal("checkpoint %s: tokenizer and model vocab sizes differ", path.c_str());
     if (ctx == 0) ctx = ck.has_train_state ? checkpoint_seq_len(ck, path, kMaxSeqLen) : 256;
     if (!tasks.empty())
-        return score_task_file(tasks, tasks_out, ck, path, dev, attn, TaskEvalOptions{ctx, truncate, tasks},
+        return score_task_file(task_items, tasks, tasks_out, ck, path, dev, attn, TaskEvalOptions{ctx, truncate, tasks},
                                chunk > 0 ? chunk : dev == Device::Cuda ? 16384 : 256, task_batch);
     if (!ppl_file.empty()) {
         if (cp > 1 && dev == Device::Cuda && attn != AttnBackend::Flash) fatal("--cp needs --attention flash: the ring runs our kernels");

@@ -179,9 +179,6 @@ static StagePlan plan_stage(const TrainStage& st, const TrainArgs& a, const Toke
     StagePlan sp;
     sp.stage = st;
     const char* which = st.first_step == 0 ? "" : " (--schedule)";
-    if (st.seq_len > kMaxSeqLen) fatal("--seq-len must be at most %d (got %d%s)", kMaxSeqLen, st.seq_len, which);
-    if ((long long)st.batch * st.seq_len > kMaxSeqLen)
-        fatal("--batch %d x --seq-len %d%s is more than %d tokens per step: lower one of them", st.batch, st.seq_len, which, kMaxSeqLen);
     // The job's shape: DP groups of CP ranks, each window split in 2 CP chunks, each batch over DP.
     if (st.seq_len % (2 * a.cp))
         fatal("--seq-len %d%s does not split into 2 x --cp %d equal chunks (ring attention's zigzag): use a multiple of %d",
@@ -311,10 +308,7 @@ static int main_body(int argc, char** argv) {
     }
 
     if (a.steps < 1) fatal("--steps must be at least 1 (got %d)", a.steps);
-    if (a.batch < 1 || a.seq_len < 2) fatal("--batch must be >= 1 and --seq-len >= 2 (got %d, %d)", a.batch, a.seq_len);
-    if (a.seq_len > kMaxSeqLen) fatal("--seq-len must be at most %d (got %d)", kMaxSeqLen, a.seq_len);
-    if ((long long)a.batch * a.seq_len > kMaxSeqLen)
-        fatal("--batch %d x --seq-len %d is more than %d tokens per step: lower one of them", a.batch, a.seq_len, kMaxSeqLen);
+    (void)parse_mix(a.mix, parse_schedule(a.schedule, {0, a.seq_len, a.batch}, a.steps, kMaxSeqLen).size());  // fail fast
     if (!(a.lr > 0)) fatal("--lr must be positive (got %g)", a.lr);
     if (!(a.min_lr_frac >= 0 && a.min_lr_frac <= 1)) fatal("--min-lr-frac must be in [0, 1] (got %g)", a.min_lr_frac);
     if (!(a.weight_decay >= 0) || !(a.grad_clip >= 0)) fatal("--weight-decay and --grad-clip must be >= 0 (got %g, %g)", a.weight_decay, a.grad_clip);
@@ -424,7 +418,7 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
         px.check_same(h, "the flags, the model or the binary", "start every rank with the same binary and flags");
     }
     // The batches: the corpus, the --mix shards by fraction (each file read once), the --schedule stages.
-    const std::vector<TrainStage> stages = parse_schedule(a.schedule, {0, a.seq_len, a.batch}, a.steps);
+    const std::vector<TrainStage> stages = parse_schedule(a.schedule, {0, a.seq_len, a.batch}, a.steps, kMaxSeqLen);
     const std::vector<std::vector<MixedShard>> mix = parse_mix(a.mix, stages.size());
     std::map<std::string, TokenShard> mixed_shards;
     std::vector<std::vector<std::pair<const TokenShard*, double>>> mixed(stages.size());
@@ -439,7 +433,7 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
             }
             mixed[k].push_back({&mixed_shards.at(m.path), m.fraction});
         }
-    BatchSource train(train_shard, mixed, stages, (uint64_t)a.seed);
+    BatchSource train(train_shard, mixed, stages, (uint64_t)a.seed, tok.bos_id());
     if (a.resume) check_resume_state(ck.state, a, train, existing);
 
     std::unique_ptr<ModelBackend> model = make_backend(device, cfg, attn_backend, a.deterministic);

@@ -24,8 +24,6 @@
 #include "data/shard.h"
 #include "layers/common.h"
 
-constexpr int kBosToken = 1;  // data_tool prepare's tokenizers start every document with id 1 (data/FORMAT.md)
-
 struct TrainStage {
     int first_step = 0, seq_len = 0, batch = 0;
 };
@@ -35,8 +33,19 @@ struct MixedShard {
     double fraction = 0;
 };
 
-// "8192x16@300,32768x4@600" -> stages after stage 0 (which --seq-len and --batch give).
-inline std::vector<TrainStage> parse_schedule(const std::string& text, TrainStage first, int steps) {
+// The stages of a run: stage 0 from --seq-len and --batch, then "8192x16@300,32768x4@600"
+// (--schedule). Every stage's shape is checked here, the one place: a window of at least 2 tokens,
+// a batch of at least 1, at most max_tokens tokens in a window and in a step.
+inline std::vector<TrainStage> parse_schedule(const std::string& text, TrainStage first, int steps, long long max_tokens) {
+    auto check = [&](const TrainStage& s, const std::string& which) {
+        if (s.batch < 1 || s.seq_len < 2)
+            fatal("%s: the batch must be >= 1 and the window (--seq-len) >= 2 (got %d, %d)", which.c_str(), s.batch, s.seq_len);
+        if (s.seq_len > max_tokens) fatal("%s: --seq-len must be at most %lld (got %d)", which.c_str(), max_tokens, s.seq_len);
+        if ((long long)s.batch * s.seq_len > max_tokens)
+            fatal("%s: --batch %d x --seq-len %d is more than %lld tokens per step: lower one of them", which.c_str(), s.batch,
+                  s.seq_len, max_tokens);
+    };
+    check(first, "--batch and --seq-len");
     std::vector<TrainStage> stages{first};
     for (size_t at = 0; at < text.size();) {
         size_t end = text.find(',', at);
@@ -46,7 +55,7 @@ inline std::vector<TrainStage> parse_schedule(const std::string& text, TrainStag
         char tail = 0;
         if (std::sscanf(item.c_str(), "%dx%d@%d%c", &s.seq_len, &s.batch, &s.first_step, &tail) != 3)
             fatal("--schedule '%s': each entry is SEQ_LENxBATCH@STEP, e.g. 8192x16@300 (got '%s')", text.c_str(), item.c_str());
-        if (s.seq_len < 2 || s.batch < 1) fatal("--schedule entry '%s': the window must be >= 2 tokens and the batch >= 1", item.c_str());
+        check(s, "--schedule entry '" + item + "'");
         if (s.first_step <= stages.back().first_step || s.first_step >= steps)
             fatal("--schedule entry '%s': steps must increase and lie in (0, --steps %d)", item.c_str(), steps);
         stages.push_back(s);
@@ -95,10 +104,10 @@ inline std::vector<std::vector<MixedShard>> parse_mix(const std::string& text, s
 class BatchSource {
    public:
     // The shards are referenced, not copied: they must outlive the source. mixed[k]: stage k's
-    // shards and fractions.
+    // shards and fractions. bos: the tokenizer's BOS id, which starts every document.
     BatchSource(const TokenShard& corpus, std::vector<std::vector<std::pair<const TokenShard*, double>>> mixed,
-                std::vector<TrainStage> stages, uint64_t seed)
-        : corpus_(&corpus), mixed_(std::move(mixed)), stages_(std::move(stages)), seed_(seed) {
+                std::vector<TrainStage> stages, uint64_t seed, int bos)
+        : corpus_(&corpus), mixed_(std::move(mixed)), stages_(std::move(stages)), seed_(seed), bos_(bos) {
         if (mixed_.size() != stages_.size()) fatal("internal: BatchSource needs one mix per stage");
         bounds_.resize(stages_.size());
         for (size_t k = 0; k < stages_.size(); k++) {
@@ -158,7 +167,7 @@ class BatchSource {
             // the BOS that starts the next one a target, the model would learn that position
             // (length - 1) ends a document, whatever it reads. So there it is no target.
             for (int t = 0; j > 0 && t < s.seq_len; t++)
-                if (targets[off + t] == kBosToken) targets[off + t] = -1;
+                if (targets[off + t] == bos_) targets[off + t] = -1;
         }
         step_ = step + 1;
     }
@@ -182,6 +191,7 @@ class BatchSource {
     std::vector<std::vector<double>> bounds_;  // per stage: running sums of the fractions
     std::vector<TrainStage> stages_;
     uint64_t seed_;
+    int bos_;
     int stage_ = 0, step_ = 0;
     uint64_t next_window_ = 0;
     std::vector<std::unique_ptr<DataLoader>> loaders_;  // the stage's corpus, then its mixed shards

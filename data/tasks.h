@@ -438,7 +438,7 @@ inline std::vector<int> make_training_document(const TrainDocSpec& spec, const H
 
     const long long room = (long long)hay.tokens.size() - M;
     long long s = (long long)rng.below((uint64_t)room + 1);
-    s = next_cut(hay, s, room) >= 0 ? next_cut(hay, s, room) : 0;
+    s = std::max(0LL, next_cut(hay, s, room));  // no cut after s: start at 0, which always is one
     std::vector<int> doc{tok.bos_id()};
     doc.insert(doc.end(), intro.begin(), intro.end());
     doc.push_back(k.newline);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <string>
 #include <vector>
+#include "data/batch_source.h"
 #include "model/backend.h"
 #include "model/safetensors.h"
 
@@ -203,16 +204,14 @@ inline Checkpoint load_checkpoint(const std::string& path) {
 inline int checkpoint_seq_len(const Checkpoint& c, const std::string& path, int max_seq_len) {
     try {
         const Json args = JsonParser(c.state.train_args).parse();
-        int longest = (int)args.at("seq_len").as_int("seq_len", 2, max_seq_len);
-        if (args.has("schedule")) {  // "8192x16@300,32768x4@600"
-            const std::string& sched = args.at("schedule").as_string();
-            for (size_t at = 0; at < sched.size();) {
-                const long long T = std::atoll(sched.c_str() + at);
-                if (T < 2 || T > max_seq_len) throw JsonError("a schedule stage's window is out of range");
-                longest = std::max(longest, (int)T);
-                const size_t comma = sched.find(',', at);
-                at = comma == std::string::npos ? sched.size() : comma + 1;
-            }
+        const int seq_len = (int)args.at("seq_len").as_int("seq_len", 2, max_seq_len);
+        if (!args.has("schedule")) return seq_len;
+        int longest = 0;
+        try {  // the stages as train read them: batch and steps only bound what the windows may be
+            for (const TrainStage& s : parse_schedule(args.at("schedule").as_string(), {0, seq_len, 1}, INT32_MAX, max_seq_len))
+                longest = std::max(longest, s.seq_len);
+        } catch (const FatalError& e) {
+            throw JsonError(std::string("its schedule: ") + e.what());
         }
         return longest;
     } catch (const JsonError& e) {

@@ -69,6 +69,7 @@ class KVCacheCuda : public IncrementalModel {
     KVCacheCuda(const KVCacheCuda&) = delete;
 
     int max_chunk() const override { return max_chunk_; }
+    int batch() const override { return B_; }
     long long position() const override { return next_pos_; }
     long long rows(int layer) const { return kv_cache_rows_at(cfg_.attn(layer), next_pos_); }
     size_t layer_bytes(int layer) const {  // the K/V rows allocated
@@ -87,7 +88,6 @@ class KVCacheCuda : public IncrementalModel {
     // Allocates the rows of each layer that keeps every row (dense, block-sparse) for a sequence
     // of `len` tokens up front, so its cache never grows by doubling past what it needs (nor moves
     // while a decode graph uses it). Optional: append grows what it must.
-    int batch() const override { return B_; }
     void reserve(long long len) override {
         for (Layer& c : layers_) grow(c, len, /*exact=*/true);
     }

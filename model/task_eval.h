@@ -42,26 +42,25 @@ struct TaskPrompt {
 };
 
 // The prompts of all items, checked against opt.ctx. Encoding is the slow part for long contexts
-// (seconds per million tokens): items are encoded in parallel.
+// (seconds per million tokens): each prompt is encoded once, whole, and items in parallel.
 inline std::vector<TaskPrompt> tokenize_tasks(const std::vector<TaskItem>& items, const Tokenizer& tok, const TaskEvalOptions& opt) {
     std::vector<TaskPrompt> out(items.size());
     std::vector<std::string> errors(items.size());
 #pragma omp parallel for schedule(dynamic)
     for (long long i = 0; i < (long long)items.size(); i++) {
         try {
+            // The whole prompt's tokens, split where the question's own tokens ("\n" + question)
+            // begin; a tokenizer that merges across the newline splits them otherwise, and then
+            // only the last token is read as the question.
             TaskPrompt& p = out[i];
-            p.context = tok.encode(items[i].context);
-            p.context.insert(p.context.begin(), tok.bos_id());
-            p.question = tok.encode("\n" + items[i].question);
-            // A tokenizer that merges across the newline: the whole prompt, its last token read as the question.
             std::vector<int> whole = tok.encode(task_prompt_text(items[i]));
             whole.insert(whole.begin(), tok.bos_id());
-            std::vector<int> joined = p.context;
-            joined.insert(joined.end(), p.question.begin(), p.question.end());
-            if (whole != joined) {
-                p.question.assign(whole.end() - 1, whole.end());
-                p.context.assign(whole.begin(), whole.end() - 1);
-            }
+            const std::vector<int> q = tok.encode("\n" + items[i].question);
+            const size_t split = q.size() < whole.size() && std::equal(q.begin(), q.end(), whole.end() - (long)q.size())
+                                     ? whole.size() - q.size() : whole.size() - 1;
+            p.question.assign(whole.begin() + (long)split, whole.end());
+            whole.resize(split);
+            p.context = std::move(whole);
             const long long n = (long long)(p.context.size() + p.question.size());
             if (n > opt.ctx) {
                 if (!opt.truncate)
@@ -104,7 +103,8 @@ inline std::vector<TaskOutcome> run_tasks(const std::vector<TaskItem>& items, co
     Sampler greedy(SamplerConfig{0.0f, 0, 1.0f, 1});
     // Tokens an item decodes: its answer's (with the space before it) and two more, so that the
     // continuation holds the answer whatever pieces the model writes it in.
-    auto answer_room = [&](const TaskItem& it) { return (int)tok.encode(" " + it.answer).size() + 2; };
+    std::vector<int> room(items.size());
+    for (size_t i = 0; i < items.size(); i++) room[i] = (int)tok.encode(" " + items[i].answer).size() + 2;
     size_t done = 0;
     for (size_t at = 0; at < order.size();) {
         const long long len = (long long)prompts[order[at]].context.size();
@@ -114,7 +114,7 @@ inline std::vector<TaskOutcome> run_tasks(const std::vector<TaskItem>& items, co
         for (size_t j = at; j < order.size() && (long long)prompts[order[j]].context.size() == len; j++) {
             const int i = order[j];
             const bool new_context = contexts.empty() || prompts[contexts.back()].context_group != prompts[i].context_group;
-            const long long need = len + (long long)prompts[i].question.size() + answer_room(items[i]);
+            const long long need = len + (long long)prompts[i].question.size() + room[i];
             // Sequences held at once: the items', and the contexts' too while they are copied.
             const int q = (int)members.size() + 1, u = (int)contexts.size() + (new_context ? 1 : 0);
             if ((q == u ? q : q + u) > max_batch(std::max(longest, need)) && !members.empty()) break;
@@ -150,14 +150,14 @@ inline std::vector<TaskOutcome> run_tasks(const std::vector<TaskItem>& items, co
             cache.reset();
         }
         IncrementalModel& m = decode ? *decode : *cache;
-        // Each item decodes its own answer_room tokens, whatever else is in its batch, so its
-        // output does not depend on the batch.
+        // Each item decodes its own room of tokens, whatever else is in its batch, so its output
+        // does not depend on the batch.
         std::vector<std::vector<int>> questions;
         std::vector<int> want(Q);
         int max_new = 1;
         for (int q = 0; q < Q; q++) {
             questions.push_back(prompts[members[q]].question);
-            want[q] = answer_room(items[members[q]]);
+            want[q] = room[members[q]];
             max_new = std::max(max_new, want[q]);
         }
         std::vector<std::vector<int>> made(Q);

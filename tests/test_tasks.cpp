@@ -290,18 +290,20 @@ static TokenShard counting_shard(uint32_t base, size_t n, size_t doc) {
 
 static void test_batch_source() {
     const TokenShard corpus = counting_shard(1000, 200000, 777), tasks = counting_shard(20000, 100000, 256);
-    const std::vector<TrainStage> stages = parse_schedule("64x8@10,128x4@20", {0, 32, 16}, 40);
+    const std::vector<TrainStage> stages = parse_schedule("64x8@10,128x4@20", {0, 32, 16}, 40, 1 << 20);
     check(stages.size() == 3 && stages[1].seq_len == 64 && stages[1].batch == 8 && stages[2].first_step == 20, "--schedule parses");
     const auto mix = parse_mix("tasks.bin:0.25", 3);
     check(mix.size() == 3 && mix[2][0].fraction == 0.25, "one --mix list serves every stage");
     expect_refused("a --mix with stages of its own that do not match", [] { parse_mix("a:0.5;b:0.5", 3); }, {"gives 2 stages", "has 3"});
     expect_refused("fractions over 1", [] { parse_mix("a:0.7,b:0.5", 1); }, {"more than 1"});
     expect_refused("a fraction of 0", [] { parse_mix("a:0", 1); }, {"SHARD:FRACTION"});
-    expect_refused("a schedule step out of order", [] { parse_schedule("64x8@10,128x4@5", {0, 32, 16}, 40); }, {"steps must increase"});
-    expect_refused("a schedule entry without a batch", [] { parse_schedule("64@10", {0, 32, 16}, 40); }, {"SEQ_LENxBATCH@STEP"});
+    expect_refused("a schedule step out of order", [] { parse_schedule("64x8@10,128x4@5", {0, 32, 16}, 40, 1 << 20); }, {"steps must increase"});
+    expect_refused("a schedule entry without a batch", [] { parse_schedule("64@10", {0, 32, 16}, 40, 1 << 20); }, {"SEQ_LENxBATCH@STEP"});
+    expect_refused("a schedule stage of more tokens a step than allowed", [] { parse_schedule("4096x512@10", {0, 32, 16}, 40, 1 << 20); },
+                   {"--schedule entry '4096x512@10'", "tokens per step"});
 
     std::vector<std::vector<std::pair<const TokenShard*, double>>> m(3, {{&tasks, 0.25}});
-    BatchSource a(corpus, m, stages, 9);
+    BatchSource a(corpus, m, stages, 9, 1);
     std::vector<std::vector<int>> batches;
     bool shares = true, masked = true;
     for (int step = 0; step < 40; step++) {
@@ -318,7 +320,7 @@ static void test_batch_source() {
     check(masked, "in --mix windows the next document's BOS is no target");
     bool resumed = true;
     for (int from : {0, 7, 10, 15, 20, 33}) {
-        BatchSource r(corpus, m, stages, 9);
+        BatchSource r(corpus, m, stages, 9, 1);
         r.seek(from);
         for (int step = from; step < 40; step++) {
             const TrainStage& st = r.stage_at(step);
@@ -329,7 +331,7 @@ static void test_batch_source() {
     }
     check(resumed, "seek(step) draws exactly the batches of the uninterrupted run, across stages");
     // Without --mix or --schedule, the windows DataLoader(B, T) always drew.
-    BatchSource plain(corpus, {{}}, {{0, 32, 16}}, 5);
+    BatchSource plain(corpus, {{}}, {{0, 32, 16}}, 5, 1);
     DataLoader old(corpus, 16, 32, 5, true);
     bool same = true;
     for (int step = 0; step < 30; step++) {
