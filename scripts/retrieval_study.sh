@@ -12,7 +12,7 @@
 #
 # Steps:
 #   data              retrieval shards for training (one per window length) and the task files
-#   train:M[:MIN]     train model M for at most MIN minutes (default: to its end), resuming what $WORK/M holds
+#   train:M[:MIN]     train model M for at most MIN minutes (default 8: one device call), resuming what $WORK/M holds
 #   eval:M            score M on the task files its context allows, write $OUT/M_* (CSV, PNG)
 #   positions:M       M's loss by position over the held-out documents >= 256K tokens
 #   table             every scored model's accuracy by length, last
@@ -21,6 +21,10 @@
 #   dense32k   dense, 2K then 8K then 32K
 #   longnet    dilated (LongNet), segments 2K..1M with dilations 1..512 (w/r = 2048), 2K then 32K then 256K
 #   mixwin     block-sparse sliding window 2048 in layers 0, 2, 4, LongNet (as above) in layers 1, 3, 5
+#   wglobal    block-sparse sliding window 2048 + 64 global tokens in every layer, as longnet's curriculum
+#   wdil       block-sparse sliding window 2048 + key blocks of 64 at block distances 0, 16, 32, ... (reaching
+#              1M tokens) in every layer, as longnet's curriculum: a far needle reaches the question
+#              directly (1 block in 16) or relayed by a block of the window after it
 # SHARDS, LENGTHS, SAMPLES, TOKENS and LR narrow or change what `data` makes and the runs take.
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
@@ -57,6 +61,10 @@ M_ARGS() {  # the flags of model $1
                        "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         mixwin)   echo "--attn block-sparse --block 64 --window 2048 --dilated-layers 1,3,5 ${LONGNET[*]} --seq-len 2048 --batch 64"\
                        "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+        wglobal)  echo "--attn block-sparse --block 64 --window 2048 --global 64 --seq-len 2048 --batch 64 --steps $STEPS"\
+                       "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+        wdil)     echo "--attn block-sparse --block 64 --window 2048 --dilated-blocks 16,1048576 --seq-len 2048 --batch 64 --steps $STEPS"\
+                       "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
     esac
 }
@@ -89,11 +97,11 @@ for step in "$@"; do
             [ -f "$D/eval_filler.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --haystack filler --task passkey --lengths 2048,32768 \
                 --depths 0,0.5,1 --seed 13 --out "$D/eval_filler.jsonl"
             summary+=("data: $((SECONDS - t0)) s: $(ls "$D" | tr '\n' ' ')") ;;
-        train)
+        train)  # at most 8 minutes unless told: a device call (10 minutes) must end with a checkpoint
             args=$(M_ARGS "$model") || continue
             resume=(); ls "$WORK/$model"/ckpt_*.safetensors > /dev/null 2>&1 && resume=(--resume)
             # shellcheck disable=SC2086
-            "$BIN/train" "${COMMON[@]}" $args ${stop:+--time-limit $stop} "${resume[@]}" --out "$WORK/$model" >> "$OUT/${model}_train.log" 2>&1
+            "$BIN/train" "${COMMON[@]}" $args --time-limit "${stop:-8}" "${resume[@]}" --out "$WORK/$model" >> "$OUT/${model}_train.log" 2>&1
             code=$?
             summary+=("train $model: exit $code ($((SECONDS - t0)) s): $(grep -E '^(done|stopped|error)' "$OUT/${model}_train.log" | tail -1)")
             grep -E '^(model|stage|step +[0-9]+/[0-9]+ \| (loss|stage))' "$OUT/${model}_train.log" | tail -6 ;;
