@@ -40,22 +40,22 @@ help:
 build:
 	@mkdir -p build
 
-build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
+build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_inputs_cpu: tests/test_inputs_cpu.cpp $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
+build/test_inputs_cpu: tests/test_inputs_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h tests/attention_checks.h tests/attention_branchwise.h $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
+build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h tests/attention_checks.h tests/attention_branchwise.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h data/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_ring_cpu: tests/test_ring_cpu.cpp tests/attention_cases.h tests/attention_checks.h $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/json.h data/rng.h) | build
+build/test_ring_cpu: tests/test_ring_cpu.cpp tests/attention_cases.h tests/attention_checks.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h data/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
 
-build/test_cp_train_cpu: tests/test_cp_train_cpu.cpp $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/*.h data/rng.h) | build
+build/test_cp_train_cpu: tests/test_cp_train_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
 
-build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
+build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
 
 # GPU tests and benchmarks: every tests/gpu/test_*.cu and tests/gpu/bench_*.cu builds to
@@ -70,9 +70,10 @@ GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
 # once into build/obj/<name>.o, and a program is its own object linked with the objects it uses.
 # The tests and benchmarks get -lineinfo (compute-sanitizer reports source lines).
 #
-# Attention, compiled once (issue 8): each layers/cuda/attention_*.cu is built into build/obj/
-# and linked into the programs that use it; the headers programs include
-# (layers/cuda/attention_flash.h, attention_cudnn.h) only declare the launchers.
+# Attention, compiled once (issue 8): each layers/cuda/attention_*.cu and the instantiation units
+# of our kernels, layers/cuda/attention/attention_*.cu, are built into build/obj/ and linked into
+# the programs that use them; the headers programs include (layers/cuda/attention_flash.h,
+# attention_cudnn.h) only declare the launchers.
 #   attention_flash.o           our kernels: the public launchers, dense and dilated, with the tile
 #                               variants the model runs (forward 0, backward 0 and deterministic)
 #   attention_flash_variants.o  the tile variants only the tests and the benchmark compare
@@ -118,13 +119,15 @@ build/obj/bench_%.o: tests/gpu/bench_%.cu build/obj/bench_%.o.d | build/obj
 	$(NVCC_COMPILE) -lineinfo
 build/obj/attention_%.o: layers/cuda/attention_%.cu build/obj/attention_%.o.d | build/obj
 	$(NVCC_COMPILE) -lineinfo
+build/obj/attention_%.o: layers/cuda/attention/attention_%.cu build/obj/attention_%.o.d | build/obj
+	$(NVCC_COMPILE) -lineinfo
 build/obj/nccl.o: comm/nccl.cu build/obj/nccl.o.d | build/obj
 	$(NVCC_COMPILE) -lineinfo
 
 # The .d files are named as targets (so never taken for intermediate files): a missing one (a
 # first build, or a build/ from before the .d files) counts as changed, so its object is rebuilt.
 NVCC_DEPFILES := $(patsubst build/%,build/obj/%.o.d,$(CUDA_PROGRAMS)) \
-                 $(patsubst layers/cuda/%.cu,build/obj/%.o.d,$(wildcard layers/cuda/attention_*.cu)) \
+                 $(patsubst %.cu,build/obj/%.o.d,$(notdir $(wildcard layers/cuda/attention_*.cu layers/cuda/attention/attention_*.cu))) \
                  build/obj/nccl.o.d
 $(NVCC_DEPFILES):
 -include $(wildcard build/obj/*.d)

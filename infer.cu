@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include "data/io.h"
+#include "core/io.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "model/backend.h"
 #include "model/checkpoint.h"
-#include "model/flags.h"
+#include "core/flags.h"
 #include "model/generate.h"
 #include "model/kv_cache_file.h"
 #include "model/task_eval.h"

@@ -17,7 +17,7 @@
 #include "data/tokenizer.h"
 #include "model/backend.h"
 #include "model/checkpoint.h"
-#include "model/flags.h"
+#include "core/flags.h"
 #include "model/generate.h"
 #include "model/memory_plan.h"
 #include "model/parallel.h"

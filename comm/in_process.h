@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 #include "comm/comm.h"
-#include "layers/common.h"
+#include "core/error.h"
 
 struct InProcessWorld {
     explicit InProcessWorld(int P) : P(P), slots((size_t)P * P), ptrs(P) {

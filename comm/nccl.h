@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 #include "comm/comm.h"
-#include "layers/common.h"
+#include "core/error.h"
 
 // For NCCL calls outside a communicator's own waits (ncclGetUniqueId, ...): fails (FatalError)
 // with file:line, NCCL's name for the error and its last error text.

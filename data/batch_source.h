@@ -22,7 +22,7 @@
 
 #include "data/loader.h"
 #include "data/shard.h"
-#include "layers/common.h"
+#include "core/error.h"
 
 struct TrainStage {
     int first_step = 0, seq_len = 0, batch = 0;

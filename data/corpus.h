@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "data/io.h"
-#include "layers/common.h"
+#include "core/io.h"
+#include "core/error.h"
 
 struct Document {
     std::string name;  // e.g. "bible.txt[train]" or "json/decoder.py"

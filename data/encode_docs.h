@@ -13,7 +13,7 @@
 
 #include "data/corpus.h"
 #include "data/tokenizer.h"
-#include "layers/common.h"
+#include "core/error.h"
 
 struct EncodedDocs {
     std::vector<uint32_t> tokens;

@@ -18,7 +18,7 @@
 
 #include "data/rng.h"
 #include "data/shard.h"
-#include "layers/common.h"
+#include "core/error.h"
 
 struct LoaderState {
     uint64_t epoch = 0;   // how many full passes over the windows are done

@@ -14,12 +14,12 @@
 
 #include "data/corpus.h"
 #include "data/encode_docs.h"
-#include "data/io.h"
+#include "core/io.h"
 #include "data/shard.h"
 #include "data/tasks.h"
 #include "data/tokenizer.h"
 #include "data/train_tokenizer.h"
-#include "layers/common.h"
+#include "core/error.h"
 
 static const char* kUsage =
     "usage: data_tool COMMAND [options]\n"

@@ -15,8 +15,8 @@ DATA_PREPARE_FLAGS ?=
 DATA_LDLIBS := -lsentencepiece_train -lsentencepiece -lpthread
 TOKENIZER_LDLIBS := -lsentencepiece -lpthread
 
-DATA_TOOL_HEADERS := data/corpus.h data/encode_docs.h data/io.h data/shard.h data/tokenizer.h \
-                     data/train_tokenizer.h data/tasks.h data/task_file.h data/rng.h model/json.h layers/common.h
+DATA_TOOL_HEADERS := data/corpus.h data/encode_docs.h core/io.h data/shard.h data/tokenizer.h \
+                     data/train_tokenizer.h data/tasks.h data/task_file.h data/rng.h core/json.h core/error.h
 TEST_DATA_HEADERS := $(DATA_TOOL_HEADERS) data/loader.h data/rng.h
 
 .PHONY: deps-data data test-data
@@ -40,7 +40,7 @@ build/test_data: tests/test_data.cpp $(TEST_DATA_HEADERS) | build/.deps-data
 	$(CXX) $(CXXFLAGS) -o $@ $< $(DATA_LDLIBS)
 
 # The retrieval tasks (generators, task files, mixed batches, the scorer with a mock model).
-build/test_tasks: tests/test_tasks.cpp $(TEST_DATA_HEADERS) data/batch_source.h $(wildcard model/*.h layers/*.h layers/patterns/*.h) | build/.deps-data
+build/test_tasks: tests/test_tasks.cpp $(TEST_DATA_HEADERS) data/batch_source.h $(wildcard core/*.h model/*.h layers/*.h layers/patterns/*.h) | build/.deps-data
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(DATA_LDLIBS)
 

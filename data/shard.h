@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "data/io.h"
-#include "layers/common.h"
+#include "core/io.h"
+#include "core/error.h"
 
 constexpr char kShardMagic[8] = {'L', 'N', 'G', 'S', 'H', 'A', 'R', 'D'};
 constexpr uint32_t kShardVersion = 1;

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "data/io.h"
-#include "layers/common.h"
-#include "model/json.h"
+#include "core/io.h"
+#include "core/error.h"
+#include "core/json.h"
 
 struct TaskItem {
     std::string task, context, question, answer;

@@ -30,12 +30,12 @@
 #include <vector>
 
 #include "data/corpus.h"
-#include "data/io.h"
+#include "core/io.h"
 #include "data/rng.h"
 #include "data/shard.h"
 #include "data/task_file.h"
 #include "data/tokenizer.h"
-#include "layers/common.h"
+#include "core/error.h"
 
 namespace task_text {
 inline const char* const kPasskeyIntro =

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "data/io.h"
-#include "layers/common.h"
+#include "core/io.h"
+#include "core/error.h"
 
 class Tokenizer {
 public:

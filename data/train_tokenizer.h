@@ -19,7 +19,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "layers/common.h"
+#include "core/error.h"
 
 // Ids fixed by the project: the model code and the shards rely on BOS == 1.
 constexpr int kUnkId = 0, kBosId = 1, kEosId = 2;

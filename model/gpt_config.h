@@ -5,7 +5,7 @@
 #include <vector>
 #include "layers/attention_pattern.h"
 #include "layers/common.h"
-#include "model/json.h"
+#include "core/json.h"
 
 struct GPTConfig {
     int vocab_size = 8192;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "data/io.h"
+#include "core/io.h"
 #include "layers/common.h"
 
 struct Rgb {

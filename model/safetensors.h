@@ -14,9 +14,9 @@
 #include <map>
 #include <string>
 #include <vector>
-#include "data/io.h"
+#include "core/io.h"
 #include "layers/common.h"
-#include "model/json.h"
+#include "core/json.h"
 
 struct TensorToWrite {
     std::string name;

@@ -8,7 +8,7 @@
 #                                  (-DBREAK_GELU_BACKWARD) must report FAIL for gelu and exit non-zero
 
 OPS_ARGS ?=
-OPS_TEST_DEPS := tests/test_ops_cpu.cpp tests/gradcheck.h $(wildcard layers/*.h)
+OPS_TEST_DEPS := tests/test_ops_cpu.cpp tests/gradcheck.h $(wildcard core/*.h layers/*.h)
 
 build/test_ops_cpu: $(OPS_TEST_DEPS)
 	@mkdir -p $(@D)
@@ -19,7 +19,7 @@ build/test_ops_cpu_broken_gelu: $(OPS_TEST_DEPS)
 	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
 
 # The PNG writer and the heatmap (model/png.h, model/heatmap.h), checked by an independent decoder.
-build/test_heatmap: tests/test_heatmap.cpp model/png.h model/heatmap.h data/io.h layers/common.h
+build/test_heatmap: tests/test_heatmap.cpp model/png.h model/heatmap.h core/io.h core/error.h
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -o $@ $<
 

@@ -10,7 +10,7 @@
 #include <vector>
 #include "model/backend.h"
 #include "model/checkpoint.h"
-#include "model/flags.h"
+#include "core/flags.h"
 
 static int g_passed = 0, g_failed = 0;
 

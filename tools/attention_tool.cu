@@ -23,7 +23,7 @@
 #include "layers/attention.h"
 #include "layers/cuda/attention_cudnn.h"
 #include "layers/cuda/attention_flash.h"
-#include "model/flags.h"
+#include "core/flags.h"
 #include "model/gpt_config.h"
 #include "model/host_memory.h"
 #include "model/safetensors.h"
@@ -402,7 +402,7 @@ static int main_body(int argc, char** argv) {
     if (D != 64 && D != 128) fatal("--D %d: head dims 64 and 128 are supported", D);
     if (reps < 1 || reps > kMaxReps) fatal("--reps %d: give 1 to %d", reps, kMaxReps);
     // Positive only: a softmax scale is an inverse temperature, and the flash kernels take the row
-    // maximum of the unscaled scores (layers/cuda/attention_flash_common.cuh), which is the
+    // maximum of the unscaled scores (layers/cuda/attention/softmax.cuh), which is the
     // scaled maximum only for scale > 0 (a negative one gave inf on an H100).
     if (!std::isfinite(scale) || scale < 0 || scale > kMaxScale)
         fatal("--scale %g: give a positive number up to %g (0: 1/sqrt(D))", scale, kMaxScale);

@@ -2,17 +2,17 @@
 //   attention_forward_cuda   ~ attention_forward
 //   attention_backward_cuda  ~ attention_backward
 // on bf16 storage with fp32 accumulation, head dims 64 and 128, for sm_90a: our kernels
-// (attention_flash*.cuh, attention_dilated.cuh; attention_flash.cuh lists them), dense and
-// dilated, in tile configurations listed by the variant tables below (variant 0 is what the plain
+// (layers/cuda/attention/; launch_template.cuh there lists them), dense, dilated and
+// block-sparse, in tile configurations listed by the variant tables below (variant 0 is what the plain
 // launchers run).
 //
 // Compiled once: this header only DECLARES the launchers, so a program that includes it compiles
 // no attention kernel. The kernels and their launch code are built once into objects that the
 // Makefile links into the programs using them (build/obj/):
-//   attention_flash.o            attention_flash.cu: the launchers below, dense and dilated, with
+//   attention_flash.o            attention/attention_flash.cu: the launchers below, dense and dilated, with
 //                                the variants the model runs (forward 0, backward 0 and
 //                                kDeterministicBackwardVariant)
-//   attention_flash_variants.o   attention_flash_variants.cu: the tile configurations only the
+//   attention_flash_variants.o   attention/attention_flash_variants.cu: the tile configurations only the
 //                                tests and the benchmark compare (programs that include
 //                                attention_flash_variants.h)
 //
@@ -32,7 +32,7 @@
 // later branches into what its first branch, or a zero-fill, wrote; likewise O and L forward).
 //
 // Patterns: dense, dilated (LongNet) and block-sparse; for the last two, positions must be
-// pos[i] = i (dilated segments are cut from them, attention_dilated.cuh; block-sparse tile lists
+// pos[i] = i (dilated segments are cut from them, attention/launch_dilated.cuh; block-sparse tile lists
 // and masks assume them, layers/patterns/block_sparse.cuh). Workspace: attention_backward_workspace_bytes(s) is enough for every
 // pattern; attention_backward_workspace_bytes(s, pattern) is the smaller exact size.
 #pragma once
@@ -42,13 +42,13 @@
 
 namespace flash {
 
-struct Params;  // the kernels' parameters (attention_flash_common.cuh)
+struct Params;  // the kernels' parameters (layers/cuda/attention/params.cuh)
 
 // A tile configuration, so that the tests and the benchmark can compare them.
 struct Variant {
     const char* name;
     void (*run)(const Params&, int B, cudaStream_t);
-    // Backward only, the pieces a dilated branch launches (layers/cuda/attention_dilated.cuh):
+    // Backward only, the pieces a dilated branch launches (layers/cuda/attention/launch_dilated.cuh):
     // the dK/dV kernel (adding dQ into dq_accum when dq is null) and the separate dQ kernel.
     void (*dkdv)(const Params&, int B, cudaStream_t) = nullptr;
     void (*dq)(const Params&, int B, cudaStream_t) = nullptr;
@@ -65,7 +65,7 @@ const Variant* backward_variants(int D, int* count);
 // Variant 1 of the backward is the deterministic one (no atomics: a separate dQ pass).
 constexpr int kDeterministicBackwardVariant = 1;
 
-// Dilated knobs (layers/cuda/attention_dilated.cuh explains them), variables so that the tests and
+// Dilated knobs (layers/cuda/attention/launch_dilated.cuh explains them), variables so that the tests and
 // the benchmark can set them (defined in attention_flash.cu):
 extern long long dilated_min_chunk_tokens;  // the backward's smallest dQ chunk (64K tokens)
 extern int dilated_forward_group;           // launch-order groups of virtual sequences (16;
@@ -77,7 +77,7 @@ extern int dilated_backward_group;          //   0: plain grid order)
 size_t attention_backward_workspace_bytes(AttnShape s);
 
 // The same for a given pattern: a dilated one walks the sequence in chunks and needs an fp32 dQ
-// accumulator for one chunk only (layers/cuda/attention_dilated.cuh), never more than the above.
+// accumulator for one chunk only (layers/cuda/attention/launch_dilated.cuh), never more than the above.
 size_t attention_backward_workspace_bytes(AttnShape s, const AttnPattern& pattern);
 
 // Forward with an explicit tile configuration (flash::forward_variants); variant 0 is the default.

@@ -1,5 +1,5 @@
 // Flash attention on the GPU with the two-sided interface of layers/attention.h: declarations
-// (the definitions, and what each piece does, are in attention_flash_two_sided.cuh, compiled
+// (the definitions, and what each piece does, are in attention/launch_two_sided.cuh, compiled
 // once into build/obj/attention_flash.o). Each side's positions must be contiguous,
 // pos[i] = side.pos0 + i, with pos0 set; AttnDims::seq_len is the global sequence length.
 #pragma once

@@ -2,7 +2,7 @@
 // (attention_flash.h), for the tests and benchmarks that compare them. Include this header in
 // such a program and link build/obj/attention_flash_variants.o (the Makefile's
 // ATTN_VARIANT_USERS); without that object the program only sees the variants the model runs
-// (layers/cuda/attention_flash.cu says why), so this header makes its link fail instead
+// (layers/cuda/attention/attention_flash.cu says why), so this header makes its link fail instead
 // ("undefined reference to flash::full_variant_tables").
 #pragma once
 #include "layers/cuda/attention_flash.h"

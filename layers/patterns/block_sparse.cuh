@@ -5,8 +5,11 @@
 // block_sparse_lists.cuh, which fills Params::tiles). A list entry is tile * 2 + cut: cut = 1
 // when the pattern keeps only some of the pair's (query, key) pairs, and only then does the
 // kernel ask the pattern element by element (BlockSparsePattern::multiplicity, per head).
-// Included by layers/cuda/attention_flash_common.cuh, whose types it uses.
 #pragma once
+#include "layers/cuda/attention/masks.cuh"
+#include "layers/cuda/attention/params.cuh"
+#include "layers/cuda/attention/schedule_list.cuh"
+#include "layers/patterns/block_sparse.h"
 
 namespace flash {
 
@@ -22,6 +25,7 @@ struct TileList {
 // lists already carry each launch's sides, so nothing else differs.
 struct BlockSparseSchedule {
     static constexpr bool kPerBlockMaps = false, kMayMerge = true, kTwoSided = true, kBlockSparse = true;
+    static bool serves(const Params& p) { return p.sparse != nullptr; }
     __device__ static TileList key_tiles(const Params& p, const QueryTile& qt, int) {
         const int t = qt.r0 / p.tiles.BM, a = __ldg(p.tiles.q_ptr + t);
         return TileList{p.tiles.k_of_q + a, __ldg(p.tiles.q_ptr + t + 1) - a};
@@ -41,6 +45,11 @@ struct BlockSparseSchedule {
         return BlockSparsePattern::token_rules(r, qp, kp) ||
                (r.any_block_rules && BlockSparsePattern::block_rules(r, h, qp >> r.block_shift, kp >> r.block_shift, p.seq_len));
     }
+};
+
+template <>
+struct PatternSchedules<BlockSparsePattern> {
+    using type = ScheduleList<BlockSparseSchedule>;
 };
 
 }  // namespace flash

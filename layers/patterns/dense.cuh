@@ -1,8 +1,12 @@
 // Dense attention's GPU schedule (the device side of layers/patterns/dense.h): which key tiles a
 // query tile visits (forward, dQ) and which query tiles a key tile visits (dK, dV). A schedule
 // gives them as a TileRange (count(), tile(it)); a block-sparse one can return a CSR list through
-// the same interface. Included by layers/cuda/attention_flash_common.cuh, whose types it uses.
+// the same interface.
 #pragma once
+#include "layers/cuda/attention/masks.cuh"
+#include "layers/cuda/attention/params.cuh"
+#include "layers/cuda/attention/schedule_list.cuh"
+#include "layers/patterns/dense.h"
 
 namespace flash {
 
@@ -12,6 +16,8 @@ struct DenseSchedule {
     // kTwoSided: the two-sided launchers' instance (Params::two_sided).
     // kBlockSparse: the pattern masks elements itself (keeps), on the pairs its lists cut.
     static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false, kBlockSparse = false;
+    // The launches this instance runs (every schedule says so; exactly one serves a launch).
+    static bool serves(const Params& p) { return !p.sparse && !p.two_sided && p.seg_len == 0; }
     // Key tiles of BN rows for a query tile: up to the last key at or before the tile's last
     // query (causal), from the first key at or after its earliest document start.
     __device__ static TileRange key_tiles(const Params& p, const QueryTile& qt, int BN) {
@@ -37,6 +43,12 @@ struct DenseSchedule {
 // The two-sided launchers' instance (Params::two_sided): it may merge, into bf16 or fp32 O.
 struct DenseTwoSidedSchedule : DenseSchedule {
     static constexpr bool kMayMerge = true, kTwoSided = true;
+    static bool serves(const Params& p) { return !p.sparse && p.two_sided && p.seg_len == 0; }
+};
+
+template <>
+struct PatternSchedules<DensePattern> {
+    using type = ScheduleList<DenseSchedule, DenseTwoSidedSchedule>;
 };
 
 }  // namespace flash

@@ -1,10 +1,14 @@
 // Dilated attention's GPU schedule (the device side of layers/patterns/dilated.h). A branch
 // (w', r) is ordinary attention over many short virtual sequences: segment s, head h keeps the
 // global positions s*w' + c, s*w' + c + r, ... (c = h mod r). Each block runs one of them
-// (Params::seg0, nseg, seg_len, dilation; the tile scheduler in attention_flash_common.cuh
-// picks which), walking its rows with the dense tile ranges. Included by
-// layers/cuda/attention_flash_common.cuh, whose types it uses.
+// (Params::seg0, nseg, seg_len, dilation; the tile scheduler, layers/cuda/attention/
+// tile_scheduler.cuh, picks which), walking its rows with the dense tile ranges.
 #pragma once
+#include "layers/cuda/attention/masks.cuh"
+#include "layers/cuda/attention/params.cuh"
+#include "layers/cuda/attention/schedule_list.cuh"
+#include "layers/patterns/dense.cuh"
+#include "layers/patterns/dilated.h"
 
 namespace flash {
 
@@ -18,6 +22,7 @@ __device__ __forceinline__ RowMap dilated_rows(int first, int end, int r, int po
 
 struct DilatedSchedule : DenseSchedule {
     static constexpr bool kPerBlockMaps = true, kMayMerge = true;
+    static bool serves(const Params& p) { return !p.sparse && !p.two_sided && p.seg_len != 0; }
 
     // Virtual sequence `seq` of the launch: (b, h) and segment seg0 + seq % nseg, cut from the
     // global positions and the global length; one map serves both sides unless kTwoSided.
@@ -38,7 +43,13 @@ struct DilatedSchedule : DenseSchedule {
 // The two-sided launchers' instance (Params::two_sided): a query map and a key map per block.
 struct DilatedTwoSidedSchedule : DilatedSchedule {
     static constexpr bool kTwoSided = true;
+    static bool serves(const Params& p) { return !p.sparse && p.two_sided && p.seg_len != 0; }
     __device__ __forceinline__ static void block_maps(Params& p, int seq, int& b, int& h) { maps<true>(p, seq, b, h); }
+};
+
+template <>
+struct PatternSchedules<DilatedPattern> {
+    using type = ScheduleList<DilatedSchedule, DilatedTwoSidedSchedule>;
 };
 
 }  // namespace flash

@@ -9,7 +9,7 @@
 #include <vector>
 #include "layers/patterns/registry.h"
 #include "layers/common.h"
-#include "model/json.h"
+#include "core/json.h"
 
 enum class AttnKind {
 #define ATTN_KIND_ENUM(Kind, Module) Kind,

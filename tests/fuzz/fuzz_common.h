@@ -1,7 +1,7 @@
 // Shared by the libFuzzer harnesses in tests/fuzz/ (see rules.mk and run_fuzz.sh).
 //
 // What counts as a finding, in every harness:
-//   - FatalError (layers/common.h) and JsonError (model/json.h) are the clean "error: ..." a
+//   - FatalError (layers/common.h) and JsonError (core/json.h) are the clean "error: ..." a
 //     user sees for a bad file: the expected outcome for bad input. Harnesses catch exactly
 //     these two and return 0.
 //   - Any other exception (std::invalid_argument from stoi/stoul, std::out_of_range,

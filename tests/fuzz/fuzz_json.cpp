@@ -1,4 +1,4 @@
-// libFuzzer harness: the JSON parser and the model config (model/json.h, model/gpt_config.h),
+// libFuzzer harness: the JSON parser and the model config (core/json.h, model/gpt_config.h),
 // as a checkpoint's "config" metadata and a safetensors header reach them.
 //
 // Feeds the input bytes, as text, to
@@ -10,7 +10,7 @@
 // Findings: see tests/fuzz/fuzz_common.h (anything but FatalError/JsonError escaping, a
 // sanitizer report, a failed FUZZ_CHECK). Seeds: tests/fuzz/json/seeds, dictionary json.dict.
 #include "model/gpt_config.h"
-#include "model/json.h"
+#include "core/json.h"
 #include "tests/fuzz/fuzz_common.h"
 
 // Per layer, as the model sees them (an empty layer_attn means all dense).

@@ -13,7 +13,7 @@
 // rejects would only test the first check).
 #include <sys/stat.h>
 #include <unordered_map>
-#include "data/io.h"
+#include "core/io.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "data/train_tokenizer.h"

@@ -1,4 +1,4 @@
-// Benchmark of the flash attention kernels (layers/cuda/attention_flash.cuh): causal, bf16,
+// Benchmark of the flash attention kernels (layers/cuda/attention/launch_template.cuh): causal, bf16,
 // TFLOP/s of forward and forward+backward for N = 1K .. 64K, D = 64 and 128, with B*N = 64K
 // tokens and H = 2048/D heads (so every size fills the GPU with the same amount of work per
 // token), Q/K/V read in place from a (B, N, 3, H, D) buffer as the model does.

@@ -1,4 +1,4 @@
-// The flash kernels through the two-sided interface (layers/cuda/attention_flash_two_sided.cuh)
+// The flash kernels through the two-sided interface (layers/cuda/attention/launch_two_sided.cuh)
 // against the float64 CPU reference, every case of attention_cases.cuh, D = 64 and 128, odd
 // sizes, outputs poisoned with NaN first:
 //  - Write over the whole sequence (bf16 O): dense is bit-identical to the one-sided launcher;

@@ -1,7 +1,7 @@
 // Flash attention, CUDA: the public launchers (declared in attention_flash.h) and the kernel
 // instances the model runs, compiled once into build/obj/attention_flash.o and linked into every
-// program that runs attention: the dense and dilated launch logic (attention_flash.cuh,
-// attention_dilated.cuh), forward variant 0, backward variants 0 and
+// program that runs attention: the dense and dilated launch logic (launch_template.cuh,
+// launch_dilated.cuh), forward variant 0, backward variants 0 and
 // kDeterministicBackwardVariant, the row-wise kernels every backward shares.
 //
 // Why the variant tables are split across two objects: the tile configurations that only the
@@ -14,8 +14,9 @@
 // the others land where the benchmark tables (notes/attention.md) number them. A program that
 // must see every variant includes attention_flash_variants.h, which makes its link fail without
 // that object rather than silently run fewer variants.
-#include "layers/cuda/attention_flash.cuh"  // and attention_flash.h, attention_dilated.cuh
-#include "layers/cuda/block_sparse_lists.cuh"  // block_sparse_tiles_cuda
+#include "layers/cuda/attention/block_sparse_lists.cuh"  // block_sparse_tiles_cuda
+#include "layers/cuda/attention/launch_dilated.cuh"     // and launch_template.cuh, attention_flash.h
+#include "layers/cuda/attention/launch_two_sided.cuh"   // the two-sided launchers, on these kernels
 
 namespace flash {
 
@@ -116,7 +117,7 @@ size_t attention_backward_workspace_bytes(AttnShape s) {
 }
 
 // The same for a given pattern: a dilated one walks the sequence in chunks and needs an fp32 dQ
-// accumulator for one chunk only (layers/cuda/attention_dilated.cuh), never more than the above.
+// accumulator for one chunk only (layers/cuda/attention/launch_dilated.cuh), never more than the above.
 size_t attention_backward_workspace_bytes(AttnShape s, const AttnPattern& pattern) {
     if (pattern.kind == AttnKind::Dilated) return flash::dilated_workspace_bytes(s, pattern);
     return attention_backward_workspace_bytes(s);
@@ -186,4 +187,3 @@ void attention_backward_cuda(bf16* dq, bf16* dk, bf16* dv,  // (B, N, H, D), str
                                     workspace, stream);
 }
 
-#include "layers/cuda/attention_flash_two_sided.cuh"  // the two-sided launchers, on these kernels

@@ -1,9 +1,15 @@
 // Flash attention forward on tensor cores (FlashAttention-2 structure): one block per
 // (query tile, b, h) walks the key tiles its schedule gives, keeping O, the row max and the row
 // sum in registers; K/V tiles stream through a 2-stage cp.async pipeline. See
-// attention_flash_common.cuh for the descriptors, attention_flash.cuh for the launcher.
+// params.cuh for the descriptors, launch_template.cuh for the launcher.
 #pragma once
-#include "layers/cuda/attention_flash_common.cuh"
+#include "layers/cuda/attention/masks.cuh"
+#include "layers/cuda/attention/params.cuh"
+#include "layers/cuda/attention/ptx.cuh"
+#include "layers/cuda/attention/schedules.cuh"
+#include "layers/cuda/attention/smem_tiles.cuh"
+#include "layers/cuda/attention/softmax.cuh"
+#include "layers/cuda/attention/tile_scheduler.cuh"
 
 namespace flash {
 

@@ -10,7 +10,7 @@
 //     bit-identical results run to run.
 // With dS = P * (dP - delta) * scale:  dV = P^T dO,  dK = dS^T Q,  dQ = dS K.
 #pragma once
-#include "layers/cuda/attention_flash_fwd.cuh"  // mask_scores
+#include "layers/cuda/attention/forward_mma_sync.cuh"  // mask_scores
 
 namespace flash {
 

@@ -1,7 +1,7 @@
 // Flash attention on the GPU with the two-sided interface of layers/attention.h: a query side
 // and a key/value side that may be different pieces of one longer sequence (a ring step's
 // remote block, a KV cache), Write or Merge output, and the backward in public pieces. The same
-// kernels as the one-sided launchers (attention_flash.cuh); only the parameters differ.
+// kernels as the one-sided launchers (launch_template.cuh); only the parameters differ.
 //
 // Positions: each side's positions must be contiguous, pos[i] = side.pos0 + i, with pos0 given
 // on the host (a ring chunk and a cache block are): dilated segments are cut from those global
@@ -23,7 +23,7 @@
 // it at its end, sharing that object's kernel instances); programs include the declarations,
 // layers/cuda/attention_flash_two_sided.h.
 #pragma once
-#include "layers/cuda/attention_flash.cuh"
+#include "layers/cuda/attention/launch_dilated.cuh"  // and launch_template.cuh
 #include "layers/cuda/attention_flash_two_sided.h"
 
 namespace flash {

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "layers/common.h"
+#include "core/error.h"
 
 inline bool file_exists(const std::string& path) {
     struct stat st;

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 #include <vector>
-#include "layers/common.h"
+#include "core/error.h"
 
 class Flags {
    public:

@@ -1,16 +1,16 @@
 // Flash attention backward, dK/dV (+ atomic dQ) on Hopper's warpgroup MMA (wgmma, sm_90a): the
-// algorithm of attention_backward_dkdv_kernel (attention_flash_bwd.cuh) with each of the two
+// algorithm of attention_backward_dkdv_kernel (backward_mma_sync.cuh) with each of the two
 // warpgroups owning 64 keys (BN = 128) and every product a wgmma:
 //   S^T = K Q^T, dP^T = V dO^T      A = K, V rows (smem, K-major), B = Q, dO (smem, K-major)
 //   dV += P^T dO, dK += dS^T Q      A = P^T, dS^T from registers, B = dO, Q (smem, MN-major)
 //   dQ (+)= dS K                    A = dS^T tile (smem, MN-major), B = K (smem, MN-major);
 //                                   warpgroup w computes dQ columns [w*D/2, (w+1)*D/2) over all
 //                                   128 keys and adds them to the fp32 accumulator.
-// Tiles use the 128-byte-swizzled layout of attention_flash_sm90.cuh. The preprocess and dQ
-// convert kernels are those of attention_flash_bwd.cuh.
+// Tiles use the 128-byte-swizzled layout of forward_wgmma.cuh. The preprocess and dQ
+// convert kernels are those of backward_mma_sync.cuh.
 #pragma once
-#include "layers/cuda/attention_flash_bwd.cuh"
-#include "layers/cuda/attention_flash_sm90.cuh"
+#include "layers/cuda/attention/backward_mma_sync.cuh"
+#include "layers/cuda/attention/forward_wgmma.cuh"
 
 namespace flash {
 

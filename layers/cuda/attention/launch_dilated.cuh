@@ -26,13 +26,13 @@
 //
 // These one-sided launchers take the model's case, pos[i] = i over one whole sequence: the dQ
 // chunks below are cut by buffer index. Queries and keys that are different pieces of a longer
-// sequence go through the two-sided launchers (attention_flash_two_sided.cuh), where every
+// sequence go through the two-sided launchers (launch_two_sided.cuh), where every
 // segment comes from global positions and the global length (DilatedTwoSidedSchedule).
 #pragma once
 #include <algorithm>
 #include <numeric>
 #include <vector>
-#include "layers/cuda/attention_flash.cuh"
+#include "layers/cuda/attention/launch_template.cuh"
 
 namespace flash {
 
@@ -42,7 +42,7 @@ __global__ void fill_kernel(T* x, size_t n, T value) {
         x[i] = value;
 }
 // Launches fill_kernel<float>; defined once, in attention_flash.cu (see launch_preprocess in
-// attention_flash.cuh for why kernels are not launched from inline code in these headers).
+// launch_template.cuh for why kernels are not launched from inline code in these headers).
 void launch_fill(float* x, size_t n, float value, cudaStream_t stream);
 
 struct DilatedBranch {

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <tuple>
 #include <vector>
-#include "layers/cuda/attention_flash_common.cuh"
+#include "layers/cuda/attention/params.cuh"
 #include "layers/patterns/block_sparse_tiles.h"
 
 namespace flash {

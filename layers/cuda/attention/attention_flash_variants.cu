@@ -4,7 +4,7 @@
 // flash::forward_variants / backward_variants, after the variants attention_flash.cu compiles
 // (what the model runs); that file says why the tables are split this way.
 #include "layers/cuda/attention_flash_variants.h"
-#include "layers/cuda/attention_flash.cuh"
+#include "layers/cuda/attention/launch_template.cuh"
 
 namespace flash {
 namespace {

@@ -1,20 +1,28 @@
-// Flash attention, CUDA: the launch code behind the public launchers of attention_flash.h (the
-// header programs include; it says what they do). Kernels:
-//   attention_flash_sm90.cuh      forward on wgmma (the default)
-//   attention_flash_bwd_sm90.cuh  dK/dV + atomic dQ on wgmma (the default backward)
-//   attention_flash_fwd.cuh       forward on mma.sync m16n8k16 + ldmatrix (FlashAttention-2 style)
-//   attention_flash_bwd.cuh       backward on mma.sync: atomic dQ, or deterministic with a
-//                                 separate dQ pass; the preprocess and dQ convert kernels
-//   attention_flash_common.cuh    descriptors (row maps, positions, schedules), the online-softmax
-//                                 update, PTX wrappers
-//   attention_dilated.cuh         dilated (LongNet) patterns: the same kernels launched branch by
-//                                 branch on per-block virtual sequences (DilatedSchedule), outputs
-//                                 merged across branches (included at the end of this file)
+// Flash attention, CUDA: the launch templates behind the public launchers of attention_flash.h
+// (the header programs include; it says what they do). The kernels' room, layers/cuda/attention/,
+// is split as FlashAttention-3's hopper/ is, each header with its own includes:
+//   params.cuh             Params, RowMap: what every kernel reads and how it sees the problem
+//   tile_scheduler.cuh     which (b, h, tile) a thread block runs, in an order good for the L2
+//   masks.cuh              causal and document masks; what a schedule knows of a tile pair
+//   schedules.cuh          the patterns' schedules (layers/patterns/<name>.cuh), one per module
+//   softmax.cuh            the online-softmax update
+//   ptx.cuh, smem_tiles.cuh  PTX wrappers; swizzled shared-memory tiles, their loads and MMAs
+//   forward_wgmma.cuh      main loop: forward on wgmma (the default)
+//   backward_wgmma.cuh     main loop: dK/dV + atomic dQ on wgmma (the default backward)
+//   forward_mma_sync.cuh   main loop: forward on mma.sync m16n8k16 + ldmatrix (FlashAttention-2 style)
+//   backward_mma_sync.cuh  main loop: backward on mma.sync, atomic dQ or deterministic with a
+//                          separate dQ pass; the preprocess and dQ convert kernels
+//   launch_template.cuh    this file: parameters from shapes, the variant tables, launches
+//   launch_dilated.cuh     dilated (LongNet) patterns: the same kernels launched branch by branch
+//                          on per-block virtual sequences (DilatedSchedule), merged across branches
+//   launch_two_sided.cuh   a query side and a key side apart (ring steps, KV-cache blocks)
+//   block_sparse_lists.cuh block-sparse tile lists, built once per layout and kept on the device
 // All stream K/V (or Q/dO) tiles through a 2-stage cp.async pipeline; the variant tables list
 // every tile configuration (variant 0 is what the plain launchers run).
 //
-// Compiled once: this file holds templates and inline code only, instantiated by the translation
-// units that build the kernels into objects (Makefile: build/obj/), each its own tile variants:
+// Compiled once: these headers hold templates and inline code only, instantiated by the
+// translation units that build the kernels into objects (Makefile: build/obj/), each its own
+// tile variants:
 //   attention_flash.cu           the public launchers of attention_flash.h, dense and dilated, and
 //                                the variants the model runs (forward 0, backward 0 and
 //                                kDeterministicBackwardVariant): linked into every program
@@ -25,10 +33,11 @@
 #pragma once
 #include "layers/attention.h"
 #include "layers/cuda/attention_flash.h"
-#include "layers/cuda/attention_flash_bwd.cuh"
-#include "layers/cuda/attention_flash_bwd_sm90.cuh"
-#include "layers/cuda/attention_flash_fwd.cuh"
-#include "layers/cuda/attention_flash_sm90.cuh"
+#include "layers/cuda/attention/backward_mma_sync.cuh"
+#include "layers/cuda/attention/backward_wgmma.cuh"
+#include "layers/cuda/attention/forward_mma_sync.cuh"
+#include "layers/cuda/attention/forward_wgmma.cuh"
+#include "layers/cuda/attention/schedules.cuh"
 #include "layers/cuda/pattern_args.cuh"
 
 namespace flash {
@@ -40,8 +49,6 @@ inline void set_smem_limit(K kernel, int bytes) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
-// Each launcher runs the DenseSchedule instance of its kernel, or the DilatedSchedule one for a
-// dilated branch (p.seg_len > 0).
 // Grid of a tile kernel: x = one block row per (b, h) (per (b, h, segment) for a dilated branch),
 // y = tiles of `rows` (the longest map of the launch) in blocks of `tile`.
 inline dim3 tile_grid(const Params& p, int B, int rows, int tile) {
@@ -50,17 +57,30 @@ inline dim3 tile_grid(const Params& p, int B, int rows, int tile) {
     return dim3((unsigned)x, (unsigned)y);
 }
 
-// The instance of a kernel for p: dense or a dilated branch, one-sided or two-sided, or
-// block-sparse (one instance for both sides).
-template <class K>
-K pick_instance(const Params& p, K dense, K dilated, K dense_two_sided, K dilated_two_sided, K block_sparse) {
-    if (p.sparse) return block_sparse;
-    if (p.two_sided) return p.seg_len == 0 ? dense_two_sided : dilated_two_sided;
-    return p.seg_len == 0 ? dense : dilated;
+// Launches, for p, the instance of a kernel whose schedule serves p (exactly one of AllSchedules,
+// the registry's list: dense or a dilated branch, one-sided or two-sided, block-sparse).
+// kernel_of(ScheduleTag<S>{}) is the kernel's instance for schedule S; each instance gets its
+// shared-memory limit on its first launch.
+template <class KernelOf, class... Schedules>
+void launch_served(ScheduleList<Schedules...>, KernelOf kernel_of, const Params& p, dim3 grid, int threads, int smem,
+                   cudaStream_t stream) {
+    int served = 0;
+    auto launch_if_served = [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        if (!S::serves(p)) return;
+        const auto kernel = kernel_of(tag);
+        static const bool limit_set = (set_smem_limit(kernel, smem), true);
+        (void)limit_set;
+        kernel<<<grid, threads, smem, stream>>>(p);
+        served++;
+    };
+    (launch_if_served(ScheduleTag<Schedules>{}), ...);
+    if (served != 1) fatal("attention: %d kernel schedules serve this launch, not 1 (an internal error: please report it)", served);
+    CUDA_CHECK_LAST();
 }
 
 // A block-sparse launch's tile lists for its kernel's tiles (BM query rows, BN key rows), on the
-// device: defined in layers/cuda/block_sparse_lists.cuh (compiled once, attention_flash.o).
+// device: defined in layers/cuda/attention/block_sparse_lists.cuh (compiled once, attention_flash.o).
 BlockSparseTileView block_sparse_tiles_cuda(const AttnPattern& pattern, const Params& p, int BM, int BN);
 
 // p with the tile lists of a BM x BN kernel bound when p is block-sparse; p itself otherwise.
@@ -74,81 +94,41 @@ inline Params bind_tiles(const Params& p, int BM, int BN) {
 template <int D, int MT, int NW, int BN>
 void launch_forward(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 16 * MT * NW, smem = forward_smem_bytes<D, MT, NW, BN>();
-    auto dense = attention_forward_kernel<D, MT, NW, BN, DenseSchedule>;
-    auto dilated = attention_forward_kernel<D, MT, NW, BN, DilatedSchedule>;
-    auto dense2 = attention_forward_kernel<D, MT, NW, BN, DenseTwoSidedSchedule>;
-    auto dilated2 = attention_forward_kernel<D, MT, NW, BN, DilatedTwoSidedSchedule>;
-    auto sparse = attention_forward_kernel<D, MT, NW, BN, BlockSparseSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
-                        set_smem_limit(dilated2, smem), set_smem_limit(sparse, smem), true);
-    (void)once;
     const Params q = bind_tiles(p, BM, BN);
-    pick_instance(q, dense, dilated, dense2, dilated2, sparse)<<<tile_grid(q, B, max_rows(q, p.qrows), BM), NW * 32, smem, stream>>>(q);
-    CUDA_CHECK_LAST();
+    auto kernel_of = [](auto tag) { return attention_forward_kernel<D, MT, NW, BN, typename decltype(tag)::type>; };
+    launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NW * 32, smem, stream);
 }
 
 template <int D, int NWG, int BN>
 void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 64 * NWG, smem = forward_wgmma_smem_bytes<D, NWG, BN>();
-    auto dense = attention_forward_wgmma_kernel<D, NWG, BN, DenseSchedule>;
-    auto dilated = attention_forward_wgmma_kernel<D, NWG, BN, DilatedSchedule>;
-    auto dense2 = attention_forward_wgmma_kernel<D, NWG, BN, DenseTwoSidedSchedule>;
-    auto dilated2 = attention_forward_wgmma_kernel<D, NWG, BN, DilatedTwoSidedSchedule>;
-    auto sparse = attention_forward_wgmma_kernel<D, NWG, BN, BlockSparseSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
-                        set_smem_limit(dilated2, smem), set_smem_limit(sparse, smem), true);
-    (void)once;
     const Params q = bind_tiles(p, BM, BN);
-    pick_instance(q, dense, dilated, dense2, dilated2, sparse)<<<tile_grid(q, B, max_rows(q, p.qrows), BM), NWG * 128, smem, stream>>>(q);
-    CUDA_CHECK_LAST();
+    auto kernel_of = [](auto tag) { return attention_forward_wgmma_kernel<D, NWG, BN, typename decltype(tag)::type>; };
+    launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NWG * 128, smem, stream);
 }
 
 template <int D, int MT, int NW, int BM, bool ATOMIC>
 void launch_backward_dkdv(const Params& p, int B, cudaStream_t stream) {
     constexpr int BN = 16 * MT * NW, smem = backward_dkdv_smem_bytes<D, MT, NW, BM, ATOMIC>();
-    auto dense = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DenseSchedule>;
-    auto dilated = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DilatedSchedule>;
-    auto dense2 = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DenseTwoSidedSchedule>;
-    auto dilated2 = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, DilatedTwoSidedSchedule>;
-    auto sparse = attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, BlockSparseSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
-                        set_smem_limit(dilated2, smem), set_smem_limit(sparse, smem), true);
-    (void)once;
     const Params q = bind_tiles(p, BM, BN);
-    pick_instance(q, dense, dilated, dense2, dilated2, sparse)<<<tile_grid(q, B, max_rows(q, p.krows), BN), NW * 32, smem, stream>>>(q);
-    CUDA_CHECK_LAST();
+    auto kernel_of = [](auto tag) { return attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, typename decltype(tag)::type>; };
+    launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.krows), BN), NW * 32, smem, stream);
 }
 
 template <int D>
 void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
     constexpr int smem = backward_dkdv_wgmma_smem_bytes<D>();
-    auto dense = attention_backward_dkdv_wgmma_kernel<D, DenseSchedule>;
-    auto dilated = attention_backward_dkdv_wgmma_kernel<D, DilatedSchedule>;
-    auto dense2 = attention_backward_dkdv_wgmma_kernel<D, DenseTwoSidedSchedule>;
-    auto dilated2 = attention_backward_dkdv_wgmma_kernel<D, DilatedTwoSidedSchedule>;
-    auto sparse = attention_backward_dkdv_wgmma_kernel<D, BlockSparseSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
-                        set_smem_limit(dilated2, smem), set_smem_limit(sparse, smem), true);
-    (void)once;
     const Params q = bind_tiles(p, kBwdWgBM, 128);
-    pick_instance(q, dense, dilated, dense2, dilated2, sparse)<<<tile_grid(q, B, max_rows(q, p.krows), 128), 256, smem, stream>>>(q);
-    CUDA_CHECK_LAST();
+    auto kernel_of = [](auto tag) { return attention_backward_dkdv_wgmma_kernel<D, typename decltype(tag)::type>; };
+    launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.krows), 128), 256, smem, stream);
 }
 
 template <int D, int MT, int NW, int BN>
 void launch_backward_dq(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 16 * MT * NW, smem = backward_dq_smem_bytes<D, MT, NW, BN>();
-    auto dense = attention_backward_dq_kernel<D, MT, NW, BN, DenseSchedule>;
-    auto dilated = attention_backward_dq_kernel<D, MT, NW, BN, DilatedSchedule>;
-    auto dense2 = attention_backward_dq_kernel<D, MT, NW, BN, DenseTwoSidedSchedule>;
-    auto dilated2 = attention_backward_dq_kernel<D, MT, NW, BN, DilatedTwoSidedSchedule>;
-    auto sparse = attention_backward_dq_kernel<D, MT, NW, BN, BlockSparseSchedule>;
-    static bool once = (set_smem_limit(dense, smem), set_smem_limit(dilated, smem), set_smem_limit(dense2, smem),
-                        set_smem_limit(dilated2, smem), set_smem_limit(sparse, smem), true);
-    (void)once;
     const Params q = bind_tiles(p, BM, BN);
-    pick_instance(q, dense, dilated, dense2, dilated2, sparse)<<<tile_grid(q, B, max_rows(q, p.qrows), BM), NW * 32, smem, stream>>>(q);
-    CUDA_CHECK_LAST();
+    auto kernel_of = [](auto tag) { return attention_backward_dq_kernel<D, MT, NW, BN, typename decltype(tag)::type>; };
+    launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NW * 32, smem, stream);
 }
 
 template <int D>
@@ -217,7 +197,7 @@ inline void bind_block_sparse(Params& p, const AttnPattern& pattern) {
 }
 
 // Checks the arguments and fills the kernel parameters of dense attention over one sequence (a
-// dilated pattern starts from these too: layers/cuda/attention_dilated.cuh sets its branches).
+// dilated pattern starts from these too: layers/cuda/attention/launch_dilated.cuh sets its branches).
 inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int* pos, const int* doc_start,
                           const AttnPattern& pattern, const AttnShape& s, float scale) {
     const std::string perr = pattern_error(pattern);
@@ -265,5 +245,3 @@ inline size_t workspace_rowstats_bytes(const AttnShape& s) {
 }
 
 }  // namespace flash
-
-#include "layers/cuda/attention_dilated.cuh"  // the dilated launchers

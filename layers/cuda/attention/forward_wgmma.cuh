@@ -1,5 +1,5 @@
 // Flash attention forward on Hopper's warpgroup MMA (wgmma, sm_90a): the same algorithm, masks
-// and schedule as attention_flash_fwd.cuh, with each warpgroup (4 warps) owning 64 query rows and
+// and schedule as forward_mma_sync.cuh, with each warpgroup (4 warps) owning 64 query rows and
 // S = Q K^T, O += P V issued as m64nNk16 wgmma instructions reading Q, K, V straight from shared
 // memory (P from registers). Tiles are stored in the canonical 128-byte-swizzled K-major layout
 // (rows of 64 bf16 = 128 bytes, 8-row atoms of 1024 bytes, head dims over 64 split into
@@ -9,7 +9,7 @@
 // to back: a first step toward FlashAttention-3, whose warp specialisation and ping-pong
 // scheduling would also overlap the softmax with the tensor cores.
 #pragma once
-#include "layers/cuda/attention_flash_fwd.cuh"
+#include "layers/cuda/attention/forward_mma_sync.cuh"
 
 namespace flash {
 

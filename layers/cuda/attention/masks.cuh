@@ -1,0 +1,92 @@
+// Masks of the flash kernels: which keys a query may see (causal, documents), and what a schedule
+// knows of a query tile and a key tile (positions, document bounds) to skip or mask tile pairs.
+#pragma once
+#include <climits>
+#include "layers/cuda/attention/params.cuh"
+
+namespace flash {
+
+// Is key position kp allowed for a query at position qp whose document starts at doc?
+__device__ __forceinline__ bool key_allowed(bool causal, bool has_doc, int qp, int doc, int kp) {
+    return (!causal || kp <= qp) && (!has_doc || kp >= doc);
+}
+
+// Number of rows i in [0, map.len) with pos[token(i)] <= x (pos increasing along the map).
+__device__ __forceinline__ int rows_with_pos_le(const int* pos, RowMap map, int x) {
+    int lo = 0, hi = map.len;
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (__ldg(pos + map.token(mid)) <= x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// What a schedule needs to know of a query tile (rows r0 .. r0+n-1 of the query map).
+struct QueryTile {
+    int r0, n;
+    int first_pos, last_pos;  // positions of the first and last row
+    int doc_min, doc_max;     // over the rows' doc_start (INT_MIN, INT_MIN when there is no mask)
+};
+// Of a key tile.
+struct KeyTile {
+    int r0, n;
+    int first_pos, last_pos;
+};
+
+struct TileRange {
+    int begin, end;
+    __device__ int count() const { return end > begin ? end - begin : 0; }
+    __device__ int tile(int it) const { return begin + it; }
+    __device__ constexpr bool cut(int) const { return false; }  // a range's pattern keeps whole tiles
+};
+
+// Reads a query tile's positions and document bounds. Every thread of the block must call it
+// (block-wide reduction through shared memory).
+template <int NT>
+__device__ QueryTile query_tile_info(const Params& p, int b, int r0, int n) {
+    __shared__ int s_doc[2];
+    QueryTile t;
+    t.r0 = r0;
+    t.n = n;
+    t.first_pos = __ldg(p.qpos + p.qrows.token(r0));
+    t.last_pos = __ldg(p.qpos + p.qrows.token(r0 + n - 1));
+    t.doc_min = t.doc_max = INT_MIN;
+    if (p.doc_start) {
+        if (threadIdx.x == 0) {
+            s_doc[0] = INT_MAX;
+            s_doc[1] = INT_MIN;
+        }
+        __syncthreads();
+        int lo = INT_MAX, hi = INT_MIN;
+        for (int i = threadIdx.x; i < n; i += NT) {
+            const int d = __ldg(p.doc_start + (size_t)b * p.q_tokens + p.qrows.token(r0 + i));
+            lo = min(lo, d);
+            hi = max(hi, d);
+        }
+        atomicMin(&s_doc[0], lo);
+        atomicMax(&s_doc[1], hi);
+        __syncthreads();
+        t.doc_min = s_doc[0];
+        t.doc_max = s_doc[1];
+    }
+    return t;
+}
+
+__device__ __forceinline__ KeyTile key_tile_info(const Params& p, int r0, int n) {
+    KeyTile t;
+    t.r0 = r0;
+    t.n = n;
+    t.first_pos = __ldg(p.kpos + p.krows.token(r0));
+    t.last_pos = __ldg(p.kpos + p.krows.token(r0 + n - 1));
+    return t;
+}
+
+// Must the (query tile, key tile) pair be masked element by element? Only pairs on the causal
+// diagonal, at the end of the key sequence or straddling a document start are; the rest run
+// the plain path.
+__device__ __forceinline__ bool pair_needs_mask(const Params& p, const QueryTile& qt, const KeyTile& kt, int BN) {
+    return kt.n < BN || (p.causal && kt.last_pos > qt.first_pos) || (p.doc_start && kt.first_pos < qt.doc_max);
+}
+
+}  // namespace flash

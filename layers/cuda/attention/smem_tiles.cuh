@@ -1,0 +1,92 @@
+// Shared-memory tiles of the flash kernels: the swizzled layout, the asynchronous loads that
+// fill it and the fragment loads and MMAs that read it.
+#pragma once
+#include <cstdint>
+#include "layers/cuda/attention/params.cuh"
+#include "layers/cuda/attention/ptx.cuh"
+
+namespace flash {
+
+// Shared-memory tiles: row-major (ROWS, COLS) bf16, 16-byte chunks XOR-swizzled so that the 8
+// consecutive rows one ldmatrix phase reads (same logical chunk) fall in 8 different 16-byte bank
+// groups: rows of 128+ bytes XOR the chunk with row & 7; rows of 64 bytes (two rows per 128-byte
+// bank line) with (row >> 1) & 3.
+template <int COLS>
+__device__ __forceinline__ uint32_t swz(int row, int chunk) {
+    static_assert(COLS % 64 == 0 || COLS == 32, "tile rows of 32 or a multiple of 64 elements");
+    const int x = COLS >= 64 ? (row & 7) : ((row >> 1) & 3);
+    return (uint32_t)(row * COLS * 2 + ((chunk ^ x) << 4));
+}
+
+// Load `nvalid` rows (row r of the tile is map row row0 + r) of D bf16 from `base` (the (b, h)
+// slice, token stride `stride` elements); rows past nvalid become zeros.
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void load_tile_async(uint32_t dst, const bf16* base, int stride, RowMap map,
+                                                int row0, int nvalid) {
+    constexpr int CH = D / 8;
+    for (int c = threadIdx.x; c < ROWS * CH; c += NT) {
+        const int r = c / CH, ch = c % CH;
+        const bool ok = r < nvalid;
+        const bf16* src = ok ? base + (size_t)map.token(row0 + r) * stride + ch * 8 : base;
+        cp_async_16(dst + swz<D>(r, ch), src, ok);
+    }
+}
+
+// Fragments (PTX ISA "Matrix fragments for mma.m16n8k16"): lane = 4*g + t holds A rows g, g+8 and
+// C rows g, g+8 at columns 2t, 2t+1; B column g at rows 2t, 2t+1 (+8).
+
+// A (16x16) from a [m][k] tile: rows m0.., columns k0...
+template <int COLS>
+__device__ __forceinline__ void ld_a(uint32_t (&a)[4], uint32_t tile, int m0, int k0) {
+    const int lane = threadIdx.x & 31;
+    ldmatrix_x4(a, tile + swz<COLS>(m0 + (lane & 15), (k0 >> 3) + (lane >> 4)));
+}
+// A (16x16) from a [k][m] tile (the transpose is stored): rows m0.. of A are columns of the tile.
+template <int COLS>
+__device__ __forceinline__ void ld_a_t(uint32_t (&a)[4], uint32_t tile, int m0, int k0) {
+    const int lane = threadIdx.x & 31;
+    const int mi = lane >> 3;
+    ldmatrix_x4_trans(a, tile + swz<COLS>(k0 + (lane & 7) + ((mi >> 1) << 3), (m0 >> 3) + (mi & 1)));
+}
+// B for two 8-column blocks n0.., n0+8.. over k0..k0+15 from a [n][k] tile (K in Q K^T):
+// b[0], b[1] for block n0; b[2], b[3] for block n0+8.
+template <int COLS>
+__device__ __forceinline__ void ld_b_nk(uint32_t (&b)[4], uint32_t tile, int n0, int k0) {
+    const int lane = threadIdx.x & 31;
+    ldmatrix_x4(b, tile + swz<COLS>(n0 + (lane & 7) + ((lane >> 4) << 3), (k0 >> 3) + ((lane >> 3) & 1)));
+}
+// The same from a [k][n] tile (V in P V).
+template <int COLS>
+__device__ __forceinline__ void ld_b_kn(uint32_t (&b)[4], uint32_t tile, int k0, int n0) {
+    const int lane = threadIdx.x & 31;
+    ldmatrix_x4_trans(b, tile + swz<COLS>(k0 + (lane & 7) + (((lane >> 3) & 1) << 3), (n0 >> 3) + (lane >> 4)));
+}
+
+// acc[MT][NB][4] += A[MT] (16x16 each) * B, B the k-chunk k0 of a tile, for all NB column blocks.
+// One B load feeds MT*2 MMAs: more rows per warp means fewer shared-memory bytes per FLOP.
+template <int MT, int NB, int COLS, bool B_IS_NK>
+__device__ __forceinline__ void mma_rows_times_tile(float (&acc)[MT][NB][4], const uint32_t (&a)[MT][4],
+                                                    uint32_t tile, int k0) {
+#pragma unroll
+    for (int np = 0; np < NB / 2; np++) {
+        uint32_t b[4];
+        if (B_IS_NK) ld_b_nk<COLS>(b, tile, np * 16, k0);
+        else ld_b_kn<COLS>(b, tile, k0, np * 16);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            mma_16816(acc[mt][2 * np], a[mt], b[0], b[1]);
+            mma_16816(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
+    }
+}
+
+// The C fragments of columns 16*kk.. of a score tile, rounded to bf16, as an A fragment.
+template <int NB>
+__device__ __forceinline__ void scores_to_a(uint32_t (&a)[4], const float (&s)[NB][4], int kk) {
+    a[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    a[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    a[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+}  // namespace flash

@@ -1,0 +1,44 @@
+// The tile scheduler of the flash kernels: which (b, h, tile) each thread block runs.
+#pragma once
+#include "layers/cuda/attention/params.cuh"
+
+namespace flash {
+
+// The tile scheduler: which (b, h, tile rank) a block runs (rank 0 = the heaviest tile: the
+// kernels turn it into their query or key tile), in an order chosen for the L2, apart from what
+// any pattern computes. Dense grids are x = (b, h), y = rank, and p stays untouched, so their
+// maps remain kernel-parameter constants (no registers held for them). Schedules whose blocks
+// each run their own virtual sequence (Schedule::kPerBlockMaps: a dilated branch) have
+// x = sequence, y = rank; Schedule::block_maps then sets b, h and p.qrows, p.krows.
+// Those grids are renumbered in launch order (x fastest) when p.group > 0: all ranks of `group`
+// sequences, heaviest first across the group, then the next group; the last group is 2-3x
+// larger (a tail of light blocks, as in plain grid order). Why: in plain grid order the blocks
+// resident together are one rank of ~264 different sequences, each reading its own K/V (512 KiB
+// per 2048-row sequence at D = 64), so the L2 holds none of them and every tile re-reads K/V
+// from HBM; a group of 16 keeps the live K/V at ~16 MiB (notes/attention-dilated.md, run 3).
+template <class Schedule>
+__device__ __forceinline__ void resolve_block(Params& p, int& b, int& h, int& rank) {
+    if constexpr (!Schedule::kPerBlockMaps) {
+        b = blockIdx.x / p.H;
+        h = blockIdx.x % p.H;
+        rank = blockIdx.y;
+    } else {
+        int seq = blockIdx.x;
+        rank = blockIdx.y;
+        if (p.group > 0) {
+            // The last group takes the rest, 2 to 3 groups' worth (when there are that many): its
+            // ~2 waves run heaviest first over all of it, so the launch's tail is light blocks.
+            const long long id = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+            const long long per = (long long)p.group * gridDim.y;  // blocks of a full group
+            const int ng = max(1, (int)gridDim.x / p.group - 1);
+            const int g = (int)min((long long)ng - 1, id / per);
+            const int first = g * p.group, gn = g == ng - 1 ? (int)gridDim.x - first : p.group;
+            const int r = (int)(id - g * per);
+            rank = r / gn;
+            seq = first + r % gn;
+        }
+        Schedule::block_maps(p, seq, b, h);
+    }
+}
+
+}  // namespace flash
