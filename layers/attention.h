@@ -19,7 +19,7 @@
 // log-sum-exp, L' = log(e^L + e^l), O' = e^(L - L') O + e^(l - L') o; calling Merge once per key
 // block gives the result of one call over all blocks (up to rounding).
 //
-// Backward, in pieces (the same for every pattern, ../shared/attention-spec.md):
+// Backward, in pieces (the same for every pattern, docs/attention-spec.md#common):
 //   attention_backward_preprocess   delta = rowsum(dO * O), once, from the FINAL O
 //   attention_backward_block        per key/value block: P = m exp(s q.k - L) from the FINAL L,
 //                                   dV += P^T dO, dS = P (dO.V^T - delta), dQ += s dS K,

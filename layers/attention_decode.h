@@ -1,4 +1,4 @@
-// Decoding one token against a KV cache (../shared/attention-spec.md "Decoding with a cache"):
+// Decoding one token against a KV cache (docs/attention-spec.md#decoding):
 // the CPU reference of layers/cuda/attention_decode.cuh, name for name.
 //
 // A layer's cache is a list of branches. A branch (w, r) keeps, for head h, the rows of the

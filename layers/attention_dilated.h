@@ -1,4 +1,4 @@
-// Dilated attention (LongNet) written exactly as ../shared/attention-spec.md defines it: each
+// Dilated attention (LongNet) written exactly as docs/attention-spec.md#dilated defines it: each
 // branch i splits the sequence into segments of w_i' = min(w_i, N), keeps in each segment the
 // positions whose offset is congruent to the head's class mod r_i, runs ordinary attention inside
 // each kept set, and the branches mix by their log-sum-exp. A plain O(N * sum w_i / r_i) loop,

@@ -2,7 +2,7 @@
 // attends. Every implementation (CPU reference, CUDA kernels, ring over GPUs) computes
 //   O(p) = sum_k m(p,k) exp(s q_p.k_k - L(p)) v_k,   L(p) = log sum_k m(p,k) exp(s q_p.k_k)
 // where m(p,k) = key_multiplicity(...) counts how often key k is in the multiset of keys of
-// query p (see ../shared/attention-spec.md). Positions are GLOBAL sequence positions and N the
+// query p (see docs/attention-spec.md#common). Positions are GLOBAL sequence positions and N the
 // GLOBAL sequence length, so the same function stays right once a sequence is split across GPUs.
 //
 // Each pattern is a module in layers/patterns/ (listed in registry.h); the functions below
@@ -76,7 +76,7 @@ inline std::string pattern_error(const AttnPattern& p) {
 
 // Query-key pairs the pattern keeps (a key counted as often as its multiplicity), summed over H
 // heads of one sequence of N tokens: the FLOP count is 4 * D * pairs forward, 3.5x that for
-// forward + backward (../shared/attention-spec.md).
+// forward + backward (docs/attention-spec.md#flops).
 inline double pairs_kept(const AttnPattern& p, int N, int H) {
     return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::pairs_kept(p, N, H); });
 }

@@ -1,4 +1,4 @@
-// Ring attention's plan (../shared/attention-spec.md "Ring"): who holds which tokens, which
+// Ring attention's plan (docs/attention-spec.md#ring): who holds which tokens, which
 // (query chunk, key chunk) pairs are computed at each step, and which chunks move. The CPU
 // driver (layers/ring_attention.h) and the GPU driver (layers/cuda/ring_attention.cuh) follow
 // the same plan, and every rank computes it alone from (pattern, P, N): the ranks agree on every

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks an attention_tool safetensors file from outside the project: reads it with the
 standard library only (the format is an 8-byte length, a JSON header, raw little-endian data),
-recomputes in float64 straight from the spec's definition (../shared/attention-spec.md: one
+recomputes in float64 straight from the spec's definition (docs/attention-spec.md#common: one
 softmax per row over the pattern's multiset of keys, dense, dilated or block-sparse as the "pattern"
 metadata says, causal in positions 0..N-1), and compares:
   - a sample of rows of O and L;

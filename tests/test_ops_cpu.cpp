@@ -927,7 +927,7 @@ static void perf() {
             op.forward<float>(in, out);
             const double tf = time_best([&] { op.forward<float>(in, out); });
             const double tb = time_best([&] { op.backward<float>(in, out, dout, g); });
-            // The project's convention (shared/attention-spec.md): 4*B*H*D*pairs forward, 2.5x that backward.
+            // The project's convention (docs/attention-spec.md#flops): 4*B*H*D*pairs forward, 2.5x that backward.
             const double pairs = causal ? NT * (NT + 1) / 2.0 : (double)NT * NT;
             const double fl = 4.0 * B * H * D * pairs;
             std::printf("%-10s %-36s %10.2f %10.2f %10.2f %10.2f\n", "attention",

@@ -1,4 +1,4 @@
-// Block-sparse attention (../shared/attention-spec.md "Block-sparse"). Blocks of b tokens; a
+// Block-sparse attention (docs/attention-spec.md#block-sparse). Blocks of b tokens; a
 // query keeps the keys its layout's builders give it, united, then the causal mask; one softmax
 // per row over all of them (joint normalization). The builders:
 //   window W      keys less than W tokens back (|q - k| < W without the causal mask);

@@ -1,4 +1,4 @@
-// Dense attention (../shared/attention-spec.md "Dense"): every query attends every key (every
+// Dense attention (docs/attention-spec.md#dense): every query attends every key (every
 // key at or before it when causal, which attention_pattern.h applies to all patterns). The
 // module interface every pattern implements is described in layers/patterns/registry.h.
 #pragma once

@@ -1,4 +1,4 @@
-// Dilated attention (LongNet, ../shared/attention-spec.md "Dilated"). Branch i splits the
+// Dilated attention (LongNet, docs/attention-spec.md#dilated). Branch i splits the
 // sequence of N tokens (the GLOBAL length, however it is split across GPUs) into segments of
 // w' = min(w_i, N); head h keeps, in each segment, the positions whose offset is congruent to
 // h mod r_i; a kept query attends the kept keys of its own segment. A key kept by two branches

@@ -3,7 +3,7 @@
 // of 2048 tokens plus 128 global tokens, blocks of 64 (and 128), B = 1, H = 12, D = 64, bf16,
 // Q/K/V read in place from a (B, N, 3, H, D) buffer as the model does, N = 16K .. 1M (and up to
 // --max-n while it fits).
-//   FLOPs (../shared/attention-spec.md): forward 4*B*D*pairs_kept, forward+backward 3.5x that,
+//   FLOPs (docs/attention-spec.md#flops): forward 4*B*D*pairs_kept, forward+backward 3.5x that,
 //   pairs_kept counted exactly by the pattern module (BlockSparsePattern::pairs_kept).
 //   Memory: one layer's forward+backward buffers plus the tile lists the launchers cache, per 1K
 //   tokens (bench_pattern.cuh).

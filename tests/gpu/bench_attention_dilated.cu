@@ -2,7 +2,7 @@
 // attention_forward_cuda / attention_backward_cuda): B = 1, H = 12, D = 64, bf16, causal,
 // branches (w, r) = (2048,1), (4096,2), (8192,4), Q/K/V read in place from a (B, N, 3, H, D)
 // buffer as the model does, for N = 16K .. 8M (up to the largest that fits in memory).
-//   FLOPs (../shared/attention-spec.md): forward 4*B*D*pairs_kept, forward+backward 3.5x that.
+//   FLOPs (docs/attention-spec.md#flops): forward 4*B*D*pairs_kept, forward+backward 3.5x that.
 //   Memory: cudaMemGetInfo before and after allocating everything one layer's forward+backward
 //   needs (QKV, O, L, dO, dQKV, positions, the backward workspace), per 1K tokens.
 // Also our dense kernel at the same B, H, D at 16K and 64K (for the ratio), and the deterministic

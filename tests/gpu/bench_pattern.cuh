@@ -1,7 +1,7 @@
 // What the pattern benchmarks share (bench_attention_dilated.cu, bench_attention_block_sparse.cu):
 // one layer's attention buffers for a shape and pattern, and the timing of its forward and
 // forward + backward through the public launchers, with effective TFLOP/s over the pairs the
-// pattern keeps (../shared/attention-spec.md) and the device memory per 1K tokens.
+// pattern keeps (docs/attention-spec.md#flops) and the device memory per 1K tokens.
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -24,7 +24,7 @@
 //
 // Perf mode (--perf): forward and backward time (median of cudaEvent-timed runs) and TFLOP/s of
 // every backend on a few large shapes, FLOPs counted over the pairs the pattern keeps
-// (4 D per pair forward, 10 D backward: ../shared/attention-spec.md). The README's tables come
+// (4 D per pair forward, 10 D backward: docs/attention-spec.md#flops). The README's tables come
 // from the benchmarks (tests/gpu/bench_attention*.cu); this mode compares backends side by side.
 //
 // Usage: test_attention [--seed N] [--small] [--perf] [--filter TEXT] [--backend TEXT]

@@ -1,4 +1,4 @@
-// Dilated attention (LongNet, ../shared/attention-spec.md "Dilated") on the flash kernels: the
+// Dilated attention (LongNet, docs/attention-spec.md#dilated) on the flash kernels: the
 // launch logic per branch, no kernels of its own beyond a fill. The public launchers
 // attention_forward_cuda / attention_backward_cuda (attention_flash.h, defined in
 // attention_flash.cu, which compiles this file) come here for a Dilated pattern; the CPU reference
