@@ -98,13 +98,17 @@ inline bool pattern_tiles_full(const AttnPattern& p, int q_lo, int q_hi, int k_l
     return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::tiles_full(p, q_lo, q_hi, k_lo, k_hi, seq_len); });
 }
 
-// The pattern `name` from its flags; fatal naming the flags on a bad value.
-inline AttnPattern pattern_from_flags(const std::string& name, const PatternFlags& flags) {
+// The pattern `name` from its flags; fatal naming the flags on a bad value. `pattern_flag` is
+// the flag that chose the pattern (train's --attn, attention_tool's --pattern).
+inline AttnPattern pattern_from_flags(const std::string& name, const PatternFlags& flags, const char* pattern_flag = "--attn") {
     AttnPattern p;
-    if (!attn_kind_from_name(name, &p.kind)) fatal("--attn must be %s (got '%s')", attn_kind_names().c_str(), name.c_str());
+    if (!attn_kind_from_name(name, &p.kind))
+        fatal("%s must be %s (got '%s')", pattern_flag, attn_kind_names().c_str(), name.c_str());
+    p.causal = flags.causal;
     with_pattern_module(p.kind, [&](auto m) { decltype(m)::from_flags(flags, p); });
     const std::string why = pattern_error(p);
-    if (!why.empty()) fatal("--attn %s: %s", name.c_str(), why.c_str());
+    const std::string given = with_pattern_module(p.kind, [&](auto m) { return decltype(m)::flags_text(flags); });
+    if (!why.empty()) fatal("%s %s%s: %s", pattern_flag, name.c_str(), given.c_str(), why.c_str());
     return p;
 }
 

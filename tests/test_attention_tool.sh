@@ -30,6 +30,13 @@ check block_sparse_fp64 --pattern block-sparse --block 16 --window 40 --global 5
 check block_sparse_full_fp32 --pattern block-sparse --block 8 --window 12 --random-blocks 1,9 --causal off --N 61 --H 2 --D 64 --dtype fp32
 printf '0: 0\n1: 0 1\n2: 1 2\n3: 0 3\n' > "$work/layout.txt"
 check block_sparse_layout_fp64 --pattern block-sparse --block 16 --layout-file "$work/layout.txt" --N 64 --H 2 --D 64 --dtype fp64 --backward
+# A layout with key blocks above the diagonal is valid without the causal mask: --causal off is
+# read before the layout file, wherever it stands among the flags.
+printf '0: 0 2\n1: 0 1 3\n2: 1 2\n3: 0 3\n' > "$work/layout_full.txt"
+check block_sparse_layout_full_fp64 --pattern block-sparse --block 16 --layout-file "$work/layout_full.txt" --causal off \
+    --N 64 --H 2 --D 64 --dtype fp64 --backward
+check block_sparse_layout_full_first_fp32 --causal off --pattern block-sparse --block 16 --layout-file "$work/layout_full.txt" \
+    --N 60 --H 2 --D 64 --dtype fp32
 # The checker's block-sparse is its own code: a file whose metadata claims another random seed fails.
 python3 - "$work/block_sparse_fp64.safetensors" "$work/bs_wrong_seed.safetensors" <<'PY'
 import sys
@@ -133,6 +140,31 @@ expect_error --max-cpu-pairs --N 300000 --H 1
 expect_error --max-cpu-pairs --N 4096 --H 12 --B 8 --max-cpu-pairs 1e9
 expect_error --device --device tpu
 expect_error --backend --device cuda --dtype bf16 --backend ours
+expect_error --layout-file --pattern block-sparse --block 16 --layout-file "$work/layout_full.txt" --N 64 --H 2
+
+# Every pattern runs on either device through the pattern registry (layers/attention_pattern.h):
+# the tool names no pattern kind, so it can neither refuse one the kernels take nor count another
+# one's FLOPs (the FLOP rate is the module's pairs_kept over the time).
+if grep -n 'AttnKind' tools/attention_tool.cu > "$work/kinds.log"; then
+    fail "attention_tool dispatches on the pattern kind itself: $(tr '\n' ' ' < "$work/kinds.log")"
+else
+    pass "attention_tool names no pattern kind: every pattern goes through the registry"
+fi
+# Block-sparse on --device cuda passes the flag checks: here (no GPU) the run stops only at the
+# device; on an H100/H200 it runs, reports a FLOP rate above zero and its file checks.
+bs_cuda=(--device cuda --dtype bf16 --pattern block-sparse --block 64 --window 512 --global 16 --random-blocks 2,5
+         --N 2048 --H 4 --D 64 --backward --reps 3 --out "$work/bs_cuda.safetensors")
+err=$("$tool" "${bs_cuda[@]}" 2>&1 > "$work/bs_cuda.log"); code=$?
+rates=$(grep -o '[0-9.]* TFLOP/s' "$work/bs_cuda.log" | tr '\n' ' ')
+if [ $code -eq 1 ] && [[ "$err" == "error: --device cuda: "* ]]; then
+    pass "block-sparse on --device cuda is refused only for the device: $err"
+elif [ $code -eq 0 ] && [ -n "$rates" ] && ! grep -q ' 0\.0 TFLOP/s' "$work/bs_cuda.log" \
+     && python3 scripts/check_attention_file.py "$work/bs_cuda.safetensors" >> "$work/bs_cuda.log" 2>&1; then
+    pass "block-sparse on --device cuda runs at $rates and checks: $(tail -1 "$work/bs_cuda.log")"
+else
+    fail "block-sparse on --device cuda: exit $code: $err $(tr '\n' ' ' < "$work/bs_cuda.log")"
+fi
+
 # The refused --out must leave nothing behind, and the limits let the sizes they name run.
 if [ ! -e /nonexistent/dir ] && [ -z "$(ls "$work" | grep '\.tmp$')" ]; then pass "refused runs leave no .tmp files"
 else fail "refused runs left files behind: $(ls "$work" | grep '\.tmp$')"; fi

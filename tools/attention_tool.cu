@@ -28,8 +28,8 @@
 #include "model/host_memory.h"
 #include "model/safetensors.h"
 
-// Limits on the configuration (beyond them a run is refused with a one-line error):
-constexpr int kToolMaxBranches = 64;        // dilated branches (LongNet uses 5; the model allows 64 too)
+// Limits on the configuration (beyond them a run is refused with a one-line error); the dilated
+// branches' limit is the pattern module's (layers/patterns/dilated.h).
 constexpr int kMaxReps = 10000;             // --reps
 constexpr double kMaxScale = 1e4;           // --scale: far larger makes scores overflow fp32/bf16 to inf
 constexpr uint64_t kMaxElements = 1ull << 48;  // B*N*H*D: far past any memory, keeps byte counts in 64 bits
@@ -108,36 +108,157 @@ struct Result {
     }
 };
 
-// Query-key pairs the pattern keeps over H heads of one sequence of N tokens (as pairs_kept in
-// layers/attention_pattern.h), in closed form: O(branches * min(r, H)) work and no int
-// arithmetic that can overflow, whatever N and H are.
-static double pairs_kept_total(const AttnPattern& p, long long N, long long H) {
-    auto pairs = [&](double n) { return p.causal ? n * (n + 1) / 2 : n * n; };
-    if (p.kind == AttnKind::Dense) return (double)H * pairs((double)N);
-    double total = 0;
-    for (size_t i = 0; i < p.segments.size(); i++) {
-        const long long w = std::min<long long>(p.segments[i], N), r = p.dilations[i];
-        const long long full = N / w, last = N % w;  // `full` segments of w tokens, then one of `last`
-        for (long long c = 0; c < std::min(r, H); c++) {
-            const long long heads = H / r + (c < H % r ? 1 : 0);  // heads whose class h % r is c
-            auto kept = [&](long long len) { return c < len ? (double)((len - 1 - c) / r + 1) : 0.0; };
-            total += heads * (full * pairs(kept(w)) + pairs(kept(last)));
-        }
-    }
-    return total;
+// ---- Parse: the flags as given, all of them before anything is built from them.
+
+struct Args {
+    std::string pattern = "dense", dtype = "fp32", device = "cpu", backend = "flash", out;
+    PatternFlags pattern_flags;  // --causal and each pattern's own flags (its module reads them)
+    int B = 1, N = 1024, H = 12, D = 64, seed = 1, reps = 5;
+    bool backward = false;
+    float scale = 0, max_cpu_pairs = (float)kDefaultMaxCpuPairs;
+    bool cuda() const { return device == "cuda"; }
+    bool cudnn() const { return cuda() && backend == "cudnn"; }
+};
+
+static Args parse_args(int argc, char** argv) {
+    Args a;
+    PatternFlags& pf = a.pattern_flags;
+    pf.segments = "2048,4096,8192", pf.dilations = "1,2,4";
+    Flags flags("attention_tool",
+                "Run one attention pattern and write its inputs, outputs and gradients to safetensors.\n\n"
+                "Sizes are checked before anything runs: every tensor (B*N*H*D elements) and the whole run must fit\n"
+                "in the host memory available (and, with --device cuda, in the GPU's free memory); a run that does\n"
+                "not is refused, naming the largest --N that fits. The CPU reference costs O(B*H*N^2*D) (every\n"
+                "query-key pair is tested against the pattern, per branch): it refuses runs of more than\n"
+                "--max-cpu-pairs pair tests (B*H*N^2 x dilated branches; 2 cores test about 1e8 per second, so the\n"
+                "default 5e10 is ~10 minutes forward, 2-4x that with --backward); use --device cuda for long\n"
+                "sequences, or raise the limit.\n"
+                "Limits: --D 64 or 128; at most 64 dilated branches; --reps 1 to 10000; 0 < --scale <= 1e4.");
+    flags.add_string("pattern", &a.pattern, "dense, dilated or block-sparse");
+    flags.add_int("block", &pf.block, "block-sparse: block size");
+    flags.add_int("window", &pf.window, "block-sparse: keys less than this many tokens back");
+    flags.add_int("global", &pf.global, "block-sparse: the first g tokens are global");
+    flags.add_string("dilated-blocks", &pf.dilated_blocks, "block-sparse: r,W: key blocks at block distances that are multiples of r within W tokens");
+    flags.add_string("random-blocks", &pf.random_blocks, "block-sparse: count,seed: random key blocks per query block and head");
+    flags.add_string("layout-file", &pf.layout_file, "block-sparse: explicit key blocks per query block");
+    flags.add_string("segments", &pf.segments, "dilated: segment length of each branch");
+    flags.add_string("dilations", &pf.dilations, "dilated: dilation rate of each branch");
+    flags.add_bool("causal", &pf.causal, "mask keys after the query");
+    flags.add_int("B", &a.B, "batch");
+    flags.add_int("N", &a.N, "sequence length");
+    flags.add_int("H", &a.H, "heads");
+    flags.add_int("D", &a.D, "head dim");
+    flags.add_float("scale", &a.scale, "softmax scale (0: 1/sqrt(D))");
+    flags.add_string("dtype", &a.dtype, "fp32 or fp64 (cpu), bf16 (cuda)");
+    flags.add_string("device", &a.device, "cpu (the reference) or cuda");
+    flags.add_string("backend", &a.backend, "cuda: flash (ours) or cudnn");
+    flags.add_int("seed", &a.seed, "seed of q, k, v (and dO)");
+    flags.add_bool("backward", &a.backward, "also run backward with a random dO");
+    flags.add_int("reps", &a.reps, "cuda: timed repetitions (median reported)");
+    flags.add_float("max-cpu-pairs", &a.max_cpu_pairs, "cpu: refuse runs of more than this many B*H*N^2 x branches pair tests");
+    flags.add_string("out", &a.out, "safetensors file to write (none: only print timings)");
+    flags.parse(argc, argv);
+    return a;
 }
 
-// What a run allocates, in bytes, for a sequence of N tokens (the rest of the config fixed).
-struct Config {
-    long long B, H, D;
-    bool cuda, backward, cudnn;
-    size_t elem;  // bytes per element of q, k, v, o and gradients (and of L on the CPU)
+// ---- Validate: each flag on its own, naming it; then the pattern, through its module.
+
+static void require_positive(const char* flag, int v) {
+    if (v < 1) fatal("--%s %d: must be at least 1", flag, v);
+}
+
+static void validate_flags(const Args& a) {
+    require_positive("B", a.B), require_positive("N", a.N), require_positive("H", a.H);
+    if (a.D != 64 && a.D != 128) fatal("--D %d: head dims 64 and 128 are supported", a.D);
+    if (a.reps < 1 || a.reps > kMaxReps) fatal("--reps %d: give 1 to %d", a.reps, kMaxReps);
+    // Positive only: a softmax scale is an inverse temperature, and the flash kernels take the row
+    // maximum of the unscaled scores (layers/cuda/attention/softmax.cuh), which is the
+    // scaled maximum only for scale > 0 (a negative one gave inf on an H100).
+    if (!std::isfinite(a.scale) || a.scale < 0 || a.scale > kMaxScale)
+        fatal("--scale %g: give a positive number up to %g (0: 1/sqrt(D))", a.scale, kMaxScale);
+    if (!std::isfinite(a.max_cpu_pairs) || a.max_cpu_pairs <= 0)
+        fatal("--max-cpu-pairs %g: give a positive number", a.max_cpu_pairs);
+    if (!a.cuda() && a.device != "cpu") fatal("--device must be cpu or cuda (got '%s')", a.device.c_str());
+    if (a.cuda() && a.dtype != "bf16") fatal("--device cuda runs --dtype bf16 (got %s)", a.dtype.c_str());
+    if (!a.cuda() && a.dtype != "fp32" && a.dtype != "fp64")
+        fatal("--device cpu runs --dtype fp32 or fp64 (got %s)", a.dtype.c_str());
+    if (a.backend != "flash" && a.backend != "cudnn") fatal("--backend must be flash or cudnn (got '%s')", a.backend.c_str());
+}
+
+// The registry builds and validates every pattern the same way, on either device; a layout file
+// is read there, after --causal (its rows are checked against the causal mask).
+static AttnPattern build_pattern(const Args& a) {
+    AttnPattern p = pattern_from_flags(a.pattern, a.pattern_flags, "--pattern");
+    if (p.layout && p.layout->heads != 1 && p.layout->heads != a.H)
+        fatal("--layout-file %s has rows for %d heads but --H is %d", p.layout->source.c_str(), p.layout->heads, a.H);
+    return p;
+}
+
+// ---- Plan: the run's sizes, checked against the machine before anything is allocated.
+
+// What the phases after validation read.
+struct Plan {
     AttnPattern pattern;
+    long long B, N, H, D;
+    bool cuda, backward, cudnn;
+    std::string dtype;
+    size_t elem;  // bytes per element of q, k, v, o and gradients (and of L on the CPU)
+    AttnShape shape;
+    float scale;  // what the kernels run with (--scale 0 resolved)
+    int reps;
+    uint64_t seed, elements;  // elements: B*N*H*D
+    std::string what;         // the sizes and the device, for messages
 };
+
+// The kernels and the reference index tokens with a row stride of 3*H*D elements (int): H is
+// capped so that it fits.
+static void check_row_stride(const Args& a) {
+    if ((long long)a.H * 3 * a.D > 2147483647LL)
+        fatal("--H %d: at most %lld heads at --D %d (the row stride 3*H*D must fit in 32 bits)", a.H, 2147483647LL / (3 * a.D), a.D);
+}
+
+// B*N*H*D in 64 bits; false on overflow.
+static bool count_elements(const Args& a, uint64_t* elements) {
+    uint64_t tokens = 0;
+    return mul_ok((uint64_t)a.B, (uint64_t)a.N, &tokens) && mul_ok(tokens, (uint64_t)a.H * a.D, elements);
+}
+
+static Plan describe_run(const Args& a, AttnPattern pattern, uint64_t elements) {
+    Plan p;
+    p.pattern = std::move(pattern);
+    p.B = a.B, p.N = a.N, p.H = a.H, p.D = a.D;
+    p.cuda = a.cuda(), p.backward = a.backward, p.cudnn = a.cudnn();
+    p.dtype = a.dtype;
+    p.elem = a.dtype == "fp64" ? 8u : a.dtype == "fp32" ? 4u : 2u;
+    p.shape = AttnShape{a.B, a.N, a.H, a.D, p.cuda ? 3 * a.H * a.D : a.H * a.D};
+    p.scale = a.scale == 0 ? 1.0f / std::sqrt((float)a.D) : a.scale;
+    p.reps = a.reps, p.seed = (uint64_t)a.seed, p.elements = elements;
+    char what[256];
+    std::snprintf(what, sizeof what, "--B %d --N %d --H %d --D %d (--device %s, --dtype %s%s)", a.B, a.N, a.H, a.D,
+                  a.device.c_str(), a.dtype.c_str(), a.backward ? ", --backward" : "");
+    p.what = what;
+    return p;
+}
+
+// Fatal unless device 0 is a GPU this build's kernels run on.
+static void open_device() {
+    // Asked without CUDA_CHECK: no device is a user's mistake, and the message says which flag to change.
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0)
+        fatal("--device cuda: no CUDA device (%s): use --device cpu", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    if (prop.major != 9 || prop.minor != 0)
+        fatal("--device cuda: this build's kernels are for sm_90 (H100/H200); device 0 is %s (sm_%d%d)", prop.name, prop.major,
+              prop.minor);
+}
+
 struct Need {
     double host, device;
 };
-static Need bytes_needed(const Config& c, long long N) {
+// What a run allocates, in bytes, for a sequence of N tokens (the rest of the plan fixed).
+static Need bytes_needed(const Plan& c, long long N) {
     const double E = (double)c.B * N * c.H * c.D, L = (double)c.B * c.H * N;
     Need n{0, 0};
     if (!c.cuda) {
@@ -159,49 +280,72 @@ static Need bytes_needed(const Config& c, long long N) {
     return n;
 }
 
+struct Available {
+    double host, dev_free = 0, dev_total = 0;
+    std::string dev_name;
+};
+static Available memory_available(bool cuda) {
+    Available m;
+    m.host = host_bytes_available() * 0.9;  // leave room for the rest of the process
+    if (!cuda) return m;
+    size_t f = 0, t = 0;
+    CUDA_CHECK(cudaMemGetInfo(&f, &t));
+    m.dev_free = (double)f, m.dev_total = (double)t;
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    m.dev_name = prop.name;
+    return m;
+}
+
 // Fatal unless the run fits: host memory always, GPU memory with --device cuda. The message names
 // the flags and the largest --N that fits with the other flags unchanged.
 // The byte counts are doubles, so no size overflows here; the 64-bit element counts the buffers
 // are allocated with are checked after this passes.
-static void check_memory(const Config& c, long long N, const std::string& what) {
-    const double host_avail = host_bytes_available() * 0.9;  // leave room for the rest of the process
-    double dev_free = 0, dev_total = 0;
+static void check_memory(const Plan& c) {
+    const Available m = memory_available(c.cuda);
     const double dev_reserve = 512.0 * 1048576;  // CUDA context, cuDNN plans and their workspaces
-    std::string dev_name;
-    if (c.cuda) {
-        size_t f = 0, t = 0;
-        CUDA_CHECK(cudaMemGetInfo(&f, &t));
-        dev_free = (double)f, dev_total = (double)t;
-        cudaDeviceProp prop;
-        CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-        dev_name = prop.name;
-    }
     auto fits = [&](long long n, std::string* why) {
         const Need need = bytes_needed(c, n);
-        if (need.host > host_avail) {
-            if (why) *why = gib(need.host) + " of host memory, " + gib(host_avail) + " is available";
+        if (need.host > m.host) {
+            if (why) *why = gib(need.host) + " of host memory, " + gib(m.host) + " is available";
             return false;
         }
-        if (c.cuda && need.device + dev_reserve > dev_free) {
-            if (why) *why = gib(need.device + dev_reserve) + " of GPU memory, " + dev_name + " has " + gib(dev_free) +
-                            " free of " + gib(dev_total);
+        if (c.cuda && need.device + dev_reserve > m.dev_free) {
+            if (why) *why = gib(need.device + dev_reserve) + " of GPU memory, " + m.dev_name + " has " + gib(m.dev_free) +
+                            " free of " + gib(m.dev_total);
             return false;
         }
         return true;
     };
     std::string why;
-    if (fits(N, &why)) return;
+    if (fits(c.N, &why)) return;
     // Largest n <= N that fits (the need grows with n).
-    long long lo = 0, hi = N;
+    long long lo = 0, hi = c.N;
     while (lo < hi) {
         const long long mid = lo + (hi - lo + 1) / 2;
         if (fits(mid, nullptr)) lo = mid;
         else hi = mid - 1;
     }
     if (lo >= 1)
-        fatal("%s needs %s: the largest --N that fits at this --B %lld, --H %lld, --D %lld is %lld", what.c_str(), why.c_str(),
+        fatal("%s needs %s: the largest --N that fits at this --B %lld, --H %lld, --D %lld is %lld", c.what.c_str(), why.c_str(),
               c.B, c.H, c.D, lo);
-    fatal("%s needs %s, and even --N 1 does not fit: lower --B (%lld) or --H (%lld)", what.c_str(), why.c_str(), c.B, c.H);
+    fatal("%s needs %s, and even --N 1 does not fit: lower --B (%lld) or --H (%lld)", c.what.c_str(), why.c_str(), c.B, c.H);
+}
+
+// The CPU reference tests every query-key pair of every (b, h) against each of the pattern's
+// branches: refused past --max-cpu-pairs, with the largest --N within it.
+static void check_cpu_cost(const Plan& c, double max_cpu_pairs) {
+    const double branches = (double)pattern_branches(c.pattern).size();
+    const double pair_tests = (double)c.B * c.H * (double)c.N * c.N * branches;
+    if (pair_tests <= max_cpu_pairs) return;
+    const double n_max = std::floor(std::sqrt(max_cpu_pairs / ((double)c.B * c.H * branches)));
+    char hint[96];
+    if (n_max >= 1) std::snprintf(hint, sizeof hint, "the largest --N within it at this --B, --H is %.0f", n_max);
+    else std::snprintf(hint, sizeof hint, "even --N 1 exceeds it at this --B, --H");
+    fatal("--device cpu: --B %lld --H %lld --N %lld is %.3g pair tests (B*H*N^2 x %.0f branches), over --max-cpu-pairs %.3g "
+          "(over %.0f minutes at the 1e8 pair tests/s of 2 cores; %s): lower --N, --B or --H, use --device cuda, or raise "
+          "--max-cpu-pairs",
+          c.B, c.H, c.N, pair_tests, branches, max_cpu_pairs, pair_tests / 1e8 / 60, hint);
 }
 
 // --out must be creatable (its directory exists and is writable, it is no directory) and its file
@@ -226,50 +370,69 @@ static void check_out_path(const std::string& out, double file_bytes) {
     }
 }
 
-// Parses "2048,4096" for --segments / --dilations, refusing long lists before parsing them (so an
-// error never echoes megabytes of flag).
-static std::vector<int> branch_list(const std::string& text, const char* flag) {
-    const size_t items = std::count(text.begin(), text.end(), ',') + 1;
-    if (items > (size_t)kToolMaxBranches || text.size() > (size_t)kToolMaxBranches * 12)
-        fatal("%s has %zu entries (%zu characters): at most %d branches are supported", flag, items, text.size(), kToolMaxBranches);
-    return parse_int_list(text, flag);
+// The tensors, L (F64 for fp64, else F32) and room for the header.
+static double file_bytes(const Plan& c) {
+    const double tensors = (double)c.elements * c.elem * (c.backward ? 8 : 4);
+    return tensors + (double)c.B * c.H * c.N * (c.dtype == "fp64" ? 8 : 4) + 65536;
 }
 
+static Plan plan_run(const Args& a, AttnPattern pattern) {
+    check_row_stride(a);
+    uint64_t elements = 0;
+    const bool counted = count_elements(a, &elements);
+    const Plan plan = describe_run(a, std::move(pattern), elements);
+    if (plan.cuda) open_device();
+    check_memory(plan);
+    // Unreachable past the memory check (no host has 2^48 elements' worth), kept as a guard on
+    // the 64-bit counts the buffers are sized with.
+    if (!counted || elements > kMaxElements) fatal("%s: B*N*H*D is past 2^48 elements: lower --N, --B or --H", plan.what.c_str());
+    if (!plan.cuda) check_cpu_cost(plan, a.max_cpu_pairs);
+    std::string why;
+    if (plan.cudnn && !attention_cudnn_supports(plan.pattern, plan.shape, false, &why)) fatal("--backend cudnn: %s", why.c_str());
+    if (!a.out.empty()) check_out_path(a.out, file_bytes(plan));
+    return plan;
+}
+
+// ---- Make the inputs and run: the CPU reference.
+
 template <typename T>
-static void run_cpu(Result& r, const AttnPattern& pat, AttnShape s, float scale, bool backward, uint64_t seed,
-                    const char* dtype, const char* lse_dtype) {
+static void run_cpu(Result& r, const Plan& plan, const char* dtype) {
     // q, k, v in buffers of their own (token stride H*D): the same values as the packed layout
     // the GPU path uses, so a seed gives the same tensors on both.
+    const AttnShape& s = plan.shape;
     const size_t BN = (size_t)s.B * s.N, HD = (size_t)s.H * s.D, E = BN * HD;
     std::vector<T> q(E), k(E), v(E), o(E), lse((size_t)s.B * s.H * s.N);
-    fill_qkv(q.data(), k.data(), v.data(), BN, HD, HD, seed);
+    fill_qkv(q.data(), k.data(), v.data(), BN, HD, HD, plan.seed);
     std::vector<int> pos(s.N);
     for (int t = 0; t < s.N; t++) pos[t] = t;
     const std::vector<int> shp = {s.B, s.N, s.H, s.D};
     auto t0 = std::chrono::steady_clock::now();
-    attention_forward(o.data(), lse.data(), q.data(), k.data(), v.data(), pos.data(), nullptr, pat, s, (T)scale);
+    attention_forward(o.data(), lse.data(), q.data(), k.data(), v.data(), pos.data(), nullptr, plan.pattern, s, (T)plan.scale);
     r.fwd_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::vector<T> dO, dq, dk, dv;
-    if (backward) {
+    if (plan.backward) {
         dO.resize(E), dq.assign(E, T(0)), dk.assign(E, T(0)), dv.assign(E, T(0));
-        fill_plain(dO, seed + 1000003);
+        fill_plain(dO, plan.seed + 1000003);
         t0 = std::chrono::steady_clock::now();
         attention_backward(dq.data(), dk.data(), dv.data(), dO.data(), o.data(), lse.data(), q.data(), k.data(), v.data(),
-                           pos.data(), nullptr, pat, s, (T)scale);
+                           pos.data(), nullptr, plan.pattern, s, (T)plan.scale);
         r.bwd_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
     r.add("q", shp, std::move(q), dtype);
     r.add("k", shp, std::move(k), dtype);
     r.add("v", shp, std::move(v), dtype);
     r.add("o", shp, std::move(o), dtype);
-    r.add("lse", {s.B, s.H, s.N}, std::move(lse), lse_dtype);
-    if (!backward) return;
+    r.add("lse", {s.B, s.H, s.N}, std::move(lse), dtype);
+    if (!plan.backward) return;
     r.add("do", shp, std::move(dO), dtype);
     r.add("dq", shp, std::move(dq), dtype);
     r.add("dk", shp, std::move(dk), dtype);
     r.add("dv", shp, std::move(dv), dtype);
 }
 
+// ---- Make the inputs and run: a GPU kernel.
+
+// Checked here rather than by CUDA_CHECK, so that running out of GPU memory names the flags to lower.
 template <typename T>
 static T* device_alloc(size_t count, const char* what) {
     void* p = nullptr;
@@ -280,238 +443,169 @@ static T* device_alloc(size_t count, const char* what) {
     return (T*)p;
 }
 
-static void run_cuda(Result& r, const AttnPattern& pat, AttnShape s, float scale, bool backward, bool cudnn, int reps,
-                     uint64_t seed) {
-    const size_t BN = (size_t)s.B * s.N, HD = (size_t)s.H * s.D, E = BN * HD;
-    std::vector<bf16> qkv(3 * E);
-    fill_qkv(qkv.data(), qkv.data() + HD, qkv.data() + 2 * HD, BN, HD, 3 * HD, seed);
-    std::vector<int> pos(s.N);
-    for (int t = 0; t < s.N; t++) pos[t] = t;
-    const size_t ws_bytes = cudnn ? attention_cudnn_workspace_bytes(s) : attention_backward_workspace_bytes(s, pat);
-    bf16* d_qkv = device_alloc<bf16>(3 * E, "q, k, v");
-    bf16* d_o = device_alloc<bf16>(E, "o");
-    float* d_lse = device_alloc<float>((size_t)s.B * s.H * s.N, "lse");
-    int* d_pos = device_alloc<int>(s.N, "positions");
-    bf16 *d_do = nullptr, *d_dqkv = nullptr;
-    float* d_ws = nullptr;
-    CUDA_CHECK(cudaMemcpy(d_qkv, qkv.data(), qkv.size() * 2, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(d_pos, pos.data(), (size_t)s.N * 4, cudaMemcpyHostToDevice));
-    const std::vector<int> shp = {s.B, s.N, s.H, s.D};
-    for (int i = 0; i < 3; i++) r.add(std::string(1, "qkv"[i]), shp, unpack(qkv, i, BN, HD), "BF16");
-    std::vector<bf16>().swap(qkv);  // free the packed host copy: the device has it
+// A run's device memory: q, k, v are slices of one packed QKV buffer (B, N, 3, H, D), as in the
+// model, and dq, dk, dv of one dQKV buffer.
+struct DeviceBuffers {
+    bf16 *qkv = nullptr, *o = nullptr, *dout = nullptr, *dqkv = nullptr;
+    float *lse = nullptr, *workspace = nullptr;
+    int* pos = nullptr;
+    void free_all() {
+        for (void* p : {(void*)qkv, (void*)o, (void*)dout, (void*)dqkv, (void*)lse, (void*)workspace, (void*)pos})
+            CUDA_CHECK(cudaFree(p));
+    }
+};
+
+// The kernels of a run, ours or cuDNN's, on its device buffers.
+struct CudaKernels {
+    const Plan& plan;
+    const DeviceBuffers& d;
+    size_t HD;  // elements from q to k and from k to v in a token's packed row
+    void forward() const {
+        const bf16 *q = d.qkv, *k = d.qkv + HD, *v = d.qkv + 2 * HD;
+        if (plan.cudnn) attention_forward_cudnn(d.o, d.lse, q, k, v, d.pos, nullptr, plan.pattern, plan.shape, plan.scale, 0);
+        else attention_forward_cuda(d.o, d.lse, q, k, v, d.pos, nullptr, plan.pattern, plan.shape, plan.scale, 0);
+    }
+    void backward() const {
+        const bf16 *q = d.qkv, *k = d.qkv + HD, *v = d.qkv + 2 * HD;
+        bf16 *dq = d.dqkv, *dk = d.dqkv + HD, *dv = d.dqkv + 2 * HD;
+        if (plan.cudnn)
+            attention_backward_cudnn(dq, dk, dv, d.dout, d.o, d.lse, q, k, v, d.pos, nullptr, plan.pattern, plan.shape, plan.scale,
+                                     d.workspace, 0);
+        else
+            attention_backward_cuda(dq, dk, dv, d.dout, d.o, d.lse, q, k, v, d.pos, nullptr, plan.pattern, plan.shape, plan.scale,
+                                    d.workspace, 0);
+    }
+};
+
+// Median of `reps` timed calls of f, after one warm-up.
+template <typename F>
+static double median_ms(int reps, F&& f) {
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
-    auto fwd = [&] {
-        if (cudnn) attention_forward_cudnn(d_o, d_lse, d_qkv, d_qkv + HD, d_qkv + 2 * HD, d_pos, nullptr, pat, s, scale, 0);
-        else attention_forward_cuda(d_o, d_lse, d_qkv, d_qkv + HD, d_qkv + 2 * HD, d_pos, nullptr, pat, s, scale, 0);
-    };
-    auto time = [&](auto&& f) {  // median of reps, after one warm-up
+    f();
+    std::vector<float> ms(reps);
+    for (float& m : ms) {
+        CUDA_CHECK(cudaEventRecord(e0));
         f();
-        std::vector<float> ms(reps);
-        for (float& m : ms) {
-            CUDA_CHECK(cudaEventRecord(e0));
-            f();
-            CUDA_CHECK(cudaEventRecord(e1));
-            CUDA_CHECK(cudaEventSynchronize(e1));
-            CUDA_CHECK(cudaEventElapsedTime(&m, e0, e1));
-        }
-        std::sort(ms.begin(), ms.end());
-        return (double)ms[ms.size() / 2];
-    };
-    r.fwd_ms = time(fwd);
-    std::vector<bf16> o(E);
-    std::vector<float> lse((size_t)s.B * s.H * s.N);
-    CUDA_CHECK(cudaMemcpy(o.data(), d_o, o.size() * 2, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(lse.data(), d_lse, lse.size() * 4, cudaMemcpyDeviceToHost));
-    r.add("o", shp, std::move(o), "BF16");
-    r.add("lse", {s.B, s.H, s.N}, std::move(lse), "F32");
-    if (backward) {
-        std::vector<bf16> dO(E);
-        fill_plain(dO, seed + 1000003);
-        d_do = device_alloc<bf16>(E, "do");
-        d_dqkv = device_alloc<bf16>(3 * E, "dq, dk, dv");
-        d_ws = device_alloc<float>((ws_bytes + 3) / 4, "the backward workspace");
-        CUDA_CHECK(cudaMemcpy(d_do, dO.data(), dO.size() * 2, cudaMemcpyHostToDevice));
-        auto bwd = [&] {
-            if (cudnn)
-                attention_backward_cudnn(d_dqkv, d_dqkv + HD, d_dqkv + 2 * HD, d_do, d_o, d_lse, d_qkv, d_qkv + HD,
-                                         d_qkv + 2 * HD, d_pos, nullptr, pat, s, scale, d_ws, 0);
-            else
-                attention_backward_cuda(d_dqkv, d_dqkv + HD, d_dqkv + 2 * HD, d_do, d_o, d_lse, d_qkv, d_qkv + HD,
-                                        d_qkv + 2 * HD, d_pos, nullptr, pat, s, scale, d_ws, 0);
-        };
-        r.bwd_ms = time(bwd);
-        r.add("do", shp, std::move(dO), "BF16");
-        std::vector<bf16> dqkv(3 * E);
-        CUDA_CHECK(cudaMemcpy(dqkv.data(), d_dqkv, dqkv.size() * 2, cudaMemcpyDeviceToHost));
-        for (int i = 0; i < 3; i++) r.add(std::string("d") + "qkv"[i], shp, unpack(dqkv, i, BN, HD), "BF16");
-        cudaFree(d_do), cudaFree(d_dqkv), cudaFree(d_ws);
+        CUDA_CHECK(cudaEventRecord(e1));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        CUDA_CHECK(cudaEventElapsedTime(&m, e0, e1));
     }
-    cudaEventDestroy(e0), cudaEventDestroy(e1);
-    cudaFree(d_qkv), cudaFree(d_o), cudaFree(d_lse), cudaFree(d_pos);
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    std::sort(ms.begin(), ms.end());
+    return (double)ms[ms.size() / 2];
+}
+
+// q, k, v made on the host, put on the device with the positions, and kept in r unpacked; the
+// packed host copy is freed on return (the device has it).
+static DeviceBuffers upload_inputs(Result& r, const Plan& plan) {
+    const AttnShape& s = plan.shape;
+    const size_t BN = (size_t)s.B * s.N, HD = (size_t)s.H * s.D, E = BN * HD;
+    std::vector<bf16> qkv(3 * E);
+    fill_qkv(qkv.data(), qkv.data() + HD, qkv.data() + 2 * HD, BN, HD, 3 * HD, plan.seed);
+    std::vector<int> pos(s.N);
+    for (int t = 0; t < s.N; t++) pos[t] = t;
+    DeviceBuffers d;
+    d.qkv = device_alloc<bf16>(3 * E, "q, k, v");
+    d.o = device_alloc<bf16>(E, "o");
+    d.lse = device_alloc<float>((size_t)s.B * s.H * s.N, "lse");
+    d.pos = device_alloc<int>(s.N, "positions");
+    CUDA_CHECK(cudaMemcpy(d.qkv, qkv.data(), qkv.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d.pos, pos.data(), (size_t)s.N * 4, cudaMemcpyHostToDevice));
+    const std::vector<int> shp = {s.B, s.N, s.H, s.D};
+    for (int i = 0; i < 3; i++) r.add(std::string(1, "qkv"[i]), shp, unpack(qkv, i, BN, HD), "BF16");
+    return d;
+}
+
+static void download_forward(Result& r, const DeviceBuffers& d, const AttnShape& s) {
+    std::vector<bf16> o((size_t)s.B * s.N * s.H * s.D);
+    std::vector<float> lse((size_t)s.B * s.H * s.N);
+    CUDA_CHECK(cudaMemcpy(o.data(), d.o, o.size() * 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(lse.data(), d.lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+    r.add("o", {s.B, s.N, s.H, s.D}, std::move(o), "BF16");
+    r.add("lse", {s.B, s.H, s.N}, std::move(lse), "F32");
+}
+
+// A random dO, the timed backward, and dO, dq, dk, dv into r.
+static void run_cuda_backward(Result& r, DeviceBuffers& d, const Plan& plan) {
+    const AttnShape& s = plan.shape;
+    const size_t BN = (size_t)s.B * s.N, HD = (size_t)s.H * s.D, E = BN * HD;
+    const size_t ws_bytes = plan.cudnn ? attention_cudnn_workspace_bytes(s) : attention_backward_workspace_bytes(s, plan.pattern);
+    std::vector<bf16> dO(E);
+    fill_plain(dO, plan.seed + 1000003);
+    d.dout = device_alloc<bf16>(E, "do");
+    d.dqkv = device_alloc<bf16>(3 * E, "dq, dk, dv");
+    d.workspace = device_alloc<float>((ws_bytes + 3) / 4, "the backward workspace");
+    CUDA_CHECK(cudaMemcpy(d.dout, dO.data(), dO.size() * 2, cudaMemcpyHostToDevice));
+    const CudaKernels kernels{plan, d, HD};
+    r.bwd_ms = median_ms(plan.reps, [&] { kernels.backward(); });
+    const std::vector<int> shp = {s.B, s.N, s.H, s.D};
+    r.add("do", shp, std::move(dO), "BF16");
+    std::vector<bf16> dqkv(3 * E);
+    CUDA_CHECK(cudaMemcpy(dqkv.data(), d.dqkv, dqkv.size() * 2, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 3; i++) r.add(std::string("d") + "qkv"[i], shp, unpack(dqkv, i, BN, HD), "BF16");
+}
+
+static void run_cuda(Result& r, const Plan& plan) {
+    DeviceBuffers d = upload_inputs(r, plan);
+    const CudaKernels kernels{plan, d, (size_t)plan.shape.H * plan.shape.D};
+    r.fwd_ms = median_ms(plan.reps, [&] { kernels.forward(); });
+    download_forward(r, d, plan.shape);
+    if (plan.backward) run_cuda_backward(r, d, plan);
+    d.free_all();
+}
+
+static Result run(const Plan& plan) {
+    Result r;
+    try {
+        if (plan.cuda) run_cuda(r, plan);
+        else if (plan.dtype == "fp64") run_cpu<double>(r, plan, "F64");
+        else run_cpu<float>(r, plan, "F32");
+    } catch (const std::bad_alloc&) {
+        fatal("out of host memory running %s: lower --N, --B or --H, or free memory", plan.what.c_str());
+    }
+    return r;
+}
+
+// ---- Report.
+
+// FLOPs from the pattern's own count of the query-key pairs it keeps (its module's pairs_kept):
+// 4*D per pair forward, 2.5x that backward.
+static void print_timings(const Args& a, const Plan& plan, const Result& r) {
+    const double flops = 4.0 * a.B * a.D * pairs_kept(plan.pattern, a.N, a.H);
+    auto tflops = [](double f, double ms) { return ms > 0 ? f / ms / 1e9 : 0.0; };
+    std::printf("%s %s causal=%d B=%d N=%d H=%d D=%d %s: forward %.3f ms (%.1f TFLOP/s)", a.device.c_str(),
+                plan.cuda ? a.backend.c_str() : "reference", (int)plan.pattern.causal, a.B, a.N, a.H, a.D, a.pattern.c_str(),
+                r.fwd_ms, tflops(flops, r.fwd_ms));
+    if (plan.backward) std::printf(", backward %.3f ms (%.1f TFLOP/s)", r.bwd_ms, tflops(2.5 * flops, r.bwd_ms));
+    std::printf("\n");
+}
+
+static void write_file(const Args& a, const Plan& plan, const Result& r) {
+    // The scale the kernels ran with (a float), exactly: a checker recomputing in float64
+    // must not see it rounded to 6 digits (1/sqrt(128) would be off by 4e-7 relative).
+    char scale_text[40];
+    std::snprintf(scale_text, sizeof scale_text, "%.17g", (double)plan.scale);
+    GPTConfig one;
+    one.n_layer = 1, one.layer_attn = {plan.pattern};
+    const std::string shape =
+        "B,N,H,D=" + std::to_string(a.B) + "," + std::to_string(a.N) + "," + std::to_string(a.H) + "," + std::to_string(a.D);
+    write_safetensors(a.out, r.tensors,
+                      {{"pattern", config_to_json(one)}, {"shape", shape}, {"dtype", a.dtype},
+                       {"device", a.device + (plan.cuda ? "/" + a.backend : "")}, {"seed", std::to_string(a.seed)},
+                       {"scale", scale_text}});
+    std::printf("wrote %s\n", a.out.c_str());
 }
 
 static int main_body(int argc, char** argv) {
-    std::string pattern = "dense", segments = "2048,4096,8192", dilations = "1,2,4", dtype = "fp32", device = "cpu",
-                backend = "flash", out;
-    int B = 1, N = 1024, H = 12, D = 64, seed = 1, reps = 5;
-    bool causal = true, backward = false;
-    float scale = 0, max_cpu_pairs = (float)kDefaultMaxCpuPairs;
-    Flags flags("attention_tool",
-                "Run one attention pattern and write its inputs, outputs and gradients to safetensors.\n\n"
-                "Sizes are checked before anything runs: every tensor (B*N*H*D elements) and the whole run must fit\n"
-                "in the host memory available (and, with --device cuda, in the GPU's free memory); a run that does\n"
-                "not is refused, naming the largest --N that fits. The CPU reference costs O(B*H*N^2*D) (every\n"
-                "query-key pair is tested against the pattern, per branch): it refuses runs of more than\n"
-                "--max-cpu-pairs pair tests (B*H*N^2 x dilated branches; 2 cores test about 1e8 per second, so the\n"
-                "default 5e10 is ~10 minutes forward, 2-4x that with --backward); use --device cuda for long\n"
-                "sequences, or raise the limit.\n"
-                "Limits: --D 64 or 128; at most 64 dilated branches; --reps 1 to 10000; 0 < --scale <= 1e4.");
-    flags.add_string("pattern", &pattern, "dense, dilated or block-sparse");
-    PatternFlags bs;  // block-sparse builders (layers/patterns/block_sparse.h)
-    flags.add_int("block", &bs.block, "block-sparse: block size");
-    flags.add_int("window", &bs.window, "block-sparse: keys less than this many tokens back");
-    flags.add_int("global", &bs.global, "block-sparse: the first g tokens are global");
-    flags.add_string("dilated-blocks", &bs.dilated_blocks, "block-sparse: r,W: key blocks at block distances that are multiples of r within W tokens");
-    flags.add_string("random-blocks", &bs.random_blocks, "block-sparse: count,seed: random key blocks per query block and head");
-    flags.add_string("layout-file", &bs.layout_file, "block-sparse: explicit key blocks per query block");
-    flags.add_string("segments", &segments, "dilated: segment length of each branch");
-    flags.add_string("dilations", &dilations, "dilated: dilation rate of each branch");
-    flags.add_bool("causal", &causal, "mask keys after the query");
-    flags.add_int("B", &B, "batch");
-    flags.add_int("N", &N, "sequence length");
-    flags.add_int("H", &H, "heads");
-    flags.add_int("D", &D, "head dim");
-    flags.add_float("scale", &scale, "softmax scale (0: 1/sqrt(D))");
-    flags.add_string("dtype", &dtype, "fp32 or fp64 (cpu), bf16 (cuda)");
-    flags.add_string("device", &device, "cpu (the reference) or cuda");
-    flags.add_string("backend", &backend, "cuda: flash (ours) or cudnn");
-    flags.add_int("seed", &seed, "seed of q, k, v (and dO)");
-    flags.add_bool("backward", &backward, "also run backward with a random dO");
-    flags.add_int("reps", &reps, "cuda: timed repetitions (median reported)");
-    flags.add_float("max-cpu-pairs", &max_cpu_pairs, "cpu: refuse runs of more than this many B*H*N^2 x branches pair tests");
-    flags.add_string("out", &out, "safetensors file to write (none: only print timings)");
-    flags.parse(argc, argv);
-
-    // Each flag on its own, naming it.
-    auto positive = [](const char* flag, int v) {
-        if (v < 1) fatal("--%s %d: must be at least 1", flag, v);
-    };
-    positive("B", B), positive("N", N), positive("H", H);
-    if (D != 64 && D != 128) fatal("--D %d: head dims 64 and 128 are supported", D);
-    if (reps < 1 || reps > kMaxReps) fatal("--reps %d: give 1 to %d", reps, kMaxReps);
-    // Positive only: a softmax scale is an inverse temperature, and the flash kernels take the row
-    // maximum of the unscaled scores (layers/cuda/attention/softmax.cuh), which is the
-    // scaled maximum only for scale > 0 (a negative one gave inf on an H100).
-    if (!std::isfinite(scale) || scale < 0 || scale > kMaxScale)
-        fatal("--scale %g: give a positive number up to %g (0: 1/sqrt(D))", scale, kMaxScale);
-    if (!std::isfinite(max_cpu_pairs) || max_cpu_pairs <= 0) fatal("--max-cpu-pairs %g: give a positive number", max_cpu_pairs);
-    const bool cuda = device == "cuda";
-    if (!cuda && device != "cpu") fatal("--device must be cpu or cuda (got '%s')", device.c_str());
-    if (cuda && dtype != "bf16") fatal("--device cuda runs --dtype bf16 (got %s)", dtype.c_str());
-    if (!cuda && dtype != "fp32" && dtype != "fp64") fatal("--device cpu runs --dtype fp32 or fp64 (got %s)", dtype.c_str());
-    if (backend != "flash" && backend != "cudnn") fatal("--backend must be flash or cudnn (got '%s')", backend.c_str());
-
-    AttnPattern p;
-    p.causal = causal;
-    if (pattern == "dilated") {
-        p.kind = AttnKind::Dilated;
-        p.segments = branch_list(segments, "--segments");
-        p.dilations = branch_list(dilations, "--dilations");
-        const std::string why = pattern_error(p);
-        if (!why.empty())
-            fatal("--pattern dilated --segments %s --dilations %s: %s", segments.c_str(), dilations.c_str(), why.c_str());
-    } else if (pattern == "block-sparse") {
-        p = pattern_from_flags("block-sparse", bs);  // validated there, naming the flag
-        p.causal = causal;
-        if (p.layout && p.layout->heads != 1 && p.layout->heads != H)
-            fatal("--layout-file %s has rows for %d heads but --H is %d", p.layout->source.c_str(), p.layout->heads, H);
-        if (cuda && backend == "flash")
-            fatal("--pattern block-sparse runs on the CPU only for now (our flash kernels do not take it yet): use --device cpu");
-    } else if (pattern != "dense") {
-        fatal("--pattern must be dense, dilated or block-sparse (got '%s')", pattern.c_str());
-    }
-
-    // Sizes in 64 bits. The kernels and the reference index tokens with a row stride of 3*H*D
-    // elements (int): H is capped so that it fits.
-    if ((long long)H * 3 * D > 2147483647LL)
-        fatal("--H %d: at most %lld heads at --D %d (the row stride 3*H*D must fit in 32 bits)", H, 2147483647LL / (3 * D), D);
-    uint64_t tokens = 0, elements = 0;
-    const bool overflow = !mul_ok((uint64_t)B, (uint64_t)N, &tokens) || !mul_ok(tokens, (uint64_t)H * D, &elements);
-    Config cfg{B, H, D, cuda, backward, backend == "cudnn", dtype == "fp64" ? 8u : dtype == "fp32" ? 4u : 2u, p};
-    char what[256];
-    std::snprintf(what, sizeof what, "--B %d --N %d --H %d --D %d (--device %s, --dtype %s%s)", B, N, H, D, device.c_str(),
-                  dtype.c_str(), backward ? ", --backward" : "");
-    if (cuda) {
-        int count = 0;
-        const cudaError_t e = cudaGetDeviceCount(&count);
-        if (e != cudaSuccess || count == 0)
-            fatal("--device cuda: no CUDA device (%s): use --device cpu", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
-        cudaDeviceProp prop;
-        CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-        if (prop.major != 9 || prop.minor != 0)
-            fatal("--device cuda: this build's kernels are for sm_90 (H100/H200); device 0 is %s (sm_%d%d)", prop.name, prop.major,
-                  prop.minor);
-    }
-    check_memory(cfg, N, what);
-    // Unreachable past the memory check (no host has 2^48 elements' worth), kept as a guard on
-    // the 64-bit counts the buffers are sized with.
-    if (overflow || elements > kMaxElements) fatal("%s: B*N*H*D is past 2^48 elements: lower --N, --B or --H", what);
-
-    // The CPU reference tests every query-key pair of every (b, h) against the pattern.
-    const double branches = (double)std::max<size_t>(1, p.segments.size());
-    const double pair_tests = (double)B * H * (double)N * N * branches;
-    if (!cuda && pair_tests > max_cpu_pairs) {
-        const double n_max = std::floor(std::sqrt((double)max_cpu_pairs / ((double)B * H * branches)));
-        char hint[96];
-        if (n_max >= 1) std::snprintf(hint, sizeof hint, "the largest --N within it at this --B, --H is %.0f", n_max);
-        else std::snprintf(hint, sizeof hint, "even --N 1 exceeds it at this --B, --H");
-        fatal("--device cpu: --B %d --H %d --N %d is %.3g pair tests (B*H*N^2 x %.0f branches), over --max-cpu-pairs %.3g "
-              "(over %.0f minutes at the 1e8 pair tests/s of 2 cores; %s): lower --N, --B or --H, use --device cuda, or raise "
-              "--max-cpu-pairs",
-              B, H, N, pair_tests, branches, (double)max_cpu_pairs, pair_tests / 1e8 / 60, hint);
-    }
-
-    const AttnShape s{B, N, H, D, cuda ? 3 * H * D : H * D};
-    if (scale == 0) scale = 1.0f / std::sqrt((float)D);
-    std::string why;
-    if (cuda && backend == "cudnn" && !attention_cudnn_supports(p, s, false, &why)) fatal("--backend cudnn: %s", why.c_str());
-    if (!out.empty()) {
-        const double file_bytes = (double)elements * cfg.elem * (backward ? 8 : 4) + (double)B * H * N * (dtype == "fp64" ? 8 : 4);
-        check_out_path(out, file_bytes + 65536);
-    }
-
-    Result r;
-    try {
-        if (cuda) run_cuda(r, p, s, scale, backward, backend == "cudnn", reps, (uint64_t)seed);
-        else if (dtype == "fp64") run_cpu<double>(r, p, s, scale, backward, (uint64_t)seed, "F64", "F64");
-        else run_cpu<float>(r, p, s, scale, backward, (uint64_t)seed, "F32", "F32");
-    } catch (const std::bad_alloc&) {
-        fatal("out of host memory running %s: lower --N, --B or --H, or free memory", what);
-    }
-
-    const double flops = 4.0 * B * D * pairs_kept_total(p, N, H);
-    auto tflops = [](double f, double ms) { return ms > 0 ? f / ms / 1e9 : 0.0; };
-    std::printf("%s %s causal=%d B=%d N=%d H=%d D=%d %s: forward %.3f ms (%.1f TFLOP/s)", device.c_str(),
-                cuda ? backend.c_str() : "reference", (int)causal, B, N, H, D, pattern.c_str(), r.fwd_ms,
-                tflops(flops, r.fwd_ms));
-    if (backward) std::printf(", backward %.3f ms (%.1f TFLOP/s)", r.bwd_ms, tflops(2.5 * flops, r.bwd_ms));
-    std::printf("\n");
-    if (!out.empty()) {
-        // The scale the kernels ran with (a float), exactly: a checker recomputing in float64
-        // must not see it rounded to 6 digits (1/sqrt(128) would be off by 4e-7 relative).
-        char scale_text[40];
-        std::snprintf(scale_text, sizeof scale_text, "%.17g", (double)scale);
-        GPTConfig one;
-        one.n_layer = 1, one.layer_attn = {p};
-        write_safetensors(out, r.tensors,
-                          {{"pattern", config_to_json(one)}, {"shape", "B,N,H,D=" + std::to_string(B) + "," + std::to_string(N) +
-                                                                          "," + std::to_string(H) + "," + std::to_string(D)},
-                           {"dtype", dtype}, {"device", device + (cuda ? "/" + backend : "")}, {"seed", std::to_string(seed)},
-                           {"scale", scale_text}});
-        std::printf("wrote %s\n", out.c_str());
-    }
+    const Args args = parse_args(argc, argv);
+    validate_flags(args);
+    const Plan plan = plan_run(args, build_pattern(args));
+    const Result result = run(plan);
+    print_timings(args, plan, result);
+    if (!args.out.empty()) write_file(args, plan, result);
     return 0;
 }
 

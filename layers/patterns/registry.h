@@ -13,6 +13,8 @@
 //                                 their position ranges), and does every pair count exactly once
 //                                 (no element mask needed)
 //   from_flags, json_fields, from_json   its flags and its part of the checkpoint config
+//   flags_text(flags)             its flags as given, for an error line, when validate's
+//                                 messages need them to be understood ("" when they name them)
 // and, in <name>.cuh, its GPU schedule: which key tiles a query tile visits and which query tiles
 // a key tile visits (a range, or a list for a sparse layout), per-block maps if its blocks run
 // virtual sequences, and its kernel flags (see dense.cuh).
