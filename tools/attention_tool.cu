@@ -19,11 +19,11 @@
 #include <new>
 #include <string>
 #include <vector>
+#include "core/flags.h"
 #include "data/rng.h"
 #include "layers/attention.h"
 #include "layers/cuda/attention_cudnn.h"
 #include "layers/cuda/attention_flash.h"
-#include "core/flags.h"
 #include "model/gpt_config.h"
 #include "model/host_memory.h"
 #include "model/safetensors.h"

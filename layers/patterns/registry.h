@@ -17,9 +17,12 @@
 //                                 messages need them to be understood ("" when they name them)
 // and, in <name>.cuh, its GPU schedule: which key tiles a query tile visits and which query tiles
 // a key tile visits (a range, or a list for a sparse layout), per-block maps if its blocks run
-// virtual sequences, and its kernel flags (see dense.cuh).
-// Adding a pattern means writing its module, adding one line below, and its fields in
-// pattern_params.h (notes/attention-module.md lists every file a new pattern touches).
+// virtual sequences, its kernel flags, which launches each schedule serves, and
+// PatternSchedules<Pattern> naming them: every flash kernel is instantiated for the schedules of
+// the patterns listed below (layers/cuda/attention/schedules.cuh, which includes each .cuh).
+// Adding a pattern means writing its module, adding one line below and its include in
+// schedules.cuh, and its fields in pattern_params.h (notes/attention-module.md lists every file a
+// new pattern touched before the kernels' instance tables came from this list).
 #pragma once
 
 #define ATTN_PATTERNS(X)            \
