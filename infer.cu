@@ -1,34 +1,277 @@
 // infer: loads a checkpoint (with its tokenizer) and either generates text from a prompt,
 // streaming it as it comes, or measures perplexity over a whole file. `infer --help`.
+// main_body is the order of events: the flags parsed and checked, the input files read, the
+// checkpoint loaded, then one mode run (tasks, perplexity or generation), each a section below.
 #include <cuda_runtime.h>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
+#include "core/flags.h"
 #include "core/io.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "model/backend.h"
 #include "model/checkpoint.h"
-#include "core/flags.h"
 #include "model/generate.h"
 #include "model/kv_cache_file.h"
 #include "model/task_eval.h"
 #include "model/select_backend.cuh"
 #include "comm/launch.cuh"
 
-// Progress over all the documents scored (a text file is one document): tokens of the documents
-// before this one, and of all of them.
-static long long g_scored_before = 0, g_scored_total = 0;
-static void show_progress(long long done, long long) {
-    static auto last = std::chrono::steady_clock::now();
-    const auto now = std::chrono::steady_clock::now();
-    const bool finished = g_scored_before + done == g_scored_total;
-    if (!finished && now - last < std::chrono::milliseconds(500)) return;  // a line per half second, not per window
-    last = now;
-    std::fprintf(stderr, "\rscored %lld / %lld tokens", g_scored_before + done, g_scored_total);
-    if (finished) std::fputc('\n', stderr);
+// ---- The flags, the inputs, the checkpoint -------------------------------------------------
+
+// Every flag as given; validate_flags resolves --windows auto, and InferPlan --chunk and --ctx 0.
+struct InferFlags {
+    std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
+    int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0, chunk = 0, min_doc_tokens = 0;
+    std::string windows = "auto", per_position, save_cache, load_cache, prompts_file, tasks, tasks_out;
+    int task_batch = 16;
+    bool truncate = false;
+    float temperature = 0.8f, top_p = 0.95f;
+};
+
+static InferFlags parse_flags(int argc, char** argv) {
+    InferFlags f;
+    Flags flags("infer", "Generate text from a checkpoint, or measure perplexity over a file.");
+    flags.add_string("checkpoint", &f.checkpoint, "a .safetensors checkpoint, or a directory (its latest checkpoint)");
+    flags.add_string("prompt", &f.prompt, "text to continue");
+    flags.add_string("prompt-file", &f.prompt_file, "file whose text is put before --prompt");
+    flags.add_string("prompts-file", &f.prompts_file, "continue each line of this file at once (a batch through one cache), "
+                                                      "after the --prompt-file or --load-cache context; \\n in a line is a newline");
+    flags.add_int("max-new", &f.max_new, "tokens to generate");
+    flags.add_float("temperature", &f.temperature, "sampling temperature (0: greedy)");
+    flags.add_int("top-k", &f.top_k, "sample among the k most likely tokens (0: all)");
+    flags.add_float("top-p", &f.top_p, "sample among the smallest set with this much probability (1: all)");
+    flags.add_int("seed", &f.seed, "sampling seed");
+    flags.add_int("ctx", &f.ctx, "context window in tokens (0: the training --seq-len)");
+    flags.add_string("perplexity", &f.ppl_file, "score this whole file instead of generating: a text file, or a token shard "
+                                                "(a corpus's val.bin) whose documents are scored one by one");
+    flags.add_int("min-doc-tokens", &f.min_doc_tokens, "--perplexity of a token shard: only its documents of at least this "
+                                                       "many tokens");
+    flags.add_string("device", &f.device, "auto, cpu or cuda");
+    flags.add_string("attention", &f.attention, "attention kernels on the GPU: flash (ours) or cudnn");
+    flags.add_int("cp", &f.cp, "--perplexity: split each window over this many GPUs (ring attention), for windows "
+                               "longer than one GPU holds");
+    flags.add_int("simulate-ranks", &f.simulate_ranks, "run the --cp ranks as threads of one process (tests)");
+    flags.add_string("windows", &f.windows, "--perplexity: cached (through the KV cache: the whole file in one window when the "
+                                            "model's cache is bounded or the file fits --ctx, else windows of --ctx overlapping "
+                                            "by half), sliding (windows of --ctx overlapping by half, whatever the model: what "
+                                            "a long context is worth; with --cp each window from scratch over the ring), fresh "
+                                            "(consecutive windows, each from scratch) or auto (cached; sliding with --cp)");
+    flags.add_int("chunk", &f.chunk, "tokens per prefill step through the KV cache (0: 16384 on the GPU, 256 on the CPU)");
+    flags.add_string("save-cache", &f.save_cache, "after prefilling the prompt, write its KV cache to this file");
+    flags.add_string("load-cache", &f.load_cache, "start from this KV cache (--save-cache) of the same checkpoint; the "
+                                                  "prompt then continues it");
+    flags.add_string("per-position", &f.per_position, "--perplexity: write the mean loss per position bucket [2^k, 2^(k+1)) "
+                                                      "to this CSV (scripts/plot_positions.sh draws it)");
+    flags.add_string("tasks", &f.tasks, "score a retrieval task file (JSON Lines: task, context, question, answer, length, depth; "
+                                        "data_tool tasks writes them): greedy continuations, accuracy by task, length and depth");
+    flags.add_string("tasks-out", &f.tasks_out, "--tasks: write PREFIX.csv, PREFIX_items.csv and the heatmap PREFIX.png");
+    flags.add_int("task-batch", &f.task_batch, "--tasks: the most sequences prefilled and decoded at once (fewer when memory is short)");
+    flags.add_bool("truncate", &f.truncate, "--tasks: read a prompt longer than --ctx in its last --ctx tokens (else it is an error)");
+    flags.parse(argc, argv);
+    return f;
 }
+
+// Every rule on the flags alone, before any file is read. Their order is the order of the
+// errors a user meets, so it stays as it is.
+static void validate_flags(InferFlags& f) {
+    if (!f.tasks.empty() && (!f.prompt.empty() || !f.prompt_file.empty() || !f.prompts_file.empty() || !f.ppl_file.empty() ||
+                             !f.save_cache.empty() || !f.load_cache.empty() || f.cp != 1))
+        fatal("--tasks scores a task file alone: drop --prompt, --prompt-file, --prompts-file, --perplexity, the cache files and --cp");
+    if (f.tasks.empty() && (!f.tasks_out.empty() || f.truncate)) fatal("--tasks-out and --truncate are for --tasks");
+    if (f.task_batch < 1) fatal("--task-batch must be at least 1 (got %d)", f.task_batch);
+    if ((f.cp != 1 || f.simulate_ranks) && (f.ppl_file.empty() || (f.simulate_ranks && f.simulate_ranks != f.cp)))
+        fatal("--cp and --simulate-ranks are for --perplexity, with --simulate-ranks equal to --cp (got --cp %d, "
+              "--simulate-ranks %d%s)", f.cp, f.simulate_ranks, f.ppl_file.empty() ? ", no --perplexity" : "");
+    if (f.max_new < 0 || f.top_k < 0 || f.ctx < 0 || f.temperature < 0 || f.min_doc_tokens < 0 || !(f.top_p > 0 && f.top_p <= 1))
+        fatal("--max-new, --top-k, --ctx, --temperature, --min-doc-tokens must be >= 0 and --top-p in (0, 1]");
+    if (f.min_doc_tokens && f.ppl_file.empty()) fatal("--min-doc-tokens is for --perplexity of a token shard");
+    if (f.windows != "auto" && f.windows != "cached" && f.windows != "sliding" && f.windows != "fresh")
+        fatal("--windows must be auto, cached, sliding or fresh (got '%s')", f.windows.c_str());
+    if (f.windows == "auto") f.windows = f.cp > 1 ? "sliding" : "cached";
+    if (f.windows == "cached" && f.cp > 1)
+        fatal("--cp scores windows from scratch over the ring, not through a cache: use --windows sliding or fresh (or drop --cp)");
+    if (!f.per_position.empty() && (f.ppl_file.empty() || f.windows == "fresh" || f.cp > 1))
+        fatal("--per-position needs --perplexity through the cache (drop --windows fresh and --cp)");
+    if (f.chunk < 0) fatal("--chunk must be >= 0 (got %d)", f.chunk);
+    if ((!f.save_cache.empty() || !f.load_cache.empty()) && !f.ppl_file.empty())
+        fatal("--save-cache and --load-cache are for generation: drop --perplexity");
+    if (!f.prompts_file.empty() && (!f.prompt.empty() || !f.ppl_file.empty()))
+        fatal("--prompts-file gives the prompts: drop --prompt%s", f.ppl_file.empty() ? "" : " and --perplexity");
+    if (f.ctx == 1 || f.ctx > kMaxSeqLen) fatal("--ctx must be 0 (the training --seq-len) or in [2, %d] (got %d)", kMaxSeqLen, f.ctx);
+}
+
+// The input files' contents, read before the checkpoint so that a wrong path fails fast.
+struct InferInputs {
+    std::string ppl_text;                    // --perplexity
+    std::vector<TaskItem> task_items;        // --tasks
+    std::string context;                     // --prompt-file
+    std::vector<std::string> batch_prompts;  // --prompts-file
+};
+
+// A prompt per non-empty line; "\n" in a line stands for a newline, so that a prompt may span lines.
+static std::vector<std::string> read_batch_prompts(const std::string& path) {
+    const std::string text = read_file(path, "check the --prompts-file path");
+    std::vector<std::string> prompts;
+    size_t at = 0;
+    while (at < text.size()) {
+        size_t end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        std::string line = text.substr(at, end - at), p;
+        for (size_t i = 0; i < line.size(); i++) {
+            if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == 'n') p += '\n', i++;
+            else p += line[i];
+        }
+        if (!p.empty()) prompts.push_back(p);
+        at = end + 1;
+    }
+    if (prompts.empty()) fatal("--prompts-file %s has no prompt: give one per line", path.c_str());
+    return prompts;
+}
+
+static InferInputs read_inputs(const InferFlags& f) {
+    InferInputs in;
+    if (!f.ppl_file.empty()) in.ppl_text = read_file(f.ppl_file, "check the --perplexity path");
+    if (!f.tasks.empty()) in.task_items = read_task_file(f.tasks);
+    if (!f.prompt_file.empty()) in.context = read_file(f.prompt_file, "check the --prompt-file path");
+    if (!f.prompts_file.empty()) in.batch_prompts = read_batch_prompts(f.prompts_file);
+    if (!f.ppl_file.empty() && in.ppl_text.empty()) fatal("--perplexity %s is empty", f.ppl_file.c_str());
+    return in;
+}
+
+// The checkpoint and its tokenizer; path is the file read (a --checkpoint directory's latest).
+struct LoadedModel {
+    std::string path;
+    Checkpoint ck;
+    Tokenizer tok;
+};
+
+static LoadedModel load_model(const std::string& checkpoint) {
+    LoadedModel m;
+    m.path = checkpoint;
+    if (is_directory(m.path)) {
+        m.path = latest_checkpoint(checkpoint);
+        if (m.path.empty()) fatal("--checkpoint %s: no checkpoint in that directory; run `make train` first", checkpoint.c_str());
+    }
+    m.ck = load_checkpoint(m.path);
+    m.tok.load_serialized(m.ck.tokenizer);
+    if (m.tok.vocab_size() != m.ck.cfg.vocab_size) fatal("checkpoint %s: tokenizer and model vocab sizes differ", m.path.c_str());
+    return m;
+}
+
+// Where and at what size every mode computes, once the flags and the checkpoint are known.
+struct InferPlan {
+    Device dev;
+    AttnBackend attn;
+    int chunk;  // tokens per prefill step through the KV cache
+    int ctx;    // the context window
+};
+
+static InferPlan make_plan(const InferFlags& f, Device dev, AttnBackend attn, const LoadedModel& m) {
+    const int chunk = f.chunk > 0 ? f.chunk : dev == Device::Cuda ? 16384 : 256;
+    const int ctx = f.ctx ? f.ctx : m.ck.has_train_state ? checkpoint_seq_len(m.ck, m.path, kMaxSeqLen) : 256;
+    return InferPlan{dev, attn, chunk, ctx};
+}
+
+// Bytes of one cached value: the GPU keeps 16-bit values, the CPU floats.
+static size_t kv_elem_bytes(Device dev) { return dev == Device::Cuda ? 2 : 4; }
+
+// The checkpoint's weights on the plan's device, forward only: a block keeps just what it passes
+// on. px: the ring to split windows over (--cp), when there is one.
+static std::unique_ptr<ModelBackend> make_forward_model(const LoadedModel& m, const InferPlan& plan,
+                                                        const ParallelContext* px = nullptr) {
+    std::unique_ptr<ModelBackend> model = make_backend(plan.dev, m.ck.cfg, plan.attn);
+    model->set_params(m.ck.params.data());
+    if (px) model->set_context_parallel(px->cp);
+    model->set_recompute(Recompute::Full);
+    return model;
+}
+
+// ---- --tasks ------------------------------------------------------------------------------
+
+// --tasks-out fails before the scoring, not after it: its files must be writable, and the
+// heatmap drawable (its size depends on the items' names and grid, not on the scores).
+static void check_tasks_out(const std::string& out_prefix, const std::vector<TaskItem>& items, const std::string& tasks_path,
+                            const std::string& caption) {
+    for (const char* ext : {".csv", "_items.csv", ".png"}) {
+        const std::string f = out_prefix + ext;
+        FILE* probe = std::fopen((f + ".tmp").c_str(), "wb");
+        if (!probe) fatal("--tasks-out %s: cannot write %s.tmp (%s): choose a writable place", out_prefix.c_str(), f.c_str(), std::strerror(errno));
+        std::fclose(probe);
+        std::remove((f + ".tmp").c_str());
+    }
+    try {
+        (void)task_heatmap(summarize_tasks(items, std::vector<TaskOutcome>(items.size())), caption);
+    } catch (const FatalError& e) {
+        fatal("--tasks-out %s: the heatmap of %s cannot be drawn (%s): drop --tasks-out, or use fewer task names, lengths "
+              "or depths", out_prefix.c_str(), tasks_path.c_str(), e.what());
+    }
+}
+
+// Sequences of `tokens` that fit at once, up to task_batch: each holds its cache of `tokens` rows
+// and its share of a chunk's activations (about 24 values per width per token) and unpacked rows.
+static int task_batch_that_fits(ModelBackend& model, const GPTConfig& cfg, const InferPlan& plan, int task_batch,
+                                long long tokens) {
+    const size_t elem = kv_elem_bytes(plan.dev);
+    const double per_seq = kv_cache_bytes(cfg, tokens, 1, elem) + kv_unpack_bytes(cfg, 1, plan.chunk, elem) +
+                           (double)plan.chunk * cfg.n_embd * 24 * elem;
+    const double room = 0.85 * (double)model.memory_available();
+    const int fit = (int)std::min<double>(task_batch, room / per_seq);
+    if (fit < 1)
+        fatal("out of %s memory: a %lld-token item needs about %.2f GiB (its KV cache and a chunk of %d) but %.2f GiB are "
+              "free: lower --chunk, or score shorter items", model.memory_name(), tokens, per_seq / 1073741824.0, plan.chunk,
+              room / 1073741824.0);
+    return fit;
+}
+
+// The report on stdout, and with --tasks-out P: P.csv (accuracy per cell, length and task),
+// P_items.csv (each item's answer and continuation) and P.png (the heatmap).
+static void report_tasks(const std::vector<TaskItem>& items, const std::vector<TaskOutcome>& out, const InferFlags& f,
+                         const std::string& caption, double secs) {
+    const TaskReport report = summarize_tasks(items, out);
+    long long correct = 0, tokens = 0;
+    for (const TaskOutcome& o : out) correct += o.correct, tokens += o.tokens;
+    std::printf("%s", format_task_report(report).c_str());
+    std::printf("tasks %s: %lld of %zu correct (%.1f%%), %lld prompt tokens in %.1f s (%.0f tokens/s)\n", f.tasks.c_str(), correct,
+                items.size(), 100.0 * (double)correct / (double)items.size(), tokens, secs, (double)tokens / secs);
+    if (f.tasks_out.empty()) return;
+    const std::string& p = f.tasks_out;
+    write_file_atomic(p + ".csv", task_report_csv(report));
+    write_file_atomic(p + "_items.csv", task_items_csv(items, out));
+    write_png(p + ".png", task_heatmap(report, caption));
+    std::printf("wrote %s.csv, %s_items.csv, %s.png\n", p.c_str(), p.c_str(), p.c_str());
+}
+
+// infer --tasks: every item of a retrieval task file scored through the KV cache.
+static int score_task_file(const InferFlags& f, const InferPlan& plan, const LoadedModel& m, const std::vector<TaskItem>& items) {
+    const size_t slash = m.path.find_last_of('/');
+    const std::string caption = m.path.substr(slash == std::string::npos ? 0 : slash + 1) + " on " + f.tasks;
+    if (!f.tasks_out.empty()) check_tasks_out(f.tasks_out, items, f.tasks, caption);
+    const TaskEvalOptions opt{plan.ctx, f.truncate, f.tasks};
+    const std::vector<TaskPrompt> prompts = tokenize_tasks(items, m.tok, opt);
+    std::unique_ptr<ModelBackend> model = make_forward_model(m, plan);
+    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, on %s; %zu items from %s, prompts read up to %lld tokens%s\n",
+                 m.path.c_str(), m.ck.cfg.n_layer, m.ck.cfg.n_embd, model->num_params() / 1e6, model->name().c_str(), items.size(),
+                 f.tasks.c_str(), opt.ctx, opt.truncate ? " (longer ones: their last tokens)" : "");
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<TaskOutcome> out = run_tasks(
+        items, prompts, m.tok, m.ck.cfg.vocab_size, plan.chunk, [&](int B, int ch) { return make_kv_cache(*model, B, ch); },
+        [&](long long tokens) { return task_batch_that_fits(*model, m.ck.cfg, plan, f.task_batch, tokens); },
+        [&](size_t done, size_t total) { std::fprintf(stderr, "\rscored %zu / %zu items", done, total), std::fflush(stderr); });
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "\n");
+    report_tasks(items, out, f, caption, secs);
+    return 0;
+}
+
+// ---- --perplexity -------------------------------------------------------------------------
 
 // The documents to score, each beginning with BOS: a text file is one document; a token shard
 // (data_tool prepare's val.bin) gives its documents of at least min_tokens tokens, each scored from
@@ -58,6 +301,67 @@ static std::vector<std::vector<int>> documents_to_score(const std::string& path,
     return docs;
 }
 
+// The documents with what the report divides by: the tokens to score (all but each BOS) and the
+// bytes of text they stand for.
+struct ScoredText {
+    std::vector<std::vector<int>> docs;
+    long long tokens = 0;
+    size_t text_bytes = 0;
+};
+
+static ScoredText text_to_score(const InferFlags& f, const std::string& text, const Tokenizer& tok) {
+    ScoredText s;
+    s.docs = documents_to_score(f.ppl_file, text, tok, f.min_doc_tokens);
+    for (const std::vector<int>& d : s.docs) {
+        s.tokens += (long long)d.size() - 1;
+        s.text_bytes += s.docs.size() == 1 ? text.size() : tok.decode(std::vector<int>(d.begin() + 1, d.end())).size();
+    }
+    return s;
+}
+
+// The "scored N / M tokens" line over all the documents: the scoring reports progress within a
+// document, this adds the documents before it. A line per half second, not per window.
+class ScoreProgress {
+public:
+    explicit ScoreProgress(long long total) : total_(total) {}
+    ProgressFn callback() {
+        return [this](long long done, long long) { show(before_ + done); };
+    }
+    void document_done(long long tokens) { before_ += tokens; }
+
+private:
+    void show(long long scored) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!last_) last_ = now;  // the half second counts from the first report
+        const bool finished = scored == total_;
+        if (!finished && now - *last_ < std::chrono::milliseconds(500)) return;
+        last_ = now;
+        std::fprintf(stderr, "\rscored %lld / %lld tokens", scored, total_);
+        if (finished) std::fputc('\n', stderr);
+    }
+    long long before_ = 0, total_;
+    std::optional<std::chrono::steady_clock::time_point> last_;
+};
+
+// The ring (--cp) runs our kernels on windows split into 2 x --cp zigzag chunks.
+static void check_ring_split(const InferFlags& f, const InferPlan& plan) {
+    if (f.cp > 1 && plan.dev == Device::Cuda && plan.attn != AttnBackend::Flash) fatal("--cp needs --attention flash: the ring runs our kernels");
+    if (f.cp > 1 && plan.ctx % (2 * f.cp))
+        fatal("--ctx %d does not split into 2 x --cp %d equal chunks (ring attention's zigzag): use a multiple of %d", plan.ctx,
+              f.cp, 2 * f.cp);
+}
+
+// One document's loss: from scratch in windows (--windows fresh, or over the --cp ring) or
+// through the KV cache, which also adds its losses by position.
+static PerplexityResult score_document(ModelBackend& model, const std::vector<int>& ids, const InferFlags& f,
+                                       const InferPlan& plan, const GPTConfig& cfg, const ParallelContext& px,
+                                       PositionLosses* by_position, const ProgressFn& progress) {
+    if (f.windows == "fresh" || f.cp > 1)
+        return perplexity(model, ids, plan.ctx, px.leader() ? progress : nullptr, px, f.windows == "fresh" ? plan.ctx : plan.ctx / 2);
+    return perplexity_cached([&] { return make_kv_cache(model, 1, plan.chunk); }, cfg, ids, plan.ctx, by_position, progress,
+                             f.windows == "sliding");
+}
+
 // CSV of mean loss per position bucket (PositionLosses), for scripts/plot_positions.sh.
 static void write_position_losses(const std::string& path, const PositionLosses& p) {
     std::string csv = "bucket_start,bucket_end,tokens,mean_loss\n";
@@ -71,330 +375,195 @@ static void write_position_losses(const std::string& path, const PositionLosses&
     write_file_atomic(path, csv);
 }
 
-// infer --tasks: every item of a retrieval task file scored through the KV cache, the report
-// printed, and with --tasks-out P written to P.csv (accuracy per cell, length and task),
-// P_items.csv (each item's answer and continuation) and P.png (the heatmap).
-static int score_task_file(const std::vector<TaskItem>& items, const std::string& tasks_path, const std::string& out_prefix,
-                           const Checkpoint& ck, const std::string& ckpt_path, Device dev, AttnBackend attn,
-                           const TaskEvalOptions& opt, int chunk, int task_batch) {
-    if (!out_prefix.empty()) {  // fail before the work, not after it
-        for (const char* ext : {".csv", "_items.csv", ".png"}) {
-            const std::string f = out_prefix + ext;
-            FILE* probe = std::fopen((f + ".tmp").c_str(), "wb");
-            if (!probe) fatal("--tasks-out %s: cannot write %s.tmp (%s): choose a writable place", out_prefix.c_str(), f.c_str(), std::strerror(errno));
-            std::fclose(probe);
-            std::remove((f + ".tmp").c_str());
-        }
-    }
-    const std::string name = ckpt_path.substr(ckpt_path.find_last_of('/') == std::string::npos ? 0 : ckpt_path.find_last_of('/') + 1);
-    const std::string caption = name + " on " + tasks_path;
-    if (!out_prefix.empty()) {  // the heatmap's size depends on the items' names and grid, not on the scores: check it now
-        try {
-            (void)task_heatmap(summarize_tasks(items, std::vector<TaskOutcome>(items.size())), caption);
-        } catch (const FatalError& e) {
-            fatal("--tasks-out %s: the heatmap of %s cannot be drawn (%s): drop --tasks-out, or use fewer task names, lengths "
-                  "or depths", out_prefix.c_str(), tasks_path.c_str(), e.what());
-        }
-    }
-    Tokenizer tok;
-    tok.load_serialized(ck.tokenizer);
-    const std::vector<TaskPrompt> prompts = tokenize_tasks(items, tok, opt);
-    std::unique_ptr<ModelBackend> model = make_backend(dev, ck.cfg, attn);
-    model->set_params(ck.params.data());
-    model->set_recompute(Recompute::Full);
-    const size_t elem = dev == Device::Cuda ? 2 : 4;
-    // Sequences that fit at once: each holds its cache of `tokens` rows and its share of a chunk's
-    // activations (about 24 values per width per token) and unpacked rows.
-    auto max_batch = [&](long long tokens) {
-        const double per_seq = kv_cache_bytes(ck.cfg, tokens, 1, elem) + kv_unpack_bytes(ck.cfg, 1, chunk, elem) +
-                               (double)chunk * ck.cfg.n_embd * 24 * elem;
-        const double room = 0.85 * (double)model->memory_available();
-        const int fit = (int)std::min<double>(task_batch, room / per_seq);
-        if (fit < 1)
-            fatal("out of %s memory: a %lld-token item needs about %.2f GiB (its KV cache and a chunk of %d) but %.2f GiB are "
-                  "free: lower --chunk, or score shorter items", model->memory_name(), tokens, per_seq / 1073741824.0, chunk,
-                  room / 1073741824.0);
-        return fit;
-    };
-    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, on %s; %zu items from %s, prompts read up to %lld tokens%s\n",
-                 ckpt_path.c_str(), ck.cfg.n_layer, ck.cfg.n_embd, model->num_params() / 1e6, model->name().c_str(), items.size(),
-                 tasks_path.c_str(), opt.ctx, opt.truncate ? " (longer ones: their last tokens)" : "");
+// One rank's share of --perplexity (with --cp its zigzag rows of every window; else all of it).
+static int score_on_rank(ParallelContext& px, const InferFlags& f, const InferPlan& plan, const LoadedModel& m,
+                         const ScoredText& text) {
+    std::unique_ptr<ModelBackend> model = make_forward_model(m, plan, &px);
+    if (px.leader())
+        std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d%s, on %s\n", m.path.c_str(),
+                     m.ck.cfg.n_layer, m.ck.cfg.n_embd, model->num_params() / 1e6, plan.ctx,
+                     px.cp_size > 1 ? (" split over " + std::to_string(px.cp_size) + " ranks").c_str() : "",
+                     model->name().c_str());
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<TaskOutcome> out = run_tasks(
-        items, prompts, tok, ck.cfg.vocab_size, chunk, [&](int B, int ch) { return make_kv_cache(*model, B, ch); }, max_batch,
-        [&](size_t done, size_t total) { std::fprintf(stderr, "\rscored %zu / %zu items", done, total), std::fflush(stderr); });
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "\n");
-    const TaskReport report = summarize_tasks(items, out);
-    long long correct = 0, tokens = 0;
-    for (const TaskOutcome& o : out) correct += o.correct, tokens += o.tokens;
-    std::printf("%s", format_task_report(report).c_str());
-    std::printf("tasks %s: %lld of %zu correct (%.1f%%), %lld prompt tokens in %.1f s (%.0f tokens/s)\n", tasks_path.c_str(), correct,
-                items.size(), 100.0 * (double)correct / (double)items.size(), tokens, secs, (double)tokens / secs);
-    if (!out_prefix.empty()) {
-        write_file_atomic(out_prefix + ".csv", task_report_csv(report));
-        write_file_atomic(out_prefix + "_items.csv", task_items_csv(items, out));
-        write_png(out_prefix + ".png", task_heatmap(report, caption));
-        std::printf("wrote %s.csv, %s_items.csv, %s.png\n", out_prefix.c_str(), out_prefix.c_str(), out_prefix.c_str());
+    PositionLosses by_position;
+    ScoreProgress progress(text.tokens);
+    const ProgressFn report_progress = progress.callback();
+    PerplexityResult r;
+    for (const std::vector<int>& ids : text.docs) {
+        const PerplexityResult d = score_document(*model, ids, f, plan, m.ck.cfg, px, &by_position, report_progress);
+        r.total_nats += d.total_nats, r.tokens += d.tokens;
+        if (px.leader()) progress.document_done(d.tokens);  // the ranks are threads under --simulate-ranks: one writes
     }
+    if (!f.per_position.empty()) write_position_losses(f.per_position, by_position);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double nll = r.total_nats / r.tokens;
+    if (px.leader())
+        std::printf("file %s: %zu document%s, %lld tokens, %zu bytes | loss %.4f nats/token | perplexity %.3f | %.4f "
+                    "bits/byte | %.0f tokens/s\n",
+                    f.ppl_file.c_str(), text.docs.size(), text.docs.size() == 1 ? "" : "s", r.tokens, text.text_bytes, nll,
+                    std::exp(nll), r.total_nats / std::log(2.0) / text.text_bytes, r.tokens / secs);
     return 0;
 }
 
-static int main_body(int argc, char** argv) {
-    std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
-    int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0, chunk = 0, min_doc_tokens = 0;
-    std::string windows = "auto", per_position, save_cache, load_cache, prompts_file, tasks, tasks_out;
-    int task_batch = 16;
-    bool truncate = false;
-    float temperature = 0.8f, top_p = 0.95f;
-    Flags flags("infer", "Generate text from a checkpoint, or measure perplexity over a file.");
-    flags.add_string("checkpoint", &checkpoint, "a .safetensors checkpoint, or a directory (its latest checkpoint)");
-    flags.add_string("prompt", &prompt, "text to continue");
-    flags.add_string("prompt-file", &prompt_file, "file whose text is put before --prompt");
-    flags.add_string("prompts-file", &prompts_file, "continue each line of this file at once (a batch through one cache), "
-                                                    "after the --prompt-file or --load-cache context; \\n in a line is a newline");
-    flags.add_int("max-new", &max_new, "tokens to generate");
-    flags.add_float("temperature", &temperature, "sampling temperature (0: greedy)");
-    flags.add_int("top-k", &top_k, "sample among the k most likely tokens (0: all)");
-    flags.add_float("top-p", &top_p, "sample among the smallest set with this much probability (1: all)");
-    flags.add_int("seed", &seed, "sampling seed");
-    flags.add_int("ctx", &ctx, "context window in tokens (0: the training --seq-len)");
-    flags.add_string("perplexity", &ppl_file, "score this whole file instead of generating: a text file, or a token shard "
-                                              "(a corpus's val.bin) whose documents are scored one by one");
-    flags.add_int("min-doc-tokens", &min_doc_tokens, "--perplexity of a token shard: only its documents of at least this "
-                                                     "many tokens");
-    flags.add_string("device", &device, "auto, cpu or cuda");
-    flags.add_string("attention", &attention, "attention kernels on the GPU: flash (ours) or cudnn");
-    flags.add_int("cp", &cp, "--perplexity: split each window over this many GPUs (ring attention), for windows "
-                             "longer than one GPU holds");
-    flags.add_int("simulate-ranks", &simulate_ranks, "run the --cp ranks as threads of one process (tests)");
-    flags.add_string("windows", &windows, "--perplexity: cached (through the KV cache: the whole file in one window when the "
-                                          "model's cache is bounded or the file fits --ctx, else windows of --ctx overlapping "
-                                          "by half), sliding (windows of --ctx overlapping by half, whatever the model: what "
-                                          "a long context is worth; with --cp each window from scratch over the ring), fresh "
-                                          "(consecutive windows, each from scratch) or auto (cached; sliding with --cp)");
-    flags.add_int("chunk", &chunk, "tokens per prefill step through the KV cache (0: 16384 on the GPU, 256 on the CPU)");
-    flags.add_string("save-cache", &save_cache, "after prefilling the prompt, write its KV cache to this file");
-    flags.add_string("load-cache", &load_cache, "start from this KV cache (--save-cache) of the same checkpoint; the "
-                                                "prompt then continues it");
-    flags.add_string("per-position", &per_position, "--perplexity: write the mean loss per position bucket [2^k, 2^(k+1)) "
-                                                    "to this CSV (scripts/plot_positions.sh draws it)");
-    flags.add_string("tasks", &tasks, "score a retrieval task file (JSON Lines: task, context, question, answer, length, depth; "
-                                      "data_tool tasks writes them): greedy continuations, accuracy by task, length and depth");
-    flags.add_string("tasks-out", &tasks_out, "--tasks: write PREFIX.csv, PREFIX_items.csv and the heatmap PREFIX.png");
-    flags.add_int("task-batch", &task_batch, "--tasks: the most sequences prefilled and decoded at once (fewer when memory is short)");
-    flags.add_bool("truncate", &truncate, "--tasks: read a prompt longer than --ctx in its last --ctx tokens (else it is an error)");
-    flags.parse(argc, argv);
-    if (!tasks.empty() && (!prompt.empty() || !prompt_file.empty() || !prompts_file.empty() || !ppl_file.empty() ||
-                           !save_cache.empty() || !load_cache.empty() || cp != 1))
-        fatal("--tasks scores a task file alone: drop --prompt, --prompt-file, --prompts-file, --perplexity, the cache files and --cp");
-    if (tasks.empty() && (!tasks_out.empty() || truncate)) fatal("--tasks-out and --truncate are for --tasks");
-    if (task_batch < 1) fatal("--task-batch must be at least 1 (got %d)", task_batch);
-    if ((cp != 1 || simulate_ranks) && (ppl_file.empty() || (simulate_ranks && simulate_ranks != cp)))
-        fatal("--cp and --simulate-ranks are for --perplexity, with --simulate-ranks equal to --cp (got --cp %d, "
-              "--simulate-ranks %d%s)", cp, simulate_ranks, ppl_file.empty() ? ", no --perplexity" : "");
-    if (max_new < 0 || top_k < 0 || ctx < 0 || temperature < 0 || min_doc_tokens < 0 || !(top_p > 0 && top_p <= 1))
-        fatal("--max-new, --top-k, --ctx, --temperature, --min-doc-tokens must be >= 0 and --top-p in (0, 1]");
-    if (min_doc_tokens && ppl_file.empty()) fatal("--min-doc-tokens is for --perplexity of a token shard");
-    if (windows != "auto" && windows != "cached" && windows != "sliding" && windows != "fresh")
-        fatal("--windows must be auto, cached, sliding or fresh (got '%s')", windows.c_str());
-    if (windows == "auto") windows = cp > 1 ? "sliding" : "cached";
-    if (windows == "cached" && cp > 1)
-        fatal("--cp scores windows from scratch over the ring, not through a cache: use --windows sliding or fresh (or drop --cp)");
-    if (!per_position.empty() && (ppl_file.empty() || windows == "fresh" || cp > 1))
-        fatal("--per-position needs --perplexity through the cache (drop --windows fresh and --cp)");
-    if (chunk < 0) fatal("--chunk must be >= 0 (got %d)", chunk);
-    if ((!save_cache.empty() || !load_cache.empty()) && !ppl_file.empty())
-        fatal("--save-cache and --load-cache are for generation: drop --perplexity");
-    if (!prompts_file.empty() && (!prompt.empty() || !ppl_file.empty()))
-        fatal("--prompts-file gives the prompts: drop --prompt%s", ppl_file.empty() ? "" : " and --perplexity");
-    if (ctx == 1 || ctx > kMaxSeqLen) fatal("--ctx must be 0 (the training --seq-len) or in [2, %d] (got %d)", kMaxSeqLen, ctx);
-    const Device dev = resolve_device(device);
-    const AttnBackend attn = parse_attention_backend(attention, /*doc_mask=*/false);
+static int score_perplexity(const InferFlags& f, const InferPlan& plan, const LoadedModel& m, const std::string& ppl_text) {
+    check_ring_split(f, plan);
+    const ScoredText text = text_to_score(f, ppl_text, m.tok);
+    return run_parallel(plan.dev, f.cp, f.simulate_ranks, "build/infer",
+                        [&](ParallelContext& px) { return score_on_rank(px, f, plan, m, text); });
+}
 
-    // Read the input files before the checkpoint, so a wrong path fails fast.
-    const std::string ppl_text = ppl_file.empty() ? "" : read_file(ppl_file, "check the --perplexity path");
-    const std::vector<TaskItem> task_items = tasks.empty() ? std::vector<TaskItem>{} : read_task_file(tasks);
-    std::string context = prompt_file.empty() ? "" : read_file(prompt_file, "check the --prompt-file path");
-    std::vector<std::string> batch_prompts;
-    if (!prompts_file.empty()) {
-        const std::string text = read_file(prompts_file, "check the --prompts-file path");
-        size_t at = 0;
-        while (at < text.size()) {
-            size_t end = text.find('\n', at);
-            if (end == std::string::npos) end = text.size();
-            std::string line = text.substr(at, end - at), p;
-            for (size_t i = 0; i < line.size(); i++) {
-                if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == 'n') p += '\n', i++;
-                else p += line[i];
-            }
-            if (!p.empty()) batch_prompts.push_back(p);
-            at = end + 1;
-        }
-        if (batch_prompts.empty()) fatal("--prompts-file %s has no prompt: give one per line", prompts_file.c_str());
-    }
-    if (!ppl_file.empty() && ppl_text.empty()) fatal("--perplexity %s is empty", ppl_file.c_str());
-    std::string path = checkpoint;
-    if (is_directory(path)) {
-        path = latest_checkpoint(checkpoint);
-        if (path.empty()) fatal("--checkpoint %s: no checkpoint in that directory; run `make train` first", checkpoint.c_str());
-    }
-    const Checkpoint ck = load_checkpoint(path);
-    Tokenizer tok;
-    tok.load_serialized(ck.tokenizer);
-    if (tok.vocab_size() != ck.cfg.vocab_size) fatal("checkpoint %s: tokenizer and model vocab sizes differ", path.c_str());
-    if (ctx == 0) ctx = ck.has_train_state ? checkpoint_seq_len(ck, path, kMaxSeqLen) : 256;
-    if (!tasks.empty())
-        return score_task_file(task_items, tasks, tasks_out, ck, path, dev, attn, TaskEvalOptions{ctx, truncate, tasks},
-                               chunk > 0 ? chunk : dev == Device::Cuda ? 16384 : 256, task_batch);
-    if (!ppl_file.empty()) {
-        if (cp > 1 && dev == Device::Cuda && attn != AttnBackend::Flash) fatal("--cp needs --attention flash: the ring runs our kernels");
-        if (cp > 1 && ctx % (2 * cp))
-            fatal("--ctx %d does not split into 2 x --cp %d equal chunks (ring attention's zigzag): use a multiple of %d", ctx,
-                  cp, 2 * cp);
-        const std::vector<std::vector<int>> docs = documents_to_score(ppl_file, ppl_text, tok, min_doc_tokens);
-        size_t text_bytes = 0;
-        for (const std::vector<int>& d : docs) {
-            g_scored_total += (long long)d.size() - 1;
-            text_bytes += docs.size() == 1 ? ppl_text.size() : tok.decode(std::vector<int>(d.begin() + 1, d.end())).size();
-        }
-        return run_parallel(dev, cp, simulate_ranks, "build/infer", [&](ParallelContext& px) {
-            std::unique_ptr<ModelBackend> model = make_backend(dev, ck.cfg, attn);
-            model->set_params(ck.params.data());
-            model->set_context_parallel(px.cp);
-            model->set_recompute(Recompute::Full);  // forward only: a block keeps just what it passes on
-            if (px.leader())
-                std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d%s, on %s\n", path.c_str(),
-                             ck.cfg.n_layer, ck.cfg.n_embd, model->num_params() / 1e6, ctx,
-                             px.cp_size > 1 ? (" split over " + std::to_string(px.cp_size) + " ranks").c_str() : "",
-                             model->name().c_str());
-            const auto t0 = std::chrono::steady_clock::now();
-            PositionLosses by_position;
-            const int ch = chunk > 0 ? chunk : dev == Device::Cuda ? 16384 : 256;
-            PerplexityResult r;
-            if (px.leader()) g_scored_before = 0;  // the ranks are threads under --simulate-ranks: one writes
-            for (const std::vector<int>& ids : docs) {
-                const PerplexityResult d =
-                    windows == "fresh" || cp > 1
-                        ? perplexity(*model, ids, ctx, px.leader() ? show_progress : nullptr, px, windows == "fresh" ? ctx : ctx / 2)
-                        : perplexity_cached([&] { return make_kv_cache(*model, 1, ch); }, ck.cfg, ids, ctx, &by_position,
-                                            show_progress, windows == "sliding");
-                r.total_nats += d.total_nats, r.tokens += d.tokens;
-                if (px.leader()) g_scored_before += d.tokens;
-            }
-            if (!per_position.empty()) write_position_losses(per_position, by_position);
-            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            const double nll = r.total_nats / r.tokens;
-            if (px.leader())
-                std::printf("file %s: %zu document%s, %lld tokens, %zu bytes | loss %.4f nats/token | perplexity %.3f | %.4f "
-                            "bits/byte | %.0f tokens/s\n",
-                            ppl_file.c_str(), docs.size(), docs.size() == 1 ? "" : "s", r.tokens, text_bytes, nll,
-                            std::exp(nll), r.total_nats / std::log(2.0) / text_bytes, r.tokens / secs);
-            return 0;
-        });
-    }
-    std::unique_ptr<ModelBackend> backend = make_backend(dev, ck.cfg, attn);
-    ModelBackend& model = *backend;
-    model.set_params(ck.params.data());
-    model.set_recompute(Recompute::Full);  // forward only: a block keeps just what it passes on
+// ---- generation (--prompt, --prompt-file, --prompts-file, --save-cache, --load-cache) ---------
 
-    context += prompt;
-    std::vector<int> ids = tok.encode(context);
-    if (load_cache.empty()) ids.insert(ids.begin(), tok.bos_id());  // a loaded cache holds the beginning already
-    Sampler sampler(SamplerConfig{temperature, top_k, top_p, (uint64_t)seed});
-    StreamDecoder stream(tok);
-    stream.prime(std::vector<int>(ids.begin() + (load_cache.empty() ? 1 : 0), ids.end()));  // the prompt is printed as typed
-    std::fputs(prompt.c_str(), stdout);
-    // A batch of prompts: each tokenized alone, continued after the context by its own sequence.
-    std::vector<std::vector<int>> batch_ids;
-    size_t longest = 0;
-    for (const std::string& p : batch_prompts) batch_ids.push_back(tok.encode(p)), longest = std::max(longest, batch_ids.back().size());
-    for (size_t b = 0; b < batch_ids.size(); b++)
-        if (batch_ids[b].empty()) fatal("--prompts-file: prompt %zu encodes to no token", b + 1);
-    const int B = batch_ids.empty() ? 1 : (int)batch_ids.size();
-    // Through the KV cache: a model whose every layer keeps a bounded cache (dilated) reads a prompt
-    // of any length; others keep the prompt's last --ctx - --max-new tokens (at least one).
+// --prompt-file's text, then --prompt, as tokens; after BOS unless a loaded cache holds the
+// beginning already.
+static std::vector<int> encode_context(const InferFlags& f, const Tokenizer& tok, const std::string& prompt_file_text) {
+    std::vector<int> ids = tok.encode(prompt_file_text + f.prompt);
+    if (f.load_cache.empty()) ids.insert(ids.begin(), tok.bos_id());
+    return ids;
+}
+
+// A batch of prompts: each tokenized alone, continued after the context by its own sequence.
+static std::vector<std::vector<int>> encode_batch_prompts(const Tokenizer& tok, const std::vector<std::string>& prompts) {
+    std::vector<std::vector<int>> ids;
+    for (const std::string& p : prompts) ids.push_back(tok.encode(p));
+    for (size_t b = 0; b < ids.size(); b++)
+        if (ids[b].empty()) fatal("--prompts-file: prompt %zu encodes to no token", b + 1);
+    return ids;
+}
+
+// Through the KV cache a model whose every layer keeps a bounded cache (dilated) reads a prompt
+// of any length; others keep the prompt's last --ctx - --max-new tokens (at least one), less the
+// longest batch prompt, which follows it in the same window.
+static void cut_prompt_to_context(std::vector<int>& ids, const GPTConfig& cfg, const InferFlags& f, int ctx, size_t longest) {
     bool bounded = true;
-    for (int l = 0; l < ck.cfg.n_layer; l++) bounded = bounded && kv_cache_rows(ck.cfg.attn(l)) >= 0;
-    const long long room = std::max<long long>(1, ctx - max_new - (long long)longest);
-    if (!bounded && load_cache.empty() && (long long)ids.size() > room) {
-        std::fprintf(stderr, "note: the prompt's %zu tokens are cut to its last %lld (--ctx %d - --max-new %d): this model's "
-                     "dense layers keep every row\n", ids.size(), room, ctx, max_new);
-        ids.erase(ids.begin(), ids.end() - room);
+    for (int l = 0; l < cfg.n_layer; l++) bounded = bounded && kv_cache_rows(cfg.attn(l)) >= 0;
+    const long long room = std::max<long long>(1, ctx - f.max_new - (long long)longest);
+    if (bounded || !f.load_cache.empty() || (long long)ids.size() <= room) return;
+    std::fprintf(stderr, "note: the prompt's %zu tokens are cut to its last %lld (--ctx %d - --max-new %d): this model's "
+                 "dense layers keep every row\n", ids.size(), room, ctx, f.max_new);
+    ids.erase(ids.begin(), ids.end() - room);
+}
+
+// The KV cache for `total` tokens and the rows a prefill chunk unpacks into, in bytes.
+struct CacheBytes {
+    double cache, unpack;
+};
+
+// A batch holds its B sequences and, while it is copied, the context's; only the context's
+// prefill unpacks rows. On the GPU a cache that would not fit fails here, before the prefill.
+static CacheBytes cache_bytes_that_fit(const GPTConfig& cfg, const InferPlan& plan, long long total, int B) {
+    const size_t elem = kv_elem_bytes(plan.dev);
+    const CacheBytes b{kv_cache_bytes(cfg, total, B > 1 ? B + 1 : 1, elem), kv_unpack_bytes(cfg, 1, plan.chunk, elem)};
+    if (plan.dev != Device::Cuda) return b;
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (b.cache + b.unpack > 0.9 * free_b) {
+        const double per_token = kv_cache_bytes(cfg, 2, 1, 2) - kv_cache_bytes(cfg, 1, 1, 2);
+        fatal("out of GPU memory: a KV cache for %lld tokens needs %.2f GiB but %.2f GiB are free: the longest context that "
+              "fits is about %.0f tokens (a shorter --prompt-file, or --ctx)", total, (b.cache + b.unpack) / 1073741824.0,
+              free_b / 1073741824.0, per_token > 0 ? (0.9 * free_b - b.unpack) / per_token : 0.0);
     }
-    const int ch = chunk > 0 ? chunk : dev == Device::Cuda ? 16384 : 256;
-    std::unique_ptr<IncrementalModel> cache = make_kv_cache(model, 1, ch);
-    const std::string fingerprint = weights_fingerprint(ck.params);
-    if (!load_cache.empty()) {
-        load_kv_cache(load_cache, *cache, ck.cfg, fingerprint, 1);
-    }
-    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d, on %s\n", path.c_str(),
-                 ck.cfg.n_layer, ck.cfg.n_embd, model.num_params() / 1e6, ctx, model.name().c_str());
-    if (!load_cache.empty())
-        std::fprintf(stderr, "loaded a KV cache of %lld tokens from %s\n", cache->position(), load_cache.c_str());
-    const long long total = cache->position() + (long long)ids.size() + (long long)longest + max_new;
-    const size_t elem = dev == Device::Cuda ? 2 : 4;
-    // A batch holds its B sequences and, while it is copied, the context's; only the context's
-    // prefill unpacks rows.
-    const double cache_bytes = kv_cache_bytes(ck.cfg, total, B > 1 ? B + 1 : 1, elem);
-    const double unpack_bytes = kv_unpack_bytes(ck.cfg, 1, ch, elem);
-    if (dev == Device::Cuda) {
-        size_t free_b = 0, total_b = 0;
-        CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-        if (cache_bytes + unpack_bytes > 0.9 * free_b) {
-            const double per_token = kv_cache_bytes(ck.cfg, 2, 1, 2) - kv_cache_bytes(ck.cfg, 1, 1, 2);
-            fatal("out of GPU memory: a KV cache for %lld tokens needs %.2f GiB but %.2f GiB are free: the longest context that "
-                  "fits is about %.0f tokens (a shorter --prompt-file, or --ctx)", total, (cache_bytes + unpack_bytes) / 1073741824.0,
-                  free_b / 1073741824.0, per_token > 0 ? (0.9 * free_b - unpack_bytes) / per_token : 0.0);
-        }
-    }
-    if ((long long)ids.size() > ch)
-        std::fprintf(stderr, "prefill: %zu tokens in chunks of %d; the KV cache will hold %.3f GiB (+ %.3f GiB of rows that chunks unpack into)\n",
-                     ids.size(), ch, cache_bytes / 1073741824.0, unpack_bytes / 1073741824.0);
-    if (ids.empty() && load_cache.empty()) fatal("nothing to continue: give --prompt or --prompt-file");
-    if (auto* gpu_cache = dynamic_cast<KVCacheCuda*>(cache.get())) gpu_cache->reserve(total);
+    return b;
+}
+
+// Prefills ids into the cache, then streams up to max_new sampled tokens as text. Once
+// prefilled: the prefill's time (when it took chunks) and --save-cache.
+static void prefill_and_stream(IncrementalModel& cache, std::vector<int>& ids, int max_new, const InferFlags& f,
+                               const InferPlan& plan, const LoadedModel& m, const std::string& fingerprint,
+                               Sampler& sampler, StreamDecoder& stream) {
     const auto t0 = std::chrono::steady_clock::now();
-    generate_cached(*cache, ck.cfg.vocab_size, ids, 0, batch_ids.empty() ? max_new : 0, sampler, tok.eos_id(),
+    generate_cached(cache, m.ck.cfg.vocab_size, ids, 0, max_new, sampler, m.tok.eos_id(),
                     [&](int id) {
                         std::fputs(stream.push(id).c_str(), stdout);
                         std::fflush(stdout);
                     },
                     [&] {
                         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                        if ((long long)ids.size() > ch) std::fprintf(stderr, "prefilled %zu tokens in %.2f s\n", ids.size(), s);
-                        if (!save_cache.empty()) {
-                            save_kv_cache(save_cache, *cache, ck.cfg, fingerprint);
-                            std::fprintf(stderr, "saved the KV cache of %lld tokens to %s\n", cache->position(), save_cache.c_str());
+                        if ((long long)ids.size() > plan.chunk) std::fprintf(stderr, "prefilled %zu tokens in %.2f s\n", ids.size(), s);
+                        if (!f.save_cache.empty()) {
+                            save_kv_cache(f.save_cache, cache, m.ck.cfg, fingerprint);
+                            std::fprintf(stderr, "saved the KV cache of %lld tokens to %s\n", cache.position(), f.save_cache.c_str());
                         }
                     });
-    if (batch_ids.empty()) {
-        std::fputs(stream.flush().c_str(), stdout);
-        std::fputc('\n', stdout);
-        return 0;
-    }
-    // The batch: the context copied into every sequence, then all prompts continued at once.
+}
+
+// The batch: the context's cache copied into every sequence (then freed), all prompts continued
+// at once, each printed after its prompt.
+static void decode_batch(ModelBackend& model, std::unique_ptr<IncrementalModel> context, long long total, const InferFlags& f,
+                         const LoadedModel& m, const std::vector<std::string>& prompts,
+                         const std::vector<std::vector<int>>& batch_ids, Sampler& sampler) {
+    const int B = (int)batch_ids.size();
     std::unique_ptr<IncrementalModel> batch = make_kv_cache(model, B, 1);  // it only decodes: chunks of one token
     if (auto* gpu_batch = dynamic_cast<KVCacheCuda*>(batch.get())) gpu_batch->reserve(total);
-    batch->replicate(*cache);
-    const long long context_tokens = cache->position();
-    cache.reset();
+    batch->replicate(*context);
+    const long long context_tokens = context->position();
+    context.reset();
     std::vector<std::vector<int>> made(B);
     const auto t1 = std::chrono::steady_clock::now();
-    const long long steps = generate_batch(*batch, ck.cfg.vocab_size, batch_ids, max_new, sampler, tok.eos_id(),
+    const long long steps = generate_batch(*batch, m.ck.cfg.vocab_size, batch_ids, f.max_new, sampler, m.tok.eos_id(),
                                            [&](int b, int id) { made[b].push_back(id); });
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     long long tokens = 0;
     for (int b = 0; b < B; b++) {
         tokens += (long long)made[b].size();
-        StreamDecoder text(tok);  // primed with the prompt, so the continuation's first piece keeps its space
+        StreamDecoder text(m.tok);  // primed with the prompt, so the continuation's first piece keeps its space
         text.prime(batch_ids[b]);
         std::string cont;
         for (int id : made[b]) cont += text.push(id);
-        std::printf("=== %d ===\n%s%s\n", b + 1, batch_prompts[b].c_str(), (cont + text.flush()).c_str());
+        std::printf("=== %d ===\n%s%s\n", b + 1, prompts[b].c_str(), (cont + text.flush()).c_str());
     }
     std::fprintf(stderr, "decoded %d prompts at once after %lld tokens of context: %lld steps, %lld new tokens in %.2f s (%.1f tokens/s)\n",
                  B, context_tokens, steps, tokens, secs, tokens / secs);
+}
+
+static int generate_text(const InferFlags& f, const InferPlan& plan, const LoadedModel& m, const InferInputs& in) {
+    std::unique_ptr<ModelBackend> model = make_forward_model(m, plan);
+    std::vector<int> ids = encode_context(f, m.tok, in.context);
+    Sampler sampler(SamplerConfig{f.temperature, f.top_k, f.top_p, (uint64_t)f.seed});
+    StreamDecoder stream(m.tok);
+    stream.prime(std::vector<int>(ids.begin() + (f.load_cache.empty() ? 1 : 0), ids.end()));  // the prompt is printed as typed
+    std::fputs(f.prompt.c_str(), stdout);
+    const std::vector<std::vector<int>> batch_ids = encode_batch_prompts(m.tok, in.batch_prompts);
+    size_t longest = 0;
+    for (const std::vector<int>& p : batch_ids) longest = std::max(longest, p.size());
+    cut_prompt_to_context(ids, m.ck.cfg, f, plan.ctx, longest);
+    std::unique_ptr<IncrementalModel> cache = make_kv_cache(*model, 1, plan.chunk);
+    const std::string fingerprint = weights_fingerprint(m.ck.params);
+    if (!f.load_cache.empty()) load_kv_cache(f.load_cache, *cache, m.ck.cfg, fingerprint, 1);
+    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d, on %s\n", m.path.c_str(),
+                 m.ck.cfg.n_layer, m.ck.cfg.n_embd, model->num_params() / 1e6, plan.ctx, model->name().c_str());
+    if (!f.load_cache.empty())
+        std::fprintf(stderr, "loaded a KV cache of %lld tokens from %s\n", cache->position(), f.load_cache.c_str());
+    const long long total = cache->position() + (long long)ids.size() + (long long)longest + f.max_new;
+    const CacheBytes bytes = cache_bytes_that_fit(m.ck.cfg, plan, total, batch_ids.empty() ? 1 : (int)batch_ids.size());
+    if ((long long)ids.size() > plan.chunk)
+        std::fprintf(stderr, "prefill: %zu tokens in chunks of %d; the KV cache will hold %.3f GiB (+ %.3f GiB of rows that chunks unpack into)\n",
+                     ids.size(), plan.chunk, bytes.cache / 1073741824.0, bytes.unpack / 1073741824.0);
+    if (ids.empty() && f.load_cache.empty()) fatal("nothing to continue: give --prompt or --prompt-file");
+    if (auto* gpu_cache = dynamic_cast<KVCacheCuda*>(cache.get())) gpu_cache->reserve(total);
+    prefill_and_stream(*cache, ids, batch_ids.empty() ? f.max_new : 0, f, plan, m, fingerprint, sampler, stream);
+    if (!batch_ids.empty()) {
+        decode_batch(*model, std::move(cache), total, f, m, in.batch_prompts, batch_ids, sampler);
+        return 0;
+    }
+    std::fputs(stream.flush().c_str(), stdout);
+    std::fputc('\n', stdout);
     return 0;
+}
+
+// ---- main ---------------------------------------------------------------------------------
+
+static int main_body(int argc, char** argv) {
+    InferFlags f = parse_flags(argc, argv);
+    validate_flags(f);
+    const Device dev = resolve_device(f.device);
+    const AttnBackend attn = parse_attention_backend(f.attention, /*doc_mask=*/false);
+    const InferInputs in = read_inputs(f);
+    const LoadedModel m = load_model(f.checkpoint);
+    const InferPlan plan = make_plan(f, dev, attn, m);
+    if (!f.tasks.empty()) return score_task_file(f, plan, m, in.task_items);
+    if (!f.ppl_file.empty()) return score_perplexity(f, plan, m, in.ppl_text);
+    return generate_text(f, plan, m, in);
 }
 
 int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -3,6 +3,7 @@
 // a KV cache (model/kv_cache.h): the prompt or document prefilled in chunks, tokens decoded one
 // at a time, every token at its global position.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ void generate(ModelBackend& model, std::vector<int>& ids, int max_new, int ctx, 
     }
 }
 
+// progress(done, total) as the work goes; a callable rather than a function pointer, so that a
+// caller keeps its progress state (the documents before this one, say) in a local.
+using ProgressFn = std::function<void(long long done, long long total)>;
+
 struct PerplexityResult {
     double total_nats = 0;
     long long tokens = 0;
@@ -43,7 +48,7 @@ struct PerplexityResult {
 // a window is padded at its end to a multiple of 2 x CP with ignored targets (the model is
 // causal, so the padding changes no real token's score).
 inline PerplexityResult perplexity(ModelBackend& model, const std::vector<int>& ids, int ctx,
-                                   void (*progress)(long long done, long long total) = nullptr,
+                                   const ProgressFn& progress = nullptr,
                                    const ParallelContext& px = ParallelContext{}, int stride = 0) {
     PerplexityResult r;
     if (stride <= 0 || stride > ctx) stride = ctx;
@@ -76,7 +81,7 @@ inline PerplexityResult perplexity(ModelBackend& model, const std::vector<int>& 
 // first token comes from the cache's last position. progress(done, total) after each chunk.
 template <class F, class G>
 void generate_cached(IncrementalModel& m, int vocab, std::vector<int>& ids, size_t from, int max_new, Sampler& sampler,
-                     int eos_id, F on_token, G after_prefill, void (*progress)(long long done, long long total) = nullptr) {
+                     int eos_id, F on_token, G after_prefill, const ProgressFn& progress = nullptr) {
     std::vector<float> logits(vocab);
     const long long todo = (long long)ids.size() - (long long)from;
     for (long long at = 0; at < todo;) {
@@ -160,7 +165,7 @@ struct PositionLosses {
 template <class Factory>
 PerplexityResult perplexity_cached(Factory factory, const GPTConfig& cfg, const std::vector<int>& ids, int ctx,
                                    PositionLosses* by_position = nullptr,
-                                   void (*progress)(long long done, long long total) = nullptr, bool sliding = false) {
+                                   const ProgressFn& progress = nullptr, bool sliding = false) {
     PerplexityResult r;
     const long long total = (long long)ids.size() - 1;
     bool bounded = true;
