@@ -284,11 +284,9 @@ static GPTConfig config_from_flags(const TrainArgs& a, int vocab_size) {
     cfg.vocab_size = vocab_size;
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
     validate_config(cfg);  // before sizing anything by --layers or --width
-    if (a.layers >= 1) {
-        PatternFlags pf = a.block_sparse;
-        pf.segments = a.segments, pf.dilations = a.dilations;
-        cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, pf, a.dense_layers, a.dilated_layers);
-    }
+    PatternFlags pf = a.block_sparse;
+    pf.segments = a.segments, pf.dilations = a.dilations;
+    cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, pf, a.dense_layers, a.dilated_layers);
     return cfg;
 }
 
@@ -634,7 +632,7 @@ class TrainLoop {
             log_step(train_step());
             validate_if_due();
             const bool stop = stop_requested();
-            if ((a_.ckpt_every && step_ % a_.ckpt_every == 0) || step_ == a_.steps || stop) save(step_);
+            if (checkpoint_due() || stop) save(step_);
             std::fflush(stdout);
             std::fflush(in_.metrics);
             // Test hook: die here as `kill -9` would (no cleanup), to prove resume is exact.
@@ -659,6 +657,7 @@ class TrainLoop {
   private:
     const StagePlan& plan() const { return in_.plans[stage_]; }
     bool say() const { return in_.px.leader(); }  // one rank prints, writes metrics and checkpoints
+    bool checkpoint_due() const { return (a_.ckpt_every && step_ % a_.ckpt_every == 0) || step_ == a_.steps; }
 
     // The model's activations are laid out anew for each stage.
     void enter_stage(int k) {
