@@ -1,6 +1,8 @@
 // train: trains the GPT on a prepared corpus (`make data`), on the GPU when there is one and
 // the CPU otherwise. Logs a progress line, validation loss, metrics CSV; writes checkpoints
 // atomically; resumes exactly; prints a sample at the end. `train --help` lists the flags.
+// The sections below are the run's phases in the order they run (parse, validate, load, plan,
+// start, report, run, sample); main_body and train_rank, at the bottom, call them in turn.
 #include <cuda_runtime.h>
 #include <sys/stat.h>
 #include <csignal>
@@ -74,42 +76,133 @@ static std::string fmt_duration(double s) {
     return buf;
 }
 
-// Mean validation loss over the first n batches of the (unshuffled) validation windows; each
-// batch's mean spans every rank's targets.
-static double validate(ModelBackend& model, DataLoader& val, int n, const ParallelContext& px, bool doc_mask) {
-    const int Bg = val.batch_size(), T = val.seq_len(), Bl = Bg / px.dp_size, Tl = T / px.cp_size;
-    std::vector<int> in((size_t)Bg * T), tg(in.size()), ds(in.size()), li((size_t)Bl * Tl), lt(li.size()), ld(li.size());
-    const std::vector<int> pos = px.positions(T);
-    val.reset();
-    double mean = 0;
-    for (int i = 0; i < n; i++) {
-        val.next_batch(in.data(), tg.data(), ds.data());
-        px.take_rows(li.data(), in.data(), Bg, T), px.take_rows(lt.data(), tg.data(), Bg, T), px.take_rows(ld.data(), ds.data(), Bg, T);
-        model.forward(li.data(), lt.data(), doc_mask ? ld.data() : nullptr, Bl, Tl, pos.data());
-        double nats = model.last_loss_sum();
-        long long own = 0;
-        for (int t : lt) own += t >= 0;
-        px.sum(&nats, 1);
-        const long long counted = px.sum_count(own);
-        mean += counted > 0 ? nats / (double)counted : 0;
-    }
-    return mean / n;
+// ---- Parse: the flags, and the GPU's defaults where a flag was left out.
+
+static void add_model_flags(Flags& flags, TrainArgs& a) {
+    flags.add_int("layers", &a.layers, "transformer blocks");
+    flags.add_int("width", &a.width, "model width C");
+    flags.add_int("heads", &a.heads, "attention heads (head dim = width/heads must be 64 or 128)");
+    flags.add_float("rope-theta", &a.rope_theta, "rotary embedding base");
+    flags.add_string("attn", &a.attn, "attention pattern of the layers: dense, dilated (LongNet) or block-sparse");
+    flags.add_string("segments", &a.segments, "dilated: segment length of each branch (a segment longer than the sequence is the whole sequence)");
+    flags.add_string("dilations", &a.dilations, "dilated: dilation rate of each branch");
+    flags.add_string("dense-layers", &a.dense_layers, "layers that stay dense with --attn dilated or block-sparse, e.g. 0,5");
+    flags.add_string("dilated-layers", &a.dilated_layers, "layers that are dilated (--segments, --dilations) with --attn block-sparse, e.g. 3,7");
+    flags.add_int("block", &a.block_sparse.block, "block-sparse: block size b in tokens");
+    flags.add_int("window", &a.block_sparse.window, "block-sparse: each token sees the keys less than this many tokens back");
+    flags.add_int("global", &a.block_sparse.global, "block-sparse: the first g tokens are seen by every token and see every key");
+    flags.add_string("dilated-blocks", &a.block_sparse.dilated_blocks, "block-sparse: r,W: key blocks at block distances that are multiples of r, within W tokens");
+    flags.add_string("random-blocks", &a.block_sparse.random_blocks, "block-sparse: count,seed: random key blocks per query block and head");
+    flags.add_string("layout-file", &a.block_sparse.layout_file, "block-sparse: explicit key blocks per query block ('Q: K K ...' or 'H/Q: K K ...' lines)");
 }
 
-// Keeps the rows of metrics.csv up to `step` (a resumed run rewrites what came after), through
-// write_file_atomic: a crash here leaves the old file or the new one, never half of either.
-static void truncate_metrics(const std::string& path, int step) {
-    if (!file_exists(path)) return;
-    const std::string text = read_file(path, "check the permissions of --out");
-    std::string kept;
-    for (size_t at = 0; at < text.size();) {
-        const size_t end = std::min(text.find('\n', at), text.size());
-        const std::string line = text.substr(at, end - at);
-        if (line.rfind("step", 0) == 0 || std::atoll(line.c_str()) <= step) kept += line + "\n";
-        at = end + 1;
-    }
-    write_file_atomic(path, kept);
+static void add_training_flags(Flags& flags, TrainArgs& a) {
+    flags.add_int("seq-len", &a.seq_len, "tokens per training window T");
+    flags.add_int("batch", &a.batch, "windows per step B");
+    flags.add_int("steps", &a.steps, "optimizer steps");
+    flags.add_float("lr", &a.lr, "peak learning rate");
+    flags.add_float("min-lr-frac", &a.min_lr_frac, "final learning rate as a fraction of --lr");
+    flags.add_int("warmup", &a.warmup, "linear warmup steps");
+    flags.add_float("weight-decay", &a.weight_decay, "AdamW weight decay (matrices only)");
+    flags.add_float("grad-clip", &a.grad_clip, "clip the gradient norm to this (0: off)");
+    flags.add_int("seed", &a.seed, "seed for weights and data order");
+    flags.add_bool("doc-mask", &a.doc_mask, "keep attention inside each document of a window");
+    flags.add_int("val-every", &a.val_every, "steps between validation losses (0: only at the end)");
+    flags.add_int("val-batches", &a.val_batches, "batches per validation");
+    flags.add_int("ckpt-every", &a.ckpt_every, "steps between checkpoints (0: only at the end)");
+    flags.add_int("log-every", &a.log_every, "steps between progress lines");
+    flags.add_int("keep-ckpts", &a.keep_ckpts, "checkpoints kept in --out, newest first (0: all)");
+    flags.add_bool("resume", &a.resume, "continue from the latest checkpoint in --out");
+    flags.add_string("schedule", &a.schedule, "a length curriculum: later stages as SEQ_LENxBATCH@STEP, each from the step after "
+                                              "STEP steps, e.g. 8192x16@300,32768x4@600 (--seq-len x --batch before)");
+    flags.add_string("mix", &a.mix, "token shards mixed into the corpus, each a fraction of every batch's windows, e.g. "
+                                    "tasks.bin:0.5 (data_tool task-shard makes retrieval documents); one list per stage of "
+                                    "--schedule with ';' between them, e.g. tasks2k.bin:0.5;tasks32k.bin:0.5");
+    flags.add_string("init-from", &a.init_from, "start from the weights of this checkpoint (a file, or a directory's latest), e.g. a "
+                                                "model trained at a shorter --seq-len: step 0, a new optimizer state and schedule; "
+                                                "--layers, --width, --heads, --rope-theta must match it, the attention pattern may differ");
+    flags.add_bool("deterministic", &a.deterministic, "cuda: bit-reproducible steps (deterministic attention backward, slower); the CPU always is");
+    flags.add_int("max-bad-steps", &a.max_bad_steps, "consecutive steps with a non-finite loss or gradient (each skipped) that stop the run");
 }
+
+static void add_run_flags(Flags& flags, TrainArgs& a) {
+    flags.add_int("sample-tokens", &a.sample_tokens, "tokens of sample text printed at the end (0: none)");
+    flags.add_string("sample-prompt", &a.sample_prompt, "prompt of the final sample");
+    flags.add_string("recompute", &a.recompute, "gradient checkpointing: auto (the fastest policy that fits in memory), "
+                                                "none, selective (recompute LayerNorms and the MLP's up projection) or "
+                                                "full (keep each block's input, recompute the block)");
+    flags.add_float("memory-cap", &a.memory_cap_gib, "GiB the memory plan may give activations on each rank, to leave "
+                                                     "room for others (0: all that is free)");
+    flags.add_int("stop-at", &a.stop_at, "stop after this step with a checkpoint (a run in pieces: --resume continues it to "
+                                         "--steps; 0: run to --steps)");
+    flags.add_float("time-limit", &a.time_limit, "stop with a checkpoint after the step that passes this many minutes of the "
+                                                 "run (a run in pieces of a fixed time: --resume continues; 0: none)");
+    flags.add_int("cp", &a.cp, "context parallel: split each window over this many GPUs (ring attention); "
+                               "the job's ranks are data-parallel groups of --cp");
+    flags.add_int("simulate-ranks", &a.simulate_ranks, "run this many ranks as threads of one process, sharing "
+                                                       "its device (tests; 0: the launcher's ranks, scripts/launch.sh)");
+}
+
+// The flags in the order --help lists them.
+static void add_flags(Flags& flags, TrainArgs& a) {
+    flags.add_string("data", &a.data, "directory with train.bin, val.bin and tokenizer.model");
+    flags.add_string("out", &a.out, "directory for checkpoints, metrics.csv and the sample");
+    flags.add_string("device", &a.device, "auto, cpu or cuda");
+    flags.add_string("attention", &a.attention, "attention kernels on the GPU: flash (ours) or cudnn");
+    add_model_flags(flags, a);
+    add_training_flags(flags, a);
+    add_run_flags(flags, a);
+}
+
+// The GPU default: a ~100M-parameter model (GPT-2 small's body with our vocabulary) on windows of
+// 1024 tokens. Flags given on the command line win.
+static void apply_gpu_defaults(TrainArgs& a, const Flags& flags) {
+    auto preset = [&](const char* flag, int* dst, int value) { if (!flags.was_set(flag)) *dst = value; };
+    preset("layers", &a.layers, 12), preset("width", &a.width, 768), preset("heads", &a.heads, 12);
+    preset("seq-len", &a.seq_len, 1024), preset("batch", &a.batch, 16), preset("steps", &a.steps, 800);
+    preset("warmup", &a.warmup, 100), preset("val-every", &a.val_every, 200), preset("val-batches", &a.val_batches, 4);
+    preset("ckpt-every", &a.ckpt_every, 400), preset("log-every", &a.log_every, 20);
+    if (!flags.was_set("lr")) a.lr = 6e-4f;
+}
+
+// ---- Validate: every flag on its own, once, before any rank starts; what the checks parse is kept.
+
+// --recompute: a policy, or auto (the fastest that fits, chosen per stage).
+struct RecomputeChoice {
+    Recompute policy = Recompute::None;
+    bool is_auto = false;
+};
+
+// The run's stages, their --mix shards and the --recompute policy.
+struct RunShape {
+    std::vector<TrainStage> stages;            // --seq-len x --batch, then --schedule's
+    std::vector<std::vector<MixedShard>> mix;  // one list per stage
+    RecomputeChoice recompute;
+};
+
+static RunShape validate_args(const TrainArgs& a, Device device) {
+    RunShape shape;
+    if (a.steps < 1) fatal("--steps must be at least 1 (got %d)", a.steps);
+    shape.stages = parse_schedule(a.schedule, {0, a.seq_len, a.batch}, a.steps, kMaxSeqLen);
+    shape.mix = parse_mix(a.mix, shape.stages.size());
+    if (!(a.lr > 0)) fatal("--lr must be positive (got %g)", a.lr);
+    if (!(a.min_lr_frac >= 0 && a.min_lr_frac <= 1)) fatal("--min-lr-frac must be in [0, 1] (got %g)", a.min_lr_frac);
+    if (!(a.weight_decay >= 0) || !(a.grad_clip >= 0)) fatal("--weight-decay and --grad-clip must be >= 0 (got %g, %g)", a.weight_decay, a.grad_clip);
+    if (a.warmup < 0 || a.val_batches < 1 || a.log_every < 1 || a.val_every < 0 || a.ckpt_every < 0 || a.keep_ckpts < 0 ||
+        a.sample_tokens < 0)
+        fatal("--warmup, --val-every, --ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --val-batches, --log-every >= 1");
+    if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
+    if (a.stop_at < 0 || a.stop_at > a.steps) fatal("--stop-at must be in [0, --steps %d] (got %d)", a.steps, a.stop_at);
+    if (!(a.time_limit >= 0)) fatal("--time-limit must be >= 0 minutes (got %g)", a.time_limit);
+    parse_recompute(a.recompute, &shape.recompute.policy, &shape.recompute.is_auto);
+    if (!(a.memory_cap_gib >= 0)) fatal("--memory-cap must be >= 0 GiB (got %g)", a.memory_cap_gib);
+    if (a.simulate_ranks > 1 && device == Device::Cuda && a.attention != "flash")
+        fatal("--simulate-ranks runs its ranks as threads of one process, and cuDNN's plans are per process: use --attention flash");
+    return shape;
+}
+
+// ---- Load: the corpus, the model's config, the run resumed or the weights started from.
+// Everything that can fail on bad input is checked before anything is written.
 
 // A resumed run must share every flag that decides the losses with the run it continues.
 static void require_same_run_flags(const std::string& saved_json, const std::string& now_json, const std::string& out) {
@@ -165,6 +258,146 @@ static void check_resume_state(const TrainState& st, const TrainArgs& a, const B
               (unsigned long long)st.loader_cursor, st.step, (unsigned long long)want.epoch, (unsigned long long)want.cursor);
 }
 
+// The model's vocabulary is the tokenizer's: a shard's id past it would index the embedding and
+// the logits out of bounds (read_shard checked every token against the shard's own vocabulary).
+static bool fits_tokenizer(const TokenShard& shard, const Tokenizer& tok) { return shard.vocab_size <= (uint32_t)tok.vocab_size(); }
+
+struct Corpus {
+    Tokenizer tok;
+    TokenShard train, val;
+};
+
+static Corpus load_corpus(const TrainArgs& a) {
+    Corpus c;
+    c.tok.load_file(a.data + "/tokenizer.model");
+    c.train = read_shard(a.data + "/train.bin");
+    c.val = read_shard(a.data + "/val.bin");
+    for (const TokenShard* sh : {&c.train, &c.val})
+        if (!fits_tokenizer(*sh, c.tok))
+            fatal("%s declares a vocabulary of %u but %s/tokenizer.model has %d: the shard was made with another tokenizer; "
+                  "re-run `make data`", sh->path.c_str(), sh->vocab_size, a.data.c_str(), c.tok.vocab_size());
+    return c;
+}
+
+static GPTConfig config_from_flags(const TrainArgs& a, int vocab_size) {
+    GPTConfig cfg;
+    cfg.vocab_size = vocab_size;
+    cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
+    validate_config(cfg);  // before sizing anything by --layers or --width
+    PatternFlags pf = a.block_sparse;
+    pf.segments = a.segments, pf.dilations = a.dilations;
+    cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, pf, a.dense_layers, a.dilated_layers);
+    return cfg;
+}
+
+// Model flags given now must describe the checkpoint's model; flags left out take it.
+static void require_model_flags_fit(const GPTConfig& from_flags, const GPTConfig& saved, const Flags& flags) {
+    const char* model_flags[] = {"layers", "width", "heads", "rope-theta", "attn", "segments", "dilations", "dense-layers",
+                                 "dilated-layers", "block", "window", "global", "dilated-blocks", "random-blocks", "layout-file"};
+    const std::string diff = model_difference(from_flags, saved);
+    bool any_model_flag = false;
+    for (const char* f : model_flags) any_model_flag = any_model_flag || flags.was_set(f);
+    if (!diff.empty() && (any_model_flag || from_flags.vocab_size != saved.vocab_size || diff.find("causal") != std::string::npos))
+        fatal("--resume: %s: drop the model flags when resuming, or start a fresh run", diff.c_str());
+}
+
+// The latest checkpoint in --out, which only --resume may continue.
+struct ResumePoint {
+    std::string path;  // "" when --out holds none
+    Checkpoint ck;     // loaded with --resume only
+};
+
+// With --resume, *cfg becomes the checkpoint's model.
+static ResumePoint load_resume_point(const TrainArgs& a, const Flags& flags, const char* device_used, const Tokenizer& tok,
+                                     GPTConfig* cfg) {
+    ResumePoint rp;
+    rp.path = latest_checkpoint(a.out);
+    if (!a.resume) {
+        if (!rp.path.empty())
+            fatal("%s already holds checkpoints (%s): pass --resume to continue, or choose another --out", a.out.c_str(), rp.path.c_str());
+        return rp;
+    }
+    if (rp.path.empty()) fatal("--resume: no checkpoint in %s to resume from; drop --resume to start fresh", a.out.c_str());
+    rp.ck = load_checkpoint(rp.path);
+    if (!rp.ck.has_train_state) fatal("--resume: %s holds no training state", rp.path.c_str());
+    try {
+        require_same_run_flags(rp.ck.state.train_args, a.to_json(device_used), a.out);
+    } catch (const JsonError& e) {
+        fatal("--resume: %s: its train_args are corrupt (%s): use another checkpoint", rp.path.c_str(), e.what());
+    }
+    require_model_flags_fit(*cfg, rp.ck.cfg, flags);
+    *cfg = rp.ck.cfg;
+    if (rp.ck.tokenizer != tok.serialized_model())
+        fatal("--resume: %s/tokenizer.model differs from the one the checkpoint was trained with", a.data.c_str());
+    return rp;
+}
+
+// --init-from: the weights of another run (none without it); attention has no weights, so its
+// pattern may differ.
+static std::vector<float> load_init_weights(const TrainArgs& a, const GPTConfig& cfg, const Tokenizer& tok, bool say) {
+    if (a.init_from.empty()) return {};
+    if (a.resume) fatal("--init-from starts a fresh run: drop it when resuming (the checkpoint in %s holds the weights)", a.out.c_str());
+    std::string path = a.init_from;
+    if (is_directory(path) && (path = latest_checkpoint(a.init_from)).empty())
+        fatal("--init-from %s: no checkpoint in that directory", a.init_from.c_str());
+    Checkpoint init = load_checkpoint(path);
+    const GPTConfig& ic = init.cfg;
+    if (ic.vocab_size != cfg.vocab_size || ic.n_layer != cfg.n_layer || ic.n_embd != cfg.n_embd || ic.n_head != cfg.n_head ||
+        ic.rope_theta != cfg.rope_theta)
+        fatal("--init-from %s holds %d layers, width %d, %d heads, rope theta %g, vocab %d, but this run asks for %d, %d, %d, %g, "
+              "%d: pass its --layers, --width, --heads, --rope-theta and its corpus", path.c_str(), ic.n_layer, ic.n_embd,
+              ic.n_head, ic.rope_theta, ic.vocab_size, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.rope_theta, cfg.vocab_size);
+    if (init.tokenizer != tok.serialized_model())
+        fatal("--init-from %s was trained with another tokenizer than %s/tokenizer.model: use its corpus", path.c_str(),
+              a.data.c_str());
+    if (say) std::printf("weights from %s\n", path.c_str());
+    return std::move(init.params);
+}
+
+static AttnBackend choose_attention(const TrainArgs& a, const GPTConfig& cfg, Device device) {
+    const AttnBackend attn = parse_attention_backend(a.attention, a.doc_mask);
+    if (device == Device::Cuda) check_attention_backend(attn, cfg, a.deterministic);
+    if (a.cp > 1 && device == Device::Cuda && attn != AttnBackend::Flash) fatal("--cp needs --attention flash: the ring runs our kernels");
+    return attn;
+}
+
+// Every rank must run the same flags and binary, or their updates would drift apart.
+static void require_same_run_on_every_rank(const TrainArgs& a, const GPTConfig& cfg, const char* device_used, ParallelContext& px) {
+    const std::string who = a.to_json(device_used) + config_to_json(cfg) + "cp " + std::to_string(a.cp);
+    uint64_t h = fnv1a(who.data(), who.size());
+    if (FILE* f = std::fopen("/proc/self/exe", "rb")) {
+        std::vector<char> buf(1 << 20);
+        for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), f)) > 0;) h = fnv1a(buf.data(), n, h);
+        std::fclose(f);
+    }
+    px.check_same(h, "the flags, the model or the binary", "start every rank with the same binary and flags");
+}
+
+// The --mix shards of every stage; a file named in several stages is read once.
+struct MixedShards {
+    std::map<std::string, TokenShard> files;
+    std::vector<std::vector<std::pair<const TokenShard*, double>>> per_stage;  // into `files`
+};
+
+static MixedShards read_mixed_shards(const std::vector<std::vector<MixedShard>>& mix, const TrainArgs& a, const Tokenizer& tok) {
+    MixedShards out;
+    out.per_stage.resize(mix.size());
+    for (size_t k = 0; k < mix.size(); k++)
+        for (const MixedShard& m : mix[k]) {
+            if (!out.files.count(m.path)) {
+                const TokenShard& shard = out.files[m.path] = read_shard(m.path);
+                if (!fits_tokenizer(shard, tok))
+                    fatal("--mix %s declares a vocabulary of %u but %s/tokenizer.model has %d: make it with this corpus's tokenizer "
+                          "(data_tool task-shard --data %s)", m.path.c_str(), shard.vocab_size, a.data.c_str(), tok.vocab_size(),
+                          a.data.c_str());
+            }
+            out.per_stage[k].push_back({&out.files.at(m.path), m.fraction});
+        }
+    return out;
+}
+
+// ---- Plan: each stage of the run.
+
 // What each stage of the run (train --schedule) needs, all checked before anything is written:
 // its shape on this rank, its validation batches and the recompute policy the memory plan picks.
 struct StagePlan {
@@ -174,11 +407,36 @@ struct StagePlan {
     Recompute policy = Recompute::None;
 };
 
-static StagePlan plan_stage(const TrainStage& st, const TrainArgs& a, const TokenShard& val_shard, const ModelBackend& model,
-                            const ParallelContext& px, Device device, bool say) {
+// Error messages name the stage only when --schedule made it.
+static const char* stage_flag(const TrainStage& st) { return st.first_step == 0 ? "" : " (--schedule)"; }
+
+// The fastest recompute policy that fits (or the one asked for); if it does not fit, what would.
+static Recompute plan_stage_memory(const StagePlan& sp, const TrainArgs& a, const RecomputeChoice& rc, const ModelBackend& model,
+                                   const ParallelContext& px, Device device, bool say) {
+    int t_step = 1024;  // the longest window that fits, in steps a person reads (and a multiple of 2 x --cp)
+    while (t_step > 2 && t_step > sp.Tl) t_step /= 2;
+    const MemoryPlan plan = plan_memory(model, sp.Bl, sp.Tl, t_step, rc.is_auto, rc.policy, (size_t)(a.memory_cap_gib * 1073741824.0));
+    if (say) std::printf("%s", format_plan(plan, model.memory_name()).c_str());
+    if (!plan.chosen_fits) {
+        const PolicyPlan& row = plan.rows[(int)plan.chosen];
+        std::string alternatives;
+        for (const PolicyPlan& r : plan.rows)
+            alternatives += std::string(alternatives.empty() ? "" : "; ") + recompute_name(r.policy) + ": --seq-len <= " +
+                            std::to_string(r.max_T * px.cp_size) + " or --batch <= " + std::to_string(r.max_B * px.dp_size);
+        fatal("out of %s memory: --batch %d x --seq-len %d%s with --recompute %s needs %s for activations but %s "
+              "are available%s; what fits: %s%s", model.memory_name(), sp.stage.batch, sp.stage.seq_len, stage_flag(sp.stage),
+              a.recompute.c_str(), format_bytes((double)(row.needs.activations + row.needs.extra)).c_str(),
+              format_bytes((double)plan.available).c_str(), a.memory_cap_gib > 0 ? " under --memory-cap" : "", alternatives.c_str(),
+              px.cp_size > 1 || device != Device::Cuda ? "" : ", or split the window over GPUs (--cp)");
+    }
+    return plan.chosen;
+}
+
+static StagePlan plan_stage(const TrainStage& st, const TrainArgs& a, const RecomputeChoice& rc, const TokenShard& val_shard,
+                            const ModelBackend& model, const ParallelContext& px, Device device, bool say) {
     StagePlan sp;
     sp.stage = st;
-    const char* which = st.first_step == 0 ? "" : " (--schedule)";
+    const char* which = stage_flag(st);
     // The job's shape: DP groups of CP ranks, each window split in 2 CP chunks, each batch over DP.
     if (st.seq_len % (2 * a.cp))
         fatal("--seq-len %d%s does not split into 2 x --cp %d equal chunks (ring attention's zigzag): use a multiple of %d",
@@ -197,270 +455,64 @@ static StagePlan plan_stage(const TrainStage& st, const TrainArgs& a, const Toke
         fatal("%s/val.bin holds %llu windows of %d, fewer than the %d data-parallel groups: prepare a larger validation split",
               a.data.c_str(), (unsigned long long)val_windows, st.seq_len, px.dp_size);
     sp.val_batches = (int)std::max<uint64_t>(1, std::min<uint64_t>(a.val_batches, val_windows / sp.val_batch));
-
-    // The memory plan: the fastest recompute policy that fits (or the one asked for), else what would fit.
-    Recompute policy = Recompute::None;
-    bool is_auto = false;
-    parse_recompute(a.recompute, &policy, &is_auto);
-    int t_step = 1024;  // the longest window that fits, in steps a person reads (and a multiple of 2 x --cp)
-    while (t_step > 2 && t_step > sp.Tl) t_step /= 2;
-    const MemoryPlan plan = plan_memory(model, sp.Bl, sp.Tl, t_step, is_auto, policy, (size_t)(a.memory_cap_gib * 1073741824.0));
-    if (say) std::printf("%s", format_plan(plan, model.memory_name()).c_str());
-    if (!plan.chosen_fits) {
-        const PolicyPlan& row = plan.rows[(int)plan.chosen];
-        std::string alternatives;
-        for (const PolicyPlan& r : plan.rows)
-            alternatives += std::string(alternatives.empty() ? "" : "; ") + recompute_name(r.policy) + ": --seq-len <= " +
-                            std::to_string(r.max_T * px.cp_size) + " or --batch <= " + std::to_string(r.max_B * px.dp_size);
-        fatal("out of %s memory: --batch %d x --seq-len %d%s with --recompute %s needs %s for activations but %s "
-              "are available%s; what fits: %s%s", model.memory_name(), st.batch, st.seq_len, which, a.recompute.c_str(),
-              format_bytes((double)(row.needs.activations + row.needs.extra)).c_str(), format_bytes((double)plan.available).c_str(),
-              a.memory_cap_gib > 0 ? " under --memory-cap" : "", alternatives.c_str(),
-              px.cp_size > 1 || device != Device::Cuda ? "" : ", or split the window over GPUs (--cp)");
-    }
-    sp.policy = plan.chosen;
+    sp.policy = plan_stage_memory(sp, a, rc, model, px, device, say);
     return sp;
 }
 
-// Test hook: LNGPT_NAN_STEPS=a-b makes the loss of steps a..b NaN, as a diverging step would.
-static bool injected_nan(int step) {
-    const char* env = std::getenv("LNGPT_NAN_STEPS");
-    int lo = 0, hi = -1;
-    return env && std::sscanf(env, "%d-%d", &lo, &hi) == 2 && step >= lo && step <= hi;
-}
-
-static int train_rank(const TrainArgs& a, const Flags& flags, Device device, ParallelContext& px);
-
-static int main_body(int argc, char** argv) {
-    TrainArgs a;
-    Flags flags("train", "Train a GPT with rotary attention on a prepared corpus (make data).");
-    flags.add_string("data", &a.data, "directory with train.bin, val.bin and tokenizer.model");
-    flags.add_string("out", &a.out, "directory for checkpoints, metrics.csv and the sample");
-    flags.add_string("device", &a.device, "auto, cpu or cuda");
-    flags.add_string("attention", &a.attention, "attention kernels on the GPU: flash (ours) or cudnn");
-    flags.add_int("layers", &a.layers, "transformer blocks");
-    flags.add_int("width", &a.width, "model width C");
-    flags.add_int("heads", &a.heads, "attention heads (head dim = width/heads must be 64 or 128)");
-    flags.add_float("rope-theta", &a.rope_theta, "rotary embedding base");
-    flags.add_string("attn", &a.attn, "attention pattern of the layers: dense, dilated (LongNet) or block-sparse");
-    flags.add_string("segments", &a.segments, "dilated: segment length of each branch (a segment longer than the sequence is the whole sequence)");
-    flags.add_string("dilations", &a.dilations, "dilated: dilation rate of each branch");
-    flags.add_string("dense-layers", &a.dense_layers, "layers that stay dense with --attn dilated or block-sparse, e.g. 0,5");
-    flags.add_string("dilated-layers", &a.dilated_layers, "layers that are dilated (--segments, --dilations) with --attn block-sparse, e.g. 3,7");
-    flags.add_int("block", &a.block_sparse.block, "block-sparse: block size b in tokens");
-    flags.add_int("window", &a.block_sparse.window, "block-sparse: each token sees the keys less than this many tokens back");
-    flags.add_int("global", &a.block_sparse.global, "block-sparse: the first g tokens are seen by every token and see every key");
-    flags.add_string("dilated-blocks", &a.block_sparse.dilated_blocks, "block-sparse: r,W: key blocks at block distances that are multiples of r, within W tokens");
-    flags.add_string("random-blocks", &a.block_sparse.random_blocks, "block-sparse: count,seed: random key blocks per query block and head");
-    flags.add_string("layout-file", &a.block_sparse.layout_file, "block-sparse: explicit key blocks per query block ('Q: K K ...' or 'H/Q: K K ...' lines)");
-    flags.add_int("seq-len", &a.seq_len, "tokens per training window T");
-    flags.add_int("batch", &a.batch, "windows per step B");
-    flags.add_int("steps", &a.steps, "optimizer steps");
-    flags.add_float("lr", &a.lr, "peak learning rate");
-    flags.add_float("min-lr-frac", &a.min_lr_frac, "final learning rate as a fraction of --lr");
-    flags.add_int("warmup", &a.warmup, "linear warmup steps");
-    flags.add_float("weight-decay", &a.weight_decay, "AdamW weight decay (matrices only)");
-    flags.add_float("grad-clip", &a.grad_clip, "clip the gradient norm to this (0: off)");
-    flags.add_int("seed", &a.seed, "seed for weights and data order");
-    flags.add_bool("doc-mask", &a.doc_mask, "keep attention inside each document of a window");
-    flags.add_int("val-every", &a.val_every, "steps between validation losses (0: only at the end)");
-    flags.add_int("val-batches", &a.val_batches, "batches per validation");
-    flags.add_int("ckpt-every", &a.ckpt_every, "steps between checkpoints (0: only at the end)");
-    flags.add_int("log-every", &a.log_every, "steps between progress lines");
-    flags.add_int("keep-ckpts", &a.keep_ckpts, "checkpoints kept in --out, newest first (0: all)");
-    flags.add_bool("resume", &a.resume, "continue from the latest checkpoint in --out");
-    flags.add_string("schedule", &a.schedule, "a length curriculum: later stages as SEQ_LENxBATCH@STEP, each from the step after "
-                                              "STEP steps, e.g. 8192x16@300,32768x4@600 (--seq-len x --batch before)");
-    flags.add_string("mix", &a.mix, "token shards mixed into the corpus, each a fraction of every batch's windows, e.g. "
-                                    "tasks.bin:0.5 (data_tool task-shard makes retrieval documents); one list per stage of "
-                                    "--schedule with ';' between them, e.g. tasks2k.bin:0.5;tasks32k.bin:0.5");
-    flags.add_string("init-from", &a.init_from, "start from the weights of this checkpoint (a file, or a directory's latest), e.g. a "
-                                                "model trained at a shorter --seq-len: step 0, a new optimizer state and schedule; "
-                                                "--layers, --width, --heads, --rope-theta must match it, the attention pattern may differ");
-    flags.add_bool("deterministic", &a.deterministic, "cuda: bit-reproducible steps (deterministic attention backward, slower); the CPU always is");
-    flags.add_int("max-bad-steps", &a.max_bad_steps, "consecutive steps with a non-finite loss or gradient (each skipped) that stop the run");
-    flags.add_int("sample-tokens", &a.sample_tokens, "tokens of sample text printed at the end (0: none)");
-    flags.add_string("sample-prompt", &a.sample_prompt, "prompt of the final sample");
-    flags.add_string("recompute", &a.recompute, "gradient checkpointing: auto (the fastest policy that fits in memory), "
-                                                "none, selective (recompute LayerNorms and the MLP's up projection) or "
-                                                "full (keep each block's input, recompute the block)");
-    flags.add_float("memory-cap", &a.memory_cap_gib, "GiB the memory plan may give activations on each rank, to leave "
-                                                     "room for others (0: all that is free)");
-    flags.add_int("stop-at", &a.stop_at, "stop after this step with a checkpoint (a run in pieces: --resume continues it to "
-                                         "--steps; 0: run to --steps)");
-    flags.add_float("time-limit", &a.time_limit, "stop with a checkpoint after the step that passes this many minutes of the "
-                                                 "run (a run in pieces of a fixed time: --resume continues; 0: none)");
-    flags.add_int("cp", &a.cp, "context parallel: split each window over this many GPUs (ring attention); "
-                               "the job's ranks are data-parallel groups of --cp");
-    flags.add_int("simulate-ranks", &a.simulate_ranks, "run this many ranks as threads of one process, sharing "
-                                                       "its device (tests; 0: the launcher's ranks, scripts/launch.sh)");
-    flags.parse(argc, argv);
-    const Device device = resolve_device(a.device);
-    if (device == Device::Cuda) {
-        // The GPU default: a ~100M-parameter model (GPT-2 small's body with our vocabulary) on
-        // windows of 1024 tokens. Flags given on the command line win.
-        auto preset = [&](const char* flag, int* dst, int value) { if (!flags.was_set(flag)) *dst = value; };
-        preset("layers", &a.layers, 12), preset("width", &a.width, 768), preset("heads", &a.heads, 12);
-        preset("seq-len", &a.seq_len, 1024), preset("batch", &a.batch, 16), preset("steps", &a.steps, 800);
-        preset("warmup", &a.warmup, 100), preset("val-every", &a.val_every, 200), preset("val-batches", &a.val_batches, 4);
-        preset("ckpt-every", &a.ckpt_every, 400), preset("log-every", &a.log_every, 20);
-        if (!flags.was_set("lr")) a.lr = 6e-4f;
-    }
-
-    if (a.steps < 1) fatal("--steps must be at least 1 (got %d)", a.steps);
-    (void)parse_mix(a.mix, parse_schedule(a.schedule, {0, a.seq_len, a.batch}, a.steps, kMaxSeqLen).size());  // fail fast
-    if (!(a.lr > 0)) fatal("--lr must be positive (got %g)", a.lr);
-    if (!(a.min_lr_frac >= 0 && a.min_lr_frac <= 1)) fatal("--min-lr-frac must be in [0, 1] (got %g)", a.min_lr_frac);
-    if (!(a.weight_decay >= 0) || !(a.grad_clip >= 0)) fatal("--weight-decay and --grad-clip must be >= 0 (got %g, %g)", a.weight_decay, a.grad_clip);
-    if (a.warmup < 0 || a.val_batches < 1 || a.log_every < 1 || a.val_every < 0 || a.ckpt_every < 0 || a.keep_ckpts < 0 ||
-        a.sample_tokens < 0)
-        fatal("--warmup, --val-every, --ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --val-batches, --log-every >= 1");
-    if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
-    if (a.stop_at < 0 || a.stop_at > a.steps) fatal("--stop-at must be in [0, --steps %d] (got %d)", a.steps, a.stop_at);
-    if (!(a.time_limit >= 0)) fatal("--time-limit must be >= 0 minutes (got %g)", a.time_limit);
-    {
-        Recompute r;
-        bool is_auto;
-        parse_recompute(a.recompute, &r, &is_auto);
-    }
-    if (!(a.memory_cap_gib >= 0)) fatal("--memory-cap must be >= 0 GiB (got %g)", a.memory_cap_gib);
-    if (a.simulate_ranks > 1 && device == Device::Cuda && a.attention != "flash")
-        fatal("--simulate-ranks runs its ranks as threads of one process, and cuDNN's plans are per process: use --attention flash");
-    return run_parallel(device, a.cp, a.simulate_ranks, "build/train",
-                        [&](ParallelContext& px) { return train_rank(a, flags, device, px); });
-}
-
-// One rank of the run (all of it when there is one): everything after the flags.
-static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, ParallelContext& px) {
-    TrainArgs a = a_in;
-    const char* device_used = device == Device::Cuda ? "cuda" : "cpu";
-    const bool say = px.leader();  // one rank prints, writes metrics and checkpoints
-
-    // Everything that can fail on bad input is checked before anything is written.
-    Tokenizer tok;
-    tok.load_file(a.data + "/tokenizer.model");
-    const TokenShard train_shard = read_shard(a.data + "/train.bin");
-    const TokenShard val_shard = read_shard(a.data + "/val.bin");
-    // read_shard checked every token against the shard's own vocabulary; the model's is the
-    // tokenizer's, and an id past it would index the embedding and the logits out of bounds.
-    for (const TokenShard* sh : {&train_shard, &val_shard})
-        if (sh->vocab_size > (uint32_t)tok.vocab_size())
-            fatal("%s declares a vocabulary of %u but %s/tokenizer.model has %d: the shard was made with another tokenizer; "
-                  "re-run `make data`", sh->path.c_str(), sh->vocab_size, a.data.c_str(), tok.vocab_size());
-    GPTConfig cfg;
-    cfg.vocab_size = tok.vocab_size();
-    cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
-    validate_config(cfg);  // before sizing anything by --layers or --width
-    if (a.layers >= 1) {
-        PatternFlags pf = a.block_sparse;
-        pf.segments = a.segments, pf.dilations = a.dilations;
-        cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, pf, a.dense_layers, a.dilated_layers);
-    }
-
-    const std::string existing = latest_checkpoint(a.out);
-    Checkpoint ck;
-    if (a.resume) {
-        if (existing.empty()) fatal("--resume: no checkpoint in %s to resume from; drop --resume to start fresh", a.out.c_str());
-        ck = load_checkpoint(existing);
-        if (!ck.has_train_state) fatal("--resume: %s holds no training state", existing.c_str());
-        try {
-            require_same_run_flags(ck.state.train_args, a.to_json(device_used), a.out);
-        } catch (const JsonError& e) {
-            fatal("--resume: %s: its train_args are corrupt (%s): use another checkpoint", existing.c_str(), e.what());
-        }
-        // Model flags given now must describe the checkpoint's model; flags left out take it.
-        const char* model_flags[] = {"layers", "width", "heads", "rope-theta", "attn", "segments", "dilations", "dense-layers",
-                                     "dilated-layers", "block", "window", "global", "dilated-blocks", "random-blocks", "layout-file"};
-        const std::string diff = model_difference(cfg, ck.cfg);
-        bool any_model_flag = false;
-        for (const char* f : model_flags) any_model_flag = any_model_flag || flags.was_set(f);
-        if (!diff.empty() && (any_model_flag || cfg.vocab_size != ck.cfg.vocab_size || diff.find("causal") != std::string::npos))
-            fatal("--resume: %s: drop the model flags when resuming, or start a fresh run", diff.c_str());
-        cfg = ck.cfg;
-        if (ck.tokenizer != tok.serialized_model())
-            fatal("--resume: %s/tokenizer.model differs from the one the checkpoint was trained with", a.data.c_str());
-    } else if (!existing.empty()) {
-        fatal("%s already holds checkpoints (%s): pass --resume to continue, or choose another --out", a.out.c_str(), existing.c_str());
-    }
-    validate_config(cfg);
-    // --init-from: the weights of another run; attention has no weights, so its pattern may differ.
-    std::vector<float> init_params;
-    if (!a.init_from.empty()) {
-        if (a.resume) fatal("--init-from starts a fresh run: drop it when resuming (the checkpoint in %s holds the weights)", a.out.c_str());
-        std::string path = a.init_from;
-        if (is_directory(path) && (path = latest_checkpoint(a.init_from)).empty())
-            fatal("--init-from %s: no checkpoint in that directory", a.init_from.c_str());
-        Checkpoint init = load_checkpoint(path);
-        const GPTConfig& ic = init.cfg;
-        if (ic.vocab_size != cfg.vocab_size || ic.n_layer != cfg.n_layer || ic.n_embd != cfg.n_embd || ic.n_head != cfg.n_head ||
-            ic.rope_theta != cfg.rope_theta)
-            fatal("--init-from %s holds %d layers, width %d, %d heads, rope theta %g, vocab %d, but this run asks for %d, %d, %d, %g, "
-                  "%d: pass its --layers, --width, --heads, --rope-theta and its corpus", path.c_str(), ic.n_layer, ic.n_embd,
-                  ic.n_head, ic.rope_theta, ic.vocab_size, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.rope_theta, cfg.vocab_size);
-        if (init.tokenizer != tok.serialized_model())
-            fatal("--init-from %s was trained with another tokenizer than %s/tokenizer.model: use its corpus", path.c_str(),
-                  a.data.c_str());
-        init_params = std::move(init.params);
-        if (say) std::printf("weights from %s\n", path.c_str());
-    }
-    const AttnBackend attn_backend = parse_attention_backend(a.attention, a.doc_mask);
-    if (device == Device::Cuda) check_attention_backend(attn_backend, cfg, a.deterministic);
-    if (a.cp > 1 && device == Device::Cuda && attn_backend != AttnBackend::Flash)
-        fatal("--cp needs --attention flash: the ring runs our kernels");
-    {  // every rank must run the same flags and binary, or their updates would drift apart
-        std::string who = a.to_json(device_used) + config_to_json(cfg) + "cp " + std::to_string(a.cp);
-        uint64_t h = fnv1a(who.data(), who.size());
-        if (FILE* f = std::fopen("/proc/self/exe", "rb")) {
-            std::vector<char> buf(1 << 20);
-            for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), f)) > 0;) h = fnv1a(buf.data(), n, h);
-            std::fclose(f);
-        }
-        px.check_same(h, "the flags, the model or the binary", "start every rank with the same binary and flags");
-    }
-    // The batches: the corpus, the --mix shards by fraction (each file read once), the --schedule stages.
-    const std::vector<TrainStage> stages = parse_schedule(a.schedule, {0, a.seq_len, a.batch}, a.steps, kMaxSeqLen);
-    const std::vector<std::vector<MixedShard>> mix = parse_mix(a.mix, stages.size());
-    std::map<std::string, TokenShard> mixed_shards;
-    std::vector<std::vector<std::pair<const TokenShard*, double>>> mixed(stages.size());
-    for (size_t k = 0; k < stages.size(); k++)
-        for (const MixedShard& m : mix[k]) {
-            if (!mixed_shards.count(m.path)) {
-                mixed_shards[m.path] = read_shard(m.path);
-                if (mixed_shards[m.path].vocab_size > (uint32_t)tok.vocab_size())
-                    fatal("--mix %s declares a vocabulary of %u but %s/tokenizer.model has %d: make it with this corpus's tokenizer "
-                          "(data_tool task-shard --data %s)", m.path.c_str(), mixed_shards[m.path].vocab_size, a.data.c_str(),
-                          tok.vocab_size(), a.data.c_str());
-            }
-            mixed[k].push_back({&mixed_shards.at(m.path), m.fraction});
-        }
-    BatchSource train(train_shard, mixed, stages, (uint64_t)a.seed, tok.bos_id());
-    if (a.resume) check_resume_state(ck.state, a, train, existing);
-
-    std::unique_ptr<ModelBackend> model = make_backend(device, cfg, attn_backend, a.deterministic);
-    model->set_context_parallel(px.cp);
+static std::vector<StagePlan> plan_stages(const BatchSource& train, const TrainArgs& a, const RecomputeChoice& rc,
+                                          const TokenShard& val_shard, const ModelBackend& model, const ParallelContext& px,
+                                          Device device, bool say) {
     std::vector<StagePlan> plans;
     for (const TrainStage& st : train.stages()) {
         if (say && train.stages().size() > 1) std::printf("stage from step %d: windows of %d tokens, %d per step\n", st.first_step, st.seq_len, st.batch);
-        plans.push_back(plan_stage(st, a, val_shard, *model, px, device, say));
+        plans.push_back(plan_stage(st, a, rc, val_shard, model, px, device, say));
     }
-    int step = 0, updates = 0;
+    return plans;
+}
+
+// ---- Start: the weights and optimizer state the run starts from, and --out with its metrics.
+
+// Keeps the rows of metrics.csv up to `step` (a resumed run rewrites what came after), through
+// write_file_atomic: a crash here leaves the old file or the new one, never half of either.
+static void truncate_metrics(const std::string& path, int step) {
+    if (!file_exists(path)) return;
+    const std::string text = read_file(path, "check the permissions of --out");
+    std::string kept;
+    for (size_t at = 0; at < text.size();) {
+        const size_t end = std::min(text.find('\n', at), text.size());
+        const std::string line = text.substr(at, end - at);
+        if (line.rfind("step", 0) == 0 || std::atoll(line.c_str()) <= step) kept += line + "\n";
+        at = end + 1;
+    }
+    write_file_atomic(path, kept);
+}
+
+// The weights and optimizer state the run starts from: the checkpoint's when resuming, else
+// --init-from's or fresh ones. Returns the step it starts at and sets *updates, the AdamW steps taken.
+static int load_model_state(ModelBackend& model, const GPTConfig& cfg, const TrainArgs& a, std::vector<float> init_params,
+                            const ResumePoint& rp, bool say, int* updates) {
     {
-        std::vector<float> w(model->num_params());
+        std::vector<float> w(model.num_params());
         init_gpt_weights(w.data(), cfg, (uint64_t)a.seed);
-        model->set_params(init_params.empty() ? w.data() : init_params.data());
+        model.set_params(init_params.empty() ? w.data() : init_params.data());
         std::vector<float>().swap(init_params);
     }
-    if (a.resume) {
-        model->set_params(ck.params.data());
-        model->set_opt_state(ck.m.data(), ck.v.data());
-        step = ck.state.step;
-        updates = ck.state.updates;
-        if (say) std::printf("resumed from %s at step %d\n", existing.c_str(), step);
-        if (a.stop_at && a.stop_at <= step)
-            fatal("--stop-at %d is not past the checkpoint's step %d: give a later step, or drop --stop-at to run to --steps %d",
-                  a.stop_at, step, a.steps);
-    }
-    // mkdir -p: every missing parent too. One rank writes --out; the others' metrics go nowhere.
+    *updates = 0;
+    if (!a.resume) return 0;
+    model.set_params(rp.ck.params.data());
+    model.set_opt_state(rp.ck.m.data(), rp.ck.v.data());
+    const int step = rp.ck.state.step;
+    *updates = rp.ck.state.updates;
+    if (say) std::printf("resumed from %s at step %d\n", rp.path.c_str(), step);
+    if (a.stop_at && a.stop_at <= step)
+        fatal("--stop-at %d is not past the checkpoint's step %d: give a later step, or drop --stop-at to run to --steps %d",
+              a.stop_at, step, a.steps);
+    return step;
+}
+
+// --out with every missing parent (mkdir -p), and metrics.csv in it: kept up to `step` when
+// resuming, else new. One rank writes --out; the others' metrics go to /dev/null.
+static FILE* open_metrics(const TrainArgs& a, bool say, int step) {
     for (size_t at = a.out.find('/', 1); say; at = a.out.find('/', at + 1)) {
         const std::string dir = a.out.substr(0, at);
         if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) fatal("cannot create --out %s (%s)", dir.c_str(), strerror(errno));
@@ -471,176 +523,348 @@ static int train_rank(const TrainArgs& a_in, const Flags& flags, Device device, 
     else if (say) write_file_atomic(metrics_path, std::string("step,split,loss,lr,grad_norm,tokens_per_s,elapsed_s\n"));
     FILE* metrics = std::fopen(metrics_path.c_str(), "a");
     if (!metrics) fatal("cannot append to %s", metrics_path.c_str());
+    return metrics;
+}
 
-    if (say) std::printf("model: %d layers, width %d, %d heads of %d, vocab %d: %.2fM parameters | backend %s\n", cfg.n_layer,
-                cfg.n_embd, cfg.n_head, cfg.head_dim(), cfg.vocab_size, model->num_params() / 1e6, model->name().c_str());
-    if (say) std::printf("data: %llu train tokens (%llu windows of %d), %llu val tokens | %lld tokens per step, %d steps\n",
-                         (unsigned long long)train_shard.n_tokens(), (unsigned long long)train.corpus_windows(), a.seq_len,
-                         (unsigned long long)val_shard.n_tokens(), (long long)a.batch * a.seq_len, a.steps);
-    for (size_t k = 0; say && k < mixed.size(); k++)
-        for (const auto& [shard, fraction] : mixed[k])
+// ---- Report: what the run is, printed by the leader before the first step.
+
+static void report_model_and_data(const TrainArgs& a, const GPTConfig& cfg, const ModelBackend& model, const Corpus& corpus,
+                                  const BatchSource& train, const MixedShards& mixed) {
+    std::printf("model: %d layers, width %d, %d heads of %d, vocab %d: %.2fM parameters | backend %s\n", cfg.n_layer, cfg.n_embd,
+                cfg.n_head, cfg.head_dim(), cfg.vocab_size, model.num_params() / 1e6, model.name().c_str());
+    std::printf("data: %llu train tokens (%llu windows of %d), %llu val tokens | %lld tokens per step, %d steps\n",
+                (unsigned long long)corpus.train.n_tokens(), (unsigned long long)train.corpus_windows(), a.seq_len,
+                (unsigned long long)corpus.val.n_tokens(), (long long)a.batch * a.seq_len, a.steps);
+    const std::vector<TrainStage>& stages = train.stages();
+    for (size_t k = 0; k < mixed.per_stage.size(); k++)
+        for (const auto& [shard, fraction] : mixed.per_stage[k])
             std::printf("mix%s: %s (%llu tokens, %llu documents): %.0f%% of the windows\n",
                         stages.size() > 1 ? (" (stage from step " + std::to_string(stages[k].first_step) + ")").c_str() : "",
                         shard->path.c_str(), (unsigned long long)shard->n_tokens(), (unsigned long long)shard->n_docs(), 100 * fraction);
-    for (int l = 0; say && l < cfg.n_layer; l++)  // each block-sparse layout once, with its density
+    for (int l = 0; l < cfg.n_layer; l++)  // each block-sparse layout once, with its density
         if (cfg.attn(l).kind == AttnKind::BlockSparse && (l == 0 || pattern_to_json(cfg.attn(l)) != pattern_to_json(cfg.attn(l - 1))))
             std::printf("layer %d: block-sparse %s, density %.4f of the blocks at T = %d\n", l, pattern_to_json(cfg.attn(l)).c_str(),
                         BlockSparsePattern::density(cfg.attn(l), a.seq_len, cfg.n_head), a.seq_len);
-    if (say && px.size > 1)
+}
+
+static void report_parallel(const TrainArgs& a, const GPTConfig& cfg, const StagePlan& first, const ParallelContext& px) {
+    if (px.size > 1)
         std::printf("parallel: %d ranks = %d data-parallel groups x --cp %d (%d windows of %d tokens per rank per step)\n",
-                    px.size, px.dp_size, px.cp_size, plans[0].Bl, plans[0].Tl);
-    if (say && px.cp_size > 1) {  // what the ring moves, against a plain ring, layer by layer
-        long long moved = 0, plain = 0, pairs = 0;
-        for (int l = 0; l < cfg.n_layer; l++) {
-            const RingPlan plan(cfg.attn(l), px.cp_size, a.seq_len);
-            moved += plan.chunks_moved(), plain += plan.chunks_moved_plain(), pairs += plan.pairs_computed();
-        }
-        const double chunk_mb = (double)plans[0].Bl * (a.seq_len / (2 * px.cp_size)) * 2 * cfg.n_embd * 2 / 1e6;
-        std::printf("ring: per forward, %.3f MB of K/V sent per rank (a plain ring: %.3f MB); %lld of %lld chunk pairs computed\n",
-                    moved * chunk_mb / px.cp_size, plain * chunk_mb / px.cp_size, pairs,
-                    4LL * px.cp_size * px.cp_size * cfg.n_layer);
+                    px.size, px.dp_size, px.cp_size, first.Bl, first.Tl);
+    if (px.cp_size == 1) return;
+    // What the ring moves, against a plain ring, layer by layer.
+    long long moved = 0, plain = 0, pairs = 0;
+    for (int l = 0; l < cfg.n_layer; l++) {
+        const RingPlan plan(cfg.attn(l), px.cp_size, a.seq_len);
+        moved += plan.chunks_moved(), plain += plan.chunks_moved_plain(), pairs += plan.pairs_computed();
     }
+    const double chunk_mb = (double)first.Bl * (a.seq_len / (2 * px.cp_size)) * 2 * cfg.n_embd * 2 / 1e6;
+    std::printf("ring: per forward, %.3f MB of K/V sent per rank (a plain ring: %.3f MB); %lld of %lld chunk pairs computed\n",
+                moved * chunk_mb / px.cp_size, plain * chunk_mb / px.cp_size, pairs, 4LL * px.cp_size * px.cp_size * cfg.n_layer);
+}
 
-    // The stage in force: its shape, the global batch (every rank draws it) and this rank's rows of
-    // it, its validation windows; the model's activations are laid out anew for each stage.
-    int stage = -1;
-    std::vector<int> in, tg, ds, li, lt, ld, positions;
-    std::unique_ptr<DataLoader> val;
-    auto enter_stage = [&](int k) {
-        const StagePlan& sp = plans[k];
-        const size_t global = (size_t)sp.stage.batch * sp.stage.seq_len, local = (size_t)sp.Bl * sp.Tl;
-        in.assign(global, 0), tg.assign(global, 0), ds.assign(global, 0);
-        li.assign(local, 0), lt.assign(local, 0), ld.assign(local, 0);
-        positions = px.positions(sp.stage.seq_len);
-        val = std::make_unique<DataLoader>(val_shard, sp.val_batch, sp.stage.seq_len, 0, /*shuffle=*/false);
-        model->set_recompute(sp.policy);
-        if (stage < 0) model->reserve(sp.Bl, sp.Tl);
-        else model->reshape(sp.Bl, sp.Tl);
-        if (say && stage >= 0)
-            std::printf("step %5d/%d | stage: windows of %d tokens, %d per step (recompute %s)\n", step, a.steps, sp.stage.seq_len,
-                        sp.stage.batch, recompute_name(sp.policy));
-        stage = k;
-    };
-    enter_stage(train.stage_of(step));
-    long long tokens_left = 0;  // for the ETA
-    for (int s = step; s < a.steps; s++) tokens_left += (long long)train.stage_at(s).batch * train.stage_at(s).seq_len;
-    const AdamWConfig opt{0.9f, 0.95f, 1e-8f, a.weight_decay};
-    const double t_start = now_s();
-    double t_train = 0, tokens_timed = 0;  // time and tokens in steps (not validation), for tokens/s and the ETA
-    int bad_in_a_row = 0;
-    auto save = [&](int at_step) {
-        if (px.size > 1) {  // the ranks' weights must be the same bits: compare a checksum first
-            std::vector<float> w(model->num_params());
-            model->get_params(w.data());
-            px.check_same(fnv1a(w.data(), w.size() * sizeof(float)), "the weights at step " + std::to_string(at_step),
-                          "the ranks diverged (a bug, or different hardware or libraries): resume from the last checkpoint");
-        }
-        if (say) {
-            const LoaderState ls = train.expected_corpus_state(at_step);
-            TrainState st{at_step, updates, ls.epoch, ls.cursor, a.to_json(device_used)};
-            save_checkpoint(checkpoint_path(a.out, at_step), *model, tok.serialized_model(), &st);
-            // Only once the new checkpoint is safely in place do the oldest ones go.
-            const std::vector<std::string> all = list_checkpoints(a.out);
-            for (size_t i = 0; a.keep_ckpts > 0 && i + a.keep_ckpts < all.size(); i++) std::remove(all[i].c_str());
-            std::fflush(metrics);
-            std::printf("saved %s\n", checkpoint_path(a.out, at_step).c_str());
-        }
-        px.barrier();  // nobody runs ahead of a checkpoint that may yet fail
-    };
-    double last_val = NAN;
-    const char* kill_env = std::getenv("LNGPT_KILL_AT_STEP");
-    const int kill_at_step = kill_env ? std::atoi(kill_env) : -1;
-    while (step < a.steps) {
-        if (train.stage_of(step) != stage) enter_stage(train.stage_of(step));
-        const StagePlan& sp = plans[stage];
-        const int Bg = sp.stage.batch, T = sp.stage.seq_len;
-        const long long tokens_per_step = (long long)Bg * T;
-        const double t0 = now_s();
-        const float lr = lr_at(step, a.warmup, a.steps, a.lr, a.lr * a.min_lr_frac);
-        train.next_batch(step, in.data(), tg.data(), ds.data());
-        px.take_rows(li.data(), in.data(), Bg, T);
-        px.take_rows(lt.data(), tg.data(), Bg, T);
-        px.take_rows(ld.data(), ds.data(), Bg, T);
-        long long own = 0;  // the step's mean loss spans every rank's targets
+// ---- Run: the training loop, one step at a time.
+
+// Mean validation loss over the first n batches of the (unshuffled) validation windows; each
+// batch's mean spans every rank's targets.
+static double validation_loss(ModelBackend& model, DataLoader& val, int n, const ParallelContext& px, bool doc_mask) {
+    const int Bg = val.batch_size(), T = val.seq_len(), Bl = Bg / px.dp_size, Tl = T / px.cp_size;
+    std::vector<int> in((size_t)Bg * T), tg(in.size()), ds(in.size()), li((size_t)Bl * Tl), lt(li.size()), ld(li.size());
+    const std::vector<int> pos = px.positions(T);
+    val.reset();
+    double mean = 0;
+    for (int i = 0; i < n; i++) {
+        val.next_batch(in.data(), tg.data(), ds.data());
+        px.take_rows(li.data(), in.data(), Bg, T), px.take_rows(lt.data(), tg.data(), Bg, T), px.take_rows(ld.data(), ds.data(), Bg, T);
+        model.forward(li.data(), lt.data(), doc_mask ? ld.data() : nullptr, Bl, Tl, pos.data());
+        double nats = model.last_loss_sum();
+        long long own = 0;
         for (int t : lt) own += t >= 0;
+        px.sum(&nats, 1);
         const long long counted = px.sum_count(own);
-        model->set_loss_count((int)counted);
-        float loss = model->forward_backward(li.data(), lt.data(), a.doc_mask ? ld.data() : nullptr, sp.Bl, sp.Tl, positions.data());
-        if (px.world) {
-            double sum = model->last_loss_sum();
-            px.sum(&sum, 1);
-            loss = counted > 0 ? (float)(sum / (double)counted) : 0.f;
-            model->all_reduce_grads(*px.world);
-        }
-        if (injected_nan(step + 1)) loss = NAN;
-        const double norm = std::isfinite(loss) ? model->grad_norm() : NAN;
-        step++;
-        // A step whose loss or gradient is not finite changes nothing (AdamW would spread the
-        // NaN into every weight); the run goes on with the next batch unless it keeps happening.
-        const bool skipped = !std::isfinite(loss) || !std::isfinite(norm);
-        if (skipped) {
-            bad_in_a_row++;
-            std::fprintf(metrics, "%d,skipped,%.9g,%.6g,%.6g,,%.3f\n", step, loss, lr, norm, now_s() - t_start);
-            std::fflush(metrics);
-            if (say) std::printf("step %5d/%d | loss %g, gradient norm %g: not finite, step skipped (%d in a row)\n", step,
-                                 a.steps, loss, norm, bad_in_a_row);
-            if (bad_in_a_row >= a.max_bad_steps)
-                fatal("%d steps in a row had a non-finite loss or gradient (last: step %d): lower --lr (now %g) or raise --warmup, "
-                      "then resume from the last checkpoint in %s",
-                      bad_in_a_row, step, a.lr, a.out.c_str());
-        } else {
-            bad_in_a_row = 0;
-            model->adamw_step(lr, clip_scale(norm, a.grad_clip), opt, ++updates);
-        }
-        const double dt = now_s() - t0;
-        t_train += dt, tokens_timed += (double)tokens_per_step, tokens_left -= tokens_per_step;
-        const double tok_s = tokens_timed / t_train;
-        // %.9g prints a float exactly, so a resumed run can be compared bit for bit.
-        if (!skipped)
-            std::fprintf(metrics, "%d,train,%.9g,%.6g,%.6g,%.1f,%.3f\n", step, loss, lr, norm, tokens_per_step / dt, now_s() - t_start);
-        if (say && !skipped && (step % a.log_every == 0 || step == 1 || step == a.steps))
-            std::printf("step %5d/%d | loss %.6f | lr %.2e | norm %6.3f | %7.0f tok/s | ETA %s\n", step, a.steps, loss, lr,
-                        norm, tok_s, fmt_duration((double)tokens_left / tok_s).c_str());
-        if ((a.val_every && step % a.val_every == 0) || step == a.steps) {
-            last_val = validate(*model, *val, sp.val_batches, px, a.doc_mask);
-            if (say) std::printf("step %5d/%d | val loss %.6f\n", step, a.steps, last_val);
-            std::fprintf(metrics, "%d,val,%.9g,,,,%.3f\n", step, last_val, now_s() - t_start);
-        }
-        // --stop-at and --time-limit end the run here with a checkpoint (the ranks agree on the clock's verdict).
-        double out_of_time = a.time_limit > 0 && now_s() - t_start > 60.0 * a.time_limit;
-        if (a.time_limit > 0) px.sum(&out_of_time, 1);
-        const bool stop = step < a.steps && (step == a.stop_at || out_of_time > 0);
-        if ((a.ckpt_every && step % a.ckpt_every == 0) || step == a.steps || stop) save(step);
-        std::fflush(stdout);
-        std::fflush(metrics);
-        // Test hook: die here as `kill -9` would (no cleanup), to prove resume is exact.
-        if (kill_at_step == step) raise(SIGKILL);
-        if (stop) {
-            std::fclose(metrics);
-            if (say) std::printf("stopped after step %d of %d (%s): --resume with the same flags continues\n", step, a.steps,
-                                 step == a.stop_at ? "--stop-at" : "--time-limit");
-            return 0;
-        }
+        mean += counted > 0 ? nats / (double)counted : 0;
     }
-    std::fclose(metrics);
-    if (say) std::printf("done: %d steps, val loss %.4f, %.0f tokens/s, %s in training steps\n", step, last_val,
-                tokens_timed / std::max(t_train, 1e-9), fmt_duration(t_train).c_str());
+    return mean / n;
+}
 
-    if (say && a.sample_tokens > 0) {
-        model->set_context_parallel(nullptr);  // the sample runs on one rank, whole
-        std::vector<int> ids = tok.encode(a.sample_prompt);
-        ids.insert(ids.begin(), tok.bos_id());
-        Sampler sampler(SamplerConfig{0.8f, 40, 0.95f, (uint64_t)a.seed});
-        StreamDecoder stream(tok);
-        std::printf("--- sample ---\n%s", a.sample_prompt.c_str());
-        stream.prime(std::vector<int>(ids.begin() + 1, ids.end()));
-        generate(*model, ids, a.sample_tokens, plans[stage].stage.seq_len, sampler, tok.eos_id(), [&](int id) {
-            std::fputs(stream.push(id).c_str(), stdout);
-            std::fflush(stdout);
-        });
-        std::printf("%s\n--------------\n", stream.flush().c_str());
+// Test hook: LNGPT_NAN_STEPS=a-b makes the loss of steps a..b NaN, as a diverging step would.
+static bool injected_nan(int step) {
+    const char* env = std::getenv("LNGPT_NAN_STEPS");
+    int lo = 0, hi = -1;
+    return env && std::sscanf(env, "%d-%d", &lo, &hi) == 2 && step >= lo && step <= hi;
+}
+
+// What the loop works on; train_rank owns it all.
+struct LoopInputs {
+    const TrainArgs& a;
+    const char* device_used;  // what --device resolved to, recorded in checkpoints
+    ParallelContext& px;
+    ModelBackend& model;
+    BatchSource& train;
+    const std::vector<StagePlan>& plans;
+    const Corpus& corpus;
+    FILE* metrics;
+};
+
+// One step's outcome, for the log.
+struct StepResult {
+    float loss = 0, lr = 0;
+    double norm = 0, seconds = 0;
+    long long tokens = 0;
+    bool skipped = false;
+};
+
+class TrainLoop {
+  public:
+    TrainLoop(const LoopInputs& in, int step, int updates)
+        : in_(in), a_(in.a), step_(step), updates_(updates), opt_{0.9f, 0.95f, 1e-8f, in.a.weight_decay} {
+        enter_stage(in_.train.stage_of(step_));
+        for (int s = step_; s < a_.steps; s++) tokens_left_ += (long long)in_.train.stage_at(s).batch * in_.train.stage_at(s).seq_len;
+        t_start_ = now_s();
+        const char* kill_env = std::getenv("LNGPT_KILL_AT_STEP");
+        kill_at_step_ = kill_env ? std::atoi(kill_env) : -1;
     }
+
+    // True when --stop-at or --time-limit ended it before --steps.
+    bool run() {
+        while (step_ < a_.steps) {
+            if (in_.train.stage_of(step_) != stage_) enter_stage(in_.train.stage_of(step_));
+            log_step(train_step());
+            validate_if_due();
+            const bool stop = stop_requested();
+            if (checkpoint_due() || stop) save(step_);
+            std::fflush(stdout);
+            std::fflush(in_.metrics);
+            // Test hook: die here as `kill -9` would (no cleanup), to prove resume is exact.
+            if (kill_at_step_ == step_) raise(SIGKILL);
+            if (stop) return true;
+        }
+        return false;
+    }
+
+    void report_stop() const {
+        if (say()) std::printf("stopped after step %d of %d (%s): --resume with the same flags continues\n", step_, a_.steps,
+                               step_ == a_.stop_at ? "--stop-at" : "--time-limit");
+    }
+
+    void report_done() const {
+        if (say()) std::printf("done: %d steps, val loss %.4f, %.0f tokens/s, %s in training steps\n", step_, last_val_,
+                               tokens_timed_ / std::max(t_train_, 1e-9), fmt_duration(t_train_).c_str());
+    }
+
+    int window() const { return in_.plans[stage_].stage.seq_len; }  // the stage in force's
+
+  private:
+    const StagePlan& plan() const { return in_.plans[stage_]; }
+    bool say() const { return in_.px.leader(); }  // one rank prints, writes metrics and checkpoints
+    bool checkpoint_due() const { return (a_.ckpt_every && step_ % a_.ckpt_every == 0) || step_ == a_.steps; }
+
+    // The model's activations are laid out anew for each stage.
+    void enter_stage(int k) {
+        const StagePlan& sp = in_.plans[k];
+        const size_t global = (size_t)sp.stage.batch * sp.stage.seq_len, local = (size_t)sp.Bl * sp.Tl;
+        in_ids_.assign(global, 0), tg_.assign(global, 0), ds_.assign(global, 0);
+        li_.assign(local, 0), lt_.assign(local, 0), ld_.assign(local, 0);
+        positions_ = in_.px.positions(sp.stage.seq_len);
+        val_ = std::make_unique<DataLoader>(in_.corpus.val, sp.val_batch, sp.stage.seq_len, 0, /*shuffle=*/false);
+        in_.model.set_recompute(sp.policy);
+        if (stage_ < 0) in_.model.reserve(sp.Bl, sp.Tl);
+        else in_.model.reshape(sp.Bl, sp.Tl);
+        if (say() && stage_ >= 0)
+            std::printf("step %5d/%d | stage: windows of %d tokens, %d per step (recompute %s)\n", step_, a_.steps, sp.stage.seq_len,
+                        sp.stage.batch, recompute_name(sp.policy));
+        stage_ = k;
+    }
+
+    // The batch, forward and backward, and the update; the step counts even when skipped.
+    StepResult train_step() {
+        StepResult r;
+        r.tokens = (long long)plan().stage.batch * plan().stage.seq_len;
+        const double t0 = now_s();
+        r.lr = lr_at(step_, a_.warmup, a_.steps, a_.lr, a_.lr * a_.min_lr_frac);
+        r.loss = forward_backward(draw_batch());
+        if (injected_nan(step_ + 1)) r.loss = NAN;
+        r.norm = std::isfinite(r.loss) ? in_.model.grad_norm() : NAN;
+        step_++;
+        // A step whose loss or gradient is not finite changes nothing (AdamW would spread the NaN into
+        // every weight); the run goes on with the next batch unless it keeps happening.
+        r.skipped = !std::isfinite(r.loss) || !std::isfinite(r.norm);
+        if (r.skipped) {
+            skip_step(r);
+        } else {
+            bad_in_a_row_ = 0;
+            in_.model.adamw_step(r.lr, clip_scale(r.norm, a_.grad_clip), opt_, ++updates_);
+        }
+        r.seconds = now_s() - t0;
+        return r;
+    }
+
+    // This step's batch, this rank's rows of it; returns the targets counted over every rank.
+    long long draw_batch() {
+        const int Bg = plan().stage.batch, T = plan().stage.seq_len;
+        in_.train.next_batch(step_, in_ids_.data(), tg_.data(), ds_.data());
+        in_.px.take_rows(li_.data(), in_ids_.data(), Bg, T);
+        in_.px.take_rows(lt_.data(), tg_.data(), Bg, T);
+        in_.px.take_rows(ld_.data(), ds_.data(), Bg, T);
+        long long own = 0;
+        for (int t : lt_) own += t >= 0;
+        return in_.px.sum_count(own);
+    }
+
+    // The step's mean loss spans every rank's targets, and so do the gradients.
+    float forward_backward(long long counted) {
+        in_.model.set_loss_count((int)counted);
+        float loss = in_.model.forward_backward(li_.data(), lt_.data(), a_.doc_mask ? ld_.data() : nullptr, plan().Bl, plan().Tl,
+                                                positions_.data());
+        if (in_.px.world) {
+            double sum = in_.model.last_loss_sum();
+            in_.px.sum(&sum, 1);
+            loss = counted > 0 ? (float)(sum / (double)counted) : 0.f;
+            in_.model.all_reduce_grads(*in_.px.world);
+        }
+        return loss;
+    }
+
+    void skip_step(const StepResult& r) {
+        bad_in_a_row_++;
+        std::fprintf(in_.metrics, "%d,skipped,%.9g,%.6g,%.6g,,%.3f\n", step_, r.loss, r.lr, r.norm, now_s() - t_start_);
+        std::fflush(in_.metrics);
+        if (say()) std::printf("step %5d/%d | loss %g, gradient norm %g: not finite, step skipped (%d in a row)\n", step_, a_.steps,
+                               r.loss, r.norm, bad_in_a_row_);
+        if (bad_in_a_row_ >= a_.max_bad_steps)
+            fatal("%d steps in a row had a non-finite loss or gradient (last: step %d): lower --lr (now %g) or raise --warmup, "
+                  "then resume from the last checkpoint in %s",
+                  bad_in_a_row_, step_, a_.lr, a_.out.c_str());
+    }
+
+    void log_step(const StepResult& r) {
+        t_train_ += r.seconds, tokens_timed_ += (double)r.tokens, tokens_left_ -= r.tokens;
+        const double tok_s = tokens_timed_ / t_train_;
+        if (r.skipped) return;
+        // %.9g prints a float exactly, so a resumed run can be compared bit for bit.
+        std::fprintf(in_.metrics, "%d,train,%.9g,%.6g,%.6g,%.1f,%.3f\n", step_, r.loss, r.lr, r.norm, r.tokens / r.seconds, now_s() - t_start_);
+        if (say() && (step_ % a_.log_every == 0 || step_ == 1 || step_ == a_.steps))
+            std::printf("step %5d/%d | loss %.6f | lr %.2e | norm %6.3f | %7.0f tok/s | ETA %s\n", step_, a_.steps, r.loss, r.lr, r.norm,
+                        tok_s, fmt_duration((double)tokens_left_ / tok_s).c_str());
+    }
+
+    void validate_if_due() {
+        if (!((a_.val_every && step_ % a_.val_every == 0) || step_ == a_.steps)) return;
+        last_val_ = validation_loss(in_.model, *val_, plan().val_batches, in_.px, a_.doc_mask);
+        if (say()) std::printf("step %5d/%d | val loss %.6f\n", step_, a_.steps, last_val_);
+        std::fprintf(in_.metrics, "%d,val,%.9g,,,,%.3f\n", step_, last_val_, now_s() - t_start_);
+    }
+
+    // --stop-at and --time-limit end the run after this step, with a checkpoint; the ranks agree on
+    // the clock's verdict.
+    bool stop_requested() const {
+        double out_of_time = a_.time_limit > 0 && now_s() - t_start_ > 60.0 * a_.time_limit;
+        if (a_.time_limit > 0) in_.px.sum(&out_of_time, 1);
+        return step_ < a_.steps && (step_ == a_.stop_at || out_of_time > 0);
+    }
+
+    void save(int at_step) {
+        if (in_.px.size > 1) {  // the ranks' weights must be the same bits: compare a checksum first
+            std::vector<float> w(in_.model.num_params());
+            in_.model.get_params(w.data());
+            in_.px.check_same(fnv1a(w.data(), w.size() * sizeof(float)), "the weights at step " + std::to_string(at_step),
+                              "the ranks diverged (a bug, or different hardware or libraries): resume from the last checkpoint");
+        }
+        if (say()) {
+            const LoaderState ls = in_.train.expected_corpus_state(at_step);
+            TrainState st{at_step, updates_, ls.epoch, ls.cursor, a_.to_json(in_.device_used)};
+            save_checkpoint(checkpoint_path(a_.out, at_step), in_.model, in_.corpus.tok.serialized_model(), &st);
+            // Only once the new checkpoint is safely in place do the oldest ones go.
+            const std::vector<std::string> all = list_checkpoints(a_.out);
+            for (size_t i = 0; a_.keep_ckpts > 0 && i + a_.keep_ckpts < all.size(); i++) std::remove(all[i].c_str());
+            std::fflush(in_.metrics);
+            std::printf("saved %s\n", checkpoint_path(a_.out, at_step).c_str());
+        }
+        in_.px.barrier();  // nobody runs ahead of a checkpoint that may yet fail
+    }
+
+    LoopInputs in_;
+    const TrainArgs& a_;
+    int step_, updates_, stage_ = -1;
+    // The stage in force: the global batch (every rank draws it), this rank's rows of it, their
+    // positions, and the validation windows at its length.
+    std::vector<int> in_ids_, tg_, ds_, li_, lt_, ld_, positions_;
+    std::unique_ptr<DataLoader> val_;
+    const AdamWConfig opt_;
+    long long tokens_left_ = 0;  // for the ETA
+    double t_start_ = 0, t_train_ = 0, tokens_timed_ = 0;  // time and tokens in steps (not validation), for tokens/s and the ETA
+    int bad_in_a_row_ = 0;
+    double last_val_ = NAN;
+    int kill_at_step_ = -1;
+};
+
+// ---- Sample: text from the trained model, on one rank, whole.
+
+static void print_sample(ModelBackend& model, const Tokenizer& tok, const TrainArgs& a, int window) {
+    model.set_context_parallel(nullptr);
+    std::vector<int> ids = tok.encode(a.sample_prompt);
+    ids.insert(ids.begin(), tok.bos_id());
+    Sampler sampler(SamplerConfig{0.8f, 40, 0.95f, (uint64_t)a.seed});
+    StreamDecoder stream(tok);
+    std::printf("--- sample ---\n%s", a.sample_prompt.c_str());
+    stream.prime(std::vector<int>(ids.begin() + 1, ids.end()));
+    generate(model, ids, a.sample_tokens, window, sampler, tok.eos_id(), [&](int id) {
+        std::fputs(stream.push(id).c_str(), stdout);
+        std::fflush(stdout);
+    });
+    std::printf("%s\n--------------\n", stream.flush().c_str());
+}
+
+// ---- The program: parse, validate, then each rank loads, plans, runs and reports.
+
+// One rank of the run (all of it when there is one): everything after the flags.
+static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& shape, Device device, ParallelContext& px) {
+    const char* device_used = device == Device::Cuda ? "cuda" : "cpu";
+    const bool say = px.leader();
+    const Corpus corpus = load_corpus(a);
+    GPTConfig cfg = config_from_flags(a, corpus.tok.vocab_size());
+    const ResumePoint resume = load_resume_point(a, flags, device_used, corpus.tok, &cfg);
+    validate_config(cfg);  // the whole model: its attention patterns, or the checkpoint's under train's head dims
+    std::vector<float> init_params = load_init_weights(a, cfg, corpus.tok, say);
+    const AttnBackend attn = choose_attention(a, cfg, device);
+    require_same_run_on_every_rank(a, cfg, device_used, px);
+    const MixedShards mixed = read_mixed_shards(shape.mix, a, corpus.tok);
+    BatchSource train(corpus.train, mixed.per_stage, shape.stages, (uint64_t)a.seed, corpus.tok.bos_id());
+    if (a.resume) check_resume_state(resume.ck.state, a, train, resume.path);
+
+    std::unique_ptr<ModelBackend> model = make_backend(device, cfg, attn, a.deterministic);
+    model->set_context_parallel(px.cp);
+    const std::vector<StagePlan> plans = plan_stages(train, a, shape.recompute, corpus.val, *model, px, device, say);
+    int updates = 0;
+    const int step = load_model_state(*model, cfg, a, std::move(init_params), resume, say, &updates);
+    FILE* metrics = open_metrics(a, say, step);
+    if (say) {
+        report_model_and_data(a, cfg, *model, corpus, train, mixed);
+        report_parallel(a, cfg, plans[0], px);
+    }
+
+    TrainLoop loop({a, device_used, px, *model, train, plans, corpus, metrics}, step, updates);
+    const bool stopped = loop.run();
+    std::fclose(metrics);
+    if (stopped) {
+        loop.report_stop();
+        return 0;
+    }
+    loop.report_done();
+    if (say && a.sample_tokens > 0) print_sample(*model, corpus.tok, a, loop.window());
     return 0;
+}
+
+static int main_body(int argc, char** argv) {
+    TrainArgs a;
+    Flags flags("train", "Train a GPT with rotary attention on a prepared corpus (make data).");
+    add_flags(flags, a);
+    flags.parse(argc, argv);
+    const Device device = resolve_device(a.device);
+    if (device == Device::Cuda) apply_gpu_defaults(a, flags);
+    const RunShape shape = validate_args(a, device);
+    return run_parallel(device, a.cp, a.simulate_ranks, "build/train",
+                        [&](ParallelContext& px) { return train_rank(a, flags, shape, device, px); });
 }
 
 int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }
