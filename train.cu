@@ -13,13 +13,13 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "core/flags.h"
 #include "data/batch_source.h"
 #include "data/loader.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "model/backend.h"
 #include "model/checkpoint.h"
-#include "core/flags.h"
 #include "model/generate.h"
 #include "model/memory_plan.h"
 #include "model/parallel.h"
