@@ -92,7 +92,7 @@ $(addprefix build/,$(ATTN_CUDNN_USERS)): build/obj/attention_cudnn.o
 
 # NCCL, one process per GPU (comm/nccl.h): comm/nccl.cu is compiled once into build/obj/nccl.o;
 # the programs that can run as NCCL ranks link it and -lnccl, and their objects see HAVE_NCCL
-# (comm/launch.cuh). Without NCCL they build without it (launcher-started ranks are refused).
+# (model/launch.cuh). Without NCCL they build without it (launcher-started ranks are refused).
 NCCL_USERS := train infer test_comm_nccl test_ring
 ifeq ($(HAVE_NCCL),yes)
 $(patsubst %,build/obj/%.o,$(NCCL_USERS)): NVCCFLAGS += -DHAVE_NCCL

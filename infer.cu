@@ -22,7 +22,7 @@
 #include "model/kv_cache_file.h"
 #include "model/task_eval.h"
 #include "model/select_backend.cuh"
-#include "comm/launch.cuh"
+#include "model/launch.cuh"
 
 // ---- The flags, the inputs, the checkpoint -------------------------------------------------
 
@@ -345,7 +345,7 @@ private:
 
 // The ring (--cp) runs our kernels on windows split into 2 x --cp zigzag chunks.
 static void check_ring_split(const InferFlags& f, const InferPlan& plan) {
-    if (f.cp > 1 && plan.dev == Device::Cuda && plan.attn != AttnBackend::Flash) fatal("--cp needs --attention flash: the ring runs our kernels");
+    if (plan.dev == Device::Cuda) check_ring_backend(f.cp > 1, plan.attn);
     if (f.cp > 1 && plan.ctx % (2 * f.cp))
         fatal("--ctx %d does not split into 2 x --cp %d equal chunks (ring attention's zigzag): use a multiple of %d", plan.ctx,
               f.cp, 2 * f.cp);

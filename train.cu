@@ -24,7 +24,7 @@
 #include "model/memory_plan.h"
 #include "model/parallel.h"
 #include "model/select_backend.cuh"
-#include "comm/launch.cuh"
+#include "model/launch.cuh"
 
 struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
@@ -357,7 +357,7 @@ static std::vector<float> load_init_weights(const TrainArgs& a, const GPTConfig&
 static AttnBackend choose_attention(const TrainArgs& a, const GPTConfig& cfg, Device device) {
     const AttnBackend attn = parse_attention_backend(a.attention, a.doc_mask);
     if (device == Device::Cuda) check_attention_backend(attn, cfg, a.deterministic);
-    if (a.cp > 1 && device == Device::Cuda && attn != AttnBackend::Flash) fatal("--cp needs --attention flash: the ring runs our kernels");
+    if (device == Device::Cuda) check_ring_backend(a.cp > 1, attn);
     return attn;
 }
 

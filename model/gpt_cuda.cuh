@@ -30,6 +30,18 @@ __global__ void float_to_bf16_kernel(bf16* out, const float* in, size_t n) {
 
 enum class AttnBackend { Flash, Cudnn };
 
+// The ring (context parallelism, --cp) runs our flash kernels, never cuDNN's: the one place this
+// rule is checked (train and infer ask it when they plan, the model when a ring is attached).
+inline void check_ring_backend(bool ring, AttnBackend attn) {
+    if (ring && attn != AttnBackend::Flash) fatal("--cp needs --attention flash: the ring runs our kernels");
+}
+// Bit-reproducible steps (--deterministic) need our kernels too: cuDNN's backward is not (the
+// CudaBackend comment says why).
+inline void check_deterministic_backend(bool deterministic, AttnBackend attn) {
+    if (deterministic && attn == AttnBackend::Cudnn)
+        fatal("--deterministic needs --attention flash: cuDNN's attention backward is not bit-reproducible");
+}
+
 // Device memory in one place, so its size is known (and checked) before anything is allocated.
 class DeviceArena {
    public:
@@ -107,8 +119,7 @@ class CudaBackend : public ModelBackend {
    public:
     CudaBackend(const GPTConfig& cfg, AttnBackend attn, bool deterministic = false)
         : cfg_(cfg), attn_(attn), deterministic_(deterministic), layout_(param_layout(cfg)) {
-        if (deterministic_ && attn_ == AttnBackend::Cudnn)
-            fatal("--deterministic needs --attention flash: cuDNN's attention backward is not bit-reproducible");
+        check_deterministic_backend(deterministic_, attn_);
         n_ = layout_.back().offset + layout_.back().size;
         CUDA_CHECK(cudaStreamCreate(&stream_));
         // Parameters and optimizer state: bf16 weights, fp32 master weights, grads, m, v.
@@ -212,7 +223,7 @@ class CudaBackend : public ModelBackend {
     void set_loss_count(int n) override { loss_count_ = n; }
     double last_loss_sum() const override { return last_loss_sum_; }
     void set_context_parallel(Comm* comm) override {
-        if (comm && attn_ != AttnBackend::Flash) fatal("--cp needs --attention flash: the ring runs our kernels");
+        check_ring_backend(comm != nullptr, attn_);
         cp_ = comm;
     }
     // A communicator with a stream (NCCL) runs the sum there, ordered after the backward by an

@@ -46,9 +46,8 @@ inline AttnBackend parse_attention_backend(const std::string& flag, bool doc_mas
 // cuDNN's SDPA runs dense layers only, and its backward is not bit-reproducible; say so before
 // anything is written (train calls this early; make_backend calls it again).
 inline void check_attention_backend(AttnBackend attn, const GPTConfig& cfg, bool deterministic = false) {
+    check_deterministic_backend(deterministic, attn);
     if (attn != AttnBackend::Cudnn) return;
-    if (deterministic)
-        fatal("--deterministic needs --attention flash: cuDNN's attention backward is not bit-reproducible");
     for (int l = 0; l < cfg.n_layer; l++)
         if (cfg.attn(l).kind != AttnKind::Dense)
             fatal("--attention cudnn runs dense layers only, but layer %d is %s: use --attention flash", l,
