@@ -15,8 +15,6 @@
 #include <vector>
 #include "layers/attention_pattern.h"
 
-constexpr long long kWholeSequence = 1LL << 62;  // a dense branch: one segment, never restarting
-
 // The packed row of head h that holds position p in a (w, r) branch, or -1 when head h's offset
 // class does not keep p. Segments are aligned to multiples of w, so p's offset is p mod w.
 ATTN_HD inline long long cache_row(long long p, long long w, int r, int h) {
@@ -32,20 +30,8 @@ struct CacheBranch {
     long long rows;  // rows allocated per sequence
 };
 
-// The branches of a layer with the pattern p: its (w_i, r_i), or one dense branch. The number of
-// packed rows each needs: ceil(w / r) (-1 for the dense one, which grows with the sequence).
-struct CacheBranchShape {
-    long long w;
-    int r;
-    long long rows;
-};
-inline std::vector<CacheBranchShape> cache_branch_shapes(const AttnPattern& p) {
-    if (p.kind != AttnKind::Dilated) return {{kWholeSequence, 1, -1}};
-    std::vector<CacheBranchShape> out;
-    for (size_t i = 0; i < p.segments.size(); i++)
-        out.push_back({p.segments[i], p.dilations[i], ((long long)p.segments[i] + p.dilations[i] - 1) / p.dilations[i]});
-    return out;
-}
+// The branches of a layer's cache (kWholeSequence and CacheBranchShape: pattern_params.h) are
+// its pattern module's: pattern_cache_branches (layers/attention_pattern.h).
 
 // Stores the K and V of n new tokens at positions p0 .. p0 + n - 1 (qkv (B, n, 3, H, D), K and
 // V after Q) in each branch: head h of position p goes to its packed row, if its class keeps p.

@@ -90,6 +90,27 @@ inline std::vector<AttnPattern> pattern_branches(const AttnPattern& p) {
 // The tile schedule of the CPU tiled kernel (layers/attention_tiled.h): may queries with
 // positions in [q_lo, q_hi] attend keys in [k_lo, k_hi] at all, and does every such pair count
 // exactly once (then the tile needs no element mask beyond causality and documents)?
+// What a KV cache keeps of a layer with pattern p, and how it decodes (the module says).
+inline std::vector<CacheBranchShape> pattern_cache_branches(const AttnPattern& p) {
+    return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::cache_branches(p); });
+}
+inline bool pattern_cache_keeps_every_row(const AttnPattern& p) {
+    const std::vector<CacheBranchShape> b = pattern_cache_branches(p);
+    return b.size() == 1 && b[0].w == kWholeSequence;
+}
+inline long long pattern_cache_first_key(const AttnPattern& p, long long next_pos) {
+    return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::cache_first_key(p, next_pos); });
+}
+inline long long pattern_cache_unpack_rows(const AttnPattern& p, int chunk) {
+    return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::cache_unpack_rows(p, chunk); });
+}
+inline bool pattern_decodes_one_token(const AttnPattern& p) {
+    return with_pattern_module(p.kind, [](auto m) { return decltype(m)::kDecodesOneToken; });
+}
+inline bool pattern_cudnn_runs(const AttnPattern& p) {
+    return with_pattern_module(p.kind, [](auto m) { return decltype(m)::kCudnnRuns; });
+}
+
 inline bool pattern_tiles_meet(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int seq_len) {
     if (p.causal && k_lo > q_hi) return false;
     return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::tiles_meet(p, q_lo, q_hi, k_lo, k_hi, seq_len); });

@@ -16,23 +16,16 @@
 #include "layers/attention_decode.h"
 #include "model/gpt.h"
 
-// The smallest key position that a query at position >= next_pos can attend under p (causal).
-// Dilated: a query's keys lie in its own segment of each branch, and segments are aligned to
-// multiples of their length, so none reaches before the earliest of the branches' current
-// segments (less than the longest segment back; segments need not divide one another).
-inline long long kv_first_needed(const AttnPattern& p, long long next_pos) {
-    if (p.kind != AttnKind::Dilated) return 0;
-    long long first = next_pos;
-    for (int w : p.segments) first = std::min(first, next_pos / w * w);
-    return first;
-}
+// The smallest key position that a query at position >= next_pos can attend under p (causal):
+// the pattern module's cache_first_key (0 unless its branches restart, as dilated segments do).
+inline long long kv_first_needed(const AttnPattern& p, long long next_pos) { return pattern_cache_first_key(p, next_pos); }
 
-// Packed rows per head of a layer's cache: sum_i ceil(w_i / r_i) for a dilated layer, whatever
-// the context; -1 for a layer that keeps every row.
+// Packed rows per head of a layer's cache: the sum of its branches' rows (sum_i ceil(w_i / r_i)
+// for a dilated layer), whatever the context; -1 for a layer that keeps every row.
 inline long long kv_cache_rows(const AttnPattern& p) {
-    if (p.kind != AttnKind::Dilated) return -1;
+    if (pattern_cache_keeps_every_row(p)) return -1;
     long long rows = 0;
-    for (const CacheBranchShape& s : cache_branch_shapes(p)) rows += s.rows;
+    for (const CacheBranchShape& s : pattern_cache_branches(p)) rows += s.rows;
     return rows;
 }
 
@@ -42,14 +35,12 @@ inline long long kv_cache_rows_at(const AttnPattern& p, long long len) {
     return bound < 0 ? len : bound;
 }
 
-// Ordinary rows a chunk of up to `chunk` queries of a dilated layer unpacks its earlier rows
-// into (one buffer for all layers): the longest segment plus the chunk; 0 without dilated layers.
+// Ordinary rows a chunk of up to `chunk` queries unpacks a layer's packed rows into (one buffer
+// for all layers): the most any layer's module asks (a dilated one: its longest segment plus the
+// chunk); 0 when every layer keeps every row.
 inline long long kv_unpack_rows(const GPTConfig& cfg, int chunk) {
     long long rows = 0;
-    for (int l = 0; l < cfg.n_layer; l++) {
-        const AttnPattern& p = cfg.attn(l);
-        if (p.kind == AttnKind::Dilated) rows = std::max(rows, (long long)*std::max_element(p.segments.begin(), p.segments.end()) + chunk);
-    }
+    for (int l = 0; l < cfg.n_layer; l++) rows = std::max(rows, pattern_cache_unpack_rows(cfg.attn(l), chunk));
     return rows;
 }
 
@@ -110,7 +101,7 @@ class KVCache {
         if (B < 1 || max_chunk < 1) fatal("KVCache: B %d and max_chunk %d must be >= 1", B, max_chunk);
         const size_t row = (size_t)2 * model.cfg.n_embd;
         for (int l = 0; l < model.cfg.n_layer; l++)
-            for (const CacheBranchShape& s : cache_branch_shapes(model.cfg.attn(l))) {
+            for (const CacheBranchShape& s : pattern_cache_branches(model.cfg.attn(l))) {
                 layers_[l].branches.push_back({s.w, s.r, nullptr, std::max(s.rows, 0LL)});
                 layers_[l].store.emplace_back((size_t)B * std::max(s.rows, 0LL) * row);
                 layers_[l].branches.back().kv = layers_[l].store.back().data();
@@ -157,7 +148,7 @@ class KVCache {
             rope_forward(qkv_.data(), qkv_pre_.data(), qpos, B_, n, H, D, cfg.rope_theta);  // (B, n, 3, H, D)
             Layer& c = layers_[l];
             const AttnPattern& pat = cfg.attn(l);
-            if (n == 1 && pat.kind != AttnKind::BlockSparse) {  // one token: straight against the branches
+            if (n == 1 && pattern_decodes_one_token(pat)) {  // one token: straight against the branches
                 grow(c, next_pos_ + 1);
                 cache_append(c.branches, qkv_.data(), next_pos_, 1, B_, H, D);
                 attention_decode(atty_.data(), lse_.data(), qkv_.data(), 3 * C, c.branches, next_pos_, B_, H, D, scale);
@@ -282,7 +273,7 @@ class KVCache {
         const int C = m_.cfg.n_embd, H = m_.cfg.n_head, D = m_.cfg.head_dim();
         const AttnDims dm{1, H, D, (int)(next_pos_ + n)};  // the sequence so far: longer segments are cut to it
         const AttnQueries<T> qs0{nullptr, 3 * C, n, pos_.data() + next_pos_, nullptr, (int)next_pos_};
-        if (pat.kind != AttnKind::Dilated) {  // every row: the cache itself, with the chunk appended
+        if (pattern_cache_keeps_every_row(pat)) {  // every row: the cache itself, with the chunk appended
             grow(c, next_pos_ + n);
             cache_append(c.branches, qkv_.data(), next_pos_, n, B_, H, D);
             const CacheBranch<T>& br = c.branches[0];

@@ -52,8 +52,8 @@ class KVCacheCuda : public IncrementalModel {
         decode_direct_ = true;
         const size_t row = 2 * C;
         for (int l = 0; l < cfg_.n_layer; l++) {
-            decode_direct_ = decode_direct_ && cfg_.attn(l).kind != AttnKind::BlockSparse;
-            for (const CacheBranchShape& sh : cache_branch_shapes(cfg_.attn(l))) {
+            decode_direct_ = decode_direct_ && pattern_decodes_one_token(cfg_.attn(l));
+            for (const CacheBranchShape& sh : pattern_cache_branches(cfg_.attn(l))) {
                 const long long rows = std::max(sh.rows, 0LL);  // a dense branch grows from 0
                 layers_[l].push_back({sh.w, sh.r, rows ? device_rows((size_t)B * rows * row, "its packed rows") : nullptr, rows});
                 if (rows) CUDA_CHECK(cudaMemset(layers_[l].back().kv, 0, (size_t)B * rows * row * sizeof(bf16)));
@@ -338,7 +338,7 @@ class KVCacheCuda : public IncrementalModel {
         const size_t row = (size_t)2 * C;
         const AttnDims dm{1, H, D, (int)(next_pos_ + n)};  // the sequence so far (model/kv_cache.h)
         const AttnQueries<bf16> qs0{nullptr, 3 * C, n, pos + next_pos_, nullptr, (int)next_pos_};
-        if (pat.kind != AttnKind::Dilated) {  // every row: the cache itself, with the chunk appended
+        if (pattern_cache_keeps_every_row(pat)) {  // every row: the cache itself, with the chunk appended
             grow(c, next_pos_ + n);
             cache_append_cuda(c, qkv_, pos + next_pos_, n, B_, H, D, st);
             for (int b = 0; b < B_; b++) {

@@ -49,7 +49,7 @@ inline void check_attention_backend(AttnBackend attn, const GPTConfig& cfg, bool
     check_deterministic_backend(deterministic, attn);
     if (attn != AttnBackend::Cudnn) return;
     for (int l = 0; l < cfg.n_layer; l++)
-        if (cfg.attn(l).kind != AttnKind::Dense)
+        if (!pattern_cudnn_runs(cfg.attn(l)))
             fatal("--attention cudnn runs dense layers only, but layer %d is %s: use --attention flash", l,
                   attn_kind_name(cfg.attn(l).kind));
 }

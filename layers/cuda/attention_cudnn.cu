@@ -10,7 +10,7 @@ bool attention_cudnn_supports(const AttnPattern& pattern, AttnShape s, bool has_
         if (why) *why = reason;
         return false;
     };
-    if (pattern.kind != AttnKind::Dense) return no(std::string("pattern ") + attn_kind_name(pattern.kind) + " (cuDNN does dense only)");
+    if (!pattern_cudnn_runs(pattern)) return no(std::string("pattern ") + attn_kind_name(pattern.kind) + " (cuDNN does dense only)");
     if (has_doc_mask) return no("a document mask (cuDNN's causal mask cannot see document starts)");
     if (s.D != 64 && s.D != 128) return no("head dimension " + std::to_string(s.D) + " (64 and 128 only)");
     if (s.B < 0 || s.N < 0 || s.H < 1) return no("a negative or headless shape");

@@ -176,6 +176,16 @@ struct BlockSparsePattern {
 
     static std::vector<AttnPattern> branches(const AttnPattern& p) { return {p}; }  // one joint softmax
 
+    // What a KV cache keeps (docs/attention-spec.md#decoding): every row, as one branch; a later
+    // query may need any earlier key, and a chunk needs no rows unpacked.
+    static std::vector<CacheBranchShape> cache_branches(const AttnPattern&) { return {{kWholeSequence, 1, -1}}; }
+    static long long cache_first_key(const AttnPattern&, long long) { return 0; }
+    static long long cache_unpack_rows(const AttnPattern&, int) { return 0; }
+    // One token goes through the chunked path (the flash kernels over the tile lists): the
+    // decode kernel walks branches, not layouts.
+    static constexpr bool kDecodesOneToken = false;
+    static constexpr bool kCudnnRuns = false;
+
     static void from_flags(const PatternFlags& f, AttnPattern& p) {
         p.block = f.block, p.window = f.window, p.global = f.global;
         if (!f.dilated_blocks.empty()) {

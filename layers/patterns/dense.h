@@ -18,6 +18,14 @@ struct DensePattern {
     // The spec's branches, softmaxes mixed by log-sum-exp: dense is one.
     static std::vector<AttnPattern> branches(const AttnPattern& p) { return {p}; }
 
+    // What a KV cache keeps (docs/attention-spec.md#decoding): every row, as one branch; a later
+    // query may need any earlier key, and a chunk needs no rows unpacked.
+    static std::vector<CacheBranchShape> cache_branches(const AttnPattern&) { return {{kWholeSequence, 1, -1}}; }
+    static long long cache_first_key(const AttnPattern&, long long) { return 0; }
+    static long long cache_unpack_rows(const AttnPattern&, int) { return 0; }
+    static constexpr bool kDecodesOneToken = true;  // one token: the decode kernel, straight against the cache
+    static constexpr bool kCudnnRuns = true;        // cuDNN's SDPA runs it (dense only)
+
     static double pairs_kept(const AttnPattern& p, int N, int H) {
         const double n = N;
         return H * (p.causal ? n * (n + 1) / 2 : n * n);

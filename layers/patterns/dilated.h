@@ -41,6 +41,31 @@ struct DilatedPattern {
 
     // The spec's branches (each a softmax of its own, mixed by log-sum-exp): one pattern per
     // (segment, dilation).
+    // What a KV cache keeps (docs/attention-spec.md#decoding): per branch (w_i, r_i), head h's
+    // rows of the current segment, packed: ceil(w_i / r_i) rows whatever the context.
+    static std::vector<CacheBranchShape> cache_branches(const AttnPattern& p) {
+        std::vector<CacheBranchShape> out;
+        for (size_t i = 0; i < p.segments.size(); i++)
+            out.push_back({p.segments[i], p.dilations[i], ((long long)p.segments[i] + p.dilations[i] - 1) / p.dilations[i]});
+        return out;
+    }
+    // The smallest key position a query at or after next_pos can attend: a query's keys lie in
+    // its own segment of each branch, and segments are aligned to multiples of their length, so
+    // none reaches before the earliest of the branches' current segments (less than the longest
+    // segment back; segments need not divide one another).
+    static long long cache_first_key(const AttnPattern& p, long long next_pos) {
+        long long first = next_pos;
+        for (int w : p.segments) first = std::min(first, next_pos / w * w);
+        return first;
+    }
+    // Ordinary rows a chunk of up to `chunk` queries unpacks the packed rows into: the longest
+    // segment plus the chunk.
+    static long long cache_unpack_rows(const AttnPattern& p, int chunk) {
+        return (long long)*std::max_element(p.segments.begin(), p.segments.end()) + chunk;
+    }
+    static constexpr bool kDecodesOneToken = true;  // one token: the decode kernel over the branches
+    static constexpr bool kCudnnRuns = false;
+
     static std::vector<AttnPattern> branches(const AttnPattern& p) {
         std::vector<AttnPattern> out;
         for (int i = 0; i < p.branches(); i++) {

@@ -56,6 +56,17 @@ struct BlockLayout {
     BlockLayoutView view() const { return BlockLayoutView{row_ptr.data(), cols.data(), n_blocks, heads}; }
 };
 
+// What a KV cache keeps of a layer (docs/attention-spec.md#decoding), as its pattern module says
+// (cache_branches): branches (w, r) whose head h keeps the rows of the current segment of w
+// positions with offset h mod r, packed, ceil(w / r) rows each; or the one branch
+// (kWholeSequence, 1) that keeps every row (rows -1: it grows with the sequence).
+constexpr long long kWholeSequence = 1LL << 62;  // a branch of one segment, never restarting
+struct CacheBranchShape {
+    long long w;
+    int r;
+    long long rows;
+};
+
 struct AttnPattern {
     AttnKind kind = AttnKind::Dense;
     bool causal = true;

@@ -40,7 +40,7 @@ static void decode_breakdown(const GPTConfig& cfg, const AttnPattern& pattern, l
     const int p32 = (int)pos;
     CUDA_CHECK(cudaMemcpy(p_dev, &p32, 4, cudaMemcpyHostToDevice));
     std::vector<CacheBranch<bf16>> branches;
-    for (const CacheBranchShape& sh : cache_branch_shapes(pattern)) {
+    for (const CacheBranchShape& sh : pattern_cache_branches(pattern)) {
         const long long rows = sh.rows > 0 ? sh.rows : pos + 1;
         branches.push_back({sh.w, sh.r, (bf16*)dev((size_t)rows * 2 * C * 2), rows});
     }

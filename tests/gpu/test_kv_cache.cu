@@ -144,9 +144,9 @@ static int main_body(bool kernels_only) {
     }
     gc::Rng rng(20261125);
     {
-        const std::vector<CacheBranchShape> longnet = cache_branch_shapes(
+        const std::vector<CacheBranchShape> longnet = pattern_cache_branches(
             make_pattern(AttnKind::Dilated, true, {64, 96, 200}, {1, 3, 16}));  // 200 / 16 with 5 heads: classes no head keeps
-        const std::vector<CacheBranchShape> dense = cache_branch_shapes(AttnPattern{});
+        const std::vector<CacheBranchShape> dense = pattern_cache_branches(AttnPattern{});
         for (int D : {64, 128}) {
             test_decode_kernels(rng, D, 3, 5, longnet, 599, 7, "D " + std::to_string(D) + ", dilated 64/96/200 r 1/3/16, p 599");
             test_decode_kernels(rng, D, 3, 5, longnet, 600, 16, "D " + std::to_string(D) + ", dilated, p 600 (a border of all three)");
