@@ -87,9 +87,6 @@ inline std::vector<AttnPattern> pattern_branches(const AttnPattern& p) {
     return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::branches(p); });
 }
 
-// The tile schedule of the CPU tiled kernel (layers/attention_tiled.h): may queries with
-// positions in [q_lo, q_hi] attend keys in [k_lo, k_hi] at all, and does every such pair count
-// exactly once (then the tile needs no element mask beyond causality and documents)?
 // What a KV cache keeps of a layer with pattern p, and how it decodes (the module says).
 inline std::vector<CacheBranchShape> pattern_cache_branches(const AttnPattern& p) {
     return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::cache_branches(p); });
@@ -111,6 +108,9 @@ inline bool pattern_cudnn_runs(const AttnPattern& p) {
     return with_pattern_module(p.kind, [](auto m) { return decltype(m)::kCudnnRuns; });
 }
 
+// The tile schedule of the CPU tiled kernel (layers/attention_tiled.h): may queries with
+// positions in [q_lo, q_hi] attend keys in [k_lo, k_hi] at all, and does every such pair count
+// exactly once (then the tile needs no element mask beyond causality and documents)?
 inline bool pattern_tiles_meet(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int seq_len) {
     if (p.causal && k_lo > q_hi) return false;
     return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::tiles_meet(p, q_lo, q_hi, k_lo, k_hi, seq_len); });

@@ -15,6 +15,10 @@
 //   from_flags, json_fields, from_json   its flags and its part of the checkpoint config
 //   flags_text(flags)             its flags as given, for an error line, when validate's
 //                                 messages need them to be understood ("" when they name them)
+//   cache_branches, cache_first_key, cache_unpack_rows   what a KV cache keeps of its layer
+//                                 (every row, or packed branches), the earliest key a later
+//                                 query needs, the rows a chunk unpacks packed rows into
+//   kDecodesOneToken, kCudnnRuns  one token through the decode kernel; cuDNN's SDPA runs it
 // and, in <name>.cuh, its GPU schedule: which key tiles a query tile visits and which query tiles
 // a key tile visits (a range, or a list for a sparse layout), per-block maps if its blocks run
 // virtual sequences, its kernel flags, which launches each schedule serves, and
