@@ -28,8 +28,8 @@
 
 struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
-    std::string attn = "dense", segments = "2048,4096,8192", dilations = "1,2,4", dense_layers, dilated_layers;
-    PatternFlags block_sparse;  // --block, --window, --global, --dilated-blocks, --random-blocks, --layout-file
+    std::string attn = "dense", dense_layers, dilated_layers;
+    PatternFlags pattern;  // each pattern module's flags (add_pattern_flags)
     int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600;
     float lr = 2e-3f, min_lr_frac = 0.1f, weight_decay = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
     int warmup = 60, seed = 1337, val_every = 100, val_batches = 8, ckpt_every = 200, log_every = 10;
@@ -83,17 +83,10 @@ static void add_model_flags(Flags& flags, TrainArgs& a) {
     flags.add_int("width", &a.width, "model width C");
     flags.add_int("heads", &a.heads, "attention heads (head dim = width/heads must be 64 or 128)");
     flags.add_float("rope-theta", &a.rope_theta, "rotary embedding base");
-    flags.add_string("attn", &a.attn, "attention pattern of the layers: dense, dilated (LongNet) or block-sparse");
-    flags.add_string("segments", &a.segments, "dilated: segment length of each branch (a segment longer than the sequence is the whole sequence)");
-    flags.add_string("dilations", &a.dilations, "dilated: dilation rate of each branch");
-    flags.add_string("dense-layers", &a.dense_layers, "layers that stay dense with --attn dilated or block-sparse, e.g. 0,5");
-    flags.add_string("dilated-layers", &a.dilated_layers, "layers that are dilated (--segments, --dilations) with --attn block-sparse, e.g. 3,7");
-    flags.add_int("block", &a.block_sparse.block, "block-sparse: block size b in tokens");
-    flags.add_int("window", &a.block_sparse.window, "block-sparse: each token sees the keys less than this many tokens back");
-    flags.add_int("global", &a.block_sparse.global, "block-sparse: the first g tokens are seen by every token and see every key");
-    flags.add_string("dilated-blocks", &a.block_sparse.dilated_blocks, "block-sparse: r,W: key blocks at block distances that are multiples of r, within W tokens");
-    flags.add_string("random-blocks", &a.block_sparse.random_blocks, "block-sparse: count,seed: random key blocks per query block and head");
-    flags.add_string("layout-file", &a.block_sparse.layout_file, "block-sparse: explicit key blocks per query block ('Q: K K ...' or 'H/Q: K K ...' lines)");
+    flags.add_string("attn", &a.attn, ("attention pattern of the layers: " + attn_kind_names() + ", or a comma list of them cycled over the layers (docs/attention-spec.md)").c_str());
+    flags.add_string("dense-layers", &a.dense_layers, "layers that stay dense in a model of another --attn pattern, e.g. 0,5");
+    flags.add_string("dilated-layers", &a.dilated_layers, "layers that are dilated (--segments, --dilations) in a model of another --attn pattern, e.g. 3,7");
+    add_pattern_flags(flags, a.pattern);
 }
 
 static void add_training_flags(Flags& flags, TrainArgs& a) {
@@ -284,19 +277,17 @@ static GPTConfig config_from_flags(const TrainArgs& a, int vocab_size) {
     cfg.vocab_size = vocab_size;
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
     validate_config(cfg);  // before sizing anything by --layers or --width
-    PatternFlags pf = a.block_sparse;
-    pf.segments = a.segments, pf.dilations = a.dilations;
-    cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, pf, a.dense_layers, a.dilated_layers);
+    cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.pattern, a.dense_layers, a.dilated_layers);
     return cfg;
 }
 
 // Model flags given now must describe the checkpoint's model; flags left out take it.
 static void require_model_flags_fit(const GPTConfig& from_flags, const GPTConfig& saved, const Flags& flags) {
-    const char* model_flags[] = {"layers", "width", "heads", "rope-theta", "attn", "segments", "dilations", "dense-layers",
-                                 "dilated-layers", "block", "window", "global", "dilated-blocks", "random-blocks", "layout-file"};
+    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "attn", "dense-layers", "dilated-layers"};
+    for (const std::string& f : pattern_flag_names()) model_flags.push_back(f);
     const std::string diff = model_difference(from_flags, saved);
     bool any_model_flag = false;
-    for (const char* f : model_flags) any_model_flag = any_model_flag || flags.was_set(f);
+    for (const std::string& f : model_flags) any_model_flag = any_model_flag || flags.was_set(f.c_str());
     if (!diff.empty() && (any_model_flag || from_flags.vocab_size != saved.vocab_size || diff.find("causal") != std::string::npos))
         fatal("--resume: %s: drop the model flags when resuming, or start a fresh run", diff.c_str());
 }
@@ -541,10 +532,15 @@ static void report_model_and_data(const TrainArgs& a, const GPTConfig& cfg, cons
             std::printf("mix%s: %s (%llu tokens, %llu documents): %.0f%% of the windows\n",
                         stages.size() > 1 ? (" (stage from step " + std::to_string(stages[k].first_step) + ")").c_str() : "",
                         shard->path.c_str(), (unsigned long long)shard->n_tokens(), (unsigned long long)shard->n_docs(), 100 * fraction);
-    for (int l = 0; l < cfg.n_layer; l++)  // each block-sparse layout once, with its density
-        if (cfg.attn(l).kind == AttnKind::BlockSparse && (l == 0 || pattern_to_json(cfg.attn(l)) != pattern_to_json(cfg.attn(l - 1))))
-            std::printf("layer %d: block-sparse %s, density %.4f of the blocks at T = %d\n", l, pattern_to_json(cfg.attn(l)).c_str(),
-                        BlockSparsePattern::density(cfg.attn(l), a.seq_len, cfg.n_head), a.seq_len);
+    AttnPattern dense_causal;
+    const double all_pairs = pairs_kept(dense_causal, a.seq_len, cfg.n_head);
+    for (int l = 0; l < cfg.n_layer; l++) {  // each sparse pattern where it starts, with the share of pairs it keeps
+        const AttnPattern& p = cfg.attn(l);
+        const std::string json = pattern_to_json(p);
+        if (json == pattern_to_json(dense_causal) || (l > 0 && json == pattern_to_json(cfg.attn(l - 1)))) continue;
+        std::printf("layer %d: %s %s, keeps %.4f of the causal pairs at T = %d\n", l, attn_kind_name(p.kind), json.c_str(),
+                    pairs_kept(p, a.seq_len, cfg.n_head) / all_pairs, a.seq_len);
+    }
 }
 
 static void report_parallel(const TrainArgs& a, const GPTConfig& cfg, const StagePlan& first, const ParallelContext& px) {

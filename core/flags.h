@@ -52,6 +52,8 @@ class Flags {
     }
 
     bool was_set(const char* name) const { return flags_.at(name).set; }
+    // The flags declared, in order.
+    const std::vector<std::string>& names() const { return order_; }
 
     void print_help() const {
         std::printf("%s\n\nusage: %s [flags]\n\n", summary_.c_str(), program_.c_str());
@@ -75,6 +77,7 @@ class Flags {
     std::vector<std::string> order_;
 
     void add(const char* name, Kind kind, void* dst, const char* help, std::string def) {
+        if (flags_.count(name)) fatal("internal: flag --%s is declared twice", name);
         flags_[name] = Flag{kind, dst, help, std::move(def)};
         order_.push_back(name);
     }

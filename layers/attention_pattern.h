@@ -13,10 +13,12 @@
 #include <algorithm>
 #include <string>
 #include <vector>
+#include "core/flags.h"
 #include "layers/patterns/pattern_params.h"
 #include "layers/patterns/dense.h"
 #include "layers/patterns/dilated.h"
 #include "layers/patterns/block_sparse.h"
+#include "layers/patterns/fixed.h"
 
 // Calls f(Module{}) for the module of `kind`: the one switch over the patterns.
 template <typename F>
@@ -107,6 +109,10 @@ inline bool pattern_decodes_one_token(const AttnPattern& p) {
 inline bool pattern_cudnn_runs(const AttnPattern& p) {
     return with_pattern_module(p.kind, [](auto m) { return decltype(m)::kCudnnRuns; });
 }
+// The flash kernels run p branch by branch (dilated), merging from O = 0, L = -inf.
+inline bool pattern_launches_per_branch(const AttnPattern& p) {
+    return with_pattern_module(p.kind, [](auto m) { return decltype(m)::kLaunchesPerBranch; });
+}
 
 // The tile schedule of the CPU tiled kernel (layers/attention_tiled.h): may queries with
 // positions in [q_lo, q_hi] attend keys in [k_lo, k_hi] at all, and does every such pair count
@@ -117,6 +123,19 @@ inline bool pattern_tiles_meet(const AttnPattern& p, int q_lo, int q_hi, int k_l
 }
 inline bool pattern_tiles_full(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int seq_len) {
     return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::tiles_full(p, q_lo, q_hi, k_lo, k_hi, seq_len); });
+}
+
+// Every pattern's flags (each module adds its own, in the registry's order), and their names.
+inline void add_pattern_flags(Flags& flags, PatternFlags& f) {
+#define ATTN_KIND_FLAGS(Kind, Module) Module::add_flags(flags, f);
+    ATTN_PATTERNS(ATTN_KIND_FLAGS)
+#undef ATTN_KIND_FLAGS
+}
+inline std::vector<std::string> pattern_flag_names() {
+    Flags flags("", "");
+    PatternFlags f;
+    add_pattern_flags(flags, f);
+    return flags.names();
 }
 
 // The pattern `name` from its flags; fatal naming the flags on a bad value. `pattern_flag` is

@@ -1,6 +1,7 @@
 // The model's shape, its validation (one-line errors naming the flag), and its JSON form
 // (kept in every checkpoint's metadata).
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 #include "layers/attention_pattern.h"
@@ -65,14 +66,23 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
     if (!(c.rope_theta > 1) || !std::isfinite(c.rope_theta)) fatal("--rope-theta must be finite and > 1 (got %g)", c.rope_theta);
 }
 
-// The per-layer patterns from the flags: --attn dense|dilated|block-sparse with its pattern
-// flags, --dense-layers (layers that stay dense) and --dilated-layers (layers that are dilated,
-// from --segments / --dilations, in a model of another pattern: say block-sparse layers with a
-// few dilated ones).
+// The per-layer patterns from the flags: --attn, a pattern name or a comma list of them cycled
+// over the layers ("block-sparse,fixed": even layers block-sparse, odd ones fixed), each built
+// from its own flags; --dense-layers (layers that stay dense) and --dilated-layers (layers that
+// are dilated, from --segments / --dilations, in a model of another pattern: say block-sparse
+// layers with a few dilated ones).
 inline std::vector<AttnPattern> layer_patterns_from_flags(int n_layer, const std::string& attn, const PatternFlags& flags,
                                                           const std::string& dense_layers, const std::string& dilated_layers = "") {
-    const AttnPattern p = pattern_from_flags(attn, flags);
-    std::vector<AttnPattern> out(n_layer, p);
+    std::vector<AttnPattern> cycle;
+    for (size_t at = 0; at <= attn.size();) {
+        const size_t comma = std::min(attn.find(',', at), attn.size());
+        cycle.push_back(pattern_from_flags(attn.substr(at, comma - at), flags));
+        at = comma + 1;
+    }
+    if ((int)cycle.size() > n_layer)
+        fatal("--attn %s names %zu patterns for %d layers: give one, or at most one per layer", attn.c_str(), cycle.size(), n_layer);
+    std::vector<AttnPattern> out;
+    for (int l = 0; l < n_layer; l++) out.push_back(cycle[l % cycle.size()]);
     const std::vector<int> dil = parse_int_list(dilated_layers, "--dilated-layers");
     const AttnPattern d = dil.empty() ? AttnPattern{} : pattern_from_flags("dilated", flags);
     for (int l : dil) {

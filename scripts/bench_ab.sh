@@ -3,8 +3,10 @@
 # clocks and temperature drift hit both alike; then scripts/compare_bench_tables.py prints the
 # new/old time ratios per row (best of the runs of each build).
 #   OLD=dir NEW=dir [ROUNDS=2] [OUTDIR=build/bench_ab] scripts/bench_ab.sh
-# OLD and NEW hold bench_attention and bench_attention_dilated; BENCH_ATTENTION_ARGS and
-# BENCH_DILATED_ARGS pass flags (e.g. --max-n).
+# OLD and NEW hold the benchmarks (bench_attention, bench_attention_dilated,
+# bench_attention_block_sparse, bench_train; one missing from either is skipped);
+# BENCH_ATTENTION_ARGS, BENCH_DILATED_ARGS, BENCH_BLOCK_SPARSE_ARGS and BENCH_TRAIN_ARGS pass
+# flags (e.g. --max-n).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OLD=${OLD:?set OLD to the old build's binaries} NEW=${NEW:?set NEW to the new build's binaries}
@@ -15,14 +17,23 @@ if python3 -c "import nvidia" 2>/dev/null; then
     SP=$(python3 -c "import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))")/nvidia
     export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:${LD_LIBRARY_PATH:-}
 fi
-for bench in attention attention_dilated; do
-    args=${BENCH_ATTENTION_ARGS:---no-cudnn}; [ $bench = attention_dilated ] && args=${BENCH_DILATED_ARGS:-}
+# Each benchmark both builds hold: its flags, and the columns of its two times (compare_bench_tables.py).
+for bench in attention attention_dilated attention_block_sparse train; do
+    [ -x "$OLD/bench_$bench" ] && [ -x "$NEW/bench_$bench" ] || { echo "== $bench: not in both builds, skipped"; continue; }
+    case $bench in
+        attention) args=${BENCH_ATTENTION_ARGS:---no-cudnn} cols=0,2 ;;
+        attention_dilated) args=${BENCH_DILATED_ARGS:-} cols=0,2 ;;
+        attention_block_sparse) args=${BENCH_BLOCK_SPARSE_ARGS:-} cols=0,3 ;;
+        train) args=${BENCH_TRAIN_ARGS:---attention flash} cols=0,0 ;;
+    esac
     old=() new=()
     for r in $(seq 1 "$ROUNDS"); do
+        # shellcheck disable=SC2086
         "$OLD/bench_$bench" --out "$OUTDIR/${bench}_old_$r.md" $args > /dev/null || echo "old bench_$bench failed"
+        # shellcheck disable=SC2086
         "$NEW/bench_$bench" --out "$OUTDIR/${bench}_new_$r.md" $args > /dev/null || echo "new bench_$bench failed"
         old+=("$OUTDIR/${bench}_old_$r.md") new+=("$OUTDIR/${bench}_new_$r.md")
     done
     echo "== $bench: new/old, best of $ROUNDS runs each"
-    python3 scripts/compare_bench_tables.py "$(IFS=,; echo "${old[*]}")" "$(IFS=,; echo "${new[*]}")" | tee "$OUTDIR/${bench}_ab.md"
+    python3 scripts/compare_bench_tables.py "$(IFS=,; echo "${old[*]}")" "$(IFS=,; echo "${new[*]}")" $cols | tee "$OUTDIR/${bench}_ab.md"
 done

@@ -2,7 +2,7 @@
 """Checks an attention_tool safetensors file from outside the project: reads it with the
 standard library only (the format is an 8-byte length, a JSON header, raw little-endian data),
 recomputes in float64 straight from the spec's definition (docs/attention-spec.md#common: one
-softmax per row over the pattern's multiset of keys, dense, dilated or block-sparse as the "pattern"
+softmax per row over the pattern's multiset of keys, dense, dilated, block-sparse or fixed as the "pattern"
 metadata says, causal in positions 0..N-1), and compares:
   - a sample of rows of O and L;
   - with --backward files (do, dq, dk, dv): dQ for a sample of query rows and dK, dV for a
@@ -160,6 +160,9 @@ def multiplicity(pattern, head, p, k, n):
         return 1
     if pattern["kind"] == "block-sparse":
         return 1 if block_sparse_keeps(pattern, head, p, k, n) else 0
+    if pattern["kind"] == "fixed":  # its own block, or the last `summary` keys of any block
+        l, c = pattern["stride"], pattern["summary"]
+        return 1 if p // l == k // l or k % l >= l - c else 0
     m = 0
     for w, r in zip(pattern["segments"], pattern["dilations"]):
         w = min(w, n)

@@ -4,11 +4,18 @@ present in both, the ratio new/old of the forward and forward+backward times (th
 third numbers with a decimal point in bench_attention's and bench_attention_dilated's rows),
 taking per build the lowest time over its runs.
 
-  compare_bench_tables.py OLD.md[,OLD2.md...] NEW.md[,NEW2.md...]
+  compare_bench_tables.py OLD.md[,OLD2.md...] NEW.md[,NEW2.md...] [F,FB]
+
+F,FB (default 0,2) say which decimal columns after the first are the two times: 0,3 for
+bench_attention_block_sparse (fwd ms, Mt/s, TF/s, f+b ms), 0,0 for bench_train (one step's ms;
+its markdown bars are ignored).
 
 A row is keyed by its tokens before the first decimal number (N, D, B, H, or N and pattern).
 Prints a markdown table and the worst ratio. Standard library only."""
 import sys
+
+
+OFFSETS = (0, 2)
 
 
 def parse(path):
@@ -16,11 +23,14 @@ def parse(path):
     for line in open(path):
         if line.startswith("#") or not line.strip():
             continue
-        cols = line.split()
+        cols = [c for c in line.split() if c != "|"]
         first = next((i for i, c in enumerate(cols) if "." in c and c.replace(".", "", 1).isdigit()), None)
-        if first is None or len(cols) < first + 3:
+        if first is None or len(cols) <= first + max(OFFSETS):
             continue  # the header
-        rows[" ".join(cols[:first])] = (float(cols[first]), float(cols[first + 2]))
+        try:
+            rows[" ".join(cols[:first])] = (float(cols[first + OFFSETS[0]]), float(cols[first + OFFSETS[1]]))
+        except ValueError:
+            continue
     return rows
 
 
@@ -34,6 +44,9 @@ def best(paths):
 
 
 def main():
+    global OFFSETS
+    if len(sys.argv) > 3:
+        OFFSETS = tuple(int(x) for x in sys.argv[3].split(","))
     old, new = best(sys.argv[1].split(",")), best(sys.argv[2].split(","))
     worst = 0.0
     print("| row | fwd ms old | fwd ms new | new/old | f+b ms old | f+b ms new | new/old |")

@@ -25,6 +25,9 @@
 #   wdil       block-sparse sliding window 2048 + key blocks of 64 at block distances 0, 16, 32, ... (reaching
 #              1M tokens) in every layer, as longnet's curriculum: a far needle reaches the question
 #              directly (1 block in 16) or relayed by a block of the window after it
+#   fixwin     block-sparse sliding window 2048 in layers 0, 2, 4, the Sparse Transformer's fixed pattern
+#              (blocks of 2048, the last 128 tokens of each its summary) in layers 1, 3, 5, as longnet's
+#              curriculum: a needle reaches its block's summary in one fixed layer, the question in the next
 # SHARDS, LENGTHS, SAMPLES, TOKENS and LR narrow or change what `data` makes and the runs take.
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
@@ -65,6 +68,8 @@ M_ARGS() {  # the flags of model $1
                        "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         wdil)     echo "--attn block-sparse --block 64 --window 2048 --dilated-blocks 16,1048576 --seq-len 2048 --batch 64 --steps $STEPS"\
                        "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+        fixwin)   echo "--attn block-sparse,fixed --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 2048 --batch 64"\
+                       "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
     esac
 }

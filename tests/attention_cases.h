@@ -65,6 +65,21 @@ inline std::vector<AttnCase> attn_cases() {
             }
         bs3.layout = L;
         out.push_back({"block-sparse b8 layout per head " + c, bs3, false});
+        // Fixed (causal only): small blocks with a summary that cuts them, with documents; a
+        // summary of the whole block (every earlier key); blocks of 128, which the kernels walk
+        // by computed tiles, not masks everywhere.
+        if (causal) {
+            AttnPattern fx;
+            fx.kind = AttnKind::Fixed;
+            fx.stride = 16, fx.summary = 5;
+            out.push_back({"fixed l16 c5 causal docs", fx, true});
+            AttnPattern fx2 = fx;
+            fx2.stride = 24, fx2.summary = 24;
+            out.push_back({"fixed l24 c24 causal", fx2, false});
+            AttnPattern fx3 = fx;
+            fx3.stride = 128, fx3.summary = 8;
+            out.push_back({"fixed l128 c8 causal", fx3, false});
+        }
     }
     return out;
 }

@@ -236,7 +236,48 @@ static void test_modules() {
     const AttnPattern bp = pattern_from_flags("block-sparse", f);
     bad += bp.block != 32 || bp.window != 100 || bp.global != 4 || bp.dilated_r != 3 || bp.dilated_window != 512 ||
            bp.random_count != 2 || bp.random_seed != 9;
+    f.stride = 64, f.summary = 8;
+    const AttnPattern xp = pattern_from_flags("fixed", f);
+    bad += xp.kind != AttnKind::Fixed || xp.stride != 64 || xp.summary != 8;
+    // The fixed pattern by hand (Child et al.'s figure: l = 4, c = 1): query 9 keeps its block
+    // {8, 9} and the last key of blocks 0 and 1, {3, 7}; query 5 keeps {3, 4, 5}.
+    AttnPattern hand = xp;
+    hand.stride = 4, hand.summary = 1;
+    auto keys_of = [&](int q) {
+        std::vector<int> out;
+        for (int k = 0; k < 12; k++)
+            if (key_multiplicity(hand, 0, q, k, 12)) out.push_back(k);
+        return out;
+    };
+    bad += keys_of(9) != std::vector<int>{3, 7, 8, 9} || keys_of(5) != std::vector<int>{3, 4, 5} || keys_of(0) != std::vector<int>{0};
     check(bad == 0, "pattern JSON round trip, flags, names", bad, 0);
+
+    // The tile predicates against brute force, on random position ranges: a pair tiles_meet
+    // refuses holds no kept (query, key) for any head; a pair tiles_full accepts keeps every
+    // allowed pair exactly once for every head.
+    SplitMix64 rng(11);
+    int unsound = 0, tested = 0;
+    for (const AttnCase& c : attn_cases()) {
+        const int N = 300, H = 3;
+        for (int trial = 0; trial < 400; trial++) {
+            const int q_lo = (int)rng.below(N), q_hi = std::min(N - 1, q_lo + (int)rng.below(40));
+            const int k_lo = (int)rng.below(N), k_hi = std::min(N - 1, k_lo + (int)rng.below(40));
+            if (!pattern_tiles_meet(c.pattern, q_lo, q_hi, k_lo, k_hi, N) && !(c.pattern.causal && k_lo > q_hi)) {
+                for (int h = 0; h < H; h++)
+                    for (int q = q_lo; q <= q_hi; q++)
+                        for (int k = k_lo; k <= k_hi; k++) unsound += key_multiplicity(c.pattern, h, q, k, N) != 0;
+                tested++;
+            }
+            if (pattern_tiles_full(c.pattern, q_lo, q_hi, k_lo, k_hi, N)) {
+                for (int h = 0; h < H; h++)
+                    for (int q = q_lo; q <= q_hi; q++)
+                        for (int k = k_lo; k <= k_hi; k++)
+                            if (!c.pattern.causal || k <= q) unsound += key_multiplicity(c.pattern, h, q, k, N) != 1;
+                tested++;
+            }
+        }
+    }
+    check(unsound == 0 && tested > 0, "tiles_meet and tiles_full agree with the multiplicities, every case", unsound, 0);
 }
 
 static double bf16_round(double x) {  // round to nearest even at 8 significant bits

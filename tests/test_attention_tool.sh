@@ -28,6 +28,7 @@ check dense_d128_fp64 --N 30 --H 2 --D 128 --dtype fp64 --backward --seed 9
 check block_sparse_fp64 --pattern block-sparse --block 16 --window 40 --global 5 --dilated-blocks 3,160 \
     --random-blocks 2,3 --N 203 --B 2 --H 3 --D 64 --dtype fp64 --backward
 check block_sparse_full_fp32 --pattern block-sparse --block 8 --window 12 --random-blocks 1,9 --causal off --N 61 --H 2 --D 64 --dtype fp32
+check fixed_fp64 --pattern fixed --stride 16 --summary 5 --N 83 --B 2 --H 2 --D 64 --dtype fp64 --backward --seed 7
 printf '0: 0\n1: 0 1\n2: 1 2\n3: 0 3\n' > "$work/layout.txt"
 check block_sparse_layout_fp64 --pattern block-sparse --block 16 --layout-file "$work/layout.txt" --N 64 --H 2 --D 64 --dtype fp64 --backward
 # A layout with key blocks above the diagonal is valid without the causal mask: --causal off is
@@ -150,20 +151,24 @@ if grep -n 'AttnKind' tools/attention_tool.cu > "$work/kinds.log"; then
 else
     pass "attention_tool names no pattern kind: every pattern goes through the registry"
 fi
-# Block-sparse on --device cuda passes the flag checks: here (no GPU) the run stops only at the
-# device; on an H100/H200 it runs, reports a FLOP rate above zero and its file checks.
-bs_cuda=(--device cuda --dtype bf16 --pattern block-sparse --block 64 --window 512 --global 16 --random-blocks 2,5
-         --N 2048 --H 4 --D 64 --backward --reps 3 --out "$work/bs_cuda.safetensors")
-err=$("$tool" "${bs_cuda[@]}" 2>&1 > "$work/bs_cuda.log"); code=$?
-rates=$(grep -o '[0-9.]* TFLOP/s' "$work/bs_cuda.log" | tr '\n' ' ')
-if [ $code -eq 1 ] && [[ "$err" == "error: --device cuda: "* ]]; then
-    pass "block-sparse on --device cuda is refused only for the device: $err"
-elif [ $code -eq 0 ] && [ -n "$rates" ] && ! grep -q ' 0\.0 TFLOP/s' "$work/bs_cuda.log" \
-     && python3 scripts/check_attention_file.py "$work/bs_cuda.safetensors" >> "$work/bs_cuda.log" 2>&1; then
-    pass "block-sparse on --device cuda runs at $rates and checks: $(tail -1 "$work/bs_cuda.log")"
-else
-    fail "block-sparse on --device cuda: exit $code: $err $(tr '\n' ' ' < "$work/bs_cuda.log")"
-fi
+# Block-sparse and fixed on --device cuda pass the flag checks: here (no GPU) a run stops only at
+# the device; on an H100/H200 it runs, reports a FLOP rate above zero and its file checks.
+cuda_check() {  # name, tool flags...
+    local name=$1; shift
+    local err code rates
+    err=$("$tool" --device cuda --dtype bf16 "$@" --N 2048 --H 4 --D 64 --backward --reps 3 --out "$work/$name.safetensors" 2>&1 > "$work/$name.log"); code=$?
+    rates=$(grep -o '[0-9.]* TFLOP/s' "$work/$name.log" | tr '\n' ' ')
+    if [ $code -eq 1 ] && [[ "$err" == "error: --device cuda: "* ]]; then
+        pass "$name on --device cuda is refused only for the device: $err"
+    elif [ $code -eq 0 ] && [ -n "$rates" ] && ! grep -q ' 0\.0 TFLOP/s' "$work/$name.log" \
+         && python3 scripts/check_attention_file.py "$work/$name.safetensors" >> "$work/$name.log" 2>&1; then
+        pass "$name on --device cuda runs at $rates and checks: $(tail -1 "$work/$name.log")"
+    else
+        fail "$name on --device cuda: exit $code: $err $(tr '\n' ' ' < "$work/$name.log")"
+    fi
+}
+cuda_check bs_cuda --pattern block-sparse --block 64 --window 512 --global 16 --random-blocks 2,5
+cuda_check fixed_cuda --pattern fixed --stride 256 --summary 24
 
 # The refused --out must leave nothing behind, and the limits let the sizes they name run.
 if [ ! -e /nonexistent/dir ] && [ -z "$(ls "$work" | grep '\.tmp$')" ]; then pass "refused runs leave no .tmp files"

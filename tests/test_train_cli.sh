@@ -390,9 +390,9 @@ expect_error "infer --cp without --perplexity" "for --perplexity" ./build/infer 
 #     the CPU, print their density, carry their patterns to infer; bad layouts are refused.
 bsp=(--attn block-sparse --block 4 --window 8 --global 2 --layers 3 --dilated-layers 1 --segments 8,16 --dilations 1,2 --dense-layers 2)
 if ./build/train "${tiny[@]}" "${bsp[@]}" --steps 10 --out "$work/bsparse" > "$work/bsparse.log" 2>&1 \
-   && grep -q "layer 0: block-sparse .*density 0\.[0-9]* of the blocks at T = 32" "$work/bsparse.log" \
+   && grep -q "layer 0: block-sparse .*keeps 0\.[0-9]* of the causal pairs at T = 32" "$work/bsparse.log" \
    && ./build/infer --checkpoint "$work/bsparse" --prompt "In the" --max-new 8 > "$work/bsparse_gen.log" 2>&1; then
-    pass "block-sparse + dilated + dense layers train and generate ($(grep -o 'density [0-9.]*' "$work/bsparse.log"), $(grep -o 'val loss [0-9.]*' "$work/bsparse.log" | tail -1))"
+    pass "block-sparse + dilated + dense layers train and generate ($(grep -o 'keeps [0-9.]*' "$work/bsparse.log" | head -1), $(grep -o 'val loss [0-9.]*' "$work/bsparse.log" | tail -1))"
 else
     fail "block-sparse model: $(tail -n 2 "$work/bsparse.log" "$work/bsparse_gen.log" | tr '\n' ' ')"
 fi
@@ -403,6 +403,27 @@ expect_error "block-sparse without a builder" "needs a builder" ./build/train "$
 expect_error "a negative window" "must not be negative" ./build/train "${tiny[@]}" --attn block-sparse --window -3 --out "$work/x10"
 expect_error "--dilated-blocks with one number" "r,W" ./build/train "${tiny[@]}" --attn block-sparse --dilated-blocks 3 --out "$work/x10"
 [ ! -e "$work/x10" ] && pass "the refused block-sparse runs wrote nothing" || fail "a refused block-sparse run wrote $work/x10"
+
+# 11. Fixed layers (the Sparse Transformer's pattern) cycled with block-sparse ones by --attn's
+#     list train on the CPU, print what each keeps, carry both patterns to infer and to --resume;
+#     bad values are refused before anything is written.
+fx=(--attn block-sparse,fixed --block 4 --window 8 --stride 16 --summary 4 --layers 3 --seq-len 64)
+if ./build/train "${tiny[@]}" "${fx[@]}" --steps 12 --stop-at 10 --out "$work/fixed" > "$work/fixed.log" 2>&1 \
+   && grep -q "layer 0: block-sparse .*keeps 0\.[0-9]* of the causal pairs at T = 64" "$work/fixed.log" \
+   && grep -q 'layer 1: fixed {"kind":"fixed","causal":true,"stride":16,"summary":4}, keeps 0\.[0-9]*' "$work/fixed.log" \
+   && grep -q "layer 2: block-sparse" "$work/fixed.log" \
+   && ./build/train "${tiny[@]}" "${fx[@]}" --steps 12 --resume --out "$work/fixed" > "$work/fixed_resume.log" 2>&1 \
+   && ./build/infer --checkpoint "$work/fixed" --prompt "In the" --max-new 8 > "$work/fixed_gen.log" 2>&1; then
+    pass "block-sparse, fixed, block-sparse layers train, resume and generate ($(grep -o 'layer 1: fixed.*keeps [0-9.]*' "$work/fixed.log" | grep -o 'keeps [0-9.]*'))"
+else
+    fail "fixed model: $(tail -n 2 "$work/fixed.log" "$work/fixed_resume.log" "$work/fixed_gen.log" 2>/dev/null | tr '\n' ' ')"
+fi
+expect_error "fixed: a resumed run with another stride" "--resume" ./build/train "${tiny[@]}" "${fx[@]}" --stride 32 --steps 12 --resume --out "$work/fixed"
+expect_error "fixed: summary 0" "--summary 0 must be in" ./build/train "${tiny[@]}" --attn fixed --summary 0 --out "$work/x11"
+expect_error "fixed: summary above the stride" "--summary 40 must be in" ./build/train "${tiny[@]}" --attn fixed --stride 32 --summary 40 --out "$work/x11"
+expect_error "more patterns than layers" "names 3 patterns for 2 layers" ./build/train "${tiny[@]}" --attn dense,fixed,dense --out "$work/x11"
+expect_error "an empty name in the list" "--attn must be" ./build/train "${tiny[@]}" --attn fixed, --out "$work/x11"
+[ ! -e "$work/x11" ] && pass "the refused fixed runs wrote nothing" || fail "a refused fixed run wrote $work/x11"
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -123,7 +123,6 @@ struct Args {
 static Args parse_args(int argc, char** argv) {
     Args a;
     PatternFlags& pf = a.pattern_flags;
-    pf.segments = "2048,4096,8192", pf.dilations = "1,2,4";
     Flags flags("attention_tool",
                 "Run one attention pattern and write its inputs, outputs and gradients to safetensors.\n\n"
                 "Sizes are checked before anything runs: every tensor (B*N*H*D elements) and the whole run must fit\n"
@@ -134,15 +133,8 @@ static Args parse_args(int argc, char** argv) {
                 "default 5e10 is ~10 minutes forward, 2-4x that with --backward); use --device cuda for long\n"
                 "sequences, or raise the limit.\n"
                 "Limits: --D 64 or 128; at most 64 dilated branches; --reps 1 to 10000; 0 < --scale <= 1e4.");
-    flags.add_string("pattern", &a.pattern, "dense, dilated or block-sparse");
-    flags.add_int("block", &pf.block, "block-sparse: block size");
-    flags.add_int("window", &pf.window, "block-sparse: keys less than this many tokens back");
-    flags.add_int("global", &pf.global, "block-sparse: the first g tokens are global");
-    flags.add_string("dilated-blocks", &pf.dilated_blocks, "block-sparse: r,W: key blocks at block distances that are multiples of r within W tokens");
-    flags.add_string("random-blocks", &pf.random_blocks, "block-sparse: count,seed: random key blocks per query block and head");
-    flags.add_string("layout-file", &pf.layout_file, "block-sparse: explicit key blocks per query block");
-    flags.add_string("segments", &pf.segments, "dilated: segment length of each branch");
-    flags.add_string("dilations", &pf.dilations, "dilated: dilation rate of each branch");
+    flags.add_string("pattern", &a.pattern, attn_kind_names().c_str());
+    add_pattern_flags(flags, pf);
     flags.add_bool("causal", &pf.causal, "mask keys after the query");
     flags.add_int("B", &a.B, "batch");
     flags.add_int("N", &a.N, "sequence length");

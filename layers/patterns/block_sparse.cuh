@@ -9,6 +9,7 @@
 #include "layers/cuda/attention/masks.cuh"
 #include "layers/cuda/attention/params.cuh"
 #include "layers/cuda/attention/schedule_list.cuh"
+#include "layers/cuda/pattern_args.cuh"
 #include "layers/patterns/block_sparse.h"
 
 namespace flash {
@@ -25,7 +26,7 @@ struct TileList {
 // lists already carry each launch's sides, so nothing else differs.
 struct BlockSparseSchedule {
     static constexpr bool kPerBlockMaps = false, kMayMerge = true, kTwoSided = true, kBlockSparse = true;
-    static bool serves(const Params& p) { return p.sparse != nullptr; }
+    static bool serves(const Params& p) { return p.kind == AttnKind::BlockSparse && p.sparse != nullptr; }
     __device__ static TileList key_tiles(const Params& p, const QueryTile& qt, int) {
         const int t = qt.r0 / p.tiles.BM, a = __ldg(p.tiles.q_ptr + t);
         return TileList{p.tiles.k_of_q + a, __ldg(p.tiles.q_ptr + t + 1) - a};
@@ -50,6 +51,12 @@ struct BlockSparseSchedule {
 template <>
 struct PatternSchedules<BlockSparsePattern> {
     using type = ScheduleList<BlockSparseSchedule>;
+    // The rules by value (an explicit layout's device copy) for the element mask, and the pattern,
+    // from which each launcher binds the tile lists of its tile shape (bind_tiles).
+    static void bind(Params& p, const AttnPattern& pattern) {
+        p.sparse = &pattern;
+        p.bs = BlockSparsePattern::rules(pattern, pattern_args_cuda(pattern).layout);
+    }
 };
 
 }  // namespace flash

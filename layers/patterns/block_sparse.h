@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "core/flags.h"
 #include "layers/patterns/pattern_params.h"
 
 // The c-th random key block of (head, query block) among `range` candidates (splitmix64 of the
@@ -185,7 +186,16 @@ struct BlockSparsePattern {
     // decode kernel walks branches, not layouts.
     static constexpr bool kDecodesOneToken = false;
     static constexpr bool kCudnnRuns = false;
+    static constexpr bool kLaunchesPerBranch = false;  // one launch over its tile lists
 
+    static void add_flags(Flags& flags, PatternFlags& f) {
+        flags.add_int("block", &f.block, "block-sparse: block size b in tokens");
+        flags.add_int("window", &f.window, "block-sparse: each token sees the keys less than this many tokens back");
+        flags.add_int("global", &f.global, "block-sparse: the first g tokens are seen by every token and see every key");
+        flags.add_string("dilated-blocks", &f.dilated_blocks, "block-sparse: r,W: key blocks at block distances that are multiples of r, within W tokens");
+        flags.add_string("random-blocks", &f.random_blocks, "block-sparse: count,seed: random key blocks per query block and head");
+        flags.add_string("layout-file", &f.layout_file, "block-sparse: explicit key blocks per query block ('Q: K K ...' or 'H/Q: K K ...' lines)");
+    }
     static void from_flags(const PatternFlags& f, AttnPattern& p) {
         p.block = f.block, p.window = f.window, p.global = f.global;
         if (!f.dilated_blocks.empty()) {

@@ -17,7 +17,7 @@ struct DenseSchedule {
     // kBlockSparse: the pattern masks elements itself (keeps), on the pairs its lists cut.
     static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false, kBlockSparse = false;
     // The launches this instance runs (every schedule says so; exactly one serves a launch).
-    static bool serves(const Params& p) { return !p.sparse && !p.two_sided && p.seg_len == 0; }
+    static bool serves(const Params& p) { return p.kind == AttnKind::Dense && !p.two_sided && p.seg_len == 0; }
     // Key tiles of BN rows for a query tile: up to the last key at or before the tile's last
     // query (causal), from the first key at or after its earliest document start.
     __device__ static TileRange key_tiles(const Params& p, const QueryTile& qt, int BN) {
@@ -43,12 +43,13 @@ struct DenseSchedule {
 // The two-sided launchers' instance (Params::two_sided): it may merge, into bf16 or fp32 O.
 struct DenseTwoSidedSchedule : DenseSchedule {
     static constexpr bool kMayMerge = true, kTwoSided = true;
-    static bool serves(const Params& p) { return !p.sparse && p.two_sided && p.seg_len == 0; }
+    static bool serves(const Params& p) { return p.kind == AttnKind::Dense && p.two_sided && p.seg_len == 0; }
 };
 
 template <>
 struct PatternSchedules<DensePattern> {
     using type = ScheduleList<DenseSchedule, DenseTwoSidedSchedule>;
+    static void bind(Params&, const AttnPattern&) {}  // nothing beyond the shapes
 };
 
 }  // namespace flash

@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 #include <vector>
+#include "core/flags.h"
 #include "layers/patterns/pattern_params.h"
 
 struct DensePattern {
@@ -25,6 +26,7 @@ struct DensePattern {
     static long long cache_unpack_rows(const AttnPattern&, int) { return 0; }
     static constexpr bool kDecodesOneToken = true;  // one token: the decode kernel, straight against the cache
     static constexpr bool kCudnnRuns = true;        // cuDNN's SDPA runs it (dense only)
+    static constexpr bool kLaunchesPerBranch = false;  // the flash kernels run it in one launch
 
     static double pairs_kept(const AttnPattern& p, int N, int H) {
         const double n = N;
@@ -36,6 +38,7 @@ struct DensePattern {
     static bool tiles_meet(const AttnPattern&, int, int, int, int, int /*seq_len*/) { return true; }
     static bool tiles_full(const AttnPattern&, int, int, int, int, int /*seq_len*/) { return true; }
 
+    static void add_flags(Flags&, PatternFlags&) {}
     static void from_flags(const PatternFlags&, AttnPattern&) {}
     static std::string flags_text(const PatternFlags&) { return ""; }
     static std::string json_fields(const AttnPattern&) { return ""; }

@@ -22,7 +22,7 @@ __device__ __forceinline__ RowMap dilated_rows(int first, int end, int r, int po
 
 struct DilatedSchedule : DenseSchedule {
     static constexpr bool kPerBlockMaps = true, kMayMerge = true;
-    static bool serves(const Params& p) { return !p.sparse && !p.two_sided && p.seg_len != 0; }
+    static bool serves(const Params& p) { return p.kind == AttnKind::Dilated && !p.two_sided && p.seg_len != 0; }
 
     // Virtual sequence `seq` of the launch: (b, h) and segment seg0 + seq % nseg, cut from the
     // global positions and the global length; one map serves both sides unless kTwoSided.
@@ -43,13 +43,14 @@ struct DilatedSchedule : DenseSchedule {
 // The two-sided launchers' instance (Params::two_sided): a query map and a key map per block.
 struct DilatedTwoSidedSchedule : DilatedSchedule {
     static constexpr bool kTwoSided = true;
-    static bool serves(const Params& p) { return !p.sparse && p.two_sided && p.seg_len != 0; }
+    static bool serves(const Params& p) { return p.kind == AttnKind::Dilated && p.two_sided && p.seg_len != 0; }
     __device__ __forceinline__ static void block_maps(Params& p, int seq, int& b, int& h) { maps<true>(p, seq, b, h); }
 };
 
 template <>
 struct PatternSchedules<DilatedPattern> {
     using type = ScheduleList<DilatedSchedule, DilatedTwoSidedSchedule>;
+    static void bind(Params&, const AttnPattern&) {}  // each branch's launch sets its segments (launch_dilated.cuh)
 };
 
 }  // namespace flash

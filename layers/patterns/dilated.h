@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 #include <vector>
+#include "core/flags.h"
 #include "layers/patterns/pattern_params.h"
 
 // The offset class that head `head` keeps in a branch of dilation r.
@@ -65,6 +66,9 @@ struct DilatedPattern {
     }
     static constexpr bool kDecodesOneToken = true;  // one token: the decode kernel over the branches
     static constexpr bool kCudnnRuns = false;
+    // The flash kernels run it branch by branch (launch_dilated.cuh), merging the branches'
+    // softmaxes into O and L from O = 0, L = -inf; rows no branch keeps stay 0.
+    static constexpr bool kLaunchesPerBranch = true;
 
     static std::vector<AttnPattern> branches(const AttnPattern& p) {
         std::vector<AttnPattern> out;
@@ -109,6 +113,10 @@ struct DilatedPattern {
         return q_lo / w == q_hi / w && k_lo / w == k_hi / w && q_lo / w == k_lo / w;
     }
 
+    static void add_flags(Flags& flags, PatternFlags& f) {
+        flags.add_string("segments", &f.segments, "dilated: segment length of each branch, e.g. 2048,4096,8192 (a segment longer than the sequence is the whole sequence)");
+        flags.add_string("dilations", &f.dilations, "dilated: dilation rate of each branch, e.g. 1,2,4");
+    }
     static void from_flags(const PatternFlags& f, AttnPattern& p) {
         p.segments = branch_list(f.segments, "--segments");
         p.dilations = branch_list(f.dilations, "--dilations");

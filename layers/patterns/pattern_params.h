@@ -78,6 +78,8 @@ struct AttnPattern {
     int block = 0, window = 0, global = 0, dilated_r = 0, dilated_window = 0, random_count = 0;
     uint64_t random_seed = 0;
     std::shared_ptr<const BlockLayout> layout;
+    // Fixed (Sparse Transformer): blocks of `stride` tokens, the last `summary` of each seen by later blocks.
+    int stride = 0, summary = 0;
 
     int branches() const { return (int)segments.size(); }
     BlockLayoutView layout_view() const { return layout ? layout->view() : BlockLayoutView{}; }
@@ -101,6 +103,7 @@ struct AttnPatternArgs {
     int segments_[kMaxDilatedBranches], dilations_[kMaxDilatedBranches];
     int block, window, global, dilated_r, dilated_window, random_count;
     uint64_t random_seed;
+    int stride, summary;
     BlockLayoutView layout;  // device pointers: pattern_args_cuda (layers/cuda/pattern_args.cuh) uploads it
     ATTN_HD BlockLayoutView layout_view() const { return layout; }
 
@@ -121,17 +124,19 @@ inline AttnPatternArgs pattern_args(const AttnPattern& p) {
     }
     a.block = p.block, a.window = p.window, a.global = p.global, a.dilated_r = p.dilated_r;
     a.dilated_window = p.dilated_window, a.random_count = p.random_count, a.random_seed = p.random_seed;
+    a.stride = p.stride, a.summary = p.summary;
     if (p.layout) fatal("internal: a block-sparse layout needs its device copy: use pattern_args_cuda (layers/cuda/pattern_args.cuh)");
     return a;
 }
 
 // The pattern flags of train and attention_tool, as given (each module parses its own).
 struct PatternFlags {
-    std::string segments, dilations;  // dilated: "2048,4096,8192", "1,2,4"
+    std::string segments = "2048,4096,8192", dilations = "1,2,4";  // dilated: LongNet's first three branches
     // block-sparse: block size, window and global tokens, "r,window" dilated blocks,
     // "count,seed" random blocks, a layout file
     int block = 64, window = 0, global = 0;
     std::string dilated_blocks, random_blocks, layout_file;
+    int stride = 128, summary = 16;  // fixed: Child et al.'s l = 128 and a summary of c = 16
     // Read before the builders: a layout file's rows are checked against the causal mask
     // (train is always causal; attention_tool has --causal).
     bool causal = true;

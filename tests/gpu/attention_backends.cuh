@@ -63,10 +63,6 @@ __global__ void f32_rows_to_bf16(bf16* dst, int stride, const float* src, size_t
 }
 
 // The kinds our flash kernels run (the others: the naive kernel and the CPU).
-inline bool has_flash_kernel(const AttnPattern& p) {
-    return p.kind == AttnKind::Dense || p.kind == AttnKind::Dilated || p.kind == AttnKind::BlockSparse;
-}
-
 inline std::string refuse_gapped_positions(const AttnDevCase& c) {
     return c.pos0 < 0 ? "needs contiguous positions (pos[i] = pos0 + i)" : "";
 }
@@ -75,7 +71,6 @@ inline std::vector<AttnBackend> attention_backends(int D) {
     std::vector<AttnBackend> out;
     // Our one-sided launchers: a dilated pattern cuts segments by buffer index (pos[i] = i).
     auto flash_refuses = [](const AttnPattern& p, const AttnDevCase& c, bool) -> std::string {
-        if (!has_flash_kernel(p)) return std::string("no flash kernel for ") + attn_kind_name(p.kind) + " yet";
         return p.kind != AttnKind::Dense && c.pos0 != 0 ? "one-sided launchers need pos[i] = i for this pattern" : "";
     };
     int nf = 0, nb = 0;
@@ -108,7 +103,7 @@ inline std::vector<AttnBackend> attention_backends(int D) {
         AttnBackend b;
         b.name = "flash two-sided";
         b.refuses = [](const AttnPattern& p, const AttnDevCase& c, bool) {
-            return has_flash_kernel(p) ? refuse_gapped_positions(c) : std::string("no flash kernel for ") + attn_kind_name(p.kind) + " yet";
+            return refuse_gapped_positions(c);
         };
         b.forward = [](bf16* o, float* l, const AttnDevCase& c, const AttnPattern& p, const int* doc, float scale) {
             attention_forward_cuda(o, l, c.queries(doc), c.keys(), p, c.dims(), scale, 0);

@@ -3,7 +3,8 @@
 # memcheck and racecheck on the attention kernels at small sizes, and exact resume of build/train
 # under --deterministic (tests/gpu/test_resume_gpu.sh), infer through the GPU cache
 # (tests/gpu/test_infer_gpu.sh). Sums the "N passed, M failed" lines.
-# BIN=dir runs binaries from elsewhere (carried builds); CORPUS=dir the resume test's corpus.
+# BIN=dir runs binaries from elsewhere (carried builds); CORPUS=dir the resume test's corpus;
+# PART=tests or PART=sanitizers runs one half (each fits a 10-minute device call), default both.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-build}
@@ -38,6 +39,8 @@ sanitize() {  # name, tool, command...: passes when the sanitizer reports 0 erro
     if [ $code -eq 0 ]; then total_pass=$((total_pass + 1)); else total_fail=$((total_fail + 1)); fi
     rows+=("$(printf '%-28s %s exit %s %4ss' "$name" "${verdict:-no summary}" "$code" $((SECONDS - t0)))")
 }
+PART=${PART:-all}
+if [ "$PART" != sanitizers ]; then
 for t in "$BIN"/test_*; do
     name=$(basename "$t")
     [ -f "tests/gpu/$name.cu" ] || continue  # CPU tests run under make test
@@ -51,6 +54,8 @@ run test_infer_gpu env BIN="$BIN" tests/gpu/test_infer_gpu.sh "${CORPUS:-build/t
 # The memory planner's peak against the measured one at three windows, every recompute policy
 # (model/memory_plan.h; a 4-layer dilated model, so that it runs in seconds).
 run plan_vs_measured "$BIN/bench_recompute" --check-plan --layers 4 --seq-lens 16384,65536,262144 --steps 1
+fi
+if [ "$PART" != tests ]; then
 # Our kernels only (--backend flash: every tile variant and the two-sided path; naive has its
 # own run below): racecheck cannot model cuDNN's kernels, as it cannot cuBLASLt's.
 sanitize memcheck_attention memcheck --leak-check no "$BIN/test_attention" --small --backend flash
@@ -65,6 +70,7 @@ sanitize racecheck_decode racecheck "$BIN/test_kv_cache" --kernels
 # racecheck cannot model cuBLASLt's own Hopper kernels (it flags hazards inside nvjet_sm90_*),
 # so it runs on our reduction kernels only.
 sanitize racecheck_layernorm racecheck "$BIN/test_ops" --small --filter layernorm
+fi
 echo
 printf '%s\n' "${rows[@]}"
 echo "$total_pass passed, $total_fail failed"

@@ -28,7 +28,7 @@
 // from the benchmarks (tests/gpu/bench_attention*.cu); this mode compares backends side by side.
 //
 // Usage: test_attention [--seed N] [--small] [--perf] [--filter TEXT] [--backend TEXT]
-//   --small: four small cases (for compute-sanitizer); --filter: the cases whose name contains
+//   --small: six small cases (for compute-sanitizer); --filter: the cases whose name contains
 //   TEXT; --backend: the backends whose name contains TEXT.
 // Output: PASS/FAIL lines, then "N passed, M failed"; exit 1 on failure; with no GPU, a skip
 // message and "0 passed, 0 failed".
@@ -110,6 +110,14 @@ static AttnPattern block_sparse_as_layout(const AttnPattern& p, int N, int H) {
     return out;
 }
 
+// Fixed (Sparse Transformer): blocks of l tokens, the last c of each seen by later blocks.
+static AttnPattern fixed(int l, int c) {
+    AttnPattern p;
+    p.kind = AttnKind::Fixed;
+    p.stride = l, p.summary = c;
+    return p;
+}
+
 static std::string pattern_name(const AttnPattern& p) {
     std::string s = attn_kind_name(p.kind);
     s += p.causal ? " causal" : " full";
@@ -122,6 +130,7 @@ static std::string pattern_name(const AttnPattern& p) {
         if (p.random_count) s += " random " + std::to_string(p.random_count);
         if (p.layout) s += " layout";
     }
+    if (p.kind == AttnKind::Fixed) s += " l" + std::to_string(p.stride) + " c" + std::to_string(p.summary);
     return s;
 }
 
@@ -151,6 +160,8 @@ static std::vector<Case> cases(bool small) {
         add({2, 300, 5, 64, dilated(true, {{64, 1}, {40, 2}})}).min_chunk = 100;  // dQ chunks per branch
         Case& d = add({2, 300, 5, 128, dilated(false, {{64, 2}, {96, 3}})});      // no r = 1 branch
         d.docs = DE, d.min_chunk = 64;
+        add({2, 300, 3, 64, block_sparse(true, 64, 100, 16, 2, 256)}).docs = DE;  // tile lists, element masks
+        add({1, 300, 3, 128, fixed(128, 16)});                                 // computed tiles, summary cut
         return v;
     }
     // Dense: odd sizes, one token, later chunks (positions offset, with gaps), documents with rows
@@ -212,6 +223,15 @@ static std::vector<Case> cases(bool small) {
     add({1, 1500, 4, 128, block_sparse(true, 64, 0, 0, 1, 1 << 20)}).identity = Identity{"all blocks active == dense", dense(true)};
     add({2, 1500, 4, 64, block_sparse(true, 64, 0, 0, 1, 64)}).identity =
         Identity{"the diagonal block alone == dilated (w = b, r = 1)", dilated(true, {{64, 1}})};
+    // Fixed: computed tiles (l a multiple of both key tiles) with summaries that start inside a
+    // tile, with documents; a summary of whole tiles at D = 128; l = 64, computed for 64-key
+    // tiles and masked for 128; l = 100, masked everywhere; odd N throughout.
+    add({2, 1000, 5, 64, fixed(128, 16)}).docs = DE;
+    add({2, 2085, 3, 128, fixed(256, 128)});
+    add({1, 1500, 4, 64, fixed(64, 8)});
+    add({2, 1000, 3, 128, fixed(100, 7)}).docs = DE;
+    add({1, 1300, 4, 64, fixed(128, 128)}).identity = Identity{"summary = stride == dense", dense(true)};
+    add({1, 1300, 4, 128, fixed(2048, 64)}).identity = Identity{"one block (l > N) == dense", dense(true)};
     return v;
 }
 

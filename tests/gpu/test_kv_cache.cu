@@ -165,19 +165,23 @@ static int main_body(bool kernels_only) {
     const AttnPattern dil2 = make_pattern(AttnKind::Dilated, true, {24, 40}, {4, 3});  // neither divides the other
     AttnPattern bs = make_pattern(AttnKind::BlockSparse, true);
     bs.block = 16, bs.window = 40, bs.global = 8;
+    AttnPattern fx = make_pattern(AttnKind::Fixed, true);  // blocks of 32: chunks cross them
+    fx.stride = 32, fx.summary = 4;
     const int B = 2, N = 300, chunk = 48, prompt = 150;  // chunks cross segment borders
     KVCacheCuda::kDecodePieceRows = 16;                  // the dense layer and every branch in several pieces
     std::vector<int> tokens(B * N);
     for (int& t : tokens) t = rng.randint(0, cfg.vocab_size - 1);
-    for (int with_bs = 1; with_bs >= 0; with_bs--) {
-        cfg.layer_attn = {AttnPattern{}, dil, with_bs ? bs : dil2};
+    for (int with_bs = 2; with_bs >= 0; with_bs--) {
+        cfg.layer_attn = {AttnPattern{}, dil, with_bs == 2 ? fx : with_bs ? bs : dil2};
         CudaBackend full(cfg, AttnBackend::Flash);
         full.init_weights(5);
         full.forward(tokens.data(), nullptr, nullptr, B, N, nullptr);
         std::vector<std::vector<float>> want((size_t)B * N, std::vector<float>(cfg.vocab_size));
         for (int b = 0; b < B; b++)
             for (int t = 0; t < N; t++) full.logits_at(want[(size_t)b * N + t].data(), b, t);
-        const std::string layers = with_bs ? "dense + dilated + block-sparse" : "dense + dilated + dilated 24/40 r 4/3";
+        const std::string layers = with_bs == 2 ? "dense + dilated + fixed l32 c4"
+                                   : with_bs   ? "dense + dilated + block-sparse"
+                                               : "dense + dilated + dilated 24/40 r 4/3";
         bool fixed = true;
         std::vector<float> graph_logits, eager_logits;
         KVCacheCuda::kUseGraphs = true;

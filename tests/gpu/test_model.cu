@@ -286,6 +286,10 @@ static int main_body(int argc, char** argv) {
     AttnPattern sparse = make_pattern(AttnKind::BlockSparse, true);
     sparse.block = 16, sparse.window = 40, sparse.global = 8, sparse.random_count = 1, sparse.random_seed = 3;
     compare_model(AttnBackend::Flash, "flash, block-sparse layer + dilated layer, doc mask", seed + 7, {sparse, dilated});
+    // Layer 0 fixed (blocks of 16 with a summary of 3), layer 1 dense.
+    AttnPattern fixed = make_pattern(AttnKind::Fixed, true);
+    fixed.stride = 16, fixed.summary = 3;
+    compare_model(AttnBackend::Flash, "flash, fixed layer + dense layer, doc mask", seed + 9, {fixed, AttnPattern{}});
     compare_training(seed + 2);
     check_vocab_errors(seed + 4);
     {
@@ -301,6 +305,11 @@ static int main_body(int argc, char** argv) {
         w.block = 64, w.window = 256, w.global = 64;
         bs.layer_attn = {w, AttnPattern{}};
         check_determinism("block-sparse + dense, 4 heads of 64, T 1024", bs, seed + 8);
+        GPTConfig fx = dense;  // D = 64; layer 0 fixed (blocks of 128, summary 16), layer 1 dense
+        AttnPattern f = make_pattern(AttnKind::Fixed, true);
+        f.stride = 128, f.summary = 16;
+        fx.layer_attn = {f, AttnPattern{}};
+        check_determinism("fixed + dense, 4 heads of 64, T 1024", fx, seed + 10);
     }
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

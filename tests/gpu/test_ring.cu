@@ -346,6 +346,13 @@ static AttnPattern block_sparse(bool causal, int b, int W, int g, int r = 0, int
     return p;
 }
 
+// Fixed (Sparse Transformer): blocks of l tokens, the last c of each seen by later blocks.
+static AttnPattern fixed(int l, int c) {
+    AttnPattern p = make_pattern(AttnKind::Fixed, true);
+    p.stride = l, p.summary = c;
+    return p;
+}
+
 static std::vector<PatternCase> pattern_cases() {
     const AttnKind dense = AttnKind::Dense, dilated = AttnKind::Dilated;
     return {
@@ -357,6 +364,8 @@ static std::vector<PatternCase> pattern_cases() {
         {block_sparse(true, 64, 200, 16), true, "block-sparse b64 window 200 global 16 causal docs"},
         {block_sparse(false, 32, 0, 0, 2, 512, 1), false, "block-sparse b32 blocks r2 within 512 random 1 full"},
         {block_sparse(true, 128, 100, 0), false, "block-sparse b128 window 100 causal"},
+        {fixed(128, 16), true, "fixed l128 c16 causal docs"},
+        {fixed(40, 6), false, "fixed l40 c6 causal"},
     };
 }
 

@@ -119,7 +119,7 @@ size_t attention_backward_workspace_bytes(AttnShape s) {
 // The same for a given pattern: a dilated one walks the sequence in chunks and needs an fp32 dQ
 // accumulator for one chunk only (layers/cuda/attention/launch_dilated.cuh), never more than the above.
 size_t attention_backward_workspace_bytes(AttnShape s, const AttnPattern& pattern) {
-    if (pattern.kind == AttnKind::Dilated) return flash::dilated_workspace_bytes(s, pattern);
+    if (pattern_launches_per_branch(pattern)) return flash::dilated_workspace_bytes(s, pattern);
     return attention_backward_workspace_bytes(s);
 }
 
@@ -134,7 +134,7 @@ void attention_forward_cuda_variant(int variant, bf16* out, float* lse, const bf
     int count = 0;
     const flash::Variant* vs = flash::forward_variants(s.D, &count);
     if (variant < 0 || variant >= count) fatal("attention_forward_cuda_variant: no variant %d", variant);
-    if (pattern.kind == AttnKind::Dilated) flash::dilated_forward(variant, p, pattern, s, stream);
+    if (pattern_launches_per_branch(pattern)) flash::dilated_forward(variant, p, pattern, s, stream);
     else vs[variant].run(p, s.B, stream);
 }
 
@@ -170,7 +170,7 @@ void attention_backward_cuda_variant(int variant, bf16* dq, bf16* dk, bf16* dv, 
     int count = 0;
     const flash::Variant* vs = flash::backward_variants(s.D, &count);
     if (variant < 0 || variant >= count) fatal("attention_backward_cuda_variant: no variant %d", variant);
-    if (pattern.kind == AttnKind::Dilated) flash::dilated_backward(variant, p, pattern, s, workspace, stream);
+    if (pattern_launches_per_branch(pattern)) flash::dilated_backward(variant, p, pattern, s, workspace, stream);
     else vs[variant].run(p, s.B, stream);
 }
 

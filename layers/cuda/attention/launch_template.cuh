@@ -186,14 +186,15 @@ void bwd_det(const Params& p, int B, cudaStream_t st) {
 // static initialisation (single-threaded, before main); defined in attention_flash.cu.
 void add_variants(bool backward, int D, int first, const Variant* v, int count);
 
-// A block-sparse pattern's rules (an explicit layout's device copy) and the pattern itself, from
-// which each launcher binds the tile lists of its tile shape (bind_tiles); for the other
-// patterns, nothing. The pattern must outlive the launch calls (not the kernels).
-inline void bind_block_sparse(Params& p, const AttnPattern& pattern) {
+// What a launch of `pattern` needs beyond the shapes: its kind, and whatever its module's GPU
+// schedule binds (a block-sparse pattern's rules, an explicit layout's device copy and the
+// pattern itself, from which each launcher binds the tile lists of its tile shape, bind_tiles;
+// a fixed pattern's stride and summary). The pattern must outlive the launch calls (not the
+// kernels).
+inline void bind_pattern(Params& p, const AttnPattern& pattern) {
+    p.kind = pattern.kind;
     p.sparse = nullptr;
-    if (pattern.kind != AttnKind::BlockSparse) return;
-    p.sparse = &pattern;
-    p.bs = BlockSparsePattern::rules(pattern, pattern_args_cuda(pattern).layout);
+    with_pattern_module(pattern.kind, [&](auto m) { PatternSchedules<decltype(m)>::bind(p, pattern); });
 }
 
 // Checks the arguments and fills the kernel parameters of dense attention over one sequence (a
@@ -233,7 +234,7 @@ inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int
     p.two_sided = false;
     p.accum_tok0 = 0;
     p.accum_tokens = s.N;
-    bind_block_sparse(p, pattern);
+    bind_pattern(p, pattern);
     return p;
 }
 

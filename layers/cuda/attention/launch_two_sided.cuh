@@ -69,7 +69,7 @@ inline Params make_two_sided_params(const AttnQueries<bf16>& qs, const AttnKeys<
     p.seq_len = dm.seq_len;
     p.two_sided = true;
     p.accum_tokens = qs.n;
-    bind_block_sparse(p, pattern);
+    bind_pattern(p, pattern);
     return p;
 }
 
@@ -87,7 +87,7 @@ inline bool shared_segments(int w, const Params& p, int& seg0, int& nseg) {
 // caller). `run` takes the branch's Params.
 template <typename Run>
 void for_each_launch(const Params& p, const AttnPattern& pattern, const AttnDims& dm, bool merge, int group, Run run) {
-    if (pattern.kind != AttnKind::Dilated) {  // one launch: dense, or block-sparse over its tile lists
+    if (!pattern_launches_per_branch(pattern)) {  // one launch: dense, block-sparse over its tile lists, fixed
         Params q = p;
         q.accumulate = merge;
         run(q);
@@ -122,7 +122,7 @@ void attention_forward_cuda(bf16* out,   // (B, nq, H, D)
     flash::Params p = flash::make_two_sided_params(qs, ks, pattern, dm, scale);
     p.o = out;
     p.lse = lse;
-    if (pattern.kind == AttnKind::Dilated || ks.n == 0) {  // branches merge: start from no keys
+    if (pattern_launches_per_branch(pattern) || ks.n == 0) {  // branches merge: start from no keys
         CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)dm.B * qs.n * dm.H * dm.D * sizeof(bf16), stream));
         flash::launch_fill(lse, (size_t)dm.B * dm.H * qs.n, -INFINITY, stream);
         if (ks.n == 0) return;
@@ -193,7 +193,7 @@ void attention_backward_block_cuda(bf16* dk, bf16* dv, bool accumulate, const bf
     p.dk = dk;
     p.dv = dv;
     flash::bind_pieces_workspace(p, workspace, dm, qs.n);
-    if (!accumulate && (pattern.kind == AttnKind::Dilated || qs.n == 0)) {  // rows no branch keeps stay 0
+    if (!accumulate && (pattern_launches_per_branch(pattern) || qs.n == 0)) {  // rows no branch keeps stay 0
         const size_t width = (size_t)dm.H * dm.D * sizeof(bf16), pitch = (size_t)ks.stride * sizeof(bf16);
         CUDA_CHECK(cudaMemset2DAsync(dk, pitch, 0, width, (size_t)dm.B * ks.n, stream));
         CUDA_CHECK(cudaMemset2DAsync(dv, pitch, 0, width, (size_t)dm.B * ks.n, stream));

@@ -9,7 +9,7 @@
 //    masks compare positions, never indices), monotonically increasing along the rows of a map.
 //  - Schedule: which key tiles a query tile visits (forward, dQ) and which query tiles a key tile
 //    visits (dK, dV), per pattern, in the pattern modules (layers/patterns/dense.cuh,
-//    dilated.cuh, block_sparse.cuh; schedules.cuh gathers them). DenseSchedule walks a range with the
+//    dilated.cuh, block_sparse.cuh, fixed.cuh; schedules.cuh gathers them). DenseSchedule walks a range with the
 //    tiles above the causal diagonal (and before the first document of the tile) skipped;
 //    BlockSparseSchedule returns a CSR list through the same count()/tile(it)/cut(it) interface,
 //    cut(it) saying that the pattern itself masks part of the pair.
@@ -101,6 +101,11 @@ struct Params {
     const AttnPattern* sparse;
     BlockSparseRules bs;
     BlockSparseTileView tiles;
+    // The launch's pattern kind (each schedule's `serves` asks for its own) and a pattern's small
+    // rules for its schedule, set by its module's bind (layers/patterns/<name>.cuh says what they
+    // are; fixed: stride, summary).
+    AttnKind kind;
+    int rules[2];
 };
 
 // The most rows a block's map can have: the launch grid's tile count comes from it.

@@ -8,6 +8,7 @@
 #include "layers/patterns/block_sparse.cuh"
 #include "layers/patterns/dense.cuh"
 #include "layers/patterns/dilated.cuh"
+#include "layers/patterns/fixed.cuh"
 #include "layers/patterns/registry.h"
 
 namespace flash {
