@@ -397,6 +397,9 @@ static int score_on_rank(ParallelContext& px, const InferFlags& f, const InferPl
     if (!f.per_position.empty()) write_position_losses(f.per_position, by_position);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double nll = r.total_nats / r.tokens;
+    if (!std::isfinite(nll))  // finite weights can still overflow: a diverged run's last checkpoint
+        fatal("--perplexity %s: the checkpoint's model gives a non-finite loss (its weights have diverged): use an earlier "
+              "checkpoint", f.ppl_file.c_str());
     if (px.leader())
         std::printf("file %s: %zu document%s, %lld tokens, %zu bytes | loss %.4f nats/token | perplexity %.3f | %.4f "
                     "bits/byte | %.0f tokens/s\n",
@@ -434,9 +437,13 @@ static std::vector<std::vector<int>> encode_batch_prompts(const Tokenizer& tok, 
 // Through the KV cache a model whose every layer keeps a bounded cache (dilated) reads a prompt
 // of any length; others keep the prompt's last --ctx - --max-new tokens (at least one), less the
 // longest batch prompt, which follows it in the same window.
+static bool every_layer_cache_bounded(const GPTConfig& cfg) {
+    for (int l = 0; l < cfg.n_layer; l++)
+        if (kv_cache_rows(cfg.attn(l)) < 0) return false;
+    return true;
+}
 static void cut_prompt_to_context(std::vector<int>& ids, const GPTConfig& cfg, const InferFlags& f, int ctx, size_t longest) {
-    bool bounded = true;
-    for (int l = 0; l < cfg.n_layer; l++) bounded = bounded && kv_cache_rows(cfg.attn(l)) >= 0;
+    const bool bounded = every_layer_cache_bounded(cfg);
     const long long room = std::max<long long>(1, ctx - f.max_new - (long long)longest);
     if (bounded || !f.load_cache.empty() || (long long)ids.size() <= room) return;
     std::fprintf(stderr, "note: the prompt's %zu tokens are cut to its last %lld (--ctx %d - --max-new %d): this model's "
@@ -529,7 +536,8 @@ static int generate_text(const InferFlags& f, const InferPlan& plan, const Loade
     cut_prompt_to_context(ids, m.ck.cfg, f, plan.ctx, longest);
     std::unique_ptr<IncrementalModel> cache = make_kv_cache(*model, 1, plan.chunk);
     const std::string fingerprint = weights_fingerprint(m.ck.params);
-    if (!f.load_cache.empty()) load_kv_cache(f.load_cache, *cache, m.ck.cfg, fingerprint, 1);
+    if (!f.load_cache.empty())  // a model whose layers keep every row reads at most --ctx positions
+        load_kv_cache(f.load_cache, *cache, m.ck.cfg, fingerprint, 1, every_layer_cache_bounded(m.ck.cfg) ? kMaxSeqLen : plan.ctx);
     std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d, on %s\n", m.path.c_str(),
                  m.ck.cfg.n_layer, m.ck.cfg.n_embd, model->num_params() / 1e6, plan.ctx, model->name().c_str());
     if (!f.load_cache.empty())

@@ -178,7 +178,9 @@ static RunShape validate_args(const TrainArgs& a, Device device) {
     if (a.steps < 1) fatal("--steps must be at least 1 (got %d)", a.steps);
     shape.stages = parse_schedule(a.schedule, {0, a.seq_len, a.batch}, a.steps, kMaxSeqLen);
     shape.mix = parse_mix(a.mix, shape.stages.size());
-    if (!(a.lr > 0)) fatal("--lr must be positive (got %g)", a.lr);
+    // An AdamW step moves each weight by about lr: above 1 a step or two leaves weights that give
+    // no finite loss, and a checkpoint nothing can use.
+    if (!(a.lr > 0 && a.lr <= 1)) fatal("--lr must be in (0, 1] (got %g)", a.lr);
     if (!(a.min_lr_frac >= 0 && a.min_lr_frac <= 1)) fatal("--min-lr-frac must be in [0, 1] (got %g)", a.min_lr_frac);
     if (!(a.weight_decay >= 0) || !(a.grad_clip >= 0)) fatal("--weight-decay and --grad-clip must be >= 0 (got %g, %g)", a.weight_decay, a.grad_clip);
     if (a.warmup < 0 || a.val_batches < 1 || a.log_every < 1 || a.val_every < 0 || a.ckpt_every < 0 || a.keep_ckpts < 0 ||
@@ -188,7 +190,9 @@ static RunShape validate_args(const TrainArgs& a, Device device) {
     if (a.stop_at < 0 || a.stop_at > a.steps) fatal("--stop-at must be in [0, --steps %d] (got %d)", a.steps, a.stop_at);
     if (!(a.time_limit >= 0)) fatal("--time-limit must be >= 0 minutes (got %g)", a.time_limit);
     parse_recompute(a.recompute, &shape.recompute.policy, &shape.recompute.is_auto);
-    if (!(a.memory_cap_gib >= 0)) fatal("--memory-cap must be >= 0 GiB (got %g)", a.memory_cap_gib);
+    // 0 means no cap; a cap under a MiB would round to 0 bytes, which the planner reads as none.
+    if (!(a.memory_cap_gib == 0 || (a.memory_cap_gib >= 1.0 / 1024 && a.memory_cap_gib <= 1e6)))
+        fatal("--memory-cap must be 0 (no cap) or in [1/1024, 1e6] GiB (got %g)", a.memory_cap_gib);
     if (a.simulate_ranks > 1 && device == Device::Cuda && a.attention != "flash")
         fatal("--simulate-ranks runs its ranks as threads of one process, and cuDNN's plans are per process: use --attention flash");
     return shape;
@@ -590,6 +594,14 @@ static bool injected_nan(int step) {
     return env && std::sscanf(env, "%d-%d", &lo, &hi) == 2 && step >= lo && step <= hi;
 }
 
+// Test hook: LNGPT_POISON_AT_STEP=n sets one weight to NaN after step n's update, as a kernel
+// fault or a corrupted device would, so that the checkpoint guard can be tested.
+static bool poison_after(int step) {
+    const char* env = std::getenv("LNGPT_POISON_AT_STEP");
+    int at = 0;
+    return env && std::sscanf(env, "%d", &at) == 1 && step == at;
+}
+
 // What the loop works on; train_rank owns it all.
 struct LoopInputs {
     const TrainArgs& a;
@@ -691,6 +703,12 @@ class TrainLoop {
             bad_in_a_row_ = 0;
             in_.model.adamw_step(r.lr, clip_scale(r.norm, a_.grad_clip), opt_, ++updates_);
         }
+        if (poison_after(step_)) {
+            std::vector<float> w(in_.model.num_params());
+            in_.model.get_params(w.data());
+            w[w.size() / 2] = NAN;
+            in_.model.set_params(w.data());
+        }
         r.seconds = now_s() - t0;
         return r;
     }
@@ -727,10 +745,12 @@ class TrainLoop {
         std::fflush(in_.metrics);
         if (say()) std::printf("step %5d/%d | loss %g, gradient norm %g: not finite, step skipped (%d in a row)\n", step_, a_.steps,
                                r.loss, r.norm, bad_in_a_row_);
-        if (bad_in_a_row_ >= a_.max_bad_steps)
+        if (bad_in_a_row_ >= a_.max_bad_steps) {
+            const std::string last = latest_checkpoint(a_.out);
             fatal("%d steps in a row had a non-finite loss or gradient (last: step %d): lower --lr (now %g) or raise --warmup, "
-                  "then resume from the last checkpoint in %s",
-                  bad_in_a_row_, step_, a_.lr, a_.out.c_str());
+                  "then %s",
+                  bad_in_a_row_, step_, a_.lr, last.empty() ? "start again (no checkpoint was written)" : ("resume from " + last).c_str());
+        }
     }
 
     void log_step(const StepResult& r) {
@@ -767,6 +787,7 @@ class TrainLoop {
                               "the ranks diverged (a bug, or different hardware or libraries): resume from the last checkpoint");
         }
         if (say()) {
+            refuse_non_finite_state(at_step);
             const LoaderState ls = in_.train.expected_corpus_state(at_step);
             TrainState st{at_step, updates_, ls.epoch, ls.cursor, a_.to_json(in_.device_used)};
             save_checkpoint(checkpoint_path(a_.out, at_step), in_.model, in_.corpus.tok.serialized_model(), &st);
@@ -777,6 +798,22 @@ class TrainLoop {
             std::printf("saved %s\n", checkpoint_path(a_.out, at_step).c_str());
         }
         in_.px.barrier();  // nobody runs ahead of a checkpoint that may yet fail
+    }
+
+    // No checkpoint holds NaN or Inf weights or moments: load_checkpoint would refuse it, and
+    // --resume or infer would find nothing usable after hours of training. The run stops instead,
+    // keeping the checkpoints already written.
+    void refuse_non_finite_state(int at_step) {
+        std::vector<float> w(in_.model.num_params()), m(w.size()), v(w.size());
+        in_.model.get_params(w.data());
+        in_.model.get_opt_state(m.data(), v.data());
+        for (size_t i = 0; i < w.size(); i++)
+            if (!std::isfinite(w[i]) || !std::isfinite(m[i]) || !std::isfinite(v[i])) {
+                const std::string last = latest_checkpoint(a_.out);
+                fatal("step %d: the %s hold NaN or Inf, so no checkpoint was written: lower --lr (now %g) or raise --warmup, then %s",
+                      at_step, std::isfinite(w[i]) ? "AdamW moments" : "weights", a_.lr,
+                      last.empty() ? "start again" : ("resume from " + last).c_str());
+            }
     }
 
     LoopInputs in_;

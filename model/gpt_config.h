@@ -2,6 +2,8 @@
 // (kept in every checkpoint's metadata).
 #pragma once
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 #include "layers/attention_pattern.h"
@@ -30,6 +32,18 @@ constexpr long long kMaxParams = 1LL << 34;
 // Tokens in one window, and in one batch: positions are int, and 2^28 is 64x the longest
 // window one GPU trains today.
 constexpr int kMaxSeqLen = 1 << 28;  // 16 bytes each with grads and AdamW state: 256 GiB
+
+// The rotary base: one rule for the flag and for the checkpoint's config (which records the
+// float with 9 significant digits, so it reads back as the same float). Far above any base in
+// use (1e7 here, 5e5 to 1e8 in published long-context models), far below where theta^(-2i/D)
+// leaves float's normal range.
+constexpr float kMaxRopeTheta = 1e12f;
+inline std::string rope_theta_error(float theta) {
+    if (theta > 1 && theta <= kMaxRopeTheta) return "";
+    char buf[128];
+    snprintf(buf, sizeof buf, "--rope-theta must be in (1, %g] (got %g)", (double)kMaxRopeTheta, (double)theta);
+    return buf;
+}
 
 // Parameters of a config, in 64 bits (param_layout's total).
 inline long long config_param_count(const GPTConfig& c) {
@@ -63,7 +77,8 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
         if (!why.empty()) fatal("attention pattern: %s", why.c_str());
         if (p.segments.size() > (size_t)kMaxBranches) fatal("attention pattern: %zu branches, at most %d", p.segments.size(), kMaxBranches);
     }
-    if (!(c.rope_theta > 1) || !std::isfinite(c.rope_theta)) fatal("--rope-theta must be finite and > 1 (got %g)", c.rope_theta);
+    const std::string theta = rope_theta_error(c.rope_theta);
+    if (!theta.empty()) fatal("%s", theta.c_str());
 }
 
 // The per-layer patterns from the flags: --attn, a pattern name or a comma list of them cycled
@@ -117,8 +132,8 @@ inline GPTConfig config_from_json(const std::string& text) {
     c.n_layer = (int)j.at("n_layer").as_int("n_layer", 0, kInt);
     c.n_embd = (int)j.at("n_embd").as_int("n_embd", 0, kInt);
     c.n_head = (int)j.at("n_head").as_int("n_head", 0, kInt);
-    const double theta = j.at("rope_theta").as_number();
-    if (!(theta > 1 && theta < 1e30)) throw JsonError("rope_theta must be > 1 and finite");
+    const double theta = j.at("rope_theta").as_number();  // validate_config applies rope_theta_error
+    if (!(std::fabs(theta) < 1e38)) throw JsonError("rope_theta is not a finite float");
     c.rope_theta = (float)theta;
     const std::vector<Json>& layers = j.at("layer_attn").as_array("layer_attn");
     if (layers.size() > (size_t)kMaxLayers) throw JsonError("layer_attn has too many entries");

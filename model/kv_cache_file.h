@@ -9,6 +9,7 @@
 // The GPU's bf16 values are written as F32 exactly; a cache from the GPU loads on the GPU to the
 // same bits.
 #pragma once
+#include <cmath>
 #include <string>
 #include "model/gpt_config.h"
 #include "model/kv_cache.h"
@@ -31,18 +32,27 @@ inline void save_kv_cache(const std::string& path, IncrementalModel& m, const GP
     tensors.push_back({"last_hidden", {B, cfg.n_embd}, st.last_hidden.data()});
     write_safetensors(path, tensors,
                       {{"format", "longnet-gpt-kv/2"}, {"position", std::to_string(st.position)},
-                       {"config", config_to_json(cfg)}, {"weights", fingerprint}});
+                       {"config", config_to_json(cfg)}, {"weights", fingerprint}},
+                      kCacheRole);
 }
 
-// Loads into a fresh cache m (B sequences); every mismatch is one line naming the cause.
+// K and V rows come from layer-normed activations times the weights: a cache value beyond this
+// never comes from a model that trains, and 1e38-sized rows would overflow the attention scores.
+constexpr float kMaxCacheValue = 1e6f;
+
+// Loads into a fresh cache m (B sequences), at most max_position positions (the context a model
+// that keeps every row may read); every mismatch is one line naming the cause and the fix.
 inline void load_kv_cache(const std::string& path, IncrementalModel& m, const GPTConfig& cfg, const std::string& fingerprint,
-                          int B) {
-    const SafetensorsFile f = read_safetensors(path);
+                          int B, long long max_position = kMaxSeqLen) {
+    const SafetensorsFile f = read_safetensors(path, kCacheRole);
     auto meta = [&](const char* key) {
         auto it = f.metadata.find(key);
         if (it == f.metadata.end()) fatal("--load-cache %s: no \"%s\" in its metadata: not a KV cache file (infer --save-cache writes them)", path.c_str(), key);
         return it->second;
     };
+    if (f.metadata.count("format") && f.metadata.at("format") == "longnet-gpt/1")
+        fatal("--load-cache %s is a checkpoint, not a KV cache (infer --save-cache writes them): give it as --checkpoint, "
+              "or prefill with --save-cache", path.c_str());
     if (meta("format") != "longnet-gpt-kv/2")
         fatal("--load-cache %s: format %s, expected longnet-gpt-kv/2: prefill again with this version's infer --save-cache",
               path.c_str(), meta("format").c_str());
@@ -53,20 +63,32 @@ inline void load_kv_cache(const std::string& path, IncrementalModel& m, const GP
     const std::string pos = meta("position");
     st.position = std::strtoll(pos.c_str(), &end, 10);
     if (pos.empty() || *end || st.position < 1 || st.position > kMaxSeqLen)
-        fatal("--load-cache %s: position '%s' is not in [1, %d]", path.c_str(), pos.c_str(), kMaxSeqLen);
+        fatal("--load-cache %s: position '%s' is not in [1, %d]: the file is corrupt: prefill again with --save-cache", path.c_str(),
+              pos.c_str(), kMaxSeqLen);
+    if (st.position > max_position)
+        fatal("--load-cache %s holds %lld positions, more than the %lld this model may read here (--ctx): raise --ctx or "
+              "prefill a shorter context", path.c_str(), st.position, max_position);
     for (int l = 0; l < cfg.n_layer; l++) {
         const std::string name = "kv." + std::to_string(l);
         if (!f.has(name)) fatal("--load-cache %s has no tensor %s", path.c_str(), name.c_str());
         const std::vector<int>& shape = f.tensors.at(name).shape;
         const long long rows = shape.size() == 3 ? shape[1] : -1;
         if (shape.size() != 3 || shape[0] != B || shape[2] != 2 * cfg.n_embd || rows != kv_cache_rows_at(cfg.attn(l), st.position))
-            fatal("--load-cache %s: tensor %s has a shape that does not fit %d sequences at position %lld", path.c_str(),
-                  name.c_str(), B, st.position);
+            fatal("--load-cache %s: tensor %s has a shape that does not fit %d sequences at position %lld: prefill again with "
+                  "--save-cache", path.c_str(), name.c_str(), B, st.position);
         st.rows.push_back(rows);
         st.kv.emplace_back((size_t)B * rows * 2 * cfg.n_embd);
         f.read(name, shape, st.kv.back().data());
     }
     st.last_hidden.resize((size_t)B * cfg.n_embd);
     f.read("last_hidden", {B, cfg.n_embd}, st.last_hidden.data());
+    auto check_values = [&](const std::vector<float>& v, const std::string& name) {
+        for (float x : v)
+            if (!(std::fabs(x) <= kMaxCacheValue))
+                fatal("--load-cache %s: tensor %s holds %g (NaN, Inf or beyond %g): the file is corrupt: prefill again with "
+                      "--save-cache", path.c_str(), name.c_str(), (double)x, (double)kMaxCacheValue);
+    };
+    for (int l = 0; l < cfg.n_layer; l++) check_values(st.kv[l], "kv." + std::to_string(l));
+    check_values(st.last_hidden, "last_hidden");
     m.import_state(st);
 }

@@ -18,6 +18,16 @@
 #include "layers/common.h"
 #include "core/json.h"
 
+// What a file is to the user, so that its errors name the right thing and the right fix: a
+// checkpoint (train writes them), a KV cache (infer --save-cache), attention_tool's output.
+struct SafetensorsRole {
+    const char* noun;  // "checkpoint"
+    const char* fix;   // what to do about a bad one: "use another checkpoint"
+};
+constexpr SafetensorsRole kCheckpointRole{"checkpoint", "use another checkpoint"};
+constexpr SafetensorsRole kCacheRole{"KV cache", "prefill again with infer --save-cache"};
+constexpr SafetensorsRole kAttentionFileRole{"attention file", "run attention_tool --out again"};
+
 struct TensorToWrite {
     std::string name;
     std::vector<int> shape;
@@ -31,7 +41,7 @@ struct TensorToWrite {
 };
 
 inline void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                              const std::map<std::string, std::string>& metadata) {
+                              const std::map<std::string, std::string>& metadata, SafetensorsRole role = kCheckpointRole) {
     std::string header = "{\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : metadata) {
@@ -58,7 +68,7 @@ inline void write_safetensors(const std::string& path, const std::vector<TensorT
 
     const std::string tmp = path + ".tmp";
     FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) fatal("cannot write checkpoint %s: check that the directory exists and is writable", tmp.c_str());
+    if (!f) fatal("cannot write %s %s: check that the directory exists and is writable", role.noun, tmp.c_str());
     const uint64_t n = header.size();
     bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(header.data(), 1, n, f) == n;
     for (const TensorToWrite& t : tensors) {
@@ -70,7 +80,7 @@ inline void write_safetensors(const std::string& path, const std::vector<TensorT
     ok = (std::fclose(f) == 0) && ok;
     if (!ok) {
         std::remove(tmp.c_str());
-        fatal("writing checkpoint %s failed (disk full?): free space and retry; the previous checkpoint is untouched", path.c_str());
+        fatal("writing %s %s failed (disk full?): free space and retry; the file that was there is untouched", role.noun, path.c_str());
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
         std::remove(tmp.c_str());
@@ -85,6 +95,7 @@ struct SafetensorsFile {
         size_t begin, end;  // byte offsets into data
     };
     std::string path;
+    SafetensorsRole role = kCheckpointRole;
     std::map<std::string, std::string> metadata;
     std::map<std::string, Tensor> tensors;
     std::vector<char> data;
@@ -93,8 +104,10 @@ struct SafetensorsFile {
     // Fatal when the tensor is missing or its shape differs from `shape`.
     const Tensor& find(const std::string& name, const std::vector<int>& shape) const {
         auto it = tensors.find(name);
-        if (it == tensors.end()) fatal("checkpoint %s has no tensor \"%s\": it was written by another model", path.c_str(), name.c_str());
-        if (it->second.shape != shape) fatal("checkpoint %s: tensor \"%s\" has another shape than the model expects", path.c_str(), name.c_str());
+        if (it == tensors.end())
+            fatal("%s %s has no tensor \"%s\": it was written for another model: %s", role.noun, path.c_str(), name.c_str(), role.fix);
+        if (it->second.shape != shape)
+            fatal("%s %s: tensor \"%s\" has another shape than the model expects: %s", role.noun, path.c_str(), name.c_str(), role.fix);
         return it->second;
     }
     // Copies the tensor's values to dst. memcpy, not a cast pointer: a hostile file may place a
@@ -105,28 +118,29 @@ struct SafetensorsFile {
     }
 };
 
-inline SafetensorsFile read_safetensors(const std::string& path) {
+inline SafetensorsFile read_safetensors(const std::string& path, SafetensorsRole role = kCheckpointRole) {
     SafetensorsFile out;
     out.path = path;
+    out.role = role;
     FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) fatal("cannot open checkpoint %s: check the path (train writes them to --out)", path.c_str());
+    if (!f) fatal("cannot open %s %s: check the path", role.noun, path.c_str());
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         std::fclose(f);
-        fatal("checkpoint %s is not a regular file: give a .safetensors file (or, to infer, its directory)", path.c_str());
+        fatal("%s %s is not a regular file: give a .safetensors file", role.noun, path.c_str());
     }
     const long long size = (long long)st.st_size;
     uint64_t n = 0;
     if (size < 8 || std::fread(&n, 8, 1, f) != 1 || n > (uint64_t)size - 8) {
         std::fclose(f);
-        fatal("checkpoint %s is truncated or not a safetensors file: use another checkpoint", path.c_str());
+        fatal("%s %s is truncated or not a safetensors file: %s", role.noun, path.c_str(), role.fix);
     }
     std::string header(n, '\0');
     const size_t data_size = (size_t)size - 8 - n;
     out.data.resize(data_size);
     const bool read_ok = std::fread(&header[0], 1, n, f) == n && std::fread(out.data.data(), 1, data_size, f) == data_size;
     std::fclose(f);
-    if (!read_ok) fatal("cannot read checkpoint %s", path.c_str());
+    if (!read_ok) fatal("cannot read %s %s: %s", role.noun, path.c_str(), role.fix);
     try {
         Json j = JsonParser(header).parse();
         if (j.kind != Json::Object) throw JsonError("header is not an object");
@@ -157,7 +171,7 @@ inline SafetensorsFile read_safetensors(const std::string& path) {
             out.tensors[name] = t;
         }
     } catch (const JsonError& e) {
-        fatal("checkpoint %s is corrupt (%s): use another checkpoint", path.c_str(), e.what());
+        fatal("%s %s is corrupt (%s): %s", role.noun, path.c_str(), e.what(), role.fix);
     }
     return out;
 }

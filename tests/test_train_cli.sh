@@ -372,7 +372,14 @@ done
 expect_error "--prompts-file with no prompt" "has no prompt" ./build/infer --checkpoint "$work/full" --prompts-file "$work/no_prompts.txt"
 expect_error "--prompts-file with --prompt" "drop --prompt" ./build/infer --checkpoint "$work/full" --prompts-file "$work/prompts.txt" --prompt x
 head -c 300 "$work/kv.safetensors" > "$work/kv_cut.safetensors"
-expect_error "truncated KV cache file" "kv_cut.safetensors" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_cut.safetensors" --prompt x
+expect_error "truncated KV cache file" "KV cache $work/kv_cut.safetensors is truncated or not a safetensors file: prefill again with infer --save-cache" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_cut.safetensors" --prompt x
+# Caches are validated like checkpoints: values (NaN, 1e38) and positions within what the model reads.
+python3 tests/edit_checkpoint.py "$work/kv.safetensors" "$work/kv_nan.safetensors" tensor kv.0 nan
+python3 tests/edit_checkpoint.py "$work/kv.safetensors" "$work/kv_big.safetensors" tensor last_hidden 1e38
+expect_error "KV cache holding NaN" "tensor kv.0 holds nan (NaN, Inf or beyond 1e+06): the file is corrupt: prefill again" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_nan.safetensors" --prompt x
+expect_error "KV cache holding 1e38" "tensor last_hidden holds 1e+38" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_big.safetensors" --prompt x
+expect_error "KV cache longer than --ctx" "holds 15 positions, more than the 4 this model may read here (--ctx)" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompt x --ctx 4
+expect_error "a checkpoint given as --load-cache" "is a checkpoint, not a KV cache (infer --save-cache writes them)" ./build/infer --checkpoint "$work/full" --load-cache "$work/full/ckpt_00000010.safetensors" --prompt x
 expect_error "KV cache of another model" "another model" ./build/infer --checkpoint "$work/full/ckpt_00000010.safetensors" --load-cache "$work/kv.safetensors" --prompt x
 # A source tree as the prompt: packed one header per file, read through the cache.
 scripts/pack_tree.sh tests/fuzz 2000 > "$work/tree.txt"

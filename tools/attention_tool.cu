@@ -587,7 +587,8 @@ static void write_file(const Args& a, const Plan& plan, const Result& r) {
     write_safetensors(a.out, r.tensors,
                       {{"pattern", config_to_json(one)}, {"shape", shape}, {"dtype", a.dtype},
                        {"device", a.device + (plan.cuda ? "/" + a.backend : "")}, {"seed", std::to_string(a.seed)},
-                       {"scale", scale_text}});
+                       {"scale", scale_text}},
+                      kAttentionFileRole);
     std::printf("wrote %s\n", a.out.c_str());
 }
 
