@@ -134,7 +134,12 @@ overwritten "data_tool tasks --out over an older task file" "$work/old.jsonl" \
 touch "$work/empty.kv"
 overwritten "infer --save-cache over an empty file" "$work/empty.kv" \
     "${infer[@]}" --prompt "And" --max-new 1 --save-cache "$work/empty.kv"
-overwritten "train --out an existing run directory (--resume)" "$metrics" "${tiny[@]}" --steps 6 --resume --out "$work/run"
+mkdir -p "$work/fresh"
+overwritten "train --out an existing empty directory" "$work/fresh" "${tiny[@]}" --out "$work/fresh"
+mkdir -p "$work/stale" && printf 'step,split,loss,lr,grad_norm,tokens_per_s,elapsed_s\n1,train,9,0.001,1,1,1\n' > "$work/stale/metrics.csv"
+overwritten "train --out a directory with an older run's metrics.csv" "$work/stale/metrics.csv" "${tiny[@]}" --out "$work/stale"
+printf 'not metrics\n' > "$work/notes.csv" && mkdir -p "$work/odd" && cp "$work/notes.csv" "$work/odd/metrics.csv"
+refused "train --out a directory whose metrics.csv is no run's" "its metrics.csv is an existing file" "$work/odd/metrics.csv" "${tiny[@]}" --out "$work/odd"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
