@@ -14,6 +14,7 @@
 #include <vector>
 #include "core/flags.h"
 #include "core/io.h"
+#include "core/output_path.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "model/backend.h"
@@ -200,13 +201,7 @@ static std::unique_ptr<ModelBackend> make_forward_model(const LoadedModel& m, co
 // heatmap drawable (its size depends on the items' names and grid, not on the scores).
 static void check_tasks_out(const std::string& out_prefix, const std::vector<TaskItem>& items, const std::string& tasks_path,
                             const std::string& caption) {
-    for (const char* ext : {".csv", "_items.csv", ".png"}) {
-        const std::string f = out_prefix + ext;
-        FILE* probe = std::fopen((f + ".tmp").c_str(), "wb");
-        if (!probe) fatal("--tasks-out %s: cannot write %s.tmp (%s): choose a writable place", out_prefix.c_str(), f.c_str(), std::strerror(errno));
-        std::fclose(probe);
-        std::remove((f + ".tmp").c_str());
-    }
+    // (Its files' paths were checked by check_output_paths, before anything was read.)
     try {
         (void)task_heatmap(summarize_tasks(items, std::vector<TaskOutcome>(items.size())), caption);
     } catch (const FatalError& e) {
@@ -561,9 +556,25 @@ static int generate_text(const InferFlags& f, const InferPlan& plan, const Loade
 
 // ---- main ---------------------------------------------------------------------------------
 
+// Every file infer writes, checked before any input is read or model loaded, so that a wrong
+// output path fails at once and never replaces an input (a checkpoint, a corpus, a run's
+// metrics.csv): each must be absent, empty or an earlier output of the same kind, in a writable
+// directory. --save-cache may overwrite an older KV cache, also the --load-cache file itself:
+// that cache is read in full before the new one is written over it.
+static void check_output_paths(const InferFlags& f) {
+    check_output_path(f.save_cache, OutputKind::KvCache, "--save-cache");
+    check_output_path(f.per_position, OutputKind::PositionCsv, "--per-position");
+    if (!f.tasks_out.empty()) {
+        check_output_path(f.tasks_out + ".csv", OutputKind::TaskReportCsv, "--tasks-out");
+        check_output_path(f.tasks_out + "_items.csv", OutputKind::TaskItemsCsv, "--tasks-out");
+        check_output_path(f.tasks_out + ".png", OutputKind::Png, "--tasks-out");
+    }
+}
+
 static int main_body(int argc, char** argv) {
     InferFlags f = parse_flags(argc, argv);
     validate_flags(f);
+    check_output_paths(f);
     const Device dev = resolve_device(f.device);
     const AttnBackend attn = parse_attention_backend(f.attention, /*doc_mask=*/false);
     const InferInputs in = read_inputs(f);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 #include "core/flags.h"
+#include "core/output_path.h"
 #include "data/batch_source.h"
 #include "data/loader.h"
 #include "data/shard.h"
@@ -896,6 +897,9 @@ static int main_body(int argc, char** argv) {
     const Device device = resolve_device(a.device);
     if (device == Device::Cuda) apply_gpu_defaults(a, flags);
     const RunShape shape = validate_args(a, device);
+    // --out is a run directory: never a file (a checkpoint given by mistake) or a prepared corpus,
+    // and writable; checked before the corpus is read or a step run (core/output_path.h).
+    check_run_directory(a.out, "--out");
     return run_parallel(device, a.cp, a.simulate_ranks, "build/train",
                         [&](ParallelContext& px) { return train_rank(a, flags, shape, device, px); });
 }

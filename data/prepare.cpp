@@ -15,6 +15,7 @@
 #include "data/corpus.h"
 #include "data/encode_docs.h"
 #include "core/io.h"
+#include "core/output_path.h"
 #include "data/shard.h"
 #include "data/tasks.h"
 #include "data/tokenizer.h"
@@ -299,6 +300,7 @@ static int cmd_tasks(Args& a) {
         else a.unknown(flag);
     }
     if (out.empty()) fatal("tasks needs --out FILE.jsonl");
+    check_output_path(out, OutputKind::TaskFile, "--out");  // an earlier task file may be overwritten
     if (lengths.empty()) fatal("tasks needs --lengths, e.g. --lengths 2K,8K,32K");
     if (haystack.empty()) {
         if (data.empty()) fatal("tasks needs --haystack SRC (filler, a token shard, a text file or a directory) or --data DIR");
@@ -372,6 +374,8 @@ static int cmd_task_shard(Args& a) {
     }
     if (data.empty()) fatal("task-shard needs --data DIR (a prepared corpus: its tokenizer, and train.bin as the haystack)");
     if (out.empty()) fatal("task-shard needs --out FILE.bin");
+    // An earlier task shard may be overwritten, never a corpus's train.bin or val.bin.
+    check_output_path(out, OutputKind::TokenShard, "--out");
     if (tokens < doc_tokens) fatal("--tokens %lld is less than one document of --doc-tokens %lld", tokens, doc_tokens);
     if (doc_tokens < 256) fatal("--doc-tokens %lld: a training document needs at least 256 tokens", doc_tokens);
     if (filler_fraction > 1) fatal("--filler-fraction %g must be in [0, 1]", filler_fraction);

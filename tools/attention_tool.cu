@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 #include "core/flags.h"
+#include "core/output_path.h"
 #include "data/rng.h"
 #include "layers/attention.h"
 #include "layers/cuda/attention_cudnn.h"
@@ -342,9 +343,10 @@ static void check_cpu_cost(const Plan& c, double max_cpu_pairs) {
 
 // --out must be creatable (its directory exists and is writable, it is no directory) and its file
 // system must have room for the file: checked before any compute.
+// Never a file of another kind (a checkpoint, a KV cache, ...: core/output_path.h); an earlier
+// --out file is overwritten.
 static void check_out_path(const std::string& out, double file_bytes) {
-    struct stat st;
-    if (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fatal("--out %s is a directory: give a file name", out.c_str());
+    check_output_path(out, OutputKind::AttentionDump, "--out");
     const std::string tmp = out + ".tmp";  // what write_safetensors writes first
     const bool existed = access(tmp.c_str(), F_OK) == 0;
     FILE* f = std::fopen(tmp.c_str(), "ab");
@@ -595,6 +597,7 @@ static void write_file(const Args& a, const Plan& plan, const Result& r) {
 static int main_body(int argc, char** argv) {
     const Args args = parse_args(argc, argv);
     validate_flags(args);
+    check_output_path(args.out, OutputKind::AttentionDump, "--out");  // again with the free space, in plan_run
     const Plan plan = plan_run(args, build_pattern(args));
     const Result result = run(plan);
     print_timings(args, plan, result);
