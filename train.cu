@@ -277,12 +277,16 @@ static Corpus load_corpus(const TrainArgs& a) {
     return c;
 }
 
-static GPTConfig config_from_flags(const TrainArgs& a, int vocab_size) {
+static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int vocab_size) {
     GPTConfig cfg;
     cfg.vocab_size = vocab_size;
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
     validate_config(cfg);  // before sizing anything by --layers or --width
     cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.pattern, a.dense_layers, a.dilated_layers);
+    // After --dense-layers and --dilated-layers: a pattern's flags count only if some layer has it.
+    std::vector<std::string> used;
+    for (const AttnPattern& p : cfg.layer_attn) used.push_back(attn_kind_name(p.kind));
+    refuse_unused_pattern_flags(given_pattern_flags(flags), used, "--attn");
     return cfg;
 }
 
@@ -856,7 +860,7 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
     const char* device_used = device == Device::Cuda ? "cuda" : "cpu";
     const bool say = px.leader();
     const Corpus corpus = load_corpus(a);
-    GPTConfig cfg = config_from_flags(a, corpus.tok.vocab_size());
+    GPTConfig cfg = config_from_flags(a, flags, corpus.tok.vocab_size());
     const ResumePoint resume = load_resume_point(a, flags, device_used, corpus.tok, &cfg);
     validate_config(cfg);  // the whole model: its attention patterns, or the checkpoint's under train's head dims
     std::vector<float> init_params = load_init_weights(a, cfg, corpus.tok, say);

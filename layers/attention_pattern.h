@@ -138,6 +138,36 @@ inline std::vector<std::string> pattern_flag_names() {
     return flags.names();
 }
 
+// The pattern flags given on the command line (flags.was_set), by name.
+inline std::vector<std::string> given_pattern_flags(const Flags& flags) {
+    std::vector<std::string> given;
+    for (const std::string& name : pattern_flag_names())
+        if (flags.was_set(name.c_str())) given.push_back(name);
+    return given;
+}
+
+// A module's flag given while no layer uses the module would be silently ignored (train
+// --layout-file F without --attn block-sparse trains a dense model): refused, one line, before
+// anything is written. `used` names the patterns the layers have (kName each), `pattern_flag`
+// the flag that chooses them (train's --attn, attention_tool's --pattern).
+template <class Module>
+void refuse_unused_flags_of(const std::vector<std::string>& given, const std::vector<std::string>& used, const char* pattern_flag) {
+    if (std::find(used.begin(), used.end(), Module::kName) != used.end()) return;
+    Flags mine("", "");
+    PatternFlags scratch;
+    Module::add_flags(mine, scratch);
+    for (const std::string& name : mine.names())
+        if (std::find(given.begin(), given.end(), name) != given.end())
+            fatal("--%s has no effect without %s %s (no layer is %s): add %s to %s, or drop --%s", name.c_str(), pattern_flag,
+                  Module::kName, Module::kName, Module::kName, pattern_flag, name.c_str());
+}
+inline void refuse_unused_pattern_flags(const std::vector<std::string>& given, const std::vector<std::string>& used,
+                                        const char* pattern_flag) {
+#define ATTN_KIND_UNUSED(Kind, Module) refuse_unused_flags_of<Module>(given, used, pattern_flag);
+    ATTN_PATTERNS(ATTN_KIND_UNUSED)
+#undef ATTN_KIND_UNUSED
+}
+
 // The pattern `name` from its flags; fatal naming the flags on a bad value. `pattern_flag` is
 // the flag that chose the pattern (train's --attn, attention_tool's --pattern).
 inline AttnPattern pattern_from_flags(const std::string& name, const PatternFlags& flags, const char* pattern_flag = "--attn") {
@@ -164,7 +194,7 @@ inline AttnPattern pattern_from_json(const Json& j) {
     AttnPattern p;
     const std::string& kind = j.at("kind").as_string();
     if (!attn_kind_from_name(kind, &p.kind)) throw JsonError("unknown attention kind " + kind);
+    p.causal = j.at("causal").as_bool("causal");  // first: a block-sparse layout is checked against the mask
     with_pattern_module(p.kind, [&](auto m) { decltype(m)::from_json(j, p); });
-    p.causal = j.at("causal").as_bool("causal");
     return p;
 }

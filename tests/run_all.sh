@@ -37,6 +37,7 @@ run tasks ./build/test_tasks
 run heatmap ./build/test_heatmap
 run tasks_cli tests/test_tasks_cli.sh
 run attention_tool tests/test_attention_tool.sh
+run layout_files tests/test_layout_files.sh
 run headers tests/check_headers_alone.sh
 run fuzz tests/fuzz/run_fuzz.sh smoke
 echo

@@ -114,6 +114,7 @@ struct Result {
 struct Args {
     std::string pattern = "dense", dtype = "fp32", device = "cpu", backend = "flash", out;
     PatternFlags pattern_flags;  // --causal and each pattern's own flags (its module reads them)
+    std::vector<std::string> pattern_flags_given;  // which of them were on the command line
     int B = 1, N = 1024, H = 12, D = 64, seed = 1, reps = 5;
     bool backward = false;
     float scale = 0, max_cpu_pairs = (float)kDefaultMaxCpuPairs;
@@ -151,6 +152,7 @@ static Args parse_args(int argc, char** argv) {
     flags.add_float("max-cpu-pairs", &a.max_cpu_pairs, "cpu: refuse runs of more than this many B*H*N^2 x branches pair tests");
     flags.add_string("out", &a.out, "safetensors file to write (none: only print timings)");
     flags.parse(argc, argv);
+    a.pattern_flags_given = given_pattern_flags(flags);
     return a;
 }
 
@@ -182,6 +184,7 @@ static void validate_flags(const Args& a) {
 // is read there, after --causal (its rows are checked against the causal mask).
 static AttnPattern build_pattern(const Args& a) {
     AttnPattern p = pattern_from_flags(a.pattern, a.pattern_flags, "--pattern");
+    refuse_unused_pattern_flags(a.pattern_flags_given, {a.pattern}, "--pattern");  // --window with --pattern dense
     if (p.layout && p.layout->heads != 1 && p.layout->heads != a.H)
         fatal("--layout-file %s has rows for %d heads but --H is %d", p.layout->source.c_str(), p.layout->heads, a.H);
     return p;

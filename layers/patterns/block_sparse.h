@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 #include "core/flags.h"
+#include "layers/patterns/block_layout.h"
 #include "layers/patterns/pattern_params.h"
 
 // The c-th random key block of (head, query block) among `range` candidates (splitmix64 of the
@@ -238,84 +239,30 @@ struct BlockSparsePattern {
         p.dilated_window = (int)j.at("dilated_window").as_int("dilated_window", 0, kInt);
         p.random_count = (int)j.at("random_count").as_int("random_count", 0, kInt);
         p.random_seed = (uint64_t)j.at("random_seed").as_int("random_seed", 0, kInt);
-        if (j.has("layout")) {
-            const Json& l = j.at("layout");
-            auto L = std::make_shared<BlockLayout>();
-            L->n_blocks = (int)l.at("n_blocks").as_int("layout n_blocks", 1, 1 << 24);
-            L->heads = (int)l.at("heads").as_int("layout heads", 1, 1 << 16);
-            for (const Json& x : l.at("row_ptr").as_array("layout row_ptr")) L->row_ptr.push_back((int)x.as_int("row_ptr", 0, kInt));
-            for (const Json& x : l.at("cols").as_array("layout cols")) L->cols.push_back((int)x.as_int("cols", 0, L->n_blocks - 1));
-            check_csr(*L, "the checkpoint's layout");
-            L->source = "checkpoint";
-            p.layout = L;
-        }
+        if (j.has("layout")) p.layout = layout_from_json(j.at("layout"), p.causal);
     }
 
-    // "Q: K K K" per line (one layout for all heads) or "H/Q: K K K" (per head), '#' comments;
-    // key blocks sorted, in range, and at or below the diagonal under the causal mask. Fails
-    // naming the file and line.
+    // The file behind --layout-file (layers/patterns/block_layout.h: its format and limits).
     static std::shared_ptr<const BlockLayout> read_layout_file(const std::string& path, bool causal) {
-        std::ifstream in(path);
-        if (!in) fatal("--layout-file %s: cannot open it", path.c_str());
-        struct Row {
-            int h, q;
-            std::vector<int> k;
-        };
-        std::vector<Row> rows;
-        std::string line;
-        int lineno = 0, max_q = -1, max_h = -1;
-        bool per_head = false, shared = false;
-        while (std::getline(in, line)) {
-            lineno++;
-            const size_t hash = line.find('#');
-            if (hash != std::string::npos) line.resize(hash);
-            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-            const size_t colon = line.find(':');
-            auto bad = [&](const char* why) { fatal("--layout-file %s line %d: %s (expected 'Q: K K ...' or 'H/Q: K K ...')", path.c_str(), lineno, why); };
-            if (colon == std::string::npos) bad("no ':'");
-            Row r{0, 0, {}};
-            std::string head = line.substr(0, colon);
-            const size_t slash = head.find('/');
-            char* end = nullptr;
-            if (slash != std::string::npos) {
-                r.h = (int)std::strtol(head.c_str(), &end, 10);
-                if (end != head.c_str() + slash || r.h < 0 || r.h > 65535) bad("a bad head number");
-                head = head.substr(slash + 1);
-                per_head = true;
-            } else {
-                shared = true;
-            }
-            r.q = (int)std::strtol(head.c_str(), &end, 10);
-            if (end == head.c_str() || r.q < 0 || r.q > (1 << 24) || head.find_first_not_of(" \t0123456789") != std::string::npos)
-                bad("a bad query block number");
-            std::istringstream ks(line.substr(colon + 1));
-            std::string tok;
-            while (ks >> tok) {
-                const long v = std::strtol(tok.c_str(), &end, 10);
-                if (*end || v < 0 || v > (1 << 24)) bad("a key block that is not a number in [0, 2^24]");
-                if (!r.k.empty() && v <= r.k.back()) bad("key blocks not sorted (or repeated)");
-                if (causal && v > r.q) bad("a key block above the diagonal under the causal mask");
-                r.k.push_back((int)v);
-            }
-            max_q = std::max(max_q, r.q), max_h = std::max(max_h, r.h);
-            for (int k : r.k) max_q = std::max(max_q, k);
-            rows.push_back(r);
-        }
-        if (rows.empty()) fatal("--layout-file %s: no rows", path.c_str());
-        if (per_head && shared) fatal("--layout-file %s: mixes 'Q:' and 'H/Q:' rows: use one form", path.c_str());
+        return read_block_layout_file(path, causal);
+    }
+
+    // The checkpoint's layout, under the file's limits and its one check (block_layout_error):
+    // the shape before any row is stored, then the rows. `causal` is the pattern's, read first
+    // (pattern_from_json).
+    static std::shared_ptr<const BlockLayout> layout_from_json(const Json& l, bool causal) {
         auto L = std::make_shared<BlockLayout>();
-        L->n_blocks = max_q + 1, L->heads = per_head ? max_h + 1 : 1, L->source = path;
-        std::vector<std::vector<int>> lists((size_t)L->heads * L->n_blocks);
-        for (const Row& r : rows) {
-            std::vector<int>& dst = lists[(size_t)r.h * L->n_blocks + r.q];
-            if (!dst.empty()) fatal("--layout-file %s: query block %d (head %d) is listed twice", path.c_str(), r.q, r.h);
-            dst = r.k;
-        }
-        L->row_ptr.push_back(0);
-        for (const auto& l : lists) {
-            L->cols.insert(L->cols.end(), l.begin(), l.end());
-            L->row_ptr.push_back((int)L->cols.size());
-        }
+        L->n_blocks = (int)l.at("n_blocks").as_int("layout n_blocks", 1, kMaxLayoutBlocks);
+        L->heads = (int)l.at("heads").as_int("layout heads", 1, kMaxLayoutHeads);
+        const std::vector<Json>& row_ptr = l.at("row_ptr").as_array("layout row_ptr");
+        const std::vector<Json>& cols = l.at("cols").as_array("layout cols");
+        const std::string shape = block_layout_shape_error(L->n_blocks, L->heads, (long long)cols.size());
+        if (!shape.empty()) throw JsonError("the checkpoint's layout: " + shape);
+        for (const Json& x : row_ptr) L->row_ptr.push_back((int)x.as_int("row_ptr", 0, kMaxLayoutKeys));
+        for (const Json& x : cols) L->cols.push_back((int)x.as_int("cols", 0, L->n_blocks - 1));
+        const std::string why = block_layout_error(*L, causal);
+        if (!why.empty()) throw JsonError("the checkpoint's layout " + why);
+        L->source = "checkpoint";
         return L;
     }
 
@@ -339,16 +286,5 @@ struct BlockSparsePattern {
                 }
             }
         return all ? active / all : 0;
-    }
-
-   private:
-    static void check_csr(const BlockLayout& L, const char* what) {
-        if (L.row_ptr.size() != (size_t)L.heads * L.n_blocks + 1 || L.row_ptr[0] != 0 || (size_t)L.row_ptr.back() != L.cols.size())
-            throw JsonError(std::string(what) + " is not a CSR layout");
-        for (size_t i = 0; i + 1 < L.row_ptr.size(); i++) {
-            if (L.row_ptr[i] > L.row_ptr[i + 1]) throw JsonError(std::string(what) + " has decreasing row offsets");
-            for (int j = L.row_ptr[i] + 1; j < L.row_ptr[i + 1]; j++)
-                if (L.cols[j] <= L.cols[j - 1]) throw JsonError(std::string(what) + " has an unsorted row");
-        }
     }
 };

@@ -9,6 +9,8 @@
 //                        both of fuzz_checkpoint's input forms (.raw and .split)
 //   shard_loader/seeds/  4 loader-setting bytes + a tiny shard by write_shard
 //   tokenizer/seeds/     tiny SentencePiece models (bpe with byte fallback, unigram, char, word)
+//   layout/seeds/        block-sparse layout files (shared and per head, comments, both masks),
+//                        after fuzz_layout's mode byte
 // Deterministic: the same bytes every run. Every seed is loaded back here (a seed the reader
 // rejects would only test the first check).
 #include <sys/stat.h>
@@ -17,6 +19,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "data/train_tokenizer.h"
+#include "layers/patterns/block_layout.h"
 #include "model/checkpoint.h"
 
 static std::string dir_of(const std::string& root, const char* harness) {
@@ -165,6 +168,21 @@ static void tokenizer_seeds(const std::string& out) {
     write_model("word.model", train_spm(text, {{"model_type", "word"}, {"vocab_size", "50"}}));
 }
 
+// Written by hand (a layout file is a person's text), each read back by the reader under test.
+static void layout_seeds(const std::string& out) {
+    const std::string tmp = out + "tmp.txt";
+    auto save = [&](const char* name, bool causal, const std::string& text) {
+        write_file_atomic(tmp, text);
+        (void)read_block_layout_file(tmp, causal);
+        std::remove(tmp.c_str());
+        write_file_atomic(out + name, std::string(1, causal ? '\1' : '\0') + text);
+    };
+    save("shared.txt", true, "# diagonal and block 0\n0: 0\n1: 0 1\n2: 0 2\n3: 0 1 3\n");
+    save("per_head.txt", true, "0/0: 0\n0/1: 0 1\n1/0: 0\n1/2: 1 2   # head 1\n");
+    save("full.txt", false, "0: 0 2\n1: 0 1 3\n2: 1 2\n\t3 :\t0 3\r\n");
+    save("empty_rows.txt", true, "\n# only comments and blanks around\n  \n5:\n7: 7\n");
+}
+
 int main(int argc, char** argv) {
     return guarded_main([&] {
         if (argc != 2) fatal("usage: make_seeds DIR (tests/fuzz)");
@@ -173,6 +191,7 @@ int main(int argc, char** argv) {
         checkpoint_seeds(dir_of(root, "checkpoint"));
         shard_seeds(dir_of(root, "shard_loader"));
         tokenizer_seeds(dir_of(root, "tokenizer"));
+        layout_seeds(dir_of(root, "layout"));
         return 0;
     });
 }

@@ -15,10 +15,10 @@
 FUZZ_CXX ?= clang++
 FUZZ_CXXFLAGS ?= -g -O1 -std=c++17 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                  -Wall -Wextra -Wno-unknown-pragmas
-FUZZ_HARNESSES := json checkpoint shard_loader tokenizer
+FUZZ_HARNESSES := json checkpoint shard_loader tokenizer layout
 FUZZ_BINARIES := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_HARNESSES))
 FUZZ_SECONDS ?= 300
-FUZZ_DEPS := tests/fuzz/fuzz_common.h $(wildcard core/*.h comm/*.h layers/*.h model/*.h data/*.h)
+FUZZ_DEPS := tests/fuzz/fuzz_common.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/*.h)
 
 # The order-only build/.deps-data runs scripts/install_deps.sh (clang and the compiler-rt
 # runtimes are on its default list, as are the SentencePiece headers).
