@@ -272,11 +272,26 @@ static Corpus load_corpus(const TrainArgs& a) {
     return c;
 }
 
+// --layout-file is parsed where the block-sparse pattern lives (layers/patterns/block_sparse.h),
+// which opens it itself; it is checked here first, so that a FIFO, a device or a directory never
+// reaches that reader (it would block or read forever) and an oversized file fails from its size.
+// The bound: a layout has at most one line per query block and head, each listing key blocks no
+// further than the diagonal; 1 GiB of text is some 100M key blocks, more than a layout of any
+// model this code trains (one of kMaxSeqLen tokens in blocks of 64 and a few hundred keys a row).
+constexpr uint64_t kMaxLayoutFileBytes = 1ULL << 30;
+
+static void check_pattern_files(const TrainArgs& a) {
+    if (!a.pattern.layout_file.empty())
+        check_regular_file(a.pattern.layout_file, kMaxLayoutFileBytes, "--layout-file",
+                           "give a regular file of 'Q: K K ...' lines (at most 1 GiB)");
+}
+
 static GPTConfig config_from_flags(const TrainArgs& a, int vocab_size) {
     GPTConfig cfg;
     cfg.vocab_size = vocab_size;
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
     validate_config(cfg);  // before sizing anything by --layers or --width
+    check_pattern_files(a);
     cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.pattern, a.dense_layers, a.dilated_layers);
     return cfg;
 }

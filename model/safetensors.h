@@ -105,28 +105,33 @@ struct SafetensorsFile {
     }
 };
 
-inline SafetensorsFile read_safetensors(const std::string& path) {
+// what: how messages name the file ("checkpoint", "--load-cache"); max_bytes: the largest file
+// accepted, refused from its size before a byte is read (core/io.h's open_regular_file, which
+// also refuses FIFOs, devices and directories).
+inline SafetensorsFile read_safetensors(const std::string& path, const char* what = "checkpoint",
+                                        uint64_t max_bytes = kReadFileMaxBytes,
+                                        const char* fix = "check the path (train writes checkpoints to --out)") {
     SafetensorsFile out;
     out.path = path;
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) fatal("cannot open checkpoint %s: check the path (train writes them to --out)", path.c_str());
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        std::fclose(f);
-        fatal("checkpoint %s is not a regular file: give a .safetensors file (or, to infer, its directory)", path.c_str());
+    uint64_t file_size = 0;
+    const int fd = open_regular_file(path, max_bytes, what, fix, &file_size);
+    FILE* f = ::fdopen(fd, "rb");
+    if (!f) {
+        ::close(fd);
+        fatal("%s %s: cannot read it (%s)", what, path.c_str(), std::strerror(errno));
     }
-    const long long size = (long long)st.st_size;
+    const long long size = (long long)file_size;
     uint64_t n = 0;
     if (size < 8 || std::fread(&n, 8, 1, f) != 1 || n > (uint64_t)size - 8) {
         std::fclose(f);
-        fatal("checkpoint %s is truncated or not a safetensors file: use another checkpoint", path.c_str());
+        fatal("%s %s is truncated or not a safetensors file: use another file", what, path.c_str());
     }
     std::string header(n, '\0');
     const size_t data_size = (size_t)size - 8 - n;
     out.data.resize(data_size);
     const bool read_ok = std::fread(&header[0], 1, n, f) == n && std::fread(out.data.data(), 1, data_size, f) == data_size;
     std::fclose(f);
-    if (!read_ok) fatal("cannot read checkpoint %s", path.c_str());
+    if (!read_ok) fatal("cannot read %s %s: it changed while read? use another file", what, path.c_str());
     try {
         Json j = JsonParser(header).parse();
         if (j.kind != Json::Object) throw JsonError("header is not an object");
@@ -157,7 +162,7 @@ inline SafetensorsFile read_safetensors(const std::string& path) {
             out.tensors[name] = t;
         }
     } catch (const JsonError& e) {
-        fatal("checkpoint %s is corrupt (%s): use another checkpoint", path.c_str(), e.what());
+        fatal("%s %s is corrupt (%s): use another file", what, path.c_str(), e.what());
     }
     return out;
 }
