@@ -31,6 +31,7 @@ run launch tests/test_launch.sh
 run data ./build/test_data
 run data_cli tests/test_data_cli.sh
 run train_cli tests/test_train_cli.sh
+run bounded_reads tests/test_bounded_reads.sh
 run tasks ./build/test_tasks
 run heatmap ./build/test_heatmap
 run tasks_cli tests/test_tasks_cli.sh
