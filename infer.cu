@@ -117,9 +117,20 @@ struct InferInputs {
     std::vector<std::string> batch_prompts;  // --prompts-file
 };
 
+// The bound on the text files a model reads as a prompt (--prompt-file, --prompts-file), checked
+// from the file's size before it is read (core/io.h: and only regular files). The rule: no model
+// reads more than kMaxSeqLen (2^28) tokens in one context (a dilated one, whose cache is bounded,
+// reads a prompt of any length up to that; the others keep only the last --ctx - --max-new tokens
+// of it), and our tokenizers make about one token of every 4 bytes of text, so a prompt of more
+// than 4 x kMaxSeqLen bytes (1 GiB) could not be used whole by any model: it is refused, with the
+// fix (give its end). A dense model uses far less, but that is known only once the checkpoint is
+// loaded and the text tokenized; its prompt is then cut to the context (cut_prompt_to_context).
+constexpr uint64_t kMaxPromptFileBytes = 4ULL * kMaxSeqLen;
+
 // A prompt per non-empty line; "\n" in a line stands for a newline, so that a prompt may span lines.
 static std::vector<std::string> read_batch_prompts(const std::string& path) {
-    const std::string text = read_file(path, "check the --prompts-file path");
+    const std::string text = read_regular_file(path, kMaxPromptFileBytes, "--prompts-file",
+                                               "give a regular file of at most 1 GiB, a prompt per line (each is cut to --ctx)");
     std::vector<std::string> prompts;
     size_t at = 0;
     while (at < text.size()) {
@@ -139,9 +150,15 @@ static std::vector<std::string> read_batch_prompts(const std::string& path) {
 
 static InferInputs read_inputs(const InferFlags& f) {
     InferInputs in;
-    if (!f.ppl_file.empty()) in.ppl_text = read_file(f.ppl_file, "check the --perplexity path");
+    // The cache is read once the checkpoint is known (its size is bounded by the model's largest
+    // cache); a FIFO, device or directory fails here already, before the checkpoint is loaded.
+    if (!f.load_cache.empty()) check_regular_file(f.load_cache, kReadFileMaxBytes, "--load-cache", "check the --load-cache path");
+    if (!f.ppl_file.empty()) in.ppl_text = read_regular_file(f.ppl_file, kReadFileMaxBytes, "--perplexity", "check the --perplexity path");
     if (!f.tasks.empty()) in.task_items = read_task_file(f.tasks);
-    if (!f.prompt_file.empty()) in.context = read_file(f.prompt_file, "check the --prompt-file path");
+    if (!f.prompt_file.empty())
+        in.context = read_regular_file(f.prompt_file, kMaxPromptFileBytes, "--prompt-file",
+                                       "give a regular file of at most 1 GiB (its end, e.g. `tail -c 100M`: a dense model keeps "
+                                       "only the last --ctx tokens)");
     if (!f.prompts_file.empty()) in.batch_prompts = read_batch_prompts(f.prompts_file);
     if (!f.ppl_file.empty() && in.ppl_text.empty()) fatal("--perplexity %s is empty", f.ppl_file.c_str());
     return in;
@@ -430,20 +447,41 @@ static std::vector<std::vector<int>> encode_batch_prompts(const Tokenizer& tok, 
 }
 
 // Through the KV cache a model whose every layer keeps a bounded cache (dilated) reads a prompt
-// of any length; others keep the prompt's last --ctx - --max-new tokens (at least one), less the
-// longest batch prompt, which follows it in the same window.
+// of any length, and a prompt after --load-cache is read whole; otherwise a prompt is cut to the
+// context (the two functions below).
 static bool every_layer_cache_bounded(const GPTConfig& cfg) {
     for (int l = 0; l < cfg.n_layer; l++)
         if (kv_cache_rows(cfg.attn(l)) < 0) return false;
     return true;
 }
+static bool reads_whole_prompt(const GPTConfig& cfg, const InferFlags& f) {
+    return every_layer_cache_bounded(cfg) || !f.load_cache.empty();
+}
+
+// The context keeps its last --ctx - --max-new tokens (at least one), less the longest batch
+// prompt, which follows it in the same window.
 static void cut_prompt_to_context(std::vector<int>& ids, const GPTConfig& cfg, const InferFlags& f, int ctx, size_t longest) {
-    const bool bounded = every_layer_cache_bounded(cfg);
     const long long room = std::max<long long>(1, ctx - f.max_new - (long long)longest);
-    if (bounded || !f.load_cache.empty() || (long long)ids.size() <= room) return;
+    if (reads_whole_prompt(cfg, f) || (long long)ids.size() <= room) return;
     std::fprintf(stderr, "note: the prompt's %zu tokens are cut to its last %lld (--ctx %d - --max-new %d): this model's "
                  "dense layers keep every row\n", ids.size(), room, ctx, f.max_new);
     ids.erase(ids.begin(), ids.end() - room);
+}
+
+// Each --prompts-file prompt is cut the same way, before the context: to its last --ctx -
+// --max-new - 1 tokens (at least one), the 1 left for the context it follows (BOS at least), so
+// that a long line costs its tokenizing and a window's decoding, not a decode step per token
+// against an ever longer cache (which made a prompt's cost grow with its length squared).
+static void cut_batch_prompts_to_context(std::vector<std::vector<int>>& batch, const GPTConfig& cfg, const InferFlags& f,
+                                         int ctx) {
+    const long long room = std::max<long long>(1, (long long)ctx - f.max_new - 1);
+    if (reads_whole_prompt(cfg, f)) return;
+    int cut = 0;
+    for (std::vector<int>& p : batch)
+        if ((long long)p.size() > room) p.erase(p.begin(), p.end() - room), cut++;
+    if (cut)
+        std::fprintf(stderr, "note: %d of the --prompts-file prompts are cut to their last %lld tokens (--ctx %d - --max-new "
+                     "%d - 1 for the context before them): this model's dense layers keep every row\n", cut, room, ctx, f.max_new);
 }
 
 // The KV cache for `total` tokens and the rows a prefill chunk unpacks into, in bytes.
@@ -525,7 +563,8 @@ static int generate_text(const InferFlags& f, const InferPlan& plan, const Loade
     StreamDecoder stream(m.tok);
     stream.prime(std::vector<int>(ids.begin() + (f.load_cache.empty() ? 1 : 0), ids.end()));  // the prompt is printed as typed
     std::fputs(f.prompt.c_str(), stdout);
-    const std::vector<std::vector<int>> batch_ids = encode_batch_prompts(m.tok, in.batch_prompts);
+    std::vector<std::vector<int>> batch_ids = encode_batch_prompts(m.tok, in.batch_prompts);
+    cut_batch_prompts_to_context(batch_ids, m.ck.cfg, f, plan.ctx);
     size_t longest = 0;
     for (const std::vector<int>& p : batch_ids) longest = std::max(longest, p.size());
     cut_prompt_to_context(ids, m.ck.cfg, f, plan.ctx, longest);

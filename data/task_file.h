@@ -75,7 +75,7 @@ inline TaskItem parse_task_line(const std::string& text, const std::string& path
 
 // Every item of a task file, in file order. Blank lines are skipped.
 inline std::vector<TaskItem> read_task_file(const std::string& path) {
-    const std::string text = read_file(path, "check the --tasks path (data_tool tasks writes such files)");
+    const std::string text = read_regular_file(path, kReadFileMaxBytes, "--tasks", "check the --tasks path (data_tool tasks writes such files)");
     std::vector<TaskItem> items;
     int line = 0;
     for (size_t at = 0; at < text.size();) {

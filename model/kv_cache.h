@@ -130,9 +130,10 @@ class KVCache {
         const int C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim(), BN = B_ * n;
         check_token_ids(tokens, nullptr, B_, n, cfg.vocab_size);
         n_ = n;
-        if ((long long)pos_.size() < next_pos_ + n) {
+        if ((long long)pos_.size() < next_pos_ + n) {  // only the new positions: a token at a time stays linear
+            const size_t had = pos_.size();
             pos_.resize(next_pos_ + n);
-            for (size_t i = 0; i < pos_.size(); i++) pos_[i] = (int)i;
+            for (size_t i = had; i < pos_.size(); i++) pos_[i] = (int)i;
         }
         const int* qpos = pos_.data() + next_pos_;
         x_.assign((size_t)BN * C, 0), ln_.assign((size_t)BN * C, 0), mean_.assign(BN, 0), rstd_.assign(BN, 0);

@@ -44,7 +44,12 @@ constexpr float kMaxCacheValue = 1e6f;
 // that keeps every row may read); every mismatch is one line naming the cause and the fix.
 inline void load_kv_cache(const std::string& path, IncrementalModel& m, const GPTConfig& cfg, const std::string& fingerprint,
                           int B, long long max_position = kMaxSeqLen) {
-    const SafetensorsFile f = read_safetensors(path, kCacheRole);
+    // The largest cache this model can have written for B sequences (every layer at position
+    // kMaxSeqLen, F32, the last hidden states) plus 1 MiB for the header: a larger file is no
+    // cache of this model and is refused from its size, before it is read.
+    const double most = kv_cache_bytes(cfg, kMaxSeqLen, B, sizeof(float)) + (double)B * cfg.n_embd * sizeof(float) + (1 << 20);
+    const SafetensorsFile f =
+        read_safetensors(path, kCacheRole, most < (double)kReadFileMaxBytes ? (uint64_t)most : kReadFileMaxBytes);
     auto meta = [&](const char* key) {
         auto it = f.metadata.find(key);
         if (it == f.metadata.end()) fatal("--load-cache %s: no \"%s\" in its metadata: not a KV cache file (infer --save-cache writes them)", path.c_str(), key);

@@ -21,12 +21,17 @@
 // What a file is to the user, so that its errors name the right thing and the right fix: a
 // checkpoint (train writes them), a KV cache (infer --save-cache), attention_tool's output.
 struct SafetensorsRole {
-    const char* noun;  // "checkpoint"
-    const char* fix;   // what to do about a bad one: "use another checkpoint"
+    const char* noun;       // "checkpoint"
+    const char* fix;        // what to do about a bad one: "use another checkpoint"
+    const char* opened_as;  // how an unreadable path is named: "checkpoint", "--load-cache"
+    const char* open_fix;   // what to do about it
 };
-constexpr SafetensorsRole kCheckpointRole{"checkpoint", "use another checkpoint"};
-constexpr SafetensorsRole kCacheRole{"KV cache", "prefill again with infer --save-cache"};
-constexpr SafetensorsRole kAttentionFileRole{"attention file", "run attention_tool --out again"};
+constexpr SafetensorsRole kCheckpointRole{"checkpoint", "use another checkpoint", "checkpoint",
+                                          "check the path (train writes checkpoints to --out)"};
+constexpr SafetensorsRole kCacheRole{"KV cache", "prefill again with infer --save-cache", "--load-cache",
+                                     "give a file that infer --save-cache wrote with this --checkpoint"};
+constexpr SafetensorsRole kAttentionFileRole{"attention file", "run attention_tool --out again", "attention file",
+                                             "check the path"};
 
 struct TensorToWrite {
     std::string name;
@@ -118,18 +123,22 @@ struct SafetensorsFile {
     }
 };
 
-inline SafetensorsFile read_safetensors(const std::string& path, SafetensorsRole role = kCheckpointRole) {
+// role: what the file is to the user (its messages name it and the fix); max_bytes: the largest
+// file accepted, refused from its size before a byte is read (core/io.h's open_regular_file,
+// which also refuses FIFOs, devices and directories).
+inline SafetensorsFile read_safetensors(const std::string& path, SafetensorsRole role = kCheckpointRole,
+                                        uint64_t max_bytes = kReadFileMaxBytes) {
     SafetensorsFile out;
     out.path = path;
     out.role = role;
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) fatal("cannot open %s %s: check the path", role.noun, path.c_str());
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        std::fclose(f);
-        fatal("%s %s is not a regular file: give a .safetensors file", role.noun, path.c_str());
+    uint64_t file_size = 0;
+    const int fd = open_regular_file(path, max_bytes, role.opened_as, role.open_fix, &file_size);
+    FILE* f = ::fdopen(fd, "rb");
+    if (!f) {
+        ::close(fd);
+        fatal("%s %s: cannot read it (%s)", role.noun, path.c_str(), std::strerror(errno));
     }
-    const long long size = (long long)st.st_size;
+    const long long size = (long long)file_size;
     uint64_t n = 0;
     if (size < 8 || std::fread(&n, 8, 1, f) != 1 || n > (uint64_t)size - 8) {
         std::fclose(f);
@@ -140,7 +149,7 @@ inline SafetensorsFile read_safetensors(const std::string& path, SafetensorsRole
     out.data.resize(data_size);
     const bool read_ok = std::fread(&header[0], 1, n, f) == n && std::fread(out.data.data(), 1, data_size, f) == data_size;
     std::fclose(f);
-    if (!read_ok) fatal("cannot read %s %s: %s", role.noun, path.c_str(), role.fix);
+    if (!read_ok) fatal("cannot read %s %s (did it change while read?): %s", role.noun, path.c_str(), role.fix);
     try {
         Json j = JsonParser(header).parse();
         if (j.kind != Json::Object) throw JsonError("header is not an object");

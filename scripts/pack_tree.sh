@@ -5,7 +5,9 @@
 #   # ==== relative/path ====
 #   <the file's text>
 # Files in sorted path order; binary files (grep -I) and .git are skipped; a file longer than
-# MAX_BYTES_PER_FILE (default 1000000) is cut there with a note.
+# MAX_BYTES_PER_FILE (default 1000000) is cut there with a note. The headers are ours alone: a
+# path holding a control character (a newline would split its header) is written shell-quoted
+# ($'a\nb'), and a line of a file that begins as a header does gets a backslash before it.
 set -euo pipefail
 dir=${1:?usage: scripts/pack_tree.sh DIR [MAX_BYTES_PER_FILE] > tree.txt}
 max=${2:-1000000}
@@ -14,8 +16,10 @@ max=${2:-1000000}
 cd "$dir"
 find . -name .git -prune -o -type f -print0 | LC_ALL=C sort -z | while IFS= read -r -d '' f; do
     grep -Iq . "$f" 2>/dev/null || continue  # binary or empty
-    printf '# ==== %s ====\n' "${f#./}"
-    head -c "$max" "$f"
+    name=${f#./}
+    [[ "$name" == *[[:cntrl:]]* ]] && name=$(printf '%q' "$name")
+    printf '# ==== %s ====\n' "$name"
+    head -c "$max" "$f" | sed 's/^# ==== /\\# ==== /'  # GNU sed keeps a missing last newline missing
     [ "$(wc -c < "$f")" -le "$max" ] || printf '\n# (cut at %s bytes)' "$max"
     printf '\n'
 done

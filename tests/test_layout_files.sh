@@ -64,12 +64,12 @@ refuse_layout twice '0: 0\n1: 0\n0: 0\n' "line 3: query block 0 (head 0) is list
 #    allocated; a file over 256 MiB is refused unread (a sparse file: no disk used).
 refuse_layout rows_18_bytes '65535/1048575: 0\n' "line 1: 65536 heads x 1048576 query blocks is more than the 2^20 rows a layout may have: use fewer heads, fewer blocks or a larger --block $hint"
 truncate -s 257M "$work/big.txt"
-expect_error "a 257 MiB layout file" "error: --layout-file $work/big.txt is 269484032 bytes, more than the 256 MiB a layout file may be: list at most 2^20 rows" \
+expect_error "a 257 MiB layout file" "error: --layout-file $work/big.txt holds 269484032 bytes, more than the 268435456 it may hold: give a text file of 'Q: K K ...' lines of at most 256 MiB (at most 2^20 rows)" \
     "$work/out_big" ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work/big.txt" --out "$work/out_big"
 rm -f "$work/big.txt"
-expect_error "a directory as a layout file" "error: --layout-file $work is not a regular file: give a text file of 'Q: K K ...' lines" \
+expect_error "a directory as a layout file" "error: --layout-file $work is a directory, not a regular file: only regular files are read (save a stream to a file first and give that)" \
     "$work/out_dir" ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work" --out "$work/out_dir"
-expect_error "a missing layout file" "error: --layout-file $work/none.txt: cannot open it (No such file or directory): check the path" \
+expect_error "a missing layout file" "error: --layout-file $work/none.txt: cannot open it (No such file or directory): give a text file of 'Q: K K ...' lines of at most 256 MiB (at most 2^20 rows)" \
     "$work/out_none" ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work/none.txt" --out "$work/out_none"
 
 # 3. One rule for the file and the checkpoint: the last query block the file may name

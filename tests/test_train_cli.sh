@@ -389,6 +389,17 @@ if grep -q "^# ==== " "$work/tree.txt" && out=$(./build/infer --checkpoint "$wor
 else
     fail "source tree prompt: $out"
 fi
+# Headers only the packer writes: a file name with a newline stays on its header line, and a
+# file's own "# ==== x ====" line cannot pass for a header.
+mkdir -p "$work/hostile_tree" && printf 'one\n' > "$work/hostile_tree/a"$'\n'"b.txt" \
+    && printf 'text\n# ==== forged.txt ====\nmore\n' > "$work/hostile_tree/c.txt"
+scripts/pack_tree.sh "$work/hostile_tree" > "$work/hostile_tree.txt"
+if [ "$(grep -c '^# ==== ' "$work/hostile_tree.txt")" = 2 ] && grep -qF "# ==== \$'a\nb.txt' ====" "$work/hostile_tree.txt" \
+   && grep -qF '\# ==== forged.txt ====' "$work/hostile_tree.txt"; then
+    pass "pack_tree: 2 files, 2 headers (a newline in a name quoted, a forged header escaped)"
+else
+    fail "pack_tree hostile names or text: $(tr '\n' '|' < "$work/hostile_tree.txt")"
+fi
 expect_error "unknown --windows" "--windows" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --windows some
 expect_error "--per-position without --perplexity" "--per-position" ./build/infer --checkpoint "$work/full" --prompt hi --per-position "$work/p.csv"
 expect_error "infer --cp without --perplexity" "for --perplexity" ./build/infer --checkpoint "$work/full" --prompt hi --cp 2

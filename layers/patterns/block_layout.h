@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 #include "core/error.h"
+#include "core/io.h"
 #include "layers/patterns/pattern_params.h"
 
 // The limits, shared by the file reader and the checkpoint loader. A checkpoint keeps the layout
@@ -66,27 +67,11 @@ inline std::string block_layout_error(const BlockLayout& L, bool causal) {
 }
 
 // The file's bytes: refused unread when it is not a regular file (a FIFO or /dev/zero could
-// stream forever) or larger than kMaxLayoutFileBytes; read with the same cap in case it grows.
+// block or stream forever: core/io.h opens without blocking and checks what it opened) or larger
+// than kMaxLayoutFileBytes; read with the same cap in case it grows.
 inline std::string read_layout_file_bytes(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) fatal("--layout-file %s: cannot open it (%s): check the path", path.c_str(), std::strerror(errno));
-    struct stat st;
-    const bool regular = ::fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
-    const long long size = regular ? (long long)st.st_size : 0;
-    if (!regular || size > kMaxLayoutFileBytes) std::fclose(f);
-    if (!regular) fatal("--layout-file %s is not a regular file: give a text file of 'Q: K K ...' lines", path.c_str());
-    if (size > kMaxLayoutFileBytes)
-        fatal("--layout-file %s is %lld bytes, more than the %lld MiB a layout file may be: list at most 2^20 rows",
-              path.c_str(), size, kMaxLayoutFileBytes >> 20);
-    std::string bytes;
-    bytes.reserve((size_t)size);
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && bytes.size() + n <= (size_t)kMaxLayoutFileBytes) bytes.append(buf, n);
-    const bool failed = std::ferror(f) || n > 0;
-    std::fclose(f);
-    if (failed) fatal("--layout-file %s: cannot read it whole (an I/O error, or it grew past %lld MiB while read)", path.c_str(), kMaxLayoutFileBytes >> 20);
-    return bytes;
+    return read_regular_file(path, (uint64_t)kMaxLayoutFileBytes, "--layout-file",
+                             "give a text file of 'Q: K K ...' lines of at most 256 MiB (at most 2^20 rows)");
 }
 
 // Reads one layout file into a BlockLayout: each line parsed with its number, the limits checked

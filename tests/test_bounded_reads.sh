@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Bounded reads (issue 24): every input file of build/infer and build/train is a regular file of
+# bounded size, refused otherwise with one line before anything is read or written; no input can
+# make a program block (a FIFO) or read forever (/dev/zero); a long --prompts-file line is cut to
+# the context like --prompt-file, so its cost grows linearly with its length.
+# Usage: tests/test_bounded_reads.sh [CORPUS_DIR]   Prints PASS/FAIL lines and "N passed, M failed".
+# Every command runs under `timeout`, so the test itself cannot hang.
+set -uo pipefail
+corpus=${1:-build/test_corpus}
+work=build/test_bounded_reads
+rm -rf "$work" && mkdir -p "$work"
+passed=0 failed=0
+pass() { echo "PASS $*"; passed=$((passed + 1)); }
+fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+for bin in build/train build/infer; do [ -x $bin ] || { echo "FAIL $bin not built"; echo "0 passed, 1 failed"; exit 1; }; done
+[ -f "$corpus/train.bin" ] || { echo "FAIL no corpus at $corpus (run tests/test_data_cli.sh first)"; echo "0 passed, 1 failed"; exit 1; }
+
+# A tiny model (as tests/test_train_cli.sh's): 2 blocks, width 64, one head, windows of 32.
+tiny=(--data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 5 --sample-tokens 0 --device cpu)
+if ! timeout 120 ./build/train "${tiny[@]}" --out "$work/ck" > "$work/train.log" 2>&1; then
+    echo "FAIL training the tiny model: $(tail -2 "$work/train.log")"; echo "0 passed, 1 failed"; exit 1
+fi
+infer=(timeout 20 ./build/infer --checkpoint "$work/ck" --device cpu --max-new 2)
+
+# One line "error: ..." holding the pattern, a non-zero exit and not a timeout (124).
+expect_error() {  # name, pattern the message must contain, command...
+    local name=$1 pattern=$2; shift 2
+    local err code
+    err=$("$@" 2>&1 >/dev/null); code=$?
+    local lines; lines=$(printf '%s\n' "$err" | grep -c .)
+    if [ $code -ne 0 ] && [ $code -ne 124 ] && [ "$lines" -eq 1 ] && [[ "$err" == error:* ]] && grep -q -- "$pattern" <<< "$err"; then
+        pass "$name -> $err"
+    else
+        fail "$name (exit $code$([ $code -eq 124 ] && echo ': timed out'), $lines lines): $err"
+    fi
+}
+
+mkfifo "$work/fifo" || { echo "FAIL mkfifo"; echo "0 passed, 1 failed"; exit 1; }
+mkdir -p "$work/dir"
+printf 'And God said\n' > "$work/prompt.txt"
+
+# 1. FIFOs, devices and directories: refused at once, naming the flag and the file.
+expect_error "--prompt-file FIFO" "^error: --prompt-file $work/fifo is a FIFO" \
+    "${infer[@]}" --prompt-file "$work/fifo" --save-cache "$work/kv_fifo.safetensors"
+[ ! -e "$work/kv_fifo.safetensors" ] && [ ! -e "$work/kv_fifo.safetensors.tmp" ] \
+    && pass "the refused --prompt-file wrote no --save-cache file" || fail "a refused run wrote $work/kv_fifo.safetensors"
+expect_error "--prompt-file /dev/zero" "^error: --prompt-file /dev/zero is a character device" "${infer[@]}" --prompt-file /dev/zero
+expect_error "--prompt-file directory" "^error: --prompt-file $work/dir is a directory" "${infer[@]}" --prompt-file "$work/dir"
+expect_error "--prompts-file FIFO" "^error: --prompts-file $work/fifo is a FIFO" "${infer[@]}" --prompts-file "$work/fifo"
+expect_error "--prompts-file /dev/zero" "^error: --prompts-file /dev/zero is a character device" "${infer[@]}" --prompts-file /dev/zero
+expect_error "--tasks FIFO" "^error: --tasks $work/fifo is a FIFO" "${infer[@]}" --tasks "$work/fifo"
+expect_error "--perplexity FIFO" "^error: --perplexity $work/fifo is a FIFO" "${infer[@]}" --perplexity "$work/fifo"
+expect_error "--load-cache FIFO" "^error: --load-cache $work/fifo is a FIFO" \
+    "${infer[@]}" --load-cache "$work/fifo" --prompt " x" --save-cache "$work/kv_load.safetensors"
+[ ! -e "$work/kv_load.safetensors" ] && pass "the refused --load-cache wrote no --save-cache file" || fail "a refused --load-cache wrote a cache"
+expect_error "--load-cache /dev/zero" "^error: --load-cache /dev/zero is a character device" "${infer[@]}" --load-cache /dev/zero --prompt " x"
+expect_error "--checkpoint FIFO" "^error: checkpoint $work/fifo is a FIFO" \
+    timeout 20 ./build/infer --checkpoint "$work/fifo" --device cpu --prompt x
+expect_error "train --layout-file FIFO" "^error: --layout-file $work/fifo is a FIFO" \
+    timeout 20 ./build/train "${tiny[@]}" --attn block-sparse --layout-file "$work/fifo" --out "$work/lf"
+[ ! -e "$work/lf" ] && pass "the refused --layout-file run wrote nothing" || fail "a refused --layout-file run wrote $work/lf"
+expect_error "train --layout-file /dev/zero" "^error: --layout-file /dev/zero is a character device" \
+    timeout 20 ./build/train "${tiny[@]}" --attn block-sparse --layout-file /dev/zero --out "$work/lf"
+expect_error "attention_tool --layout-file FIFO" "^error: --layout-file $work/fifo is a FIFO" \
+    timeout 20 ./build/attention_tool --pattern block-sparse --layout-file "$work/fifo" --N 64 --H 1 --D 64
+expect_error "train --data with a FIFO shard" "is a FIFO" bash -c "mkdir -p '$work/fifo_data' && \
+    cp '$corpus'/{val.bin,tokenizer.model} '$work/fifo_data/' && mkfifo '$work/fifo_data/train.bin' && \
+    timeout 20 ./build/train --data '$work/fifo_data' --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 1 --device cpu --out '$work/fd'"
+
+# 2. Sizes refused from the file's size, before reading: sparse files take no disk.
+if truncate -s 2G "$work/huge.txt" 2>/dev/null; then
+    expect_error "--prompt-file of 2 GiB" "^error: --prompt-file $work/huge.txt holds 2147483648 bytes, more than" \
+        "${infer[@]}" --prompt-file "$work/huge.txt"
+    expect_error "--prompts-file of 2 GiB" "^error: --prompts-file $work/huge.txt holds 2147483648 bytes, more than" \
+        "${infer[@]}" --prompts-file "$work/huge.txt"
+else
+    fail "truncate -s 2G failed: cannot test the size bounds"
+fi
+# The tiny model's largest cache (2 layers x 2^28 positions x 128 floats) is above read_file's
+# 64 GiB bound, so a 65 GiB (sparse) cache file is refused from its size.
+if truncate -s 65G "$work/huge.kv" 2>/dev/null; then
+    expect_error "--load-cache of 65 GiB" "^error: --load-cache $work/huge.kv holds" "${infer[@]}" --load-cache "$work/huge.kv" --prompt " x"
+else
+    fail "truncate -s 65G failed: cannot test the cache bound"
+fi
+
+# 3. Regular files still read as before.
+out=$("${infer[@]}" --prompt-file "$work/prompt.txt" --temperature 0 2>&1); code=$?
+[ $code -eq 0 ] && pass "a regular --prompt-file is read" || fail "a regular --prompt-file: exit $code: $out"
+
+# 4. A long --prompts-file line is cut to the context like --prompt-file, and costs linearly: a
+# 40 KB line runs in a few seconds (before: a decode step per token against an ever longer cache,
+# quadratic: over 30 s on one thread). One OpenMP thread, so that a loaded 2-core CI machine's
+# spinning threads do not decide the time.
+awk 'BEGIN { srand(1); split("the and of lord said unto god he them they", w, " ");
+             s = ""; while (length(s) < 40000) s = s w[int(rand() * 10) + 1] " "; print substr(s, 1, 40000) }' > "$work/long.txt"
+printf 'And God said\n' >> "$work/long.txt"
+start=$(date +%s%N)
+out=$(OMP_NUM_THREADS=1 timeout 60 ./build/infer --checkpoint "$work/ck" --device cpu --max-new 4 --temperature 0 \
+      --prompts-file "$work/long.txt" 2> "$work/long.err"); code=$?
+secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+if [ $code -eq 0 ] && awk -v s="$secs" 'BEGIN { exit !(s < 10) }'; then pass "a 40 KB --prompts-file line runs in $secs s (< 10)"
+else fail "a 40 KB --prompts-file line: exit $code after $secs s: $(tail -1 "$work/long.err")"; fi
+grep -q "note: 1 of the --prompts-file prompts are cut to their last 27 tokens" "$work/long.err" \
+    && pass "the long line (and only it) is cut to --ctx 32 - --max-new 4 - 1 tokens" \
+    || fail "no note of the cut: $(grep note "$work/long.err")"
+[ "$(grep -c '^=== ' <<< "$out")" = 2 ] && pass "both prompts are continued" || fail "not 2 continuations: $(head -c 300 <<< "$out")"
+# The short prompt's continuation is the same as when it runs alone.
+alone=$(OMP_NUM_THREADS=1 timeout 20 ./build/infer --checkpoint "$work/ck" --device cpu --max-new 4 --temperature 0 \
+        --prompts-file "$work/prompt.txt" 2>/dev/null | tail -1)
+[ -n "$alone" ] && [ "$(tail -1 <<< "$out")" = "$alone" ] && pass "the short prompt beside the long one is continued as alone" \
+    || fail "the short prompt differs beside the long one: '$(tail -1 <<< "$out")' vs '$alone'"
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
