@@ -14,6 +14,8 @@
 // The lines are fed from memory through SentencePiece's SentenceIterator rather than a temp
 // file: a file's path would be recorded in the model, making tokenizer.model depend on --out.
 #pragma once
+#include <cstdio>
+#include <cstdlib>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 #include <string>
@@ -68,14 +70,32 @@ inline std::string train_bpe_tokenizer(const std::string& text, int vocab_size) 
         {"num_threads", "2"},                // fixed, so results do not depend on the machine
         {"input_sentence_size", "2000000"},  // far above our ~220k lines: no sampling
         {"shuffle_input_sentence", "true"},
-        {"minloglevel", "1"},                // keep SentencePiece's INFO chatter out of the log
+        {"minloglevel", "2"},                // keep SentencePiece's INFO and WARNING chatter out of the log
     };
     sentencepiece::SetRandomGeneratorSeed(1234);
     std::string model;
     LineIterator lines(text);
     const auto status = sentencepiece::SentencePieceTrainer::Train(options, &lines, &model);
-    if (!status.ok())
-        fatal("--vocab %d: SentencePiece training failed: %s", vocab_size,
-              status.ToString().c_str());
+    if (!status.ok()) {
+        // The one failure a user causes: a corpus too small for the vocabulary. SentencePiece says
+        // so as an internal check ("Vocabulary size too high (V). Please set it to a value <= N"):
+        // turn it into the flag and the fix.
+        const std::string why = status.ToString();
+        const size_t at = why.find("Please set it to a value <= ");
+        if (at != std::string::npos)
+            fatal("--vocab %d is more than this corpus can give (%zu bytes of text yield at most %d pieces): give a larger corpus "
+                  "(`make data`) or a --vocab of at most %d", vocab_size, text.size(), std::atoi(why.c_str() + at + 28),
+                  std::atoi(why.c_str() + at + 28));
+        // The other: a vocabulary smaller than the corpus's distinct characters ("Vocabulary size is
+        // smaller than required_chars. V vs N."): every character must be a piece of its own.
+        const size_t chars = why.find("smaller than required_chars. ");
+        if (chars != std::string::npos) {
+            int v = 0, need = 0;
+            if (std::sscanf(why.c_str() + chars + 29, "%d vs %d", &v, &need) == 2)
+                fatal("--vocab %d is less than the %d pieces this corpus needs (each distinct character and the special "
+                      "tokens): give a --vocab of at least %d", vocab_size, need, need);
+        }
+        fatal("--vocab %d: SentencePiece training failed: %s", vocab_size, why.c_str());
+    }
     return model;
 }

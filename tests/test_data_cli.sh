@@ -106,6 +106,7 @@ mkdir -p "$work/before"
 for f in "${outputs[@]}"; do cp -p "$out/$f" "$work/before/"; done
 expect_error "vocab too small for the corpus" \
     "$tool" prepare --raw "$raw" --out "$out" --max-bytes 400000 --vocab 265
+check "the small-vocab error names --vocab and the least that works" grep -q "^error: --vocab 265 is less than the [0-9]* pieces this corpus needs" "$work/err"
 for f in "${outputs[@]}"; do
     check "failed prepare leaves $f intact" cmp -s "$work/before/$f" "$out/$f"
 done
@@ -157,6 +158,15 @@ expect_error "pack_subsystems.sh with MAX_BYTES 0" scripts/pack_subsystems.sh . 
 expect_error "pack_subsystems.sh with a missing directory" scripts/pack_subsystems.sh . 1000 "$work/x" no_such_dir
 mkdir -p "$work/empty/docs"
 expect_error "docs/ with no documents" "$tool" prepare --raw "$work/empty" --out "$work/x" --vocab 512
+# A corpus of two tiny lines cannot give 8192 pieces: the flag and the fix, not SentencePiece's
+# internal check (and no warning lines before it).
+mkdir -p "$work/tiny_raw/code" && printf 'a\nb\n' > "$work/tiny_raw/bible.txt" && printf 'c\n' > "$work/tiny_raw/code/x.c"
+expect_error "a corpus too small for --vocab" "$tool" prepare --raw "$work/tiny_raw" --out "$work/x_tiny" --vocab 8192
+if grep -q "more than this corpus can give" "$work/err" && [ ! -e "$work/x_tiny/tokenizer.model" ]; then
+    pass "the small-corpus error names --vocab and the fix, and writes no tokenizer ($(cut -c1-120 "$work/err"))"
+else
+    fail "small corpus: $(head -c 300 "$work/err")"
+fi
 
 check "data_tool --help" grep -q 'usage: data_tool' <("$tool" --help)
 
