@@ -261,7 +261,7 @@ class KVCache {
         const size_t row = (size_t)2 * m_.cfg.n_embd;
         const long long cap = std::max(len, 2 * br.rows);
         std::vector<T> kv((size_t)B_ * cap * row);
-        for (int b = 0; b < B_; b++)
+        for (int b = 0; b < B_ && br.rows > 0; b++)  // an empty branch may have no buffer yet: memcpy from null is UB
             std::memcpy(kv.data() + (size_t)b * cap * row, br.kv + (size_t)b * br.rows * row, (size_t)br.rows * row * sizeof(T));
         c.store[0].swap(kv);
         br.kv = c.store[0].data(), br.rows = cap;

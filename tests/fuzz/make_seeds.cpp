@@ -11,6 +11,8 @@
 //   tokenizer/seeds/     tiny SentencePiece models (bpe with byte fallback, unigram, char, word)
 //   layout/seeds/        block-sparse layout files (shared and per head, comments, both masks),
 //                        after fuzz_layout's mode byte
+//   kv_cache/seeds/      KV caches of the dense + dilated tiny model (init_weights(7)) by
+//                        save_kv_cache, in both of fuzz_kv_cache's input forms
 // Deterministic: the same bytes every run. Every seed is loaded back here (a seed the reader
 // rejects would only test the first check).
 #include <sys/stat.h>
@@ -21,6 +23,7 @@
 #include "data/train_tokenizer.h"
 #include "layers/patterns/block_layout.h"
 #include "model/checkpoint.h"
+#include "model/kv_cache_file.h"
 
 static std::string dir_of(const std::string& root, const char* harness) {
     const std::string d = root + "/" + harness;
@@ -183,6 +186,33 @@ static void layout_seeds(const std::string& out) {
     save("empty_rows.txt", true, "\n# only comments and blanks around\n  \n5:\n7: 7\n");
 }
 
+static void kv_cache_seeds(const std::string& out) {
+    const GPTConfig cfg = tiny_dilated();  // fuzz_kv_cache_config() in fuzz_kv_cache.cpp
+    CpuBackend model(cfg);
+    model.init_weights(7);
+    std::vector<float> w(model.num_params());
+    model.get_params(w.data());
+    const std::string fingerprint = weights_fingerprint(w);
+    for (int n : {5, 9}) {  // 9 crosses both dilated segments' borders
+        CpuIncremental cache(model.model(), 1, 4);
+        for (int i = 0; i < n; i++) {
+            const int t = 1 + i % 15;
+            cache.append(&t, 1);
+        }
+        const std::string file = out + "tmp.safetensors";
+        save_kv_cache(file, cache, cfg, fingerprint);
+        CpuIncremental back(model.model(), 1, 4);
+        load_kv_cache(file, back, cfg, fingerprint, 1, 64);
+        const std::string bytes = read_file(file, "");
+        std::remove(file.c_str());
+        uint64_t h = 0;
+        for (int i = 0; i < 8; i++) h |= uint64_t(uint8_t(bytes[i])) << (8 * i);
+        const std::string name = out + "position_" + std::to_string(n);
+        write_file_atomic(name + ".raw", std::string(1, '\0') + bytes);
+        write_file_atomic(name + ".split", std::string(1, '\1') + bytes.substr(8, h) + std::string(1, '\0') + bytes.substr(8 + h));
+    }
+}
+
 int main(int argc, char** argv) {
     return guarded_main([&] {
         if (argc != 2) fatal("usage: make_seeds DIR (tests/fuzz)");
@@ -192,6 +222,7 @@ int main(int argc, char** argv) {
         shard_seeds(dir_of(root, "shard_loader"));
         tokenizer_seeds(dir_of(root, "tokenizer"));
         layout_seeds(dir_of(root, "layout"));
+        kv_cache_seeds(dir_of(root, "kv_cache"));
         return 0;
     });
 }
