@@ -40,6 +40,9 @@ round_trip fixed_smallest --attn fixed --stride 1 --summary 1
 round_trip fixed_largest --attn fixed --stride 16777216 --summary 16777216
 round_trip dilated_one --attn dilated --segments 1 --dilations 1
 round_trip block_sparse_edges --attn block-sparse --block 4096 --window 1 --global 1
+round_trip seed_largest --seed 2147483647 --doc-mask off --val-every 1 --val-batches 3
+round_trip seed_negative --seed -5
+round_trip schedule_stage --schedule 64x1@1  # step 2 at windows of 64: infer's context comes from it
 
 # Past a limit: one line naming the flag, non-zero exit, no run directory.
 refused() {  # name, message fragment, flags...
