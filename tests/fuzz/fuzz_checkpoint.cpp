@@ -1,7 +1,7 @@
 // libFuzzer harness: the safetensors reader and checkpoint loading (model/safetensors.h,
 // model/checkpoint.h), as `train --resume` and `infer --checkpoint` use them.
 //
-// Input: one mode byte, then
+// Input (fuzz_safetensors_bytes, tests/fuzz/fuzz_common.h): one mode byte, then
 //   mode even: the checkpoint file's bytes, verbatim (the 8-byte header length is fuzzed too);
 //   mode odd:  the JSON header, a NUL byte, the tensor data: the harness writes the file with
 //              the header's true length, so mutations that grow or shrink the header (most of
@@ -20,14 +20,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static FuzzFile file("fuzz_checkpoint");
     if (size < 1) return 0;
-    std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
-    if (data[0] & 1) {
-        const size_t nul = std::min(bytes.find('\0'), bytes.size());
-        const std::string header = bytes.substr(0, nul), body = nul < bytes.size() ? bytes.substr(nul + 1) : "";
-        std::string file_bytes(8, '\0');
-        for (int i = 0; i < 8; i++) file_bytes[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
-        bytes = file_bytes + header + body;
-    }
+    const std::string bytes = fuzz_safetensors_bytes(data, size);
     const std::string& path = file.write(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     try {
         const Checkpoint ck = load_checkpoint(path);

@@ -15,6 +15,7 @@
 #pragma once
 #include <sys/mman.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -67,3 +68,18 @@ class FuzzFile {
     int fd_ = -1;
     std::string path_;
 };
+
+// A safetensors file from a fuzz input: one mode byte, then
+//   mode even: the file's bytes, verbatim (the 8-byte header length is fuzzed too);
+//   mode odd:  the JSON header, a NUL byte, the tensor data: the file gets the header's true
+//              length, so mutations that grow or shrink the header still reach the checks past it.
+// (make_seeds.cpp writes seeds in both forms: write_safetensors_seeds.)
+inline std::string fuzz_safetensors_bytes(const uint8_t* data, size_t size) {
+    std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+    if (!(data[0] & 1)) return bytes;
+    const size_t nul = std::min(bytes.find('\0'), bytes.size());
+    const std::string header = bytes.substr(0, nul), body = nul < bytes.size() ? bytes.substr(nul + 1) : "";
+    std::string file_bytes(8, '\0');
+    for (int i = 0; i < 8; i++) file_bytes[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+    return file_bytes + header + body;
+}

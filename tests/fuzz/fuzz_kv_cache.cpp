@@ -1,9 +1,7 @@
 // libFuzzer harness: KV cache files (model/kv_cache_file.h), as `infer --load-cache` reads them.
 //
-// Input: one mode byte, then, as fuzz_checkpoint's,
-//   mode even: the cache file's bytes, verbatim;
-//   mode odd:  the JSON header, a NUL byte, the tensor data (the harness writes the header's true
-//              length, so a mutated header still reaches the metadata, shape and value checks).
+// Input: a cache file in either form of fuzz_safetensors_bytes (tests/fuzz/fuzz_common.h): the
+// bytes verbatim, or header + NUL + data with the header's length written by the harness.
 // The model is fixed: the seeds' tiny model (vocab 16, width 8, 2 heads; layer 0 dilated (2,1),
 // (4,2), layer 1 dense) with init_weights(7), so the weights fingerprint in the seeds matches and
 // mutations reach past it. The file goes to load_kv_cache with a context of 64 positions, then,
@@ -41,14 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }();
     constexpr long long kContext = 64;
     if (size < 1) return 0;
-    std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
-    if (data[0] & 1) {
-        const size_t nul = std::min(bytes.find('\0'), bytes.size());
-        const std::string header = bytes.substr(0, nul), body = nul < bytes.size() ? bytes.substr(nul + 1) : "";
-        std::string file_bytes(8, '\0');
-        for (int i = 0; i < 8; i++) file_bytes[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
-        bytes = file_bytes + header + body;
-    }
+    const std::string bytes = fuzz_safetensors_bytes(data, size);
     const std::string& path = file.write(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     try {
         CpuIncremental cache(model->model(), 1, 4);

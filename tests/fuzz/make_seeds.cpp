@@ -70,6 +70,17 @@ static void json_seeds(const std::string& out) {
                       "{\"batch\":2,\"seq_len\":4,\"lr\":0.001,\"seed\":1,\"doc_mask\":true}");
 }
 
+// A safetensors file as seeds of both input forms of fuzz_safetensors_bytes (fuzz_common.h):
+// NAME.raw (mode 0 + the file) and NAME.split (mode 1 + header + NUL + data); the file is removed.
+static void write_safetensors_seeds(const std::string& file, const std::string& name) {
+    const std::string bytes = read_file(file, "");
+    std::remove(file.c_str());
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++) n |= uint64_t(uint8_t(bytes[i])) << (8 * i);
+    write_file_atomic(name + ".raw", std::string(1, '\0') + bytes);
+    write_file_atomic(name + ".split", std::string(1, '\1') + bytes.substr(8, n) + std::string(1, '\0') + bytes.substr(8 + n));
+}
+
 static void checkpoint_seeds(const std::string& out) {
     auto save = [&](const char* name, const GPTConfig& cfg, const TrainState* state) {
         CpuBackend model(cfg);
@@ -78,13 +89,7 @@ static void checkpoint_seeds(const std::string& out) {
         const std::string file = out + "tmp.safetensors";
         save_checkpoint(file, model, "tok\n", state);
         (void)load_checkpoint(file);
-        const std::string bytes = read_file(file, "");
-        std::remove(file.c_str());
-        // fuzz_checkpoint's two input forms: mode 0 + the file; mode 1 + header + NUL + data.
-        uint64_t n = 0;
-        for (int i = 0; i < 8; i++) n |= uint64_t(uint8_t(bytes[i])) << (8 * i);
-        write_file_atomic(out + name + ".raw", std::string(1, '\0') + bytes);
-        write_file_atomic(out + name + ".split", std::string(1, '\1') + bytes.substr(8, n) + std::string(1, '\0') + bytes.substr(8 + n));
+        write_safetensors_seeds(file, out + name);
     };
     save("tiny", tiny(1, 8, 1), nullptr);
     save("dilated", tiny_dilated(), nullptr);
@@ -203,13 +208,7 @@ static void kv_cache_seeds(const std::string& out) {
         save_kv_cache(file, cache, cfg, fingerprint);
         CpuIncremental back(model.model(), 1, 4);
         load_kv_cache(file, back, cfg, fingerprint, 1, 64);
-        const std::string bytes = read_file(file, "");
-        std::remove(file.c_str());
-        uint64_t h = 0;
-        for (int i = 0; i < 8; i++) h |= uint64_t(uint8_t(bytes[i])) << (8 * i);
-        const std::string name = out + "position_" + std::to_string(n);
-        write_file_atomic(name + ".raw", std::string(1, '\0') + bytes);
-        write_file_atomic(name + ".split", std::string(1, '\1') + bytes.substr(8, h) + std::string(1, '\0') + bytes.substr(8 + h));
+        write_safetensors_seeds(file, out + "position_" + std::to_string(n));
     }
 }
 
