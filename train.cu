@@ -29,7 +29,7 @@
 
 struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
-    std::string attn = "dense", dense_layers, dilated_layers;
+    std::string attn = "dense", dense_layers, dilated_layers, nope_layers;
     PatternFlags pattern;  // each pattern module's flags (add_pattern_flags)
     int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600;
     float lr = 2e-3f, min_lr_frac = 0.1f, weight_decay = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
@@ -84,6 +84,7 @@ static void add_model_flags(Flags& flags, TrainArgs& a) {
     flags.add_int("width", &a.width, "model width C");
     flags.add_int("heads", &a.heads, "attention heads (head dim = width/heads must be 64 or 128)");
     flags.add_float("rope-theta", &a.rope_theta, "rotary embedding base");
+    flags.add_string("nope-layers", &a.nope_layers, "layers without rotary embedding (NoPE: q and k match by content at any distance), e.g. 1,3,5");
     flags.add_string("attn", &a.attn, ("attention pattern of the layers: " + attn_kind_names() + ", or a comma list of them cycled over the layers (docs/attention-spec.md)").c_str());
     flags.add_string("dense-layers", &a.dense_layers, "layers that stay dense in a model of another --attn pattern, e.g. 0,5");
     flags.add_string("dilated-layers", &a.dilated_layers, "layers that are dilated (--segments, --dilations) in a model of another --attn pattern, e.g. 3,7");
@@ -232,6 +233,7 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
     if (now.n_embd != saved.n_embd) return differs("--width", now.n_embd, saved.n_embd);
     if (now.n_head != saved.n_head) return differs("--heads", now.n_head, saved.n_head);
     if (now.rope_theta != saved.rope_theta) return "--rope-theta differs from the checkpoint's model";
+    if (now.nope_layers != saved.nope_layers) return "--nope-layers differs from the checkpoint's model";
     for (int l = 0; l < now.n_layer; l++) {
         const AttnPattern a = now.attn(l), b = saved.attn(l);
         if (a.causal != b.causal) return "layer " + std::to_string(l) + " of the checkpoint's model is " + (b.causal ? "" : "not ") + "causal, which train does not make";
@@ -281,6 +283,7 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
     GPTConfig cfg;
     cfg.vocab_size = vocab_size;
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
+    cfg.nope_layers = parse_int_list(a.nope_layers, "--nope-layers");
     validate_config(cfg);  // before sizing anything by --layers or --width
     cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.pattern, a.dense_layers, a.dilated_layers);
     // After --dense-layers and --dilated-layers: a pattern's flags count only if some layer has it.
@@ -292,7 +295,7 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
 
 // Model flags given now must describe the checkpoint's model; flags left out take it.
 static void require_model_flags_fit(const GPTConfig& from_flags, const GPTConfig& saved, const Flags& flags) {
-    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "attn", "dense-layers", "dilated-layers"};
+    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "attn", "dense-layers", "dilated-layers"};
     for (const std::string& f : pattern_flag_names()) model_flags.push_back(f);
     const std::string diff = model_difference(from_flags, saved);
     bool any_model_flag = false;
@@ -347,6 +350,9 @@ static std::vector<float> load_init_weights(const TrainArgs& a, const GPTConfig&
         fatal("--init-from %s holds %d layers, width %d, %d heads, rope theta %g, vocab %d, but this run asks for %d, %d, %d, %g, "
               "%d: pass its --layers, --width, --heads, --rope-theta and its corpus", path.c_str(), ic.n_layer, ic.n_embd,
               ic.n_head, ic.rope_theta, ic.vocab_size, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.rope_theta, cfg.vocab_size);
+    if (ic.nope_layers != cfg.nope_layers)
+        fatal("--init-from %s has NoPE layers [%s] but this run asks for [%s]: pass its --nope-layers", path.c_str(),
+              int_list_text(ic.nope_layers).c_str(), int_list_text(cfg.nope_layers).c_str());
     if (init.tokenizer != tok.serialized_model())
         fatal("--init-from %s was trained with another tokenizer than %s/tokenizer.model: use its corpus", path.c_str(),
               a.data.c_str());
@@ -532,6 +538,8 @@ static void report_model_and_data(const TrainArgs& a, const GPTConfig& cfg, cons
                                   const BatchSource& train, const MixedShards& mixed) {
     std::printf("model: %d layers, width %d, %d heads of %d, vocab %d: %.2fM parameters | backend %s\n", cfg.n_layer, cfg.n_embd,
                 cfg.n_head, cfg.head_dim(), cfg.vocab_size, model.num_params() / 1e6, model.name().c_str());
+    if (!cfg.nope_layers.empty())
+        std::printf("rotary embedding: base %g, none in layers %s (NoPE)\n", cfg.rope_theta, int_list_text(cfg.nope_layers).c_str());
     std::printf("data: %llu train tokens (%llu windows of %d), %llu val tokens | %lld tokens per step, %d steps\n",
                 (unsigned long long)corpus.train.n_tokens(), (unsigned long long)train.corpus_windows(), a.seq_len,
                 (unsigned long long)corpus.val.n_tokens(), (long long)a.batch * a.seq_len, a.steps);

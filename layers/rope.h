@@ -1,8 +1,11 @@
 // Rotary position embedding on q and k, GPT-NeoX layout: dimension i of a head is paired with
 // i + D/2 and the pair is rotated by angle pos * theta^(-2i/D). Positions are GLOBAL (a token's
 // place in the whole sequence), given per token, so a chunk of a sequence held by one GPU
-// rotates exactly as it would in the whole sequence.
+// rotates exactly as it would in the whole sequence. Base theta = 0 rotates nothing: the layer
+// has no positional embedding (NoPE), and its forward and backward are the identity.
 #pragma once
+#include <algorithm>
+#include <cstddef>
 #include <vector>
 #include "layers/common.h"
 
@@ -23,6 +26,10 @@ void rope_forward(T* out,          // (B, T, 3, H, D)
                   const T* inp,    // (B, T, 3, H, D)
                   const int* pos,  // (T) global position of each token
                   int B, int Tn, int H, int D, float theta) {
+    if (theta == 0.0f) {  // NoPE
+        if (out != inp) std::copy(inp, inp + (size_t)B * Tn * 3 * H * D, out);
+        return;
+    }
     const int half = D / 2;
     OMP_PARALLEL_FOR_COLLAPSE2
     for (int b = 0; b < B; b++) {
@@ -53,6 +60,10 @@ void rope_backward(T* dinp,         // (B, T, 3, H, D)
                    const T* dout,   // (B, T, 3, H, D)
                    const int* pos,  // (T)
                    int B, int Tn, int H, int D, float theta) {
+    if (theta == 0.0f) {  // NoPE
+        for (size_t i = 0; i < (size_t)B * Tn * 3 * H * D; i++) dinp[i] += dout[i];
+        return;
+    }
     const int half = D / 2;
     OMP_PARALLEL_FOR_COLLAPSE2
     for (int b = 0; b < B; b++) {

@@ -16,12 +16,19 @@ struct GPTConfig {
     int n_embd = 128;   // C
     int n_head = 2;     // H; head dim D = C / H
     float rope_theta = 10000.0f;
+    // Layers without rotary embedding (NoPE: their attention matches q and k by content alone,
+    // the same at every distance), sorted; the rest rotate with rope_theta.
+    std::vector<int> nope_layers;
     // One pattern per layer. Empty means every layer is dense causal. A per-layer setting so
     // later patterns (dilated, block-sparse) can mix with dense layers.
     std::vector<AttnPattern> layer_attn;
 
     int head_dim() const { return n_embd / n_head; }
     AttnPattern attn(int layer) const { return layer_attn.empty() ? AttnPattern{} : layer_attn[layer]; }
+    // The rotary base of a layer: 0 for a NoPE layer (layers/rope.h: base 0 rotates nothing).
+    float layer_rope_theta(int layer) const {
+        return std::binary_search(nope_layers.begin(), nope_layers.end(), layer) ? 0.0f : rope_theta;
+    }
 };
 
 // Limits on the model's shape: far above anything this project trains, low enough that every
@@ -43,6 +50,25 @@ inline std::string rope_theta_error(float theta) {
     char buf[128];
     snprintf(buf, sizeof buf, "--rope-theta must be in (1, %g] (got %g)", (double)kMaxRopeTheta, (double)theta);
     return buf;
+}
+
+// {1, 3, 5} -> "1,3,5" (the form --nope-layers takes)
+inline std::string int_list_text(const std::vector<int>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); i++) s += (i ? "," : "") + std::to_string(v[i]);
+    return s;
+}
+
+// The NoPE layers: one rule for --nope-layers and for the checkpoint's config (sorted, distinct,
+// each a layer of the model).
+inline std::string nope_layers_error(const std::vector<int>& layers, int n_layer) {
+    for (size_t i = 0; i < layers.size(); i++) {
+        if (layers[i] < 0 || layers[i] >= n_layer)
+            return "--nope-layers: layer " + std::to_string(layers[i]) + " does not exist (the model has " + std::to_string(n_layer) + " layers)";
+        if (i && layers[i] <= layers[i - 1]) return "--nope-layers must list distinct layers in increasing order (got " +
+                                                    std::to_string(layers[i - 1]) + " before " + std::to_string(layers[i]) + ")";
+    }
+    return "";
 }
 
 // Parameters of a config, in 64 bits (param_layout's total).
@@ -79,6 +105,8 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
     }
     const std::string theta = rope_theta_error(c.rope_theta);
     if (!theta.empty()) fatal("%s", theta.c_str());
+    const std::string nope = nope_layers_error(c.nope_layers, c.n_layer);
+    if (!nope.empty()) fatal("%s", nope.c_str());
 }
 
 // The per-layer patterns from the flags: --attn, a pattern name or a comma list of them cycled
@@ -118,7 +146,9 @@ inline std::string config_to_json(const GPTConfig& c) {
     char buf[256];
     snprintf(buf, sizeof buf, "{\"vocab_size\":%d,\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"rope_theta\":%.9g,",
              c.vocab_size, c.n_layer, c.n_embd, c.n_head, c.rope_theta);
-    return std::string(buf) + "\"layer_attn\":" + attn + "}";
+    // Written only when there are NoPE layers, so configs without them read as before.
+    const std::string nope = c.nope_layers.empty() ? "" : "\"nope_layers\":[" + int_list_text(c.nope_layers) + "],";
+    return std::string(buf) + nope + "\"layer_attn\":" + attn + "}";
 }
 
 // Throws JsonError on a malformed or incomplete config (values of the wrong type or outside
@@ -138,5 +168,10 @@ inline GPTConfig config_from_json(const std::string& text) {
     const std::vector<Json>& layers = j.at("layer_attn").as_array("layer_attn");
     if (layers.size() > (size_t)kMaxLayers) throw JsonError("layer_attn has too many entries");
     for (const Json& p : layers) c.layer_attn.push_back(pattern_from_json(p));
+    if (j.has("nope_layers")) {  // validate_config applies nope_layers_error
+        const std::vector<Json>& nope = j.at("nope_layers").as_array("nope_layers");
+        if (nope.size() > (size_t)kMaxLayers) throw JsonError("nope_layers has too many entries");
+        for (const Json& l : nope) c.nope_layers.push_back((int)l.as_int("nope_layers", -kInt, kInt));
+    }
     return c;
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 #include "comm/in_process.h"
+#include "comm/in_process_cuda.cuh"
 #include "layers/cuda/matmul.cuh"
 #include "layers/cuda/ring_attention.cuh"
 #include "model/parallel.h"
@@ -28,7 +29,7 @@ struct RankScalars {
         if (!px.world || dev != Device::Cuda) return;
         CUDA_CHECK(cudaMalloc(&device, 4 * sizeof(float)));
         px.scalars = device;
-        px.copy = [](void* d, const void* s, size_t n) { CUDA_CHECK(cudaMemcpy(d, s, n, cudaMemcpyDefault)); };
+        px.copy = in_process_device_copy;
     }
     ~RankScalars() { cudaFree(device); }
 };
@@ -46,11 +47,8 @@ int run_parallel(Device device, int cp, int simulate_ranks, const char* program,
         std::vector<std::unique_ptr<InProcessWorld>> rings;
         for (int g = 0; g < simulate_ranks / cp; g++) rings.emplace_back(new InProcessWorld(cp));
         if (device == Device::Cuda) {
-            auto dcopy = [](void* d, const void* s, size_t n) {
-                if (n) CUDA_CHECK(cudaMemcpy(d, s, n, cudaMemcpyDefault));
-            };
-            world.copy = dcopy;
-            for (auto& r : rings) r->copy = dcopy;
+            world.copy = in_process_device_copy;
+            for (auto& r : rings) r->copy = in_process_device_copy;
         }
         int rc = 0;
         run_ranks(world, [&](Comm& wc) {

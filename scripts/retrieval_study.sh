@@ -28,6 +28,8 @@
 #   fixwin     block-sparse sliding window 2048 in layers 0, 2, 4, the Sparse Transformer's fixed pattern
 #              (blocks of 2048, the last 128 tokens of each its summary) in layers 1, 3, 5, as longnet's
 #              curriculum: a needle reaches its block's summary in one fixed layer, the question in the next
+#   dense32k-nope  dense32k with layers 1, 3, 5 NoPE (no rotary embedding: content matching at any distance)
+#   fixwin-nope    fixwin with its fixed layers (1, 3, 5) NoPE
 #   fixwin32   fixwin without its 2K stage: 32K windows from the first step (every window crosses block
 #              borders, so the summary path is what the fixed layers learn first), then 256K as fixwin
 # SHARDS, LENGTHS, SAMPLES, TOKENS and LR narrow or change what `data` makes and the runs take.
@@ -72,6 +74,10 @@ M_ARGS() {  # the flags of model $1
                        "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         fixwin)   echo "--attn block-sparse,fixed --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 2048 --batch 64"\
                        "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+        dense32k-nope) echo "--attn dense --nope-layers 1,3,5 --seq-len 2048 --batch 64 --steps $STEPS --schedule 8192x16@$S2K,32768x4@$S8K"\
+                       "--mix $D/tasks2k.bin:0.5;$D/tasks8k.bin:0.5;$D/tasks32k.bin:0.5" ;;
+        fixwin-nope) echo "--attn block-sparse,fixed --nope-layers 1,3,5 --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 2048 --batch 64"\
+                       "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         fixwin32) echo "--attn block-sparse,fixed --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 32768 --batch 4"\
                        "--steps $STEPS --schedule 262144x1@$S32K --mix $D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
@@ -81,7 +87,7 @@ M_ARGS() {  # the flags of model $1
 M_EVAL() {
     case $1 in
         dense2k)  echo "1048576 --ctx 2048 --truncate" ;;  # the control: it sees its last 2K tokens
-        dense32k) echo "131072 --ctx 131072" ;;
+        dense32k*) echo "131072 --ctx 131072" ;;
         *)        echo "1048576 --ctx 1048576" ;;
     esac
 }

@@ -59,9 +59,10 @@ static size_t encoded_size(const GPT<float>& m) {
     return n;
 }
 
-static void test_gradients(uint64_t seed) {
+static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}) {
     gc::Rng rng(seed);
-    const GPTConfig cfg = tiny_config();
+    GPTConfig cfg = tiny_config();
+    cfg.nope_layers = nope_layers;
     GPT<double> m(cfg);
     m.init_weights(seed);
     // Larger weights than the init so every path carries a gradient well above rounding.
@@ -83,7 +84,32 @@ static void test_gradients(uint64_t seed) {
         if (!(err <= tol)) report(false, ("gradient of " + t.name).c_str(), err, tol);
         if (!(err <= worst)) worst = err, worst_name = t.name;
     }
-    report(worst <= tol, ("model gradient, all tensors (worst " + worst_name + ")").c_str(), worst, tol);
+    const std::string nope = nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers);
+    report(worst <= tol, ("model gradient" + nope + ", all tensors (worst " + worst_name + ")").c_str(), worst, tol);
+}
+
+// A NoPE layer (no rotary embedding) is not a rotary one: the same weights give another loss,
+// and a model whose layers are all NoPE scores a sequence the same at any starting position
+// (so does a rotary one: positions are relative) but a rotary model does not score the same
+// tokens the same when the gap between two of them changes, while an all-NoPE one does.
+static void test_nope_layers(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig rot = tiny_config(), nope = tiny_config();
+    nope.nope_layers = {0, 1};
+    GPT<double> a(rot), b(nope);
+    a.init_weights(seed);
+    for (double& w : a.params) w += rng.uniform(-0.3, 0.3);  // attention far from uniform, so positions matter
+    b.params = a.params;
+    const Batch x = random_batch(rng, rot.vocab_size);
+    const double la = a.forward(x.tokens.data(), x.targets.data(), nullptr, x.B, x.T, x.pos.data());
+    const double lb = b.forward(x.tokens.data(), x.targets.data(), nullptr, x.B, x.T, x.pos.data());
+    report(std::fabs(la - lb) > 1e-4, "NoPE layers change the loss (control: they are not rotary)", std::fabs(la - lb), 1e-4);
+    std::vector<int> gapped = x.pos;
+    for (size_t t = 4; t < gapped.size(); t++) gapped[t] += 50;  // the last tokens 50 positions further away
+    const double la2 = a.forward(x.tokens.data(), x.targets.data(), nullptr, x.B, x.T, gapped.data());
+    const double lb2 = b.forward(x.tokens.data(), x.targets.data(), nullptr, x.B, x.T, gapped.data());
+    report(std::fabs(lb2 - lb) < 1e-12 && std::fabs(la2 - la) > 1e-4,
+           "all-NoPE model: a gap between tokens changes nothing (rotary: it does)", std::fabs(lb2 - lb), 1e-12);
 }
 
 static void test_float_matches_double(uint64_t seed) {
@@ -171,7 +197,8 @@ static void test_overfit(uint64_t seed) {
 }
 
 static void test_checkpoint_roundtrip(uint64_t seed) {
-    const GPTConfig cfg = tiny_config();
+    GPTConfig cfg = tiny_config();
+    cfg.nope_layers = {1};  // recorded in the config, read back
     CpuBackend m(cfg);
     m.init_weights(seed);
     gc::Rng rng(seed);
@@ -283,10 +310,11 @@ static void test_recompute_policies(uint64_t seed) {
 // layer's cache stays within its bound, the dense one keeps every row.
 // Dilated patterns: nested segments; and segments that do not divide one another, with a dilation
 // above the head count (offset classes that no head keeps) and one that does not divide its segment.
-static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows) {
+static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows, std::vector<int> nope_layers = {}) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.n_layer = 3;
+    cfg.nope_layers = nope_layers;
     AttnPattern bs;
     bs.kind = AttnKind::BlockSparse, bs.block = 2, bs.window = 3, bs.global = 1;
     cfg.layer_attn = {AttnPattern{}, dil, bs};
@@ -318,7 +346,7 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
     }
     const std::string name = "KV cache == full forward, dilated w " + std::to_string(dil.segments[0]) + "," +
                              std::to_string(dil.segments[1]) + " r " + std::to_string(dil.dilations[0]) + "," +
-                             std::to_string(dil.dilations[1]);
+                             std::to_string(dil.dilations[1]) + (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers));
     report(worst < 1e-10, name.c_str(), worst, 1e-10);
     // sum_i ceil(w_i / r_i) packed rows per head, of 2 x width values, per sequence.
     const size_t bound = (size_t)B * packed_rows * 2 * cfg.n_embd * sizeof(double);
@@ -326,9 +354,11 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
     report(dilated_fixed && dilated_bytes == bound && dense_all,
            "KV cache: dilated layer holds sum w_i/r_i packed rows, never more; dense keeps all", (double)dilated_bytes,
            (double)bound);
-    // The check can fail: decoding with the wrong position (a cache that forgot one token).
+    // The check can fail: another first token gives other logits (one that differs from the
+    // true one for every seed: a random pick could repeat it).
     KVCache<double> off(full, B, chunk);
-    off.append(tokens.data() + 1, 1);  // sequence 0 shifted by one: its first token is missing
+    const int other_first[2] = {(tokens[0] + 1) % cfg.vocab_size, tokens[N]};
+    off.append(other_first, 1);
     full.logits_at(want.data(), 0, 0);
     off.logits(got.data(), 0, 0);
     const double e = gc::rel_error(got.data(), want.data(), cfg.vocab_size, 1e-6);
@@ -413,6 +443,8 @@ static int main_body(int argc, char** argv) {
         if (std::string(argv[i]) == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
     std::printf("test_model_cpu: seed %llu\n", (unsigned long long)seed);
     test_gradients(seed);
+    test_gradients(seed, {1});
+    test_nope_layers(seed);
     test_float_matches_double(seed);
     test_document_mask(seed);
     test_determinism(seed);
@@ -421,6 +453,7 @@ static int main_body(int argc, char** argv) {
     test_recompute_policies(seed);
     test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {4, 8}, {1, 2}), 4 + 4);
     test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {6, 9}, {4, 3}), 2 + 3);
+    test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {6, 9}, {4, 3}), 2 + 3, {0, 2});
     test_sliding_perplexity(seed, false);
     test_sliding_perplexity(seed, true);
     test_kv_cache_file(seed);

@@ -43,6 +43,8 @@ round_trip block_sparse_edges --attn block-sparse --block 4096 --window 1 --glob
 round_trip seed_largest --seed 2147483647 --doc-mask off --val-every 1 --val-batches 3
 round_trip seed_negative --seed -5
 round_trip schedule_stage --schedule 64x1@1  # step 2 at windows of 64: infer's context comes from it
+round_trip nope_first_last --nope-layers 0,1  # every layer of the 2 without rotary embedding
+round_trip nope_last --nope-layers 1
 
 # Past a limit: one line naming the flag, non-zero exit, no run directory.
 refused() {  # name, message fragment, flags...
@@ -64,6 +66,19 @@ refused memory_cap_tiny "--memory-cap must be 0 (no cap) or in [1/1024, 1e6] GiB
 refused lr_1e30 "--lr must be in (0, 1]" --lr 1e30
 refused summary_past "--summary 17 must be in [1, --stride 16]" --attn fixed --stride 16 --summary 17
 refused stride_past "--stride 16777217 must be in [1, 2^24]" --attn fixed --stride 16777217 --summary 1
+refused nope_past "--nope-layers: layer 2 does not exist (the model has 2 layers)" --nope-layers 2
+refused nope_negative "--nope-layers: layer -1 does not exist" --nope-layers -1
+refused nope_order "--nope-layers must list distinct layers in increasing order (got 1 before 0)" --nope-layers 1,0
+refused nope_twice "--nope-layers must list distinct layers in increasing order (got 1 before 1)" --nope-layers 1,1
+refused nope_text "--nope-layers expects a comma-separated list of integers" --nope-layers odd
+
+# Resuming with other NoPE layers than the checkpoint's model: refused in one line.
+err=$(./build/train "${tiny[@]}" --nope-layers 0 --resume --out "$work/nope_last" 2>&1 >/dev/null); code=$?
+if [ $code -ne 0 ] && grep -q -- "--nope-layers differs from the checkpoint's model" <<< "$err"; then
+    pass "resume with other --nope-layers refused: $err"
+else
+    fail "resume with other --nope-layers (exit $code): $err"
+fi
 
 # A checkpoint is never written with NaN weights: the run stops at the checkpoint it would have
 # written, with one line, and the checkpoint before stays the latest (and loads).

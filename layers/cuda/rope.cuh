@@ -1,5 +1,6 @@
 // Rotary position embedding on the GPU (CPU reference: layers/rope.h), GPT-NeoX pairing: dim i
-// of a head rotates with dim i + D/2 by angle pos * theta^(-2i/D).
+// of a head rotates with dim i + D/2 by angle pos * theta^(-2i/D); theta 0 rotates nothing (a
+// NoPE layer: out is inp).
 // The angle is formed and reduced in double: at pos ~1e6 the angle is ~1e6 rad, where an fp32
 // angle is off by up to 0.03 rad (ulp 0.06) and its sine would be wrong in the second digit.
 // One thread per (token, group of 8 adjacent i): it computes its 8 sincos once (double, with
@@ -122,6 +123,10 @@ inline void rope_launch_(int sign, bf16* out, const bf16* inp, const int* pos, i
     if (!is_aligned16(out) || !is_aligned16(inp)) fatal("rope: buffers must be 16-byte aligned");
     const long long threads = (long long)B * T * (D / 16);
     if (threads == 0) return;
+    if (theta == 0.0f) {  // base 0: a NoPE layer, nothing rotates (the CPU reference's rule)
+        if (out != inp) CUDA_CHECK(cudaMemcpyAsync(out, inp, (size_t)B * T * 3 * H * D * sizeof(bf16), cudaMemcpyDeviceToDevice, stream));
+        return;
+    }
     const int block = 128;
     if ((long long)B * T < 64) {  // decoding: a thread per head and rotated pair
         const long long per_head = (long long)B * T * H * (D / 2);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 #include "comm/in_process.h"
+#include "comm/in_process_cuda.cuh"
 #include "model/parallel.h"
 #include "model/gpt_cuda.cuh"
 
@@ -61,9 +62,7 @@ static void run(const std::string& name, const GPTConfig& cfg, Recompute policy 
         std::vector<uint64_t> sums(P);
         std::vector<float> grad0;
         InProcessWorld world(P);
-        world.copy = [](void* d, const void* s, size_t n) {
-            if (n) CUDA_CHECK(cudaMemcpy(d, s, n, cudaMemcpyDefault));
-        };
+        world.copy = in_process_device_copy;
         run_ranks(world, [&](Comm& comm) {
             CUDA_CHECK(cudaSetDevice(0));
             const int r = comm.rank(), n = kT / P;

@@ -437,14 +437,16 @@ static void test_rope() {
     if (!selected("rope")) return;
     struct RopeCase {
         int D, offset, T;  // T 0: the test's size; 1: one token per sequence (decoding: a thread per head)
+        float theta;       // 0: a NoPE layer (nothing rotates)
     };
-    const RopeCase cases[] = {{64, 0, 0}, {128, 0, 0}, {64, 1000000, 0}, {128, 1000000, 0}, {64, 1048575, 1}, {128, 7, 1}};
+    const RopeCase cases[] = {{64, 0, 0, 1e4f},       {128, 0, 0, 1e4f}, {64, 1000000, 0, 1e4f}, {128, 1000000, 0, 1e4f},
+                              {64, 1048575, 1, 1e4f}, {128, 7, 1, 1e4f}, {64, 1000, 0, 0.0f},    {128, 5, 1, 0.0f}};
     int variant = 0;
     for (const RopeCase& rc : cases) {
         gc::Rng rng = case_rng("rope", variant++);
         const int B = 2, T = rc.T ? rc.T : S(301, 11), H = 5, D = rc.D;
-        const float theta = 10000.0f;
-        const std::string shape = fmt("B=%d T=%d H=%d D=%d pos0=%d", B, T, H, D, rc.offset);
+        const float theta = rc.theta;
+        const std::string shape = fmt("B=%d T=%d H=%d D=%d pos0=%d theta=%g", B, T, H, D, rc.offset, theta);
         const size_t n = (size_t)B * T * 3 * H * D;
         std::vector<int> pos(T);
         for (int t = 0; t < T; t++) pos[t] = rc.offset + t + (t > T / 2 ? 17 : 0);  // a gap: positions are given, not implied

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 #include "comm/in_process.h"
+#include "comm/in_process_cuda.cuh"
 #include "layers/attention.h"
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/ring_attention.cuh"
@@ -215,9 +216,7 @@ static void run_rank(Comm& comm, const RingPlan& plan, const CaseInputs& in, con
 static void ring_simulated(const RingPlan& plan, const CaseInputs& in, const Outputs& one, Outputs& ring,
                            std::vector<RingStats>& stats, std::vector<size_t>& pool_bytes) {
     InProcessWorld world(plan.P);
-    world.copy = [](void* d, const void* src, size_t n) {
-        if (n) CUDA_CHECK(cudaMemcpy(d, src, n, cudaMemcpyDefault));
-    };
+    world.copy = in_process_device_copy;
     run_ranks(world, [&](Comm& comm) {
         CUDA_CHECK(cudaSetDevice(0));
         run_rank(comm, plan, in, one, ring, stats[comm.rank()], pool_bytes[comm.rank()]);
