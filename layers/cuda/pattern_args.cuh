@@ -28,6 +28,9 @@ inline AttnPatternArgs pattern_args_cuda(const AttnPattern& p) {
         CUDA_CHECK(cudaMemcpy(u.row_ptr, p.layout->row_ptr.data(), p.layout->row_ptr.size() * sizeof(int), cudaMemcpyHostToDevice));
         if (!p.layout->cols.empty())
             CUDA_CHECK(cudaMemcpy(u.cols, p.layout->cols.data(), p.layout->cols.size() * sizeof(int), cudaMemcpyHostToDevice));
+        // The copies may return before the data lands (pageable memory, legacy stream), and a
+        // caller's non-blocking stream is not ordered after them.
+        CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
     }
     a.layout = BlockLayoutView{u.row_ptr, u.cols, p.layout->n_blocks, p.layout->heads};
     return a;

@@ -111,7 +111,9 @@ inline const int* ring_positions(size_t n, cudaStream_t st) {
         std::vector<int> h(n);
         for (size_t i = 0; i < n; i++) h[i] = (int)i;
         CUDA_CHECK(cudaMalloc(&pos, n * sizeof(int)));
-        CUDA_CHECK(cudaMemcpy(pos, h.data(), n * sizeof(int), cudaMemcpyHostToDevice));
+        // On st: a plain cudaMemcpy from pageable memory may return before the data lands, and
+        // nothing would order a non-blocking stream's kernels after it.
+        CUDA_CHECK(cudaMemcpyAsync(pos, h.data(), n * sizeof(int), cudaMemcpyHostToDevice, st));
         have = n;
     }
     return pos;

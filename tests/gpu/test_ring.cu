@@ -182,6 +182,10 @@ static void run_rank(Comm& comm, const RingPlan& plan, const CaseInputs& in, con
     CUDA_CHECK(cudaMemset(yo.p, 0xff, lo.size() * 2));  // poison: an unwritten element fails
     CUDA_CHECK(cudaMemset(yl.p, 0xff, ll.size() * 4));
     CUDA_CHECK(cudaMemset(yd.p, 0xff, lq.size() * 2));
+    // The copies and memsets above ran on the legacy stream, which `st` (non-blocking) does not
+    // wait for: without this a busy GPU let the ring's kernels start before their inputs landed,
+    // or the poison land after their outputs.
+    CUDA_CHECK(cudaDeviceSynchronize());
     const bf16* lqp = xq.as<bf16>();
     const int* ldp = docs ? xd.as<int>() : nullptr;
     if (ring_pool_bytes()) ring_pool_release();  // a fresh pool (the threads are fresh; NCCL's rank is not)

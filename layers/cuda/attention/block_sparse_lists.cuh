@@ -41,6 +41,9 @@ DeviceTileLists upload_tile_lists(const TileLists& t) {
     out.bytes = std::max<size_t>(all.size(), 1) * sizeof(int);
     CUDA_CHECK(cudaMalloc(&out.buf, out.bytes));
     CUDA_CHECK(cudaMemcpy(out.buf, all.data(), all.size() * sizeof(int), cudaMemcpyHostToDevice));
+    // From pageable memory cudaMemcpy may return before the data lands (it is staged, then
+    // copied on the legacy stream), and a caller's non-blocking stream is not ordered after it.
+    CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
     out.view = BlockSparseTileView{out.buf + a, out.buf + b, out.buf + c, out.buf + d, out.buf + e, out.buf + f, t.BM, t.BN};
     return out;
 }
