@@ -29,6 +29,7 @@
 #              (blocks of 2048, the last 128 tokens of each its summary) in layers 1, 3, 5, as longnet's
 #              curriculum: a needle reaches its block's summary in one fixed layer, the question in the next
 #   dense32k-nope  dense32k with layers 1, 3, 5 NoPE (no rotary embedding: content matching at any distance)
+#   dense128k-nope dense32k-nope with a last stage of 128K windows (from step S32K)
 #   fixwin-nope    fixwin with its fixed layers (1, 3, 5) NoPE
 #   fixwin32   fixwin without its 2K stage: 32K windows from the first step (every window crosses block
 #              borders, so the summary path is what the fixed layers learn first), then 256K as fixwin
@@ -76,6 +77,8 @@ M_ARGS() {  # the flags of model $1
                        "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         dense32k-nope) echo "--attn dense --nope-layers 1,3,5 --seq-len 2048 --batch 64 --steps $STEPS --schedule 8192x16@$S2K,32768x4@$S8K"\
                        "--mix $D/tasks2k.bin:0.5;$D/tasks8k.bin:0.5;$D/tasks32k.bin:0.5" ;;
+        dense128k-nope) echo "--attn dense --nope-layers 1,3,5 --seq-len 2048 --batch 64 --steps $STEPS --schedule 8192x16@$S2K,32768x4@$S8K,131072x1@$S32K"\
+                       "--mix $D/tasks2k.bin:0.5;$D/tasks8k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         fixwin-nope) echo "--attn block-sparse,fixed --nope-layers 1,3,5 --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 2048 --batch 64"\
                        "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         fixwin32) echo "--attn block-sparse,fixed --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 32768 --batch 4"\
@@ -87,7 +90,7 @@ M_ARGS() {  # the flags of model $1
 M_EVAL() {
     case $1 in
         dense2k)  echo "1048576 --ctx 2048 --truncate" ;;  # the control: it sees its last 2K tokens
-        dense32k*) echo "131072 --ctx 131072" ;;
+        dense32k*|dense128k*) echo "131072 --ctx 131072" ;;
         *)        echo "1048576 --ctx 1048576" ;;
     esac
 }
