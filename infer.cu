@@ -3,6 +3,7 @@
 // main_body is the order of events: the flags parsed and checked, the input files read, the
 // checkpoint loaded, then one mode run (tasks, perplexity or generation), each a section below.
 #include <cuda_runtime.h>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -35,6 +36,8 @@ struct InferFlags {
     int task_batch = 16;
     bool truncate = false;
     float temperature = 0.8f, top_p = 0.95f;
+    std::vector<std::string> given;  // the flags on the command line, for the flags that do nothing in some modes
+    bool was_given(const char* name) const { return std::find(given.begin(), given.end(), name) != given.end(); }
 };
 
 static InferFlags parse_flags(int argc, char** argv) {
@@ -77,6 +80,8 @@ static InferFlags parse_flags(int argc, char** argv) {
     flags.add_int("task-batch", &f.task_batch, "--tasks: the most sequences prefilled and decoded at once (fewer when memory is short)");
     flags.add_bool("truncate", &f.truncate, "--tasks: read a prompt longer than --ctx in its last --ctx tokens (else it is an error)");
     flags.parse(argc, argv);
+    for (const std::string& name : flags.names())
+        if (flags.was_set(name.c_str())) f.given.push_back(name);
     return f;
 }
 
@@ -88,6 +93,16 @@ static void validate_flags(InferFlags& f) {
         fatal("--tasks scores a task file alone: drop --prompt, --prompt-file, --prompts-file, --perplexity, the cache files and --cp");
     if (f.tasks.empty() && (!f.tasks_out.empty() || f.truncate)) fatal("--tasks-out and --truncate are for --tasks");
     if (f.task_batch < 1) fatal("--task-batch must be at least 1 (got %d)", f.task_batch);
+    // A flag the chosen mode never reads is refused: silently ignored, it would leave the user
+    // believing it shaped the result (a --prompt scored with --perplexity, a --seed under greedy).
+    if (!f.ppl_file.empty() || !f.tasks.empty())
+        for (const char* g : {"prompt", "prompt-file", "max-new", "temperature", "top-k", "top-p", "seed"})
+            if (f.was_given(g)) fatal("--%s is for generation, not %s: drop it", g, f.tasks.empty() ? "--perplexity" : "--tasks (greedy answers)");
+    if (f.temperature == 0)
+        for (const char* g : {"top-k", "top-p", "seed"})
+            if (f.was_given(g)) fatal("--%s has no effect with --temperature 0 (greedy): drop it, or sample with a temperature > 0", g);
+    if (f.ppl_file.empty() && f.was_given("windows")) fatal("--windows is for --perplexity: drop it");
+    if (f.tasks.empty() && f.was_given("task-batch")) fatal("--task-batch is for --tasks: drop it");
     if ((f.cp != 1 || f.simulate_ranks) && (f.ppl_file.empty() || (f.simulate_ranks && f.simulate_ranks != f.cp)))
         fatal("--cp and --simulate-ranks are for --perplexity, with --simulate-ranks equal to --cp (got --cp %d, "
               "--simulate-ranks %d%s)", f.cp, f.simulate_ranks, f.ppl_file.empty() ? ", no --perplexity" : "");

@@ -232,7 +232,8 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
     if (now.n_layer != saved.n_layer) return differs("--layers", now.n_layer, saved.n_layer);
     if (now.n_embd != saved.n_embd) return differs("--width", now.n_embd, saved.n_embd);
     if (now.n_head != saved.n_head) return differs("--heads", now.n_head, saved.n_head);
-    if (now.rope_theta != saved.rope_theta) return "--rope-theta differs from the checkpoint's model";
+    if (now.rope_theta != saved.rope_theta && (rotates_any_layer(now) || rotates_any_layer(saved)))
+        return "--rope-theta differs from the checkpoint's model";
     if (now.nope_layers != saved.nope_layers) return "--nope-layers differs from the checkpoint's model";
     for (int l = 0; l < now.n_layer; l++) {
         const AttnPattern a = now.attn(l), b = saved.attn(l);
@@ -285,6 +286,9 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
     cfg.nope_layers = parse_int_list(a.nope_layers, "--nope-layers");
     validate_config(cfg);  // before sizing anything by --layers or --width
+    if (flags.was_set("rope-theta") && !rotates_any_layer(cfg))
+        fatal("--rope-theta has no effect: every layer is NoPE (--nope-layers %s), so nothing rotates; drop --rope-theta or "
+              "leave a layer out of --nope-layers", a.nope_layers.c_str());
     cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.pattern, a.dense_layers, a.dilated_layers);
     // After --dense-layers and --dilated-layers: a pattern's flags count only if some layer has it.
     std::vector<std::string> used;
@@ -346,7 +350,7 @@ static std::vector<float> load_init_weights(const TrainArgs& a, const GPTConfig&
     Checkpoint init = load_checkpoint(path);
     const GPTConfig& ic = init.cfg;
     if (ic.vocab_size != cfg.vocab_size || ic.n_layer != cfg.n_layer || ic.n_embd != cfg.n_embd || ic.n_head != cfg.n_head ||
-        ic.rope_theta != cfg.rope_theta)
+        (ic.rope_theta != cfg.rope_theta && (rotates_any_layer(ic) || rotates_any_layer(cfg))))
         fatal("--init-from %s holds %d layers, width %d, %d heads, rope theta %g, vocab %d, but this run asks for %d, %d, %d, %g, "
               "%d: pass its --layers, --width, --heads, --rope-theta and its corpus", path.c_str(), ic.n_layer, ic.n_embd,
               ic.n_head, ic.rope_theta, ic.vocab_size, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.rope_theta, cfg.vocab_size);
@@ -909,6 +913,8 @@ static int main_body(int argc, char** argv) {
     const Device device = resolve_device(a.device);
     if (device == Device::Cuda) apply_gpu_defaults(a, flags);
     const RunShape shape = validate_args(a, device);
+    if (flags.was_set("sample-prompt") && a.sample_tokens == 0)
+        fatal("--sample-prompt has no effect with --sample-tokens 0 (no sample is printed): drop it, or give --sample-tokens");
     // --out is a run directory: never a file (a checkpoint given by mistake) or a prepared corpus,
     // and writable; checked before the corpus is read or a step run (core/output_path.h).
     check_run_directory(a.out, "--out");

@@ -1,4 +1,5 @@
 // data_tool: builds and inspects the tokenized corpus. Run `data_tool --help`.
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -265,6 +266,14 @@ static double parse_depth(const std::string& flag, const std::string& s) {
     return v;
 }
 
+// The first value of a comma list given twice (1K and 1024 are the same length), or none.
+template <typename T>
+static void refuse_repeats(const char* flag, const std::vector<T>& values) {
+    for (size_t i = 0; i < values.size(); i++)
+        for (size_t j = 0; j < i; j++)
+            if (values[i] == values[j]) fatal("%s lists entry %zu again as entry %zu: give each once", flag, j + 1, i + 1);
+}
+
 // --data DIR gives DIR/tokenizer.model; --tokenizer names one.
 static Tokenizer load_task_tokenizer(const std::string& data, const std::string& tokenizer_path) {
     if (data.empty() && tokenizer_path.empty()) fatal("give --data DIR (a prepared corpus) or --tokenizer FILE.model");
@@ -285,6 +294,7 @@ static uint64_t item_seed(uint64_t seed, int task, long long length, int depth_i
 static int cmd_tasks(Args& a) {
     std::string data, tokenizer_path, haystack, out, tasks = "passkey", lengths, depths = "0,0.25,0.5,0.75,1";
     long long samples = 1, needles = 4, seed = 1;
+    bool needles_given = false;
     while (!a.done()) {
         const std::string flag = a.rest[a.i++];
         if (flag == "--data") data = a.value(flag);
@@ -294,7 +304,7 @@ static int cmd_tasks(Args& a) {
         else if (flag == "--lengths") lengths = a.value(flag);
         else if (flag == "--depths") depths = a.value(flag);
         else if (flag == "--samples") samples = parse_int(flag, a.value(flag), 1, 1 << 20);
-        else if (flag == "--needles") needles = parse_int(flag, a.value(flag), 1, 1024);
+        else if (flag == "--needles") needles = parse_int(flag, a.value(flag), 1, 1024), needles_given = true;
         else if (flag == "--seed") seed = parse_int(flag, a.value(flag), 0, LLONG_MAX);
         else if (flag == "--out") out = a.value(flag);
         else a.unknown(flag);
@@ -312,6 +322,13 @@ static int cmd_tasks(Args& a) {
     for (const std::string& l : split_commas(lengths)) lens.push_back(parse_tokens("--lengths", l));
     std::vector<double> ds;
     for (const std::string& d : split_commas(depths)) ds.push_back(parse_depth("--depths", d));
+    // A repeated task or length repeats its items exactly (the same seeds), and a repeated depth
+    // doubles that cell's weight: either skews the scores without a word, so it is refused.
+    refuse_repeats("--task", kinds);
+    refuse_repeats("--lengths", lens);
+    refuse_repeats("--depths", ds);
+    if (needles_given && std::count(kinds.begin(), kinds.end(), TaskKind::Passkey) == (long)kinds.size())
+        fatal("--needles has no effect on passkey items (one needle each): drop it, or add multikey or multiquery to --task");
     const Tokenizer tok = load_task_tokenizer(data, tokenizer_path);
     const PieceKinds kinds_of_pieces(tok);
     const Haystack hay = load_haystack(haystack, tok, kinds_of_pieces, *std::max_element(lens.begin(), lens.end()));

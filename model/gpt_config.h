@@ -71,6 +71,10 @@ inline std::string nope_layers_error(const std::vector<int>& layers, int n_layer
     return "";
 }
 
+// False when every layer is NoPE: rope_theta then shapes nothing (a flag for it has no effect,
+// and two such models are the same whatever their recorded bases).
+inline bool rotates_any_layer(const GPTConfig& c) { return (int)c.nope_layers.size() < c.n_layer; }
+
 // Parameters of a config, in 64 bits (param_layout's total).
 inline long long config_param_count(const GPTConfig& c) {
     const long long C = c.n_embd, V = c.vocab_size, L = c.n_layer;

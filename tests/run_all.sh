@@ -34,6 +34,7 @@ run train_cli tests/test_train_cli.sh
 run recorded_values tests/test_recorded_values.sh
 run output_paths tests/test_output_paths.sh
 run bounded_reads tests/test_bounded_reads.sh
+run hostile_inputs tests/test_hostile_inputs.sh
 run tasks ./build/test_tasks
 run heatmap ./build/test_heatmap
 run tasks_cli tests/test_tasks_cli.sh

@@ -21,6 +21,7 @@ if ! timeout 120 ./build/train "${tiny[@]}" --out "$work/ck" > "$work/train.log"
     echo "FAIL training the tiny model: $(tail -2 "$work/train.log")"; echo "0 passed, 1 failed"; exit 1
 fi
 infer=(timeout 20 ./build/infer --checkpoint "$work/ck" --device cpu --max-new 2)
+scorer=(timeout 20 ./build/infer --checkpoint "$work/ck" --device cpu)  # --max-new is refused when scoring
 
 # One line "error: ..." holding the pattern, a non-zero exit and not a timeout (124).
 expect_error() {  # name, pattern the message must contain, command...
@@ -48,8 +49,8 @@ expect_error "--prompt-file /dev/zero" "^error: --prompt-file /dev/zero is a cha
 expect_error "--prompt-file directory" "^error: --prompt-file $work/dir is a directory" "${infer[@]}" --prompt-file "$work/dir"
 expect_error "--prompts-file FIFO" "^error: --prompts-file $work/fifo is a FIFO" "${infer[@]}" --prompts-file "$work/fifo"
 expect_error "--prompts-file /dev/zero" "^error: --prompts-file /dev/zero is a character device" "${infer[@]}" --prompts-file /dev/zero
-expect_error "--tasks FIFO" "^error: --tasks $work/fifo is a FIFO" "${infer[@]}" --tasks "$work/fifo"
-expect_error "--perplexity FIFO" "^error: --perplexity $work/fifo is a FIFO" "${infer[@]}" --perplexity "$work/fifo"
+expect_error "--tasks FIFO" "^error: --tasks $work/fifo is a FIFO" "${scorer[@]}" --tasks "$work/fifo"
+expect_error "--perplexity FIFO" "^error: --perplexity $work/fifo is a FIFO" "${scorer[@]}" --perplexity "$work/fifo"
 expect_error "--load-cache FIFO" "^error: --load-cache $work/fifo is a FIFO" \
     "${infer[@]}" --load-cache "$work/fifo" --prompt " x" --save-cache "$work/kv_load.safetensors"
 [ ! -e "$work/kv_load.safetensors" ] && pass "the refused --load-cache wrote no --save-cache file" || fail "a refused --load-cache wrote a cache"

@@ -115,6 +115,7 @@ struct Args {
     std::string pattern = "dense", dtype = "fp32", device = "cpu", backend = "flash", out;
     PatternFlags pattern_flags;  // --causal and each pattern's own flags (its module reads them)
     std::vector<std::string> pattern_flags_given;  // which of them were on the command line
+    std::vector<std::string> device_flags_given;   // --backend, --reps, --max-cpu-pairs: each read on one device only
     int B = 1, N = 1024, H = 12, D = 64, seed = 1, reps = 5;
     bool backward = false;
     float scale = 0, max_cpu_pairs = (float)kDefaultMaxCpuPairs;
@@ -153,6 +154,8 @@ static Args parse_args(int argc, char** argv) {
     flags.add_string("out", &a.out, "safetensors file to write (none: only print timings)");
     flags.parse(argc, argv);
     a.pattern_flags_given = given_pattern_flags(flags);
+    for (const char* name : {"backend", "reps", "max-cpu-pairs"})
+        if (flags.was_set(name)) a.device_flags_given.push_back(name);
     return a;
 }
 
@@ -178,6 +181,14 @@ static void validate_flags(const Args& a) {
     if (!a.cuda() && a.dtype != "fp32" && a.dtype != "fp64")
         fatal("--device cpu runs --dtype fp32 or fp64 (got %s)", a.dtype.c_str());
     if (a.backend != "flash" && a.backend != "cudnn") fatal("--backend must be flash or cudnn (got '%s')", a.backend.c_str());
+    // A flag the chosen device never reads would be silently dropped (a --backend cudnn run that
+    // was the CPU reference all along).
+    for (const std::string& name : a.device_flags_given) {
+        const bool cuda_only = name != "max-cpu-pairs";
+        if (cuda_only != a.cuda())
+            fatal("--%s has no effect with --device %s (it is for --device %s): drop it", name.c_str(), a.device.c_str(),
+                  cuda_only ? "cuda" : "cpu");
+    }
 }
 
 // The registry builds and validates every pattern the same way, on either device; a layout file

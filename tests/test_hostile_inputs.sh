@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Careless and hostile inputs that earlier sweeps did not try (issue 24, session 4; notes/
+# hostile-input.md): a flag with no effect in the chosen mode, a checkpoint whose NoPE layers are
+# edited, task lists that repeat themselves. Each is refused in one "error:" line, non-zero exit,
+# nothing written; each refusal has a control that the same command without the fault still runs.
+set -uo pipefail
+corpus=${1:-build/test_corpus}
+work=build/test_hostile_inputs
+rm -rf "$work" && mkdir -p "$work"
+passed=0 failed=0
+pass() { echo "PASS $*"; passed=$((passed + 1)); }
+fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+for bin in build/train build/infer build/data_tool; do [ -x $bin ] || { echo "FAIL $bin not built"; echo "0 passed, 1 failed"; exit 1; }; done
+[ -f "$corpus/train.bin" ] || { echo "FAIL no corpus at $corpus (run tests/test_data_cli.sh first)"; echo "0 passed, 1 failed"; exit 1; }
+
+tiny=(--device cpu --data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 2 --steps 2 --warmup 1
+      --val-every 0 --val-batches 1 --ckpt-every 1 --log-every 1 --sample-tokens 0)
+
+# name, message fragment, command...: one error line naming the fragment, non-zero exit.
+refused() {
+    local name=$1 want=$2; shift 2
+    local err code
+    err=$(timeout -s KILL 60 "$@" 2>&1 >/dev/null); code=$?
+    if [ $code -ne 0 ] && [ $code -lt 124 ] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && [[ "$err" == error:* ]] \
+       && grep -qF -- "$want" <<< "$err"; then
+        pass "refused: $name -> $err"
+    else
+        fail "refused: $name (exit $code): $err"
+    fi
+}
+# name, command...: runs to exit 0 (the control of a refusal).
+accepted() {
+    local name=$1; shift
+    local err code
+    err=$(timeout -s KILL 60 "$@" 2>&1 >/dev/null); code=$?
+    if [ $code -eq 0 ]; then pass "accepted: $name"; else fail "accepted: $name (exit $code): $(tail -n 1 <<< "$err")"; fi
+}
+
+# ---- train: flags that would do nothing
+refused "train --rope-theta with every layer NoPE" "--rope-theta has no effect: every layer is NoPE" \
+    ./build/train "${tiny[@]}" --nope-layers 0,1 --rope-theta 500000 --out "$work/theta_all_nope"
+[ ! -e "$work/theta_all_nope" ] && pass "the refused run left no --out" || fail "the refused run made $work/theta_all_nope"
+accepted "train --rope-theta with a layer that rotates" ./build/train "${tiny[@]}" --nope-layers 1 --rope-theta 500000 --out "$work/theta_one_nope"
+refused "train --sample-prompt with --sample-tokens 0" "--sample-prompt has no effect with --sample-tokens 0" \
+    ./build/train "${tiny[@]}" --sample-prompt "In the" --out "$work/prompt_no_sample"
+accepted "train --sample-prompt with a sample" ./build/train "${tiny[@]}" --sample-prompt "In the" --sample-tokens 2 --out "$work/prompt_sample"
+
+# ---- checkpoints whose NoPE layers are edited: refused on load by infer and by --resume
+base="$work/base"
+./build/train "${tiny[@]}" --out "$base" > "$work/base.log" 2>&1 || fail "training the base checkpoint: $(tail -n 1 "$work/base.log")"
+ck="$base/ckpt_00000002.safetensors"
+cfg='{"vocab_size":VOCAB,"n_layer":2,"n_embd":64,"n_head":1,"rope_theta":THETA,NOPE"layer_attn":[{"kind":"dense","causal":true},{"kind":"dense","causal":true}]}'
+vocab=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; print(json.loads(json.loads(b[8:8+n])["__metadata__"]["config"])["vocab_size"])' "$ck")
+edited() {  # dir, theta, nope field: a copy of the base checkpoint with that config
+    local c=${cfg/VOCAB/$vocab}; c=${c/THETA/$2}; c=${c/NOPE/$3}
+    mkdir -p "$1"
+    python3 tests/edit_checkpoint.py "$ck" "$1/ckpt_00000002.safetensors" meta config "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$c")"
+}
+i=0
+for nope in '"nope_layers":[2],|layer 2 does not exist' '"nope_layers":[1,0],|got 1 before 0' '"nope_layers":[0,0],|got 0 before 0' \
+            '"nope_layers":[-1],|layer -1 does not exist' '"nope_layers":[0.5],|nope_layers must be an integer' \
+            '"nope_layers":"1",|nope_layers is not an array'; do
+    i=$((i + 1)); edited "$work/nope_edit$i" 10000 "${nope%%|*}"
+    refused "infer, checkpoint with ${nope%%|*}" "${nope##*|}" ./build/infer --device cpu --checkpoint "$work/nope_edit$i" --prompt "In" --max-new 2
+    before=$(md5sum "$work/nope_edit$i/ckpt_00000002.safetensors")
+    refused "train --resume, checkpoint with ${nope%%|*}" "${nope##*|}" ./build/train "${tiny[@]}" --steps 3 --resume --out "$work/nope_edit$i"
+    [ "$(md5sum "$work/nope_edit$i/ckpt_00000002.safetensors")" = "$before" ] && [ ! -e "$work/nope_edit$i/ckpt_00000003.safetensors" ] \
+        && pass "the refused resume left $work/nope_edit$i as it was" || fail "the refused resume changed $work/nope_edit$i"
+done
+edited "$work/nope_ok" 10000 '"nope_layers":[0,1],'
+accepted "infer, checkpoint with nope_layers [0,1] (the edit itself is sound)" ./build/infer --device cpu --checkpoint "$work/nope_ok" --prompt "In" --max-new 2
+refused "--init-from a checkpoint of other NoPE layers" "has NoPE layers [0,1] but this run asks for [1]: pass its --nope-layers" \
+    ./build/train "${tiny[@]}" --nope-layers 1 --init-from "$work/nope_ok" --out "$work/init_other_nope"
+# An all-NoPE model's base rotates nothing: --init-from must not ask for a --rope-theta that the
+# run would then refuse as having no effect.
+edited "$work/nope_all_theta" 500000 '"nope_layers":[0,1],'
+accepted "--init-from an all-NoPE checkpoint recorded with another rope base" \
+    ./build/train "${tiny[@]}" --nope-layers 0,1 --init-from "$work/nope_all_theta" --out "$work/init_all_nope"
+
+# ---- infer: flags of one mode given in another
+ppl=("./build/infer" --device cpu --checkpoint "$base" --perplexity "$corpus/val.bin" --ctx 32 --windows fresh)
+refused "infer --perplexity with --prompt" "--prompt is for generation, not --perplexity" "${ppl[@]}" --prompt "In the"
+refused "infer --perplexity with --max-new" "--max-new is for generation, not --perplexity" "${ppl[@]}" --max-new 5
+refused "infer --perplexity with --seed" "--seed is for generation, not --perplexity" "${ppl[@]}" --seed 4
+accepted "infer --perplexity alone" "${ppl[@]}"
+./build/data_tool tasks --data "$corpus" --task passkey --lengths 256 --depths 0.5 --out "$work/t.jsonl" > /dev/null 2>&1 \
+    || fail "data_tool tasks for the --tasks checks"
+refused "infer --tasks with --temperature" "--temperature is for generation, not --tasks" \
+    ./build/infer --device cpu --checkpoint "$base" --tasks "$work/t.jsonl" --temperature 0.5
+accepted "infer --tasks alone" ./build/infer --device cpu --checkpoint "$base" --tasks "$work/t.jsonl" --truncate
+gen=("./build/infer" --device cpu --checkpoint "$base" --prompt "In the" --max-new 2)
+refused "infer --temperature 0 with --seed" "--seed has no effect with --temperature 0" "${gen[@]}" --temperature 0 --seed 3
+refused "infer --temperature 0 with --top-k" "--top-k has no effect with --temperature 0" "${gen[@]}" --temperature 0 --top-k 5
+refused "infer --temperature 0 with --top-p" "--top-p has no effect with --temperature 0" "${gen[@]}" --temperature 0 --top-p 0.5
+accepted "infer --temperature 0" "${gen[@]}" --temperature 0
+accepted "infer --seed with sampling" "${gen[@]}" --seed 3 --top-k 5 --top-p 0.5
+refused "infer generation with --windows" "--windows is for --perplexity" "${gen[@]}" --windows sliding
+refused "infer generation with --task-batch" "--task-batch is for --tasks" "${gen[@]}" --task-batch 3
+
+# ---- data_tool tasks: lists that repeat an entry, --needles where no item has several
+tasks=(./build/data_tool tasks --data "$corpus" --depths 0.5)
+cp "$work/t.jsonl" "$work/keep.jsonl"  # an earlier task file, which a new one may replace
+refused "data_tool tasks --lengths 256,256" "--lengths lists entry 1 again as entry 2" "${tasks[@]}" --task passkey --lengths 256,256 --out "$work/keep.jsonl"
+cmp -s "$work/t.jsonl" "$work/keep.jsonl" && pass "the refused tasks left --out as it was" || fail "the refused tasks changed --out"
+refused "data_tool tasks --lengths 1K,1024" "--lengths lists entry 1 again as entry 2" "${tasks[@]}" --task passkey --lengths 1K,1024 --out "$work/x.jsonl"
+refused "data_tool tasks --task passkey,passkey" "--task lists entry 1 again as entry 2" "${tasks[@]}" --task passkey,passkey --lengths 256 --out "$work/x.jsonl"
+refused "data_tool tasks --depths 0.5,0.5" "--depths lists entry 1 again as entry 2" "${tasks[@]}" --task passkey --lengths 256 --depths 0.5,0.5 --out "$work/x.jsonl"
+refused "data_tool tasks --needles with passkey only" "--needles has no effect on passkey items" "${tasks[@]}" --task passkey --lengths 256 --needles 3 --out "$work/x.jsonl"
+accepted "data_tool tasks --needles with multikey" "${tasks[@]}" --task passkey,multikey --lengths 512,1K --needles 3 --out "$work/ok.jsonl"
+
+# ---- attention_tool: a flag of one device given to the other
+if [ -x build/attention_tool ]; then
+    at=(./build/attention_tool --device cpu --B 1 --N 64 --H 1 --D 64)
+    refused "attention_tool --device cpu --backend cudnn" "--backend has no effect with --device cpu" "${at[@]}" --backend cudnn
+    refused "attention_tool --device cpu --reps 3" "--reps has no effect with --device cpu" "${at[@]}" --reps 3
+    refused "attention_tool --device cuda --max-cpu-pairs" "--max-cpu-pairs has no effect with --device cuda" \
+        ./build/attention_tool --device cuda --dtype bf16 --N 64 --H 1 --max-cpu-pairs 1e9
+    accepted "attention_tool --device cpu --max-cpu-pairs" "${at[@]}" --max-cpu-pairs 1e9
+else
+    fail "build/attention_tool not built"
+fi
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
