@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 #include "core/flags.h"
+#include "core/io.h"
 #include "core/output_path.h"
 #include "data/batch_source.h"
 #include "data/loader.h"
@@ -395,6 +396,9 @@ static MixedShards read_mixed_shards(const std::vector<std::vector<MixedShard>>&
     for (size_t k = 0; k < mix.size(); k++)
         for (const MixedShard& m : mix[k]) {
             if (!out.files.count(m.path)) {
+                if (same_file(m.path, a.data + "/val.bin"))
+                    fatal("--mix %s is the corpus's validation shard: training on it makes the validation loss meaningless; mix a "
+                          "task shard (data_tool task-shard) or another corpus's train.bin", m.path.c_str());
                 const TokenShard& shard = out.files[m.path] = read_shard(m.path);
                 if (!fits_tokenizer(shard, tok))
                     fatal("--mix %s declares a vocabulary of %u but %s/tokenizer.model has %d: make it with this corpus's tokenizer "

@@ -25,6 +25,12 @@ inline bool is_directory(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// Whether two paths name one existing file (links and other spellings of the path included).
+inline bool same_file(const std::string& a, const std::string& b) {
+    struct stat sa, sb;
+    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 // ---- Bounded reads (issue 24) ----
 // Every input file is opened through open_regular_file: it must be a regular file (a FIFO, a
 // device such as /dev/zero, a directory or a socket is refused before a byte is read, so no read

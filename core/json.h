@@ -103,6 +103,9 @@ class JsonParser {
                 skip_ws();
                 std::string key = string_literal();
                 expect(':');
+                // A repeated key is refused: a reader that kept the last one would load another
+                // value than a reader that kept the first (a config edited by hand, or forged).
+                if (v.obj.count(key)) fail(("key \"" + key + "\" given twice").c_str());
                 v.obj[key] = value(depth + 1);
             } while (consume(','));
             expect('}');

@@ -77,6 +77,30 @@ edited "$work/nope_all_theta" 500000 '"nope_layers":[0,1],'
 accepted "--init-from an all-NoPE checkpoint recorded with another rope base" \
     ./build/train "${tiny[@]}" --nope-layers 0,1 --init-from "$work/nope_all_theta" --out "$work/init_all_nope"
 
+# A key given twice: which value a reader keeps would decide the model; refused (core/json.h).
+edited "$work/nope_twice_key" 10000 '"nope_layers":[0],"nope_layers":[1],'
+refused "infer, checkpoint config with nope_layers given twice" 'key "nope_layers" given twice' \
+    ./build/infer --device cpu --checkpoint "$work/nope_twice_key" --prompt "In" --max-new 2
+
+# ---- integer lists: digits and an optional '-' only (strtol alone took ' 1' and '+1', not '1 ')
+refused "train --nope-layers ' 1'" "--nope-layers expects a comma-separated list of integers" \
+    ./build/train "${tiny[@]}" --nope-layers ' 1' --out "$work/nope_space"
+refused "train --nope-layers +1" "--nope-layers expects a comma-separated list of integers" \
+    ./build/train "${tiny[@]}" --nope-layers +1 --out "$work/nope_plus"
+refused "train --segments '16, 32'" "--segments expects a comma-separated list of integers" \
+    ./build/train "${tiny[@]}" --attn dilated --segments '16, 32' --dilations 1,2 --out "$work/segments_space"
+accepted "train --segments 16,32" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,2 --out "$work/segments_ok"
+
+# ---- --mix of the corpus's own validation shard (the validation loss would measure training data)
+refused "train --mix the corpus's val.bin" "is the corpus's validation shard" \
+    ./build/train "${tiny[@]}" --mix "$corpus/val.bin:0.5" --out "$work/mix_val"
+ln -sf "$PWD/$corpus/val.bin" "$work/val_link.bin"
+refused "train --mix a link to the corpus's val.bin" "is the corpus's validation shard" \
+    ./build/train "${tiny[@]}" --mix "$work/val_link.bin:0.5" --out "$work/mix_val_link"
+cp "$corpus/val.bin" "$work/val_copy.bin"
+accepted "train --mix a copy of it (another file: the check is the file's identity, not its name)" \
+    ./build/train "${tiny[@]}" --mix "$work/val_copy.bin:0.5" --out "$work/mix_copy"
+
 # ---- infer: flags of one mode given in another
 ppl=("./build/infer" --device cpu --checkpoint "$base" --perplexity "$corpus/val.bin" --ctx 32 --windows fresh)
 refused "infer --perplexity with --prompt" "--prompt is for generation, not --perplexity" "${ppl[@]}" --prompt "In the"

@@ -2,6 +2,7 @@
 // flag values they are built from. The list of kinds is layers/patterns/registry.h.
 #pragma once
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -151,7 +152,8 @@ inline std::vector<int> parse_int_list(const std::string& text, const char* flag
         const std::string item = text.substr(at, comma - at);
         char* end = nullptr;
         const long v = std::strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end || v < -2147483647L || v > 2147483647L)
+        // strtol also takes leading spaces and a '+': the list takes digits with an optional '-' only.
+        if (item.empty() || !(std::isdigit((unsigned char)item[0]) || item[0] == '-') || *end || v < -2147483647L || v > 2147483647L)
             fatal("%s expects a comma-separated list of integers, got '%s'", flag, text.c_str());
         out.push_back((int)v);
         at = comma + 1;
