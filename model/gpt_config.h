@@ -48,7 +48,7 @@ constexpr float kMaxRopeTheta = 1e12f;
 inline std::string rope_theta_error(float theta) {
     if (theta > 1 && theta <= kMaxRopeTheta) return "";
     char buf[128];
-    snprintf(buf, sizeof buf, "--rope-theta must be in (1, %g] (got %g)", (double)kMaxRopeTheta, (double)theta);
+    snprintf(buf, sizeof buf, "--rope-theta must be in (1, %g] (got %.9g)", (double)kMaxRopeTheta, (double)theta);
     return buf;
 }
 

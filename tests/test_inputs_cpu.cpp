@@ -74,6 +74,66 @@ static void test_config() {
     expect_refused("--width 2147483584 --heads 33554431", [&] { validate_config(wide); }, "--width");
 }
 
+// One rule per value at the config's largest sizes (issue 24): a config that validate_config
+// takes at each limit goes through the checkpoint's JSON and back unchanged and is taken again,
+// and one step past each limit is refused both as flags and as a read config. (The flag walk in
+// tests/test_recorded_values.sh trains real models, so it stops at small sizes.)
+static void round_trips(const std::string& name, const GPTConfig& c) {
+    try {
+        validate_config(c);
+        const std::string j = config_to_json(c);
+        const GPTConfig back = config_from_json(j);
+        validate_config(back);
+        check(config_to_json(back) == j, "limit round trip: " + name);
+    } catch (const std::exception& e) {
+        check(false, "limit round trip: " + name, e.what());
+    }
+}
+// want_read: the reader's words when its own bound comes first (default: the same as the flags')
+static void refused_both(const std::string& name, const GPTConfig& c, const std::string& want, std::string want_read = "") {
+    if (want_read.empty()) want_read = want;
+    expect_refused("past a limit, as flags: " + name, [&] { validate_config(c); }, want);
+    expect_refused("past a limit, as a checkpoint config: " + name, [&] { validate_config(config_from_json(config_to_json(c))); },
+                   want_read);
+}
+
+static void test_config_limits() {
+    GPTConfig base;
+    base.vocab_size = 2, base.n_layer = 1, base.n_embd = 64, base.n_head = 1;
+    GPTConfig c = base;
+    c.vocab_size = kMaxVocab;
+    round_trips("vocab 2^21", c);
+    c.vocab_size = kMaxVocab + 1;
+    refused_both("vocab 2^21 + 1", c, "--vocab");
+    c = base;  // every layer there is, each NoPE and fixed at its largest block and summary
+    c.n_layer = kMaxLayers;
+    AttnPattern fixed = make_pattern(AttnKind::Fixed, true);
+    fixed.stride = 1 << 24, fixed.summary = 1 << 24;
+    c.layer_attn.assign(kMaxLayers, fixed);
+    for (int l = 0; l < kMaxLayers; l++) c.nope_layers.push_back(l);
+    round_trips("1024 layers, all NoPE, fixed stride = summary = 2^24", c);
+    c = base;
+    c.n_layer = kMaxLayers + 1;
+    refused_both("1025 layers", c, "--layers", "layer_attn has too many entries");  // the reader's bound on the list
+    c = base;  // the widest model the parameter cap takes: one layer, heads of 128
+    c.n_embd = 37760, c.n_head = 295;
+    round_trips("width 37760 (12 C^2 just under 2^34 parameters)", c);
+    c.n_embd = 37888, c.n_head = 296;
+    refused_both("width 37888", c, "parameters");
+    c = base;
+    c.rope_theta = kMaxRopeTheta;
+    round_trips("rope base 1e12", c);
+    c.rope_theta = 1.0001f;
+    round_trips("rope base 1.0001", c);
+    c.rope_theta = std::nextafter(kMaxRopeTheta, 1e30f);
+    refused_both("rope base one float past 1e12", c, "--rope-theta");
+    c = base;  // LongNet's most branches
+    AttnPattern dil = make_pattern(AttnKind::Dilated, true);
+    for (int i = 0; i < kMaxBranches; i++) dil.segments.push_back(1 << (i % 24)), dil.dilations.push_back(1);
+    c.layer_attn = {dil};
+    round_trips("dilated, 64 branches", c);
+}
+
 // A small valid training checkpoint, then copies with one metadata value or tensor replaced.
 struct CheckpointFixture {
     std::string dir, path;
@@ -179,6 +239,7 @@ static void test_token_ids() {
 int main() {
     test_json();
     test_config();
+    test_config_limits();
     test_checkpoint();
     test_flags();
     test_token_ids();
