@@ -233,7 +233,7 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
     if (now.n_layer != saved.n_layer) return differs("--layers", now.n_layer, saved.n_layer);
     if (now.n_embd != saved.n_embd) return differs("--width", now.n_embd, saved.n_embd);
     if (now.n_head != saved.n_head) return differs("--heads", now.n_head, saved.n_head);
-    if (now.rope_theta != saved.rope_theta && (rotates_any_layer(now) || rotates_any_layer(saved)))
+    if (rope_bases_differ(now, saved))
         return "--rope-theta differs from the checkpoint's model";
     if (now.nope_layers != saved.nope_layers) return "--nope-layers differs from the checkpoint's model";
     for (int l = 0; l < now.n_layer; l++) {
@@ -351,7 +351,7 @@ static std::vector<float> load_init_weights(const TrainArgs& a, const GPTConfig&
     Checkpoint init = load_checkpoint(path);
     const GPTConfig& ic = init.cfg;
     if (ic.vocab_size != cfg.vocab_size || ic.n_layer != cfg.n_layer || ic.n_embd != cfg.n_embd || ic.n_head != cfg.n_head ||
-        (ic.rope_theta != cfg.rope_theta && (rotates_any_layer(ic) || rotates_any_layer(cfg))))
+        rope_bases_differ(ic, cfg))
         fatal("--init-from %s holds %d layers, width %d, %d heads, rope theta %g, vocab %d, but this run asks for %d, %d, %d, %g, "
               "%d: pass its --layers, --width, --heads, --rope-theta and its corpus", path.c_str(), ic.n_layer, ic.n_embd,
               ic.n_head, ic.rope_theta, ic.vocab_size, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.rope_theta, cfg.vocab_size);

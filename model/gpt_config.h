@@ -74,6 +74,10 @@ inline std::string nope_layers_error(const std::vector<int>& layers, int n_layer
 // False when every layer is NoPE: rope_theta then shapes nothing (a flag for it has no effect,
 // and two such models are the same whatever their recorded bases).
 inline bool rotates_any_layer(const GPTConfig& c) { return (int)c.nope_layers.size() < c.n_layer; }
+// Whether two configs rotate differently by their base (train's --resume and --init-from checks).
+inline bool rope_bases_differ(const GPTConfig& a, const GPTConfig& b) {
+    return a.rope_theta != b.rope_theta && (rotates_any_layer(a) || rotates_any_layer(b));
+}
 
 // Parameters of a config, in 64 bits (param_layout's total).
 inline long long config_param_count(const GPTConfig& c) {
