@@ -38,9 +38,10 @@ static const char* kUsage =
     "      depth to the token. SRC: filler (the classic repeated sentences), a token shard (default DIR/val.bin:\n"
     "      held-out documents), a text file or a directory of text files. Lengths take K (1024) and M suffixes.\n"
     "  task-shard --data DIR [--haystack SRC] --doc-tokens 32768 --tokens N [--needle-every 1024]\n"
-    "        [--passkey-every 4096] [--filler-fraction 0.1] [--seed 1] --out FILE.bin\n"
+    "        [--passkey-every 4096] [--filler-fraction 0.1] [--lead-needle 0] [--seed 1] --out FILE.bin\n"
     "      Training documents of --doc-tokens tokens (haystack: default DIR/train.bin) carrying many needles and\n"
     "      their questions, as a token shard that train --mix FILE.bin:FRACTION mixes with the corpus.\n"
+    "      --lead-needle F: a fraction F of the documents open with a needle (depth 0), asked from anywhere later.\n"
     "  encode --tokenizer FILE.model     text on stdin -> space-separated ids on stdout\n"
     "  decode --tokenizer FILE.model     space-separated ids on stdin -> text on stdout\n";
 
@@ -369,7 +370,7 @@ static int cmd_tasks(Args& a) {
 static int cmd_task_shard(Args& a) {
     std::string data, haystack, out;
     long long doc_tokens = 32768, tokens = 0, seed = 1;
-    double needle_every = 1024, passkey_every = 4096, filler_fraction = 0.1;
+    double needle_every = 1024, passkey_every = 4096, filler_fraction = 0.1, lead_needle = 0;
     auto positive = [&](const std::string& flag, const std::string& s, double lo) {
         char* end = nullptr;
         const double v = std::strtod(s.c_str(), &end);
@@ -385,6 +386,7 @@ static int cmd_task_shard(Args& a) {
         else if (flag == "--needle-every") needle_every = positive(flag, a.value(flag), 16);
         else if (flag == "--passkey-every") passkey_every = positive(flag, a.value(flag), 16);
         else if (flag == "--filler-fraction") filler_fraction = positive(flag, a.value(flag), 0);
+        else if (flag == "--lead-needle") lead_needle = positive(flag, a.value(flag), 0);
         else if (flag == "--seed") seed = parse_int(flag, a.value(flag), 0, LLONG_MAX);
         else if (flag == "--out") out = a.value(flag);
         else a.unknown(flag);
@@ -396,12 +398,13 @@ static int cmd_task_shard(Args& a) {
     if (tokens < doc_tokens) fatal("--tokens %lld is less than one document of --doc-tokens %lld", tokens, doc_tokens);
     if (doc_tokens < 256) fatal("--doc-tokens %lld: a training document needs at least 256 tokens", doc_tokens);
     if (filler_fraction > 1) fatal("--filler-fraction %g must be in [0, 1]", filler_fraction);
+    if (lead_needle > 1) fatal("--lead-needle %g must be in [0, 1] (the fraction of documents that open with a needle)", lead_needle);
     if (haystack.empty()) haystack = data + "/train.bin";
     const Tokenizer tok = load_task_tokenizer(data, "");
     const PieceKinds kinds_of_pieces(tok);
     const Haystack text = load_haystack(haystack, tok, kinds_of_pieces, doc_tokens);
     const Haystack filler = filler_haystack(tok, kinds_of_pieces, doc_tokens);
-    const TrainDocSpec spec{(int)doc_tokens, needle_every, passkey_every};
+    const TrainDocSpec spec{(int)doc_tokens, needle_every, passkey_every, lead_needle};
     const long long n_docs = (tokens + doc_tokens - 1) / doc_tokens;
     std::vector<std::vector<int>> docs(n_docs);
     std::vector<std::string> errors(n_docs);
@@ -426,8 +429,8 @@ static int cmd_task_shard(Args& a) {
         all.insert(all.end(), d.begin(), d.end());
     }
     write_shard(out, all, starts, (uint32_t)tok.vocab_size());
-    std::printf("task-shard: wrote %lld documents of %lld tokens (%zu tokens; haystack %s, %.0f%% filler) to %s in %.1fs\n", n_docs,
-                doc_tokens, all.size(), text.source.c_str(), 100 * filler_fraction, out.c_str(), seconds_since(t0));
+    std::printf("task-shard: wrote %lld documents of %lld tokens (%zu tokens; haystack %s, %.0f%% filler, %.0f%% opening with a needle) to %s in %.1fs\n",
+                n_docs, doc_tokens, all.size(), text.source.c_str(), 100 * filler_fraction, 100 * lead_needle, out.c_str(), seconds_since(t0));
     return 0;
 }
 

@@ -361,6 +361,12 @@ struct TrainDocSpec {
     int doc_tokens = 32768;     // tokens of each document, BOS included
     double needle_every = 1024;  // one multi-key needle (and its question) per this many tokens
     double passkey_every = 4096; // one pass-key episode (needle, later its question) per this many tokens
+    // The fraction of documents whose haystack opens with a needle (right after the intro, where
+    // an evaluation item puts its needle at depth 0), asked from anywhere later: the pass key
+    // when the document's intro is the pass-key one, else a multi-key needle. Without it a
+    // needle in a window's first tokens is rare (1 in ~doc_tokens / needle_every positions), and
+    // a model trained on such documents misses far needles at depth 0 (notes/long-context-retrieval.md v8).
+    double lead_needle = 0;
 };
 
 // One training document: BOS, an intro, haystack text carrying multi-key needles and pass-key
@@ -418,18 +424,30 @@ inline std::vector<int> make_training_document(const TrainDocSpec& spec, const H
         const double u = (double)(rng.next() >> 11) * 0x1.0p-53;
         return std::min(max, (long long)std::exp(std::log(8.0) + u * (std::log((double)max) - std::log(8.0))));
     };
-    for (auto& e : mk) {
-        const long long a = (long long)rng.below((uint64_t)M);
-        ev.push_back({a, 0, e.first});
-        ev.push_back({a + distance(M - a), 1, e.second});
+    // No draw when lead_needle is 0, so that such shards are the same as before it existed.
+    const bool lead = spec.lead_needle > 0 && (double)(rng.next() >> 11) * 0x1.0p-53 < spec.lead_needle;
+    const bool lead_passkey = lead && passkey_intro && n_pk > 0, lead_multikey = lead && !lead_passkey && n_mk > 0;
+    for (size_t i = 0; i < mk.size(); i++) {
+        const long long a = lead_multikey && i == 0 ? 0 : (long long)rng.below((uint64_t)M);
+        ev.push_back({a, 0, mk[i].first});
+        ev.push_back({a + distance(M - a), 1, mk[i].second});
     }
     // Pass-key episodes one after another, each in its own stretch of the haystack: the stretches
     // are cut at uniform random points, so some are long (a pass key asked far from its needle).
+    // A leading pass key opens the first stretch, whose end (where it is asked) is drawn as a
+    // question's distance, and the other cuts fall after it.
     std::vector<long long> cuts{0, M};
-    for (int i = 1; i < n_pk; i++) cuts.push_back((long long)rng.below((uint64_t)M + 1));
+    const long long lead_end = lead_passkey ? distance(M) : 0;  // the other cuts fall in [lead_end, M]
+    if (lead_passkey && n_pk > 1) cuts.push_back(lead_end);
+    while ((int)cuts.size() < n_pk + 1) cuts.push_back(lead_end + (long long)rng.below((uint64_t)(M - lead_end) + 1));
     std::sort(cuts.begin(), cuts.end());
     for (int i = 0; i < n_pk; i++) {
         const long long from = cuts[i], len = cuts[i + 1] - cuts[i];
+        if (lead_passkey && i == 0) {
+            ev.push_back({0, 0, pk[0].first});
+            ev.push_back({std::max(0LL, lead_end - 1), 1, pk[0].second});
+            continue;
+        }
         const long long a = from + (long long)rng.below((uint64_t)std::max(1LL, len / 4));
         ev.push_back({a, 2 * i, pk[i].first});
         ev.push_back({a + distance(std::max(0LL, from + len - 1 - a)), 2 * i + 1, pk[i].second});  // a short stretch: asked at once

@@ -268,6 +268,29 @@ static void test_training_documents(const Tokenizer& tok, const PieceKinds& k) {
     check(answers, "every multi-key question in a training document is answered by its word's needle");
     check(passkeys, "every pass-key question is answered by the latest pass key before it");
     check(longest > 4096, "questions are asked far from their needles too (longest " + std::to_string(longest) + " bytes)");
+    // --lead-needle 1: every document's haystack opens with a needle (after BOS, the intro and a
+    // newline, where an item at depth 0 has its own), and that needle is asked later, far at times.
+    int opened = 0, opened_pk = 0;
+    long long lead_far = 0;
+    for (int d = 0; d < 24; d++) {
+        TrainDocSpec spec{8192, 512, d % 2 ? 1e9 : 1024, 1.0};  // odd documents: multi-key needles alone
+        SplitMix64 rng(500 + d);
+        const std::string text = tok.decode(make_training_document(spec, hay, tok, k, rng));
+        const size_t intro_end = text.find('\n'), next = text.find('\n', intro_end + 2);
+        const std::string first = text.substr(intro_end + 2, next - intro_end - 2);  // intro \n \n needle \n
+        const bool mk = first.rfind("One of the special magic numbers for ", 0) == 0, pk = first.rfind("The pass key is ", 0) == 0;
+        if (text.compare(intro_end, 2, "\n\n") != 0 || !(mk || pk)) continue;
+        opened++, opened_pk += pk;
+        // Its question: the first one naming its word (multi-key) or the first pass-key question.
+        const std::string q = pk ? "What is the pass key? The pass key is " + first.substr(16, first.find('.') - 16) + "."
+                                 : "What is the special magic number for " + first.substr(37, first.find(" is: ") - 37) + " mentioned";
+        const size_t asked = text.find(pk ? "What is the pass key?" : q.c_str(), next);
+        if (asked == std::string::npos || text.compare(asked, q.size(), q) != 0) { opened = -1000; break; }
+        lead_far = std::max(lead_far, (long long)asked);
+    }
+    check(opened == 24 && opened_pk > 0, "--lead-needle 1: every document opens with a needle, and pass keys lead too (" +
+                                          std::to_string(opened) + " of 24, " + std::to_string(opened_pk) + " pass keys)");
+    check(lead_far > 8000, "a leading needle is asked far from it at times (furthest " + std::to_string(lead_far) + " bytes)");
     expect_refused("more multi-key needles a document than distinct words", [&] {
         SplitMix64 rng(1);
         make_training_document({1 << 20, 16, 1e9}, hay, tok, k, rng);

@@ -54,6 +54,7 @@ else
     fail "task-shard failed: $(tail -2 "$work/ts.log")"
 fi
 expect_error "task-shard: needles denser than the document holds" "too short" build/data_tool task-shard --data "$corpus" --doc-tokens 256 --tokens 1K --needle-every 16 --out "$work/y.bin"
+expect_error "task-shard: --lead-needle above 1" "--lead-needle 2 must be in" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-needle 2 --out "$work/y.bin"
 expect_error "task-shard: fewer tokens than a document" "--tokens" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 100 --out "$work/y.bin"
 
 # 3. train with retrieval documents mixed in and a length curriculum: killed and resumed, or run
