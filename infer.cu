@@ -33,7 +33,7 @@ struct InferFlags {
     std::string checkpoint = "out/train", prompt, prompt_file, ppl_file, device = "auto", attention = "flash";
     int max_new = 200, top_k = 40, seed = 1, ctx = 0, cp = 1, simulate_ranks = 0, chunk = 0, min_doc_tokens = 0;
     std::string windows = "auto", per_position, save_cache, load_cache, prompts_file, tasks, tasks_out;
-    int task_batch = 16;
+    int task_batch = 16, logn_attn = 0;
     bool truncate = false;
     float temperature = 0.8f, top_p = 0.95f;
     std::vector<std::string> given;  // the flags on the command line, for the flags that do nothing in some modes
@@ -78,6 +78,9 @@ static InferFlags parse_flags(int argc, char** argv) {
                                         "data_tool tasks writes them): greedy continuations, accuracy by task, length and depth");
     flags.add_string("tasks-out", &f.tasks_out, "--tasks: write PREFIX.csv, PREFIX_items.csv and the heatmap PREFIX.png");
     flags.add_int("task-batch", &f.task_batch, "--tasks: the most sequences prefilled and decoded at once (fewer when memory is short)");
+    flags.add_int("logn-attn", &f.logn_attn, "log-n attention in the NoPE layers: a query at position p >= N scaled by "
+                                             "ln(p + 1) / ln(N), N best the longest window trained on (0: off; default: the "
+                                             "checkpoint's)");
     flags.add_bool("truncate", &f.truncate, "--tasks: read a prompt longer than --ctx in its last --ctx tokens (else it is an error)");
     flags.parse(argc, argv);
     for (const std::string& name : flags.names())
@@ -197,6 +200,17 @@ static LoadedModel load_model(const std::string& checkpoint) {
     m.tok.load_serialized(m.ck.tokenizer);
     if (m.tok.vocab_size() != m.ck.cfg.vocab_size) fatal("checkpoint %s: tokenizer and model vocab sizes differ", m.path.c_str());
     return m;
+}
+
+// --logn-attn replaces the checkpoint's setting: it scales queries, it has no weights of its own.
+static void apply_logn_attn(const InferFlags& f, LoadedModel& m) {
+    if (!f.was_given("logn-attn")) return;
+    const std::string why = logn_attn_error(f.logn_attn, m.ck.cfg.nope_layers);
+    if (!why.empty()) fatal("%s", why.c_str());
+    m.ck.cfg.logn_attn = f.logn_attn;
+    if (f.logn_attn)
+        std::fprintf(stderr, "note: log-n attention in NoPE layers %s: queries at positions >= %d scaled by ln(p + 1) / ln(%d)\n",
+                     int_list_text(m.ck.cfg.nope_layers).c_str(), f.logn_attn, f.logn_attn);
 }
 
 // Where and at what size every mode computes, once the flags and the checkpoint are known.
@@ -632,7 +646,8 @@ static int main_body(int argc, char** argv) {
     const Device dev = resolve_device(f.device);
     const AttnBackend attn = parse_attention_backend(f.attention, /*doc_mask=*/false);
     const InferInputs in = read_inputs(f);
-    const LoadedModel m = load_model(f.checkpoint);
+    LoadedModel m = load_model(f.checkpoint);
+    apply_logn_attn(f, m);
     const InferPlan plan = make_plan(f, dev, attn, m);
     if (!f.tasks.empty()) return score_task_file(f, plan, m, in.task_items);
     if (!f.ppl_file.empty()) return score_perplexity(f, plan, m, in.ppl_text);

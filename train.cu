@@ -32,7 +32,7 @@ struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
     std::string attn = "dense", dense_layers, dilated_layers, nope_layers;
     PatternFlags pattern;  // each pattern module's flags (add_pattern_flags)
-    int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600;
+    int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600, logn_attn = 0;
     float lr = 2e-3f, min_lr_frac = 0.1f, weight_decay = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
     int warmup = 60, seed = 1337, val_every = 100, val_batches = 8, ckpt_every = 200, log_every = 10;
     bool resume = false, doc_mask = true, deterministic = false;
@@ -86,6 +86,8 @@ static void add_model_flags(Flags& flags, TrainArgs& a) {
     flags.add_int("heads", &a.heads, "attention heads (head dim = width/heads must be 64 or 128)");
     flags.add_float("rope-theta", &a.rope_theta, "rotary embedding base");
     flags.add_string("nope-layers", &a.nope_layers, "layers without rotary embedding (NoPE: q and k match by content at any distance), e.g. 1,3,5");
+    flags.add_int("logn-attn", &a.logn_attn, "log-n attention in the NoPE layers: a query at position p >= N scaled by "
+                                             "ln(p + 1) / ln(N) (0: off; recorded in the checkpoint; infer may change it)");
     flags.add_string("attn", &a.attn, ("attention pattern of the layers: " + attn_kind_names() + ", or a comma list of them cycled over the layers (docs/attention-spec.md)").c_str());
     flags.add_string("dense-layers", &a.dense_layers, "layers that stay dense in a model of another --attn pattern, e.g. 0,5");
     flags.add_string("dilated-layers", &a.dilated_layers, "layers that are dilated (--segments, --dilations) in a model of another --attn pattern, e.g. 3,7");
@@ -236,6 +238,7 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
     if (rope_bases_differ(now, saved))
         return "--rope-theta differs from the checkpoint's model";
     if (now.nope_layers != saved.nope_layers) return "--nope-layers differs from the checkpoint's model";
+    if (now.logn_attn != saved.logn_attn) return differs("--logn-attn", now.logn_attn, saved.logn_attn);
     for (int l = 0; l < now.n_layer; l++) {
         const AttnPattern a = now.attn(l), b = saved.attn(l);
         if (a.causal != b.causal) return "layer " + std::to_string(l) + " of the checkpoint's model is " + (b.causal ? "" : "not ") + "causal, which train does not make";
@@ -286,6 +289,7 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
     cfg.vocab_size = vocab_size;
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
     cfg.nope_layers = parse_int_list(a.nope_layers, "--nope-layers");
+    cfg.logn_attn = a.logn_attn;
     validate_config(cfg);  // before sizing anything by --layers or --width
     if (flags.was_set("rope-theta") && !rotates_any_layer(cfg))
         fatal("--rope-theta has no effect: every layer is NoPE (--nope-layers %s), so nothing rotates; drop --rope-theta or "
@@ -547,7 +551,8 @@ static void report_model_and_data(const TrainArgs& a, const GPTConfig& cfg, cons
     std::printf("model: %d layers, width %d, %d heads of %d, vocab %d: %.2fM parameters | backend %s\n", cfg.n_layer, cfg.n_embd,
                 cfg.n_head, cfg.head_dim(), cfg.vocab_size, model.num_params() / 1e6, model.name().c_str());
     if (!cfg.nope_layers.empty())
-        std::printf("rotary embedding: base %g, none in layers %s (NoPE)\n", cfg.rope_theta, int_list_text(cfg.nope_layers).c_str());
+        std::printf("rotary embedding: base %g, none in layers %s (NoPE)%s\n", cfg.rope_theta, int_list_text(cfg.nope_layers).c_str(),
+                    cfg.logn_attn ? (", log-n attention from position " + std::to_string(cfg.logn_attn)).c_str() : "");
     std::printf("data: %llu train tokens (%llu windows of %d), %llu val tokens | %lld tokens per step, %d steps\n",
                 (unsigned long long)corpus.train.n_tokens(), (unsigned long long)train.corpus_windows(), a.seq_len,
                 (unsigned long long)corpus.val.n_tokens(), (long long)a.batch * a.seq_len, a.steps);

@@ -5,6 +5,7 @@
 // has no positional embedding (NoPE), and its forward and backward are the identity.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <vector>
 #include "layers/common.h"
@@ -86,4 +87,30 @@ void rope_backward(T* dinp,         // (B, T, 3, H, D)
             }
         }
     }
+}
+
+// Log-n attention (Qwen's use_logn_attn; Llama 4 scales its NoPE layers' queries alike): the
+// query at position p is multiplied by ln(p + 1) / ln(base) when p + 1 > base, else left as it
+// is. A query attends over p + 1 keys; past the windows a model trained on, a softmax over more
+// keys of similar scores flattens (its entropy grows like ln n), and a needle's one large score
+// drowns. Scaling the logits by ln n / ln base keeps their spread growing with the keys. With
+// base the longest training window it is 1 wherever the model trained. Base 0: nothing scales.
+inline double logn_query_scale(int pos, int base) {
+    return base > 0 && (long long)pos + 1 > base ? std::log((double)pos + 1) / std::log((double)base) : 1.0;
+}
+
+// In place on q (slot 0 of each token's row); k and v unchanged. The map is diagonal, so the
+// backward is the same call on the gradient (dq scaled alike).
+template <typename T>
+void logn_scale_queries(T* qkv,         // (B, T, 3, H, D)
+                        const int* pos,  // (T) global position of each token
+                        int B, int Tn, int H, int D, int base) {
+    if (base == 0) return;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tn; t++) {
+            const T s = (T)logn_query_scale(pos[t], base);
+            if (s == T(1)) continue;
+            T* q = qkv + ((size_t)b * Tn + t) * 3 * H * D;
+            for (int i = 0; i < H * D; i++) q[i] *= s;
+        }
 }

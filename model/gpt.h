@@ -330,6 +330,7 @@ struct GPT {
             else
                 attention_backward(dqkv, dqkv + C, dqkv + 2 * C, datty.data(), a.atty, a.att_lse, qkv, qkv + C,
                                    qkv + 2 * C, pos.data(), ds, cfg.attn(l), s, scale);
+            logn_scale_queries(dqkv_rot.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_logn_base(l));
             std::fill(dqkv_pre.begin(), dqkv_pre.end(), T(0));
             rope_backward(dqkv_pre.data(), dqkv_rot.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_rope_theta(l));
             std::fill(dln.begin(), dln.end(), T(0));
@@ -355,6 +356,7 @@ struct GPT {
         layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, w.ln1w, w.ln1b, BT, C);
         matmul_forward(qkv_pre.data(), a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);                  // (B, T, 3, H, D)
         rope_forward(a.qkv, qkv_pre.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_rope_theta(l));
+        logn_scale_queries(a.qkv, pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_logn_base(l));
         const T* qkv = a.qkv;
         if (cp)
             ring_attention_forward(*cp, RingPlan(cfg.attn(l), cp->size(), Tn * cp->size()), a.atty, a.att_lse, qkv,

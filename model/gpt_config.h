@@ -19,6 +19,10 @@ struct GPTConfig {
     // Layers without rotary embedding (NoPE: their attention matches q and k by content alone,
     // the same at every distance), sorted; the rest rotate with rope_theta.
     std::vector<int> nope_layers;
+    // Log-n attention in the NoPE layers (0: off): a query at position p >= logn_attn is scaled
+    // by ln(p + 1) / ln(logn_attn) (layers/rope.h logn_scale_queries). Set it to the longest
+    // window trained on, where it changes nothing, to read further.
+    int logn_attn = 0;
     // One pattern per layer. Empty means every layer is dense causal. A per-layer setting so
     // later patterns (dilated, block-sparse) can mix with dense layers.
     std::vector<AttnPattern> layer_attn;
@@ -28,6 +32,10 @@ struct GPTConfig {
     // The rotary base of a layer: 0 for a NoPE layer (layers/rope.h: base 0 rotates nothing).
     float layer_rope_theta(int layer) const {
         return std::binary_search(nope_layers.begin(), nope_layers.end(), layer) ? 0.0f : rope_theta;
+    }
+    // The log-n base of a layer's queries: logn_attn in a NoPE layer, else 0 (no scaling).
+    int layer_logn_base(int layer) const {
+        return logn_attn && std::binary_search(nope_layers.begin(), nope_layers.end(), layer) ? logn_attn : 0;
     }
 };
 
@@ -68,6 +76,16 @@ inline std::string nope_layers_error(const std::vector<int>& layers, int n_layer
         if (i && layers[i] <= layers[i - 1]) return "--nope-layers must list distinct layers in increasing order (got " +
                                                     std::to_string(layers[i - 1]) + " before " + std::to_string(layers[i]) + ")";
     }
+    return "";
+}
+
+// Log-n attention: one rule for --logn-attn (train and infer) and the checkpoint's config.
+inline std::string logn_attn_error(int base, const std::vector<int>& nope_layers) {
+    if (base == 0) return "";
+    if (base < 2 || base > kMaxSeqLen)
+        return "--logn-attn must be 0 (off) or a window length in [2, " + std::to_string(kMaxSeqLen) + "] (got " + std::to_string(base) + ")";
+    if (nope_layers.empty())
+        return "--logn-attn scales the queries of NoPE layers and the model has none (train --nope-layers makes them): drop --logn-attn";
     return "";
 }
 
@@ -115,6 +133,8 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
     if (!theta.empty()) fatal("%s", theta.c_str());
     const std::string nope = nope_layers_error(c.nope_layers, c.n_layer);
     if (!nope.empty()) fatal("%s", nope.c_str());
+    const std::string logn = logn_attn_error(c.logn_attn, c.nope_layers);
+    if (!logn.empty()) fatal("%s", logn.c_str());
 }
 
 // The per-layer patterns from the flags: --attn, a pattern name or a comma list of them cycled
@@ -156,7 +176,8 @@ inline std::string config_to_json(const GPTConfig& c) {
              c.vocab_size, c.n_layer, c.n_embd, c.n_head, c.rope_theta);
     // Written only when there are NoPE layers, so configs without them read as before.
     const std::string nope = c.nope_layers.empty() ? "" : "\"nope_layers\":[" + int_list_text(c.nope_layers) + "],";
-    return std::string(buf) + nope + "\"layer_attn\":" + attn + "}";
+    const std::string logn = c.logn_attn ? "\"logn_attn\":" + std::to_string(c.logn_attn) + "," : "";  // likewise
+    return std::string(buf) + nope + logn + "\"layer_attn\":" + attn + "}";
 }
 
 // Throws JsonError on a malformed or incomplete config (values of the wrong type or outside
@@ -181,5 +202,6 @@ inline GPTConfig config_from_json(const std::string& text) {
         if (nope.size() > (size_t)kMaxLayers) throw JsonError("nope_layers has too many entries");
         for (const Json& l : nope) c.nope_layers.push_back((int)l.as_int("nope_layers", -kInt, kInt));
     }
+    if (j.has("logn_attn")) c.logn_attn = (int)j.at("logn_attn").as_int("logn_attn", -kInt, kInt);  // validate_config: logn_attn_error
     return c;
 }

@@ -546,6 +546,7 @@ class CudaBackend : public ModelBackend {
         layernorm_forward_cuda(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, w.ln1w, w.ln1b, BT, C, stream_);
         matmul_forward_cuda(qkv_pre_, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C, stream_);  // (B, T, 3, H, D)
         rope_forward_cuda(a.qkv, qkv_pre_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_rope_theta(l), stream_);
+        logn_scale_queries_cuda(a.qkv, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_);
         attention_forward(a.atty, a.lse, a.qkv, cfg_.attn(l));                       // (B, T, H, D)
         matmul_forward_cuda(tmp_, a.atty, w.projw, w.projb, BT, C, C, stream_);
         residual_forward_cuda(a.resid_attn, x_in, tmp_, (size_t)BT * C, stream_);
@@ -593,6 +594,7 @@ class CudaBackend : public ModelBackend {
             // Attention.
             matmul_backward_cuda(datty_, dw.projw, dw.projb, dresid_, a.atty, w.projw, BT, C, C, stream_);
             attention_backward(dqkv_, datty_, a.atty, a.lse, a.qkv, cfg_.attn(l));
+            logn_scale_queries_cuda(dqkv_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_);
             rope_backward_cuda(dqkv_, dqkv_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_rope_theta(l), stream_);
             matmul_backward_cuda(dln_, dw.qkvw, dw.qkvb, dqkv_, a.ln1, w.qkvw, BT, C, 3 * C, stream_);
             layernorm_backward_cuda(dresid_, dw.ln1w, dw.ln1b, dln_, x_in, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, C, ln_scratch, stream_);

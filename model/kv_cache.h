@@ -147,6 +147,7 @@ class KVCache {
             layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(), w.ln1w, w.ln1b, BN, C);
             matmul_forward(qkv_pre_.data(), ln_.data(), w.qkvw, w.qkvb, BN, C, 3 * C);
             rope_forward(qkv_.data(), qkv_pre_.data(), qpos, B_, n, H, D, cfg.layer_rope_theta(l));  // (B, n, 3, H, D)
+            logn_scale_queries(qkv_.data(), qpos, B_, n, H, D, cfg.layer_logn_base(l));
             Layer& c = layers_[l];
             const AttnPattern& pat = cfg.attn(l);
             if (n == 1 && pattern_decodes_one_token(pat)) {  // one token: straight against the branches

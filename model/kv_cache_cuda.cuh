@@ -273,6 +273,7 @@ class KVCacheCuda : public IncrementalModel {
             layernorm_forward_cuda(ln_, mean_, rstd_, x_, w.ln1w, w.ln1b, BN, C, st);
             matmul_forward_cuda(qkv_pre_, ln_, w.qkvw, w.qkvb, BN, C, 3 * C, st);
             rope_forward_cuda(qkv_, qkv_pre_, qpos, B_, n, H, D, cfg_.layer_rope_theta(l), st);  // (B, n, 3, H, D)
+            logn_scale_queries_cuda(qkv_, qpos, B_, n, H, D, cfg_.layer_logn_base(l), st);
             if (decoding) {
                 cache_append_cuda(layers_[l], qkv_, decode_pos_, 1, B_, H, D, st);
                 attention_decode_cuda(atty_, lse_, qkv_, 3 * C, layers_[l], decode_pos_, B_, H, D, scale, kDecodePieceRows,

@@ -31,6 +31,11 @@
 #   dense32k-nope  dense32k with layers 1, 3, 5 NoPE (no rotary embedding: content matching at any distance)
 #   dense128k-nope dense32k-nope with a last stage of 128K windows (from step S32K)
 #   fixwin-nope    fixwin with its fixed layers (1, 3, 5) NoPE
+#   dense128k-nope-lead  dense128k-nope on retrieval documents of which a fraction LEAD open with a needle
+#              (data with LEAD=0.5: a needle right after the intro, depth 0, asked from anywhere later)
+#   ln-r4      dilated, segments 2048, 8192, 32768 with dilations 1, 2, 4 (r <= 6 heads: every row is kept by
+#              some head in every branch), 2K then 32K: one side of the r > H question
+#   ln-r16     the same with dilations 1, 4, 16 (the 32K branch keeps 6 of 16 row classes): the other side
 #   fixwin32   fixwin without its 2K stage: 32K windows from the first step (every window crosses block
 #              borders, so the summary path is what the fixed layers learn first), then 256K as fixwin
 # SHARDS, LENGTHS, SAMPLES, TOKENS and LR narrow or change what `data` makes and the runs take.
@@ -81,6 +86,12 @@ M_ARGS() {  # the flags of model $1
                        "--mix $D/tasks2k.bin:0.5;$D/tasks8k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         fixwin-nope) echo "--attn block-sparse,fixed --nope-layers 1,3,5 --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 2048 --batch 64"\
                        "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+        dense128k-nope-lead) echo "--attn dense --nope-layers 1,3,5 --seq-len 2048 --batch 64 --steps $STEPS --schedule 8192x16@$S2K,32768x4@$S8K,131072x1@$S32K"\
+                       "--mix $D/tasks2k-lead.bin:0.5;$D/tasks8k-lead.bin:0.5;$D/tasks32k-lead.bin:0.5;$D/tasks256k-lead.bin:0.5" ;;
+        ln-r4)    echo "--attn dilated --segments 2048,8192,32768 --dilations 1,2,4 --seq-len 2048 --batch 64 --steps $STEPS"\
+                       "--schedule 32768x4@$S2K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5" ;;
+        ln-r16)   echo "--attn dilated --segments 2048,8192,32768 --dilations 1,4,16 --seq-len 2048 --batch 64 --steps $STEPS"\
+                       "--schedule 32768x4@$S2K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5" ;;
         fixwin32) echo "--attn block-sparse,fixed --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 32768 --batch 4"\
                        "--steps $STEPS --schedule 262144x1@$S32K --mix $D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
@@ -107,6 +118,10 @@ for step in "$@"; do
                 IFS=: read -r len every pk <<< "$spec"
                 [ -f "$D/tasks$((len / 1024))k.bin" ] || "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$len" --tokens 50M \
                     --needle-every "$every" --passkey-every "$pk" --seed 7 --out "$D/tasks$((len / 1024))k.bin"
+                # LEAD=F: also the shards whose documents open with a needle in a fraction F (the -lead models)
+                [ -z "${LEAD:-}" ] || [ -f "$D/tasks$((len / 1024))k-lead.bin" ] || "$BIN/data_tool" task-shard --data "$CORPUS" \
+                    --doc-tokens "$len" --tokens 50M --needle-every "$every" --passkey-every "$pk" --lead-needle "$LEAD" --seed 7 \
+                    --out "$D/tasks$((len / 1024))k-lead.bin"
             done
             for L in "${LENGTHS[@]}"; do
                 [ -f "$D/eval_$L.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task passkey,multikey --lengths "$L" \

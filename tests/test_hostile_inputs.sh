@@ -82,6 +82,28 @@ edited "$work/nope_twice_key" 10000 '"nope_layers":[0],"nope_layers":[1],'
 refused "infer, checkpoint config with nope_layers given twice" 'key "nope_layers" given twice' \
     ./build/infer --device cpu --checkpoint "$work/nope_twice_key" --prompt "In" --max-new 2
 
+# ---- log-n attention: NoPE layers' queries only, a base of at least 2; recorded, and infer may change it
+refused "train --logn-attn without NoPE layers" "--logn-attn scales the queries of NoPE layers and the model has none" \
+    ./build/train "${tiny[@]}" --logn-attn 16 --out "$work/logn_no_nope"
+refused "train --logn-attn 1" "--logn-attn must be 0 (off) or a window length in [2," \
+    ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 1 --out "$work/logn_one"
+[ ! -e "$work/logn_no_nope" ] && [ ! -e "$work/logn_one" ] && pass "the refused runs left no --out" || fail "a refused --logn-attn run made its --out"
+accepted "train --logn-attn 16 with NoPE layer 1 (windows of 32: rows 16..31 scaled)" \
+    ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 16 --out "$work/logn_ok"
+grep -qF 'logn_attn\":16,' "$work/logn_ok/ckpt_00000002.safetensors" && pass "--logn-attn is recorded in the checkpoint's config" \
+    || fail "--logn-attn 16 is not in the checkpoint's config"
+refused "train --resume with another --logn-attn" "--logn-attn is 8 but the checkpoint's model has 16" \
+    ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 8 --resume --out "$work/logn_ok"
+refused "infer --logn-attn on a model without NoPE layers" "the model has none (train --nope-layers makes them)" \
+    ./build/infer --device cpu --checkpoint "$base" --prompt "In" --max-new 2 --logn-attn 64
+refused "infer --logn-attn -3" "--logn-attn must be 0 (off) or a window length" \
+    ./build/infer --device cpu --checkpoint "$work/logn_ok" --prompt "In" --max-new 2 --logn-attn -3
+accepted "infer --logn-attn 0 (off) and 64 on the log-n checkpoint" bash -c "./build/infer --device cpu --checkpoint $work/logn_ok \
+    --prompt In --max-new 2 --logn-attn 0 && ./build/infer --device cpu --checkpoint $work/logn_ok --prompt In --max-new 2 --logn-attn 64"
+edited "$work/logn_edit" 10000 '"nope_layers":[1],"logn_attn":1,'
+refused "infer, checkpoint with logn_attn 1" "--logn-attn must be 0 (off) or a window length" \
+    ./build/infer --device cpu --checkpoint "$work/logn_edit" --prompt "In" --max-new 2
+
 # ---- integer lists: digits and an optional '-' only (strtol alone took ' 1' and '+1', not '1 ')
 refused "train --nope-layers ' 1'" "--nope-layers expects a comma-separated list of integers" \
     ./build/train "${tiny[@]}" --nope-layers ' 1' --out "$work/nope_space"

@@ -59,10 +59,11 @@ static size_t encoded_size(const GPT<float>& m) {
     return n;
 }
 
-static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}) {
+static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int logn_attn = 0) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.nope_layers = nope_layers;
+    cfg.logn_attn = logn_attn;
     GPT<double> m(cfg);
     m.init_weights(seed);
     // Larger weights than the init so every path carries a gradient well above rounding.
@@ -84,7 +85,8 @@ static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}) {
         if (!(err <= tol)) report(false, ("gradient of " + t.name).c_str(), err, tol);
         if (!(err <= worst)) worst = err, worst_name = t.name;
     }
-    const std::string nope = nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers);
+    const std::string nope = (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
+                             (logn_attn ? ", log-n attention from position " + std::to_string(logn_attn) : "");
     report(worst <= tol, ("model gradient" + nope + ", all tensors (worst " + worst_name + ")").c_str(), worst, tol);
 }
 
@@ -110,6 +112,40 @@ static void test_nope_layers(uint64_t seed) {
     const double lb2 = b.forward(x.tokens.data(), x.targets.data(), nullptr, x.B, x.T, gapped.data());
     report(std::fabs(lb2 - lb) < 1e-12 && std::fabs(la2 - la) > 1e-4,
            "all-NoPE model: a gap between tokens changes nothing (rotary: it does)", std::fabs(lb2 - lb), 1e-12);
+}
+
+// Log-n attention scales the NoPE layers' queries at positions >= its base and nothing else: with
+// the base past every position the loss is the same to the bit; with it inside, it differs.
+static void test_logn_attn(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig cfg = tiny_config();
+    cfg.nope_layers = {0, 1};
+    GPT<double> a(cfg);
+    a.init_weights(seed);
+    for (double& w : a.params) w += rng.uniform(-0.3, 0.3);
+    const Batch x = random_batch(rng, cfg.vocab_size);  // positions 1000 ...
+    auto loss_with = [&](int base) {
+        GPTConfig c = cfg;
+        c.logn_attn = base;
+        GPT<double> m(c);
+        m.params = a.params;
+        return m.forward(x.tokens.data(), x.targets.data(), nullptr, x.B, x.T, x.pos.data());
+    };
+    const double off = loss_with(0), past = loss_with(1000 + x.T), inside = loss_with(100);
+    report(past == off, "log-n attention with its base past every position changes nothing", std::fabs(past - off), 0);
+    report(std::fabs(inside - off) > 1e-4, "log-n attention from position 100 changes the loss (control)", std::fabs(inside - off), 1e-4);
+    report(logn_query_scale(999, 1000) == 1.0 && logn_query_scale(1000, 1000) == std::log(1001.0) / std::log(1000.0) &&
+               logn_query_scale(1 << 20, 0) == 1.0,
+           "log-n scale: 1 below the base, ln(p + 1) / ln(base) from it, 1 with base 0", 0, 0);
+    GPTConfig rot = tiny_config();
+    rot.logn_attn = 64;
+    std::string what;
+    try {
+        validate_config(rot, /*allow_any_head_dim=*/true);
+    } catch (const FatalError& e) {
+        what = e.what();
+    }
+    report(what.find("NoPE layers") != std::string::npos, "log-n attention in a model without NoPE layers is refused", 0, 0);
 }
 
 static void test_float_matches_double(uint64_t seed) {
@@ -198,7 +234,7 @@ static void test_overfit(uint64_t seed) {
 
 static void test_checkpoint_roundtrip(uint64_t seed) {
     GPTConfig cfg = tiny_config();
-    cfg.nope_layers = {1};  // recorded in the config, read back
+    cfg.nope_layers = {1}, cfg.logn_attn = 1003;  // recorded in the config, read back
     CpuBackend m(cfg);
     m.init_weights(seed);
     gc::Rng rng(seed);
@@ -310,11 +346,13 @@ static void test_recompute_policies(uint64_t seed) {
 // layer's cache stays within its bound, the dense one keeps every row.
 // Dilated patterns: nested segments; and segments that do not divide one another, with a dilation
 // above the head count (offset classes that no head keeps) and one that does not divide its segment.
-static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows, std::vector<int> nope_layers = {}) {
+static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows, std::vector<int> nope_layers = {},
+                          int logn_attn = 0) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.n_layer = 3;
     cfg.nope_layers = nope_layers;
+    cfg.logn_attn = logn_attn;
     AttnPattern bs;
     bs.kind = AttnKind::BlockSparse, bs.block = 2, bs.window = 3, bs.global = 1;
     cfg.layer_attn = {AttnPattern{}, dil, bs};
@@ -346,7 +384,8 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
     }
     const std::string name = "KV cache == full forward, dilated w " + std::to_string(dil.segments[0]) + "," +
                              std::to_string(dil.segments[1]) + " r " + std::to_string(dil.dilations[0]) + "," +
-                             std::to_string(dil.dilations[1]) + (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers));
+                             std::to_string(dil.dilations[1]) + (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
+                             (logn_attn ? ", log-n from " + std::to_string(logn_attn) : "");
     report(worst < 1e-10, name.c_str(), worst, 1e-10);
     // sum_i ceil(w_i / r_i) packed rows per head, of 2 x width values, per sequence.
     const size_t bound = (size_t)B * packed_rows * 2 * cfg.n_embd * sizeof(double);
@@ -444,7 +483,9 @@ static int main_body(int argc, char** argv) {
     std::printf("test_model_cpu: seed %llu\n", (unsigned long long)seed);
     test_gradients(seed);
     test_gradients(seed, {1});
+    test_gradients(seed, {0, 1}, 30);
     test_nope_layers(seed);
+    test_logn_attn(seed);
     test_float_matches_double(seed);
     test_document_mask(seed);
     test_determinism(seed);
@@ -454,6 +495,7 @@ static int main_body(int argc, char** argv) {
     test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {4, 8}, {1, 2}), 4 + 4);
     test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {6, 9}, {4, 3}), 2 + 3);
     test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {6, 9}, {4, 3}), 2 + 3, {0, 2});
+    test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10);
     test_sliding_perplexity(seed, false);
     test_sliding_perplexity(seed, true);
     test_kv_cache_file(seed);

@@ -155,3 +155,34 @@ inline void rope_backward_cuda(bf16* dinp,         // (B, T, 3, H, D)
                                int B, int T, int H, int D, float theta, cudaStream_t stream) {
     rope_launch_(-1, dinp, dout, pos, B, T, H, D, theta, stream);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Log-n attention on the queries (CPU reference: logn_scale_queries in layers/rope.h): q at
+// position p times ln(p + 1) / ln(base) when p + 1 > base. The factor is formed in double, as the
+// reference's, and rounded to float; one thread per 8 elements of q (16-byte accesses).
+
+__global__ void logn_scale_queries_kernel(bf16* qkv, const int* pos, int B, int T, int H, int D, int base) {
+    const int groups = H * D / 8;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long long)B * T * groups) return;
+    const long long bt = idx / groups;
+    const int p = pos[bt % T];
+    if ((long long)p + 1 <= base) return;
+    const float s = (float)(log((double)p + 1) / log((double)base));
+    bf16* q = qkv + (size_t)bt * 3 * H * D + (size_t)(idx % groups) * 8;
+    x128 x = load128(q);
+    for (int k = 0; k < 8; k++) x[k] = __float2bfloat16(__bfloat162float(x[k]) * s);
+    store128(q, x);
+}
+
+// In place on q (slot 0); base 0 launches nothing. The backward is the same call on dqkv.
+inline void logn_scale_queries_cuda(bf16* qkv,         // (B, T, 3, H, D)
+                                    const int* pos,    // (T) device
+                                    int B, int T, int H, int D, int base, cudaStream_t stream) {
+    if (base == 0) return;
+    if (D % 8 != 0 || !is_aligned16(qkv)) fatal("logn_scale_queries: head dim %d must be a multiple of 8, the buffer 16-byte aligned", D);
+    const long long threads = (long long)B * T * H * D / 8;
+    if (threads == 0) return;
+    logn_scale_queries_kernel<<<ceil_div(threads, 128), 128, 0, stream>>>(qkv, pos, B, T, H, D, base);
+    CUDA_CHECK_LAST();
+}

@@ -473,6 +473,33 @@ static void test_rope() {
     }
 }
 
+// Log-n attention's query scaling (in place on q; k and v must come back untouched), with the
+// base inside the rows (some scaled, some not), below them all, and a decoded token far out.
+static void test_logn_scale() {
+    if (!selected("rope")) return;
+    struct LognCase {
+        int D, offset, T, base;
+    };
+    const LognCase cases[] = {{64, 0, 0, 100}, {128, 1000000, 0, 131072}, {64, 1048575, 1, 32768}, {64, 50, 1, 4096}};
+    int variant = 0;
+    for (const LognCase& lc : cases) {
+        gc::Rng rng = case_rng("logn", variant++);
+        const int B = 2, T = lc.T ? lc.T : S(301, 11), H = 5, D = lc.D;
+        const std::string shape = fmt("B=%d T=%d H=%d D=%d pos0=%d base=%d", B, T, H, D, lc.offset, lc.base);
+        const size_t n = (size_t)B * T * 3 * H * D;
+        std::vector<int> pos(T);
+        for (int t = 0; t < T; t++) pos[t] = lc.offset + t;
+        VF x = rand_bf16(n, rng, -1, 1);
+        DBuf<int> d_pos(T);
+        DBuf<bf16> d_x(n);
+        up(d_pos, pos), up(d_x, x);
+        VD ref = to_d(x);
+        logn_scale_queries(ref.data(), pos.data(), B, T, H, D, lc.base);
+        logn_scale_queries_cuda(d_x.p, d_pos.p, B, T, H, D, lc.base, g_stream);
+        check_vs_base("fwd", "logn_scale_queries", shape, down(d_x), ref, round_bf16(ref));
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // gelu, residual (elementwise); also the checker's own sanity
 
@@ -1012,6 +1039,7 @@ static int main_body(int argc, char** argv) {
     test_matmul_forward();
     test_matmul_backward();
     test_rope();
+    test_logn_scale();
     test_gelu();
     test_residual();
     test_classifier();
