@@ -781,13 +781,19 @@ class TrainLoop {
 
     void log_step(const StepResult& r) {
         t_train_ += r.seconds, tokens_timed_ += (double)r.tokens, tokens_left_ -= r.tokens;
-        const double tok_s = tokens_timed_ / t_train_;
+        // The rate since the last printed line, not over the run: a length curriculum slows from
+        // stage to stage (dense 128K windows train ~27x slower per token than 2K ones on an H200),
+        // and a run average would promise an ETA minutes too short.
+        recent_s_ += r.seconds, recent_tokens_ += (double)r.tokens;
+        const double tok_s = recent_tokens_ / std::max(recent_s_, 1e-9);
         if (r.skipped) return;
         // %.9g prints a float exactly, so a resumed run can be compared bit for bit.
         std::fprintf(in_.metrics, "%d,train,%.9g,%.6g,%.6g,%.1f,%.3f\n", step_, r.loss, r.lr, r.norm, r.tokens / r.seconds, now_s() - t_start_);
-        if (say() && (step_ % a_.log_every == 0 || step_ == 1 || step_ == a_.steps))
+        if (say() && (step_ % a_.log_every == 0 || step_ == 1 || step_ == a_.steps)) {
             std::printf("step %5d/%d | loss %.6f | lr %.2e | norm %6.3f | %7.0f tok/s | ETA %s\n", step_, a_.steps, r.loss, r.lr, r.norm,
                         tok_s, fmt_duration((double)tokens_left_ / tok_s).c_str());
+            recent_s_ = 0, recent_tokens_ = 0;
+        }
     }
 
     void validate_if_due() {
@@ -851,7 +857,8 @@ class TrainLoop {
     std::unique_ptr<DataLoader> val_;
     const AdamWConfig opt_;
     long long tokens_left_ = 0;  // for the ETA
-    double t_start_ = 0, t_train_ = 0, tokens_timed_ = 0;  // time and tokens in steps (not validation), for tokens/s and the ETA
+    double t_start_ = 0, t_train_ = 0, tokens_timed_ = 0;  // time and tokens in steps (not validation): the run's tokens/s
+    double recent_s_ = 0, recent_tokens_ = 0;              // the same since the last printed step: its tokens/s and the ETA
     int bad_in_a_row_ = 0;
     double last_val_ = NAN;
     int kill_at_step_ = -1;
