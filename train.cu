@@ -289,8 +289,12 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
     cfg.vocab_size = vocab_size;
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
     cfg.nope_layers = parse_int_list(a.nope_layers, "--nope-layers");
-    cfg.logn_attn = a.logn_attn;
+    // On --resume the model flags left out are the checkpoint's: a lone --logn-attn is compared
+    // with its model (require_model_flags_fit), not checked against NoPE layers nobody gave.
+    const bool logn_alone = a.resume && !flags.was_set("nope-layers");
+    cfg.logn_attn = logn_alone ? 0 : a.logn_attn;
     validate_config(cfg);  // before sizing anything by --layers or --width
+    cfg.logn_attn = a.logn_attn;
     if (flags.was_set("rope-theta") && !rotates_any_layer(cfg))
         fatal("--rope-theta has no effect: every layer is NoPE (--nope-layers %s), so nothing rotates; drop --rope-theta or "
               "leave a layer out of --nope-layers", a.nope_layers.c_str());
@@ -304,7 +308,8 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
 
 // Model flags given now must describe the checkpoint's model; flags left out take it.
 static void require_model_flags_fit(const GPTConfig& from_flags, const GPTConfig& saved, const Flags& flags) {
-    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "attn", "dense-layers", "dilated-layers"};
+    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "logn-attn", "attn", "dense-layers",
+                                            "dilated-layers"};
     for (const std::string& f : pattern_flag_names()) model_flags.push_back(f);
     const std::string diff = model_difference(from_flags, saved);
     bool any_model_flag = false;

@@ -162,6 +162,11 @@ inline std::vector<AttnPattern> layer_patterns_from_flags(int n_layer, const std
     }
     for (int l : parse_int_list(dense_layers, "--dense-layers")) {
         if (l < 0 || l >= n_layer) fatal("--dense-layers: layer %d does not exist (the model has %d layers)", l, n_layer);
+        // A flag that changes nothing is refused: the user believes it shaped the model.
+        if (std::find(dil.begin(), dil.end(), l) != dil.end())
+            fatal("layer %d is in both --dilated-layers and --dense-layers: give it in one of them", l);
+        if (out[l].kind == AttnKind::Dense)
+            fatal("--dense-layers: layer %d is dense already (--attn %s), so the flag changes nothing: drop it", l, attn.c_str());
         out[l] = AttnPattern{};
     }
     return out;

@@ -94,6 +94,8 @@ grep -qF 'logn_attn\":16,' "$work/logn_ok/ckpt_00000002.safetensors" && pass "--
     || fail "--logn-attn 16 is not in the checkpoint's config"
 refused "train --resume with another --logn-attn" "--logn-attn is 8 but the checkpoint's model has 16" \
     ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 8 --resume --out "$work/logn_ok"
+refused "train --resume with --logn-attn alone (no other model flag)" "drop the model flags when resuming" \
+    ./build/train "${tiny[@]}" --logn-attn 8 --resume --out "$work/logn_ok"
 refused "infer --logn-attn on a model without NoPE layers" "the model has none (train --nope-layers makes them)" \
     ./build/infer --device cpu --checkpoint "$base" --prompt "In" --max-new 2 --logn-attn 64
 refused "infer --logn-attn -3" "--logn-attn must be 0 (off) or a window length" \
@@ -103,6 +105,15 @@ accepted "infer --logn-attn 0 (off) and 64 on the log-n checkpoint" bash -c "./b
 edited "$work/logn_edit" 10000 '"nope_layers":[1],"logn_attn":1,'
 refused "infer, checkpoint with logn_attn 1" "--logn-attn must be 0 (off) or a window length" \
     ./build/infer --device cpu --checkpoint "$work/logn_edit" --prompt "In" --max-new 2
+
+# ---- --dense-layers that would change nothing, or contradict --dilated-layers
+refused "train --dense-layers 0 in an all-dense model" "layer 0 is dense already (--attn dense)" \
+    ./build/train "${tiny[@]}" --dense-layers 0 --out "$work/dense_dense"
+refused "train --dense-layers and --dilated-layers naming one layer" "layer 1 is in both --dilated-layers and --dense-layers" \
+    ./build/train "${tiny[@]}" --attn block-sparse --block 8 --window 16 --dilated-layers 1 --segments 16,32 --dilations 1,2 \
+    --dense-layers 1 --out "$work/dense_dilated"
+accepted "train --dense-layers 1 in a dilated model" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,2 \
+    --dense-layers 1 --out "$work/dense_in_dilated"
 
 # ---- integer lists: digits and an optional '-' only (strtol alone took ' 1' and '+1', not '1 ')
 refused "train --nope-layers ' 1'" "--nope-layers expects a comma-separated list of integers" \
