@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`: the attention benchmark (ours and cuDNN side by side), dilated attention from 16K
-# to 8M tokens, block-sparse attention from 16K to 1M (with FlexAttention's on the same pattern
-# where PyTorch is installed), ring attention's per-rank compute and predicted ring time, the training throughput
-# of the GPT-2 124M shape, and (where PyTorch is installed, as on the lent GPU machines) the
-# PyTorch flash/cuDNN reference, in one run. Tables go to build/bench/ and the screen.
+# to 8M tokens, block-sparse attention from 16K to 1M, ring attention's per-rank compute and
+# predicted ring time, the training throughput of the GPT-2 124M shape, and, where PyTorch is
+# installed (as on the lent GPU machines), its peers: the PyTorch flash/cuDNN reference,
+# FlexAttention on the block-sparse pattern and a PyTorch LongNet on the dilated one. One run;
+# tables go to build/bench/ and the screen.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-build}
@@ -22,5 +23,7 @@ fi
 if python3 -c "import torch" 2>/dev/null && [ -f scripts/check_attention_torch.py ]; then
     python3 scripts/check_attention_torch.py --out "$OUTDIR/attention_torch.md" ${BENCH_TORCH_ARGS:-}
     python3 scripts/bench_flex_attention.py --out "$OUTDIR/attention_block_sparse_flex.md"
+    # A PyTorch LongNet on the dilated benchmark's problem (it checks itself against the spec first)
+    python3 scripts/bench_longnet_torch.py --out "$OUTDIR/attention_dilated_torch.md"
 fi
 echo; for f in "$OUTDIR"/*.md; do echo "== $f"; cat "$f"; echo; done
