@@ -186,9 +186,17 @@ def main():
             for head in range(h):
                 cls = off % r == head % r
                 mult[head] += (same & cls[:, None] & cls[None, :]).double()
-        s = torch.einsum("bphd,bkhd->bhpk", q, k) / math.sqrt(d) + torch.log(mult)[None]  # log 0 = -inf
-        lse = torch.logsumexp(s, -1)                                                        # (B, H, N)
-        p = torch.where(torch.isinf(lse)[..., None], torch.zeros_like(s), torch.exp(s - lse[..., None]))
+        # Written so that no gradient meets a NaN: masked scores are -inf only where a row has
+        # keys (their softmax weight is then exactly 0), and a row with none is all zeros, then
+        # zeroed by the mask (O = 0, L = -inf, as the spec says).
+        mask = mult > 0                                                             # (H, N, N)
+        logm = torch.where(mask, torch.log(mult.clamp_min(1.0)), torch.full_like(mult, -math.inf))
+        s = torch.einsum("bphd,bkhd->bhpk", q, k) / math.sqrt(d) + logm[None]
+        has_keys = mask.any(-1)[None, ..., None]                                    # (1, H, N, 1)
+        s = torch.where(has_keys, s, torch.zeros_like(s))
+        lse = torch.logsumexp(s, -1)                                                # (B, H, N)
+        p = torch.exp(s - lse[..., None]) * mask[None]
+        lse = torch.where(has_keys[..., 0], lse, torch.full_like(lse, -math.inf))
         return torch.einsum("bhpk,bkhd->bphd", p, v), lse.transpose(1, 2)
 
     def rel(a, b):
