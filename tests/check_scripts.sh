@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The scripts that run on the GPU machines (benchmarks, peers, study drivers) are not exercised on
+# a CPU machine; a syntax error in one would cost a device call to find. Every shell script must
+# parse (bash -n) and every Python script compile; the PyTorch LongNet peer's closed-form pair
+# count must equal a brute-force count of the spec's pairs (it sets the peer's TFLOP/s).
+set -uo pipefail
+passed=0 failed=0
+pass() { echo "PASS $*"; passed=$((passed + 1)); }
+fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+bad=""
+for f in scripts/*.sh tests/*.sh tests/gpu/*.sh tests/fuzz/*.sh .ci/run; do
+    [ -f "$f" ] || continue
+    bash -n "$f" 2> /dev/null || bad+=" $f"
+done
+[ -z "$bad" ] && pass "every shell script parses (bash -n)" || fail "shell scripts that do not parse:$bad"
+bad=""
+for f in scripts/*.py tests/*.py; do
+    [ -f "$f" ] || continue
+    python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])" "$f" 2> /dev/null || bad+=" $f"
+done
+[ -z "$bad" ] && pass "every Python script compiles" || fail "Python scripts that do not compile:$bad"
+out=$(python3 - <<'PY'
+import sys
+sys.path.insert(0, "scripts")
+from bench_longnet_torch import pairs_kept
+
+def brute(n, h, branches):
+    total = 0
+    for head in range(h):
+        for w, r in branches:
+            w = min(w, n)
+            for p in range(n):
+                for k in range(p // w * w, p + 1):
+                    total += (p % w) % r == head % r and (k % w) % r == head % r
+    return total
+
+cases = [(300, 6, ((64, 1), (128, 2), (256, 4), (100, 7))), (257, 4, ((256, 2), (96, 3))), (90, 3, ((4096, 2),))]
+print(all(pairs_kept(*c) == brute(*c) for c in cases))
+PY
+)
+[ "$out" = True ] && pass "the PyTorch LongNet peer's pair count equals a brute-force count (odd sizes, r > H, w > N)" \
+    || fail "bench_longnet_torch.pairs_kept differs from the brute-force count: $out"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
