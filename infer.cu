@@ -305,7 +305,9 @@ static int score_task_file(const InferFlags& f, const InferPlan& plan, const Loa
     const std::vector<TaskOutcome> out = run_tasks(
         items, prompts, m.tok, m.ck.cfg.vocab_size, plan.chunk, [&](int B, int ch) { return make_kv_cache(*model, B, ch); },
         [&](long long tokens) { return task_batch_that_fits(*model, m.ck.cfg, plan, f.task_batch, tokens); },
-        [&](size_t done, size_t total) { std::fprintf(stderr, "\rscored %zu / %zu items", done, total), std::fflush(stderr); });
+        [&](size_t done, size_t total, size_t correct) {
+            std::fprintf(stderr, "\rscored %zu / %zu items, %zu correct", done, total, correct), std::fflush(stderr);
+        });
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "\n");
     report_tasks(items, out, f, caption, secs);

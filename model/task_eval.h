@@ -86,12 +86,13 @@ inline std::vector<TaskPrompt> tokenize_tasks(const std::vector<TaskItem>& items
 
 // make_cache(B, chunk) gives a fresh cache of B sequences; max_batch(tokens) says how many
 // sequences of that many tokens fit at once (>= 1, or it fails naming what does not fit).
-// progress(done, total) after each batch. Greedy decoding; outcomes in item order.
+// progress(done, total, correct) after each batch (so that a run stopped by a time limit has
+// said how it stood). Greedy decoding; outcomes in item order.
 inline std::vector<TaskOutcome> run_tasks(const std::vector<TaskItem>& items, const std::vector<TaskPrompt>& prompts,
                                           const Tokenizer& tok, int vocab, int chunk,
                                           const std::function<std::unique_ptr<IncrementalModel>(int, int)>& make_cache,
                                           const std::function<int(long long)>& max_batch,
-                                          const std::function<void(size_t, size_t)>& progress) {
+                                          const std::function<void(size_t, size_t, size_t)>& progress) {
     std::vector<TaskOutcome> out(items.size());
     // Items by context length, then by context: a batch is a run of this order.
     std::vector<int> order(items.size());
@@ -105,7 +106,7 @@ inline std::vector<TaskOutcome> run_tasks(const std::vector<TaskItem>& items, co
     // continuation holds the answer whatever pieces the model writes it in.
     std::vector<int> room(items.size());
     for (size_t i = 0; i < items.size(); i++) room[i] = (int)tok.encode(" " + items[i].answer).size() + 2;
-    size_t done = 0;
+    size_t done = 0, correct = 0;
     for (size_t at = 0; at < order.size();) {
         const long long len = (long long)prompts[order[at]].context.size();
         long long longest = len;
@@ -172,10 +173,11 @@ inline std::vector<TaskOutcome> run_tasks(const std::vector<TaskItem>& items, co
             out[i].output += text.flush();
             out[i].correct = answer_matches(out[i].output, items[i].answer);
             out[i].tokens = len + (long long)prompts[i].question.size();
+            correct += out[i].correct;
         }
         at += members.size();
         done += members.size();
-        if (progress) progress(done, items.size());
+        if (progress) progress(done, items.size(), correct);
     }
     return out;
 }

@@ -442,11 +442,14 @@ static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
     for (size_t i = 0; i < items.size(); i++) items[i].line = (int)i + 1;
     const TaskEvalOptions opt{4096, false, "mem"};
     const std::vector<TaskPrompt> prompts = tokenize_tasks(items, tok, opt);
+    size_t last_done = 0, last_correct = 0, reports = 0;  // what the progress callback last said
     auto run = [&](long long window, int batch, int chunk) {
         ReaderModel::gathers = 0;
+        reports = 0;
         return run_tasks(items, prompts, tok, tok.vocab_size(), chunk,
                          [&](int B, int ch) { return std::make_unique<ReaderModel>(tok, B, ch, window); },
-                         [&](long long) { return batch; }, nullptr);
+                         [&](long long) { return batch; },
+                         [&](size_t done, size_t, size_t correct) { last_done = done, last_correct = correct, reports++; });
     };
     auto accuracy = [&](const std::vector<TaskOutcome>& out, long long length, double depth) {
         int n = 0, c = 0;
@@ -466,6 +469,10 @@ static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
     const std::vector<TaskOutcome> near = run(400, 8, 300);
     check(accuracy(near, 2500, 0.0) == 0.0 && accuracy(near, 2500, 0.5) == 0.0, "a reader of its last 400 tokens scores 0 on far needles");
     check(accuracy(near, 2500, 1.0) == 1.0, "... and 100% on needles within them: the test measures context");
+    const size_t near_correct = (size_t)std::count_if(near.begin(), near.end(), [](const TaskOutcome& o) { return o.correct; });
+    check(reports > 1 && last_done == items.size() && last_correct == near_correct && near_correct < items.size(),
+          "progress after each batch counts the items scored and the correct ones (" + std::to_string(last_correct) + " of " +
+              std::to_string(last_done) + " in " + std::to_string(reports) + " reports)");
 
     // The report: cells, per length, CSV, heatmap.
     const TaskReport r = summarize_tasks(items, near);
