@@ -61,6 +61,19 @@ inline void load_kv_cache(const std::string& path, IncrementalModel& m, const GP
     if (meta("format") != "longnet-gpt-kv/2")
         fatal("--load-cache %s: format %s, expected longnet-gpt-kv/2: prefill again with this version's infer --save-cache",
               path.c_str(), meta("format").c_str());
+    if (meta("config") != config_to_json(cfg) && meta("weights") == fingerprint) {
+        // The same weights prefilled under another --logn-attn: the queries it scaled shaped
+        // every later layer's rows, so the cache is another; say which setting made it.
+        try {
+            const GPTConfig saved = config_from_json(meta("config"));
+            GPTConfig same = cfg;
+            same.logn_attn = saved.logn_attn;
+            if (config_to_json(same) == meta("config"))
+                fatal("--load-cache %s was prefilled with --logn-attn %d and this run has %d: pass --logn-attn %d, or prefill "
+                      "again", path.c_str(), saved.logn_attn, cfg.logn_attn, saved.logn_attn);
+        } catch (const JsonError&) {
+        }
+    }
     if (meta("config") != config_to_json(cfg) || meta("weights") != fingerprint)
         fatal("--load-cache %s was made by another model or checkpoint: prefill again with this --checkpoint", path.c_str());
     IncrementalModel::State st;

@@ -102,6 +102,12 @@ refused "infer --logn-attn -3" "--logn-attn must be 0 (off) or a window length" 
     ./build/infer --device cpu --checkpoint "$work/logn_ok" --prompt "In" --max-new 2 --logn-attn -3
 accepted "infer --logn-attn 0 (off) and 64 on the log-n checkpoint" bash -c "./build/infer --device cpu --checkpoint $work/logn_ok \
     --prompt In --max-new 2 --logn-attn 0 && ./build/infer --device cpu --checkpoint $work/logn_ok --prompt In --max-new 2 --logn-attn 64"
+./build/infer --device cpu --checkpoint "$work/logn_ok" --prompt "In" --max-new 2 --logn-attn 8 --save-cache "$work/logn8.kv" \
+    > /dev/null 2>&1 || fail "infer --save-cache under --logn-attn 8"
+refused "infer --load-cache prefilled under another --logn-attn" "was prefilled with --logn-attn 8 and this run has 16: pass --logn-attn 8" \
+    ./build/infer --device cpu --checkpoint "$work/logn_ok" --prompt " and" --max-new 2 --load-cache "$work/logn8.kv"
+accepted "infer --load-cache with the --logn-attn it was prefilled with" ./build/infer --device cpu --checkpoint "$work/logn_ok" \
+    --prompt " and" --max-new 2 --logn-attn 8 --load-cache "$work/logn8.kv"
 edited "$work/logn_edit" 10000 '"nope_layers":[1],"logn_attn":1,'
 refused "infer, checkpoint with logn_attn 1" "--logn-attn must be 0 (off) or a window length" \
     ./build/infer --device cpu --checkpoint "$work/logn_edit" --prompt "In" --max-new 2
