@@ -30,7 +30,6 @@ pairs_kept counted in closed form (the table prints it; ours counts the same). T
 """
 import argparse
 import math
-import statistics
 import sys
 
 BRANCHES = ((2048, 1), (4096, 2), (8192, 4))
@@ -113,7 +112,7 @@ def main():
             bsz, n, h, d = q.shape
             outs, lses, saved = [], [], []
             for w, r in branches:
-                wn, nseg, m = geometry(n, w, r)
+                _, nseg, m = geometry(n, w, r)
                 qc, kc, vc = (to_classes(x, n, w, r) for x in (q, k, v))
                 ob = torch.zeros(bsz, nseg, m, r, h, d, device=q.device, dtype=torch.float32)
                 lb = torch.full((bsz, nseg, m, r, h, 1), -math.inf, device=q.device, dtype=torch.float32)
@@ -149,7 +148,7 @@ def main():
             dout = dout.to(out.dtype).contiguous()
             per_branch = {}
             for (w, r, c, gq, gk, gv, cq, ck, mq, mk, seed, offset) in ctx.saved:
-                wn, nseg, m = geometry(n, w, r)
+                _, nseg, m = geometry(n, w, r)
                 if (w, r) not in per_branch:
                     # The merged O, L and dO in this branch's classes; padded rows: L = 0, O = dO = 0,
                     # so they add nothing (dS = P * (dP - delta) = 0 there).
@@ -231,18 +230,7 @@ def main():
     if args.check_only:
         return 0
 
-    def median_ms(fn):
-        for _ in range(args.warmup):
-            fn()
-        times = []
-        for _ in range(args.reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-        return statistics.median(times)
+    from check_attention_torch import median_ms  # the same timing as our other PyTorch peer (CUDA events, median)
 
     B, H, D = 1, 12, 64
     lines = [f"# PyTorch LongNet (flash attention per branch and class, merged by LSE), causal, bf16, B={B} H={H} D={D}, "
@@ -256,12 +244,12 @@ def main():
         q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
         flops = 4 * B * D * pairs_kept(n, H, BRANCHES)
         try:
-            fwd = median_ms(lambda: longnet(q, k, v, BRANCHES))
+            fwd = median_ms(lambda: longnet(q, k, v, BRANCHES), args.warmup, args.reps)
 
             def fb():
                 o, _ = longnet(q, k, v, BRANCHES)
                 o.backward(do)
-            fb_ms = median_ms(fb)
+            fb_ms = median_ms(fb, args.warmup, args.reps)
         except torch.cuda.OutOfMemoryError:
             lines.append(f"# N = {n}: out of memory, stop\n")
             print(lines[-1], end="")
