@@ -16,7 +16,7 @@ void dilated_attention_forward(T* out,            // (B, N, H, D)
                                const AttnPattern& pattern, AttnShape s, T scale) {
     const int B = s.B, N = s.N, H = s.H, D = s.D;
     const T neg_inf = -std::numeric_limits<T>::infinity();
-    const size_t nb = pattern.segments.size();
+    const size_t nb = pattern.dilated.segments.size();
     OMP_PARALLEL_FOR_COLLAPSE2
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < H; h++) {
@@ -24,7 +24,7 @@ void dilated_attention_forward(T* out,            // (B, N, H, D)
             std::vector<T> o_br(nb * (size_t)N * D, T(0)), lse_br(nb * (size_t)N, neg_inf);
             std::vector<T> score;
             for (size_t i = 0; i < nb; i++) {
-                const int w = std::min(pattern.segments[i], N), r = pattern.dilations[i];
+                const int w = std::min(pattern.dilated.segments[i], N), r = pattern.dilated.dilations[i];
                 for (int start = 0; start < N; start += w) {
                     const int end = std::min(start + w, N);
                     const int first = start + dilated_class(h, r);  // the kept set: first, first + r, ...

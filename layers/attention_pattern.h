@@ -5,7 +5,7 @@
 // query p (see docs/attention-spec.md#common). Positions are GLOBAL sequence positions and N the
 // GLOBAL sequence length, so the same function stays right once a sequence is split across GPUs.
 //
-// Each pattern is a module in layers/patterns/ (listed in registry.h); the functions below
+// Each pattern is a module in layers/patterns/ (listed in list.h, described in registry.h); the functions below
 // dispatch to it through that list, so the host code (config, checkpoints, flags, references,
 // FLOP counts) never switches on the kind; the GPU launchers choose each pattern's kernel
 // instance in layers/cuda/.
@@ -14,11 +14,8 @@
 #include <string>
 #include <vector>
 #include "core/flags.h"
+#include "layers/patterns/all.h"
 #include "layers/patterns/pattern_params.h"
-#include "layers/patterns/dense.h"
-#include "layers/patterns/dilated.h"
-#include "layers/patterns/block_sparse.h"
-#include "layers/patterns/fixed.h"
 
 // Calls f(Module{}) for the module of `kind`: the one switch over the patterns.
 template <typename F>
@@ -74,6 +71,11 @@ ATTN_HD inline int key_multiplicity(const P& pattern, int head, int qpos, int kp
 // "" when the pattern is well formed, else what is wrong with it (in terms of the flags).
 inline std::string pattern_error(const AttnPattern& p) {
     return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::validate(p); });
+}
+
+// "" when the pattern works with H heads, else why not (a per-head layout for another count).
+inline std::string pattern_heads_error(const AttnPattern& p, int H) {
+    return with_pattern_module(p.kind, [&](auto m) { return decltype(m)::heads_error(p, H); });
 }
 
 // Query-key pairs the pattern keeps (a key counted as often as its multiplicity), summed over H

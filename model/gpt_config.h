@@ -42,7 +42,7 @@ struct GPTConfig {
 // Limits on the model's shape: far above anything this project trains, low enough that every
 // size derived from them (3C, 4C, V*C, the parameter count) is computed without overflow and a
 // corrupt or absurd config is refused before anything is allocated.
-constexpr int kMaxVocab = 1 << 21, kMaxLayers = 1024, kMaxWidth = 1 << 16, kMaxBranches = kMaxDilatedBranches;
+constexpr int kMaxVocab = 1 << 21, kMaxLayers = 1024, kMaxWidth = 1 << 16;
 constexpr long long kMaxParams = 1LL << 34;
 // Tokens in one window, and in one batch: positions are int, and 2^28 is 64x the longest
 // window one GPU trains today.
@@ -122,12 +122,10 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
     if (!c.layer_attn.empty() && (int)c.layer_attn.size() != c.n_layer)
         fatal("%zu attention patterns given for %d layers", c.layer_attn.size(), c.n_layer);
     for (const AttnPattern& p : c.layer_attn) {
-        if (p.layout && p.layout->heads != 1 && p.layout->heads != c.n_head)
-            fatal("the block-sparse layout %s has rows for %d heads but the model has %d: give one layout for all heads "
-                  "('Q: ...' rows) or one per head", p.layout->source.c_str(), p.layout->heads, c.n_head);
+        const std::string heads = pattern_heads_error(p, c.n_head);
+        if (!heads.empty()) fatal("%s (the model's heads)", heads.c_str());
         const std::string why = pattern_error(p);
         if (!why.empty()) fatal("attention pattern: %s", why.c_str());
-        if (p.segments.size() > (size_t)kMaxBranches) fatal("attention pattern: %zu branches, at most %d", p.segments.size(), kMaxBranches);
     }
     const std::string theta = rope_theta_error(c.rope_theta);
     if (!theta.empty()) fatal("%s", theta.c_str());

@@ -31,11 +31,11 @@ inline std::vector<AttnCase> attn_cases() {
         AttnPattern dil;
         dil.kind = AttnKind::Dilated;
         dil.causal = causal;
-        dil.segments = {32, 80, 4096};
-        dil.dilations = {1, 2, 4};
+        dil.dilated.segments = {32, 80, 4096};
+        dil.dilated.dilations = {1, 2, 4};
         AttnPattern dil2 = dil;
-        dil2.segments = {48, 96};
-        dil2.dilations = {2, 4};
+        dil2.dilated.segments = {48, 96};
+        dil2.dilated.dilations = {2, 4};
         out.push_back({"dense " + c, dense, false});
         out.push_back({"dense " + c + " docs", dense, true});
         out.push_back({"dilated (32,1)(80,2)(4096,4) " + c, dil, false});
@@ -46,14 +46,14 @@ inline std::vector<AttnCase> attn_cases() {
         AttnPattern bs;
         bs.kind = AttnKind::BlockSparse;
         bs.causal = causal;
-        bs.block = 8, bs.window = 20, bs.global = 5;
+        bs.block_sparse.block = 8, bs.block_sparse.window = 20, bs.block_sparse.global = 5;
         out.push_back({"block-sparse b8 window 20 global 5 " + c + " docs", bs, true});
         AttnPattern bs2 = bs;
-        bs2.block = 16, bs2.window = 0, bs2.global = 0, bs2.dilated_r = 2, bs2.dilated_window = 64;
-        bs2.random_count = 2, bs2.random_seed = 7;
+        bs2.block_sparse.block = 16, bs2.block_sparse.window = 0, bs2.block_sparse.global = 0, bs2.block_sparse.dilated_r = 2, bs2.block_sparse.dilated_window = 64;
+        bs2.block_sparse.random_count = 2, bs2.block_sparse.random_seed = 7;
         out.push_back({"block-sparse b16 dilated blocks (2, 64) random 2 " + c, bs2, false});
         AttnPattern bs3 = bs;
-        bs3.window = 0, bs3.global = 0;
+        bs3.block_sparse.window = 0, bs3.block_sparse.global = 0;
         auto L = std::make_shared<BlockLayout>();  // 2 heads' rows over 13 blocks: diagonal, and block 0 on even rows
         L->n_blocks = 13, L->heads = 2, L->row_ptr = {0};
         for (int h = 0; h < 2; h++)
@@ -63,7 +63,7 @@ inline std::vector<AttnCase> attn_cases() {
                 L->cols.push_back(qb);
                 L->row_ptr.push_back((int)L->cols.size());
             }
-        bs3.layout = L;
+        bs3.block_sparse.layout = L;
         out.push_back({"block-sparse b8 layout per head " + c, bs3, false});
         // Fixed (causal only): small blocks with a summary that cuts them, with documents; a
         // summary of the whole block (every earlier key); blocks of 128, which the kernels walk
@@ -71,13 +71,13 @@ inline std::vector<AttnCase> attn_cases() {
         if (causal) {
             AttnPattern fx;
             fx.kind = AttnKind::Fixed;
-            fx.stride = 16, fx.summary = 5;
+            fx.fixed.stride = 16, fx.fixed.summary = 5;
             out.push_back({"fixed l16 c5 causal docs", fx, true});
             AttnPattern fx2 = fx;
-            fx2.stride = 24, fx2.summary = 24;
+            fx2.fixed.stride = 24, fx2.fixed.summary = 24;
             out.push_back({"fixed l24 c24 causal", fx2, false});
             AttnPattern fx3 = fx;
-            fx3.stride = 128, fx3.summary = 8;
+            fx3.fixed.stride = 128, fx3.fixed.summary = 8;
             out.push_back({"fixed l128 c8 causal", fx3, false});
         }
     }

@@ -183,8 +183,8 @@ static void test_global_length(SplitMix64& rng) {
     AttnPattern p;
     p.kind = AttnKind::Dilated;
     p.causal = false;
-    p.segments = {32, 1000};  // 1000 > N: the segment is the whole GLOBAL sequence
-    p.dilations = {2, 4};
+    p.dilated.segments = {32, 1000};  // 1000 > N: the segment is the whole GLOBAL sequence
+    p.dilated.dilations = {2, 4};
     const int HD = P.H * P.D, qa = 40, qb = 90;
     const AttnShape s{P.B, P.N, P.H, P.D, P.stride()};
     std::vector<double> O((size_t)P.B * P.N * HD), L((size_t)P.B * P.H * P.N);
@@ -221,28 +221,28 @@ static void test_modules() {
     for (const AttnCase& c : attn_cases()) {
         const AttnPattern back = pattern_from_json(JsonParser(pattern_to_json(c.pattern)).parse());
         bad += pattern_to_json(back) != pattern_to_json(c.pattern) || back.kind != c.pattern.kind || back.causal != c.pattern.causal ||
-               back.segments != c.pattern.segments || back.dilations != c.pattern.dilations;
+               back.dilated.segments != c.pattern.dilated.segments || back.dilated.dilations != c.pattern.dilated.dilations;
     }
     PatternFlags f;
-    f.segments = "16,40";
-    f.dilations = "1,2";
+    f.dilated.segments = "16,40";
+    f.dilated.dilations = "1,2";
     const AttnPattern fp = pattern_from_flags("dilated", f);
-    bad += fp.kind != AttnKind::Dilated || fp.segments != std::vector<int>{16, 40} || fp.dilations != std::vector<int>{1, 2};
+    bad += fp.kind != AttnKind::Dilated || fp.dilated.segments != std::vector<int>{16, 40} || fp.dilated.dilations != std::vector<int>{1, 2};
     bad += pattern_from_flags("dense", f).kind != AttnKind::Dense;
     AttnKind k;
     bad += attn_kind_from_name("sliding", &k) || std::string(attn_kind_name(AttnKind::Dilated)) != "dilated";
     bad += !attn_kind_from_name("block-sparse", &k) || k != AttnKind::BlockSparse;
-    f.block = 32, f.window = 100, f.global = 4, f.dilated_blocks = "3,512", f.random_blocks = "2,9";
+    f.block_sparse.block = 32, f.block_sparse.window = 100, f.block_sparse.global = 4, f.block_sparse.dilated_blocks = "3,512", f.block_sparse.random_blocks = "2,9";
     const AttnPattern bp = pattern_from_flags("block-sparse", f);
-    bad += bp.block != 32 || bp.window != 100 || bp.global != 4 || bp.dilated_r != 3 || bp.dilated_window != 512 ||
-           bp.random_count != 2 || bp.random_seed != 9;
-    f.stride = 64, f.summary = 8;
+    bad += bp.block_sparse.block != 32 || bp.block_sparse.window != 100 || bp.block_sparse.global != 4 || bp.block_sparse.dilated_r != 3 || bp.block_sparse.dilated_window != 512 ||
+           bp.block_sparse.random_count != 2 || bp.block_sparse.random_seed != 9;
+    f.fixed.stride = 64, f.fixed.summary = 8;
     const AttnPattern xp = pattern_from_flags("fixed", f);
-    bad += xp.kind != AttnKind::Fixed || xp.stride != 64 || xp.summary != 8;
+    bad += xp.kind != AttnKind::Fixed || xp.fixed.stride != 64 || xp.fixed.summary != 8;
     // The fixed pattern by hand (Child et al.'s figure: l = 4, c = 1): query 9 keeps its block
     // {8, 9} and the last key of blocks 0 and 1, {3, 7}; query 5 keeps {3, 4, 5}.
     AttnPattern hand = xp;
-    hand.stride = 4, hand.summary = 1;
+    hand.fixed.stride = 4, hand.fixed.summary = 1;
     auto keys_of = [&](int q) {
         std::vector<int> out;
         for (int k = 0; k < 12; k++)
@@ -338,20 +338,20 @@ static void test_block_sparse(SplitMix64& rng) {
                 return O;
             };
             AttnPattern all;
-            all.kind = AttnKind::BlockSparse, all.causal = causal, all.block = 16, all.dilated_r = 1, all.dilated_window = 1 << 20;
+            all.kind = AttnKind::BlockSparse, all.causal = causal, all.block_sparse.block = 16, all.block_sparse.dilated_r = 1, all.block_sparse.dilated_window = 1 << 20;
             AttnPattern dense;
             dense.causal = causal;
             const std::string tag = std::string(causal ? "causal" : "non-causal") + (docs ? " docs" : "");
             double e = max_diff(run(all), run(dense));
             check(e <= 1e-12, "block-sparse, every block active == dense: " + tag, e, 1e-12);
             AttnPattern diag = all;
-            diag.dilated_window = 16;  // block distance 0 only
+            diag.block_sparse.dilated_window = 16;  // block distance 0 only
             AttnPattern bd;
-            bd.kind = AttnKind::Dilated, bd.causal = causal, bd.segments = {16}, bd.dilations = {1};
+            bd.kind = AttnKind::Dilated, bd.causal = causal, bd.dilated.segments = {16}, bd.dilated.dilations = {1};
             e = max_diff(run(diag), run(bd));
             check(e <= 1e-12, "block-sparse, the diagonal block alone == dilated (w = b = 16, r = 1): " + tag, e, 1e-12);
             AttnPattern win = all;
-            win.dilated_r = 0, win.dilated_window = 0, win.window = 1 << 20;
+            win.block_sparse.dilated_r = 0, win.block_sparse.dilated_window = 0, win.block_sparse.window = 1 << 20;
             e = max_diff(run(win), run(dense));
             check(e <= 1e-12, "block-sparse, a window longer than the sequence == dense: " + tag, e, 1e-12);
         }
@@ -384,12 +384,12 @@ static void test_block_sparse(SplitMix64& rng) {
     }
     AttnPattern none;
     none.kind = AttnKind::BlockSparse;
-    none.block = 48;
+    none.block_sparse.block = 48;
     check(pattern_error(none).find("power of two") != std::string::npos, "block 48 refused: " + pattern_error(none), 0, 0);
-    none.block = 64;
+    none.block_sparse.block = 64;
     check(pattern_error(none).find("needs a builder") != std::string::npos, "no builder refused: " + pattern_error(none), 0, 0);
     AttnPattern dens = none;
-    dens.window = 128, dens.global = 64;
+    dens.block_sparse.window = 128, dens.block_sparse.global = 64;
     const double d = BlockSparsePattern::density(dens, 4096, 1);
     // 64 causal block rows: row 0 has 1 active block, row 1 has 2, row 2 has 3, rows 3..63 have 4
     // (the window reaches 2 blocks back, plus the global block 0): 250 of 64 x 65 / 2.
@@ -457,7 +457,7 @@ static void test_block_sparse_tiles() {
     }
     // The cut flags are not all set: a window's interior and the global columns are whole.
     AttnPattern w;
-    w.kind = AttnKind::BlockSparse, w.block = 64, w.window = 512, w.global = 64;
+    w.kind = AttnKind::BlockSparse, w.block_sparse.block = 64, w.block_sparse.window = 512, w.block_sparse.global = 64;
     const TileLists t = block_sparse_tile_lists(w, 4096, 2, 64, 64);
     int whole = 0;
     for (char x : t.k_of_q_cut) whole += !x;

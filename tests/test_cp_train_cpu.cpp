@@ -131,8 +131,8 @@ int main() {
         run("dense causal, documents", cfg);
         AttnPattern dil;
         dil.kind = AttnKind::Dilated;
-        dil.segments = {8, 32};
-        dil.dilations = {1, 2};
+        dil.dilated.segments = {8, 32};
+        dil.dilated.dilations = {1, 2};
         cfg.layer_attn = {dil, AttnPattern{}};
         run("dilated (8,1)(32,2) + dense, documents", cfg);
 

@@ -108,7 +108,7 @@ static void test_config_limits() {
     c = base;  // every layer there is, each NoPE and fixed at its largest block and summary
     c.n_layer = kMaxLayers;
     AttnPattern fixed = make_pattern(AttnKind::Fixed, true);
-    fixed.stride = 1 << 24, fixed.summary = 1 << 24;
+    fixed.fixed.stride = 1 << 24, fixed.fixed.summary = 1 << 24;
     c.layer_attn.assign(kMaxLayers, fixed);
     for (int l = 0; l < kMaxLayers; l++) c.nope_layers.push_back(l);
     round_trips("1024 layers, all NoPE, fixed stride = summary = 2^24", c);
@@ -129,7 +129,7 @@ static void test_config_limits() {
     refused_both("rope base one float past 1e12", c, "--rope-theta");
     c = base;  // LongNet's most branches
     AttnPattern dil = make_pattern(AttnKind::Dilated, true);
-    for (int i = 0; i < kMaxBranches; i++) dil.segments.push_back(1 << (i % 24)), dil.dilations.push_back(1);
+    for (int i = 0; i < kMaxDilatedBranches; i++) dil.dilated.segments.push_back(1 << (i % 24)), dil.dilated.dilations.push_back(1);
     c.layer_attn = {dil};
     round_trips("dilated, 64 branches", c);
 }

@@ -292,9 +292,9 @@ static void test_recompute_policies(uint64_t seed) {
     GPTConfig cfg = tiny_config();
     cfg.n_layer = 3;
     AttnPattern dil;
-    dil.kind = AttnKind::Dilated, dil.segments = {2, 4}, dil.dilations = {1, 2};
+    dil.kind = AttnKind::Dilated, dil.dilated.segments = {2, 4}, dil.dilated.dilations = {1, 2};
     AttnPattern bs;
-    bs.kind = AttnKind::BlockSparse, bs.block = 2, bs.window = 3, bs.global = 1;
+    bs.kind = AttnKind::BlockSparse, bs.block_sparse.block = 2, bs.block_sparse.window = 3, bs.block_sparse.global = 1;
     cfg.layer_attn = {AttnPattern{}, dil, bs};
     const Batch b = random_batch(rng, cfg.vocab_size);
     std::vector<float> ref_grads;
@@ -354,7 +354,7 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
     AttnPattern bs;
-    bs.kind = AttnKind::BlockSparse, bs.block = 2, bs.window = 3, bs.global = 1;
+    bs.kind = AttnKind::BlockSparse, bs.block_sparse.block = 2, bs.block_sparse.window = 3, bs.block_sparse.global = 1;
     cfg.layer_attn = {AttnPattern{}, dil, bs};
     const int B = 2, N = 37, chunk = 5, prompt = 13;
     GPT<double> full(cfg);  // in double: the cache sums in another order than the full forward
@@ -382,9 +382,9 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
         at += n;
         dilated_fixed = dilated_fixed && cache.layer_bytes(1) == dilated_bytes;
     }
-    const std::string name = "KV cache == full forward, dilated w " + std::to_string(dil.segments[0]) + "," +
-                             std::to_string(dil.segments[1]) + " r " + std::to_string(dil.dilations[0]) + "," +
-                             std::to_string(dil.dilations[1]) + (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
+    const std::string name = "KV cache == full forward, dilated w " + std::to_string(dil.dilated.segments[0]) + "," +
+                             std::to_string(dil.dilated.segments[1]) + " r " + std::to_string(dil.dilated.dilations[0]) + "," +
+                             std::to_string(dil.dilated.dilations[1]) + (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
                              (logn_attn ? ", log-n from " + std::to_string(logn_attn) : "");
     report(worst < 1e-10, name.c_str(), worst, 1e-10);
     // sum_i ceil(w_i / r_i) packed rows per head, of 2 x width values, per sequence.
@@ -411,7 +411,7 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
 static void test_sliding_perplexity(uint64_t seed, bool dilated) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
-    if (dilated) cfg.layer_attn.assign(cfg.n_layer, make_pattern(AttnKind::Dilated, true, {4, 8}, {1, 2}));
+    if (dilated) cfg.layer_attn.assign(cfg.n_layer, dilated_pattern(true, {4, 8}, {1, 2}));
     GPT<float> m(cfg);
     m.init_weights(seed);
     std::vector<int> ids(37);
@@ -444,7 +444,7 @@ static void test_kv_cache_file(uint64_t seed) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     AttnPattern dil;
-    dil.kind = AttnKind::Dilated, dil.segments = {4, 8}, dil.dilations = {1, 2};
+    dil.kind = AttnKind::Dilated, dil.dilated.segments = {4, 8}, dil.dilated.dilations = {1, 2};
     cfg.layer_attn = {dil, AttnPattern{}};
     GPT<float> m(cfg);
     m.init_weights(seed);
@@ -492,10 +492,10 @@ static int main_body(int argc, char** argv) {
     test_overfit(seed);
     test_checkpoint_roundtrip(seed);
     test_recompute_policies(seed);
-    test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {4, 8}, {1, 2}), 4 + 4);
-    test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {6, 9}, {4, 3}), 2 + 3);
-    test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {6, 9}, {4, 3}), 2 + 3, {0, 2});
-    test_kv_cache(seed, make_pattern(AttnKind::Dilated, true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10);
+    test_kv_cache(seed, dilated_pattern(true, {4, 8}, {1, 2}), 4 + 4);
+    test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3);
+    test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2});
+    test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10);
     test_sliding_perplexity(seed, false);
     test_sliding_perplexity(seed, true);
     test_kv_cache_file(seed);

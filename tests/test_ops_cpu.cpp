@@ -284,7 +284,7 @@ struct AttentionOp : OpBase {
         AttnPattern p;
         p.kind = segments.empty() ? AttnKind::Dense : AttnKind::Dilated;
         p.causal = causal;
-        p.segments = segments, p.dilations = dilations;
+        p.dilated.segments = segments, p.dilated.dilations = dilations;
         return p;
     }
     AttnShape ashape() const { return AttnShape{B, N, H, D, 3 * H * D}; }
@@ -669,7 +669,7 @@ static void dilated_special_cases(gc::Rng& rng) {
         std::vector<double> Od(hd * B * N), Ld((size_t)B * H * N), O, L, O1, L1;
         attention_forward(Od.data(), Ld.data(), qkv.data(), qkv.data() + hd, qkv.data() + 2 * hd, pos.data(), nullptr,
                           dense, shape, scale);
-        AttnPattern whole = make_pattern(AttnKind::Dilated, causal, {N + 5}, {1});
+        AttnPattern whole = dilated_pattern(causal, {N + 5}, {1});
         run(whole, O, L);
         report("special", "dilated (w>=N, r=1) == dense", mode,
                std::max(gc::rel_error(O.data(), Od.data(), O.size()), gc::rel_error(L.data(), Ld.data(), L.size())), 1e-12);
@@ -689,12 +689,12 @@ static void dilated_special_cases(gc::Rng& rng) {
                     std::copy_n(&Sl[((size_t)b * H + h) * n], n, &Lb[((size_t)b * H + h) * N + start]);
             }
         }
-        AttnPattern blocks = make_pattern(AttnKind::Dilated, causal, {w}, {1});
+        AttnPattern blocks = dilated_pattern(causal, {w}, {1});
         run(blocks, O1, L1);
         report("special", "dilated (w<N, r=1) == block-diagonal", mode,
                std::max(gc::rel_error(O1.data(), Ob.data(), O1.size()), gc::rel_error(L1.data(), Lb.data(), L1.size())), 1e-12);
 
-        AttnPattern three = make_pattern(AttnKind::Dilated, causal, {w, w, w}, {1, 1, 1});
+        AttnPattern three = dilated_pattern(causal, {w, w, w}, {1, 1, 1});
         run(three, O, L);
         for (double& l : L) l -= std::log(3.0);
         report("special", "dilated 3 x (w, 1) == one (w, 1)", mode,
@@ -702,9 +702,9 @@ static void dilated_special_cases(gc::Rng& rng) {
     }
     // pairs_kept (the FLOP count) equals the sum of multiplicities over all (query, key) pairs.
     double worst_pairs = 0;
-    for (const AttnPattern& p : {make_pattern(AttnKind::Dense, true, {}, {}), make_pattern(AttnKind::Dense, false, {}, {}),
-                                 make_pattern(AttnKind::Dilated, true, {8, 5, 40}, {3, 2, 4}),
-                                 make_pattern(AttnKind::Dilated, false, {7, 12}, {1, 5})}) {
+    for (const AttnPattern& p : {make_pattern(AttnKind::Dense, true), make_pattern(AttnKind::Dense, false),
+                                 dilated_pattern(true, {8, 5, 40}, {3, 2, 4}),
+                                 dilated_pattern(false, {7, 12}, {1, 5})}) {
         double brute = 0;
         for (int h = 0; h < H + 2; h++)
             for (int i = 0; i < N; i++)
@@ -713,8 +713,8 @@ static void dilated_special_cases(gc::Rng& rng) {
     }
     report("pairs", "pairs_kept == sum of multiplicities", "4 patterns", worst_pairs, 0);
     // Malformed patterns are refused with a reason.
-    const AttnPattern bad[] = {make_pattern(AttnKind::Dilated, true, {8, 16}, {1}), make_pattern(AttnKind::Dilated, true, {4}, {8}),
-                               make_pattern(AttnKind::Dilated, true, {0}, {1}), make_pattern(AttnKind::Dilated, true, {}, {})};
+    const AttnPattern bad[] = {dilated_pattern(true, {8, 16}, {1}), dilated_pattern(true, {4}, {8}),
+                               dilated_pattern(true, {0}, {1}), dilated_pattern(true, {}, {})};
     size_t accepted = 0;
     for (const AttnPattern& p : bad) accepted += pattern_error(p).empty();
     report("errors", "dilated: bad configurations refused", "4 cases", (double)accepted, 0);

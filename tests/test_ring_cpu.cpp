@@ -116,15 +116,15 @@ static void test_plan() {
     AttnPattern local;  // segments inside a chunk of 64: only the diagonal pairs, nothing moves
     local.kind = AttnKind::Dilated;
     local.causal = true;
-    local.segments = {16, 32, 64};
-    local.dilations = {1, 2, 4};
+    local.dilated.segments = {16, 32, 64};
+    local.dilated.dilations = {1, 2, 4};
     const RingPlan pl(local, 4, 512);
     check(pl.chunks_moved() == 0 && pl.pairs_computed() == 2 * 4,
           "dilated, segments inside chunks (P = 4): 0 of " + std::to_string(pl.chunks_moved_plain()) +
               " chunk transfers, " + std::to_string(pl.pairs_computed()) + " of 64 chunk pairs");
     AttnPattern span = local;  // a segment of 256 spans 4 chunks of 64: only those move
-    span.segments = {64, 256};
-    span.dilations = {1, 4};
+    span.dilated.segments = {64, 256};
+    span.dilated.dilations = {1, 4};
     const RingPlan ps(span, 4, 512);
     check(ps.chunks_moved() > 0 && ps.chunks_moved() < ps.chunks_moved_plain(),
           "dilated, a segment over 4 chunks (P = 4): " + std::to_string(ps.chunks_moved()) + " of " +

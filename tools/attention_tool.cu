@@ -196,8 +196,8 @@ static void validate_flags(const Args& a) {
 static AttnPattern build_pattern(const Args& a) {
     AttnPattern p = pattern_from_flags(a.pattern, a.pattern_flags, "--pattern");
     refuse_unused_pattern_flags(a.pattern_flags_given, {a.pattern}, "--pattern");  // --window with --pattern dense
-    if (p.layout && p.layout->heads != 1 && p.layout->heads != a.H)
-        fatal("--layout-file %s has rows for %d heads but --H is %d", p.layout->source.c_str(), p.layout->heads, a.H);
+    const std::string heads = pattern_heads_error(p, a.H);
+    if (!heads.empty()) fatal("%s (--H)", heads.c_str());
     return p;
 }
 

@@ -10,9 +10,10 @@
 
 inline AttnPatternArgs pattern_args_cuda(const AttnPattern& p) {
     AttnPattern host = p;
-    host.layout.reset();
+    host.block_sparse.layout.reset();
     AttnPatternArgs a = pattern_args(host);
-    if (!p.layout) return a;
+    const std::shared_ptr<const BlockLayout>& layout = p.block_sparse.layout;
+    if (!layout) return a;
     struct Uploaded {
         std::shared_ptr<const BlockLayout> keep;
         int *row_ptr = nullptr, *cols = nullptr;
@@ -20,18 +21,18 @@ inline AttnPatternArgs pattern_args_cuda(const AttnPattern& p) {
     static std::mutex mu;
     static std::map<const BlockLayout*, Uploaded> cache;  // per process; device 0's copies (tests, inference)
     std::lock_guard<std::mutex> lock(mu);
-    Uploaded& u = cache[p.layout.get()];
+    Uploaded& u = cache[layout.get()];
     if (!u.keep) {
-        u.keep = p.layout;
-        CUDA_CHECK(cudaMalloc(&u.row_ptr, p.layout->row_ptr.size() * sizeof(int)));
-        CUDA_CHECK(cudaMalloc(&u.cols, std::max<size_t>(p.layout->cols.size(), 1) * sizeof(int)));
-        CUDA_CHECK(cudaMemcpy(u.row_ptr, p.layout->row_ptr.data(), p.layout->row_ptr.size() * sizeof(int), cudaMemcpyHostToDevice));
-        if (!p.layout->cols.empty())
-            CUDA_CHECK(cudaMemcpy(u.cols, p.layout->cols.data(), p.layout->cols.size() * sizeof(int), cudaMemcpyHostToDevice));
+        u.keep = layout;
+        CUDA_CHECK(cudaMalloc(&u.row_ptr, layout->row_ptr.size() * sizeof(int)));
+        CUDA_CHECK(cudaMalloc(&u.cols, std::max<size_t>(layout->cols.size(), 1) * sizeof(int)));
+        CUDA_CHECK(cudaMemcpy(u.row_ptr, layout->row_ptr.data(), layout->row_ptr.size() * sizeof(int), cudaMemcpyHostToDevice));
+        if (!layout->cols.empty())
+            CUDA_CHECK(cudaMemcpy(u.cols, layout->cols.data(), layout->cols.size() * sizeof(int), cudaMemcpyHostToDevice));
         // The copies may return before the data lands (pageable memory, legacy stream), and a
         // caller's non-blocking stream is not ordered after them.
         CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
     }
-    a.layout = BlockLayoutView{u.row_ptr, u.cols, p.layout->n_blocks, p.layout->heads};
+    a.block_sparse.layout = BlockLayoutView{u.row_ptr, u.cols, layout->n_blocks, layout->heads};
     return a;
 }

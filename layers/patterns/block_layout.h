@@ -1,4 +1,4 @@
-// Explicit block-sparse layouts (BlockLayout, layers/patterns/pattern_params.h) as files and as
+// Explicit block-sparse layouts (BlockLayout) as files and as
 // checkpoint fields, under ONE set of limits and ONE check: a layout that `train --layout-file`
 // accepts is one that `infer` and `train --resume` load back from the checkpoint it wrote
 // (issue 24: nothing written is lost or unloadable).
@@ -20,7 +20,33 @@
 #include <vector>
 #include "core/error.h"
 #include "core/io.h"
-#include "layers/patterns/pattern_params.h"
+#include "layers/patterns/pattern_common.h"
+
+// An explicit block layout (block-sparse, read from a file): per head (or one for all heads), per
+// query block, its sorted key blocks, as CSR. The view is plain pointers, so that the pattern
+// math can ask it on the host and, once the layout is on the device, in a kernel.
+struct BlockLayoutView {
+    const int* row_ptr = nullptr;  // (heads * n_blocks + 1)
+    const int* cols = nullptr;     // sorted key blocks of each (head, query block) row
+    int n_blocks = 0, heads = 0;   // heads: 1 (shared) or the model's H
+    ATTN_HD bool has(int head, int qb, int kb) const {
+        if (!row_ptr || qb >= n_blocks || (heads > 1 && head >= heads)) return false;  // heads past a per-head layout keep nothing
+        const int row = (heads == 1 ? 0 : head) * n_blocks + qb;
+        int lo = row_ptr[row], hi = row_ptr[row + 1];
+        while (lo < hi) {  // binary search in the sorted row
+            const int mid = (lo + hi) / 2;
+            if (cols[mid] < kb) lo = mid + 1;
+            else hi = mid;
+        }
+        return lo < row_ptr[row + 1] && cols[lo] == kb;
+    }
+};
+struct BlockLayout {
+    std::vector<int> row_ptr, cols;
+    int n_blocks = 0, heads = 1;
+    std::string source;  // the file it came from, for messages
+    BlockLayoutView view() const { return BlockLayoutView{row_ptr.data(), cols.data(), n_blocks, heads}; }
+};
 
 // The limits, shared by the file reader and the checkpoint loader. A checkpoint keeps the layout
 // as JSON lists, and its loader makes one JSON node (~130 bytes) per entry: 2^20 rows and 2^21

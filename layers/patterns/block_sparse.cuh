@@ -43,8 +43,10 @@ struct BlockSparseSchedule {
     // cost a few compares per element) and blocks found by a shift, not a division.
     __device__ static bool keeps(const Params& p, int h, int qp, int kp) {
         const BlockSparseRules& r = p.bs;
-        return BlockSparsePattern::token_rules(r, qp, kp) ||
-               (r.any_block_rules && BlockSparsePattern::block_rules(r, h, qp >> r.block_shift, kp >> r.block_shift, p.seq_len));
+        const BlockSparseArgs& a = r.args;
+        return BlockSparsePattern::token_rules(r.causal, a, qp, kp) ||
+               (a.any_block_rules &&
+                BlockSparsePattern::block_rules(r.causal, a, h, qp >> a.block_shift, kp >> a.block_shift, p.seq_len));
     }
 };
 
@@ -55,7 +57,7 @@ struct PatternSchedules<BlockSparsePattern> {
     // from which each launcher binds the tile lists of its tile shape (bind_tiles).
     static void bind(Params& p, const AttnPattern& pattern) {
         p.sparse = &pattern;
-        p.bs = BlockSparsePattern::rules(pattern, pattern_args_cuda(pattern).layout);
+        p.bs = BlockSparseRules{pattern.causal, pattern_args_cuda(pattern).block_sparse};
     }
 };
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 #include "core/flags.h"
+#include "core/json.h"
 #include "layers/patterns/block_layout.h"
 #include "layers/patterns/pattern_params.h"
 
@@ -33,73 +34,74 @@ ATTN_HD inline int block_sparse_random_block(uint64_t seed, int head, int qb, in
     return (int)(z % (uint64_t)range);
 }
 
-// The rules by value, for a kernel's parameters (BlockSparsePattern::multiplicity reads these
-// names, as it reads AttnPattern's): the explicit layout is a device view there.
+// The rules for a kernel's element mask: the pattern's arguments by value (an explicit layout's
+// device view) and whether it is causal.
 struct BlockSparseRules {
     bool causal;
-    int block, window, global, dilated_r, dilated_window, random_count;
-    uint64_t random_seed;
-    BlockLayoutView layout;
-    bool any_block_rules;  // dilated, random or explicit blocks: else the token rules say it all
-    int block_shift;       // log2(block)
-    ATTN_HD BlockLayoutView layout_view() const { return layout; }
+    BlockSparseArgs args;
 };
 
 struct BlockSparsePattern {
     static constexpr const char* kName = "block-sparse";
 
-    // `layout` is where the kernel reads p.layout (a device copy), or empty when p has none.
-    static BlockSparseRules rules(const AttnPattern& p, BlockLayoutView layout) {
-        int shift = 0;
-        while ((1 << shift) < p.block) shift++;
-        return BlockSparseRules{p.causal,       p.block,        p.window,      p.global,           p.dilated_r,
-                                p.dilated_window, p.random_count, p.random_seed, layout, has_block_rules(p), shift};
-    }
-
     static std::string validate(const AttnPattern& p) {
-        if (p.block < 1 || p.block > 4096 || (p.block & (p.block - 1)))
-            return "--block " + std::to_string(p.block) + " must be a power of two in [1, 4096]";
-        if (p.window < 0 || p.global < 0 || p.dilated_r < 0 || p.dilated_window < 0 || p.random_count < 0)
+        const BlockSparseParams& s = p.block_sparse;
+        if (s.block < 1 || s.block > 4096 || (s.block & (s.block - 1)))
+            return "--block " + std::to_string(s.block) + " must be a power of two in [1, 4096]";
+        if (s.window < 0 || s.global < 0 || s.dilated_r < 0 || s.dilated_window < 0 || s.random_count < 0)
             return "--window, --global, --dilated-blocks and --random-blocks must not be negative";
-        if ((p.dilated_r > 0) != (p.dilated_window > 0)) return "--dilated-blocks needs both r and a window: r,W with r, W > 0";
-        if (!p.window && !p.global && !p.dilated_r && !p.random_count && !p.layout)
+        if ((s.dilated_r > 0) != (s.dilated_window > 0)) return "--dilated-blocks needs both r and a window: r,W with r, W > 0";
+        if (!s.window && !s.global && !s.dilated_r && !s.random_count && !s.layout)
             return "a block-sparse layout needs a builder: --window, --global, --dilated-blocks, --random-blocks or --layout-file";
         return "";
+    }
+
+    // An explicit layout has one set of rows for every head, or one per head.
+    static std::string heads_error(const AttnPattern& p, int H) {
+        const std::shared_ptr<const BlockLayout>& L = p.block_sparse.layout;
+        if (!L || L->heads == 1 || L->heads == H) return "";
+        return "the block-sparse layout " + L->source + " has rows for " + std::to_string(L->heads) + " heads but there are " +
+               std::to_string(H) + ": give one layout for all heads ('Q: ...' rows) or one per head";
     }
 
     // 1 if some builder keeps key k for query q (head h, global length N), else 0: the token rules
     // on positions, then the block rules on the blocks (kernels ask the two apart: block_rules
     // only when the pattern has some, with its blocks found by a shift).
-    ATTN_HD_TEMPLATE template <class P>  // AttnPattern, AttnPatternArgs or BlockSparseRules
+    ATTN_HD_TEMPLATE template <class P>  // AttnPattern or AttnPatternArgs
     ATTN_HD static int multiplicity(const P& p, int head, int q, int k, int seq_len) {
-        return token_rules(p, q, k) || block_rules(p, head, q / p.block, k / p.block, seq_len) ? 1 : 0;
+        const auto& s = p.block_sparse;
+        return token_rules(p.causal, s, q, k) || block_rules(p.causal, s, head, q / s.block, k / s.block, seq_len) ? 1 : 0;
     }
-    // A window of W tokens and g global tokens.
-    ATTN_HD_TEMPLATE template <class P>
-    ATTN_HD static bool token_rules(const P& p, int q, int k) {
+    // A window of W tokens and g global tokens. S: BlockSparseParams or BlockSparseArgs.
+    ATTN_HD_TEMPLATE template <class S>
+    ATTN_HD static bool token_rules(bool causal, const S& s, int q, int k) {
         const int d = q - k, ad = d < 0 ? -d : d;
-        return (p.window && (p.causal ? d < p.window : ad < p.window)) || (p.global && (k < p.global || q < p.global));
+        return (s.window && (causal ? d < s.window : ad < s.window)) || (s.global && (k < s.global || q < s.global));
     }
     // Dilated blocks, random blocks, an explicit layout: query block qb, key block kb.
-    ATTN_HD_TEMPLATE template <class P>
-    ATTN_HD static bool block_rules(const P& p, int head, int qb, int kb, int seq_len) {
-        const int b = p.block, bd = p.causal ? qb - kb : (qb > kb ? qb - kb : kb - qb);
-        if (p.dilated_r && bd >= 0 && bd % p.dilated_r == 0 && (long long)bd * b < p.dilated_window) return true;
-        if (p.random_count) {
-            const int range = p.causal ? qb + 1 : (seq_len + b - 1) / b;
-            for (int i = 0; i < p.random_count; i++)
-                if (block_sparse_random_block(p.random_seed, head, qb, i, range) == kb) return true;
+    ATTN_HD_TEMPLATE template <class S>
+    ATTN_HD static bool block_rules(bool causal, const S& s, int head, int qb, int kb, int seq_len) {
+        const int b = s.block, bd = causal ? qb - kb : (qb > kb ? qb - kb : kb - qb);
+        if (s.dilated_r && bd >= 0 && bd % s.dilated_r == 0 && (long long)bd * b < s.dilated_window) return true;
+        if (s.random_count) {
+            const int range = causal ? qb + 1 : (seq_len + b - 1) / b;
+            for (int i = 0; i < s.random_count; i++)
+                if (block_sparse_random_block(s.random_seed, head, qb, i, range) == kb) return true;
         }
-        return p.layout_view().has(head, qb, kb);
+        return s.layout_view().has(head, qb, kb);
     }
-    static bool has_block_rules(const AttnPattern& p) { return p.dilated_r || p.random_count || p.layout; }
+    static bool has_block_rules(const AttnPattern& p) {
+        const BlockSparseParams& s = p.block_sparse;
+        return s.dilated_r || s.random_count || s.layout;
+    }
 
     // Summed over rows, with causality: per row, the keys of its active blocks (block rules), plus
     // the keys the token rules (window, global) add outside those blocks. Heads differ only
     // through the random and explicit rules, so the others are counted once and times H.
     static double pairs_kept(const AttnPattern& p, int N, int H) {
-        const int b = p.block, nb = (N + b - 1) / b;
-        const bool per_head = p.random_count || (p.layout && p.layout->heads > 1);
+        const BlockSparseParams& s = p.block_sparse;
+        const int b = s.block, nb = (N + b - 1) / b;
+        const bool per_head = s.random_count || (s.layout && s.layout->heads > 1);
         double total = 0;
         std::vector<char> in_block(nb, 0);
         for (int h = 0; h < (per_head ? H : 1); h++)
@@ -110,15 +112,15 @@ struct BlockSparsePattern {
                     const int kmax = p.causal ? q : N - 1;  // keys [0, kmax]
                     for (int kb : blocks)
                         if (kb * b <= kmax) total += std::min(kmax, kb * b + b - 1) - kb * b + 1;
-                    if (p.global && q < p.global) {  // a global row sees every allowed key
+                    if (s.global && q < s.global) {  // a global row sees every allowed key
                         for (int kb = 0; kb <= kmax / b; kb++)
                             if (!in_block[kb]) total += std::min(kmax, kb * b + b - 1) - kb * b + 1;
                         continue;
                     }
                     // The token rules' keys as up to two intervals: [0, g) and the window.
-                    const int wlo = p.window ? std::max(0, q - p.window + 1) : 1, whi = p.window ? kmax : 0;
-                    const int whi2 = p.window && !p.causal ? std::min(N - 1, q + p.window - 1) : whi;
-                    const int glo = 0, ghi = p.global ? std::min(kmax, p.global - 1) : -1;
+                    const int wlo = s.window ? std::max(0, q - s.window + 1) : 1, whi = s.window ? kmax : 0;
+                    const int whi2 = s.window && !p.causal ? std::min(N - 1, q + s.window - 1) : whi;
+                    const int glo = 0, ghi = s.global ? std::min(kmax, s.global - 1) : -1;
                     auto add_interval = [&](int lo, int hi, int skip_lo, int skip_hi) {  // keys in [lo, hi] outside
                         for (int kb = lo / b; lo <= hi && kb <= hi / b; kb++) {       // blocks and [skip_lo, skip_hi]
                             if (in_block[kb]) continue;
@@ -127,8 +129,8 @@ struct BlockSparsePattern {
                             total += z - a + 1 - overlap;
                         }
                     };
-                    if (p.window) add_interval(wlo, whi2, 1, 0);
-                    if (p.global) add_interval(glo, ghi, p.window ? wlo : 1, p.window ? whi2 : 0);
+                    if (s.window) add_interval(wlo, whi2, 1, 0);
+                    if (s.global) add_interval(glo, ghi, s.window ? wlo : 1, s.window ? whi2 : 0);
                 }
                 for (int kb : blocks) in_block[kb] = 0;
             }
@@ -138,20 +140,21 @@ struct BlockSparsePattern {
     // The key blocks the block rules give (head, query block), sorted and unique, allowed by the
     // causal mask (at or below the diagonal).
     static std::vector<int> active_blocks(const AttnPattern& p, int h, int qb, int N) {
-        const int nb = (N + p.block - 1) / p.block, kb_max = p.causal ? qb : nb - 1;
+        const BlockSparseParams& s = p.block_sparse;
+        const int nb = (N + s.block - 1) / s.block, kb_max = p.causal ? qb : nb - 1;
         std::vector<int> out;
-        if (p.dilated_r)
-            for (long long d = 0; d * p.block < p.dilated_window && d < nb; d += p.dilated_r) {  // no block past the ends
+        if (s.dilated_r)
+            for (long long d = 0; d * s.block < s.dilated_window && d < nb; d += s.dilated_r) {  // no block past the ends
                 if (qb - d >= 0) out.push_back((int)(qb - d));
                 if (!p.causal && d > 0 && qb + d <= kb_max) out.push_back((int)(qb + d));
             }
-        if (p.random_count) {
+        if (s.random_count) {
             const int range = p.causal ? qb + 1 : nb;
-            for (int i = 0; i < p.random_count; i++) out.push_back(block_sparse_random_block(p.random_seed, h, qb, i, range));
+            for (int i = 0; i < s.random_count; i++) out.push_back(block_sparse_random_block(s.random_seed, h, qb, i, range));
         }
-        if (p.layout && qb < p.layout->n_blocks && (p.layout->heads == 1 || h < p.layout->heads)) {
-            const int row = (p.layout->heads == 1 ? 0 : h) * p.layout->n_blocks + qb;
-            for (int j = p.layout->row_ptr[row]; j < p.layout->row_ptr[row + 1]; j++) out.push_back(p.layout->cols[j]);
+        if (s.layout && qb < s.layout->n_blocks && (s.layout->heads == 1 || h < s.layout->heads)) {
+            const int row = (s.layout->heads == 1 ? 0 : h) * s.layout->n_blocks + qb;
+            for (int j = s.layout->row_ptr[row]; j < s.layout->row_ptr[row + 1]; j++) out.push_back(s.layout->cols[j]);
         }
         std::sort(out.begin(), out.end());
         out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -161,13 +164,14 @@ struct BlockSparsePattern {
 
     // Can a query in [q_lo, q_hi] keep a key in [k_lo, k_hi] (causal aside)?
     static bool tiles_meet(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int seq_len) {
-        if (p.window) {
+        const BlockSparseParams& s = p.block_sparse;
+        if (s.window) {
             const int dmin = q_lo - k_hi, dmax = q_hi - k_lo;  // q - k over the two ranges
-            if (p.causal ? dmin < p.window : (dmin < p.window && dmax > -p.window)) return true;
+            if (p.causal ? dmin < s.window : (dmin < s.window && dmax > -s.window)) return true;
         }
-        if (p.global && (k_lo < p.global || q_lo < p.global)) return true;
-        if (p.random_count) return true;  // drawn per head, and tiles_meet knows no head: assume they may
-        const int b = p.block, heads = p.layout ? p.layout->heads : 1;
+        if (s.global && (k_lo < s.global || q_lo < s.global)) return true;
+        if (s.random_count) return true;  // drawn per head, and tiles_meet knows no head: assume they may
+        const int b = s.block, heads = s.layout ? s.layout->heads : 1;
         for (int h = 0; h < heads; h++)
             for (int qb = q_lo / b; qb <= q_hi / b; qb++)
                 for (int kb : active_blocks(p, h, qb, seq_len))
@@ -189,7 +193,8 @@ struct BlockSparsePattern {
     static constexpr bool kCudnnRuns = false;
     static constexpr bool kLaunchesPerBranch = false;  // one launch over its tile lists
 
-    static void add_flags(Flags& flags, PatternFlags& f) {
+    static void add_flags(Flags& flags, PatternFlags& all) {
+        BlockSparseFlags& f = all.block_sparse;
         flags.add_int("block", &f.block, "block-sparse: block size b in tokens");
         flags.add_int("window", &f.window, "block-sparse: each token sees the keys less than this many tokens back");
         flags.add_int("global", &f.global, "block-sparse: the first g tokens are seen by every token and see every key");
@@ -197,49 +202,53 @@ struct BlockSparsePattern {
         flags.add_string("random-blocks", &f.random_blocks, "block-sparse: count,seed: random key blocks per query block and head");
         flags.add_string("layout-file", &f.layout_file, "block-sparse: explicit key blocks per query block ('Q: K K ...' or 'H/Q: K K ...' lines)");
     }
-    static void from_flags(const PatternFlags& f, AttnPattern& p) {
-        p.block = f.block, p.window = f.window, p.global = f.global;
+    static void from_flags(const PatternFlags& flags, AttnPattern& p) {
+        const BlockSparseFlags& f = flags.block_sparse;
+        BlockSparseParams& s = p.block_sparse;
+        s.block = f.block, s.window = f.window, s.global = f.global;
         if (!f.dilated_blocks.empty()) {
             const std::vector<int> v = parse_int_list(f.dilated_blocks, "--dilated-blocks");
             if (v.size() != 2) fatal("--dilated-blocks expects r,W (a block stride and a window in tokens), got '%s'", f.dilated_blocks.c_str());
-            p.dilated_r = v[0], p.dilated_window = v[1];
+            s.dilated_r = v[0], s.dilated_window = v[1];
         }
         if (!f.random_blocks.empty()) {
             const std::vector<int> v = parse_int_list(f.random_blocks, "--random-blocks");
             if (v.size() != 2 || v[0] < 0 || v[1] < 0)
                 fatal("--random-blocks expects count,seed (blocks per query block, a seed >= 0), got '%s'", f.random_blocks.c_str());
-            p.random_count = v[0], p.random_seed = (uint64_t)v[1];
+            s.random_count = v[0], s.random_seed = (uint64_t)v[1];
         }
-        if (!f.layout_file.empty()) p.layout = read_layout_file(f.layout_file, p.causal);
+        if (!f.layout_file.empty()) s.layout = read_layout_file(f.layout_file, p.causal);
     }
     // validate's messages name each flag with its value.
     static std::string flags_text(const PatternFlags&) { return ""; }
     static std::string json_fields(const AttnPattern& p) {
-        std::string s = ",\"block\":" + std::to_string(p.block) + ",\"window\":" + std::to_string(p.window) +
-                        ",\"global\":" + std::to_string(p.global) + ",\"dilated_r\":" + std::to_string(p.dilated_r) +
-                        ",\"dilated_window\":" + std::to_string(p.dilated_window) + ",\"random_count\":" +
-                        std::to_string(p.random_count) + ",\"random_seed\":" + std::to_string(p.random_seed);
-        if (p.layout) {
+        const BlockSparseParams& s = p.block_sparse;
+        std::string out = ",\"block\":" + std::to_string(s.block) + ",\"window\":" + std::to_string(s.window) +
+                          ",\"global\":" + std::to_string(s.global) + ",\"dilated_r\":" + std::to_string(s.dilated_r) +
+                          ",\"dilated_window\":" + std::to_string(s.dilated_window) + ",\"random_count\":" +
+                          std::to_string(s.random_count) + ",\"random_seed\":" + std::to_string(s.random_seed);
+        if (s.layout) {
             auto list = [](const std::vector<int>& v) {
-                std::string out = "[";
-                for (size_t i = 0; i < v.size(); i++) out += (i ? "," : "") + std::to_string(v[i]);
-                return out + "]";
+                std::string text = "[";
+                for (size_t i = 0; i < v.size(); i++) text += (i ? "," : "") + std::to_string(v[i]);
+                return text + "]";
             };
-            s += ",\"layout\":{\"n_blocks\":" + std::to_string(p.layout->n_blocks) + ",\"heads\":" +
-                 std::to_string(p.layout->heads) + ",\"row_ptr\":" + list(p.layout->row_ptr) + ",\"cols\":" + list(p.layout->cols) + "}";
+            out += ",\"layout\":{\"n_blocks\":" + std::to_string(s.layout->n_blocks) + ",\"heads\":" +
+                   std::to_string(s.layout->heads) + ",\"row_ptr\":" + list(s.layout->row_ptr) + ",\"cols\":" + list(s.layout->cols) + "}";
         }
-        return s;
+        return out;
     }
     static void from_json(const Json& j, AttnPattern& p) {
+        BlockSparseParams& s = p.block_sparse;
         const long long kInt = 2147483647;
-        p.block = (int)j.at("block").as_int("block", 1, 4096);
-        p.window = (int)j.at("window").as_int("window", 0, kInt);
-        p.global = (int)j.at("global").as_int("global", 0, kInt);
-        p.dilated_r = (int)j.at("dilated_r").as_int("dilated_r", 0, kInt);
-        p.dilated_window = (int)j.at("dilated_window").as_int("dilated_window", 0, kInt);
-        p.random_count = (int)j.at("random_count").as_int("random_count", 0, kInt);
-        p.random_seed = (uint64_t)j.at("random_seed").as_int("random_seed", 0, kInt);
-        if (j.has("layout")) p.layout = layout_from_json(j.at("layout"), p.causal);
+        s.block = (int)j.at("block").as_int("block", 1, 4096);
+        s.window = (int)j.at("window").as_int("window", 0, kInt);
+        s.global = (int)j.at("global").as_int("global", 0, kInt);
+        s.dilated_r = (int)j.at("dilated_r").as_int("dilated_r", 0, kInt);
+        s.dilated_window = (int)j.at("dilated_window").as_int("dilated_window", 0, kInt);
+        s.random_count = (int)j.at("random_count").as_int("random_count", 0, kInt);
+        s.random_seed = (uint64_t)j.at("random_seed").as_int("random_seed", 0, kInt);
+        if (j.has("layout")) s.layout = layout_from_json(j.at("layout"), p.causal);
     }
 
     // The file behind --layout-file (layers/patterns/block_layout.h: its format and limits).
@@ -269,8 +278,9 @@ struct BlockSparsePattern {
     // Density: active blocks / all blocks (under the causal mask, those at or below the diagonal).
     // A block is active if a block rule keeps it or a token rule reaches into it.
     static double density(const AttnPattern& p, int N, int H) {
-        const int b = p.block, nb = (N + b - 1) / b;
-        const bool per_head = p.random_count || (p.layout && p.layout->heads > 1);
+        const BlockSparseParams& s = p.block_sparse;
+        const int b = s.block, nb = (N + b - 1) / b;
+        const bool per_head = s.random_count || (s.layout && s.layout->heads > 1);
         double active = 0, all = 0;
         std::vector<char> on(nb);
         for (int h = 0; h < (per_head ? H : 1); h++)
@@ -279,8 +289,8 @@ struct BlockSparsePattern {
                 for (int kb : active_blocks(p, h, qb, N)) on[kb] = 1;
                 for (int kb = 0; kb < (p.causal ? qb + 1 : nb); kb++) {
                     const int gap = std::abs(qb - kb), closest = gap ? (gap - 1) * b + 1 : 0;  // smallest |q - k|
-                    const bool window = p.window && closest < p.window && (!p.causal || kb <= qb);
-                    const bool global = p.global && (kb * b < p.global || qb * b < p.global);
+                    const bool window = s.window && closest < s.window && (!p.causal || kb <= qb);
+                    const bool global = s.global && (kb * b < s.global || qb * b < s.global);
                     active += on[kb] || window || global;
                     all++;
                 }

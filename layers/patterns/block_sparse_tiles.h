@@ -41,10 +41,11 @@ struct TileLists {
 // counts as cut. `blocks[h][qb - qb_lo]` are the active key blocks of (h, query block qb), sorted.
 inline bool block_sparse_tile_full(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi,
                                    const std::vector<std::vector<std::vector<int>>>& blocks, int qb_lo) {
-    if (p.window && q_hi - k_lo < p.window && (p.causal || k_hi - q_lo < p.window)) return true;
-    if (p.global && (k_hi < p.global || q_hi < p.global)) return true;
+    const BlockSparseParams& s = p.block_sparse;
+    if (s.window && q_hi - k_lo < s.window && (p.causal || k_hi - q_lo < s.window)) return true;
+    if (s.global && (k_hi < s.global || q_hi < s.global)) return true;
     if (blocks.empty()) return false;
-    const int b = p.block;
+    const int b = s.block;
     for (const auto& per_q : blocks)
         for (int qb = q_lo / b; qb <= q_hi / b; qb++) {
             const std::vector<int>& row = per_q[qb - qb_lo];
@@ -67,11 +68,12 @@ inline std::vector<int> tiles_by_list_length(const std::vector<int>& ptr) {
 // sequence of seq_len tokens.
 inline TileLists block_sparse_tile_lists(const AttnPattern& p, int seq_len, int H, int BM, int BN, int q_pos0, int q_n,
                                          int k_pos0, int k_n) {
+    const BlockSparseParams& s = p.block_sparse;
     TileLists t;
     t.BM = BM, t.BN = BN, t.n_q_tiles = (q_n + BM - 1) / BM, t.n_k_tiles = (k_n + BN - 1) / BN;
-    const int b = p.block;
-    const bool per_head = p.random_count || (p.layout && p.layout->heads > 1);
-    const bool block_rules = p.dilated_r || p.random_count || p.layout;
+    const int b = s.block;
+    const bool per_head = s.random_count || (s.layout && s.layout->heads > 1);
+    const bool block_rules = s.dilated_r || s.random_count || s.layout;
     std::vector<char> mark(t.n_k_tiles);
     std::vector<std::vector<int>> of_q(t.n_q_tiles);
     std::vector<std::vector<char>> cut_of_q(t.n_q_tiles);
@@ -84,10 +86,10 @@ inline TileLists block_sparse_tile_lists(const AttnPattern& p, int seq_len, int 
             lo = std::max({lo, 0, k_pos0}), hi = std::min({hi, k_max, k_pos0 + k_n - 1});
             for (int kt = (lo - k_pos0) / BN; lo <= hi && kt <= (hi - k_pos0) / BN; kt++) mark[kt] = 1;
         };
-        if (p.global && q_lo < p.global)                           // global rows see every key (before them, causal)
-            mark_keys(0, p.causal ? std::min(q_hi, p.global - 1) : k_max);
-        if (p.global) mark_keys(0, p.global - 1);                  // every row sees the global keys
-        if (p.window) mark_keys(q_lo - p.window + 1, p.causal ? q_hi : q_hi + p.window - 1);
+        if (s.global && q_lo < s.global)                           // global rows see every key (before them, causal)
+            mark_keys(0, p.causal ? std::min(q_hi, s.global - 1) : k_max);
+        if (s.global) mark_keys(0, s.global - 1);                  // every row sees the global keys
+        if (s.window) mark_keys(q_lo - s.window + 1, p.causal ? q_hi : q_hi + s.window - 1);
         blocks.assign(block_rules ? (per_head ? H : 1) : 0, {});
         for (int h = 0; h < (int)blocks.size(); h++)
             for (int qb = q_lo / b; qb <= q_hi / b; qb++) {
@@ -125,5 +127,6 @@ inline TileLists block_sparse_tile_lists(const AttnPattern& p, int seq_len, int 
 
 // One sequence of N tokens, both sides whole.
 inline TileLists block_sparse_tile_lists(const AttnPattern& p, int N, int H, int BM, int BN) {
+    const BlockSparseParams& s = p.block_sparse;
     return block_sparse_tile_lists(p, N, H, BM, BN, 0, N, 0, N);
 }

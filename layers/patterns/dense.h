@@ -5,12 +5,14 @@
 #include <string>
 #include <vector>
 #include "core/flags.h"
+#include "core/json.h"
 #include "layers/patterns/pattern_params.h"
 
 struct DensePattern {
     static constexpr const char* kName = "dense";
 
     static std::string validate(const AttnPattern&) { return ""; }
+    static std::string heads_error(const AttnPattern&, int /*H*/) { return ""; }  // any number of heads
 
     // m(q, k) before the causal mask: every key once.
     ATTN_HD_TEMPLATE template <class P>  // AttnPattern or AttnPatternArgs

@@ -6,8 +6,10 @@
 #pragma once
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 #include "core/flags.h"
+#include "core/json.h"
 #include "layers/patterns/pattern_params.h"
 
 // The offset class that head `head` keeps in a branch of dilation r.
@@ -17,23 +19,29 @@ struct DilatedPattern {
     static constexpr const char* kName = "dilated";
 
     static std::string validate(const AttnPattern& p) {
-        if (p.segments.empty()) return "--segments is empty: give at least one segment length";
-        if (p.segments.size() != p.dilations.size())
-            return "--segments has " + std::to_string(p.segments.size()) + " entries but --dilations has " +
-                   std::to_string(p.dilations.size()) + ": give one dilation per segment";
-        for (size_t i = 0; i < p.segments.size(); i++) {
-            const int w = p.segments[i], r = p.dilations[i];
+        const DilatedParams& d = p.dilated;
+        if (d.segments.empty()) return "--segments is empty: give at least one segment length";
+        if (d.segments.size() != d.dilations.size())
+            return "--segments has " + std::to_string(d.segments.size()) + " entries but --dilations has " +
+                   std::to_string(d.dilations.size()) + ": give one dilation per segment";
+        for (size_t i = 0; i < d.segments.size(); i++) {
+            const int w = d.segments[i], r = d.dilations[i];
             if (w < 1 || r < 1) return "segment " + std::to_string(w) + " and dilation " + std::to_string(r) + " must be positive";
             if (r > w) return "dilation " + std::to_string(r) + " exceeds its segment " + std::to_string(w) + ": need r <= w";
         }
+        if (d.branches() > kMaxDilatedBranches)
+            return std::to_string(d.branches()) + " branches, at most " + std::to_string(kMaxDilatedBranches);
         return "";
     }
+    // Any number of heads: head h keeps offset class h mod r.
+    static std::string heads_error(const AttnPattern&, int /*H*/) { return ""; }
 
     ATTN_HD_TEMPLATE template <class P>  // AttnPattern or AttnPatternArgs
     ATTN_HD static int multiplicity(const P& p, int head, int qpos, int kpos, int seq_len) {
         int m = 0;  // one count per branch whose kept set holds both
-        for (int i = 0; i < p.branches(); i++) {
-            const int w = p.segment(i) < seq_len ? p.segment(i) : seq_len, r = p.dilation(i);
+        const auto& d = p.dilated;  // DilatedParams or DilatedArgs
+        for (int i = 0; i < d.branches(); i++) {
+            const int w = d.segment(i) < seq_len ? d.segment(i) : seq_len, r = d.dilation(i);
             const int seg = qpos / w, start = seg * w, cls = dilated_class(head, r);
             if (kpos / w == seg && (qpos - start) % r == cls && (kpos - start) % r == cls) m++;
         }
@@ -45,9 +53,10 @@ struct DilatedPattern {
     // What a KV cache keeps (docs/attention-spec.md#decoding): per branch (w_i, r_i), head h's
     // rows of the current segment, packed: ceil(w_i / r_i) rows whatever the context.
     static std::vector<CacheBranchShape> cache_branches(const AttnPattern& p) {
+        const DilatedParams& d = p.dilated;
         std::vector<CacheBranchShape> out;
-        for (size_t i = 0; i < p.segments.size(); i++)
-            out.push_back({p.segments[i], p.dilations[i], ((long long)p.segments[i] + p.dilations[i] - 1) / p.dilations[i]});
+        for (size_t i = 0; i < d.segments.size(); i++)
+            out.push_back({d.segments[i], d.dilations[i], ((long long)d.segments[i] + d.dilations[i] - 1) / d.dilations[i]});
         return out;
     }
     // The smallest key position a query at or after next_pos can attend: a query's keys lie in
@@ -56,13 +65,14 @@ struct DilatedPattern {
     // segment back; segments need not divide one another).
     static long long cache_first_key(const AttnPattern& p, long long next_pos) {
         long long first = next_pos;
-        for (int w : p.segments) first = std::min(first, next_pos / w * w);
+        for (int w : p.dilated.segments) first = std::min(first, next_pos / w * w);
         return first;
     }
     // Ordinary rows a chunk of up to `chunk` queries unpacks the packed rows into: the longest
     // segment plus the chunk.
     static long long cache_unpack_rows(const AttnPattern& p, int chunk) {
-        return (long long)*std::max_element(p.segments.begin(), p.segments.end()) + chunk;
+        const DilatedParams& d = p.dilated;
+        return (long long)*std::max_element(d.segments.begin(), d.segments.end()) + chunk;
     }
     static constexpr bool kDecodesOneToken = true;  // one token: the decode kernel over the branches
     static constexpr bool kCudnnRuns = false;
@@ -71,21 +81,23 @@ struct DilatedPattern {
     static constexpr bool kLaunchesPerBranch = true;
 
     static std::vector<AttnPattern> branches(const AttnPattern& p) {
+        const DilatedParams& d = p.dilated;
         std::vector<AttnPattern> out;
-        for (int i = 0; i < p.branches(); i++) {
+        for (int i = 0; i < d.branches(); i++) {
             AttnPattern one = p;
-            one.segments = {p.segments[i]};
-            one.dilations = {p.dilations[i]};
+            one.dilated.segments = {d.segments[i]};
+            one.dilated.dilations = {d.dilations[i]};
             out.push_back(one);
         }
         return out;
     }
 
     static double pairs_kept(const AttnPattern& p, int N, int H) {
+        const DilatedParams& d = p.dilated;
         auto pairs = [&](double n) { return p.causal ? n * (n + 1) / 2 : n * n; };
         double total = 0;
-        for (size_t i = 0; i < p.segments.size(); i++) {
-            const int w = std::min(p.segments[i], N), r = p.dilations[i];
+        for (size_t i = 0; i < d.segments.size(); i++) {
+            const int w = std::min(d.segments[i], N), r = d.dilations[i];
             for (long long start = 0; start < N; start += w) {  // 64-bit: start + w may pass INT_MAX
                 const int len = (int)std::min<long long>(w, N - start);
                 for (int h = 0; h < H; h++) {
@@ -100,41 +112,46 @@ struct DilatedPattern {
     // Some branch has a segment holding a query position of [q_lo, q_hi] and a key position of
     // [k_lo, k_hi].
     static bool tiles_meet(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int seq_len) {
-        for (size_t i = 0; i < p.segments.size(); i++) {
-            const int w = std::min(p.segments[i], seq_len);
+        const DilatedParams& d = p.dilated;
+        for (size_t i = 0; i < d.segments.size(); i++) {
+            const int w = std::min(d.segments[i], seq_len);
             if (std::max(q_lo / w, k_lo / w) <= std::min(q_hi / w, k_hi / w)) return true;
         }
         return false;
     }
     // Only one branch of dilation 1 whose one segment holds both tiles keeps every pair once.
     static bool tiles_full(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int seq_len) {
-        if (p.segments.size() != 1 || p.dilations[0] != 1) return false;
-        const int w = std::min(p.segments[0], seq_len);
+        const DilatedParams& d = p.dilated;
+        if (d.segments.size() != 1 || d.dilations[0] != 1) return false;
+        const int w = std::min(d.segments[0], seq_len);
         return q_lo / w == q_hi / w && k_lo / w == k_hi / w && q_lo / w == k_lo / w;
     }
 
     static void add_flags(Flags& flags, PatternFlags& f) {
-        flags.add_string("segments", &f.segments, "dilated: segment length of each branch, e.g. 2048,4096,8192 (a segment longer than the sequence is the whole sequence)");
-        flags.add_string("dilations", &f.dilations, "dilated: dilation rate of each branch, e.g. 1,2,4");
+        flags.add_string("segments", &f.dilated.segments, "dilated: segment length of each branch, e.g. 2048,4096,8192 (a segment longer than the sequence is the whole sequence)");
+        flags.add_string("dilations", &f.dilated.dilations, "dilated: dilation rate of each branch, e.g. 1,2,4");
     }
     static void from_flags(const PatternFlags& f, AttnPattern& p) {
-        p.segments = branch_list(f.segments, "--segments");
-        p.dilations = branch_list(f.dilations, "--dilations");
+        DilatedParams& d = p.dilated;
+        d.segments = branch_list(f.dilated.segments, "--segments");
+        d.dilations = branch_list(f.dilated.dilations, "--dilations");
     }
     // validate speaks of entries ("dilation 16 exceeds its segment 8"): the lists say which.
-    static std::string flags_text(const PatternFlags& f) { return " --segments " + f.segments + " --dilations " + f.dilations; }
+    static std::string flags_text(const PatternFlags& f) { return " --segments " + f.dilated.segments + " --dilations " + f.dilated.dilations; }
     static std::string json_fields(const AttnPattern& p) {
+        const DilatedParams& d = p.dilated;
         auto list = [](const std::vector<int>& v) {
             std::string out = "[";
             for (size_t i = 0; i < v.size(); i++) out += (i ? "," : "") + std::to_string(v[i]);
             return out + "]";
         };
-        return ",\"segments\":" + list(p.segments) + ",\"dilations\":" + list(p.dilations);
+        return ",\"segments\":" + list(d.segments) + ",\"dilations\":" + list(d.dilations);
     }
     static void from_json(const Json& j, AttnPattern& p) {
+        DilatedParams& d = p.dilated;
         const long long kInt = 2147483647;
-        for (const Json& w : j.at("segments").as_array("segments")) p.segments.push_back((int)w.as_int("a segment", 1, kInt));
-        for (const Json& r : j.at("dilations").as_array("dilations")) p.dilations.push_back((int)r.as_int("a dilation", 1, kInt));
+        for (const Json& w : j.at("segments").as_array("segments")) d.segments.push_back((int)w.as_int("a segment", 1, kInt));
+        for (const Json& r : j.at("dilations").as_array("dilations")) d.dilations.push_back((int)r.as_int("a dilation", 1, kInt));
     }
 
    private:
@@ -148,3 +165,10 @@ struct DilatedPattern {
         return parse_int_list(text, flag);
     }
 };
+
+// A dilated pattern of the given branches (tests, benchmarks).
+inline AttnPattern dilated_pattern(bool causal, std::vector<int> segments, std::vector<int> dilations) {
+    AttnPattern p = make_pattern(AttnKind::Dilated, causal);
+    p.dilated.segments = std::move(segments), p.dilated.dilations = std::move(dilations);
+    return p;
+}

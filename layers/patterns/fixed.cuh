@@ -83,7 +83,7 @@ struct FixedSchedule {
 template <>
 struct PatternSchedules<FixedPattern> {
     using type = ScheduleList<FixedSchedule>;
-    static void bind(Params& p, const AttnPattern& pattern) { p.rules[0] = pattern.stride, p.rules[1] = pattern.summary; }
+    static void bind(Params& p, const AttnPattern& pattern) { p.rules[0] = pattern.fixed.stride, p.rules[1] = pattern.fixed.summary; }
 };
 
 }  // namespace flash

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 #include "core/flags.h"
+#include "core/json.h"
 #include "layers/patterns/pattern_params.h"
 
 struct FixedPattern {
@@ -16,16 +17,18 @@ struct FixedPattern {
 
     static std::string validate(const AttnPattern& p) {
         if (!p.causal) return "the fixed pattern is causal (Child et al.'s autoregressive pattern): use --causal on";
-        if (p.stride < 1 || p.stride > (1 << 24)) return "--stride " + std::to_string(p.stride) + " must be in [1, 2^24]";
-        if (p.summary < 1 || p.summary > p.stride)
-            return "--summary " + std::to_string(p.summary) + " must be in [1, --stride " + std::to_string(p.stride) + "]";
+        if (p.fixed.stride < 1 || p.fixed.stride > (1 << 24)) return "--stride " + std::to_string(p.fixed.stride) + " must be in [1, 2^24]";
+        if (p.fixed.summary < 1 || p.fixed.summary > p.fixed.stride)
+            return "--summary " + std::to_string(p.fixed.summary) + " must be in [1, --stride " + std::to_string(p.fixed.stride) + "]";
         return "";
     }
+
+    static std::string heads_error(const AttnPattern&, int /*H*/) { return ""; }  // any number of heads
 
     // Own block, or a summary key (its offset in its block is among the last c).
     ATTN_HD_TEMPLATE template <class P>  // AttnPattern or AttnPatternArgs
     ATTN_HD static int multiplicity(const P& p, int /*head*/, int q, int k, int /*seq_len*/) {
-        return keeps(p.stride, p.summary, q, k) ? 1 : 0;
+        return keeps(p.fixed.stride, p.fixed.summary, q, k) ? 1 : 0;
     }
     ATTN_HD static bool keeps(int l, int c, int q, int k) { return q / l == k / l || k % l >= l - c; }
 
@@ -34,9 +37,9 @@ struct FixedPattern {
     // Per query q (causal): q - start + 1 keys of its own block, c per earlier block.
     static double pairs_kept(const AttnPattern& p, int N, int H) {
         double total = 0;
-        for (long long start = 0; start < N; start += p.stride) {
-            const double len = (double)std::min<long long>(p.stride, N - start), earlier = (double)(start / p.stride);
-            total += len * (len + 1) / 2 + len * earlier * p.summary;
+        for (long long start = 0; start < N; start += p.fixed.stride) {
+            const double len = (double)std::min<long long>(p.fixed.stride, N - start), earlier = (double)(start / p.fixed.stride);
+            total += len * (len + 1) / 2 + len * earlier * p.fixed.summary;
         }
         return total * H;
     }
@@ -45,16 +48,16 @@ struct FixedPattern {
     // causal mask)? When some block holds both a query and a key, or some summary key lies at or
     // before the last query.
     static bool tiles_meet(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int) {
-        const int l = p.stride;
+        const int l = p.fixed.stride;
         if (std::max(q_lo / l, k_lo / l) <= std::min(q_hi / l, k_hi / l)) return true;
         const int k_end = std::min(k_hi, q_hi);
-        const int first_summary = k_lo % l >= l - p.summary ? k_lo : k_lo / l * l + l - p.summary;
+        const int first_summary = k_lo % l >= l - p.fixed.summary ? k_lo : k_lo / l * l + l - p.fixed.summary;
         return first_summary <= k_end;
     }
     // Every key a summary key, or one block holding all queries and keys.
     static bool tiles_full(const AttnPattern& p, int q_lo, int q_hi, int k_lo, int k_hi, int) {
-        const int l = p.stride;
-        if (k_lo / l == k_hi / l && k_lo % l >= l - p.summary) return true;
+        const int l = p.fixed.stride;
+        if (k_lo / l == k_hi / l && k_lo % l >= l - p.fixed.summary) return true;
         return q_lo / l == q_hi / l && k_lo / l == k_hi / l && q_lo / l == k_lo / l;
     }
 
@@ -69,16 +72,16 @@ struct FixedPattern {
     static constexpr bool kLaunchesPerBranch = false;  // one launch over its computed tiles
 
     static void add_flags(Flags& flags, PatternFlags& f) {
-        flags.add_int("stride", &f.stride, "fixed: block length l: a query keeps every key of its own block of l tokens");
-        flags.add_int("summary", &f.summary, "fixed: c: and the last c keys of every earlier block");
+        flags.add_int("stride", &f.fixed.stride, "fixed: block length l: a query keeps every key of its own block of l tokens");
+        flags.add_int("summary", &f.fixed.summary, "fixed: c: and the last c keys of every earlier block");
     }
-    static void from_flags(const PatternFlags& f, AttnPattern& p) { p.stride = f.stride, p.summary = f.summary; }
+    static void from_flags(const PatternFlags& f, AttnPattern& p) { p.fixed.stride = f.fixed.stride, p.fixed.summary = f.fixed.summary; }
     static std::string flags_text(const PatternFlags&) { return ""; }  // validate names the flags
     static std::string json_fields(const AttnPattern& p) {
-        return ",\"stride\":" + std::to_string(p.stride) + ",\"summary\":" + std::to_string(p.summary);
+        return ",\"stride\":" + std::to_string(p.fixed.stride) + ",\"summary\":" + std::to_string(p.fixed.summary);
     }
     static void from_json(const Json& j, AttnPattern& p) {
-        p.stride = (int)j.at("stride").as_int("stride", 1, 1 << 24);
-        p.summary = (int)j.at("summary").as_int("summary", 1, 1 << 24);
+        p.fixed.stride = (int)j.at("stride").as_int("stride", 1, 1 << 24);
+        p.fixed.summary = (int)j.at("summary").as_int("summary", 1, 1 << 24);
     }
 };

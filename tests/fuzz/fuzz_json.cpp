@@ -17,7 +17,7 @@
 static bool same_patterns(const GPTConfig& a, const GPTConfig& b) {
     for (int l = 0; l < a.n_layer; l++) {
         const AttnPattern p = a.attn(l), q = b.attn(l);
-        if (p.kind != q.kind || p.causal != q.causal || p.segments != q.segments || p.dilations != q.dilations) return false;
+        if (p.kind != q.kind || p.causal != q.causal || p.dilated.segments != q.dilated.segments || p.dilated.dilations != q.dilated.dilations) return false;
     }
     return true;
 }

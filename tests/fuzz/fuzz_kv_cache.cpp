@@ -19,7 +19,7 @@ inline GPTConfig fuzz_kv_cache_config() {
     GPTConfig c;
     c.vocab_size = 16, c.n_layer = 2, c.n_embd = 8, c.n_head = 2;
     AttnPattern p;
-    p.kind = AttnKind::Dilated, p.segments = {2, 4}, p.dilations = {1, 2};
+    p.kind = AttnKind::Dilated, p.dilated.segments = {2, 4}, p.dilated.dilations = {1, 2};
     c.layer_attn = {p, AttnPattern{}};
     return c;
 }

@@ -22,7 +22,7 @@ static bool same_layout(const BlockLayout& a, const BlockLayout& b) {
 // What a checkpoint stores of the pattern, loaded back as infer and --resume load it.
 static void check_round_trip(const std::shared_ptr<const BlockLayout>& L, bool causal) {
     AttnPattern p;
-    p.kind = AttnKind::BlockSparse, p.causal = causal, p.block = 64, p.layout = L;
+    p.kind = AttnKind::BlockSparse, p.causal = causal, p.block_sparse.block = 64, p.block_sparse.layout = L;
     const std::string json = pattern_to_json(p);
     AttnPattern back;
     try {
@@ -30,7 +30,7 @@ static void check_round_trip(const std::shared_ptr<const BlockLayout>& L, bool c
     } catch (const JsonError& e) {
         FUZZ_CHECK(false, "an accepted layout does not load back from its checkpoint JSON: %s", e.what());
     }
-    FUZZ_CHECK(back.layout && same_layout(*back.layout, *L), "the layout changes through the checkpoint JSON");
+    FUZZ_CHECK(back.block_sparse.layout && same_layout(*back.block_sparse.layout, *L), "the layout changes through the checkpoint JSON");
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

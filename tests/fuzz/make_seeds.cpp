@@ -41,7 +41,7 @@ static GPTConfig tiny(int layers, int width, int heads) {
 static GPTConfig tiny_dilated() {
     GPTConfig c = tiny(2, 8, 2);
     AttnPattern p;
-    p.kind = AttnKind::Dilated, p.segments = {2, 4}, p.dilations = {1, 2};
+    p.kind = AttnKind::Dilated, p.dilated.segments = {2, 4}, p.dilated.dilations = {1, 2};
     c.layer_attn = {p, AttnPattern{}};
     return c;
 }

@@ -29,7 +29,7 @@ constexpr double kSeedProjectFwdTokPerS = 0.17e6;
 
 static AttnPattern window_global(int block, int window, int global) {
     AttnPattern p = make_pattern(AttnKind::BlockSparse, true);
-    p.block = block, p.window = window, p.global = global;
+    p.block_sparse.block = block, p.block_sparse.window = window, p.block_sparse.global = global;
     return p;
 }
 
@@ -89,7 +89,7 @@ static int main_body(int argc, char** argv) {
     const AttnPattern dense = make_pattern(AttnKind::Dense, true);
     const AttnPattern b64 = window_global(64, W, G), b128 = window_global(128, W, G);
     AttnPattern all_blocks = make_pattern(AttnKind::BlockSparse, true);  // every block: dense attention
-    all_blocks.block = 64, all_blocks.dilated_r = 1, all_blocks.dilated_window = 1 << 30;
+    all_blocks.block_sparse.block = 64, all_blocks.block_sparse.dilated_r = 1, all_blocks.block_sparse.dilated_window = 1 << 30;
     double fwd_256k = 0;
     for (long long N : {16LL << 10, 64LL << 10, 256LL << 10, 1LL << 20, 2LL << 20, 4LL << 20}) {
         if (N > max_n) break;

@@ -45,8 +45,8 @@ static int main_body(int argc, char** argv) {
     AttnPattern dil;
     dil.kind = AttnKind::Dilated;
     dil.causal = true;
-    dil.segments = {2048, 4096, 8192};
-    dil.dilations = {1, 2, 4};
+    dil.dilated.segments = {2048, 4096, 8192};
+    dil.dilated.dilations = {1, 2, 4};
     AttnPattern dense;
     dense.causal = true;
 

@@ -122,7 +122,7 @@ static int main_body(int argc, char** argv) {
         else fatal("bench_kv_cache: unknown flag %s", a.c_str());
     }
     if (!dense)
-        cfg.layer_attn.assign(cfg.n_layer, make_pattern(AttnKind::Dilated, true, {2048, 4096, 8192, 16384, 32768}, {1, 2, 4, 6, 12}));
+        cfg.layer_attn.assign(cfg.n_layer, dilated_pattern(true, {2048, 4096, 8192, 16384, 32768}, {1, 2, 4, 6, 12}));
     if (breakdown) {
         decode_breakdown(cfg, cfg.attn(0), 1048575);
         return 0;

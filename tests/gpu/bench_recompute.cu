@@ -55,7 +55,7 @@ static int main_body(int argc, char** argv) {
         else if (a == "--plan-cp") plan_cp = std::stoi(v);
         else fatal("bench_recompute: unknown flag %s", a.c_str());
     }
-    if (!dense) cfg.layer_attn.assign(cfg.n_layer, make_pattern(AttnKind::Dilated, true, int_list(segments), int_list(dilations)));
+    if (!dense) cfg.layer_attn.assign(cfg.n_layer, dilated_pattern(true, int_list(segments), int_list(dilations)));
     validate_config(cfg);
     std::vector<Recompute> rs;
     {

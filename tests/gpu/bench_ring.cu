@@ -120,8 +120,8 @@ static int main_body(int argc, char** argv) {
     AttnPattern dense;
     AttnPattern longnet;
     longnet.kind = AttnKind::Dilated;
-    longnet.segments = {2048, 4096, 8192, 16384, 32768};
-    longnet.dilations = {1, 2, 4, 6, 12};
+    longnet.dilated.segments = {2048, 4096, 8192, 16384, 32768};
+    longnet.dilated.dilations = {1, 2, 4, 6, 12};
     struct Cfg {
         const char* name;
         AttnPattern p;

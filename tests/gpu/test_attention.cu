@@ -83,7 +83,7 @@ static AttnPattern dilated(bool causal, std::vector<std::pair<int, int>> branche
     AttnPattern p;
     p.kind = AttnKind::Dilated;
     p.causal = causal;
-    for (auto [w, r] : branches) p.segments.push_back(w), p.dilations.push_back(r);
+    for (auto [w, r] : branches) p.dilated.segments.push_back(w), p.dilated.dilations.push_back(r);
     return p;
 }
 
@@ -92,21 +92,21 @@ static AttnPattern block_sparse(bool causal, int b, int W, int g, int r = 0, int
     AttnPattern p;
     p.kind = AttnKind::BlockSparse;
     p.causal = causal;
-    p.block = b, p.window = W, p.global = g, p.dilated_r = r, p.dilated_window = V, p.random_count = random, p.random_seed = 11;
+    p.block_sparse.block = b, p.block_sparse.window = W, p.block_sparse.global = g, p.block_sparse.dilated_r = r, p.block_sparse.dilated_window = V, p.block_sparse.random_count = random, p.block_sparse.random_seed = 11;
     return p;
 }
 // The same pattern's block rules written out as an explicit per-head layout (BlockLayout).
 static AttnPattern block_sparse_as_layout(const AttnPattern& p, int N, int H) {
     auto L = std::make_shared<BlockLayout>();
-    L->n_blocks = (N + p.block - 1) / p.block, L->heads = H, L->row_ptr = {0}, L->source = "test";
+    L->n_blocks = (N + p.block_sparse.block - 1) / p.block_sparse.block, L->heads = H, L->row_ptr = {0}, L->source = "test";
     for (int h = 0; h < H; h++)
         for (int qb = 0; qb < L->n_blocks; qb++) {
             for (int kb : BlockSparsePattern::active_blocks(p, h, qb, N)) L->cols.push_back(kb);
             L->row_ptr.push_back((int)L->cols.size());
         }
     AttnPattern out = p;
-    out.dilated_r = out.dilated_window = out.random_count = 0;
-    out.layout = L;
+    out.block_sparse.dilated_r = out.block_sparse.dilated_window = out.block_sparse.random_count = 0;
+    out.block_sparse.layout = L;
     return out;
 }
 
@@ -114,23 +114,23 @@ static AttnPattern block_sparse_as_layout(const AttnPattern& p, int N, int H) {
 static AttnPattern fixed(int l, int c) {
     AttnPattern p;
     p.kind = AttnKind::Fixed;
-    p.stride = l, p.summary = c;
+    p.fixed.stride = l, p.fixed.summary = c;
     return p;
 }
 
 static std::string pattern_name(const AttnPattern& p) {
     std::string s = attn_kind_name(p.kind);
     s += p.causal ? " causal" : " full";
-    for (int i = 0; i < p.branches(); i++) s += " (" + std::to_string(p.segment(i)) + "," + std::to_string(p.dilations[i]) + ")";
+    for (int i = 0; i < p.dilated.branches(); i++) s += " (" + std::to_string(p.dilated.segment(i)) + "," + std::to_string(p.dilated.dilations[i]) + ")";
     if (p.kind == AttnKind::BlockSparse) {
-        s += " b" + std::to_string(p.block);
-        if (p.window) s += " window " + std::to_string(p.window);
-        if (p.global) s += " global " + std::to_string(p.global);
-        if (p.dilated_r) s += " blocks r" + std::to_string(p.dilated_r) + " within " + std::to_string(p.dilated_window);
-        if (p.random_count) s += " random " + std::to_string(p.random_count);
-        if (p.layout) s += " layout";
+        s += " b" + std::to_string(p.block_sparse.block);
+        if (p.block_sparse.window) s += " window " + std::to_string(p.block_sparse.window);
+        if (p.block_sparse.global) s += " global " + std::to_string(p.block_sparse.global);
+        if (p.block_sparse.dilated_r) s += " blocks r" + std::to_string(p.block_sparse.dilated_r) + " within " + std::to_string(p.block_sparse.dilated_window);
+        if (p.block_sparse.random_count) s += " random " + std::to_string(p.block_sparse.random_count);
+        if (p.block_sparse.layout) s += " layout";
     }
-    if (p.kind == AttnKind::Fixed) s += " l" + std::to_string(p.stride) + " c" + std::to_string(p.summary);
+    if (p.kind == AttnKind::Fixed) s += " l" + std::to_string(p.fixed.stride) + " c" + std::to_string(p.fixed.summary);
     return s;
 }
 

@@ -134,8 +134,8 @@ int main() {
         run("dense causal, documents", cfg);
         AttnPattern dil;
         dil.kind = AttnKind::Dilated;
-        dil.segments = {128, 512};
-        dil.dilations = {1, 2};
+        dil.dilated.segments = {128, 512};
+        dil.dilated.dilations = {1, 2};
         cfg.layer_attn = {dil, AttnPattern{}};
         run("dilated (128,1)(512,2) + dense, documents", cfg);
         run("dilated + dense, documents, --recompute selective", cfg, Recompute::Selective);

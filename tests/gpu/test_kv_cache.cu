@@ -145,7 +145,7 @@ static int main_body(bool kernels_only) {
     gc::Rng rng(20261125);
     {
         const std::vector<CacheBranchShape> longnet = pattern_cache_branches(
-            make_pattern(AttnKind::Dilated, true, {64, 96, 200}, {1, 3, 16}));  // 200 / 16 with 5 heads: classes no head keeps
+            dilated_pattern(true, {64, 96, 200}, {1, 3, 16}));  // 200 / 16 with 5 heads: classes no head keeps
         const std::vector<CacheBranchShape> dense = pattern_cache_branches(AttnPattern{});
         for (int D : {64, 128}) {
             test_decode_kernels(rng, D, 3, 5, longnet, 599, 7, "D " + std::to_string(D) + ", dilated 64/96/200 r 1/3/16, p 599");
@@ -161,12 +161,12 @@ static int main_body(bool kernels_only) {
 
     GPTConfig cfg;
     cfg.vocab_size = 1003, cfg.n_layer = 3, cfg.n_embd = 192, cfg.n_head = 3;  // D = 64
-    const AttnPattern dil = make_pattern(AttnKind::Dilated, true, {32, 64}, {1, 2});
-    const AttnPattern dil2 = make_pattern(AttnKind::Dilated, true, {24, 40}, {4, 3});  // neither divides the other
+    const AttnPattern dil = dilated_pattern(true, {32, 64}, {1, 2});
+    const AttnPattern dil2 = dilated_pattern(true, {24, 40}, {4, 3});  // neither divides the other
     AttnPattern bs = make_pattern(AttnKind::BlockSparse, true);
-    bs.block = 16, bs.window = 40, bs.global = 8;
+    bs.block_sparse.block = 16, bs.block_sparse.window = 40, bs.block_sparse.global = 8;
     AttnPattern fx = make_pattern(AttnKind::Fixed, true);  // blocks of 32: chunks cross them
-    fx.stride = 32, fx.summary = 4;
+    fx.fixed.stride = 32, fx.fixed.summary = 4;
     const int B = 2, N = 300, chunk = 48, prompt = 150;  // chunks cross segment borders
     KVCacheCuda::kDecodePieceRows = 16;                  // the dense layer and every branch in several pieces
     std::vector<int> tokens(B * N);

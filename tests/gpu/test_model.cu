@@ -282,16 +282,16 @@ static int main_body(int argc, char** argv) {
     compare_model(AttnBackend::Flash, "flash attention, doc mask", seed);
     compare_model(AttnBackend::Cudnn, "cudnn attention", seed + 1);
     // Layer 0 dilated (LongNet, r not dividing w, N not a multiple of w), layer 1 dense.
-    const AttnPattern dilated = make_pattern(AttnKind::Dilated, true, {32, 48, 200}, {1, 5, 2});
+    const AttnPattern dilated = dilated_pattern(true, {32, 48, 200}, {1, 5, 2});
     compare_model(AttnBackend::Flash, "flash, dilated layer + dense layer, doc mask", seed + 3, {dilated, AttnPattern{}});
     // Layer 0 block-sparse (a window and global tokens that cut blocks, random blocks per head),
     // layer 1 dilated.
     AttnPattern sparse = make_pattern(AttnKind::BlockSparse, true);
-    sparse.block = 16, sparse.window = 40, sparse.global = 8, sparse.random_count = 1, sparse.random_seed = 3;
+    sparse.block_sparse.block = 16, sparse.block_sparse.window = 40, sparse.block_sparse.global = 8, sparse.block_sparse.random_count = 1, sparse.block_sparse.random_seed = 3;
     compare_model(AttnBackend::Flash, "flash, block-sparse layer + dilated layer, doc mask", seed + 7, {sparse, dilated});
     // Layer 0 fixed (blocks of 16 with a summary of 3), layer 1 dense.
     AttnPattern fixed = make_pattern(AttnKind::Fixed, true);
-    fixed.stride = 16, fixed.summary = 3;
+    fixed.fixed.stride = 16, fixed.fixed.summary = 3;
     compare_model(AttnBackend::Flash, "flash, fixed layer + dense layer, doc mask", seed + 9, {fixed, AttnPattern{}});
     // Layer 1 without rotary embedding (NoPE), layer 0 fixed.
     compare_model(AttnBackend::Flash, "flash, fixed layer + NoPE dense layer, doc mask", seed + 11, {fixed, AttnPattern{}}, {1});
@@ -305,16 +305,16 @@ static int main_body(int argc, char** argv) {
         check_determinism("dense, 4 heads of 64, T 1024", dense, seed + 5);
         GPTConfig dil = dense;  // D = 128; layer 0 dilated, layer 1 dense
         dil.n_embd = 512;
-        dil.layer_attn = {make_pattern(AttnKind::Dilated, true, {512, 1024}, {1, 2}), AttnPattern{}};
+        dil.layer_attn = {dilated_pattern(true, {512, 1024}, {1, 2}), AttnPattern{}};
         check_determinism("dilated + dense, 4 heads of 128, T 1024", dil, seed + 6);
         GPTConfig bs = dense;  // D = 64; layer 0 block-sparse (window 256, 64 global tokens), layer 1 dense
         AttnPattern w = make_pattern(AttnKind::BlockSparse, true);
-        w.block = 64, w.window = 256, w.global = 64;
+        w.block_sparse.block = 64, w.block_sparse.window = 256, w.block_sparse.global = 64;
         bs.layer_attn = {w, AttnPattern{}};
         check_determinism("block-sparse + dense, 4 heads of 64, T 1024", bs, seed + 8);
         GPTConfig fx = dense;  // D = 64; layer 0 fixed (blocks of 128, summary 16), layer 1 dense
         AttnPattern f = make_pattern(AttnKind::Fixed, true);
-        f.stride = 128, f.summary = 16;
+        f.fixed.stride = 128, f.fixed.summary = 16;
         fx.layer_attn = {f, AttnPattern{}};
         check_determinism("fixed + dense, 4 heads of 64, T 1024", fx, seed + 10);
     }

@@ -345,14 +345,14 @@ struct PatternCase {
 // Block-sparse of block b: window W, global g, dilated blocks (r, V), random blocks per head.
 static AttnPattern block_sparse(bool causal, int b, int W, int g, int r = 0, int V = 0, int random = 0) {
     AttnPattern p = make_pattern(AttnKind::BlockSparse, causal);
-    p.block = b, p.window = W, p.global = g, p.dilated_r = r, p.dilated_window = V, p.random_count = random, p.random_seed = 5;
+    p.block_sparse.block = b, p.block_sparse.window = W, p.block_sparse.global = g, p.block_sparse.dilated_r = r, p.block_sparse.dilated_window = V, p.block_sparse.random_count = random, p.block_sparse.random_seed = 5;
     return p;
 }
 
 // Fixed (Sparse Transformer): blocks of l tokens, the last c of each seen by later blocks.
 static AttnPattern fixed(int l, int c) {
     AttnPattern p = make_pattern(AttnKind::Fixed, true);
-    p.stride = l, p.summary = c;
+    p.fixed.stride = l, p.fixed.summary = c;
     return p;
 }
 
@@ -361,9 +361,9 @@ static std::vector<PatternCase> pattern_cases() {
     return {
         {make_pattern(dense, true), false, "dense causal"},
         {make_pattern(dense, false), true, "dense full docs"},
-        {make_pattern(dilated, true, {128, 512, 2048}, {1, 2, 4}), false, "dilated (128,1)(512,2)(2048,4) causal"},
-        {make_pattern(dilated, false, {128, 512, 2048}, {1, 2, 4}), true, "dilated (128,1)(512,2)(2048,4) full docs"},
-        {make_pattern(dilated, true, {64, 128}, {1, 2}), false, "dilated (64,1)(128,2) causal", 128, true},
+        {dilated_pattern(true, {128, 512, 2048}, {1, 2, 4}), false, "dilated (128,1)(512,2)(2048,4) causal"},
+        {dilated_pattern(false, {128, 512, 2048}, {1, 2, 4}), true, "dilated (128,1)(512,2)(2048,4) full docs"},
+        {dilated_pattern(true, {64, 128}, {1, 2}), false, "dilated (64,1)(128,2) causal", 128, true},
         {block_sparse(true, 64, 200, 16), true, "block-sparse b64 window 200 global 16 causal docs"},
         {block_sparse(false, 32, 0, 0, 2, 512, 1), false, "block-sparse b32 blocks r2 within 512 random 1 full"},
         {block_sparse(true, 128, 100, 0), false, "block-sparse b128 window 100 causal"},

@@ -52,18 +52,19 @@ DeviceTileLists upload_tile_lists(const TileLists& t) {
 
 // The lists of p's sides (query rows from p.q_pos0, key rows from p.k_pos0, contiguous
 // positions) for tiles of BM query rows and BN key rows.
-BlockSparseTileView block_sparse_tiles_cuda(const AttnPattern& s, const Params& p, int BM, int BN) {
+BlockSparseTileView block_sparse_tiles_cuda(const AttnPattern& pattern, const Params& p, int BM, int BN) {
+    const BlockSparseParams& s = pattern.block_sparse;
     static std::mutex mu;
     static std::map<TileListKey, DeviceTileLists> cache;
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
-    const TileListKey key{dev,          s.causal,       s.block,        s.window,     s.global,    s.dilated_r, s.dilated_window,
+    const TileListKey key{dev,          pattern.causal,       s.block,        s.window,     s.global,    s.dilated_r, s.dilated_window,
                           s.random_count, s.random_seed, s.layout.get(), p.seq_len,  p.H,         p.q_pos0,    p.qrows.len,
                           p.k_pos0,     p.krows.len,    BM,             BN};
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it == cache.end()) {
-        const TileLists t = block_sparse_tile_lists(s, p.seq_len, p.H, BM, BN, p.q_pos0, p.qrows.len, p.k_pos0, p.krows.len);
+        const TileLists t = block_sparse_tile_lists(pattern, p.seq_len, p.H, BM, BN, p.q_pos0, p.qrows.len, p.k_pos0, p.krows.len);
         DeviceTileLists d = upload_tile_lists(t);
         d.keep = s.layout;
         it = cache.emplace(key, std::move(d)).first;

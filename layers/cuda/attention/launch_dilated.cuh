@@ -53,7 +53,8 @@ struct DilatedBranch {
 // may write the outputs outright), the rest as given.
 inline std::vector<DilatedBranch> dilated_branches(const AttnPattern& pattern, int N) {
     std::vector<DilatedBranch> br;
-    for (size_t i = 0; i < pattern.segments.size(); i++) br.push_back({std::min(pattern.segments[i], N), pattern.dilations[i]});
+    const DilatedParams& d = pattern.dilated;
+    for (size_t i = 0; i < d.segments.size(); i++) br.push_back({std::min(d.segments[i], N), d.dilations[i]});
     std::stable_partition(br.begin(), br.end(), [](const DilatedBranch& x) { return x.r == 1; });
     return br;
 }

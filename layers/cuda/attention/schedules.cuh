@@ -2,13 +2,9 @@
 // query tile visits, what a key tile visits and, for patterns of virtual sequences, each block's
 // row maps. Every kernel is instantiated for AllSchedules, gathered over the registry's list
 // (ATTN_PATTERNS), and a launch runs the one schedule that serves it (launch_template.cuh).
-// A new pattern's device module is one more include below.
 #pragma once
 #include "layers/cuda/attention/schedule_list.cuh"
-#include "layers/patterns/block_sparse.cuh"
-#include "layers/patterns/dense.cuh"
-#include "layers/patterns/dilated.cuh"
-#include "layers/patterns/fixed.cuh"
+#include "layers/patterns/all.cuh"
 #include "layers/patterns/registry.h"
 
 namespace flash {

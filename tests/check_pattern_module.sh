@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# A pattern is one module (issue 23): the Sparse Transformer's fixed pattern is its three files,
+# layers/patterns/fixed_params.h, fixed.h and fixed.cuh, and one line of layers/patterns/list.h;
+# nothing else in the production code names it. Checked by taking it out: a copy of the sources
+# without those files and that line still builds (every header of core/, data/, comm/, layers/
+# and model/ with g++, the flash kernels' instantiation unit with nvcc, whose instance tables
+# come from the list). The canary: the same copy with the files gone but the line kept must
+# fail, or the check could not fail.
+#   tests/check_pattern_module.sh [--quick]   (--quick: the host headers only, no nvcc)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+CXX=${CXX:-g++}
+NVCC=${NVCC:-${CUDA_HOME:-/usr/local/cuda}/bin/nvcc}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+
+module_files=(layers/patterns/fixed_params.h layers/patterns/fixed.h layers/patterns/fixed.cuh)
+line='#define ATTN_PATTERN_3 (fixed, Fixed)'
+grep -qxF "$line" layers/patterns/list.h || { echo "FAIL layers/patterns/list.h has no line '$line'"; echo "0 passed, 1 failed"; exit 1; }
+
+# 1. Nothing outside the module and its line names the pattern.
+names=$(grep -rnE 'FixedPattern|FixedParams|FixedArgs|FixedFlags|FixedSchedule|AttnKind::Fixed|\.fixed\.|patterns/fixed' \
+            core data comm layers model tools train.cu infer.cu --include='*.h' --include='*.cuh' --include='*.cu' --include='*.cpp' |
+        grep -vE '^layers/patterns/fixed(_params)?\.(h|cuh):')
+if [ -z "$names" ]; then ok "no production file outside the module names the fixed pattern"
+else bad "production files outside the module name the fixed pattern:"; echo "$names" | head -5; fi
+
+# A copy of the sources: $1 = keep the list line (1) or not (0).
+copy_without_module() {
+    local dir=$1 keep_line=$2
+    mkdir -p "$dir"
+    cp -r core data comm layers model tools train.cu infer.cu "$dir"/
+    for f in "${module_files[@]}"; do rm "$dir/$f"; done
+    [ "$keep_line" = 1 ] || grep -vxF "$line" layers/patterns/list.h > "$dir/layers/patterns/list.h"
+}
+host_build() {  # dir -> every header in one translation unit, syntax only
+    local dir=$1
+    (cd "$dir" && find core data comm layers model -name '*.h' | sort | sed 's/.*/#include "&"/' > all_headers.cpp &&
+        "$CXX" -std=c++17 -fopenmp -fsyntax-only -I. -I"${CUDA_HOME:-/usr/local/cuda}/include" all_headers.cpp) > "$dir.log" 2>&1
+}
+
+# 2. The canary: the files gone, the line kept.
+copy_without_module "$work/canary" 1
+if host_build "$work/canary"; then bad "the canary (module files removed, list line kept) built: this check cannot fail"
+else ok "the canary fails: $(grep -m1 -oE 'fatal error: [^ ]+' "$work/canary.log")"; fi
+
+# 3. The files and the line gone: everything still builds.
+copy_without_module "$work/without" 0
+if host_build "$work/without"; then ok "without the fixed pattern: every header of core/ data/ comm/ layers/ model/ compiles"
+else bad "without the fixed pattern the headers do not compile:"; grep -m3 error "$work/without.log"; fi
+if [ "${1:-}" != --quick ]; then
+    if (cd "$work/without" && "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. --expt-relaxed-constexpr \
+            -Xcompiler -fopenmp -c -o flash.o layers/cuda/attention/attention_flash.cu) > "$work/nvcc.log" 2>&1; then
+        ok "without the fixed pattern: the flash kernels' instantiation unit compiles (its instances from the list)"
+    else bad "without the fixed pattern attention_flash.cu does not compile:"; grep -m3 error "$work/nvcc.log"; fi
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
