@@ -8,7 +8,8 @@
 # OLD and NEW hold the benchmarks (bench_attention, bench_attention_dilated,
 # bench_attention_block_sparse, bench_train; one missing from either is skipped);
 # BENCH_ATTENTION_ARGS, BENCH_DILATED_ARGS, BENCH_BLOCK_SPARSE_ARGS and BENCH_TRAIN_ARGS pass
-# flags (e.g. --max-n).
+# flags (e.g. --max-n); BENCHES names which to run (default all four: attention attention_dilated
+# attention_block_sparse train).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OLD=${OLD:?set OLD to the old build's binaries} NEW=${NEW:?set NEW to the new build's binaries}
@@ -20,7 +21,7 @@ if python3 -c "import nvidia" 2>/dev/null; then
     export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:${LD_LIBRARY_PATH:-}
 fi
 # Each benchmark both builds hold: its flags, and the columns of its two times (compare_bench_tables.py).
-for bench in attention attention_dilated attention_block_sparse train; do
+for bench in ${BENCHES:-attention attention_dilated attention_block_sparse train}; do
     [ -x "$OLD/bench_$bench" ] && [ -x "$NEW/bench_$bench" ] || { echo "== $bench: not in both builds, skipped"; continue; }
     case $bench in
         attention) args=${BENCH_ATTENTION_ARGS:---no-cudnn} cols=0,2 ;;
