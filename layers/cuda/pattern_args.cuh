@@ -33,6 +33,8 @@ inline AttnPatternArgs pattern_args_cuda(const AttnPattern& p) {
         // caller's non-blocking stream is not ordered after them.
         CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
     }
-    a.block_sparse.layout = BlockLayoutView{u.row_ptr, u.cols, layout->n_blocks, layout->heads};
+    // The whole block-sparse member again from the pattern with its layout (to_args derives what
+    // the element mask needs, an explicit layout among its block rules), now with the device view.
+    a.block_sparse = to_args(p.block_sparse, BlockLayoutView{u.row_ptr, u.cols, layout->n_blocks, layout->heads});
     return a;
 }
