@@ -127,6 +127,5 @@ inline TileLists block_sparse_tile_lists(const AttnPattern& p, int seq_len, int 
 
 // One sequence of N tokens, both sides whole.
 inline TileLists block_sparse_tile_lists(const AttnPattern& p, int N, int H, int BM, int BN) {
-    const BlockSparseParams& s = p.block_sparse;
     return block_sparse_tile_lists(p, N, H, BM, BN, 0, N, 0, N);
 }

@@ -121,7 +121,7 @@ static int main_body(int argc, char** argv) {
             table += line;
             std::printf("%s", line);
             std::fflush(stdout);
-            if (variants && (N == 8192 || N == 65536 || N == max_n)) {
+            if (variants && (N == 8192 || N == 16384 || N == 65536 || N == max_n)) {
                 int nf = 0, nb = 0;
                 const flash::Variant* fv = flash::forward_variants(D, &nf);
                 const flash::Variant* bv = flash::backward_variants(D, &nb);

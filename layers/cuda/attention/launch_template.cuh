@@ -8,6 +8,8 @@
 //   softmax.cuh            the online-softmax update
 //   ptx.cuh, smem_tiles.cuh  PTX wrappers; swizzled shared-memory tiles, their loads and MMAs
 //   forward_wgmma.cuh      main loop: forward on wgmma (the default)
+//   forward_ws.cuh         main loop: forward warp-specialized (TMA producer, mbarrier pipeline,
+//                          two consumer warpgroups in ping-pong), dense rows; tma.cuh its PTX
 //   backward_wgmma.cuh     main loop: dK/dV + atomic dQ on wgmma (the default backward)
 //   forward_mma_sync.cuh   main loop: forward on mma.sync m16n8k16 + ldmatrix (FlashAttention-2 style)
 //   backward_mma_sync.cuh  main loop: backward on mma.sync, atomic dQ or deterministic with a
@@ -37,6 +39,7 @@
 #include "layers/cuda/attention/backward_wgmma.cuh"
 #include "layers/cuda/attention/forward_mma_sync.cuh"
 #include "layers/cuda/attention/forward_wgmma.cuh"
+#include "layers/cuda/attention/forward_ws.cuh"
 #include "layers/cuda/attention/schedules.cuh"
 #include "layers/cuda/pattern_args.cuh"
 
@@ -107,6 +110,24 @@ void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
     launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NWG * 128, smem, stream);
 }
 
+// The warp-specialized forward (forward_ws.cuh) where it serves p and TMA can read the buffers;
+// otherwise the wgmma kernel with the same 128 query rows per block (forward variant 1, the
+// default before this one).
+template <int D, int BN, int STAGES>
+void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
+    CUtensorMap tq, tk, tv;
+    const bool ok = forward_ws_serves(p) && make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, kWsBM) &&
+                    make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, BN) &&
+                    make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, BN);
+    if (!ok) return launch_forward_wgmma<D, 2, D == 64 ? 64 : 128>(p, B, stream);
+    constexpr int smem = forward_ws_smem_bytes<D, BN, STAGES>();
+    const auto kernel = attention_forward_ws_kernel<D, BN, STAGES, DenseSchedule>;
+    static const bool limit_set = (set_smem_limit(kernel, smem), true);
+    (void)limit_set;
+    kernel<<<tile_grid(p, B, max_rows(p, p.qrows), kWsBM), kWsThreads, smem, stream>>>(tq, tk, tv, p);
+    CUDA_CHECK_LAST();
+}
+
 template <int D, int MT, int NW, int BM, bool ATOMIC>
 void launch_backward_dkdv(const Params& p, int B, cudaStream_t stream) {
     constexpr int BN = 16 * MT * NW, smem = backward_dkdv_smem_bytes<D, MT, NW, BM, ATOMIC>();
@@ -157,6 +178,8 @@ template <int D, int MT, int NW, int BN>
 void fwd(const Params& p, int B, cudaStream_t st) { launch_forward<D, MT, NW, BN>(p, B, st); }
 template <int D, int NWG, int BN>
 void fwd_wgmma(const Params& p, int B, cudaStream_t st) { launch_forward_wgmma<D, NWG, BN>(p, B, st); }
+template <int D, int BN, int STAGES>
+void fwd_ws(const Params& p, int B, cudaStream_t st) { launch_forward_ws<D, BN, STAGES>(p, B, st); }
 
 // Backward, atomic dQ: preprocess (zeroing dQ), dK/dV + dQ atomics, convert.
 template <int D, int MT, int NW, int BM>

@@ -1,0 +1,92 @@
+// Hopper's asynchronous machinery for the warp-specialized kernels (forward_ws.cuh): the Tensor
+// Memory Accelerator (TMA) that copies a tile from global to shared memory on its own, the
+// mbarriers that say when such a copy has landed (and when consumers are done with a buffer),
+// named barriers that order two warpgroups, and register reallocation between warpgroups.
+// PTX ISA: "cp.async.bulk.tensor", "mbarrier", "bar.sync / bar.arrive", "setmaxnreg".
+#pragma once
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cstdint>
+#include "layers/cuda/common.cuh"
+
+namespace flash {
+
+// ---- mbarriers (64-bit, in shared memory). A phase completes when `count` arrivals happened and
+// every byte announced by expect_tx has landed; waiters name the parity of the phase they wait for.
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+// Makes the initialised barriers visible to the async proxy (the TMA unit) before any copy uses them.
+__device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+// One arrival, announcing `bytes` that copies will deliver to this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Blocks until the phase of the given parity has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, int parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT_%=;\n"
+        "}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+
+// ---- TMA: a 3-D box (64 columns, `rows` rows, 1 batch) of a tensor map to shared memory, the
+// copy's bytes counted on `bar`. Coordinates innermost first: column, row, batch.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int col, int row, int batch, uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(batch), "r"(bar)
+        : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// ---- Named barriers (ids 1..15; 0 is __syncthreads): `threads` in all, some arriving (not
+// waiting), some syncing (waiting for the rest).
+__device__ __forceinline__ void named_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- Register reallocation between warpgroups (every thread of a warpgroup executes it).
+template <int N>
+__device__ __forceinline__ void regs_decrease() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void regs_increase() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+// ---- Host: the tensor map of one side of attention, Q, K or V read in place: `batch` sequences
+// of `tokens` rows (row stride `stride` elements, `cols` = H*D of them used), boxes of 64 columns
+// (128 bytes, the 128-byte swizzle's row) by `box_rows` rows, stored in shared memory in the
+// canonical 128-byte-swizzled layout the wgmma descriptors read (forward_wgmma.cuh,
+// sw128_offset). Rows past `tokens` read as zeros. Returns false when TMA cannot read the buffer
+// (an address or stride not a multiple of 16 bytes): the caller uses a kernel without TMA.
+inline bool make_row_tensor_map(CUtensorMap* map, const bf16* base, int cols, int tokens, int stride, int batch, int box_rows) {
+    if ((reinterpret_cast<uintptr_t>(base) & 15) || (stride * 2) % 16 || cols % 64) return false;
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult found;
+        CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+        if (found != cudaDriverEntryPointSuccess) fatal("attention: the CUDA driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12 and a Hopper GPU)");
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }();
+    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)tokens, (cuuint64_t)batch};
+    const cuuint64_t strides[2] = {(cuuint64_t)stride * 2, (cuuint64_t)tokens * stride * 2};  // bytes, dims 1 and 2
+    const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, step[3] = {1, 1, 1};
+    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(base), dims, strides, box, step,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS;
+}
+
+}  // namespace flash
