@@ -70,6 +70,10 @@ constexpr int kDeterministicBackwardVariant = 1;
 extern long long dilated_min_chunk_tokens;  // the backward's smallest dQ chunk (64K tokens)
 extern int dilated_forward_group;           // launch-order groups of virtual sequences (16;
 extern int dilated_backward_group;          //   0: plain grid order)
+// The warp-specialized forward (layers/cuda/attention/forward_ws.cuh) walks the query tiles with a
+// block per SM when a (b, h) row has at most this many tiles of 128 (32: rows up to 4096), else
+// runs a block per tile; a variable so that the tests run both ways.
+extern int ws_persistent_max_query_tiles;
 
 }  // namespace flash
 

@@ -85,6 +85,20 @@ inline std::vector<AttnBackend> attention_backends(int D) {
         };
         out.push_back(b);
     }
+    {
+        // Variant 0 again with the warp-specialized forward's other grid: a block per query tile
+        // (the test's rows are short, so the plain run walks them persistently).
+        AttnBackend b;
+        b.name = std::string("flash ") + fv[0].name + " (a block per tile)";
+        b.refuses = flash_refuses;
+        b.forward = [](bf16* o, float* l, const AttnDevCase& c, const AttnPattern& p, const int* doc, float scale) {
+            const int keep = flash::ws_persistent_max_query_tiles;
+            flash::ws_persistent_max_query_tiles = 0;
+            attention_forward_cuda_variant(0, o, l, c.q, c.k, c.v, c.pos, doc, p, c.s, scale, 0);
+            flash::ws_persistent_max_query_tiles = keep;
+        };
+        out.push_back(b);
+    }
     for (int i = 0; i < nb; i++) {
         AttnBackend b;
         b.name = std::string("flash ") + bv[i].name;

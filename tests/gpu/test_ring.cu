@@ -357,7 +357,7 @@ static AttnPattern fixed(int l, int c) {
 }
 
 static std::vector<PatternCase> pattern_cases() {
-    const AttnKind dense = AttnKind::Dense, dilated = AttnKind::Dilated;
+    const AttnKind dense = AttnKind::Dense;
     return {
         {make_pattern(dense, true), false, "dense causal"},
         {make_pattern(dense, false), true, "dense full docs"},

@@ -23,6 +23,7 @@ namespace flash {
 long long dilated_min_chunk_tokens = 1 << 16;
 int dilated_forward_group = 16;
 int dilated_backward_group = 16;
+int ws_persistent_max_query_tiles = kWsPersistentMaxQueryTiles;
 
 template <int D>
 void launch_preprocess(const Params& p, int B, bool zero_dq, cudaStream_t stream) {

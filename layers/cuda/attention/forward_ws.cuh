@@ -9,6 +9,11 @@
 //    together, so the softmax of the next tile runs while the tensor cores do P V.
 //  - Across the two warpgroups, named barriers take turns ("ping-pong"): one issues its matrix
 //    products while the other does its softmax, so the tensor cores rarely wait for exponentials.
+//  - For short rows, a persistent kernel: one block per SM walks many query tiles, the producer
+//    loading the next tile while the consumers finish this one, so prologues and epilogues hide
+//    behind work. Long rows run a block per tile (the persistent walk measured slower there).
+//    Both kernels are the same per-tile producer and consumer code (ws_load_tile,
+//    ws_consume_tile).
 // It serves dense rows read in place at unit step (the one-sided dense launch: DenseSchedule);
 // other launches run on forward_wgmma.cuh (launch_template.cuh, fwd_ws). Masks, the softmax
 // update and the epilogue are the other kernels' (masks.cuh, softmax.cuh, store_output).
@@ -24,6 +29,7 @@ constexpr int kWsBM = 128;           // query rows per block (64 per consumer wa
 constexpr int kWsSchedBarrier = 1;   // named barriers 1 and 2: the consumers' turns
 constexpr int kWsProducerRegs = 40;  // 128 x 40 + 256 x 232 <= 65536 registers per SM
 constexpr int kWsConsumerRegs = 232;
+constexpr int kWsPersistentMaxQueryTiles = 32;  // rows up to 4096: a block per SM walks the tiles
 
 template <int D, int BN, int STAGES>
 constexpr int forward_ws_smem_bytes() {
@@ -57,156 +63,266 @@ __device__ __forceinline__ void issue_pv(float (&acc)[D / 8][4], const uint32_t 
     for (int kk = 0; kk < BN / 16; kk++) wgmma_rs<D>(acc, pa[kk], sw128_desc(Vs + kk * 16 * 128, BN * 128, 1024), 1);
 }
 
-template <int D, int BN, int STAGES, class Schedule>
-__global__ void __launch_bounds__(kWsThreads, 1)
-    attention_forward_ws_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                                const __grid_constant__ CUtensorMap tm_v, Params p) {
-    constexpr int NB = BN / 8, DB = D / 8, DC = D / 64;
-    constexpr uint32_t kTileK = BN * D * 2;  // bytes of one K (or V) stage
-    extern __shared__ __align__(128) unsigned char smem[];
-    __shared__ __align__(8) uint64_t bars[1 + 4 * STAGES];  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S]
-    const uint32_t base = (smem_u32(smem) + 1023) & ~1023u;
-    const uint32_t sQ = base;                        // [D/64][128][64]
-    const uint32_t sK = sQ + kWsBM * D * 2;          // STAGES x [D/64][BN][64]
-    const uint32_t sV = sK + STAGES * kTileK;        // STAGES x [D/64][BN][64]
-    const uint32_t q_full = smem_u32(bars), k_full = q_full + 8, k_empty = k_full + 8 * STAGES,
-                   v_full = k_empty + 8 * STAGES, v_empty = v_full + 8 * STAGES;
-
-    int b, h, rank;
-    resolve_block<Schedule>(p, b, h, rank);
-    const int qtile = Schedule::query_tile_of_rank(p, rank);
-    const int q0 = qtile * kWsBM, qn = min(kWsBM, p.qrows.len - q0);
-    if (qn <= 0) return;
-    const QueryTile qt = query_tile_info<kWsThreads>(p, b, q0, qn);  // every thread (a block reduction)
-    const auto keys = Schedule::key_tiles(p, qt, BN);
-    const int n = keys.count();
-
+// The block's mbarriers (shared-memory addresses): Q full/empty, and full/empty per K and V stage.
+struct WsBarriers {
+    uint32_t q_full, q_empty, k_full, k_empty, v_full, v_empty;  // k_*, v_*: stage s at + 8 s
+};
+template <int STAGES>
+__device__ __forceinline__ WsBarriers ws_barriers(uint64_t (&bars)[2 + 4 * STAGES]) {
+    const uint32_t q_full = smem_u32(bars), k_full = q_full + 16;
+    return WsBarriers{q_full, q_full + 8, k_full, k_full + 8 * STAGES, k_full + 16 * STAGES, k_full + 24 * STAGES};
+}
+// One thread sets them up; the block waits for it (before the warps part ways).
+template <int STAGES>
+__device__ __forceinline__ void ws_init_barriers(const WsBarriers& w) {
     if (threadIdx.x == 0) {
-        mbar_init(q_full, 1);
+        mbar_init(w.q_full, 1);
+        mbar_init(w.q_empty, 8);  // one arrival per consumer warp
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(k_full + 8 * s, 1);
-            mbar_init(v_full + 8 * s, 1);
-            mbar_init(k_empty + 8 * s, 8);  // one arrival per consumer warp
-            mbar_init(v_empty + 8 * s, 8);
+            mbar_init(w.k_full + 8 * s, 1);
+            mbar_init(w.v_full + 8 * s, 1);
+            mbar_init(w.k_empty + 8 * s, 8);
+            mbar_init(w.v_empty + 8 * s, 8);
         }
         mbar_fence_init();
     }
     __syncthreads();
+}
+
+// Shared-memory buffers: Q [D/64][128][64], then STAGES x K and STAGES x V, each [D/64][BN][64].
+template <int D, int BN, int STAGES>
+struct WsSmem {
+    static constexpr uint32_t kTileK = BN * D * 2;  // bytes of one K (or V) stage
+    uint32_t q, k, v;
+    __device__ explicit WsSmem(uint32_t base) : q(base), k(base + kWsBM * D * 2), v(base + kWsBM * D * 2 + STAGES * kTileK) {}
+};
+
+// Producer, one thread: a query tile's Q (once the consumers released the previous tile's, when
+// qj > 0), then its n key tiles' K and V, each into the next free stage. g counts the K/V tiles
+// the block loaded before this query tile, qj its query tiles with keys.
+template <int D, int BN, int STAGES, class Keys>
+__device__ __forceinline__ void ws_load_tile(const CUtensorMap* tm_q, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
+                                             const Params& p, const Keys& keys, int n, int b, int h, int q0,
+                                             const WsSmem<D, BN, STAGES>& sm, const WsBarriers& w, int g, int qj) {
+    constexpr int DC = D / 64;
+    constexpr uint32_t kTileK = WsSmem<D, BN, STAGES>::kTileK;
+    if (qj > 0) mbar_wait(w.q_empty, (qj - 1) & 1);
+    mbar_arrive_expect_tx(w.q_full, kWsBM * D * 2);
+#pragma unroll
+    for (int c = 0; c < DC; c++) tma_load_3d(sm.q + c * kWsBM * 128, tm_q, h * D + 64 * c, p.qrows.base + q0, b, w.q_full);
+    for (int it = 0; it < n; it++) {
+        const int s = (g + it) % STAGES, use = (g + it) / STAGES;
+        const int row = p.krows.base + keys.tile(it) * BN;
+        if (use > 0) mbar_wait(w.k_empty + 8 * s, (use - 1) & 1);
+        mbar_arrive_expect_tx(w.k_full + 8 * s, kTileK);
+#pragma unroll
+        for (int c = 0; c < DC; c++) tma_load_3d(sm.k + s * kTileK + c * BN * 128, tm_k, h * D + 64 * c, row, b, w.k_full + 8 * s);
+        if (use > 0) mbar_wait(w.v_empty + 8 * s, (use - 1) & 1);
+        mbar_arrive_expect_tx(w.v_full + 8 * s, kTileK);
+#pragma unroll
+        for (int c = 0; c < DC; c++) tma_load_3d(sm.v + s * kTileK + c * BN * 128, tm_v, h * D + 64 * c, row, b, w.v_full + 8 * s);
+    }
+}
+
+// Consumer warpgroup cw (0 or 1), one query tile with n > 0 key tiles: the flash loop into acc, m,
+// l (zero, -inf, 0 on entry). RELEASE_Q: hand Q back after its last use (a persistent block loads
+// the next tile's Q into it). Turns: warpgroup 0 goes first (warpgroup 1 gives it the first
+// arrival); each takes its turn before issuing its products and hands it over right after, n + 1
+// times each; warpgroup 1 skips its last hand-over, which nobody waits for.
+template <int D, int BN, int STAGES, bool RELEASE_Q, class Schedule, class Keys>
+__device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile& qt, const Keys& keys, int n, int b, int h,
+                                                int row0, int cw, const WsSmem<D, BN, STAGES>& sm, const WsBarriers& w,
+                                                int g, int qj, float (&acc)[D / 8][4], float (&m)[2], float (&l)[2]) {
+    constexpr int NB = BN / 8, DB = D / 8;
+    constexpr uint32_t kTileK = WsSmem<D, BN, STAGES>::kTileK;
+    const int lane = threadIdx.x & 31;
+    const int my_turn = kWsSchedBarrier + cw, other_turn = kWsSchedBarrier + 1 - cw;
+    auto release = [&](uint32_t bar, bool now = true) {  // one arrival per warp, after all its lanes
+        __syncwarp();
+        if (lane == 0 && now) mbar_arrive(bar);
+    };
+    auto mask_and_softmax = [&](float (&s)[1][NB][4], int it, float (&alpha)[2]) {
+        const int k0 = keys.tile(it) * BN;
+        const KeyTile kt = key_tile_info(p, k0, min(BN, p.krows.len - k0));
+        const bool cut = keys.cut(it);
+        if (cut || pair_needs_mask(p, qt, kt, BN)) mask_scores<1, NB, Schedule>(s, p, b, row0, k0, kt.n, h, cut);
+        online_softmax_scores<NB>(s[0], m, l, alpha, p.scale_log2);
+    };
+    if (cw == 1) named_arrive(kWsSchedBarrier, 256);
+    mbar_wait(w.q_full, qj & 1);
+
+    // Tile 0: S = Q K0^T, its softmax (the accumulator is still zero).
+    float s[1][NB][4];
+    uint32_t pa[BN / 16][4];
+    float alpha[2];
+    const int s0 = g % STAGES;
+    named_sync(my_turn, 256);
+    mbar_wait(w.k_full + 8 * s0, (g / STAGES) & 1);
+    pin<NB>(s[0]);
+    wgmma_fence();
+    issue_qk<D, BN>(s[0], sm.q, sm.k + s0 * kTileK, cw);
+    wgmma_commit();
+    named_arrive(other_turn, 256);
+    wgmma_wait_all();
+    pin<NB>(s[0]);
+    release(w.k_empty + 8 * s0);
+    if constexpr (RELEASE_Q) release(w.q_empty, n == 1);  // after the tile's last use of Q
+    mask_and_softmax(s, 0, alpha);
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) scores_to_a<NB>(pa[kk], s[0], kk);
+
+    for (int it = 1; it < n; it++) {
+        const int st = (g + it) % STAGES, ph = ((g + it) / STAGES) & 1;
+        const int sp = (g + it - 1) % STAGES, pph = ((g + it - 1) / STAGES) & 1;
+        named_sync(my_turn, 256);
+        mbar_wait(w.k_full + 8 * st, ph);
+        pin<NB>(s[0]);
+        pin<DB>(acc);
+        pin<BN / 16>(pa);
+        wgmma_fence();
+        issue_qk<D, BN>(s[0], sm.q, sm.k + st * kTileK, cw);  // S(it) = Q K(it)^T
+        wgmma_commit();
+        mbar_wait(w.v_full + 8 * sp, pph);
+        issue_pv<D, BN>(acc, pa, sm.v + sp * kTileK);  // O += P(it-1) V(it-1)
+        wgmma_commit();
+        named_arrive(other_turn, 256);
+        wgmma_wait_one();  // S(it) done; P V still running
+        pin<NB>(s[0]);
+        release(w.k_empty + 8 * st);
+        if constexpr (RELEASE_Q) release(w.q_empty, it == n - 1);
+        mask_and_softmax(s, it, alpha);  // under P V
+        wgmma_wait_all();
+        pin<DB>(acc);
+        pin<BN / 16>(pa);
+        release(w.v_empty + 8 * sp);
+        rescale_acc<DB>(acc, alpha);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) scores_to_a<NB>(pa[kk], s[0], kk);
+    }
+
+    // The last tile's O += P V.
+    const int sl = (g + n - 1) % STAGES, lph = ((g + n - 1) / STAGES) & 1;
+    named_sync(my_turn, 256);
+    mbar_wait(w.v_full + 8 * sl, lph);
+    pin<DB>(acc);
+    pin<BN / 16>(pa);
+    wgmma_fence();
+    issue_pv<D, BN>(acc, pa, sm.v + sl * kTileK);
+    wgmma_commit();
+    if (cw == 0) named_arrive(other_turn, 256);
+    wgmma_wait_all();
+    pin<DB>(acc);
+    pin<BN / 16>(pa);
+    release(w.v_empty + 8 * sl);
+}
+
+// A block per query tile (the grid of the other kernels: x = (b, h), y = the tile's rank).
+template <int D, int BN, int STAGES, class Schedule>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    attention_forward_ws_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                                const __grid_constant__ CUtensorMap tm_v, Params p) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t bars[2 + 4 * STAGES];
+    const WsSmem<D, BN, STAGES> sm((smem_u32(smem) + 1023) & ~1023u);
+    const WsBarriers w = ws_barriers<STAGES>(bars);
+
+    int b, h, rank;
+    resolve_block<Schedule>(p, b, h, rank);
+    const int q0 = Schedule::query_tile_of_rank(p, rank) * kWsBM, qn = min(kWsBM, p.qrows.len - q0);
+    if (qn <= 0) return;
+    const QueryTile qt = query_tile_info<kWsThreads>(p, b, q0, qn);  // every thread (a block reduction)
+    const auto keys = Schedule::key_tiles(p, qt, BN);
+    const int n = keys.count();
+    ws_init_barriers<STAGES>(w);
 
     const int wg = threadIdx.x >> 7;
-    if (wg == 0) {
-        // ---- Producer: Q once, then K and V tile by tile, each into the next free stage.
+    if (wg == 0) {  // producer
         regs_decrease<kWsProducerRegs>();
         if (threadIdx.x == 0 && n > 0) {
             tma_prefetch_map(&tm_k);
             tma_prefetch_map(&tm_v);
-            mbar_arrive_expect_tx(q_full, kWsBM * D * 2);
-#pragma unroll
-            for (int c = 0; c < DC; c++) tma_load_3d(sQ + c * kWsBM * 128, &tm_q, h * D + 64 * c, p.qrows.base + q0, b, q_full);
-            for (int it = 0; it < n; it++) {
-                const int s = it % STAGES, use = it / STAGES;
-                const int row = p.krows.base + keys.tile(it) * BN;
-                if (use > 0) mbar_wait(k_empty + 8 * s, (use - 1) & 1);
-                mbar_arrive_expect_tx(k_full + 8 * s, kTileK);
-#pragma unroll
-                for (int c = 0; c < DC; c++) tma_load_3d(sK + s * kTileK + c * BN * 128, &tm_k, h * D + 64 * c, row, b, k_full + 8 * s);
-                if (use > 0) mbar_wait(v_empty + 8 * s, (use - 1) & 1);
-                mbar_arrive_expect_tx(v_full + 8 * s, kTileK);
-#pragma unroll
-                for (int c = 0; c < DC; c++) tma_load_3d(sV + s * kTileK + c * BN * 128, &tm_v, h * D + 64 * c, row, b, v_full + 8 * s);
-            }
+            ws_load_tile<D, BN, STAGES>(&tm_q, &tm_k, &tm_v, p, keys, n, b, h, q0, sm, w, 0, 0);
         }
         return;
     }
-
-    // ---- Consumers.
     regs_increase<kWsConsumerRegs>();
-    const int cw = wg - 1;                                         // 0 or 1
-    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-    const int row0 = q0 + cw * 64 + warp * 16;                     // first row of the warp's 16-row slice
-    float acc[DB][4] = {};
+    const int cw = wg - 1;
+    const int row0 = q0 + cw * 64 + ((threadIdx.x >> 5) & 3) * 16;  // first row of the warp's 16-row slice
+    float acc[D / 8][4] = {};
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    if (n > 0) {
-        // Turns: warpgroup 0 goes first (warpgroup 1 gives it the first arrival). Each takes its
-        // turn before issuing its products and hands the turn over right after, n + 1 times each;
-        // warpgroup 1 skips its last hand-over, which nobody waits for.
-        const int my_turn = kWsSchedBarrier + cw, other_turn = kWsSchedBarrier + 1 - cw;
-        if (cw == 1) named_arrive(kWsSchedBarrier, 256);
-        auto release = [&](uint32_t bar) {
-            __syncwarp();
-            if (lane == 0) mbar_arrive(bar);
-        };
-        auto mask_and_softmax = [&](float (&s)[1][NB][4], int it, float (&alpha)[2]) {
-            const int k0 = keys.tile(it) * BN;
-            const KeyTile kt = key_tile_info(p, k0, min(BN, p.krows.len - k0));
-            const bool cut = keys.cut(it);
-            if (cut || pair_needs_mask(p, qt, kt, BN)) mask_scores<1, NB, Schedule>(s, p, b, row0, k0, kt.n, h, cut);
-            online_softmax_scores<NB>(s[0], m, l, alpha, p.scale_log2);
-        };
-        mbar_wait(q_full, 0);
-
-        // Tile 0: S = Q K0^T, its softmax (the accumulator is still zero).
-        float s[1][NB][4];
-        uint32_t pa[BN / 16][4];
-        float alpha[2];
-        named_sync(my_turn, 256);
-        mbar_wait(k_full, 0);
-        pin<NB>(s[0]);
-        wgmma_fence();
-        issue_qk<D, BN>(s[0], sQ, sK, cw);
-        wgmma_commit();
-        named_arrive(other_turn, 256);
-        wgmma_wait_all();
-        pin<NB>(s[0]);
-        release(k_empty);
-        mask_and_softmax(s, 0, alpha);
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) scores_to_a<NB>(pa[kk], s[0], kk);
-
-        for (int it = 1; it < n; it++) {
-            const int st = it % STAGES, ph = (it / STAGES) & 1;
-            const int sp = (it - 1) % STAGES, pph = ((it - 1) / STAGES) & 1;
-            named_sync(my_turn, 256);
-            mbar_wait(k_full + 8 * st, ph);
-            pin<NB>(s[0]);
-            pin<DB>(acc);
-            pin<BN / 16>(pa);
-            wgmma_fence();
-            issue_qk<D, BN>(s[0], sQ, sK + st * kTileK, cw);  // S(it) = Q K(it)^T
-            wgmma_commit();
-            mbar_wait(v_full + 8 * sp, pph);
-            issue_pv<D, BN>(acc, pa, sV + sp * kTileK);         // O += P(it-1) V(it-1)
-            wgmma_commit();
-            named_arrive(other_turn, 256);
-            wgmma_wait_one();  // S(it) done; P V still running
-            pin<NB>(s[0]);
-            release(k_empty + 8 * st);
-            mask_and_softmax(s, it, alpha);  // under P V
-            wgmma_wait_all();
-            pin<DB>(acc);
-            pin<BN / 16>(pa);
-            release(v_empty + 8 * sp);
-            rescale_acc<DB>(acc, alpha);
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++) scores_to_a<NB>(pa[kk], s[0], kk);
-        }
-
-        // The last tile's O += P V.
-        const int sl = (n - 1) % STAGES, lph = ((n - 1) / STAGES) & 1;
-        named_sync(my_turn, 256);
-        mbar_wait(v_full + 8 * sl, lph);
-        pin<DB>(acc);
-        pin<BN / 16>(pa);
-        wgmma_fence();
-        issue_pv<D, BN>(acc, pa, sV + sl * kTileK);
-        wgmma_commit();
-        if (cw == 0) named_arrive(other_turn, 256);
-        wgmma_wait_all();
-        pin<DB>(acc);
-        pin<BN / 16>(pa);
-        release(v_empty + 8 * sl);
-    }
+    if (n > 0) ws_consume_tile<D, BN, STAGES, false, Schedule>(p, qt, keys, n, b, h, row0, cw, sm, w, 0, 0, acc, m, l);
     store_output<D, false, false>(p, b, h, row0, acc, m, l);
+}
+
+// Query tile t of a persistent launch (rank-major: every (b, h) row's last tile, the one with the
+// most keys when causal, first; the order the grid above runs them) as (b, h, first row, rows).
+struct WsTile {
+    int b, h, q0, qn;
+};
+__device__ __forceinline__ WsTile ws_tile(const Params& p, int t, int ny, int bh_count) {
+    const int rank = t / bh_count, bh = t % bh_count;
+    const int q0 = (ny - 1 - rank) * kWsBM;
+    return WsTile{bh / p.H, bh % p.H, q0, min(kWsBM, p.qrows.len - q0)};
+}
+
+// Persistent: a grid of at most one block per SM, each block walking tiles blockIdx.x,
+// blockIdx.x + gridDim.x, ... of the ny * bh_count query tiles. The producer runs ahead into the
+// next tile (its Q once the consumers are done with this one's, its K and V into the free
+// stages) while the consumers finish this tile and write its output, so a block's prologue and
+// epilogue are hidden except for its first tile. Stages and phases count K/V tiles over the
+// block's whole walk (g); Q's over the tiles that have keys (qj). No block barrier after the
+// set-up: each warp reads a tile's document bounds alone (query_tile_info_warp).
+template <int D, int BN, int STAGES, class Schedule>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    attention_forward_ws_persistent_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                                           const __grid_constant__ CUtensorMap tm_v, Params p, int ny, int bh_count) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t bars[2 + 4 * STAGES];
+    const WsSmem<D, BN, STAGES> sm((smem_u32(smem) + 1023) & ~1023u);
+    const WsBarriers w = ws_barriers<STAGES>(bars);
+    const int n_tiles = ny * bh_count;
+    ws_init_barriers<STAGES>(w);
+
+    const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    int g = 0, qj = 0;
+    if (wg == 0) {  // producer: warp 0, lane 0 issuing
+        regs_decrease<kWsProducerRegs>();
+        if (warp != 0) return;
+        if (lane == 0) {
+            tma_prefetch_map(&tm_q);
+            tma_prefetch_map(&tm_k);
+            tma_prefetch_map(&tm_v);
+        }
+        for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
+            const WsTile tile = ws_tile(p, t, ny, bh_count);
+            const QueryTile qt = query_tile_info_warp(p, tile.b, tile.q0, tile.qn);  // the whole warp
+            const auto keys = Schedule::key_tiles(p, qt, BN);
+            const int n = keys.count();
+            if (n == 0) continue;
+            if (lane == 0) ws_load_tile<D, BN, STAGES>(&tm_q, &tm_k, &tm_v, p, keys, n, tile.b, tile.h, tile.q0, sm, w, g, qj);
+            __syncwarp();
+            g += n;
+            qj++;
+        }
+        return;
+    }
+    regs_increase<kWsConsumerRegs>();
+    const int cw = wg - 1;
+    for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
+        const WsTile tile = ws_tile(p, t, ny, bh_count);
+        const int row0 = tile.q0 + cw * 64 + warp * 16;
+        const QueryTile qt = query_tile_info_warp(p, tile.b, tile.q0, tile.qn);
+        const auto keys = Schedule::key_tiles(p, qt, BN);
+        const int n = keys.count();
+        float acc[D / 8][4] = {};
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+        if (n > 0) {
+            ws_consume_tile<D, BN, STAGES, true, Schedule>(p, qt, keys, n, tile.b, tile.h, row0, cw, sm, w, g, qj, acc, m, l);
+            g += n;
+            qj++;
+        }
+        store_output<D, false, false>(p, tile.b, tile.h, row0, acc, m, l);
+    }
 }
 
 }  // namespace flash

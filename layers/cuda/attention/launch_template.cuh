@@ -52,6 +52,14 @@ inline void set_smem_limit(K kernel, int bytes) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
+// The current device's SMs: the persistent kernels' grid (one block per SM).
+inline int sm_count() {
+    int dev = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+}
+
 // Grid of a tile kernel: x = one block row per (b, h) (per (b, h, segment) for a dilated branch),
 // y = tiles of `rows` (the longest map of the launch) in blocks of `tile`.
 inline dim3 tile_grid(const Params& p, int B, int rows, int tile) {
@@ -121,10 +129,24 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
                     make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, BN);
     if (!ok) return launch_forward_wgmma<D, 2, D == 64 ? 64 : 128>(p, B, stream);
     constexpr int smem = forward_ws_smem_bytes<D, BN, STAGES>();
-    const auto kernel = attention_forward_ws_kernel<D, BN, STAGES, DenseSchedule>;
-    static const bool limit_set = (set_smem_limit(kernel, smem), true);
-    (void)limit_set;
-    kernel<<<tile_grid(p, B, max_rows(p, p.qrows), kWsBM), kWsThreads, smem, stream>>>(tq, tk, tv, p);
+    const int ny = ceil_div(max_rows(p, p.qrows), kWsBM), bh_count = B * p.H;
+    // Persistent (a block per SM walking the tiles) only for short rows, where each tile's
+    // prologue and epilogue are a large share of its work; for long rows a block per tile: the
+    // persistent walk measured 4-13% slower there (notes/fa3-speed.md, v3-v5).
+    if (ny <= ws_persistent_max_query_tiles) {
+        const auto kernel = attention_forward_ws_persistent_kernel<D, BN, STAGES, DenseSchedule>;
+        static const bool limit_set = (set_smem_limit(kernel, smem), true);
+        (void)limit_set;
+        const long long tiles = (long long)ny * bh_count;
+        if (tiles == 0) return;
+        if (tiles > 2147483647LL) fatal("attention: %lld query tiles exceed the persistent kernel's count", tiles);
+        kernel<<<(unsigned)std::min<long long>(tiles, sm_count()), kWsThreads, smem, stream>>>(tq, tk, tv, p, ny, bh_count);
+    } else {
+        const auto kernel = attention_forward_ws_kernel<D, BN, STAGES, DenseSchedule>;
+        static const bool limit_set = (set_smem_limit(kernel, smem), true);
+        (void)limit_set;
+        kernel<<<tile_grid(p, B, max_rows(p, p.qrows), kWsBM), kWsThreads, smem, stream>>>(tq, tk, tv, p);
+    }
     CUDA_CHECK_LAST();
 }
 

@@ -73,6 +73,33 @@ __device__ QueryTile query_tile_info(const Params& p, int b, int r0, int n) {
     return t;
 }
 
+// The same from one warp alone (warp shuffles, no block barrier): for kernels whose warps do
+// different work and must not wait for one another (forward_ws.cuh). All 32 lanes call it.
+__device__ __forceinline__ QueryTile query_tile_info_warp(const Params& p, int b, int r0, int n) {
+    QueryTile t;
+    t.r0 = r0;
+    t.n = n;
+    t.first_pos = __ldg(p.qpos + p.qrows.token(r0));
+    t.last_pos = __ldg(p.qpos + p.qrows.token(r0 + n - 1));
+    t.doc_min = t.doc_max = INT_MIN;
+    if (p.doc_start) {
+        int lo = INT_MAX, hi = INT_MIN;
+        for (int i = threadIdx.x & 31; i < n; i += 32) {
+            const int d = __ldg(p.doc_start + (size_t)b * p.q_tokens + p.qrows.token(r0 + i));
+            lo = min(lo, d);
+            hi = max(hi, d);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+            hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+        }
+        t.doc_min = lo;
+        t.doc_max = hi;
+    }
+    return t;
+}
+
 __device__ __forceinline__ KeyTile key_tile_info(const Params& p, int r0, int n) {
     KeyTile t;
     t.r0 = r0;
