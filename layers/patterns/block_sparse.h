@@ -90,10 +90,6 @@ struct BlockSparsePattern {
         }
         return s.layout_view().has(head, qb, kb);
     }
-    static bool has_block_rules(const AttnPattern& p) {
-        const BlockSparseParams& s = p.block_sparse;
-        return s.dilated_r || s.random_count || s.layout;
-    }
 
     // Summed over rows, with causality: per row, the keys of its active blocks (block rules), plus
     // the keys the token rules (window, global) add outside those blocks. Heads differ only

@@ -15,6 +15,8 @@ struct BlockSparseParams {
     uint64_t random_seed = 0;
     std::shared_ptr<const BlockLayout> layout;
     BlockLayoutView layout_view() const { return layout ? layout->view() : BlockLayoutView{}; }
+    // Dilated, random or explicit blocks: else the token rules (window, global) say it all.
+    bool any_block_rules() const { return dilated_r || random_count || layout; }
 };
 
 // The same by value for a kernel: the explicit layout is a device view there
@@ -33,9 +35,8 @@ struct BlockSparseArgs {
 inline BlockSparseArgs to_args(const BlockSparseParams& p, BlockLayoutView layout) {
     int shift = 0;
     while ((1 << shift) < p.block) shift++;
-    const bool any_block_rules = p.dilated_r || p.random_count || p.layout;
-    return BlockSparseArgs{p.block,        p.window,      p.global, p.dilated_r,     p.dilated_window,
-                           p.random_count, p.random_seed, layout,   any_block_rules, shift};
+    return BlockSparseArgs{p.block,        p.window,      p.global, p.dilated_r,           p.dilated_window,
+                           p.random_count, p.random_seed, layout,   p.any_block_rules(), shift};
 }
 inline BlockSparseArgs to_args(const BlockSparseParams& p) {
     if (p.layout) fatal("internal: a block-sparse layout needs its device copy: use pattern_args_cuda (layers/cuda/pattern_args.cuh)");

@@ -73,7 +73,7 @@ inline TileLists block_sparse_tile_lists(const AttnPattern& p, int seq_len, int 
     t.BM = BM, t.BN = BN, t.n_q_tiles = (q_n + BM - 1) / BM, t.n_k_tiles = (k_n + BN - 1) / BN;
     const int b = s.block;
     const bool per_head = s.random_count || (s.layout && s.layout->heads > 1);
-    const bool block_rules = s.dilated_r || s.random_count || s.layout;
+    const bool block_rules = s.any_block_rules();
     std::vector<char> mark(t.n_k_tiles);
     std::vector<std::vector<int>> of_q(t.n_q_tiles);
     std::vector<std::vector<char>> cut_of_q(t.n_q_tiles);
