@@ -83,7 +83,7 @@ GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
 # objects get -lineinfo too (line tables only: the machine code is the same).
 ATTN_USERS := train infer attention_tool test_model test_kv_cache bench_kv_cache bench_train bench_recompute test_attention test_attention_two_sided test_ring test_cp_train bench_ring \
               bench_attention bench_attention_dilated bench_attention_block_sparse
-ATTN_VARIANT_USERS := test_attention bench_attention bench_attention_dilated bench_attention_block_sparse
+ATTN_VARIANT_USERS := test_attention test_attention_two_sided bench_attention bench_attention_dilated bench_attention_block_sparse
 ATTN_CUDNN_USERS := train infer attention_tool test_model test_kv_cache bench_kv_cache bench_train bench_recompute test_cp_train test_attention bench_attention_cudnn \
                     bench_attention
 $(addprefix build/,$(ATTN_USERS)): build/obj/attention_flash.o

@@ -116,6 +116,8 @@ __device__ __forceinline__ void wgmma_ss_tt_n64(float (&d)[8][4], uint64_t desc_
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Waits until at most one committed group is still running (groups retire in commit order).
+__device__ __forceinline__ void wgmma_wait_one() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 // wgmma reads its register operands and writes its accumulators asynchronously, until
 // wgmma_wait_all. These empty asm statements pin such registers: the compiler must keep them in
 // place (no copy, no reuse) up to this point, and may not read an accumulator from before it.

@@ -43,8 +43,6 @@ inline bool forward_ws_serves(const Params& p) {
            p.krows.step == 1;
 }
 
-__device__ __forceinline__ void wgmma_wait_one() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-
 // S = Q K^T for one consumer warpgroup: (64, BN) from its 64 rows of sQ and the BN rows of Ks.
 template <int D, int BN>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 8][4], uint32_t sQ, uint32_t Ks, int cw) {

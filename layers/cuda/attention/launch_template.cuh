@@ -33,6 +33,8 @@
 //                                into those (attention_flash_variants.h)
 // Programs include attention_flash.h, which declares the launchers and compiles no kernel.
 #pragma once
+#include <mutex>
+#include <unordered_set>
 #include "layers/attention.h"
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/attention/backward_mma_sync.cuh"
@@ -45,11 +47,20 @@
 
 namespace flash {
 
-// Always raise the limit: dynamic bytes plus the kernels' few static bytes may pass 48 KB even
-// when the dynamic part alone does not.
+// Raises a kernel's dynamic shared-memory limit on its first launch (always: dynamic bytes plus
+// the kernels' few static bytes may pass 48 KB even when the dynamic part alone does not).
+// Remembered by the kernel's address, not by a static flag in the template that launches it:
+// nvcc gives each translation unit its own copy of a kernel template's instance (a local symbol),
+// while a function-local static in an inline template is one variable for the whole program, so
+// a flag set for one unit's copy skipped the other's, and its launch failed with "invalid
+// argument" (test_attention, whose variants are compiled in two units, under compute-sanitizer).
 template <typename K>
 inline void set_smem_limit(K kernel, int bytes) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    static std::mutex lock;
+    static std::unordered_set<const void*> done;
+    std::lock_guard<std::mutex> hold(lock);
+    if (done.insert(reinterpret_cast<const void*>(kernel)).second)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
 // The current device's SMs: the persistent kernels' grid (one block per SM).
@@ -71,7 +82,7 @@ inline dim3 tile_grid(const Params& p, int B, int rows, int tile) {
 // Launches, for p, the instance of a kernel whose schedule serves p (exactly one of AllSchedules,
 // the registry's list: dense or a dilated branch, one-sided or two-sided, block-sparse).
 // kernel_of(ScheduleTag<S>{}) is the kernel's instance for schedule S; each instance gets its
-// shared-memory limit on its first launch.
+// shared-memory limit on its first launch (set_smem_limit).
 template <class KernelOf, class... Schedules>
 void launch_served(ScheduleList<Schedules...>, KernelOf kernel_of, const Params& p, dim3 grid, int threads, int smem,
                    cudaStream_t stream) {
@@ -80,8 +91,7 @@ void launch_served(ScheduleList<Schedules...>, KernelOf kernel_of, const Params&
         using S = typename decltype(tag)::type;
         if (!S::serves(p)) return;
         const auto kernel = kernel_of(tag);
-        static const bool limit_set = (set_smem_limit(kernel, smem), true);
-        (void)limit_set;
+        set_smem_limit(kernel, smem);
         kernel<<<grid, threads, smem, stream>>>(p);
         served++;
     };
@@ -135,16 +145,14 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     // persistent walk measured 4-13% slower there (notes/fa3-speed.md, v3-v5).
     if (ny <= ws_persistent_max_query_tiles) {
         const auto kernel = attention_forward_ws_persistent_kernel<D, BN, STAGES, DenseSchedule>;
-        static const bool limit_set = (set_smem_limit(kernel, smem), true);
-        (void)limit_set;
+        set_smem_limit(kernel, smem);
         const long long tiles = (long long)ny * bh_count;
         if (tiles == 0) return;
         if (tiles > 2147483647LL) fatal("attention: %lld query tiles exceed the persistent kernel's count", tiles);
         kernel<<<(unsigned)std::min<long long>(tiles, sm_count()), kWsThreads, smem, stream>>>(tq, tk, tv, p, ny, bh_count);
     } else {
         const auto kernel = attention_forward_ws_kernel<D, BN, STAGES, DenseSchedule>;
-        static const bool limit_set = (set_smem_limit(kernel, smem), true);
-        (void)limit_set;
+        set_smem_limit(kernel, smem);
         kernel<<<tile_grid(p, B, max_rows(p, p.qrows), kWsBM), kWsThreads, smem, stream>>>(tq, tk, tv, p);
     }
     CUDA_CHECK_LAST();
