@@ -19,7 +19,8 @@
 // Determinism: the forward is deterministic. The default backward adds dQ with fp32 atomics, so
 // dQ can differ in the last bits from run to run (dK, dV do not); for bit-identical results use
 // attention_backward_cuda_variant(flash::kDeterministicBackwardVariant, ...), an mma.sync kernel
-// pair: backward 18% (D=64) to 40% (D=128) slower at N=64K on an H200 (notes/attention.md).
+// pair: backward 18% (D=64) to 40% (D=128) slower than the wgmma backward at N=64K on an H200
+// (notes/attention.md).
 //
 // Layout (as the CPU reference): Q, K, V (B, N, H, D) read in place with token stride s.stride
 // (3*H*D for slices of a QKV buffer (B, N, 3, H, D)); O (B, N, H, D) contiguous; L (B, H, N) fp32,

@@ -49,10 +49,10 @@ void launch_fill(float* x, size_t n, float value, cudaStream_t stream) {
 
 namespace {
 
-// The variants the model runs (variant 0 chosen by the measurements in notes/attention.md). The
-// forward is the warp-specialized kernel for dense rows (forward_ws.cuh); every other launch
-// (dilated branches, block-sparse, fixed, two-sided) runs the wgmma kernel named after the bar,
-// which was variant 0 before it.
+// The variants the model runs (variant 0 chosen by the measurements in notes/attention.md and
+// notes/fa3-speed.md). Forward and backward are the warp-specialized kernels for dense rows
+// (forward_ws.cuh, backward_ws.cuh); every other launch (dilated branches, block-sparse, fixed,
+// two-sided) runs the wgmma kernel named after the bar, which was variant 0 before them.
 const Variant kForward64[] = {
     {"fwd ws tma pingpong bn128 s4 | wgmma wg2 bn64", fwd_ws<64, 128, 4>},
 };
@@ -60,12 +60,12 @@ const Variant kForward128[] = {
     {"fwd ws tma pingpong bn128 s2 | wgmma wg2 bn128", fwd_ws<128, 128, 2>},
 };
 const Variant kBackward64[] = {
-    {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<64>, launch_backward_dkdv_wgmma<64>},
+    {"bwd ws tma wg2 bn128 bm64 s3 | wgmma atomic wg2 bn128 bm64", bwd_ws<64, 3>, launch_backward_dkdv_ws<64, 3>},
     {"bwd determ mt2 w4 bm32 | dq mt2 w4 bn64", bwd_det<64, 2, 4, 32, 2, 4, 64>,
      launch_backward_dkdv<64, 2, 4, 32, false>, launch_backward_dq<64, 2, 4, 64>},
 };
 const Variant kBackward128[] = {
-    {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<128>, launch_backward_dkdv_wgmma<128>},
+    {"bwd ws tma wg2 bn128 bm64 s2 | wgmma atomic wg2 bn128 bm64", bwd_ws<128, 2>, launch_backward_dkdv_ws<128, 2>},
     {"bwd determ mt1 w8 bm64 | dq mt1 w8 bn64", bwd_det<128, 1, 8, 64, 1, 8, 64>,
      launch_backward_dkdv<128, 1, 8, 64, false>, launch_backward_dq<128, 1, 8, 64>},
 };

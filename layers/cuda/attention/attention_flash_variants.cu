@@ -25,11 +25,15 @@ const Variant kForward128[] = {
     {"fwd mma.sync mt2 w4 bn64", fwd<128, 2, 4, 64>},
     {"fwd mma.sync mt2 w4 bn32", fwd<128, 2, 4, 32>},
 };
-// Backward variant 2 (0 and 1 = kDeterministicBackwardVariant are in attention_flash.cu).
+// Backward variants 2 and 3 (0, the warp-specialized backward, and 1 = kDeterministicBackwardVariant
+// are in attention_flash.cu): 2 is the wgmma backward that was variant 0 before it (the rung below
+// it on the ladder).
 const Variant kBackward64[] = {
+    {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<64>, launch_backward_dkdv_wgmma<64>},
     {"bwd mma.sync atomic mt2 w4 bm32", bwd_atomic<64, 2, 4, 32>, launch_backward_dkdv<64, 2, 4, 32, true>},
 };
 const Variant kBackward128[] = {
+    {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<128>, launch_backward_dkdv_wgmma<128>},
     {"bwd mma.sync atomic mt1 w8 bm64", bwd_atomic<128, 1, 8, 64>, launch_backward_dkdv<128, 1, 8, 64, true>},
 };
 

@@ -7,10 +7,12 @@
 //   schedules.cuh          the patterns' schedules (layers/patterns/<name>.cuh), one per module
 //   softmax.cuh            the online-softmax update
 //   ptx.cuh, smem_tiles.cuh  PTX wrappers; swizzled shared-memory tiles, their loads and MMAs
-//   forward_wgmma.cuh      main loop: forward on wgmma (the default)
+//   forward_wgmma.cuh      main loop: forward on wgmma (every pattern but dense rows)
 //   forward_ws.cuh         main loop: forward warp-specialized (TMA producer, mbarrier pipeline,
 //                          two consumer warpgroups in ping-pong), dense rows; tma.cuh its PTX
-//   backward_wgmma.cuh     main loop: dK/dV + atomic dQ on wgmma (the default backward)
+//   backward_wgmma.cuh     main loop: dK/dV + atomic dQ on wgmma (every pattern but dense rows)
+//   backward_ws.cuh        main loop: the same step warp-specialized (TMA producer, mbarrier
+//                          stages, no block barrier in the loop), dense rows
 //   forward_mma_sync.cuh   main loop: forward on mma.sync m16n8k16 + ldmatrix (FlashAttention-2 style)
 //   backward_mma_sync.cuh  main loop: backward on mma.sync, atomic dQ or deterministic with a
 //                          separate dQ pass; the preprocess and dQ convert kernels
@@ -19,8 +21,8 @@
 //                          on per-block virtual sequences (DilatedSchedule), merged across branches
 //   launch_two_sided.cuh   a query side and a key side apart (ring steps, KV-cache blocks)
 //   block_sparse_lists.cuh block-sparse tile lists, built once per layout and kept on the device
-// All stream K/V (or Q/dO) tiles through a 2-stage cp.async pipeline; the variant tables list
-// every tile configuration (variant 0 is what the plain launchers run).
+// The ws kernels stream tiles by TMA, the others through a 2-stage cp.async pipeline; the variant
+// tables list every tile configuration (variant 0 is what the plain launchers run).
 //
 // Compiled once: these headers hold templates and inline code only, instantiated by the
 // translation units that build the kernels into objects (Makefile: build/obj/), each its own
@@ -39,6 +41,7 @@
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/attention/backward_mma_sync.cuh"
 #include "layers/cuda/attention/backward_wgmma.cuh"
+#include "layers/cuda/attention/backward_ws.cuh"
 #include "layers/cuda/attention/forward_mma_sync.cuh"
 #include "layers/cuda/attention/forward_wgmma.cuh"
 #include "layers/cuda/attention/forward_ws.cuh"
@@ -174,6 +177,23 @@ void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
     launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.krows), 128), 256, smem, stream);
 }
 
+// The warp-specialized backward (backward_ws.cuh) where it serves p and TMA can read the buffers;
+// otherwise the wgmma backward (backward variant 2, the default before it).
+template <int D, int STAGES>
+void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
+    CUtensorMap tq, tk, tv, tdo;
+    const bool ok = backward_ws_serves(p) && make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, kBwdWgBM) &&
+                    make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, kBwsBN) &&
+                    make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, kBwsBN) &&
+                    make_row_tensor_map(&tdo, p.dout, p.H * D, p.q_tokens, p.H * D, B, kBwdWgBM);
+    if (!ok) return launch_backward_dkdv_wgmma<D>(p, B, stream);
+    constexpr int smem = backward_ws_smem_bytes<D, STAGES>();
+    const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, DenseSchedule>;
+    set_smem_limit(kernel, smem);
+    kernel<<<tile_grid(p, B, max_rows(p, p.krows), kBwsBN), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, p);
+    CUDA_CHECK_LAST();
+}
+
 template <int D, int MT, int NW, int BN>
 void launch_backward_dq(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 16 * MT * NW, smem = backward_dq_smem_bytes<D, MT, NW, BN>();
@@ -223,6 +243,13 @@ template <int D>
 void bwd_atomic_wgmma(const Params& p, int B, cudaStream_t st) {
     launch_preprocess<D>(p, B, true, st);
     launch_backward_dkdv_wgmma<D>(p, B, st);
+    launch_dq_convert<D>(p, B, st);
+}
+// Backward, warp-specialized: preprocess (zeroing dQ), dK/dV + dQ atomics, convert.
+template <int D, int STAGES>
+void bwd_ws(const Params& p, int B, cudaStream_t st) {
+    launch_preprocess<D>(p, B, true, st);
+    launch_backward_dkdv_ws<D, STAGES>(p, B, st);
     launch_dq_convert<D>(p, B, st);
 }
 // Backward, deterministic: preprocess, dK/dV, then a separate dQ pass.

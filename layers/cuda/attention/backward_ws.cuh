@@ -1,0 +1,254 @@
+// Flash attention backward, warp-specialized (the rung after backward_wgmma.cuh, in the manner of
+// FlashAttention-3's backward): one producer warpgroup and two consumer warpgroups per block of
+// 128 keys.
+//  - The producer's first warp loads K and V once with the Tensor Memory Accelerator, then, query
+//    tile by query tile, Q and dO by TMA and L, delta by its 32 lanes into a STAGES-deep ring of
+//    shared-memory buffers; mbarriers say when a stage is full (the TMA bytes landed and every
+//    lane stored its L, delta) and when it is empty again (all 256 consumer threads are done). It gives
+//    most of its registers to the consumers (setmaxnreg).
+//  - Each consumer warpgroup owns 64 of the block's keys and runs backward_wgmma.cuh's step on
+//    them: S^T, dP^T, P^T, dS^T, dV += P^T dO, dK += dS^T Q, then its half of dQ's columns
+//    = dS K over all 128 keys, added with float2 atomics.
+//  - The consumers never wait for loads at a block barrier; the one barrier left in a step is the
+//    two consumers' (dQ reads both halves of dS^T), and dS^T is double-buffered so that the next
+//    step's writes need no second one.
+// It serves the launches forward_ws.cuh serves (dense one-sided rows at unit step, written, not
+// merged); every other launch runs backward_wgmma.cuh (launch_template.cuh, launch_backward_dkdv_ws).
+#pragma once
+#include "layers/cuda/attention/backward_wgmma.cuh"
+#include "layers/cuda/attention/tma.cuh"
+
+namespace flash {
+
+constexpr int kBwsThreads = 384;       // producer warpgroup + 2 consumer warpgroups
+constexpr int kBwsBN = 128;            // keys per block (64 per consumer warpgroup)
+constexpr int kBwsProducerRegs = 24;   // 128 x 24 + 256 x 240 <= 65536 registers per SM
+constexpr int kBwsConsumerRegs = 240;
+constexpr int kBwsDsBarrier = 1;       // named barrier: both consumers' dS^T in place
+
+template <int D, int STAGES>
+constexpr int backward_ws_smem_bytes() {
+    constexpr int BN = kBwsBN, BM = kBwdWgBM;
+    // K, V (BN, D); STAGES x Q, dO (BM, D); 2 x dS^T (BN, BM); STAGES x L, delta (BM) fp32; slack to align to 1024.
+    return (2 * BN * D + 2 * STAGES * BM * D + 2 * BN * BM) * 2 + 2 * STAGES * BM * 4 + 1024;
+}
+
+// The launches it serves: forward_ws_serves's, with dQ gathered in the fp32 accumulator.
+inline bool backward_ws_serves(const Params& p) {
+    return p.kind == AttnKind::Dense && !p.two_sided && p.seg_len == 0 && !p.accumulate && p.qrows.step == 1 &&
+           p.krows.step == 1 && p.dq_accum != nullptr;
+}
+
+template <int D, int STAGES, class Schedule>
+__global__ void __launch_bounds__(kBwsThreads, 1)
+    attention_backward_dkdv_ws_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                                      const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                                      Params p) {
+    constexpr int BN = kBwsBN, BM = kBwdWgBM, QB = BM / 8, DB = D / 8, DQN = D / 2, DC = D / 64;
+    constexpr uint32_t kTileQ = BM * D * 2;  // bytes of one Q (or dO) stage
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t bars[1 + 2 * STAGES];
+    const uint32_t base = (smem_u32(smem) + 1023) & ~1023u;
+    const uint32_t sK = base;                     // [D/64][BN][64]
+    const uint32_t sV = sK + BN * D * 2;          // [D/64][BN][64]
+    const uint32_t sQ = sV + BN * D * 2;          // STAGES x [D/64][BM][64]
+    const uint32_t sdO = sQ + STAGES * kTileQ;    // STAGES x [D/64][BM][64]
+    const uint32_t sdS = sdO + STAGES * kTileQ;   // 2 x [BN][BM]: dS^T, keys as rows
+    const uint32_t sL = sdS + 2 * BN * BM * 2;    // STAGES x (BM) fp32, log2 domain
+    const uint32_t sDelta = sL + STAGES * BM * 4; // STAGES x (BM) fp32
+    const float* fL = reinterpret_cast<const float*>(smem + (sL - smem_u32(smem)));
+    const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - smem_u32(smem)));
+    const uint32_t kv_full = smem_u32(bars), q_full = kv_full + 8, q_empty = q_full + 8 * STAGES;  // stage s at + 8 s
+
+    int b, h, rank;
+    resolve_block<Schedule>(p, b, h, rank);
+    const int k0 = Schedule::key_tile_of_rank(p, rank) * BN, kn = min(BN, p.krows.len - k0);
+    if (kn <= 0) return;
+    const KeyTile kt = key_tile_info(p, k0, kn);
+    const auto queries = Schedule::query_tiles(p, kt, BM);
+    const int n = queries.count();
+    if (threadIdx.x == 0) {
+        mbar_init(kv_full, 1);
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(q_full + 8 * s, 32);  // the producer warp's lanes, lane 0 announcing the TMA bytes
+            mbar_init(q_empty + 8 * s, 256);  // every consumer thread (each read the stage's L, delta)
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (wg == 0) {  // producer: warp 0
+        regs_decrease<kBwsProducerRegs>();
+        if (warp != 0 || n == 0) return;
+        if (lane == 0) {
+            tma_prefetch_map(&tm_q);
+            tma_prefetch_map(&tm_do);
+            mbar_arrive_expect_tx(kv_full, 2 * BN * D * 2);
+#pragma unroll
+            for (int c = 0; c < DC; c++) {
+                tma_load_3d(sK + c * BN * 128, &tm_k, h * D + 64 * c, p.krows.base + k0, b, kv_full);
+                tma_load_3d(sV + c * BN * 128, &tm_v, h * D + 64 * c, p.krows.base + k0, b, kv_full);
+            }
+        }
+        const size_t rowbase = ((size_t)b * p.H + h) * p.q_tokens;
+        float* Lw = reinterpret_cast<float*>(smem + (sL - smem_u32(smem)));
+        float* Dw = reinterpret_cast<float*>(smem + (sDelta - smem_u32(smem)));
+        for (int it = 0; it < n; it++) {
+            const int s = it % STAGES, use = it / STAGES;
+            const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
+            if (use > 0) mbar_wait(q_empty + 8 * s, (use - 1) & 1);
+            // L and delta of the tile's rows; past the last query L = +inf, so P = 0 there, and
+            // dS = 0 whatever the rows the TMA copied past it hold.
+#pragma unroll
+            for (int r = lane; r < BM; r += 32) {
+                const bool ok = r < qn;
+                const size_t at = rowbase + p.qrows.token(ok ? q0 + r : q0);
+                Lw[s * BM + r] = ok ? __ldg(p.lse_log2 + at) : INFINITY;
+                Dw[s * BM + r] = ok ? __ldg(p.delta + at) : 0.f;
+            }
+            if (lane == 0) {
+                mbar_arrive_expect_tx(q_full + 8 * s, 2 * kTileQ);
+#pragma unroll
+                for (int c = 0; c < DC; c++) {
+                    tma_load_3d(sQ + s * kTileQ + c * BM * 128, &tm_q, h * D + 64 * c, p.qrows.base + q0, b, q_full + 8 * s);
+                    tma_load_3d(sdO + s * kTileQ + c * BM * 128, &tm_do, h * D + 64 * c, p.qrows.base + q0, b, q_full + 8 * s);
+                }
+            } else {
+                mbar_arrive(q_full + 8 * s);  // release: this lane's L, delta stores before it
+            }
+        }
+        return;
+    }
+
+    regs_increase<kBwsConsumerRegs>();
+    const int cw = wg - 1;                              // keys [cw*64, cw*64 + 64) of the block
+    const int key_row0 = k0 + cw * 64 + warp * 16;      // first key of the warp's 16-row slice
+    float dk[DB][4] = {}, dv[DB][4] = {};
+    if (n > 0) mbar_wait(kv_full, 0);
+    for (int it = 0; it < n; it++) {
+        const int st = it % STAGES;
+        mbar_wait(q_full + 8 * st, (it / STAGES) & 1);
+        const uint32_t Qs = sQ + st * kTileQ, dOs = sdO + st * kTileQ, dSs = sdS + (it & 1) * BN * BM * 2;
+        const float* Ls = fL + st * BM;
+        const float* Deltas = fDelta + st * BM;
+        const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
+
+        // S^T = K Q^T and dP^T = V dO^T, (64 keys, BM queries) per warpgroup.
+        float s[1][QB][4], dp[QB][4];
+        pin<QB>(s[0]);
+        pin<QB>(dp);
+        wgmma_fence();
+#pragma unroll
+        for (int kc = 0; kc < D / 16; kc++) {
+            const uint32_t off = (kc & 3) * 32;
+            const uint32_t arow = (kc >> 2) * BN * 128 + cw * 64 * 128 + off, brow = (kc >> 2) * BM * 128 + off;
+            wgmma_ss<BM>(s[0], sw128_desc(sK + arow, 16, 1024), sw128_desc(Qs + brow, 16, 1024), kc > 0);
+            wgmma_ss<BM>(dp, sw128_desc(sV + arow, 16, 1024), sw128_desc(dOs + brow, 16, 1024), kc > 0);
+        }
+        wgmma_commit();
+        wgmma_wait_all();
+        pin<QB>(s[0]);
+        pin<QB>(dp);
+
+        // P^T = 2^(S^T scale_log2 - L_log2[query]) (masked: 0); dS^T = P^T (dP^T - delta) scale.
+#pragma unroll
+        for (int j = 0; j < QB; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float Lq = Ls[8 * j + 2 * t + e];
+#pragma unroll
+                for (int r = 0; r < 2; r++) s[0][j][2 * r + e] = ex2(fmaf(s[0][j][2 * r + e], p.scale_log2, -Lq));
+            }
+        const bool cut = queries.cut(it);
+        bool need_mask = cut || kn < BN || p.doc_start != nullptr;
+        if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
+        if (need_mask) mask_probs_t<1, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut);
+#pragma unroll
+        for (int j = 0; j < QB; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float dl = Deltas[8 * j + 2 * t + e];
+#pragma unroll
+                for (int r = 0; r < 2; r++) dp[j][2 * r + e] = s[0][j][2 * r + e] * (dp[j][2 * r + e] - dl) * p.scale;
+            }
+        uint32_t pa[BM / 16][4], dsa[BM / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+            scores_to_a<QB>(pa[kk], s[0], kk);
+            scores_to_a<QB>(dsa[kk], dp, kk);
+        }
+        // dS^T to this step's buffer for dQ: rows = keys, 128-byte rows of BM queries.
+#pragma unroll
+        for (int j = 0; j < QB; j++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int row = cw * 64 + warp * 16 + g + 8 * r;
+                const uint32_t v = r == 0 ? dsa[j >> 1][(j & 1) * 2] : dsa[j >> 1][(j & 1) * 2 + 1];
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(dSs + sw128_offset<BN>(row, j) + 4 * t), "r"(v) : "memory");
+            }
+
+        // dV += P^T dO, dK += dS^T Q (k over the BM queries, 16 at a time).
+        pin<BM / 16>(pa);
+        pin<BM / 16>(dsa);
+        pin<DB>(dv);
+        pin<DB>(dk);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+            wgmma_rs<D>(dv, pa[kk], sw128_desc(dOs + kk * 16 * 128, BM * 128, 1024), 1);
+            wgmma_rs<D>(dk, dsa[kk], sw128_desc(Qs + kk * 16 * 128, BM * 128, 1024), 1);
+        }
+        wgmma_commit();
+
+        // dQ[:, cw*D/2 ..] = dS K over all BN keys: both consumers' dS^T must be in place. (The
+        // other buffer, written next step, was last read by the dQ of the step before, which
+        // both consumers waited for before they met here.)
+        fence_proxy_async();
+        named_sync(kBwsDsBarrier, 256);
+        float dq[DQN / 8][4];
+        pin<DQN / 8>(dq);
+        wgmma_fence();
+        // Column offset of this warpgroup's half of K: a whole 64-column block (D = 128) or the
+        // upper 64 bytes of each 128-byte row (D = 64).
+        const uint32_t kcol = D == 128 ? cw * BN * 128 : cw * 64;
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_ss_tt<DQN>(dq, sw128_desc(dSs + kk * 16 * 128, BN * 128, 1024),
+                             sw128_desc(sK + kcol + kk * 16 * 128, BN * 128, 1024), kk > 0);
+        wgmma_commit();
+        wgmma_wait_all();
+        pin<DQN / 8>(dq);
+        pin<BM / 16>(pa);
+        pin<BM / 16>(dsa);
+        pin<DB>(dv);
+        pin<DB>(dk);
+        // Every read of this stage (Q, dO by the products, L, delta) is done: hand it back. Each
+        // thread arrives for its own reads of L and delta (an arrival releases only the arriving
+        // thread's accesses; compute-sanitizer's racecheck flagged one arrival per warp).
+        mbar_arrive(q_empty + 8 * st);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = warp * 16 + g + 8 * r;
+            if (row >= qn) continue;
+            float* dst = dq_accum_row(p, b, p.qrows.token(q0 + row), h, D) + cw * DQN + 2 * t;
+#pragma unroll
+            for (int j = 0; j < DQN / 8; j++)
+                atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[j][2 * r], dq[j][2 * r + 1]));
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = key_row0 + g + 8 * r;
+        if (row >= p.krows.len) continue;
+        const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
+#pragma unroll
+        for (int db = 0; db < DB; db++) {
+            store_grad2(p.dk + at + db * 8, dk[db][2 * r], dk[db][2 * r + 1], false);
+            store_grad2(p.dv + at + db * 8, dv[db][2 * r], dv[db][2 * r + 1], false);
+        }
+    }
+}
+
+}  // namespace flash
