@@ -8,7 +8,9 @@
 //    most of its registers to the consumers (setmaxnreg).
 //  - Each consumer warpgroup owns 64 of the block's keys and runs backward_wgmma.cuh's step on
 //    them: S^T, dP^T, P^T, dS^T, dV += P^T dO, dK += dS^T Q, then its half of dQ's columns
-//    = dS K over all 128 keys, added with float2 atomics.
+//    = dS K over all 128 keys, added into the fp32 accumulator: at D = 128 through shared memory
+//    (128-byte swizzled boxes of 32 columns), one thread issuing a TMA reduce-add per box; at
+//    D = 64 with float2 atomics (bws_dq_by_tma says why).
 //  - The consumers never wait for loads at a block barrier; the one barrier left in a step is the
 //    two consumers' (dQ reads both halves of dS^T), and dS^T is double-buffered so that the next
 //    step's writes need no second one.
@@ -25,12 +27,21 @@ constexpr int kBwsBN = 128;            // keys per block (64 per consumer warpgr
 constexpr int kBwsProducerRegs = 24;   // 128 x 24 + 256 x 240 <= 65536 registers per SM
 constexpr int kBwsConsumerRegs = 240;
 constexpr int kBwsDsBarrier = 1;       // named barrier: both consumers' dS^T in place
+constexpr int kBwsDqBarrier = 2;       // named barriers 2, 3: a consumer's dQ block in place
+
+// dQ by TMA reduce-adds at D = 128, by atomics at D = 64: against the atomics, the boxes measured
+// 0.89-0.99x the forward + backward time at D = 128 and 1.05-1.15x at D = 64, where a step is half
+// as long and the warpgroup barrier before the adds costs more (notes/fa3-speed.md, v9).
+template <int D>
+constexpr bool bws_dq_by_tma() { return D == 128; }
 
 template <int D, int STAGES>
 constexpr int backward_ws_smem_bytes() {
     constexpr int BN = kBwsBN, BM = kBwdWgBM;
-    // K, V (BN, D); STAGES x Q, dO (BM, D); 2 x dS^T (BN, BM); STAGES x L, delta (BM) fp32; slack to align to 1024.
-    return (2 * BN * D + 2 * STAGES * BM * D + 2 * BN * BM) * 2 + 2 * STAGES * BM * 4 + 1024;
+    // K, V (BN, D); STAGES x Q, dO (BM, D); 2 x dS^T (BN, BM); STAGES x L, delta (BM) fp32; dQ
+    // (BM, D) fp32 when added by TMA; slack to align to 1024 (twice with dQ).
+    return (2 * BN * D + 2 * STAGES * BM * D + 2 * BN * BM) * 2 + 2 * STAGES * BM * 4 +
+           (bws_dq_by_tma<D>() ? BM * D * 4 + 1024 : 0) + 1024;
 }
 
 // The launches it serves: forward_ws_serves's, with dQ gathered in the fp32 accumulator.
@@ -43,7 +54,7 @@ template <int D, int STAGES, class Schedule>
 __global__ void __launch_bounds__(kBwsThreads, 1)
     attention_backward_dkdv_ws_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                       const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
-                                      Params p) {
+                                      const __grid_constant__ CUtensorMap tm_dq, Params p) {
     constexpr int BN = kBwsBN, BM = kBwdWgBM, QB = BM / 8, DB = D / 8, DQN = D / 2, DC = D / 64;
     constexpr uint32_t kTileQ = BM * D * 2;  // bytes of one Q (or dO) stage
     extern __shared__ __align__(128) unsigned char smem[];
@@ -56,6 +67,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
     const uint32_t sdS = sdO + STAGES * kTileQ;   // 2 x [BN][BM]: dS^T, keys as rows
     const uint32_t sL = sdS + 2 * BN * BM * 2;    // STAGES x (BM) fp32, log2 domain
     const uint32_t sDelta = sL + STAGES * BM * 4; // STAGES x (BM) fp32
+    const uint32_t sdQ = (sDelta + STAGES * BM * 4 + 1023) & ~1023u;  // 2 x [D/64][BM][32] fp32, a half per consumer
     const float* fL = reinterpret_cast<const float*>(smem + (sL - smem_u32(smem)));
     const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - smem_u32(smem)));
     const uint32_t kv_full = smem_u32(bars), q_full = kv_full + 8, q_empty = q_full + 8 * STAGES;  // stage s at + 8 s
@@ -204,6 +216,9 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         // dQ[:, cw*D/2 ..] = dS K over all BN keys: both consumers' dS^T must be in place. (The
         // other buffer, written next step, was last read by the dQ of the step before, which
         // both consumers waited for before they met here.)
+        // The consumer's first thread waits until its last step's reduce-adds have read the dQ
+        // block, so that nobody writes it before they have (everyone passes the barrier after).
+        if (bws_dq_by_tma<D>() && (threadIdx.x & 127) == 0) bulk_wait_read_all();
         fence_proxy_async();
         named_sync(kBwsDsBarrier, 256);
         float dq[DQN / 8][4];
@@ -227,16 +242,43 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         // thread arrives for its own reads of L and delta (an arrival releases only the arriving
         // thread's accesses; compute-sanitizer's racecheck flagged one arrival per warp).
         mbar_arrive(q_empty + 8 * st);
+        if constexpr (bws_dq_by_tma<D>()) {
+            // This consumer's (BM, D/2) block of dQ to shared memory as boxes of 32 columns (128-byte
+            // rows, 16-byte chunks swizzled by the row), then its first thread adds each box into the
+            // accumulator with one TMA reduce-add. Rows past the last query hold dS = 0, so they add 0.
+            const uint32_t dQs = sdQ + cw * BM * DQN * 4;
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int row = warp * 16 + g + 8 * r;
-            if (row >= qn) continue;
-            float* dst = dq_accum_row(p, b, p.qrows.token(q0 + row), h, D) + cw * DQN + 2 * t;
+            for (int r = 0; r < 2; r++) {
+                const int row = warp * 16 + g + 8 * r;
 #pragma unroll
-            for (int j = 0; j < DQN / 8; j++)
-                atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[j][2 * r], dq[j][2 * r + 1]));
+                for (int j = 0; j < DQN / 8; j++) {
+                    const int col = j * 8 + 2 * t, box = col / 32, chunk = (col % 32) / 4;
+                    const uint32_t at = dQs + box * BM * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) + (col % 4) * 4;
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(dq[j][2 * r]), "f"(dq[j][2 * r + 1]) : "memory");
+                }
+            }
+            fence_proxy_async();  // the stores (generic proxy) before the TMA reads them (async proxy)
+            named_sync(kBwsDqBarrier + cw, 128);
+            if ((threadIdx.x & 127) == 0) {
+#pragma unroll
+                for (int box = 0; box < DQN / 32; box++)
+                    tma_reduce_add_3d(&tm_dq, dQs + box * BM * 128, h * D + cw * DQN + 32 * box, p.qrows.token(q0) - p.accum_tok0, b);
+                bulk_commit();
+            }
+        } else {
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int row = warp * 16 + g + 8 * r;
+                if (row >= qn) continue;
+                float* dst = dq_accum_row(p, b, p.qrows.token(q0 + row), h, D) + cw * DQN + 2 * t;
+#pragma unroll
+                for (int j = 0; j < DQN / 8; j++)
+                    atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[j][2 * r], dq[j][2 * r + 1]));
+            }
         }
     }
+
+    if (bws_dq_by_tma<D>() && (threadIdx.x & 127) == 0) bulk_wait_all();  // the adds read shared memory, which lives until the block ends
 
 #pragma unroll
     for (int r = 0; r < 2; r++) {

@@ -181,16 +181,18 @@ void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
 // otherwise the wgmma backward (backward variant 2, the default before it).
 template <int D, int STAGES>
 void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
-    CUtensorMap tq, tk, tv, tdo;
+    CUtensorMap tq, tk, tv, tdo, tdq;
     const bool ok = backward_ws_serves(p) && make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, kBwdWgBM) &&
                     make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, kBwsBN) &&
                     make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, kBwsBN) &&
-                    make_row_tensor_map(&tdo, p.dout, p.H * D, p.q_tokens, p.H * D, B, kBwdWgBM);
+                    make_row_tensor_map(&tdo, p.dout, p.H * D, p.q_tokens, p.H * D, B, kBwdWgBM) &&
+                    (!bws_dq_by_tma<D>() || make_accum_tensor_map(&tdq, p.dq_accum, p.H * D, p.accum_tokens, B, kBwdWgBM));
+    if (!bws_dq_by_tma<D>()) tdq = tq;  // not read: dQ goes by atomics
     if (!ok) return launch_backward_dkdv_wgmma<D>(p, B, stream);
     constexpr int smem = backward_ws_smem_bytes<D, STAGES>();
     const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, DenseSchedule>;
     set_smem_limit(kernel, smem);
-    kernel<<<tile_grid(p, B, max_rows(p, p.krows), kBwsBN), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, p);
+    kernel<<<tile_grid(p, B, max_rows(p, p.krows), kBwsBN), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, tdq, p);
     CUDA_CHECK_LAST();
 }
 

@@ -1,8 +1,9 @@
 // Hopper's asynchronous machinery for the warp-specialized kernels (forward_ws.cuh): the Tensor
 // Memory Accelerator (TMA) that copies a tile from global to shared memory on its own, the
 // mbarriers that say when such a copy has landed (and when consumers are done with a buffer),
-// named barriers that order two warpgroups, and register reallocation between warpgroups.
-// PTX ISA: "cp.async.bulk.tensor", "mbarrier", "bar.sync / bar.arrive", "setmaxnreg".
+// named barriers that order two warpgroups, register reallocation between warpgroups, and the
+// TMA's reduce-add of a shared-memory box into global memory.
+// PTX ISA: "cp.async.bulk.tensor", "cp.reduce.async.bulk.tensor", "mbarrier", "bar.sync / bar.arrive", "setmaxnreg".
 #pragma once
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -50,6 +51,20 @@ __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// ---- TMA reduce-add: the fp32 box in shared memory at `src` (laid out as the tensor map's box and
+// swizzle) added into global memory at the L2, box corner at (col, row, batch). The issuing thread
+// tracks it in its bulk groups: commit, then wait until the source is read (the shared memory may
+// be written again) or until the adds are done.
+__device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, uint32_t src, int col, int row, int batch) {
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                     reinterpret_cast<uint64_t>(map)),
+                 "r"(src), "r"(col), "r"(row), "r"(batch)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read_all() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
 // ---- Named barriers (ids 1..15; 0 is __syncthreads): `threads` in all, some arriving (not
 // waiting), some syncing (waiting for the rest).
 __device__ __forceinline__ void named_sync(int id, int threads) {
@@ -65,6 +80,18 @@ __device__ __forceinline__ void regs_decrease() { asm volatile("setmaxnreg.dec.s
 template <int N>
 __device__ __forceinline__ void regs_increase() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
+// ---- Host: the driver's tensor-map encoder (found once; CUDA 12 or newer).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult found;
+        CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+        if (found != cudaDriverEntryPointSuccess) fatal("attention: the CUDA driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12 and a Hopper GPU)");
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }();
+    return encode;
+}
+
 // ---- Host: the tensor map of one side of attention, Q, K or V read in place: `batch` sequences
 // of `tokens` rows (row stride `stride` elements, `cols` = H*D of them used), boxes of 64 columns
 // (128 bytes, the 128-byte swizzle's row) by `box_rows` rows, stored in shared memory in the
@@ -73,19 +100,26 @@ __device__ __forceinline__ void regs_increase() { asm volatile("setmaxnreg.inc.s
 // (an address or stride not a multiple of 16 bytes): the caller uses a kernel without TMA.
 inline bool make_row_tensor_map(CUtensorMap* map, const bf16* base, int cols, int tokens, int stride, int batch, int box_rows) {
     if ((reinterpret_cast<uintptr_t>(base) & 15) || (stride * 2) % 16 || cols % 64) return false;
-    static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-        void* fn = nullptr;
-        cudaDriverEntryPointQueryResult found;
-        CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
-        if (found != cudaDriverEntryPointSuccess) fatal("attention: the CUDA driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12 and a Hopper GPU)");
-        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-    }();
     const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)tokens, (cuuint64_t)batch};
     const cuuint64_t strides[2] = {(cuuint64_t)stride * 2, (cuuint64_t)tokens * stride * 2};  // bytes, dims 1 and 2
     const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, step[3] = {1, 1, 1};
-    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(base), dims, strides, box, step,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const CUresult r = tensor_map_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(base), dims, strides, box,
+                                            step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS;
+}
+
+// ---- Host: the tensor map of an fp32 accumulator (batch, tokens, cols) written by reduce-adds:
+// boxes of 32 columns (128 bytes) by `box_rows` rows, 128-byte swizzled in shared memory (16-byte
+// chunk c of row r at chunk c ^ (r % 8)). Rows past `tokens` are not written.
+inline bool make_accum_tensor_map(CUtensorMap* map, const float* base, int cols, int tokens, int batch, int box_rows) {
+    if ((reinterpret_cast<uintptr_t>(base) & 15) || cols % 32) return false;
+    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)tokens, (cuuint64_t)batch};
+    const cuuint64_t strides[2] = {(cuuint64_t)cols * 4, (cuuint64_t)tokens * cols * 4};
+    const cuuint32_t box[3] = {32, (cuuint32_t)box_rows, 1}, step[3] = {1, 1, 1};
+    const CUresult r = tensor_map_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base), dims, strides, box,
+                                            step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS;
 }
 
