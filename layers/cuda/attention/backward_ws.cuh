@@ -4,8 +4,8 @@
 //  - The producer's first warp loads K and V once with the Tensor Memory Accelerator, then, query
 //    tile by query tile, Q and dO by TMA and L, delta by its 32 lanes into a STAGES-deep ring of
 //    shared-memory buffers; mbarriers say when a stage is full (the TMA bytes landed and every
-//    lane stored its L, delta) and when it is empty again (all 256 consumer threads are done). It gives
-//    most of its registers to the consumers (setmaxnreg).
+//    lane stored its L, delta) and when it is empty again (all 256 consumer threads are done).
+//    It gives most of its registers to the consumers (setmaxnreg).
 //  - Each consumer warpgroup owns 64 of the block's keys and runs backward_wgmma.cuh's step on
 //    them: S^T, dP^T, P^T, dS^T, dV += P^T dO, dK += dS^T Q, then its half of dQ's columns
 //    = dS K over all 128 keys, added into the fp32 accumulator: at D = 128 through shared memory

@@ -247,7 +247,8 @@ void bwd_atomic_wgmma(const Params& p, int B, cudaStream_t st) {
     launch_backward_dkdv_wgmma<D>(p, B, st);
     launch_dq_convert<D>(p, B, st);
 }
-// Backward, warp-specialized: preprocess (zeroing dQ), dK/dV + dQ atomics, convert.
+// Backward, warp-specialized: preprocess (zeroing dQ), dK/dV + dQ (TMA reduce-adds at D = 128,
+// atomics at D = 64), convert.
 template <int D, int STAGES>
 void bwd_ws(const Params& p, int B, cudaStream_t st) {
     launch_preprocess<D>(p, B, true, st);
