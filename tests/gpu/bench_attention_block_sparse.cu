@@ -120,6 +120,12 @@ static int main_body(int argc, char** argv) {
                 row(N, fwd ? "  fwd variant" : "  bwd variant", b64, s,
                     time_pattern(s, b64, fwd ? i : 0, fwd ? 0 : i - nf + 1, 1, 3));
             }
+            // Variant 0's forward with a block per query tile instead of its persistent walk.
+            emit("#   fwd variant 0, a block per query tile (flash::ws_persistent_max_query_tiles = 0)\n");
+            const int keep = flash::ws_persistent_max_query_tiles;
+            flash::ws_persistent_max_query_tiles = 0;
+            row(N, "  fwd variant", b64, s, time_pattern(s, b64, 0, 0, 1, 3));
+            flash::ws_persistent_max_query_tiles = keep;
         }
     }
     if (fwd_256k > 0) {

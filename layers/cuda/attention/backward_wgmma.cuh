@@ -39,10 +39,118 @@ __device__ __forceinline__ void load_query_side_sw128(const Params& p, int b, in
     }
 }
 
+// One backward step of the warpgroup that owns keys [wg*64, wg*64 + 64) of a block's 128 (the
+// wgmma kernel below and the warp-specialized one, backward_ws.cuh, run the same step; they differ
+// in how tiles arrive and how the two warpgroups meet). key_row0: the first key of the calling
+// warp's 16-row slice; Qs, dOs, Ls, Deltas: this step's query tile; dSs: the block's dS^T tile.
+// Computes S^T = K Q^T and dP^T = V dO^T (64 keys, BM queries), P^T and dS^T (into the A
+// fragments pa and dsa, and dS^T's rows into dSs for dQ), and issues dV += P^T dO, dK += dS^T Q
+// (committed, not waited for: pa, dsa, dk and dv stay in use until the next wait).
+template <int D, class Schedule, class Queries>
+__device__ __forceinline__ void bwd_wg_step_dkdv(const Params& p, const Queries& queries, int it, const KeyTile& kt, int kn,
+                                                 int b, int h, int wg, int key_row0, int q0, int qn, uint32_t sK, uint32_t sV,
+                                                 uint32_t Qs, uint32_t dOs, uint32_t dSs, const float* Ls, const float* Deltas,
+                                                 uint32_t (&pa)[kBwdWgBM / 16][4], uint32_t (&dsa)[kBwdWgBM / 16][4],
+                                                 float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
+    constexpr int BN = 128, BM = kBwdWgBM, QB = BM / 8, DB = D / 8;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    // S^T = K Q^T and dP^T = V dO^T, (64 keys, BM queries) per warpgroup.
+    float s[1][QB][4], dp[QB][4];
+    pin<QB>(s[0]);
+    pin<QB>(dp);
+    wgmma_fence();
+#pragma unroll
+    for (int kc = 0; kc < D / 16; kc++) {
+        const uint32_t off = (kc & 3) * 32;
+        const uint32_t arow = (kc >> 2) * BN * 128 + wg * 64 * 128 + off, brow = (kc >> 2) * BM * 128 + off;
+        wgmma_ss<BM>(s[0], sw128_desc(sK + arow, 16, 1024), sw128_desc(Qs + brow, 16, 1024), kc > 0);
+        wgmma_ss<BM>(dp, sw128_desc(sV + arow, 16, 1024), sw128_desc(dOs + brow, 16, 1024), kc > 0);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    pin<QB>(s[0]);
+    pin<QB>(dp);
+
+    // P^T = 2^(S^T scale_log2 - L_log2[query]) (masked: 0); dS^T = P^T (dP^T - delta) scale.
+#pragma unroll
+    for (int j = 0; j < QB; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const float Lq = Ls[8 * j + 2 * t + e];
+#pragma unroll
+            for (int r = 0; r < 2; r++) s[0][j][2 * r + e] = ex2(fmaf(s[0][j][2 * r + e], p.scale_log2, -Lq));
+        }
+    const bool cut = queries.cut(it);
+    bool need_mask = cut || kn < BN || p.doc_start != nullptr;
+    if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
+    if (need_mask) mask_probs_t<1, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut);
+#pragma unroll
+    for (int j = 0; j < QB; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const float dl = Deltas[8 * j + 2 * t + e];
+#pragma unroll
+            for (int r = 0; r < 2; r++) dp[j][2 * r + e] = s[0][j][2 * r + e] * (dp[j][2 * r + e] - dl) * p.scale;
+        }
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++) {
+        scores_to_a<QB>(pa[kk], s[0], kk);
+        scores_to_a<QB>(dsa[kk], dp, kk);
+    }
+    // dS^T to shared memory for dQ: rows = keys, 128-byte rows of BM queries.
+#pragma unroll
+    for (int j = 0; j < QB; j++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = wg * 64 + (warp & 3) * 16 + g + 8 * r;
+            const uint32_t v = r == 0 ? dsa[j >> 1][(j & 1) * 2] : dsa[j >> 1][(j & 1) * 2 + 1];
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(dSs + sw128_offset<BN>(row, j) + 4 * t), "r"(v)
+                         : "memory");
+        }
+
+    // dV += P^T dO, dK += dS^T Q (k over the BM queries, 16 at a time).
+    pin<BM / 16>(pa);
+    pin<BM / 16>(dsa);
+    pin<DB>(dv);
+    pin<DB>(dk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++) {
+        wgmma_rs<D>(dv, pa[kk], sw128_desc(dOs + kk * 16 * 128, BM * 128, 1024), 1);
+        wgmma_rs<D>(dk, dsa[kk], sw128_desc(Qs + kk * 16 * 128, BM * 128, 1024), 1);
+    }
+    wgmma_commit();
+}
+
+// dQ[:, wg*D/2 ..] = dS K over all 128 keys (both warpgroups' dS^T must be in dSs), waited for;
+// then every product of the step is done and pa, dsa, dk, dv are free.
+template <int D>
+__device__ __forceinline__ void bwd_wg_step_dq(int wg, uint32_t sK, uint32_t dSs, float (&dq)[D / 16][4],
+                                               uint32_t (&pa)[kBwdWgBM / 16][4], uint32_t (&dsa)[kBwdWgBM / 16][4],
+                                               float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
+    constexpr int BN = 128, BM = kBwdWgBM, DB = D / 8, DQN = D / 2;
+    pin<DQN / 8>(dq);
+    wgmma_fence();
+    // Column offset of this warpgroup's half of K: a whole 64-column block (D = 128) or the
+    // upper 64 bytes of each 128-byte row (D = 64).
+    const uint32_t kcol = D == 128 ? wg * BN * 128 : wg * 64;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++)
+        wgmma_ss_tt<DQN>(dq, sw128_desc(dSs + kk * 16 * 128, BN * 128, 1024),
+                         sw128_desc(sK + kcol + kk * 16 * 128, BN * 128, 1024), kk > 0);
+    wgmma_commit();
+    wgmma_wait_all();
+    pin<DQN / 8>(dq);
+    pin<BM / 16>(pa);
+    pin<BM / 16>(dsa);
+    pin<DB>(dv);
+    pin<DB>(dk);
+}
+
 template <int D, class Schedule>
 __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(Params p) {
     constexpr int NT = 256, BN = 128, BM = kBwdWgBM;
-    constexpr int QB = BM / 8, DB = D / 8;
+    constexpr int DB = D / 8;
     constexpr int DQN = D / 2;  // dQ columns per warpgroup
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t base = (smem_u32(smem) + 1023) & ~1023u;
@@ -92,94 +200,15 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(P
         const float* Deltas = fDelta + st * BM;
         const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
 
-        // S^T = K Q^T and dP^T = V dO^T, (64 keys, BM queries) per warpgroup.
-        float s[1][QB][4], dp[QB][4];
-        pin<QB>(s[0]);
-        pin<QB>(dp);
-        wgmma_fence();
-#pragma unroll
-        for (int kc = 0; kc < D / 16; kc++) {
-            const uint32_t off = (kc & 3) * 32;
-            const uint32_t arow = (kc >> 2) * BN * 128 + wg * 64 * 128 + off, brow = (kc >> 2) * BM * 128 + off;
-            wgmma_ss<BM>(s[0], sw128_desc(sK + arow, 16, 1024), sw128_desc(Qs + brow, 16, 1024), kc > 0);
-            wgmma_ss<BM>(dp, sw128_desc(sV + arow, 16, 1024), sw128_desc(dOs + brow, 16, 1024), kc > 0);
-        }
-        wgmma_commit();
-        wgmma_wait_all();
-        pin<QB>(s[0]);
-        pin<QB>(dp);
-
-        // P^T = 2^(S^T scale_log2 - L_log2[query]) (masked: 0); dS^T = P^T (dP^T - delta) scale.
-#pragma unroll
-        for (int j = 0; j < QB; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const float Lq = Ls[8 * j + 2 * t + e];
-#pragma unroll
-                for (int r = 0; r < 2; r++) s[0][j][2 * r + e] = ex2(fmaf(s[0][j][2 * r + e], p.scale_log2, -Lq));
-            }
-        const bool cut = queries.cut(it);
-        bool need_mask = cut || kn < BN || p.doc_start != nullptr;
-        if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
-        if (need_mask) mask_probs_t<1, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut);
-#pragma unroll
-        for (int j = 0; j < QB; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const float dl = Deltas[8 * j + 2 * t + e];
-#pragma unroll
-                for (int r = 0; r < 2; r++) dp[j][2 * r + e] = s[0][j][2 * r + e] * (dp[j][2 * r + e] - dl) * p.scale;
-            }
         uint32_t pa[BM / 16][4], dsa[BM / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-            scores_to_a<QB>(pa[kk], s[0], kk);
-            scores_to_a<QB>(dsa[kk], dp, kk);
-        }
-        // dS^T to shared memory for dQ: rows = keys, 128-byte rows of BM queries.
-#pragma unroll
-        for (int j = 0; j < QB; j++)
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int row = wg * 64 + (warp & 3) * 16 + g + 8 * r;
-                const uint32_t v = r == 0 ? dsa[j >> 1][(j & 1) * 2] : dsa[j >> 1][(j & 1) * 2 + 1];
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + sw128_offset<BN>(row, j) + 4 * t), "r"(v)
-                             : "memory");
-            }
-
-        // dV += P^T dO, dK += dS^T Q (k over the BM queries, 16 at a time).
-        pin<BM / 16>(pa);
-        pin<BM / 16>(dsa);
-        pin<DB>(dv);
-        pin<DB>(dk);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-            wgmma_rs<D>(dv, pa[kk], sw128_desc(dOs + kk * 16 * 128, BM * 128, 1024), 1);
-            wgmma_rs<D>(dk, dsa[kk], sw128_desc(Qs + kk * 16 * 128, BM * 128, 1024), 1);
-        }
-        wgmma_commit();
+        bwd_wg_step_dkdv<D, Schedule>(p, queries, it, kt, kn, b, h, wg, key_row0, q0, qn, sK, sV, Qs, dOs, sdS, Ls, Deltas, pa,
+                                      dsa, dk, dv);
 
         // dQ[:, wg*D/2 ..] = dS K over all BN keys: dS^T of both warpgroups must be in place.
         fence_proxy_async();
         __syncthreads();
         float dq[DQN / 8][4];
-        pin<DQN / 8>(dq);
-        wgmma_fence();
-        // Column offset of this warpgroup's half of K: a whole 64-column block (D = 128) or the
-        // upper 64 bytes of each 128-byte row (D = 64).
-        const uint32_t kcol = D == 128 ? wg * BN * 128 : wg * 64;
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_ss_tt<DQN>(dq, sw128_desc(sdS + kk * 16 * 128, BN * 128, 1024),
-                             sw128_desc(sK + kcol + kk * 16 * 128, BN * 128, 1024), kk > 0);
-        wgmma_commit();
-        wgmma_wait_all();
-        pin<DQN / 8>(dq);
-        pin<BM / 16>(pa);
-        pin<BM / 16>(dsa);
-        pin<DB>(dv);
-        pin<DB>(dk);
+        bwd_wg_step_dq<D>(wg, sK, sdS, dq, pa, dsa, dk, dv);
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int row = (warp & 3) * 16 + g + 8 * r;

@@ -14,10 +14,12 @@
 //  - The consumers never wait for loads at a block barrier; the one barrier left in a step is the
 //    two consumers' (dQ reads both halves of dS^T), and dS^T is double-buffered so that the next
 //    step's writes need no second one.
-// It serves the launches forward_ws.cuh serves (dense one-sided rows at unit step, written, not
-// merged); every other launch runs backward_wgmma.cuh (launch_template.cuh, launch_backward_dkdv_ws).
+// It serves the launches forward_ws.cuh serves (ws_serves: one-sided rows at unit step, dense or
+// block-sparse, written, not merged); every other launch runs backward_wgmma.cuh
+// (launch_template.cuh, launch_backward_dkdv_ws).
 #pragma once
 #include "layers/cuda/attention/backward_wgmma.cuh"
+#include "layers/cuda/attention/forward_ws.cuh"
 #include "layers/cuda/attention/tma.cuh"
 
 namespace flash {
@@ -44,18 +46,15 @@ constexpr int backward_ws_smem_bytes() {
            (bws_dq_by_tma<D>() ? BM * D * 4 + 1024 : 0) + 1024;
 }
 
-// The launches it serves: forward_ws_serves's, with dQ gathered in the fp32 accumulator.
-inline bool backward_ws_serves(const Params& p) {
-    return p.kind == AttnKind::Dense && !p.two_sided && p.seg_len == 0 && !p.accumulate && p.qrows.step == 1 &&
-           p.krows.step == 1 && p.dq_accum != nullptr;
-}
+// The launches it serves: ws_serves's (forward_ws.cuh), with dQ gathered in the fp32 accumulator.
+inline bool backward_ws_serves(const Params& p) { return ws_serves(p) && p.dq_accum != nullptr; }
 
 template <int D, int STAGES, class Schedule>
 __global__ void __launch_bounds__(kBwsThreads, 1)
     attention_backward_dkdv_ws_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                       const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                                       const __grid_constant__ CUtensorMap tm_dq, Params p) {
-    constexpr int BN = kBwsBN, BM = kBwdWgBM, QB = BM / 8, DB = D / 8, DQN = D / 2, DC = D / 64;
+    constexpr int BN = kBwsBN, BM = kBwdWgBM, DB = D / 8, DQN = D / 2, DC = D / 64;
     constexpr uint32_t kTileQ = BM * D * 2;  // bytes of one Q (or dO) stage
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t bars[1 + 2 * STAGES];
@@ -146,72 +145,9 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         const float* Deltas = fDelta + st * BM;
         const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
 
-        // S^T = K Q^T and dP^T = V dO^T, (64 keys, BM queries) per warpgroup.
-        float s[1][QB][4], dp[QB][4];
-        pin<QB>(s[0]);
-        pin<QB>(dp);
-        wgmma_fence();
-#pragma unroll
-        for (int kc = 0; kc < D / 16; kc++) {
-            const uint32_t off = (kc & 3) * 32;
-            const uint32_t arow = (kc >> 2) * BN * 128 + cw * 64 * 128 + off, brow = (kc >> 2) * BM * 128 + off;
-            wgmma_ss<BM>(s[0], sw128_desc(sK + arow, 16, 1024), sw128_desc(Qs + brow, 16, 1024), kc > 0);
-            wgmma_ss<BM>(dp, sw128_desc(sV + arow, 16, 1024), sw128_desc(dOs + brow, 16, 1024), kc > 0);
-        }
-        wgmma_commit();
-        wgmma_wait_all();
-        pin<QB>(s[0]);
-        pin<QB>(dp);
-
-        // P^T = 2^(S^T scale_log2 - L_log2[query]) (masked: 0); dS^T = P^T (dP^T - delta) scale.
-#pragma unroll
-        for (int j = 0; j < QB; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const float Lq = Ls[8 * j + 2 * t + e];
-#pragma unroll
-                for (int r = 0; r < 2; r++) s[0][j][2 * r + e] = ex2(fmaf(s[0][j][2 * r + e], p.scale_log2, -Lq));
-            }
-        const bool cut = queries.cut(it);
-        bool need_mask = cut || kn < BN || p.doc_start != nullptr;
-        if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
-        if (need_mask) mask_probs_t<1, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut);
-#pragma unroll
-        for (int j = 0; j < QB; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const float dl = Deltas[8 * j + 2 * t + e];
-#pragma unroll
-                for (int r = 0; r < 2; r++) dp[j][2 * r + e] = s[0][j][2 * r + e] * (dp[j][2 * r + e] - dl) * p.scale;
-            }
         uint32_t pa[BM / 16][4], dsa[BM / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-            scores_to_a<QB>(pa[kk], s[0], kk);
-            scores_to_a<QB>(dsa[kk], dp, kk);
-        }
-        // dS^T to this step's buffer for dQ: rows = keys, 128-byte rows of BM queries.
-#pragma unroll
-        for (int j = 0; j < QB; j++)
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int row = cw * 64 + warp * 16 + g + 8 * r;
-                const uint32_t v = r == 0 ? dsa[j >> 1][(j & 1) * 2] : dsa[j >> 1][(j & 1) * 2 + 1];
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(dSs + sw128_offset<BN>(row, j) + 4 * t), "r"(v) : "memory");
-            }
-
-        // dV += P^T dO, dK += dS^T Q (k over the BM queries, 16 at a time).
-        pin<BM / 16>(pa);
-        pin<BM / 16>(dsa);
-        pin<DB>(dv);
-        pin<DB>(dk);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-            wgmma_rs<D>(dv, pa[kk], sw128_desc(dOs + kk * 16 * 128, BM * 128, 1024), 1);
-            wgmma_rs<D>(dk, dsa[kk], sw128_desc(Qs + kk * 16 * 128, BM * 128, 1024), 1);
-        }
-        wgmma_commit();
+        bwd_wg_step_dkdv<D, Schedule>(p, queries, it, kt, kn, b, h, cw, key_row0, q0, qn, sK, sV, Qs, dOs, dSs, Ls, Deltas, pa,
+                                      dsa, dk, dv);
 
         // dQ[:, cw*D/2 ..] = dS K over all BN keys: both consumers' dS^T must be in place. (The
         // other buffer, written next step, was last read by the dQ of the step before, which
@@ -222,22 +158,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         fence_proxy_async();
         named_sync(kBwsDsBarrier, 256);
         float dq[DQN / 8][4];
-        pin<DQN / 8>(dq);
-        wgmma_fence();
-        // Column offset of this warpgroup's half of K: a whole 64-column block (D = 128) or the
-        // upper 64 bytes of each 128-byte row (D = 64).
-        const uint32_t kcol = D == 128 ? cw * BN * 128 : cw * 64;
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_ss_tt<DQN>(dq, sw128_desc(dSs + kk * 16 * 128, BN * 128, 1024),
-                             sw128_desc(sK + kcol + kk * 16 * 128, BN * 128, 1024), kk > 0);
-        wgmma_commit();
-        wgmma_wait_all();
-        pin<DQN / 8>(dq);
-        pin<BM / 16>(pa);
-        pin<BM / 16>(dsa);
-        pin<DB>(dv);
-        pin<DB>(dk);
+        bwd_wg_step_dq<D>(cw, sK, dSs, dq, pa, dsa, dk, dv);
         // Every read of this stage (Q, dO by the products, L, delta) is done: hand it back. Each
         // thread arrives for its own reads of L and delta (an arrival releases only the arriving
         // thread's accesses; compute-sanitizer's racecheck flagged one arrival per warp).

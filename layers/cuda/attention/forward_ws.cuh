@@ -14,11 +14,13 @@
 //    behind work. Long rows run a block per tile (the persistent walk measured slower there).
 //    Both kernels are the same per-tile producer and consumer code (ws_load_tile,
 //    ws_consume_tile).
-// It serves dense rows read in place at unit step (the one-sided dense launch: DenseSchedule);
-// other launches run on forward_wgmma.cuh (launch_template.cuh, fwd_ws). Masks, the softmax
+// It serves one-sided rows read in place at unit step, dense (DenseSchedule) or block-sparse
+// (BlockSparseSchedule's tile lists): ws_serves. Other launches run on forward_wgmma.cuh
+// (launch_template.cuh, fwd_ws). Masks, the softmax
 // update and the epilogue are the other kernels' (masks.cuh, softmax.cuh, store_output).
 #pragma once
 #include "layers/cuda/attention/forward_wgmma.cuh"
+#include "layers/cuda/attention/schedules.cuh"
 #include "layers/cuda/attention/softmax.cuh"
 #include "layers/cuda/attention/tma.cuh"
 
@@ -36,11 +38,21 @@ constexpr int forward_ws_smem_bytes() {
     return (kWsBM * D + 2 * STAGES * BN * D) * 2 + 1024;  // Q, K and V stages; slack to align to 1024
 }
 
-// The launches it serves: dense, one-sided, rows read at unit step from token `base` on (TMA
-// addresses tokens by coordinate), results written, not merged.
-inline bool forward_ws_serves(const Params& p) {
-    return p.kind == AttnKind::Dense && !p.two_sided && p.seg_len == 0 && !p.accumulate && !p.o_f32 && p.qrows.step == 1 &&
-           p.krows.step == 1;
+// The launches the warp-specialized kernels (this file and backward_ws.cuh) serve: one-sided
+// rows read in place at unit step from token `base` on (TMA addresses tokens by coordinate),
+// dense or block-sparse (a walk of the tile lists bound for the kernel's tiles), results written,
+// not merged. Dilated branches (strided rows, merged) and two-sided launches run the wgmma kernels.
+inline bool ws_serves(const Params& p) {
+    const bool pattern = (p.kind == AttnKind::Dense && p.seg_len == 0) || (p.kind == AttnKind::BlockSparse && p.sparse);
+    return pattern && !p.two_sided && !p.accumulate && p.qrows.step == 1 && p.krows.step == 1;
+}
+inline bool forward_ws_serves(const Params& p) { return ws_serves(p) && !p.o_f32; }
+
+// The schedule of a launch ws_serves takes, as a tag for f (a generic lambda).
+template <class F>
+void with_ws_schedule(const Params& p, F&& f) {
+    if (p.kind == AttnKind::BlockSparse) f(ScheduleTag<BlockSparseSchedule>{});
+    else f(ScheduleTag<DenseSchedule>{});
 }
 
 // S = Q K^T for one consumer warpgroup: (64, BN) from its 64 rows of sQ and the BN rows of Ks.
@@ -252,14 +264,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     store_output<D, false, false>(p, b, h, row0, acc, m, l);
 }
 
-// Query tile t of a persistent launch (rank-major: every (b, h) row's last tile, the one with the
-// most keys when causal, first; the order the grid above runs them) as (b, h, first row, rows).
+// Query tile t of a persistent launch as (b, h, first row, rows), rank-major: rank r of every
+// (b, h) row before rank r + 1, heaviest first, the order the grid above runs them (dense: the
+// last tile, with the most keys when causal; block-sparse: the longest list, its q_order).
 struct WsTile {
     int b, h, q0, qn;
 };
+template <class Schedule>
 __device__ __forceinline__ WsTile ws_tile(const Params& p, int t, int ny, int bh_count) {
     const int rank = t / bh_count, bh = t % bh_count;
-    const int q0 = (ny - 1 - rank) * kWsBM;
+    const int tile = Schedule::kBlockSparse ? Schedule::query_tile_of_rank(p, rank) : ny - 1 - rank;
+    const int q0 = tile * kWsBM;
     return WsTile{bh / p.H, bh % p.H, q0, min(kWsBM, p.qrows.len - q0)};
 }
 
@@ -292,7 +307,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             tma_prefetch_map(&tm_v);
         }
         for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-            const WsTile tile = ws_tile(p, t, ny, bh_count);
+            const WsTile tile = ws_tile<Schedule>(p, t, ny, bh_count);
             const QueryTile qt = query_tile_info_warp(p, tile.b, tile.q0, tile.qn);  // the whole warp
             const auto keys = Schedule::key_tiles(p, qt, BN);
             const int n = keys.count();
@@ -307,7 +322,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     regs_increase<kWsConsumerRegs>();
     const int cw = wg - 1;
     for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-        const WsTile tile = ws_tile(p, t, ny, bh_count);
+        const WsTile tile = ws_tile<Schedule>(p, t, ny, bh_count);
         const int row0 = tile.q0 + cw * 64 + warp * 16;
         const QueryTile qt = query_tile_info_warp(p, tile.b, tile.q0, tile.qn);
         const auto keys = Schedule::key_tiles(p, qt, BN);

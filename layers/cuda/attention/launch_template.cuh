@@ -7,12 +7,13 @@
 //   schedules.cuh          the patterns' schedules (layers/patterns/<name>.cuh), one per module
 //   softmax.cuh            the online-softmax update
 //   ptx.cuh, smem_tiles.cuh  PTX wrappers; swizzled shared-memory tiles, their loads and MMAs
-//   forward_wgmma.cuh      main loop: forward on wgmma (every pattern but dense rows)
+//   forward_wgmma.cuh      main loop: forward on wgmma (the launches the ws kernels do not serve)
 //   forward_ws.cuh         main loop: forward warp-specialized (TMA producer, mbarrier pipeline,
-//                          two consumer warpgroups in ping-pong), dense rows; tma.cuh its PTX
-//   backward_wgmma.cuh     main loop: dK/dV + atomic dQ on wgmma (every pattern but dense rows)
+//                          two consumer warpgroups in ping-pong), dense and block-sparse rows;
+//                          tma.cuh its PTX
+//   backward_wgmma.cuh     main loop: dK/dV + atomic dQ on wgmma (what the ws kernels do not serve)
 //   backward_ws.cuh        main loop: the same step warp-specialized (TMA producer, mbarrier
-//                          stages, no block barrier in the loop), dense rows
+//                          stages, no block barrier in the loop), dense and block-sparse rows
 //   forward_mma_sync.cuh   main loop: forward on mma.sync m16n8k16 + ldmatrix (FlashAttention-2 style)
 //   backward_mma_sync.cuh  main loop: backward on mma.sync, atomic dQ or deterministic with a
 //                          separate dQ pass; the preprocess and dQ convert kernels
@@ -131,9 +132,9 @@ void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
     launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NWG * 128, smem, stream);
 }
 
-// The warp-specialized forward (forward_ws.cuh) where it serves p and TMA can read the buffers;
-// otherwise the wgmma kernel with the same 128 query rows per block (forward variant 1, the
-// default before this one).
+// The warp-specialized forward (forward_ws.cuh) where it serves p (dense or block-sparse rows)
+// and TMA can read the buffers; otherwise the wgmma kernel with the same 128 query rows per block
+// (forward variant 1, the default before this one).
 template <int D, int BN, int STAGES>
 void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv;
@@ -142,22 +143,29 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
                     make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, BN);
     if (!ok) return launch_forward_wgmma<D, 2, D == 64 ? 64 : 128>(p, B, stream);
     constexpr int smem = forward_ws_smem_bytes<D, BN, STAGES>();
-    const int ny = ceil_div(max_rows(p, p.qrows), kWsBM), bh_count = B * p.H;
-    // Persistent (a block per SM walking the tiles) only for short rows, where each tile's
-    // prologue and epilogue are a large share of its work; for long rows a block per tile: the
-    // persistent walk measured 4-13% slower there (notes/fa3-speed.md, v3-v5).
-    if (ny <= ws_persistent_max_query_tiles) {
-        const auto kernel = attention_forward_ws_persistent_kernel<D, BN, STAGES, DenseSchedule>;
-        set_smem_limit(kernel, smem);
-        const long long tiles = (long long)ny * bh_count;
-        if (tiles == 0) return;
-        if (tiles > 2147483647LL) fatal("attention: %lld query tiles exceed the persistent kernel's count", tiles);
-        kernel<<<(unsigned)std::min<long long>(tiles, sm_count()), kWsThreads, smem, stream>>>(tq, tk, tv, p, ny, bh_count);
-    } else {
-        const auto kernel = attention_forward_ws_kernel<D, BN, STAGES, DenseSchedule>;
-        set_smem_limit(kernel, smem);
-        kernel<<<tile_grid(p, B, max_rows(p, p.qrows), kWsBM), kWsThreads, smem, stream>>>(tq, tk, tv, p);
-    }
+    const Params q = bind_tiles(p, kWsBM, BN);
+    const int ny = ceil_div(max_rows(q, q.qrows), kWsBM), bh_count = B * q.H;
+    with_ws_schedule(q, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        // Persistent (a block per SM walking the tiles) where each tile's prologue and epilogue
+        // are a large share of its work: short dense rows, and block-sparse lists at any length
+        // (a window's list is a few key tiles; a block per tile measured 1.3x slower at 1M,
+        // notes/fa3-speed.md, v11). For long dense rows a block per tile: the persistent walk
+        // measured 4-13% slower there (v3-v5).
+        const bool persistent = S::kBlockSparse ? ws_persistent_max_query_tiles > 0 : ny <= ws_persistent_max_query_tiles;
+        if (persistent) {
+            const auto kernel = attention_forward_ws_persistent_kernel<D, BN, STAGES, S>;
+            set_smem_limit(kernel, smem);
+            const long long tiles = (long long)ny * bh_count;
+            if (tiles == 0) return;
+            if (tiles > 2147483647LL) fatal("attention: %lld query tiles exceed the persistent kernel's count", tiles);
+            kernel<<<(unsigned)std::min<long long>(tiles, sm_count()), kWsThreads, smem, stream>>>(tq, tk, tv, q, ny, bh_count);
+        } else {
+            const auto kernel = attention_forward_ws_kernel<D, BN, STAGES, S>;
+            set_smem_limit(kernel, smem);
+            kernel<<<tile_grid(q, B, max_rows(q, q.qrows), kWsBM), kWsThreads, smem, stream>>>(tq, tk, tv, q);
+        }
+    });
     CUDA_CHECK_LAST();
 }
 
@@ -177,8 +185,9 @@ void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
     launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.krows), 128), 256, smem, stream);
 }
 
-// The warp-specialized backward (backward_ws.cuh) where it serves p and TMA can read the buffers;
-// otherwise the wgmma backward (backward variant 2, the default before it).
+// The warp-specialized backward (backward_ws.cuh) where it serves p (dense or block-sparse rows)
+// and TMA can read the buffers; otherwise the wgmma backward (backward variant 2, the default
+// before it).
 template <int D, int STAGES>
 void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv, tdo, tdq;
@@ -190,9 +199,12 @@ void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     if (!bws_dq_by_tma<D>()) tdq = tq;  // not read: dQ goes by atomics
     if (!ok) return launch_backward_dkdv_wgmma<D>(p, B, stream);
     constexpr int smem = backward_ws_smem_bytes<D, STAGES>();
-    const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, DenseSchedule>;
-    set_smem_limit(kernel, smem);
-    kernel<<<tile_grid(p, B, max_rows(p, p.krows), kBwsBN), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, tdq, p);
+    const Params q = bind_tiles(p, kBwdWgBM, kBwsBN);
+    with_ws_schedule(q, [&](auto tag) {
+        const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, typename decltype(tag)::type>;
+        set_smem_limit(kernel, smem);
+        kernel<<<tile_grid(q, B, max_rows(q, q.krows), kBwsBN), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, tdq, q);
+    });
     CUDA_CHECK_LAST();
 }
 
