@@ -14,9 +14,10 @@
 //    behind work. Long rows run a block per tile (the persistent walk measured slower there).
 //    Both kernels are the same per-tile producer and consumer code (ws_load_tile,
 //    ws_consume_tile).
-// It serves one-sided rows read in place at unit step, dense (DenseSchedule) or block-sparse
-// (BlockSparseSchedule's tile lists): ws_serves. Other launches run on forward_wgmma.cuh
-// (launch_template.cuh, fwd_ws). Masks, the softmax
+// It serves one-sided launches read in place (forward_ws_serves): dense rows (DenseSchedule),
+// block-sparse tile lists (BlockSparseSchedule) and dilated branches, whose virtual sequences the
+// TMA reads at their step (DilatedSchedule; merged into the branches before). Other launches run
+// on forward_wgmma.cuh (launch_template.cuh, fwd_ws). Masks, the softmax
 // update and the epilogue are the other kernels' (masks.cuh, softmax.cuh, store_output).
 #pragma once
 #include "layers/cuda/attention/forward_wgmma.cuh"
@@ -32,26 +33,38 @@ constexpr int kWsSchedBarrier = 1;   // named barriers 1 and 2: the consumers' t
 constexpr int kWsProducerRegs = 40;  // 128 x 40 + 256 x 232 <= 65536 registers per SM
 constexpr int kWsConsumerRegs = 232;
 constexpr int kWsPersistentMaxQueryTiles = 32;  // rows up to 4096: a block per SM walks the tiles
+constexpr int kWsMaxStep = 8;        // the TMA's largest element stride: dilations up to 8
+
+// Rows per TMA box for rows read at `step` (a box spans at most 256 of the tensor's rows): the
+// 128 rows of a Q, K or V tile in 1, 2 or 4 boxes.
+__host__ __device__ constexpr int ws_box_rows(int step) { return step <= 2 ? 128 : step <= 4 ? 64 : 32; }
 
 template <int D, int BN, int STAGES>
 constexpr int forward_ws_smem_bytes() {
     return (kWsBM * D + 2 * STAGES * BN * D) * 2 + 1024;  // Q, K and V stages; slack to align to 1024
 }
 
-// The launches the warp-specialized kernels (this file and backward_ws.cuh) serve: one-sided
+// The launches both warp-specialized kernels (this file and backward_ws.cuh) serve: one-sided
 // rows read in place at unit step from token `base` on (TMA addresses tokens by coordinate),
 // dense or block-sparse (a walk of the tile lists bound for the kernel's tiles), results written,
-// not merged. Dilated branches (strided rows, merged) and two-sided launches run the wgmma kernels.
+// not merged.
 inline bool ws_serves(const Params& p) {
     const bool pattern = (p.kind == AttnKind::Dense && p.seg_len == 0) || (p.kind == AttnKind::BlockSparse && p.sparse);
     return pattern && !p.two_sided && !p.accumulate && p.qrows.step == 1 && p.krows.step == 1;
 }
-inline bool forward_ws_serves(const Params& p) { return ws_serves(p) && !p.o_f32; }
+// The forward takes one-sided dilated branches too: each block's virtual sequence read at step r
+// (the TMA's element stride, r <= 8), merged into the branches before it (Params::accumulate).
+// Two-sided launches and the fp32 O of merges run the wgmma kernel.
+inline bool forward_ws_serves(const Params& p) {
+    const bool dilated = p.kind == AttnKind::Dilated && !p.two_sided && p.seg_len > 0 && p.dilation <= kWsMaxStep;
+    return (ws_serves(p) || dilated) && !p.o_f32;
+}
 
-// The schedule of a launch ws_serves takes, as a tag for f (a generic lambda).
+// The schedule of a launch the ws kernels take, as a tag for f (a generic lambda).
 template <class F>
 void with_ws_schedule(const Params& p, F&& f) {
     if (p.kind == AttnKind::BlockSparse) f(ScheduleTag<BlockSparseSchedule>{});
+    else if (p.kind == AttnKind::Dilated) f(ScheduleTag<DilatedSchedule>{});
     else f(ScheduleTag<DenseSchedule>{});
 }
 
@@ -116,21 +129,26 @@ __device__ __forceinline__ void ws_load_tile(const CUtensorMap* tm_q, const CUte
                                              const WsSmem<D, BN, STAGES>& sm, const WsBarriers& w, int g, int qj) {
     constexpr int DC = D / 64;
     constexpr uint32_t kTileK = WsSmem<D, BN, STAGES>::kTileK;
+    // A tile of `rows` rows of a map from its row r0: boxes of R rows (R = rows unless the map's
+    // step needs smaller boxes), each at the token of its first row, 128 bytes per row in shared memory.
+    auto load_rows = [&](uint32_t dst, const CUtensorMap* tm, const RowMap& map, int r0, int rows, uint32_t bar) {
+        const int R = min(ws_box_rows(map.step), rows);
+#pragma unroll
+        for (int c = 0; c < DC; c++)
+            for (int rb = 0; rb < rows; rb += R) tma_load_3d(dst + c * rows * 128 + rb * 128, tm, h * D + 64 * c, map.token(r0 + rb), b, bar);
+    };
     if (qj > 0) mbar_wait(w.q_empty, (qj - 1) & 1);
     mbar_arrive_expect_tx(w.q_full, kWsBM * D * 2);
-#pragma unroll
-    for (int c = 0; c < DC; c++) tma_load_3d(sm.q + c * kWsBM * 128, tm_q, h * D + 64 * c, p.qrows.base + q0, b, w.q_full);
+    load_rows(sm.q, tm_q, p.qrows, q0, kWsBM, w.q_full);
     for (int it = 0; it < n; it++) {
         const int s = (g + it) % STAGES, use = (g + it) / STAGES;
-        const int row = p.krows.base + keys.tile(it) * BN;
+        const int row = keys.tile(it) * BN;
         if (use > 0) mbar_wait(w.k_empty + 8 * s, (use - 1) & 1);
         mbar_arrive_expect_tx(w.k_full + 8 * s, kTileK);
-#pragma unroll
-        for (int c = 0; c < DC; c++) tma_load_3d(sm.k + s * kTileK + c * BN * 128, tm_k, h * D + 64 * c, row, b, w.k_full + 8 * s);
+        load_rows(sm.k + s * kTileK, tm_k, p.krows, row, BN, w.k_full + 8 * s);
         if (use > 0) mbar_wait(w.v_empty + 8 * s, (use - 1) & 1);
         mbar_arrive_expect_tx(w.v_full + 8 * s, kTileK);
-#pragma unroll
-        for (int c = 0; c < DC; c++) tma_load_3d(sm.v + s * kTileK + c * BN * 128, tm_v, h * D + 64 * c, row, b, w.v_full + 8 * s);
+        load_rows(sm.v + s * kTileK, tm_v, p.krows, row, BN, w.v_full + 8 * s);
     }
 }
 
@@ -226,7 +244,12 @@ __device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile
     release(w.v_empty + 8 * sl);
 }
 
-// A block per query tile (the grid of the other kernels: x = (b, h), y = the tile's rank).
+// Dilated branches merge into the branches before them; the rows ws_serves takes are written.
+template <class Schedule>
+constexpr bool ws_merges() { return Schedule::kPerBlockMaps; }
+
+// A block per query tile (the grid of the other kernels: x = (b, h) or a virtual sequence, y =
+// the tile's rank).
 template <int D, int BN, int STAGES, class Schedule>
 __global__ void __launch_bounds__(kWsThreads, 1)
     attention_forward_ws_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -261,39 +284,52 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     float acc[D / 8][4] = {};
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     if (n > 0) ws_consume_tile<D, BN, STAGES, false, Schedule>(p, qt, keys, n, b, h, row0, cw, sm, w, 0, 0, acc, m, l);
-    store_output<D, false, false>(p, b, h, row0, acc, m, l);
+    store_output<D, ws_merges<Schedule>(), false>(p, b, h, row0, acc, m, l);
 }
 
-// Query tile t of a persistent launch as (b, h, first row, rows), rank-major: rank r of every
-// (b, h) row before rank r + 1, heaviest first, the order the grid above runs them (dense: the
-// last tile, with the most keys when causal; block-sparse: the longest list, its q_order).
+// Query tile t of a persistent launch (the tile scheduler of the persistent walk) as (b, h, first
+// row, rows); for schedules of virtual sequences (a dilated branch) it also sets p's maps. There
+// are nseq sequences ((b, h) rows, or a branch's (b, h, segment)s) of up to ny tiles each. The
+// order is rank-major, rank r of every sequence before rank r + 1, heaviest first (dense and
+// dilated: the last tile, with the most keys when causal; block-sparse: the longest list, its
+// q_order), so the walk's tail is light tiles. With p.group > 0 (dilated), all ranks of `group`
+// sequences come before the next group's, so that the K and V the resident blocks read are a few
+// sequences' and stay in the L2 (resolve_block says why).
 struct WsTile {
     int b, h, q0, qn;
 };
 template <class Schedule>
-__device__ __forceinline__ WsTile ws_tile(const Params& p, int t, int ny, int bh_count) {
-    const int rank = t / bh_count, bh = t % bh_count;
+__device__ __forceinline__ WsTile ws_tile(Params& p, int t, int ny, int nseq) {
+    int rank = t / nseq, seq = t % nseq;
+    if (Schedule::kPerBlockMaps && p.group > 0) {
+        const int per = p.group * ny, first = t / per * p.group, gn = min(p.group, nseq - first), r = t % per;
+        rank = r / gn;
+        seq = first + r % gn;
+    }
+    int b = seq / p.H, h = seq % p.H;
+    if constexpr (Schedule::kPerBlockMaps) Schedule::block_maps(p, seq, b, h);
     const int tile = Schedule::kBlockSparse ? Schedule::query_tile_of_rank(p, rank) : ny - 1 - rank;
     const int q0 = tile * kWsBM;
-    return WsTile{bh / p.H, bh % p.H, q0, min(kWsBM, p.qrows.len - q0)};
+    return WsTile{b, h, q0, min(kWsBM, p.qrows.len - q0)};
 }
 
 // Persistent: a grid of at most one block per SM, each block walking tiles blockIdx.x,
-// blockIdx.x + gridDim.x, ... of the ny * bh_count query tiles. The producer runs ahead into the
-// next tile (its Q once the consumers are done with this one's, its K and V into the free
-// stages) while the consumers finish this tile and write its output, so a block's prologue and
-// epilogue are hidden except for its first tile. Stages and phases count K/V tiles over the
+// blockIdx.x + gridDim.x, ... of the ny * nseq query tiles (ws_tile). The producer runs ahead
+// into the next tile (its Q once the consumers are done with this one's, its K and V into the
+// free stages) while the consumers finish this tile and write its output, so a block's prologue
+// and epilogue are hidden except for its first tile. Stages and phases count K/V tiles over the
 // block's whole walk (g); Q's over the tiles that have keys (qj). No block barrier after the
-// set-up: each warp reads a tile's document bounds alone (query_tile_info_warp).
+// set-up: each warp reads a tile's document bounds alone (query_tile_info_warp). pt is p with the
+// tile's maps (a dilated branch's virtual sequence; p's own otherwise).
 template <int D, int BN, int STAGES, class Schedule>
 __global__ void __launch_bounds__(kWsThreads, 1)
     attention_forward_ws_persistent_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                                           const __grid_constant__ CUtensorMap tm_v, Params p, int ny, int bh_count) {
+                                           const __grid_constant__ CUtensorMap tm_v, const Params p, int ny, int nseq) {
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t bars[2 + 4 * STAGES];
     const WsSmem<D, BN, STAGES> sm((smem_u32(smem) + 1023) & ~1023u);
     const WsBarriers w = ws_barriers<STAGES>(bars);
-    const int n_tiles = ny * bh_count;
+    const int n_tiles = ny * nseq;
     ws_init_barriers<STAGES>(w);
 
     const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
@@ -307,12 +343,14 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             tma_prefetch_map(&tm_v);
         }
         for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-            const WsTile tile = ws_tile<Schedule>(p, t, ny, bh_count);
-            const QueryTile qt = query_tile_info_warp(p, tile.b, tile.q0, tile.qn);  // the whole warp
-            const auto keys = Schedule::key_tiles(p, qt, BN);
+            Params pt = p;
+            const WsTile tile = ws_tile<Schedule>(pt, t, ny, nseq);
+            if (tile.qn <= 0) continue;  // a short sequence (a branch's last segment) has fewer tiles
+            const QueryTile qt = query_tile_info_warp(pt, tile.b, tile.q0, tile.qn);  // the whole warp
+            const auto keys = Schedule::key_tiles(pt, qt, BN);
             const int n = keys.count();
             if (n == 0) continue;
-            if (lane == 0) ws_load_tile<D, BN, STAGES>(&tm_q, &tm_k, &tm_v, p, keys, n, tile.b, tile.h, tile.q0, sm, w, g, qj);
+            if (lane == 0) ws_load_tile<D, BN, STAGES>(&tm_q, &tm_k, &tm_v, pt, keys, n, tile.b, tile.h, tile.q0, sm, w, g, qj);
             __syncwarp();
             g += n;
             qj++;
@@ -322,19 +360,21 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     regs_increase<kWsConsumerRegs>();
     const int cw = wg - 1;
     for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-        const WsTile tile = ws_tile<Schedule>(p, t, ny, bh_count);
+        Params pt = p;
+        const WsTile tile = ws_tile<Schedule>(pt, t, ny, nseq);
+        if (tile.qn <= 0) continue;
         const int row0 = tile.q0 + cw * 64 + warp * 16;
-        const QueryTile qt = query_tile_info_warp(p, tile.b, tile.q0, tile.qn);
-        const auto keys = Schedule::key_tiles(p, qt, BN);
+        const QueryTile qt = query_tile_info_warp(pt, tile.b, tile.q0, tile.qn);
+        const auto keys = Schedule::key_tiles(pt, qt, BN);
         const int n = keys.count();
         float acc[D / 8][4] = {};
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
         if (n > 0) {
-            ws_consume_tile<D, BN, STAGES, true, Schedule>(p, qt, keys, n, tile.b, tile.h, row0, cw, sm, w, g, qj, acc, m, l);
+            ws_consume_tile<D, BN, STAGES, true, Schedule>(pt, qt, keys, n, tile.b, tile.h, row0, cw, sm, w, g, qj, acc, m, l);
             g += n;
             qj++;
         }
-        store_output<D, false, false>(p, tile.b, tile.h, row0, acc, m, l);
+        store_output<D, ws_merges<Schedule>(), false>(pt, tile.b, tile.h, row0, acc, m, l);
     }
 }
 

@@ -9,8 +9,8 @@
 //   ptx.cuh, smem_tiles.cuh  PTX wrappers; swizzled shared-memory tiles, their loads and MMAs
 //   forward_wgmma.cuh      main loop: forward on wgmma (the launches the ws kernels do not serve)
 //   forward_ws.cuh         main loop: forward warp-specialized (TMA producer, mbarrier pipeline,
-//                          two consumer warpgroups in ping-pong), dense and block-sparse rows;
-//                          tma.cuh its PTX
+//                          two consumer warpgroups in ping-pong), dense, block-sparse and
+//                          one-sided dilated launches; tma.cuh its PTX
 //   backward_wgmma.cuh     main loop: dK/dV + atomic dQ on wgmma (what the ws kernels do not serve)
 //   backward_ws.cuh        main loop: the same step warp-specialized (TMA producer, mbarrier
 //                          stages, no block barrier in the loop), dense and block-sparse rows
@@ -132,34 +132,38 @@ void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
     launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NWG * 128, smem, stream);
 }
 
-// The warp-specialized forward (forward_ws.cuh) where it serves p (dense or block-sparse rows)
-// and TMA can read the buffers; otherwise the wgmma kernel with the same 128 query rows per block
-// (forward variant 1, the default before this one).
+// The warp-specialized forward (forward_ws.cuh) where it serves p (dense rows, block-sparse
+// lists, one-sided dilated branches) and TMA can read the buffers; otherwise the wgmma kernel
+// with the same 128 query rows per block (forward variant 1, the default before this one).
 template <int D, int BN, int STAGES>
 void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv;
-    const bool ok = forward_ws_serves(p) && make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, kWsBM) &&
-                    make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, BN) &&
-                    make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, BN);
+    const int step = p.seg_len > 0 ? p.dilation : 1;  // a dilated branch's rows: every r-th token
+    const bool ok = forward_ws_serves(p) &&
+                    make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, std::min(ws_box_rows(step), kWsBM), step) &&
+                    make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, std::min(ws_box_rows(step), BN), step) &&
+                    make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, std::min(ws_box_rows(step), BN), step);
     if (!ok) return launch_forward_wgmma<D, 2, D == 64 ? 64 : 128>(p, B, stream);
     constexpr int smem = forward_ws_smem_bytes<D, BN, STAGES>();
     const Params q = bind_tiles(p, kWsBM, BN);
-    const int ny = ceil_div(max_rows(q, q.qrows), kWsBM), bh_count = B * q.H;
+    // ny tiles in each of nseq sequences: (b, h) rows, or a dilated branch's (b, h, segment)s.
+    const int ny = ceil_div(max_rows(q, q.qrows), kWsBM);
+    const long long nseq = (long long)B * q.H * q.nseg;
     with_ws_schedule(q, [&](auto tag) {
         using S = typename decltype(tag)::type;
         // Persistent (a block per SM walking the tiles) where each tile's prologue and epilogue
-        // are a large share of its work: short dense rows, and block-sparse lists at any length
-        // (a window's list is a few key tiles; a block per tile measured 1.3x slower at 1M,
-        // notes/fa3-speed.md, v11). For long dense rows a block per tile: the persistent walk
-        // measured 4-13% slower there (v3-v5).
+        // are a large share of its work: short rows (dense, or a dilated branch's virtual
+        // sequences), and block-sparse lists at any length (a window's list is a few key tiles; a
+        // block per tile measured 1.3x slower at 1M, notes/fa3-speed.md, v11). For long rows a
+        // block per tile: the persistent walk measured 4-13% slower there (v3-v5).
         const bool persistent = S::kBlockSparse ? ws_persistent_max_query_tiles > 0 : ny <= ws_persistent_max_query_tiles;
         if (persistent) {
             const auto kernel = attention_forward_ws_persistent_kernel<D, BN, STAGES, S>;
             set_smem_limit(kernel, smem);
-            const long long tiles = (long long)ny * bh_count;
+            const long long tiles = (long long)ny * nseq;
             if (tiles == 0) return;
             if (tiles > 2147483647LL) fatal("attention: %lld query tiles exceed the persistent kernel's count", tiles);
-            kernel<<<(unsigned)std::min<long long>(tiles, sm_count()), kWsThreads, smem, stream>>>(tq, tk, tv, q, ny, bh_count);
+            kernel<<<(unsigned)std::min<long long>(tiles, sm_count()), kWsThreads, smem, stream>>>(tq, tk, tv, q, ny, (int)nseq);
         } else {
             const auto kernel = attention_forward_ws_kernel<D, BN, STAGES, S>;
             set_smem_limit(kernel, smem);

@@ -96,15 +96,20 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // of `tokens` rows (row stride `stride` elements, `cols` = H*D of them used), boxes of 64 columns
 // (128 bytes, the 128-byte swizzle's row) by `box_rows` rows, stored in shared memory in the
 // canonical 128-byte-swizzled layout the wgmma descriptors read (forward_wgmma.cuh,
-// sw128_offset). Rows past `tokens` read as zeros. Returns false when TMA cannot read the buffer
-// (an address or stride not a multiple of 16 bytes): the caller uses a kernel without TMA.
-inline bool make_row_tensor_map(CUtensorMap* map, const bf16* base, int cols, int tokens, int stride, int batch, int box_rows) {
+// sw128_offset). With `step` > 1 a box takes every step-th row from its first one (the TMA's
+// element stride: a dilated branch's virtual sequence), still packed as box_rows rows in shared
+// memory. Rows past `tokens` read as zeros. Returns false when TMA cannot read the buffer this
+// way (an address or stride not a multiple of 16 bytes; box_rows * step over the TMA's 256, or
+// step over its 8): the caller uses a kernel without TMA.
+inline bool make_row_tensor_map(CUtensorMap* map, const bf16* base, int cols, int tokens, int stride, int batch, int box_rows,
+                                int step = 1) {
     if ((reinterpret_cast<uintptr_t>(base) & 15) || (stride * 2) % 16 || cols % 64) return false;
+    if (step < 1 || step > 8 || box_rows * step > 256) return false;
     const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)tokens, (cuuint64_t)batch};
     const cuuint64_t strides[2] = {(cuuint64_t)stride * 2, (cuuint64_t)tokens * stride * 2};  // bytes, dims 1 and 2
-    const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, step[3] = {1, 1, 1};
+    const cuuint32_t box[3] = {64, (cuuint32_t)(box_rows * step), 1}, steps[3] = {1, (cuuint32_t)step, 1};
     const CUresult r = tensor_map_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(base), dims, strides, box,
-                                            step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                            steps, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS;
 }
