@@ -72,9 +72,9 @@ extern long long dilated_min_chunk_tokens;  // the backward's smallest dQ chunk 
 extern int dilated_forward_group;           // launch-order groups of virtual sequences (16;
 extern int dilated_backward_group;          //   0: plain grid order)
 // The warp-specialized forward (layers/cuda/attention/forward_ws.cuh) walks the query tiles with a
-// block per SM when a dense (b, h) row has at most this many tiles of 128 (32: rows up to 4096),
-// and for block-sparse lists whenever it is not 0; else it runs a block per tile. A variable so
-// that the tests run both ways (and the benchmark times both).
+// block per SM when a dense (b, h) row or a dilated branch's segment has at most this many tiles
+// of 128 (32: rows up to 4096), and for block-sparse lists whenever it is not 0; else it runs a
+// block per tile. A variable so that the tests run both ways (and the benchmark times both).
 extern int ws_persistent_max_query_tiles;
 
 }  // namespace flash

@@ -22,7 +22,7 @@ struct DenseSchedule {
     // query (causal), from the first key at or after its earliest document start.
     __device__ static TileRange key_tiles(const Params& p, const QueryTile& qt, int BN) {
         int end_row = p.krows.len;
-        if (p.causal) end_row = rows_with_pos_le(p.kpos, p.krows, qt.last_pos);
+        if (p.causal) end_row = causal_key_end(p, qt);
         int begin_row = 0;
         if (p.doc_start && qt.doc_min != INT_MIN) begin_row = rows_with_pos_le(p.kpos, p.krows, qt.doc_min - 1);
         return TileRange{begin_row / BN, (end_row + BN - 1) / BN};
@@ -31,7 +31,7 @@ struct DenseSchedule {
     // key (causal). (Document starts need not be monotone, so they skip nothing here.)
     __device__ static TileRange query_tiles(const Params& p, const KeyTile& kt, int BM) {
         int begin_row = 0;
-        if (p.causal) begin_row = rows_with_pos_le(p.qpos, p.qrows, kt.first_pos - 1);
+        if (p.causal) begin_row = causal_query_begin(p, kt);
         return TileRange{begin_row / BM, (p.qrows.len + BM - 1) / BM};
     }
     // Which tile a block runs: the longest causal query rows start first; key tile = rank.

@@ -60,11 +60,12 @@ inline bool forward_ws_serves(const Params& p) {
     return (ws_serves(p) || dilated) && !p.o_f32;
 }
 
-// The schedule of a launch the ws kernels take, as a tag for f (a generic lambda).
-template <class F>
+// The schedule of a launch the ws kernels take, as a tag for f (a generic lambda); DILATED: the
+// launcher takes dilated branches (the forward), so that the backward builds no instance for them.
+template <bool DILATED, class F>
 void with_ws_schedule(const Params& p, F&& f) {
     if (p.kind == AttnKind::BlockSparse) f(ScheduleTag<BlockSparseSchedule>{});
-    else if (p.kind == AttnKind::Dilated) f(ScheduleTag<DilatedSchedule>{});
+    else if (DILATED && p.kind == AttnKind::Dilated) f(ScheduleTag<DilatedSchedule>{});
     else f(ScheduleTag<DenseSchedule>{});
 }
 
@@ -169,6 +170,8 @@ __device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile
         __syncwarp();
         if (lane == 0 && now) mbar_arrive(bar);
     };
+    // The key tile's rows, positions and cut are loaded here, after the wait for S: loading them
+    // before the turn measured 1-3% slower (notes/fa3-speed.md, v13).
     auto mask_and_softmax = [&](float (&s)[1][NB][4], int it, float (&alpha)[2]) {
         const int k0 = keys.tile(it) * BN;
         const KeyTile kt = key_tile_info(p, k0, min(BN, p.krows.len - k0));

@@ -149,7 +149,7 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     // ny tiles in each of nseq sequences: (b, h) rows, or a dilated branch's (b, h, segment)s.
     const int ny = ceil_div(max_rows(q, q.qrows), kWsBM);
     const long long nseq = (long long)B * q.H * q.nseg;
-    with_ws_schedule(q, [&](auto tag) {
+    with_ws_schedule<true>(q, [&](auto tag) {
         using S = typename decltype(tag)::type;
         // Persistent (a block per SM walking the tiles) where each tile's prologue and epilogue
         // are a large share of its work: short rows (dense, or a dilated branch's virtual
@@ -204,7 +204,7 @@ void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     if (!ok) return launch_backward_dkdv_wgmma<D>(p, B, stream);
     constexpr int smem = backward_ws_smem_bytes<D, STAGES>();
     const Params q = bind_tiles(p, kBwdWgBM, kBwsBN);
-    with_ws_schedule(q, [&](auto tag) {
+    with_ws_schedule<false>(q, [&](auto tag) {
         const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, typename decltype(tag)::type>;
         set_smem_limit(kernel, smem);
         kernel<<<tile_grid(q, B, max_rows(q, q.krows), kBwsBN), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, tdq, q);

@@ -22,6 +22,12 @@ __device__ __forceinline__ int rows_with_pos_le(const int* pos, RowMap map, int 
     return lo;
 }
 
+// Do both sides read the same rows at the same positions (a one-sided launch)? Then a tile's
+// causal bounds on the other side sit next to its own rows (causal_key_end, causal_query_begin).
+__device__ __forceinline__ bool same_rows(const Params& p) {
+    return p.kpos == p.qpos && p.krows.base == p.qrows.base && p.krows.step == p.qrows.step;
+}
+
 // What a schedule needs to know of a query tile (rows r0 .. r0+n-1 of the query map).
 struct QueryTile {
     int r0, n;
@@ -107,6 +113,29 @@ __device__ __forceinline__ KeyTile key_tile_info(const Params& p, int r0, int n)
     t.first_pos = __ldg(p.kpos + p.krows.token(r0));
     t.last_pos = __ldg(p.kpos + p.krows.token(r0 + n - 1));
     return t;
+}
+
+// Key rows at or before the query tile's last position: rows_with_pos_le, found in one load when
+// both sides read the same rows. Positions never decrease along a map, so key rows [0, e) (the
+// query rows up to the tile's last) are all at or before it, and if row e is after it, so is
+// every later row; only when row e shares the position does the search run. The search is 11
+// dependent loads at 2048 rows, paid before a query tile's first product.
+__device__ __forceinline__ int causal_key_end(const Params& p, const QueryTile& qt) {
+    if (same_rows(p)) {
+        const int e = qt.r0 + qt.n;
+        if (e >= p.krows.len) return p.krows.len;
+        if (__ldg(p.kpos + p.krows.token(e)) > qt.last_pos) return e;
+    }
+    return rows_with_pos_le(p.kpos, p.krows, qt.last_pos);
+}
+// Query rows before the key tile's first position (the rows a causal key tile skips), likewise:
+// query rows [0, r0) when the row before the tile is at an earlier position.
+__device__ __forceinline__ int causal_query_begin(const Params& p, const KeyTile& kt) {
+    if (same_rows(p) && kt.r0 <= p.qrows.len) {
+        if (kt.r0 == 0) return 0;
+        if (__ldg(p.qpos + p.qrows.token(kt.r0 - 1)) < kt.first_pos) return kt.r0;
+    }
+    return rows_with_pos_le(p.qpos, p.qrows, kt.first_pos - 1);
 }
 
 // Must the (query tile, key tile) pair be masked element by element? Only pairs on the causal
