@@ -160,6 +160,50 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
         }
 }
 
+// The part of a backward step both rungs share (this file's kernels with MT m-tiles of 16 keys
+// per warp, backward_wgmma.cuh's step with one): S^T into P^T = 2^(S^T scale_log2 -
+// L_log2[query]), masked element by element where the (key tile, query tile) pair needs it (the
+// pattern cuts it, the key tile is partial, there are documents, or the causal diagonal crosses
+// it). Ls: the query tile's L in log2; kt, kn: the key tile; queries.cut(it): does the pattern
+// cut the pair (read after the exponentials, where the step read it before it was shared).
+template <int MT, int QB, class Schedule, class Queries>
+__device__ __forceinline__ void probs_t_masked(float (&s)[MT][QB][4], const Params& p, const float* Ls, const KeyTile& kt,
+                                               int kn, int BN, const Queries& queries, int it, int b, int key_row0, int q0,
+                                               int qn, int h) {
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < QB; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const float Lq = Ls[8 * j + 2 * t + e];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) s[mt][j][2 * r + e] = ex2(fmaf(s[mt][j][2 * r + e], p.scale_log2, -Lq));
+        }
+    const bool cut = queries.cut(it);
+    bool need_mask = cut || kn < BN || p.doc_start != nullptr;
+    if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
+    if (need_mask) mask_probs_t<MT, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut);
+}
+// dS^T = P^T (dP^T - delta[query]) scale, element by element into ds (which may be P^T's or
+// dP^T's own registers). Deltas: the query tile's rowsum(dO * O).
+template <int MT, int QB>
+__device__ __forceinline__ void ds_t_from_probs(float (&ds)[MT][QB][4], const float (&pt)[MT][QB][4],
+                                                const float (&dpt)[MT][QB][4], const float* Deltas, float scale) {
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < QB; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const float dl = Deltas[8 * j + 2 * t + e];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) ds[mt][j][2 * r + e] = pt[mt][j][2 * r + e] * (dpt[mt][j][2 * r + e] - dl) * scale;
+        }
+}
+
 // Block: NW warps, each owning MT m-tiles of 16 KEYS (BN = 16*MT*NW keys), walking query tiles
 // of BM rows. The warp computes the transposed products (keys as rows) so that P^T and dS^T
 // come out of the MMAs already in the A-operand layout of dV += P^T dO and dK += dS^T Q.
@@ -232,20 +276,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
             mma_rows_times_tile<MT, QB, D, true>(dp, a, dOs, kc * 16);
         }
         // P^T = 2^(S^T scale_log2 - L_log2[query]); masked pairs 0.
-#pragma unroll
-        for (int j = 0; j < QB; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const float Lq = Ls[8 * j + 2 * t + e];
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                    for (int r = 0; r < 2; r++) s[mt][j][2 * r + e] = ex2(fmaf(s[mt][j][2 * r + e], p.scale_log2, -Lq));
-            }
-        const bool cut = queries.cut(it);
-        bool need_mask = cut || kn < BN || p.doc_start != nullptr;
-        if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
-        if (need_mask) mask_probs_t<MT, QB, Schedule>(s, p, b, k0 + warp * 16 * MT, q0, qn, h, cut);
+        probs_t_masked<MT, QB, Schedule>(s, p, Ls, kt, kn, BN, queries, it, b, k0 + warp * 16 * MT, q0, qn, h);
         // dV += P^T dO
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {
@@ -255,17 +286,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
             mma_rows_times_tile<MT, DB, D, false>(dv, a, dOs, kk * 16);
         }
         // dS^T = P^T (dP^T - delta[query]) scale, kept in s.
-#pragma unroll
-        for (int j = 0; j < QB; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const float dl = Deltas[8 * j + 2 * t + e];
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                    for (int r = 0; r < 2; r++)
-                        s[mt][j][2 * r + e] = s[mt][j][2 * r + e] * (dp[mt][j][2 * r + e] - dl) * p.scale;
-            }
+        ds_t_from_probs<MT, QB>(s, s, dp, Deltas, p.scale);
         // dK += dS^T Q
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {

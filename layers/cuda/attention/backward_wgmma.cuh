@@ -55,47 +55,29 @@ __device__ __forceinline__ void bwd_wg_step_dkdv(const Params& p, const Queries&
     constexpr int BN = 128, BM = kBwdWgBM, QB = BM / 8, DB = D / 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     // S^T = K Q^T and dP^T = V dO^T, (64 keys, BM queries) per warpgroup.
-    float s[1][QB][4], dp[QB][4];
+    float s[1][QB][4], dp[1][QB][4];
     pin<QB>(s[0]);
-    pin<QB>(dp);
+    pin<QB>(dp[0]);
     wgmma_fence();
 #pragma unroll
     for (int kc = 0; kc < D / 16; kc++) {
         const uint32_t off = (kc & 3) * 32;
         const uint32_t arow = (kc >> 2) * BN * 128 + wg * 64 * 128 + off, brow = (kc >> 2) * BM * 128 + off;
         wgmma_ss<BM>(s[0], sw128_desc(sK + arow, 16, 1024), sw128_desc(Qs + brow, 16, 1024), kc > 0);
-        wgmma_ss<BM>(dp, sw128_desc(sV + arow, 16, 1024), sw128_desc(dOs + brow, 16, 1024), kc > 0);
+        wgmma_ss<BM>(dp[0], sw128_desc(sV + arow, 16, 1024), sw128_desc(dOs + brow, 16, 1024), kc > 0);
     }
     wgmma_commit();
     wgmma_wait_all();
     pin<QB>(s[0]);
-    pin<QB>(dp);
+    pin<QB>(dp[0]);
 
-    // P^T = 2^(S^T scale_log2 - L_log2[query]) (masked: 0); dS^T = P^T (dP^T - delta) scale.
-#pragma unroll
-    for (int j = 0; j < QB; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const float Lq = Ls[8 * j + 2 * t + e];
-#pragma unroll
-            for (int r = 0; r < 2; r++) s[0][j][2 * r + e] = ex2(fmaf(s[0][j][2 * r + e], p.scale_log2, -Lq));
-        }
-    const bool cut = queries.cut(it);
-    bool need_mask = cut || kn < BN || p.doc_start != nullptr;
-    if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
-    if (need_mask) mask_probs_t<1, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut);
-#pragma unroll
-    for (int j = 0; j < QB; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const float dl = Deltas[8 * j + 2 * t + e];
-#pragma unroll
-            for (int r = 0; r < 2; r++) dp[j][2 * r + e] = s[0][j][2 * r + e] * (dp[j][2 * r + e] - dl) * p.scale;
-        }
+    // P^T = 2^(S^T scale_log2 - L_log2[query]) (masked: 0); dS^T = P^T (dP^T - delta) scale, in dp.
+    probs_t_masked<1, QB, Schedule>(s, p, Ls, kt, kn, BN, queries, it, b, key_row0, q0, qn, h);
+    ds_t_from_probs<1, QB>(dp, s, dp, Deltas, p.scale);
 #pragma unroll
     for (int kk = 0; kk < BM / 16; kk++) {
         scores_to_a<QB>(pa[kk], s[0], kk);
-        scores_to_a<QB>(dsa[kk], dp, kk);
+        scores_to_a<QB>(dsa[kk], dp[0], kk);
     }
     // dS^T to shared memory for dQ: rows = keys, 128-byte rows of BM queries.
 #pragma unroll
