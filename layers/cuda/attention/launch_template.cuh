@@ -154,8 +154,8 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
         // Persistent (a block per SM walking the tiles) where each tile's prologue and epilogue
         // are a large share of its work: short rows (dense, or a dilated branch's virtual
         // sequences), and block-sparse lists at any length (a window's list is a few key tiles; a
-        // block per tile measured 1.3x slower at 1M, notes/fa3-speed.md, v11). For long rows a
-        // block per tile: the persistent walk measured 4-13% slower there (v3-v5).
+        // block per tile measured 1.20x slower at 1M, notes/fa3-speed.md, v12). For long dense
+        // rows a block per tile: the persistent walk measured 4-13% slower there (v3-v5).
         const bool persistent = S::kBlockSparse ? ws_persistent_max_query_tiles > 0 : ny <= ws_persistent_max_query_tiles;
         if (persistent) {
             const auto kernel = attention_forward_ws_persistent_kernel<D, BN, STAGES, S>;
