@@ -9,9 +9,10 @@
 //    together, so the softmax of the next tile runs while the tensor cores do P V.
 //  - Across the two warpgroups, named barriers take turns ("ping-pong"): one issues its matrix
 //    products while the other does its softmax, so the tensor cores rarely wait for exponentials.
-//  - For short rows, a persistent kernel: one block per SM walks many query tiles, the producer
+//  - For short walks (short rows, a dilated branch's segments, block-sparse lists), a persistent
+//    kernel: one block per SM walks many query tiles (ws_tile, its tile scheduler), the producer
 //    loading the next tile while the consumers finish this one, so prologues and epilogues hide
-//    behind work. Long rows run a block per tile (the persistent walk measured slower there).
+//    behind work. Long dense rows run a block per tile (the persistent walk measured slower there).
 //    Both kernels are the same per-tile producer and consumer code (ws_load_tile,
 //    ws_consume_tile).
 // It serves one-sided launches read in place (forward_ws_serves): dense rows (DenseSchedule),
