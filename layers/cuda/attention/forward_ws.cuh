@@ -124,20 +124,29 @@ struct WsSmem {
 
 // Producer, one thread: a query tile's Q (once the consumers released the previous tile's, when
 // qj > 0), then its n key tiles' K and V, each into the next free stage. g counts the K/V tiles
-// the block loaded before this query tile, qj its query tiles with keys.
-template <int D, int BN, int STAGES, class Keys>
+// the block loaded before this query tile, qj its query tiles with keys. STRIDED: the maps may
+// have a step > 1 (a dilated branch); else they are unit-step (ws_serves) and every tile is one
+// box per 64 columns, with no box loop in the producer's path.
+template <int D, int BN, int STAGES, bool STRIDED, class Keys>
 __device__ __forceinline__ void ws_load_tile(const CUtensorMap* tm_q, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
                                              const Params& p, const Keys& keys, int n, int b, int h, int q0,
                                              const WsSmem<D, BN, STAGES>& sm, const WsBarriers& w, int g, int qj) {
     constexpr int DC = D / 64;
     constexpr uint32_t kTileK = WsSmem<D, BN, STAGES>::kTileK;
-    // A tile of `rows` rows of a map from its row r0: boxes of R rows (R = rows unless the map's
-    // step needs smaller boxes), each at the token of its first row, 128 bytes per row in shared memory.
+    // A tile of `rows` rows of a map from its row r0, 128 bytes per row in shared memory: one box
+    // per 64 columns at unit step; strided, boxes of R rows (R = rows unless the map's step needs
+    // smaller boxes), each at the token of its first row.
     auto load_rows = [&](uint32_t dst, const CUtensorMap* tm, const RowMap& map, int r0, int rows, uint32_t bar) {
-        const int R = min(ws_box_rows(map.step), rows);
+        if constexpr (!STRIDED) {
 #pragma unroll
-        for (int c = 0; c < DC; c++)
-            for (int rb = 0; rb < rows; rb += R) tma_load_3d(dst + c * rows * 128 + rb * 128, tm, h * D + 64 * c, map.token(r0 + rb), b, bar);
+            for (int c = 0; c < DC; c++) tma_load_3d(dst + c * rows * 128, tm, h * D + 64 * c, map.base + r0, b, bar);
+        } else {
+            const int R = min(ws_box_rows(map.step), rows);
+#pragma unroll
+            for (int c = 0; c < DC; c++)
+                for (int rb = 0; rb < rows; rb += R)
+                    tma_load_3d(dst + c * rows * 128 + rb * 128, tm, h * D + 64 * c, map.token(r0 + rb), b, bar);
+        }
     };
     if (qj > 0) mbar_wait(w.q_empty, (qj - 1) & 1);
     mbar_arrive_expect_tx(w.q_full, kWsBM * D * 2);
@@ -278,7 +287,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         if (threadIdx.x == 0 && n > 0) {
             tma_prefetch_map(&tm_k);
             tma_prefetch_map(&tm_v);
-            ws_load_tile<D, BN, STAGES>(&tm_q, &tm_k, &tm_v, p, keys, n, b, h, q0, sm, w, 0, 0);
+            ws_load_tile<D, BN, STAGES, Schedule::kPerBlockMaps>(&tm_q, &tm_k, &tm_v, p, keys, n, b, h, q0, sm, w, 0, 0);
         }
         return;
     }
@@ -354,7 +363,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             const auto keys = Schedule::key_tiles(pt, qt, BN);
             const int n = keys.count();
             if (n == 0) continue;
-            if (lane == 0) ws_load_tile<D, BN, STAGES>(&tm_q, &tm_k, &tm_v, pt, keys, n, tile.b, tile.h, tile.q0, sm, w, g, qj);
+            if (lane == 0) ws_load_tile<D, BN, STAGES, Schedule::kPerBlockMaps>(&tm_q, &tm_k, &tm_v, pt, keys, n, tile.b, tile.h, tile.q0, sm, w, g, qj);
             __syncwarp();
             g += n;
             qj++;
