@@ -14,9 +14,9 @@
 //  - The consumers never wait for loads at a block barrier; the one barrier left in a step is the
 //    two consumers' (dQ reads both halves of dS^T), and dS^T is double-buffered so that the next
 //    step's writes need no second one.
-// It serves the launches forward_ws.cuh serves (ws_serves: one-sided rows at unit step, dense or
-// block-sparse, written, not merged); every other launch runs backward_wgmma.cuh
-// (launch_template.cuh, launch_backward_dkdv_ws).
+// It serves the launches forward_ws.cuh serves (one-sided dense rows and block-sparse lists,
+// written; one-sided dilated branches, read at their step, dK and dV merged); every other launch
+// runs backward_wgmma.cuh (launch_template.cuh, launch_backward_dkdv_ws).
 #pragma once
 #include "layers/cuda/attention/backward_wgmma.cuh"
 #include "layers/cuda/attention/forward_ws.cuh"
@@ -47,14 +47,22 @@ constexpr int backward_ws_smem_bytes() {
 }
 
 // The launches it serves: ws_serves's (forward_ws.cuh), with dQ gathered in the fp32 accumulator.
-inline bool backward_ws_serves(const Params& p) { return ws_serves(p) && p.dq_accum != nullptr; }
+// Dilated branches too (forward_ws.cuh, ws_serves_dilated): Q, dO, K, V read at the branch's
+// step by the TMA, dK and dV added into the branches before, dQ by atomics (bws_dq_tma).
+inline bool backward_ws_serves(const Params& p) { return (ws_serves(p) || ws_serves_dilated(p)) && p.dq_accum != nullptr; }
+
+// dQ by TMA reduce-adds for this schedule: bws_dq_by_tma's choice, but never for a dilated
+// branch, whose query rows are strided in the accumulator (a reduce-add box is contiguous rows).
+template <int D, class Schedule>
+constexpr bool bws_dq_tma() { return bws_dq_by_tma<D>() && !Schedule::kPerBlockMaps; }
 
 template <int D, int STAGES, class Schedule>
 __global__ void __launch_bounds__(kBwsThreads, 1)
     attention_backward_dkdv_ws_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                       const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                                       const __grid_constant__ CUtensorMap tm_dq, Params p) {
-    constexpr int BN = kBwsBN, BM = kBwdWgBM, DB = D / 8, DQN = D / 2, DC = D / 64;
+    constexpr int BN = kBwsBN, BM = kBwdWgBM, DB = D / 8, DQN = D / 2;
+    constexpr bool kDqTma = bws_dq_tma<D, Schedule>();
     constexpr uint32_t kTileQ = BM * D * 2;  // bytes of one Q (or dO) stage
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t bars[1 + 2 * STAGES];
@@ -96,11 +104,8 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
             tma_prefetch_map(&tm_q);
             tma_prefetch_map(&tm_do);
             mbar_arrive_expect_tx(kv_full, 2 * BN * D * 2);
-#pragma unroll
-            for (int c = 0; c < DC; c++) {
-                tma_load_3d(sK + c * BN * 128, &tm_k, h * D + 64 * c, p.krows.base + k0, b, kv_full);
-                tma_load_3d(sV + c * BN * 128, &tm_v, h * D + 64 * c, p.krows.base + k0, b, kv_full);
-            }
+            ws_load_rows<D, Schedule::kPerBlockMaps>(sK, &tm_k, p.krows, k0, BN, h, b, kv_full);
+            ws_load_rows<D, Schedule::kPerBlockMaps>(sV, &tm_v, p.krows, k0, BN, h, b, kv_full);
         }
         const size_t rowbase = ((size_t)b * p.H + h) * p.q_tokens;
         float* Lw = reinterpret_cast<float*>(smem + (sL - smem_u32(smem)));
@@ -120,11 +125,8 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
             }
             if (lane == 0) {
                 mbar_arrive_expect_tx(q_full + 8 * s, 2 * kTileQ);
-#pragma unroll
-                for (int c = 0; c < DC; c++) {
-                    tma_load_3d(sQ + s * kTileQ + c * BM * 128, &tm_q, h * D + 64 * c, p.qrows.base + q0, b, q_full + 8 * s);
-                    tma_load_3d(sdO + s * kTileQ + c * BM * 128, &tm_do, h * D + 64 * c, p.qrows.base + q0, b, q_full + 8 * s);
-                }
+                ws_load_rows<D, Schedule::kPerBlockMaps>(sQ + s * kTileQ, &tm_q, p.qrows, q0, BM, h, b, q_full + 8 * s);
+                ws_load_rows<D, Schedule::kPerBlockMaps>(sdO + s * kTileQ, &tm_do, p.qrows, q0, BM, h, b, q_full + 8 * s);
             } else {
                 mbar_arrive(q_full + 8 * s);  // release: this lane's L, delta stores before it
             }
@@ -154,7 +156,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         // both consumers waited for before they met here.)
         // The consumer's first thread waits until its last step's reduce-adds have read the dQ
         // block, so that nobody writes it before they have (everyone passes the barrier after).
-        if (bws_dq_by_tma<D>() && (threadIdx.x & 127) == 0) bulk_wait_read_all();
+        if (kDqTma && (threadIdx.x & 127) == 0) bulk_wait_read_all();
         fence_proxy_async();
         named_sync(kBwsDsBarrier, 256);
         float dq[DQN / 8][4];
@@ -163,7 +165,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         // thread arrives for its own reads of L and delta (an arrival releases only the arriving
         // thread's accesses; compute-sanitizer's racecheck flagged one arrival per warp).
         mbar_arrive(q_empty + 8 * st);
-        if constexpr (bws_dq_by_tma<D>()) {
+        if constexpr (kDqTma) {
             // This consumer's (BM, D/2) block of dQ to shared memory as boxes of 32 columns (128-byte
             // rows, 16-byte chunks swizzled by the row), then its first thread adds each box into the
             // accumulator with one TMA reduce-add. Rows past the last query hold dS = 0, so they add 0.
@@ -199,8 +201,10 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         }
     }
 
-    if (bws_dq_by_tma<D>() && (threadIdx.x & 127) == 0) bulk_wait_all();  // the adds read shared memory, which lives until the block ends
+    if (kDqTma && (threadIdx.x & 127) == 0) bulk_wait_all();  // the adds read shared memory, which lives until the block ends
 
+    // dK, dV written, or added into the branches before (a dilated branch after the first).
+    const bool merge = Schedule::kMayMerge && p.accumulate;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int row = key_row0 + g + 8 * r;
@@ -208,8 +212,8 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
 #pragma unroll
         for (int db = 0; db < DB; db++) {
-            store_grad2(p.dk + at + db * 8, dk[db][2 * r], dk[db][2 * r + 1], false);
-            store_grad2(p.dv + at + db * 8, dv[db][2 * r], dv[db][2 * r + 1], false);
+            store_grad2(p.dk + at + db * 8, dk[db][2 * r], dk[db][2 * r + 1], merge);
+            store_grad2(p.dv + at + db * 8, dv[db][2 * r], dv[db][2 * r + 1], merge);
         }
     }
 }

@@ -56,10 +56,10 @@ inline bool ws_serves(const Params& p) {
 // The forward takes one-sided dilated branches too: each block's virtual sequence read at step r
 // (the TMA's element stride, r <= 8), merged into the branches before it (Params::accumulate).
 // Two-sided launches and the fp32 O of merges run the wgmma kernel.
-inline bool forward_ws_serves(const Params& p) {
-    const bool dilated = p.kind == AttnKind::Dilated && !p.two_sided && p.seg_len > 0 && p.dilation <= kWsMaxStep;
-    return (ws_serves(p) || dilated) && !p.o_f32;
+inline bool ws_serves_dilated(const Params& p) {
+    return p.kind == AttnKind::Dilated && !p.two_sided && p.seg_len > 0 && p.dilation <= kWsMaxStep;
 }
+inline bool forward_ws_serves(const Params& p) { return (ws_serves(p) || ws_serves_dilated(p)) && !p.o_f32; }
 
 // The schedule of a launch the ws kernels take, as a tag for f (a generic lambda); DILATED: the
 // launcher takes dilated branches (the forward), so that the backward builds no instance for them.
@@ -68,6 +68,25 @@ void with_ws_schedule(const Params& p, F&& f) {
     if (p.kind == AttnKind::BlockSparse) f(ScheduleTag<BlockSparseSchedule>{});
     else if (DILATED && p.kind == AttnKind::Dilated) f(ScheduleTag<DilatedSchedule>{});
     else f(ScheduleTag<DenseSchedule>{});
+}
+
+// TMA loads of `rows` rows of a map from its row r0, head h of sequence b, into dst ([D/64][rows]
+// [64], 128 bytes per row), counted on `bar`. Unit-step maps: one box per 64 columns. STRIDED
+// (a dilated branch, step r): boxes of R rows (R = rows unless the step needs smaller boxes,
+// ws_box_rows), each at the token of its first row.
+template <int D, bool STRIDED>
+__device__ __forceinline__ void ws_load_rows(uint32_t dst, const CUtensorMap* tm, const RowMap& map, int r0, int rows, int h,
+                                             int b, uint32_t bar) {
+    if constexpr (!STRIDED) {
+#pragma unroll
+        for (int c = 0; c < D / 64; c++) tma_load_3d(dst + c * rows * 128, tm, h * D + 64 * c, map.base + r0, b, bar);
+    } else {
+        const int R = min(ws_box_rows(map.step), rows);
+#pragma unroll
+        for (int c = 0; c < D / 64; c++)
+            for (int rb = 0; rb < rows; rb += R)
+                tma_load_3d(dst + c * rows * 128 + rb * 128, tm, h * D + 64 * c, map.token(r0 + rb), b, bar);
+    }
 }
 
 // S = Q K^T for one consumer warpgroup: (64, BN) from its 64 rows of sQ and the BN rows of Ks.
@@ -131,22 +150,9 @@ template <int D, int BN, int STAGES, bool STRIDED, class Keys>
 __device__ __forceinline__ void ws_load_tile(const CUtensorMap* tm_q, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
                                              const Params& p, const Keys& keys, int n, int b, int h, int q0,
                                              const WsSmem<D, BN, STAGES>& sm, const WsBarriers& w, int g, int qj) {
-    constexpr int DC = D / 64;
     constexpr uint32_t kTileK = WsSmem<D, BN, STAGES>::kTileK;
-    // A tile of `rows` rows of a map from its row r0, 128 bytes per row in shared memory: one box
-    // per 64 columns at unit step; strided, boxes of R rows (R = rows unless the map's step needs
-    // smaller boxes), each at the token of its first row.
     auto load_rows = [&](uint32_t dst, const CUtensorMap* tm, const RowMap& map, int r0, int rows, uint32_t bar) {
-        if constexpr (!STRIDED) {
-#pragma unroll
-            for (int c = 0; c < DC; c++) tma_load_3d(dst + c * rows * 128, tm, h * D + 64 * c, map.base + r0, b, bar);
-        } else {
-            const int R = min(ws_box_rows(map.step), rows);
-#pragma unroll
-            for (int c = 0; c < DC; c++)
-                for (int rb = 0; rb < rows; rb += R)
-                    tma_load_3d(dst + c * rows * 128 + rb * 128, tm, h * D + 64 * c, map.token(r0 + rb), b, bar);
-        }
+        ws_load_rows<D, STRIDED>(dst, tm, map, r0, rows, h, b, bar);
     };
     if (qj > 0) mbar_wait(w.q_empty, (qj - 1) & 1);
     mbar_arrive_expect_tx(w.q_full, kWsBM * D * 2);

@@ -189,22 +189,25 @@ void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
     launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.krows), 128), 256, smem, stream);
 }
 
-// The warp-specialized backward (backward_ws.cuh) where it serves p (dense or block-sparse rows)
-// and TMA can read the buffers; otherwise the wgmma backward (backward variant 2, the default
-// before it).
+// The warp-specialized backward (backward_ws.cuh) where it serves p (dense rows, block-sparse
+// lists, one-sided dilated branches) and TMA can read the buffers; otherwise the wgmma backward
+// (backward variant 2, the default before it).
 template <int D, int STAGES>
 void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv, tdo, tdq;
-    const bool ok = backward_ws_serves(p) && make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, kBwdWgBM) &&
-                    make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, kBwsBN) &&
-                    make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, kBwsBN) &&
-                    make_row_tensor_map(&tdo, p.dout, p.H * D, p.q_tokens, p.H * D, B, kBwdWgBM) &&
-                    (!bws_dq_by_tma<D>() || make_accum_tensor_map(&tdq, p.dq_accum, p.H * D, p.accum_tokens, B, kBwdWgBM));
-    if (!bws_dq_by_tma<D>()) tdq = tq;  // not read: dQ goes by atomics
+    const int step = p.seg_len > 0 ? p.dilation : 1;  // a dilated branch's rows: every r-th token
+    const int qbox = std::min(ws_box_rows(step), kBwdWgBM), kbox = std::min(ws_box_rows(step), kBwsBN);
+    const bool dq_tma = bws_dq_by_tma<D>() && p.seg_len == 0;  // bws_dq_tma: never for a dilated branch
+    const bool ok = backward_ws_serves(p) && make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, qbox, step) &&
+                    make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, kbox, step) &&
+                    make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, kbox, step) &&
+                    make_row_tensor_map(&tdo, p.dout, p.H * D, p.q_tokens, p.H * D, B, qbox, step) &&
+                    (!dq_tma || make_accum_tensor_map(&tdq, p.dq_accum, p.H * D, p.accum_tokens, B, kBwdWgBM));
+    if (!dq_tma) tdq = tq;  // not read: dQ goes by atomics
     if (!ok) return launch_backward_dkdv_wgmma<D>(p, B, stream);
     constexpr int smem = backward_ws_smem_bytes<D, STAGES>();
     const Params q = bind_tiles(p, kBwdWgBM, kBwsBN);
-    with_ws_schedule<false>(q, [&](auto tag) {
+    with_ws_schedule<true>(q, [&](auto tag) {
         const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, typename decltype(tag)::type>;
         set_smem_limit(kernel, smem);
         kernel<<<tile_grid(q, B, max_rows(q, q.krows), kBwsBN), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, tdq, q);
