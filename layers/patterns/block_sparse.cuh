@@ -6,6 +6,8 @@
 // when the pattern keeps only some of the pair's (query, key) pairs, and only then does the
 // kernel ask the pattern element by element (BlockSparsePattern::multiplicity, per head).
 #pragma once
+#include <climits>
+#include <cstdint>
 #include "layers/cuda/attention/masks.cuh"
 #include "layers/cuda/attention/params.cuh"
 #include "layers/cuda/attention/schedule_list.cuh"
@@ -38,15 +40,39 @@ struct BlockSparseSchedule {
     // The longest lists first (the global rows and columns), so they run under the rest.
     __device__ static int query_tile_of_rank(const Params& p, int rank) { return __ldg(p.tiles.q_order + rank); }
     __device__ static int key_tile_of_rank(const Params& p, int rank) { return __ldg(p.tiles.k_order + rank); }
-    // Does head h keep key position kp for query position qp (global positions)? The pattern's
-    // multiplicity, with the block rules skipped when there are none (a window and global tokens
-    // cost a few compares per element) and blocks found by a shift, not a division.
-    __device__ static bool keeps(const Params& p, int h, int qp, int kp) {
-        const BlockSparseRules& r = p.bs;
-        const BlockSparseArgs& a = r.args;
-        return BlockSparsePattern::token_rules(r.causal, a, qp, kp) ||
-               (a.any_block_rules &&
-                BlockSparsePattern::block_rules(r.causal, a, h, qp >> a.block_shift, kp >> a.block_shift, p.seq_len));
+    // The element mask's two halves (the schedule interface, dense.cuh): the token rules (window,
+    // global: a few compares) inlined for every element, the block rules once per row as bits.
+    // Positions are global; blocks are found by a shift, not a division.
+    __device__ static bool keeps_inline(const Params& p, int qp, int kp) {
+        return BlockSparsePattern::token_rules(p.bs.causal, p.bs.args, qp, kp);
+    }
+    // The block rules (dilated, random, explicit blocks) for one row of a thread's element mask:
+    // bit c is set when head h keeps the pair of the row at position rp and the column at position
+    // c0 + 8 (c / 2) + c % 2 (c < NC: a thread's columns in the mma fragment layout, c = 2 j + e).
+    // Q_ROWS: the rows are queries (the forward's S), else keys (the backward's S^T). Zero when the
+    // pattern has no block rules. One loop, not unrolled, asking each block pair once: inlined in
+    // every element of the unrolled masks, the rules (a hash loop, a 64-bit remainder, a layout
+    // lookup) made the block-sparse forward kernel 7.5x the dense one's code, and its warps waited
+    // on instruction fetches a quarter of the time (notes/fa3-speed.md, v15).
+    template <int NC, bool Q_ROWS>
+    __device__ static uint32_t kept_bits(const Params& p, int h, int rp, int c0) {
+        static_assert(NC <= 32, "one bit per column of a 32-bit word");
+        if (!p.bs.args.any_block_rules) return 0u;
+        const int shift = p.bs.args.block_shift, rb = rp >> shift;
+        uint32_t bits = 0;
+        int last = INT_MIN;
+        bool keep = false;
+#pragma unroll 1
+        for (int c = 0; c < NC; c++) {
+            const int cb = (c0 + 8 * (c >> 1) + (c & 1)) >> shift;
+            if (cb != last) {
+                keep = Q_ROWS ? BlockSparsePattern::block_rules(p.bs.causal, p.bs.args, h, rb, cb, p.seq_len)
+                              : BlockSparsePattern::block_rules(p.bs.causal, p.bs.args, h, cb, rb, p.seq_len);
+                last = cb;
+            }
+            bits |= (uint32_t)keep << c;
+        }
+        return bits;
     }
 };
 

@@ -14,7 +14,10 @@ struct DenseSchedule {
     // kPerBlockMaps: each block derives its own maps (block_maps), else they are as given.
     // kMayMerge: outputs may merge into what is there (Params::accumulate), else are written.
     // kTwoSided: the two-sided launchers' instance (Params::two_sided).
-    // kBlockSparse: the pattern masks elements itself (keeps), on the pairs its lists cut.
+    // kBlockSparse: the pattern masks elements itself on the pairs its lists cut: a pair is kept
+    //   when keeps_inline(p, qp, kp) (rules cheap enough to inline in every element of an unrolled
+    //   mask) or its bit of kept_bits<NC, Q_ROWS>(p, h, rp, c0) is set (the other rules, asked once
+    //   per row: bit c for the column at position c0 + 8 (c / 2) + c % 2; Q_ROWS: rows are queries).
     static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false, kBlockSparse = false;
     // The launches this instance runs (every schedule says so; exactly one serves a launch).
     static bool serves(const Params& p) { return p.kind == AttnKind::Dense && !p.two_sided && p.seg_len == 0; }
@@ -37,7 +40,6 @@ struct DenseSchedule {
     // Which tile a block runs: the longest causal query rows start first; key tile = rank.
     __device__ static int query_tile_of_rank(const Params&, int rank) { return gridDim.y - 1 - rank; }
     __device__ static int key_tile_of_rank(const Params&, int rank) { return rank; }
-    __device__ static bool keeps(const Params&, int, int, int) { return true; }
 };
 
 // The two-sided launchers' instance (Params::two_sided): it may merge, into bf16 or fp32 O.

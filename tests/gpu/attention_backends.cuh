@@ -99,6 +99,41 @@ inline std::vector<AttnBackend> attention_backends(int D) {
         };
         out.push_back(b);
     }
+    // Variant 0 with dense rows in launch-order groups of one (b, h) row (flash::dense_l2_budget of
+    // a byte; the test's rows are too short for the default budget to group them), on both
+    // grids, forward and backward: the remap of tile_scheduler.cuh and ws_tile, the last group
+    // two rows.
+    for (int grid : {0, 1}) {
+        AttnBackend b;
+        b.name = std::string("flash ") + fv[0].name + (grid ? " (a block per tile" : " (") + " L2 groups of 1)";
+        b.refuses = flash_refuses;
+        b.forward = [grid](bf16* o, float* l, const AttnDevCase& c, const AttnPattern& p, const int* doc, float scale) {
+            const int keep = flash::ws_persistent_max_query_tiles;
+            const long long budget = flash::dense_l2_budget;
+            if (grid) flash::ws_persistent_max_query_tiles = 0;
+            flash::dense_l2_budget = 1;
+            attention_forward_cuda_variant(0, o, l, c.q, c.k, c.v, c.pos, doc, p, c.s, scale, 0);
+            flash::ws_persistent_max_query_tiles = keep;
+            flash::dense_l2_budget = budget;
+        };
+        out.push_back(b);
+    }
+    {
+        AttnBackend b;
+        b.name = std::string("flash ") + bv[0].name + " (L2 groups of 1)";
+        b.refuses = flash_refuses;
+        b.backward = [](bf16* dq, bf16* dk, bf16* dv, const float* l, const AttnDevCase& c, const AttnPattern& p,
+                        const int* doc, float scale) {
+            const long long budget = flash::dense_l2_budget;
+            flash::dense_l2_budget = 1;
+            Scratch ws(attention_backward_workspace_bytes(c.s, p));
+            attention_backward_cuda_variant(0, dq, dk, dv, c.dout, c.out, l, c.q, c.k, c.v, c.pos, doc, p, c.s, scale,
+                                            ws.f(), 0);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            flash::dense_l2_budget = budget;
+        };
+        out.push_back(b);
+    }
     for (int i = 0; i < nb; i++) {
         AttnBackend b;
         b.name = std::string("flash ") + bv[i].name;

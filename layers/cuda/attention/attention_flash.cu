@@ -23,6 +23,7 @@ namespace flash {
 long long dilated_min_chunk_tokens = 1 << 16;
 int dilated_forward_group = 16;
 int dilated_backward_group = 16;
+long long dense_l2_budget = 8ll << 20;
 int ws_persistent_max_query_tiles = kWsPersistentMaxQueryTiles;
 
 template <int D>

@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
     const uint32_t kv_full = smem_u32(bars), q_full = kv_full + 8, q_empty = q_full + 8 * STAGES;  // stage s at + 8 s
 
     int b, h, rank;
-    resolve_block<Schedule>(p, b, h, rank);
+    resolve_block<Schedule, true>(p, b, h, rank);
     const int k0 = Schedule::key_tile_of_rank(p, rank) * BN, kn = min(BN, p.krows.len - k0);
     if (kn <= 0) return;
     const KeyTile kt = key_tile_info(p, k0, kn);

@@ -37,6 +37,18 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
             qp[mt][r] = Schedule::kBlockSparse ? p.q_pos0 + tok : __ldg(p.qpos + tok);
             qd[mt][r] = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
         }
+    // The rules of head h not inlined per element (Schedule::kept_bits), per row, a bit per key
+    // column (column c at position k_pos0 + k0 + 2t + 8 (c / 2) + c % 2).
+    uint32_t block_bits[MT][2] = {};
+    if constexpr (Schedule::kBlockSparse) {
+        if (cut) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    block_bits[mt][r] = Schedule::template kept_bits<2 * NB, true>(p, h, qp[mt][r], p.k_pos0 + k0 + 2 * t);
+        }
+    }
 #pragma unroll
     for (int j = 0; j < NB; j++) {
 #pragma unroll
@@ -47,10 +59,12 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int r = 0; r < 2; r++)
-                    if (!valid || !key_allowed(p.causal, p.doc_start != nullptr, qp[mt][r], qd[mt][r], kp) ||
-                        (Schedule::kBlockSparse && cut && !Schedule::keeps(p, h, qp[mt][r], kp)))
-                        s[mt][j][2 * r + e] = -INFINITY;
+                for (int r = 0; r < 2; r++) {
+                    bool drop = !valid || !key_allowed(p.causal, p.doc_start != nullptr, qp[mt][r], qd[mt][r], kp);
+                    if constexpr (Schedule::kBlockSparse)
+                        drop = drop || (cut && !(Schedule::keeps_inline(p, qp[mt][r], kp) || ((block_bits[mt][r] >> (2 * j + e)) & 1u)));
+                    if (drop) s[mt][j][2 * r + e] = -INFINITY;
+                }
         }
     }
 }

@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const WsBarriers w = ws_barriers<STAGES>(bars);
 
     int b, h, rank;
-    resolve_block<Schedule>(p, b, h, rank);
+    resolve_block<Schedule, true>(p, b, h, rank);
     const int q0 = Schedule::query_tile_of_rank(p, rank) * kWsBM, qn = min(kWsBM, p.qrows.len - q0);
     if (qn <= 0) return;
     const QueryTile qt = query_tile_info<kWsThreads>(p, b, q0, qn);  // every thread (a block reduction)
@@ -311,16 +311,16 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 // are nseq sequences ((b, h) rows, or a branch's (b, h, segment)s) of up to ny tiles each. The
 // order is rank-major, rank r of every sequence before rank r + 1, heaviest first (dense and
 // dilated: the last tile, with the most keys when causal; block-sparse: the longest list, its
-// q_order), so the walk's tail is light tiles. With p.group > 0 (dilated), all ranks of `group`
-// sequences come before the next group's, so that the K and V the resident blocks read are a few
-// sequences' and stay in the L2 (resolve_block says why).
+// q_order), so the walk's tail is light tiles. With p.group > 0 (dilated branches, dense rows),
+// all ranks of `group` sequences come before the next group's, so that the K and V the resident
+// blocks read are a few sequences' and stay in the L2 (resolve_block says why).
 struct WsTile {
     int b, h, q0, qn;
 };
 template <class Schedule>
 __device__ __forceinline__ WsTile ws_tile(Params& p, int t, int ny, int nseq) {
     int rank = t / nseq, seq = t % nseq;
-    if (Schedule::kPerBlockMaps && p.group > 0) {
+    if (p.group > 0) {
         const int per = p.group * ny, first = t / per * p.group, gn = min(p.group, nseq - first), r = t % per;
         rank = r / gn;
         seq = first + r % gn;

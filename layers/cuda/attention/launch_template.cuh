@@ -13,7 +13,8 @@
 //                          one-sided dilated launches; tma.cuh its PTX
 //   backward_wgmma.cuh     main loop: dK/dV + atomic dQ on wgmma (what the ws kernels do not serve)
 //   backward_ws.cuh        main loop: the same step warp-specialized (TMA producer, mbarrier
-//                          stages, no block barrier in the loop), dense and block-sparse rows
+//                          stages, no block barrier in the loop), dense and block-sparse rows,
+//                          one-sided dilated branches
 //   forward_mma_sync.cuh   main loop: forward on mma.sync m16n8k16 + ldmatrix (FlashAttention-2 style)
 //   backward_mma_sync.cuh  main loop: backward on mma.sync, atomic dQ or deterministic with a
 //                          separate dQ pass; the preprocess and dQ convert kernels
@@ -135,6 +136,21 @@ void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
 // The warp-specialized forward (forward_ws.cuh) where it serves p (dense rows, block-sparse
 // lists, one-sided dilated branches) and TMA can read the buffers; otherwise the wgmma kernel
 // with the same 128 query rows per block (forward variant 1, the default before this one).
+// A one-sided dense launch: its blocks are (b, h) rows, grouped for the L2 (resolve_block).
+inline bool dense_rows(const Params& p) { return p.kind == AttnKind::Dense && !p.two_sided && p.seg_len == 0; }
+
+// Launch-order groups (Params::group) of dense rows: as many (b, h) rows as keep what a row's
+// blocks re-read (`bytes` per row) within dense_l2_budget, at least one, as FlashAttention-3's
+// tile scheduler groups heads. It budgets 32 MB for K and V; 8 MiB measured best here, up to
+// 1.12x faster at 16K, where a group is then one row whose ~128 query tiles fill the GPU and read
+// the same key tiles together (notes/fa3-speed.md, v16). 0 (plain grid order) when every row fits
+// at once, or the budget is 0.
+inline int dense_l2_group(long long bytes, long long nseq) {
+    if (dense_l2_budget <= 0 || bytes <= 0) return 0;
+    const long long g = std::max(1LL, dense_l2_budget / bytes);
+    return g >= nseq ? 0 : (int)g;
+}
+
 template <int D, int BN, int STAGES>
 void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv;
@@ -145,10 +161,12 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
                     make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, std::min(ws_box_rows(step), BN), step);
     if (!ok) return launch_forward_wgmma<D, 2, D == 64 ? 64 : 128>(p, B, stream);
     constexpr int smem = forward_ws_smem_bytes<D, BN, STAGES>();
-    const Params q = bind_tiles(p, kWsBM, BN);
+    Params q = bind_tiles(p, kWsBM, BN);
     // ny tiles in each of nseq sequences: (b, h) rows, or a dilated branch's (b, h, segment)s.
     const int ny = ceil_div(max_rows(q, q.qrows), kWsBM);
     const long long nseq = (long long)B * q.H * q.nseg;
+    // Dense rows: each query tile re-reads its row's K and V (2 D bf16 per key).
+    if (dense_rows(q)) q.group = dense_l2_group((long long)q.krows.len * 2 * D * 2, nseq);
     with_ws_schedule<true>(q, [&](auto tag) {
         using S = typename decltype(tag)::type;
         // Persistent (a block per SM walking the tiles) where each tile's prologue and epilogue
@@ -206,7 +224,10 @@ void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     if (!dq_tma) tdq = tq;  // not read: dQ goes by atomics
     if (!ok) return launch_backward_dkdv_wgmma<D>(p, B, stream);
     constexpr int smem = backward_ws_smem_bytes<D, STAGES>();
-    const Params q = bind_tiles(p, kBwdWgBM, kBwsBN);
+    Params q = bind_tiles(p, kBwdWgBM, kBwsBN);
+    // Dense rows: each key tile re-reads its row's Q and dO (bf16), L and delta, and adds into
+    // dQ's fp32 accumulator: 8 D + 8 bytes per query.
+    if (dense_rows(q)) q.group = dense_l2_group((long long)q.qrows.len * (8 * D + 8), (long long)B * q.H);
     with_ws_schedule<true>(q, [&](auto tag) {
         const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, typename decltype(tag)::type>;
         set_smem_limit(kernel, smem);

@@ -6,37 +6,40 @@ namespace flash {
 
 // The tile scheduler: which (b, h, tile rank) a block runs (rank 0 = the heaviest tile: the
 // kernels turn it into their query or key tile), in an order chosen for the L2, apart from what
-// any pattern computes. Dense grids are x = (b, h), y = rank, and p stays untouched, so their
-// maps remain kernel-parameter constants (no registers held for them). Schedules whose blocks
-// each run their own virtual sequence (Schedule::kPerBlockMaps: a dilated branch) have
-// x = sequence, y = rank; Schedule::block_maps then sets b, h and p.qrows, p.krows.
-// Those grids are renumbered in launch order (x fastest) when p.group > 0: all ranks of `group`
+// any pattern computes. Grids are x = sequence, y = rank: a sequence is a (b, h) row, or for
+// schedules whose blocks each run their own virtual sequence (Schedule::kPerBlockMaps: a dilated
+// branch) a (b, h, segment), whose maps Schedule::block_maps sets in p. Dense rows leave p
+// untouched, so their maps remain kernel-parameter constants (no registers held for them).
+// With p.group > 0 the grid is renumbered in launch order (x fastest): all ranks of `group`
 // sequences, heaviest first across the group, then the next group; the last group is 2-3x
 // larger (a tail of light blocks, as in plain grid order). Why: in plain grid order the blocks
-// resident together are one rank of ~264 different sequences, each reading its own K/V (512 KiB
-// per 2048-row sequence at D = 64), so the L2 holds none of them and every tile re-reads K/V
-// from HBM; a group of 16 keeps the live K/V at ~16 MiB (notes/attention-dilated.md, run 3).
-template <class Schedule>
+// resident together are one rank of ~132-264 different sequences, each reading its own K/V, so
+// the L2 holds none of them and every tile re-reads K/V from HBM. Dilated branches: a group of
+// 16 keeps the live K/V at ~16 MiB (notes/attention-dilated.md, run 3). Dense rows: as many
+// sequences as fit the L2 budget (dense_l2_group, launch_template.cuh); in plain order the
+// forward at 16K read 35 GB from HBM with an L2 hit rate of 22% (notes/fa3-speed.md, v16).
+// GROUPED: the kernel may be given groups (the ws kernels, and every kernel on a dilated branch);
+// the others keep the plain order without the remap's registers.
+template <class Schedule, bool GROUPED = Schedule::kPerBlockMaps>
 __device__ __forceinline__ void resolve_block(Params& p, int& b, int& h, int& rank) {
+    int seq = blockIdx.x;
+    rank = blockIdx.y;
+    if (GROUPED && p.group > 0) {
+        // The last group takes the rest, 2 to 3 groups' worth (when there are that many): its
+        // ~2 waves run heaviest first over all of it, so the launch's tail is light blocks.
+        const long long id = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+        const long long per = (long long)p.group * gridDim.y;  // blocks of a full group
+        const int ng = max(1, (int)gridDim.x / p.group - 1);
+        const int g = (int)min((long long)ng - 1, id / per);
+        const int first = g * p.group, gn = g == ng - 1 ? (int)gridDim.x - first : p.group;
+        const int r = (int)(id - g * per);
+        rank = r / gn;
+        seq = first + r % gn;
+    }
     if constexpr (!Schedule::kPerBlockMaps) {
-        b = blockIdx.x / p.H;
-        h = blockIdx.x % p.H;
-        rank = blockIdx.y;
+        b = seq / p.H;
+        h = seq % p.H;
     } else {
-        int seq = blockIdx.x;
-        rank = blockIdx.y;
-        if (p.group > 0) {
-            // The last group takes the rest, 2 to 3 groups' worth (when there are that many): its
-            // ~2 waves run heaviest first over all of it, so the launch's tail is light blocks.
-            const long long id = blockIdx.x + (long long)blockIdx.y * gridDim.x;
-            const long long per = (long long)p.group * gridDim.y;  // blocks of a full group
-            const int ng = max(1, (int)gridDim.x / p.group - 1);
-            const int g = (int)min((long long)ng - 1, id / per);
-            const int first = g * p.group, gn = g == ng - 1 ? (int)gridDim.x - first : p.group;
-            const int r = (int)(id - g * per);
-            rank = r / gn;
-            seq = first + r % gn;
-        }
         Schedule::block_maps(p, seq, b, h);
     }
 }
