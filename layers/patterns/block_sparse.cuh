@@ -41,10 +41,19 @@ struct BlockSparseSchedule {
     __device__ static int query_tile_of_rank(const Params& p, int rank) { return __ldg(p.tiles.q_order + rank); }
     __device__ static int key_tile_of_rank(const Params& p, int rank) { return __ldg(p.tiles.k_order + rank); }
     // The element mask's two halves (the schedule interface, dense.cuh): the token rules (window,
-    // global: a few compares) inlined for every element, the block rules once per row as bits.
-    // Positions are global; blocks are found by a shift, not a division.
-    __device__ static bool keeps_inline(const Params& p, int qp, int kp) {
-        return BlockSparsePattern::token_rules(p.bs.causal, p.bs.args, qp, kp);
+    // global) worked out once per query row as a key interval and the global keys, so that an
+    // element costs a few compares with no parameter loads; the block rules once per row as bits.
+    // Equal to token_rules: a global row keeps every key; else keys below `global`, and the
+    // window's keys, qp - k < W when causal (later keys are the causal mask's), |qp - k| < W if not.
+    struct RowRule {
+        int lo, hi, global;
+        __device__ bool keeps(int kp) const { return kp < global || (kp >= lo && kp <= hi); }
+    };
+    __device__ static RowRule row_rule(const Params& p, int qp) {
+        const int W = p.bs.args.window, G = p.bs.args.global;
+        if (G && qp < G) return RowRule{INT_MIN, INT_MAX, INT_MIN};
+        if (!W) return RowRule{INT_MAX, INT_MIN, G};
+        return RowRule{qp - W + 1, p.bs.causal || qp > INT_MAX - W ? INT_MAX : qp + W - 1, G};
     }
     // The block rules (dilated, random, explicit blocks) for one row of a thread's element mask:
     // bit c is set when head h keeps the pair of the row at position rp and the column at position

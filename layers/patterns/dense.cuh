@@ -15,9 +15,10 @@ struct DenseSchedule {
     // kMayMerge: outputs may merge into what is there (Params::accumulate), else are written.
     // kTwoSided: the two-sided launchers' instance (Params::two_sided).
     // kBlockSparse: the pattern masks elements itself on the pairs its lists cut: a pair is kept
-    //   when keeps_inline(p, qp, kp) (rules cheap enough to inline in every element of an unrolled
-    //   mask) or its bit of kept_bits<NC, Q_ROWS>(p, h, rp, c0) is set (the other rules, asked once
-    //   per row: bit c for the column at position c0 + 8 (c / 2) + c % 2; Q_ROWS: rows are queries).
+    //   when row_rule(p, qp).keeps(kp) (the rules cheap enough to test in every element of an
+    //   unrolled mask, worked out once per query row) or its bit of kept_bits<NC, Q_ROWS>(p, h, rp,
+    //   c0) is set (the other rules, asked once per row: bit c for the column at position c0 +
+    //   8 (c / 2) + c % 2; Q_ROWS: rows are queries).
     static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false, kBlockSparse = false;
     // The launches this instance runs (every schedule says so; exactly one serves a launch).
     static bool serves(const Params& p) { return p.kind == AttnKind::Dense && !p.two_sided && p.seg_len == 0; }

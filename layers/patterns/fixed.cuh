@@ -40,7 +40,7 @@ struct FixedQueryTiles {
 
 struct FixedSchedule {
     // One instance for one-sided and two-sided launches (it may merge, into bf16 or fp32 O); the
-    // pattern masks elements itself (keeps_inline, kept_bits) on the pairs its tiles cut.
+    // pattern masks elements itself (row_rule, kept_bits) on the pairs its tiles cut.
     static constexpr bool kPerBlockMaps = false, kMayMerge = true, kTwoSided = true, kBlockSparse = true;
     static bool serves(const Params& p) { return p.kind == AttnKind::Fixed; }
 
@@ -78,8 +78,12 @@ struct FixedSchedule {
     // The latest query tiles have the most keys, the earliest key tiles the most queries.
     __device__ static int query_tile_of_rank(const Params&, int rank) { return gridDim.y - 1 - rank; }
     __device__ static int key_tile_of_rank(const Params&, int rank) { return rank; }
-    // The element mask (dense.cuh): the whole rule inline, no per-row bits.
-    __device__ static bool keeps_inline(const Params& p, int qp, int kp) { return FixedPattern::keeps(p.rules[0], p.rules[1], qp, kp); }
+    // The element mask (dense.cuh): the whole rule per row (its block found once), no bits.
+    struct RowRule {
+        int qb, l, c;
+        __device__ bool keeps(int kp) const { return kp / l == qb || kp % l >= l - c; }  // FixedPattern::keeps
+    };
+    __device__ static RowRule row_rule(const Params& p, int qp) { return RowRule{qp / p.rules[0], p.rules[0], p.rules[1]}; }
     template <int NC, bool Q_ROWS>
     __device__ static uint32_t kept_bits(const Params&, int, int, int) { return 0u; }
 };

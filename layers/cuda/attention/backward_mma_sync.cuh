@@ -141,7 +141,7 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
             // Block-sparse sides hold contiguous positions (pos0 + row): no loads on its many cut tiles.
             kp[mt][r] = Schedule::kBlockSparse ? p.k_pos0 + row : __ldg(p.kpos + p.krows.token(kok[mt][r] ? row : 0));
         }
-    // The rules of head h not inlined per element (Schedule::kept_bits), per key row, a bit per
+    // The rules of head h not tested per element (Schedule::kept_bits), per key row, a bit per
     // query column (block-sparse sides are unit-step: column c's position is the first's + 8 (c / 2)
     // + c % 2).
     uint32_t block_bits[MT][2] = {};
@@ -169,7 +169,8 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
                 for (int r = 0; r < 2; r++) {
                     bool drop = !(qok && kok[mt][r] && key_allowed(p.causal, p.doc_start != nullptr, qpos, qdoc, kp[mt][r]));
                     if constexpr (Schedule::kBlockSparse)
-                        drop = drop || (cut && !(Schedule::keeps_inline(p, qpos, kp[mt][r]) || ((block_bits[mt][r] >> (2 * j + e)) & 1u)));
+                        drop = drop || (cut && !(RowRuleOf<Schedule>::make(p, qpos).keeps(kp[mt][r]) ||
+                                                 ((block_bits[mt][r] >> (2 * j + e)) & 1u)));  // the query's rule: cut pairs only
                     if (drop) s[mt][j][2 * r + e] = 0.f;
                 }
         }

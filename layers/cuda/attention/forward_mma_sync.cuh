@@ -19,6 +19,21 @@ constexpr int forward_smem_bytes() {
     return (16 * MT * NW * D + 4 * BN * D) * 2;
 }
 
+// The pattern's per-row element rule (Schedule::row_rule, dense.cuh) where the schedule masks
+// elements itself; a rule that keeps every key for the others.
+template <class Schedule, bool = Schedule::kBlockSparse>
+struct RowRuleOf {
+    struct type {
+        __device__ bool keeps(int) const { return true; }
+    };
+    __device__ static type make(const Params&, int) { return {}; }
+};
+template <class Schedule>
+struct RowRuleOf<Schedule, true> {
+    using type = typename Schedule::RowRule;
+    __device__ static type make(const Params& p, int qp) { return Schedule::row_rule(p, qp); }
+};
+
 // Sets s[mt][j][*] = -inf where the key is not allowed for the row (or lies past the keys), and,
 // when the schedule's list says the pattern cuts this tile pair, where head h's pattern drops it.
 // Row positions are re-read here rather than kept in registers: few tiles need a mask.
@@ -37,16 +52,20 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
             qp[mt][r] = Schedule::kBlockSparse ? p.q_pos0 + tok : __ldg(p.qpos + tok);
             qd[mt][r] = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
         }
-    // The rules of head h not inlined per element (Schedule::kept_bits), per row, a bit per key
-    // column (column c at position k_pos0 + k0 + 2t + 8 (c / 2) + c % 2).
+    // The pattern's rules for each row (cut pairs): its per-row rule, and the rules of head h
+    // not tested per element (Schedule::kept_bits) as a bit per key column (column c at position
+    // k_pos0 + k0 + 2t + 8 (c / 2) + c % 2).
     uint32_t block_bits[MT][2] = {};
+    typename RowRuleOf<Schedule>::type rule[MT][2];
     if constexpr (Schedule::kBlockSparse) {
         if (cut) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int r = 0; r < 2; r++)
+                for (int r = 0; r < 2; r++) {
+                    rule[mt][r] = RowRuleOf<Schedule>::make(p, qp[mt][r]);
                     block_bits[mt][r] = Schedule::template kept_bits<2 * NB, true>(p, h, qp[mt][r], p.k_pos0 + k0 + 2 * t);
+                }
         }
     }
 #pragma unroll
@@ -62,7 +81,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
                 for (int r = 0; r < 2; r++) {
                     bool drop = !valid || !key_allowed(p.causal, p.doc_start != nullptr, qp[mt][r], qd[mt][r], kp);
                     if constexpr (Schedule::kBlockSparse)
-                        drop = drop || (cut && !(Schedule::keeps_inline(p, qp[mt][r], kp) || ((block_bits[mt][r] >> (2 * j + e)) & 1u)));
+                        drop = drop || (cut && !(rule[mt][r].keeps(kp) || ((block_bits[mt][r] >> (2 * j + e)) & 1u)));
                     if (drop) s[mt][j][2 * r + e] = -INFINITY;
                 }
         }
