@@ -133,9 +133,6 @@ void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
     launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NWG * 128, smem, stream);
 }
 
-// The warp-specialized forward (forward_ws.cuh) where it serves p (dense rows, block-sparse
-// lists, one-sided dilated branches) and TMA can read the buffers; otherwise the wgmma kernel
-// with the same 128 query rows per block (forward variant 1, the default before this one).
 // A one-sided dense launch: its blocks are (b, h) rows, grouped for the L2 (resolve_block).
 inline bool dense_rows(const Params& p) { return p.kind == AttnKind::Dense && !p.two_sided && p.seg_len == 0; }
 
@@ -151,6 +148,9 @@ inline int dense_l2_group(long long bytes, long long nseq) {
     return g >= nseq ? 0 : (int)g;
 }
 
+// The warp-specialized forward (forward_ws.cuh) where it serves p (dense rows, block-sparse
+// lists, one-sided dilated branches) and TMA can read the buffers; otherwise the wgmma kernel
+// with the same 128 query rows per block (forward variant 1, the default before this one).
 template <int D, int BN, int STAGES>
 void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv;
