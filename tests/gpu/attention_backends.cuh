@@ -105,7 +105,7 @@ inline std::vector<AttnBackend> attention_backends(int D) {
     // two rows.
     for (int grid : {0, 1}) {
         AttnBackend b;
-        b.name = std::string("flash ") + fv[0].name + (grid ? " (a block per tile" : " (") + " L2 groups of 1)";
+        b.name = std::string("flash ") + fv[0].name + (grid ? " (a block per tile, L2 groups of 1)" : " (L2 groups of 1)");
         b.refuses = flash_refuses;
         b.forward = [grid](bf16* o, float* l, const AttnDevCase& c, const AttnPattern& p, const int* doc, float scale) {
             const int keep = flash::ws_persistent_max_query_tiles;
