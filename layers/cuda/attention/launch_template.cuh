@@ -133,9 +133,6 @@ void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
     launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NWG * 128, smem, stream);
 }
 
-// A one-sided dense launch: its blocks are (b, h) rows, grouped for the L2 (resolve_block).
-inline bool dense_rows(const Params& p) { return p.kind == AttnKind::Dense && !p.two_sided && p.seg_len == 0; }
-
 // Launch-order groups (Params::group) of dense rows: as many (b, h) rows as keep what a row's
 // blocks re-read (`bytes` per row) within dense_l2_budget, at least one, as FlashAttention-3's
 // tile scheduler groups heads. It budgets 32 MB for K and V; 8 MiB measured best here, up to
@@ -166,7 +163,7 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     const int ny = ceil_div(max_rows(q, q.qrows), kWsBM);
     const long long nseq = (long long)B * q.H * q.nseg;
     // Dense rows: each query tile re-reads its row's K and V (2 D bf16 per key).
-    if (dense_rows(q)) q.group = dense_l2_group((long long)q.krows.len * 2 * D * 2, nseq);
+    if (DenseSchedule::serves(q)) q.group = dense_l2_group((long long)q.krows.len * 2 * D * 2, nseq);
     with_ws_schedule<true>(q, [&](auto tag) {
         using S = typename decltype(tag)::type;
         // Persistent (a block per SM walking the tiles) where each tile's prologue and epilogue
@@ -227,7 +224,7 @@ void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     Params q = bind_tiles(p, kBwdWgBM, kBwsBN);
     // Dense rows: each key tile re-reads its row's Q and dO (bf16), L and delta, and adds into
     // dQ's fp32 accumulator: 8 D + 8 bytes per query.
-    if (dense_rows(q)) q.group = dense_l2_group((long long)q.qrows.len * (8 * D + 8), (long long)B * q.H);
+    if (DenseSchedule::serves(q)) q.group = dense_l2_group((long long)q.qrows.len * (8 * D + 8), (long long)B * q.H);
     with_ws_schedule<true>(q, [&](auto tag) {
         const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, typename decltype(tag)::type>;
         set_smem_limit(kernel, smem);
