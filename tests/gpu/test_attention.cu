@@ -65,6 +65,7 @@ struct Case {
     AttnPattern pattern;
     int pos0 = 0;          // position of token 0 (a later chunk of a sequence)
     bool gaps = false;     // positions increase by 1..3 instead of 1
+    bool repeats = false;  // positions increase by 0..2: tokens sharing a position see each other
     Docs docs = Docs::None;
     bool packed = true;    // Q, K, V slices of one (B, N, 3, H, D) buffer; else three (B, N, H, D) blocks
     float scale_mul = 1;   // scale = scale_mul / sqrt(D)
@@ -139,6 +140,7 @@ static std::string case_name(const Case& c) {
                     std::to_string(c.D) + " " + pattern_name(c.pattern);
     if (c.pos0) s += " pos+" + std::to_string(c.pos0);
     if (c.gaps) s += " gaps";
+    if (c.repeats) s += " repeats";
     if (c.docs != Docs::None) s += c.docs == Docs::Several ? " docs" : " docs+empty";
     if (!c.packed) s += " unpacked";
     if (c.scale_mul != 1.f) s += " scale*" + std::to_string(c.scale_mul).substr(0, 3);
@@ -178,6 +180,8 @@ static std::vector<Case> cases(bool small) {
     Case& c8 = add({2, 257, 3, 64, dense(true)});
     c8.packed = false, c8.scale_mul = 4;
     add({1, 1000, 3, 64, dense(true), 5000}).gaps = true;
+    add({1, 1000, 3, 64, dense(true), 5000}).repeats = true;  // the causal diagonal by positions, not rows
+    add({2, 300, 2, 128, dense(true)}).repeats = true;
     add({1, 1000, 1, 128, dense(false)}).packed = false;
     add({1, 1000, 12, 128, dense(true)});
     add({2, 2085, 1, 64, dense(true)}).docs = DS;
@@ -259,7 +263,7 @@ static Inputs make_inputs(const Case& c, gc::Rng& rng) {
     for (auto& x : in.qkv_dev) x = __float2bfloat16((float)rng.normal());
     for (auto& x : in.dout_h) x = __float2bfloat16((float)rng.normal());
     in.pos.resize(N);
-    for (int i = 0; i < N; i++) in.pos[i] = i == 0 ? c.pos0 : in.pos[i - 1] + (c.gaps ? rng.randint(1, 3) : 1);
+    for (int i = 0; i < N; i++) in.pos[i] = i == 0 ? c.pos0 : in.pos[i - 1] + (c.gaps ? rng.randint(1, 3) : c.repeats ? rng.randint(0, 2) : 1);
     if (c.docs != Docs::None) {
         in.doc.resize((size_t)B * N);
         for (int b = 0; b < B; b++) {
@@ -362,7 +366,7 @@ struct Device {
         const bf16* q = qkv.as<bf16>();
         const int stride = c.packed ? 3 * c.H * c.D : c.H * c.D;
         view = AttnDevCase{q, q + koff, q + voff, pos.as<int>(), AttnShape{c.B, c.N, c.H, c.D, stride},
-                           c.gaps ? -1 : c.pos0, dout.as<bf16>(), oin.as<bf16>()};
+                           c.gaps || c.repeats ? -1 : c.pos0, dout.as<bf16>(), oin.as<bf16>()};
     }
     static void upload(DevBuf& d, const void* h, size_t bytes) {
         CUDA_CHECK(cudaMemcpy(d.p, h, bytes, cudaMemcpyHostToDevice));

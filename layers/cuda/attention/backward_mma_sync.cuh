@@ -141,6 +141,40 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
             // Block-sparse sides hold contiguous positions (pos0 + row): no loads on its many cut tiles.
             kp[mt][r] = Schedule::kBlockSparse ? p.k_pos0 + row : __ldg(p.kpos + p.krows.token(kok[mt][r] ? row : 0));
         }
+    // Dense and dilated one-sided rows: a column range per key row (masks.cuh, causal_query_begin_of_row).
+    if constexpr (!Schedule::kBlockSparse) {
+        if (rows_mask_ok(p)) {
+            int lo[MT][2];  // keep columns 2t + c with lo <= c < hi
+            const int hi = qn - 2 * t;
+            bool by_rows = true;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    int begin = kok[mt][r] ? 0 : INT_MAX / 2;
+                    if (p.causal && kok[mt][r]) {
+                        const int qb = causal_query_begin_of_row(p, key_row0 + mt * 16 + g + 8 * r, kp[mt][r]);
+                        by_rows = by_rows && qb >= 0;
+                        begin = max(0, qb - q0);
+                    }
+                    lo[mt][r] = begin - 2 * t;
+                }
+            if (by_rows) {
+#pragma unroll
+                for (int j = 0; j < QB; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+#pragma unroll
+                        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                            for (int r = 0; r < 2; r++) {
+                                const int c = 8 * j + e;
+                                if (c < lo[mt][r] || c >= hi) s[mt][j][2 * r + e] = 0.f;
+                            }
+                return;
+            }
+        }
+    }
     // The rules of head h not tested per element (Schedule::kept_bits), per key row, a bit per
     // query column (block-sparse sides are unit-step: column c's position is the first's + 8 (c / 2)
     // + c % 2).

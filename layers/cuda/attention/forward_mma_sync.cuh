@@ -41,6 +41,37 @@ template <int MT, int NB, class Schedule = DenseSchedule>
 __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params& p, int b, int row0, int k0,
                                             int kn, int h = 0, bool cut = false) {
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    // Dense and dilated one-sided rows: a column bound per row (masks.cuh, causal_key_end_of_row).
+    if constexpr (!Schedule::kBlockSparse) {
+        if (rows_mask_ok(p)) {
+            int lim[MT][2];  // keep columns 2t + c with c < lim
+            bool by_rows = true;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    int end = kn;
+                    if (p.causal) {
+                        const int e = causal_key_end_of_row(p, min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1));
+                        by_rows = by_rows && e >= 0;
+                        end = min(end, e - k0);
+                    }
+                    lim[mt][r] = end - 2 * t;
+                }
+            if (by_rows) {
+#pragma unroll
+                for (int j = 0; j < NB; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+#pragma unroll
+                        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                            for (int r = 0; r < 2; r++)
+                                if (8 * j + e >= lim[mt][r]) s[mt][j][2 * r + e] = -INFINITY;
+                return;
+            }
+        }
+    }
     int qp[MT][2], qd[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)

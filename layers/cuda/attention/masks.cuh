@@ -138,6 +138,25 @@ __device__ __forceinline__ int causal_query_begin(const Params& p, const KeyTile
     return rows_with_pos_le(p.qpos, p.qrows, kt.first_pos - 1);
 }
 
+// The causal diagonal in row space, for one-sided launches without documents (rows_mask_ok):
+// positions never decrease along a map, so the key rows up to a query row are at or before its
+// position, and if the next row is at a later one, so is every row after it. A query row then
+// sees key rows [0, row + 1) and a key row is seen by query rows [row, len): two loads per row
+// where comparing positions loads one per element (a 128-key tile: 32 per thread). -1 when the
+// neighbour shares the row's position (repeated positions): the caller compares positions.
+__device__ __forceinline__ bool rows_mask_ok(const Params& p) {
+    return !p.doc_start && (!p.causal || same_rows(p));
+}
+__device__ __forceinline__ int causal_key_end_of_row(const Params& p, int row) {
+    if (row + 1 >= p.krows.len) return p.krows.len;
+    const int qp = __ldg(p.qpos + p.qrows.token(row));
+    return __ldg(p.kpos + p.krows.token(row + 1)) > qp ? row + 1 : -1;
+}
+__device__ __forceinline__ int causal_query_begin_of_row(const Params& p, int row, int kp) {
+    if (row == 0) return 0;
+    return __ldg(p.qpos + p.qrows.token(row - 1)) < kp ? row : -1;
+}
+
 // Must the (query tile, key tile) pair be masked element by element? Only pairs on the causal
 // diagonal, at the end of the key sequence or straddling a document start are; the rest run
 // the plain path.
