@@ -142,7 +142,7 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
             kp[mt][r] = Schedule::kBlockSparse ? p.k_pos0 + row : __ldg(p.kpos + p.krows.token(kok[mt][r] ? row : 0));
         }
     // Dense and dilated one-sided rows: a column range per key row (masks.cuh, causal_query_begin_of_row).
-    if constexpr (!Schedule::kBlockSparse) {
+    if constexpr (!Schedule::kBlockSparse && !Schedule::kTwoSided) {
         if (rows_mask_ok(p)) {
             int lo[MT][2];  // keep columns 2t + c with lo <= c < hi
             const int hi = qn - 2 * t;
@@ -210,31 +210,45 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
         }
 }
 
-// The part of a backward step both rungs share (this file's kernels with MT m-tiles of 16 keys
-// per warp, backward_wgmma.cuh's step with one): S^T into P^T = 2^(S^T scale_log2 -
-// L_log2[query]), masked element by element where the (key tile, query tile) pair needs it (the
-// pattern cuts it, the key tile is partial, there are documents, or the causal diagonal crosses
-// it). Ls: the query tile's L in log2; kt, kn: the key tile; queries.cut(it): does the pattern
-// cut the pair (read after the exponentials, where the step read it before it was shared).
-template <int MT, int QB, class Schedule, class Queries>
-__device__ __forceinline__ void probs_t_masked(float (&s)[MT][QB][4], const Params& p, const float* Ls, const KeyTile& kt,
-                                               int kn, int BN, const Queries& queries, int it, int b, int key_row0, int q0,
-                                               int qn, int h) {
+// A query tile's per-row values (L, delta) at this thread's columns 8 j + 2 t + e, from shared
+// memory: read before a step's products are waited for, so that their latency hides under them.
+template <int QB>
+__device__ __forceinline__ void load_query_cols(float (&x)[QB][2], const float* src) {
     const int t = threadIdx.x & 3;
 #pragma unroll
     for (int j = 0; j < QB; j++)
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const float Lq = Ls[8 * j + 2 * t + e];
+        for (int e = 0; e < 2; e++) x[j][e] = src[8 * j + 2 * t + e];
+}
+
+// The part of a backward step both rungs share (this file's kernels with MT m-tiles of 16 keys
+// per warp, backward_wgmma.cuh's step with one): S^T into P^T = 2^(S^T scale_log2 -
+// L_log2[query]), masked element by element where the (key tile, query tile) pair needs it (the
+// pattern cuts it, the key tile is partial, there are documents, or the causal diagonal crosses
+// it). Lq: the query tile's L in log2 at this thread's columns (load_query_cols); q_first_pos:
+// the position of its first row (read only when causal); kt, kn: the key tile; queries.cut(it):
+// does the pattern cut the pair (read after the exponentials, where the step read it before it
+// was shared).
+template <int MT, int QB, class Schedule, class Queries>
+__device__ __forceinline__ void probs_t_masked(float (&s)[MT][QB][4], const Params& p, const float (&Lq)[QB][2],
+                                               int q_first_pos, const KeyTile& kt, int kn, int BN, const Queries& queries,
+                                               int it, int b, int key_row0, int q0, int qn, int h) {
+#pragma unroll
+    for (int j = 0; j < QB; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int r = 0; r < 2; r++) s[mt][j][2 * r + e] = ex2(fmaf(s[mt][j][2 * r + e], p.scale_log2, -Lq));
-        }
+                for (int r = 0; r < 2; r++) s[mt][j][2 * r + e] = ex2(fmaf(s[mt][j][2 * r + e], p.scale_log2, -Lq[j][e]));
     const bool cut = queries.cut(it);
     bool need_mask = cut || kn < BN || p.doc_start != nullptr;
-    if (p.causal && !need_mask) need_mask = kt.last_pos > __ldg(p.qpos + p.qrows.token(q0));
+    if (p.causal && !need_mask) need_mask = kt.last_pos > q_first_pos;
     if (need_mask) mask_probs_t<MT, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut);
+}
+// The position of a query tile's first row, for probs_t_masked (causal launches only).
+__device__ __forceinline__ int query_first_pos(const Params& p, int q0) {
+    return p.causal ? __ldg(p.qpos + p.qrows.token(q0)) : 0;
 }
 // dS^T = P^T (dP^T - delta[query]) scale, element by element into ds (which may be P^T's or
 // dP^T's own registers). Deltas: the query tile's rowsum(dO * O).
@@ -326,7 +340,10 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
             mma_rows_times_tile<MT, QB, D, true>(dp, a, dOs, kc * 16);
         }
         // P^T = 2^(S^T scale_log2 - L_log2[query]); masked pairs 0.
-        probs_t_masked<MT, QB, Schedule>(s, p, Ls, kt, kn, BN, queries, it, b, k0 + warp * 16 * MT, q0, qn, h);
+        float Lq[QB][2];
+        load_query_cols<QB>(Lq, Ls);
+        probs_t_masked<MT, QB, Schedule>(s, p, Lq, query_first_pos(p, q0), kt, kn, BN, queries, it, b, k0 + warp * 16 * MT,
+                                         q0, qn, h);
         // dV += P^T dO
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {

@@ -67,12 +67,17 @@ __device__ __forceinline__ void bwd_wg_step_dkdv(const Params& p, const Queries&
         wgmma_ss<BM>(dp[0], sw128_desc(sV + arow, 16, 1024), sw128_desc(dOs + brow, 16, 1024), kc > 0);
     }
     wgmma_commit();
+    // The query tile's L and first position, read while the products run (after the wait, their
+    // latency stood between the products and the exponentials).
+    float Lq[QB][2];
+    load_query_cols<QB>(Lq, Ls);
+    const int q_first_pos = query_first_pos(p, q0);
     wgmma_wait_all();
     pin<QB>(s[0]);
     pin<QB>(dp[0]);
 
     // P^T = 2^(S^T scale_log2 - L_log2[query]) (masked: 0); dS^T = P^T (dP^T - delta) scale, in dp.
-    probs_t_masked<1, QB, Schedule>(s, p, Ls, kt, kn, BN, queries, it, b, key_row0, q0, qn, h);
+    probs_t_masked<1, QB, Schedule>(s, p, Lq, q_first_pos, kt, kn, BN, queries, it, b, key_row0, q0, qn, h);
     ds_t_from_probs<1, QB>(dp, s, dp, Deltas, p.scale);
 #pragma unroll
     for (int kk = 0; kk < BM / 16; kk++) {

@@ -63,6 +63,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
                                       const __grid_constant__ CUtensorMap tm_dq, Params p) {
     constexpr int BN = kBwsBN, BM = kBwdWgBM, DB = D / 8, DQN = D / 2;
     constexpr bool kDqTma = bws_dq_tma<D, Schedule>();
+    static_assert(BM % 32 == 0, "the producer warp's lanes load L and delta for BM / 32 rows each");
     constexpr uint32_t kTileQ = BM * D * 2;  // bytes of one Q (or dO) stage
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t bars[1 + 2 * STAGES];
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
     if (threadIdx.x == 0) {
         mbar_init(kv_full, 1);
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(q_full + 8 * s, 32);  // the producer warp's lanes, lane 0 announcing the TMA bytes
+            mbar_init(q_full + 8 * s, 32);  // the producer warp's lanes (lane 0 also announces the TMA bytes)
             mbar_init(q_empty + 8 * s, 256);  // every consumer thread (each read the stage's L, delta)
         }
         mbar_fence_init();
@@ -113,23 +114,31 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         for (int it = 0; it < n; it++) {
             const int s = it % STAGES, use = it / STAGES;
             const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
-            if (use > 0) mbar_wait(q_empty + 8 * s, (use - 1) & 1);
-            // L and delta of the tile's rows; past the last query L = +inf, so P = 0 there, and
-            // dS = 0 whatever the rows the TMA copied past it hold.
+            // L and delta of the tile's rows, loaded before the wait for the stage so that their
+            // latency hides under it; past the last query L = +inf, so P = 0 there, and dS = 0
+            // whatever the rows the TMA copied past it hold.
+            float Lr[BM / 32], Dr[BM / 32];
 #pragma unroll
-            for (int r = lane; r < BM; r += 32) {
+            for (int i = 0; i < BM / 32; i++) {
+                const int r = lane + 32 * i;
                 const bool ok = r < qn;
                 const size_t at = rowbase + p.qrows.token(ok ? q0 + r : q0);
-                Lw[s * BM + r] = ok ? __ldg(p.lse_log2 + at) : INFINITY;
-                Dw[s * BM + r] = ok ? __ldg(p.delta + at) : 0.f;
+                Lr[i] = ok ? __ldg(p.lse_log2 + at) : INFINITY;
+                Dr[i] = ok ? __ldg(p.delta + at) : 0.f;
             }
+            if (use > 0) mbar_wait(q_empty + 8 * s, (use - 1) & 1);
+            // Q and dO first: their copies run while the lanes store L and delta.
             if (lane == 0) {
-                mbar_arrive_expect_tx(q_full + 8 * s, 2 * kTileQ);
+                mbar_expect_tx(q_full + 8 * s, 2 * kTileQ);
                 ws_load_rows<D, Schedule::kPerBlockMaps>(sQ + s * kTileQ, &tm_q, p.qrows, q0, BM, h, b, q_full + 8 * s);
                 ws_load_rows<D, Schedule::kPerBlockMaps>(sdO + s * kTileQ, &tm_do, p.qrows, q0, BM, h, b, q_full + 8 * s);
-            } else {
-                mbar_arrive(q_full + 8 * s);  // release: this lane's L, delta stores before it
             }
+#pragma unroll
+            for (int i = 0; i < BM / 32; i++) {
+                Lw[s * BM + lane + 32 * i] = Lr[i];
+                Dw[s * BM + lane + 32 * i] = Dr[i];
+            }
+            mbar_arrive(q_full + 8 * s);  // every lane, releasing its L, delta stores
         }
         return;
     }

@@ -42,7 +42,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
                                             int kn, int h = 0, bool cut = false) {
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     // Dense and dilated one-sided rows: a column bound per row (masks.cuh, causal_key_end_of_row).
-    if constexpr (!Schedule::kBlockSparse) {
+    if constexpr (!Schedule::kBlockSparse && !Schedule::kTwoSided) {
         if (rows_mask_ok(p)) {
             int lim[MT][2];  // keep columns 2t + c with c < lim
             bool by_rows = true;
