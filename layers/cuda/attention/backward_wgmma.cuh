@@ -39,23 +39,13 @@ __device__ __forceinline__ void load_query_side_sw128(const Params& p, int b, in
     }
 }
 
-// One backward step of the warpgroup that owns keys [wg*64, wg*64 + 64) of a block's 128 (the
-// wgmma kernel below and the warp-specialized one, backward_ws.cuh, run the same step; they differ
-// in how tiles arrive and how the two warpgroups meet). key_row0: the first key of the calling
-// warp's 16-row slice; Qs, dOs, Ls, Deltas: this step's query tile; dSs: the block's dS^T tile.
-// Computes S^T = K Q^T and dP^T = V dO^T (64 keys, BM queries), P^T and dS^T (into the A
-// fragments pa and dsa, and dS^T's rows into dSs for dQ), and issues dV += P^T dO, dK += dS^T Q
-// (committed, not waited for: pa, dsa, dk and dv stay in use until the next wait).
-template <int D, class Schedule, class Queries>
-__device__ __forceinline__ void bwd_wg_step_dkdv(const Params& p, const Queries& queries, int it, const KeyTile& kt, int kn,
-                                                 int b, int h, int wg, int key_row0, int q0, int qn, uint32_t sK, uint32_t sV,
-                                                 uint32_t Qs, uint32_t dOs, uint32_t dSs, const float* Ls, const float* Deltas,
-                                                 uint32_t (&pa)[kBwdWgBM / 16][4], uint32_t (&dsa)[kBwdWgBM / 16][4],
-                                                 float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
-    constexpr int BN = 128, BM = kBwdWgBM, QB = BM / 8, DB = D / 8;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    // S^T = K Q^T and dP^T = V dO^T, (64 keys, BM queries) per warpgroup.
-    float s[1][QB][4], dp[1][QB][4];
+// S^T = K Q^T and dP^T = V dO^T for the warpgroup that owns keys [wg*64, wg*64 + 64) of a
+// block's 128: (64 keys, BM queries) from this step's Q and dO tiles, issued and committed as one
+// group, not waited for (bwd_wg_step_dkdv_from_sdp waits).
+template <int D>
+__device__ __forceinline__ void bwd_wg_issue_sdp(float (&s)[1][kBwdWgBM / 8][4], float (&dp)[1][kBwdWgBM / 8][4], int wg,
+                                                 uint32_t sK, uint32_t sV, uint32_t Qs, uint32_t dOs) {
+    constexpr int BN = 128, BM = kBwdWgBM, QB = BM / 8;
     pin<QB>(s[0]);
     pin<QB>(dp[0]);
     wgmma_fence();
@@ -67,6 +57,26 @@ __device__ __forceinline__ void bwd_wg_step_dkdv(const Params& p, const Queries&
         wgmma_ss<BM>(dp[0], sw128_desc(sV + arow, 16, 1024), sw128_desc(dOs + brow, 16, 1024), kc > 0);
     }
     wgmma_commit();
+}
+
+// The rest of one backward step of that warpgroup (the wgmma kernel below and the
+// warp-specialized one, backward_ws.cuh, run the same step; they differ in how tiles arrive and
+// how the two warpgroups meet), once bwd_wg_issue_sdp issued S^T and dP^T into s and dp (the
+// only products still pending). key_row0: the first key of the calling warp's 16-row slice; Qs,
+// dOs, Ls, Deltas: this step's query tile; dSs: the block's dS^T tile. Waits for S^T and dP^T,
+// computes P^T and dS^T (into the A fragments pa and dsa, and dS^T's rows into dSs for dQ), and
+// issues dV += P^T dO, dK += dS^T Q (committed, not waited for: pa, dsa, dk and dv stay in use
+// until the next wait).
+template <int D, class Schedule, class Queries>
+__device__ __forceinline__ void bwd_wg_step_dkdv_from_sdp(float (&s)[1][kBwdWgBM / 8][4], float (&dp)[1][kBwdWgBM / 8][4],
+                                                          const Params& p, const Queries& queries, int it, const KeyTile& kt,
+                                                          int kn, int b, int h, int wg, int key_row0, int q0, int qn,
+                                                          uint32_t Qs, uint32_t dOs, uint32_t dSs, const float* Ls,
+                                                          const float* Deltas, uint32_t (&pa)[kBwdWgBM / 16][4],
+                                                          uint32_t (&dsa)[kBwdWgBM / 16][4], float (&dk)[D / 8][4],
+                                                          float (&dv)[D / 8][4]) {
+    constexpr int BN = 128, BM = kBwdWgBM, QB = BM / 8, DB = D / 8;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     // The query tile's L and first position, read while the products run (after the wait, their
     // latency stood between the products and the exponentials).
     float Lq[QB][2];
@@ -109,13 +119,25 @@ __device__ __forceinline__ void bwd_wg_step_dkdv(const Params& p, const Queries&
     wgmma_commit();
 }
 
-// dQ[:, wg*D/2 ..] = dS K over all 128 keys (both warpgroups' dS^T must be in dSs), waited for;
-// then every product of the step is done and pa, dsa, dk, dv are free.
+// The whole step: S^T and dP^T issued, then the rest.
+template <int D, class Schedule, class Queries>
+__device__ __forceinline__ void bwd_wg_step_dkdv(const Params& p, const Queries& queries, int it, const KeyTile& kt, int kn,
+                                                 int b, int h, int wg, int key_row0, int q0, int qn, uint32_t sK, uint32_t sV,
+                                                 uint32_t Qs, uint32_t dOs, uint32_t dSs, const float* Ls, const float* Deltas,
+                                                 uint32_t (&pa)[kBwdWgBM / 16][4], uint32_t (&dsa)[kBwdWgBM / 16][4],
+                                                 float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
+    constexpr int QB = kBwdWgBM / 8;
+    float s[1][QB][4], dp[1][QB][4];
+    bwd_wg_issue_sdp<D>(s, dp, wg, sK, sV, Qs, dOs);
+    bwd_wg_step_dkdv_from_sdp<D, Schedule>(s, dp, p, queries, it, kt, kn, b, h, wg, key_row0, q0, qn, Qs, dOs, dSs, Ls, Deltas,
+                                           pa, dsa, dk, dv);
+}
+
+// dQ[:, wg*D/2 ..] = dS K over all 128 keys (both warpgroups' dS^T must be in dSs), issued and
+// committed, not waited for.
 template <int D>
-__device__ __forceinline__ void bwd_wg_step_dq(int wg, uint32_t sK, uint32_t dSs, float (&dq)[D / 16][4],
-                                               uint32_t (&pa)[kBwdWgBM / 16][4], uint32_t (&dsa)[kBwdWgBM / 16][4],
-                                               float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
-    constexpr int BN = 128, BM = kBwdWgBM, DB = D / 8, DQN = D / 2;
+__device__ __forceinline__ void bwd_wg_issue_dq(int wg, uint32_t sK, uint32_t dSs, float (&dq)[D / 16][4]) {
+    constexpr int BN = 128, DQN = D / 2;
     pin<DQN / 8>(dq);
     wgmma_fence();
     // Column offset of this warpgroup's half of K: a whole 64-column block (D = 128) or the
@@ -126,12 +148,26 @@ __device__ __forceinline__ void bwd_wg_step_dq(int wg, uint32_t sK, uint32_t dSs
         wgmma_ss_tt<DQN>(dq, sw128_desc(dSs + kk * 16 * 128, BN * 128, 1024),
                          sw128_desc(sK + kcol + kk * 16 * 128, BN * 128, 1024), kk > 0);
     wgmma_commit();
+}
+// After the wait for dQ (and so for every product of the step before it): its registers and those
+// dV, dK read or wrote are the compiler's again.
+template <int D>
+__device__ __forceinline__ void bwd_wg_pin_step(float (&dq)[D / 16][4], uint32_t (&pa)[kBwdWgBM / 16][4],
+                                                uint32_t (&dsa)[kBwdWgBM / 16][4], float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
+    pin<D / 16>(dq);
+    pin<kBwdWgBM / 16>(pa);
+    pin<kBwdWgBM / 16>(dsa);
+    pin<D / 8>(dv);
+    pin<D / 8>(dk);
+}
+// dQ issued and waited for; then every product of the step is done and pa, dsa, dk, dv are free.
+template <int D>
+__device__ __forceinline__ void bwd_wg_step_dq(int wg, uint32_t sK, uint32_t dSs, float (&dq)[D / 16][4],
+                                               uint32_t (&pa)[kBwdWgBM / 16][4], uint32_t (&dsa)[kBwdWgBM / 16][4],
+                                               float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
+    bwd_wg_issue_dq<D>(wg, sK, dSs, dq);
     wgmma_wait_all();
-    pin<DQN / 8>(dq);
-    pin<BM / 16>(pa);
-    pin<BM / 16>(dsa);
-    pin<DB>(dv);
-    pin<DB>(dk);
+    bwd_wg_pin_step<D>(dq, pa, dsa, dk, dv);
 }
 
 template <int D, class Schedule>

@@ -37,6 +37,12 @@ constexpr int kBwsDqBarrier = 2;       // named barriers 2, 3: a consumer's dQ b
 template <int D>
 constexpr bool bws_dq_by_tma() { return D == 128; }
 
+// The next step's S^T and dP^T issued before this step's dQ is waited for, at D = 64: they run
+// under the dQ adds and the step's set-up. At D = 128 the two live tiles would not fit the
+// consumer's registers beside dK and dV.
+template <int D>
+constexpr bool bws_overlap_sdp() { return D == 64; }
+
 template <int D, int STAGES>
 constexpr int backward_ws_smem_bytes() {
     constexpr int BN = kBwsBN, BM = kBwdWgBM;
@@ -64,6 +70,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
     constexpr int BN = kBwsBN, BM = kBwdWgBM, DB = D / 8, DQN = D / 2;
     constexpr bool kDqTma = bws_dq_tma<D, Schedule>();
     static_assert(BM % 32 == 0, "the producer warp's lanes load L and delta for BM / 32 rows each");
+    constexpr bool kOverlap = bws_overlap_sdp<D>();
     constexpr uint32_t kTileQ = BM * D * 2;  // bytes of one Q (or dO) stage
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t bars[1 + 2 * STAGES];
@@ -147,18 +154,29 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
     const int cw = wg - 1;                              // keys [cw*64, cw*64 + 64) of the block
     const int key_row0 = k0 + cw * 64 + warp * 16;      // first key of the warp's 16-row slice
     float dk[DB][4] = {}, dv[DB][4] = {};
-    if (n > 0) mbar_wait(kv_full, 0);
-    for (int it = 0; it < n; it++) {
+    // The step's first products, S^T and dP^T: at D = 64 the next step's are issued before this
+    // step's dQ is waited for, so that they run under its adds (bws_overlap_sdp).
+    auto issue_sdp = [&](float (&s)[1][BM / 8][4], float (&dp)[1][BM / 8][4], int it) {
         const int st = it % STAGES;
         mbar_wait(q_full + 8 * st, (it / STAGES) & 1);
+        bwd_wg_issue_sdp<D>(s, dp, cw, sK, sV, sQ + st * kTileQ, sdO + st * kTileQ);
+    };
+    float s[1][BM / 8][4], dp[1][BM / 8][4];
+    if (n > 0) {
+        mbar_wait(kv_full, 0);
+        if constexpr (kOverlap) issue_sdp(s, dp, 0);
+    }
+    for (int it = 0; it < n; it++) {
+        const int st = it % STAGES;
         const uint32_t Qs = sQ + st * kTileQ, dOs = sdO + st * kTileQ, dSs = sdS + (it & 1) * BN * BM * 2;
         const float* Ls = fL + st * BM;
         const float* Deltas = fDelta + st * BM;
         const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
 
         uint32_t pa[BM / 16][4], dsa[BM / 16][4];
-        bwd_wg_step_dkdv<D, Schedule>(p, queries, it, kt, kn, b, h, cw, key_row0, q0, qn, sK, sV, Qs, dOs, dSs, Ls, Deltas, pa,
-                                      dsa, dk, dv);
+        if constexpr (!kOverlap) issue_sdp(s, dp, it);
+        bwd_wg_step_dkdv_from_sdp<D, Schedule>(s, dp, p, queries, it, kt, kn, b, h, cw, key_row0, q0, qn, Qs, dOs, dSs, Ls,
+                                               Deltas, pa, dsa, dk, dv);
 
         // dQ[:, cw*D/2 ..] = dS K over all BN keys: both consumers' dS^T must be in place. (The
         // other buffer, written next step, was last read by the dQ of the step before, which
@@ -169,7 +187,14 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         fence_proxy_async();
         named_sync(kBwsDsBarrier, 256);
         float dq[DQN / 8][4];
-        bwd_wg_step_dq<D>(cw, sK, dSs, dq, pa, dsa, dk, dv);
+        bwd_wg_issue_dq<D>(cw, sK, dSs, dq);
+        if (kOverlap && it + 1 < n) {
+            issue_sdp(s, dp, it + 1);
+            wgmma_wait_one();  // dV, dK and dQ done; the next S^T, dP^T still running
+        } else {
+            wgmma_wait_all();
+        }
+        bwd_wg_pin_step<D>(dq, pa, dsa, dk, dv);
         // Every read of this stage (Q, dO by the products, L, delta) is done: hand it back. Each
         // thread arrives for its own reads of L and delta (an arrival releases only the arriving
         // thread's accesses; compute-sanitizer's racecheck flagged one arrival per warp).
