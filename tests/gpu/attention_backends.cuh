@@ -134,36 +134,6 @@ inline std::vector<AttnBackend> attention_backends(int D) {
         };
         out.push_back(b);
     }
-    // Variant 0's backward on its other grid (a block per key tile; the test's rows are short, so
-    // the plain run walks them persistently), and both persistent kernels on 3 blocks, each
-    // walking many tiles (the K/V buffers and the stages reused across tiles).
-    for (int grid : {0, 1}) {
-        AttnBackend b;
-        b.name = grid ? std::string("flash ") + fv[0].name + " / " + bv[0].name + " (persistent on 3 blocks)"
-                      : std::string("flash ") + bv[0].name + " (a block per key tile)";
-        b.refuses = flash_refuses;
-        if (grid)
-            b.forward = [](bf16* o, float* l, const AttnDevCase& c, const AttnPattern& p, const int* doc, float scale) {
-                const int keep = flash::persistent_grid_max;
-                flash::persistent_grid_max = 3;
-                attention_forward_cuda_variant(0, o, l, c.q, c.k, c.v, c.pos, doc, p, c.s, scale, 0);
-                flash::persistent_grid_max = keep;
-            };
-        b.backward = [grid](bf16* dq, bf16* dk, bf16* dv, const float* l, const AttnDevCase& c, const AttnPattern& p,
-                            const int* doc, float scale) {
-            const int keep_tiles = flash::bws_persistent_max_key_tiles, keep_grid = flash::persistent_grid_max;
-            if (grid) flash::persistent_grid_max = 3;
-            else flash::bws_persistent_max_key_tiles = 0;
-            Scratch ws(attention_backward_workspace_bytes(c.s, p));
-            attention_backward_cuda_variant(0, dq, dk, dv, c.dout, c.out, l, c.q, c.k, c.v, c.pos, doc, p, c.s, scale,
-                                            ws.f(), 0);
-            CUDA_CHECK(cudaDeviceSynchronize());
-            flash::bws_persistent_max_key_tiles = keep_tiles;
-            flash::persistent_grid_max = keep_grid;
-        };
-        b.deterministic_backward = false;  // dQ added atomically
-        out.push_back(b);
-    }
     for (int i = 0; i < nb; i++) {
         AttnBackend b;
         b.name = std::string("flash ") + bv[i].name;

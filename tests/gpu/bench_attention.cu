@@ -9,13 +9,11 @@
 // in the last two columns (--no-cudnn leaves it out).
 //
 // Usage: bench_attention [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants] [--no-cudnn]
-//                        [--l2-budget BYTES] [--bwd-persistent TILES]
+//                        [--l2-budget BYTES]
 //   --variants also times every tile configuration (flash::forward_variants/backward_variants),
 //   to choose the defaults; the main table is always the default (variant 0).
 //   --l2-budget sets flash::dense_l2_budget (the launch-order groups of dense rows; 0: plain grid
-//   order), to compare the two in one binary; --bwd-persistent sets
-//   flash::bws_persistent_max_key_tiles (the backward walks rows of at most this many key tiles
-//   with a block per SM; 0: a block per key tile), likewise.
+//   order), to compare the two in one binary.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -39,8 +37,7 @@ static int main_body(int argc, char** argv) {
         else if (!std::strcmp(argv[i], "--variants")) variants = true;
         else if (!std::strcmp(argv[i], "--no-cudnn")) cudnn = false;
         else if (!std::strcmp(argv[i], "--l2-budget") && i + 1 < argc) flash::dense_l2_budget = std::atoll(argv[++i]);
-        else if (!std::strcmp(argv[i], "--bwd-persistent") && i + 1 < argc) flash::bws_persistent_max_key_tiles = std::atoi(argv[++i]);
-        else fatal("usage: bench_attention [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants] [--no-cudnn] [--l2-budget BYTES] [--bwd-persistent TILES]");
+        else fatal("usage: bench_attention [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants] [--no-cudnn] [--l2-budget BYTES]");
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -85,11 +82,8 @@ static int main_body(int argc, char** argv) {
     Timer timer;
     std::string table;
     char line[512];
-    std::snprintf(line, sizeof line,
-                  "# flash attention (ours), causal, bf16, B*N = %lld tokens, H = 2048/D, %s, L2 groups of dense rows: %s, "
-                  "persistent backward up to %d key tiles\n",
-                  tokens, prop.name, flash::dense_l2_budget > 0 ? (std::to_string(flash::dense_l2_budget >> 20) + " MiB").c_str() : "off",
-                  flash::bws_persistent_max_key_tiles);
+    std::snprintf(line, sizeof line, "# flash attention (ours), causal, bf16, B*N = %lld tokens, H = 2048/D, %s, L2 groups of dense rows: %s\n",
+                  tokens, prop.name, flash::dense_l2_budget > 0 ? (std::to_string(flash::dense_l2_budget >> 20) + " MiB").c_str() : "off");
     table += line;
     std::snprintf(line, sizeof line, "%-6s %4s %4s %4s %10s %10s %10s %10s %10s %12s %12s\n", "N", "D", "B", "H",
                   "fwd ms", "fwd TF/s", "f+b ms", "f+b TF/s", "bwd TF/s", "cudnn fwd", "cudnn f+b");

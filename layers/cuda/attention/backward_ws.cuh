@@ -14,11 +14,6 @@
 //  - The consumers never wait for loads at a block barrier; the one barrier left in a step is the
 //    two consumers' (dQ reads both halves of dS^T), and dS^T is double-buffered so that the next
 //    step's writes need no second one.
-//  - For short walks (short rows, a dilated branch's segments, block-sparse lists), a persistent
-//    kernel: a block per SM walks many key tiles, the producer loading the next tile's K and V
-//    (into a second buffer at D = 64) and its first query tiles while the consumers finish this
-//    one. Both kernels run the same per-tile producer and consumer code (bws_load_key_tile,
-//    bws_consume_key_tile).
 // It serves the launches forward_ws.cuh serves (one-sided dense rows and block-sparse lists,
 // written; one-sided dilated branches, read at their step, dK and dV merged); every other launch
 // runs backward_wgmma.cuh (launch_template.cuh, launch_backward_dkdv_ws).
@@ -35,15 +30,6 @@ constexpr int kBwsProducerRegs = 24;   // 128 x 24 + 256 x 240 <= 65536 register
 constexpr int kBwsConsumerRegs = 240;
 constexpr int kBwsDsBarrier = 1;       // named barrier: both consumers' dS^T in place
 constexpr int kBwsDqBarrier = 2;       // named barriers 2, 3: a consumer's dQ block in place
-constexpr int kBwsPersistentMaxKeyTiles = 32;  // rows up to 4096: a block per SM walks the key tiles
-// The persistent kernel's producer walks tiles (a copy of Params, the tile's maps and lists): 24
-// registers spill there (36-56 bytes at D = 64), 40 do not. At D = 64 the consumers fit in the
-// remaining 232; at D = 128 they need 240 (232 spills 40-76 bytes in them), so the producer keeps
-// 24 and spills instead (56-116 bytes, in its per-tile code, one warp).
-template <int D>
-constexpr int bws_persistent_producer_regs() { return D == 64 ? 40 : kBwsProducerRegs; }
-template <int D>
-constexpr int bws_persistent_consumer_regs() { return D == 64 ? 232 : kBwsConsumerRegs; }
 
 // dQ by TMA reduce-adds at D = 128, by atomics at D = 64: against the atomics, the boxes measured
 // 0.89-0.99x the forward + backward time at D = 128 and 1.05-1.15x at D = 64, where a step is half
@@ -57,6 +43,15 @@ constexpr bool bws_dq_by_tma() { return D == 128; }
 template <int D>
 constexpr bool bws_overlap_sdp() { return D == 64; }
 
+template <int D, int STAGES>
+constexpr int backward_ws_smem_bytes() {
+    constexpr int BN = kBwsBN, BM = kBwdWgBM;
+    // K, V (BN, D); STAGES x Q, dO (BM, D); 2 x dS^T (BN, BM); STAGES x L, delta (BM) fp32; dQ
+    // (BM, D) fp32 when added by TMA; slack to align to 1024 (twice with dQ).
+    return (2 * BN * D + 2 * STAGES * BM * D + 2 * BN * BM) * 2 + 2 * STAGES * BM * 4 +
+           (bws_dq_by_tma<D>() ? BM * D * 4 + 1024 : 0) + 1024;
+}
+
 // The launches it serves: ws_serves's (forward_ws.cuh), with dQ gathered in the fp32 accumulator.
 // Dilated branches too (forward_ws.cuh, ws_serves_dilated): Q, dO, K, V read at the branch's
 // step by the TMA, dK and dV added into the branches before, dQ by atomics (bws_dq_tma).
@@ -67,177 +62,115 @@ inline bool backward_ws_serves(const Params& p) { return (ws_serves(p) || ws_ser
 template <int D, class Schedule>
 constexpr bool bws_dq_tma() { return bws_dq_by_tma<D>() && !Schedule::kPerBlockMaps; }
 
-// K and V buffers of the persistent kernel: two at D = 64, so that the producer loads the next
-// key tile's while the consumers finish this one; one at D = 128 (two would not fit in shared
-// memory), loaded as soon as the consumers are done with the last.
-template <int D>
-constexpr int bws_kv_buffers() { return D == 64 ? 2 : 1; }
+template <int D, int STAGES, class Schedule>
+__global__ void __launch_bounds__(kBwsThreads, 1)
+    attention_backward_dkdv_ws_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                                      const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                                      const __grid_constant__ CUtensorMap tm_dq, Params p) {
+    constexpr int BN = kBwsBN, BM = kBwdWgBM, DB = D / 8, DQN = D / 2;
+    constexpr bool kDqTma = bws_dq_tma<D, Schedule>();
+    static_assert(BM % 32 == 0, "the producer warp's lanes load L and delta for BM / 32 rows each");
+    constexpr bool kOverlap = bws_overlap_sdp<D>();
+    constexpr uint32_t kTileQ = BM * D * 2;  // bytes of one Q (or dO) stage
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t bars[1 + 2 * STAGES];
+    const uint32_t base = (smem_u32(smem) + 1023) & ~1023u;
+    const uint32_t sK = base;                     // [D/64][BN][64]
+    const uint32_t sV = sK + BN * D * 2;          // [D/64][BN][64]
+    const uint32_t sQ = sV + BN * D * 2;          // STAGES x [D/64][BM][64]
+    const uint32_t sdO = sQ + STAGES * kTileQ;    // STAGES x [D/64][BM][64]
+    const uint32_t sdS = sdO + STAGES * kTileQ;   // 2 x [BN][BM]: dS^T, keys as rows
+    const uint32_t sL = sdS + 2 * BN * BM * 2;    // STAGES x (BM) fp32, log2 domain
+    const uint32_t sDelta = sL + STAGES * BM * 4; // STAGES x (BM) fp32
+    const uint32_t sdQ = (sDelta + STAGES * BM * 4 + 1023) & ~1023u;  // 2 x [D/64][BM][32] fp32, a half per consumer
+    const float* fL = reinterpret_cast<const float*>(smem + (sL - smem_u32(smem)));
+    const float* fDelta = reinterpret_cast<const float*>(smem + (sDelta - smem_u32(smem)));
+    const uint32_t kv_full = smem_u32(bars), q_full = kv_full + 8, q_empty = q_full + 8 * STAGES;  // stage s at + 8 s
 
-// Shared memory: KVS x K, V (BN, D); STAGES x Q, dO (BM, D); 2 x dS^T (BN, BM); STAGES x L, delta
-// (BM) fp32; dQ (BM, D) fp32 when added by TMA. Addresses of the shared-memory window.
-template <int D, int STAGES, int KVS>
-struct BwsSmem {
-    static constexpr int BN = kBwsBN, BM = kBwdWgBM;
-    static constexpr uint32_t kTileKV = BN * D * 2, kTileQ = BM * D * 2;  // bytes of one K (V), Q (dO) tile
-    uint32_t k, v, q, dout, ds, L, delta, dq;
-    const float *fL, *fDelta;  // L and delta through generic pointers
-    __device__ explicit BwsSmem(unsigned char* smem) {
-        const uint32_t base = (smem_u32(smem) + 1023) & ~1023u;
-        k = base;                                  // KVS x [D/64][BN][64]
-        v = k + KVS * kTileKV;                     // KVS x [D/64][BN][64]
-        q = v + KVS * kTileKV;                     // STAGES x [D/64][BM][64]
-        dout = q + STAGES * kTileQ;                // STAGES x [D/64][BM][64]
-        ds = dout + STAGES * kTileQ;               // 2 x [BN][BM]: dS^T, keys as rows
-        L = ds + 2 * BN * BM * 2;                  // STAGES x (BM) fp32, log2 domain
-        delta = L + STAGES * BM * 4;               // STAGES x (BM) fp32
-        dq = (delta + STAGES * BM * 4 + 1023) & ~1023u;  // 2 x [D/64][BM][32] fp32, a half per consumer
-        fL = reinterpret_cast<const float*>(smem + (L - smem_u32(smem)));
-        fDelta = reinterpret_cast<const float*>(smem + (delta - smem_u32(smem)));
-    }
-};
-template <int D, int STAGES, int KVS>
-constexpr int backward_ws_smem_bytes() {
-    constexpr int BN = kBwsBN, BM = kBwdWgBM;
-    // Slack to align to 1024 (twice with dQ).
-    return (2 * KVS * BN * D + 2 * STAGES * BM * D + 2 * BN * BM) * 2 + 2 * STAGES * BM * 4 +
-           (bws_dq_by_tma<D>() ? BM * D * 4 + 1024 : 0) + 1024;
-}
-
-// The mbarriers: K, V full and empty per buffer, Q (with dO, L, delta) full and empty per stage.
-struct BwsBarriers {
-    uint32_t kv_full, kv_empty, q_full, q_empty;  // buffer or stage s at + 8 s
-};
-template <int STAGES, int KVS>
-__device__ __forceinline__ BwsBarriers bws_init_barriers(uint64_t (&bars)[2 * KVS + 2 * STAGES]) {
-    const uint32_t kv_full = smem_u32(bars), kv_empty = kv_full + 8 * KVS, q_full = kv_empty + 8 * KVS;
-    const BwsBarriers w{kv_full, kv_empty, q_full, q_full + 8 * STAGES};
+    int b, h, rank;
+    resolve_block<Schedule, true>(p, b, h, rank);
+    const int k0 = Schedule::key_tile_of_rank(p, rank) * BN, kn = min(BN, p.krows.len - k0);
+    if (kn <= 0) return;
+    const KeyTile kt = key_tile_info(p, k0, kn);
+    const auto queries = Schedule::query_tiles(p, kt, BM);
+    const int n = queries.count();
     if (threadIdx.x == 0) {
-        for (int s = 0; s < KVS; s++) {
-            mbar_init(w.kv_full + 8 * s, 1);
-            mbar_init(w.kv_empty + 8 * s, 256);  // every consumer thread, after its last product
-        }
+        mbar_init(kv_full, 1);
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(w.q_full + 8 * s, 32);     // the producer warp's lanes (lane 0 also announces the TMA bytes)
-            mbar_init(w.q_empty + 8 * s, 256);   // every consumer thread (each read the stage's L, delta)
+            mbar_init(q_full + 8 * s, 32);  // the producer warp's lanes (lane 0 also announces the TMA bytes)
+            mbar_init(q_empty + 8 * s, 256);  // every consumer thread (each read the stage's L, delta)
         }
         mbar_fence_init();
     }
     __syncthreads();
-    return w;
-}
 
-// Producer warp (all 32 lanes): one key tile's K and V into buffer kj % KVS (once the consumers
-// are done with the tile that used it before, kj >= KVS), then its n query tiles, Q and dO by TMA
-// and L, delta by the lanes, into stages g, g + 1, ... (mod STAGES). kj counts the block's key
-// tiles before this one, g their query tiles.
-template <int D, int STAGES, int KVS, class Schedule, class Queries>
-__device__ __forceinline__ void bws_load_key_tile(const CUtensorMap* tm_q, const CUtensorMap* tm_k, const CUtensorMap* tm_v,
-                                                  const CUtensorMap* tm_do, const Params& p, const Queries& queries, int n,
-                                                  int b, int h, int k0, const BwsSmem<D, STAGES, KVS>& sm,
-                                                  const BwsBarriers& w, int g, int kj) {
-    constexpr int BN = kBwsBN, BM = kBwdWgBM;
-    constexpr uint32_t kTileKV = BwsSmem<D, STAGES, KVS>::kTileKV, kTileQ = BwsSmem<D, STAGES, KVS>::kTileQ;
-    static_assert(BM % 32 == 0, "the producer warp's lanes load L and delta for BM / 32 rows each");
-    const int lane = threadIdx.x & 31;
-    if (lane == 0) {
-        const int kb = kj % KVS, kuse = kj / KVS;
-        if (kuse > 0) mbar_wait(w.kv_empty + 8 * kb, (kuse - 1) & 1);
-        mbar_arrive_expect_tx(w.kv_full + 8 * kb, 2 * kTileKV);
-        ws_load_rows<D, Schedule::kPerBlockMaps>(sm.k + kb * kTileKV, tm_k, p.krows, k0, BN, h, b, w.kv_full + 8 * kb);
-        ws_load_rows<D, Schedule::kPerBlockMaps>(sm.v + kb * kTileKV, tm_v, p.krows, k0, BN, h, b, w.kv_full + 8 * kb);
-    }
-    const size_t rowbase = ((size_t)b * p.H + h) * p.q_tokens;
-    float* Lw = const_cast<float*>(sm.fL);
-    float* Dw = const_cast<float*>(sm.fDelta);
-    for (int it = 0; it < n; it++) {
-        const int s = (g + it) % STAGES, use = (g + it) / STAGES;
-        const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
-        // L and delta of the tile's rows, loaded before the wait for the stage so that their
-        // latency hides under it; past the last query L = +inf, so P = 0 there, and dS = 0
-        // whatever the rows the TMA copied past it hold.
-        float Lr[BM / 32], Dr[BM / 32];
-#pragma unroll
-        for (int i = 0; i < BM / 32; i++) {
-            const int r = lane + 32 * i;
-            const bool ok = r < qn;
-            const size_t at = rowbase + p.qrows.token(ok ? q0 + r : q0);
-            Lr[i] = ok ? __ldg(p.lse_log2 + at) : INFINITY;
-            Dr[i] = ok ? __ldg(p.delta + at) : 0.f;
-        }
-        if (use > 0) mbar_wait(w.q_empty + 8 * s, (use - 1) & 1);
-        // Q and dO first: their copies run while the lanes store L and delta.
+    const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (wg == 0) {  // producer: warp 0
+        regs_decrease<kBwsProducerRegs>();
+        if (warp != 0 || n == 0) return;
         if (lane == 0) {
-            mbar_expect_tx(w.q_full + 8 * s, 2 * kTileQ);
-            ws_load_rows<D, Schedule::kPerBlockMaps>(sm.q + s * kTileQ, tm_q, p.qrows, q0, BM, h, b, w.q_full + 8 * s);
-            ws_load_rows<D, Schedule::kPerBlockMaps>(sm.dout + s * kTileQ, tm_do, p.qrows, q0, BM, h, b, w.q_full + 8 * s);
+            tma_prefetch_map(&tm_q);
+            tma_prefetch_map(&tm_do);
+            mbar_arrive_expect_tx(kv_full, 2 * BN * D * 2);
+            ws_load_rows<D, Schedule::kPerBlockMaps>(sK, &tm_k, p.krows, k0, BN, h, b, kv_full);
+            ws_load_rows<D, Schedule::kPerBlockMaps>(sV, &tm_v, p.krows, k0, BN, h, b, kv_full);
         }
+        const size_t rowbase = ((size_t)b * p.H + h) * p.q_tokens;
+        float* Lw = reinterpret_cast<float*>(smem + (sL - smem_u32(smem)));
+        float* Dw = reinterpret_cast<float*>(smem + (sDelta - smem_u32(smem)));
+        for (int it = 0; it < n; it++) {
+            const int s = it % STAGES, use = it / STAGES;
+            const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
+            // L and delta of the tile's rows, loaded before the wait for the stage so that their
+            // latency hides under it; past the last query L = +inf, so P = 0 there, and dS = 0
+            // whatever the rows the TMA copied past it hold.
+            float Lr[BM / 32], Dr[BM / 32];
 #pragma unroll
-        for (int i = 0; i < BM / 32; i++) {
-            Lw[s * BM + lane + 32 * i] = Lr[i];
-            Dw[s * BM + lane + 32 * i] = Dr[i];
+            for (int i = 0; i < BM / 32; i++) {
+                const int r = lane + 32 * i;
+                const bool ok = r < qn;
+                const size_t at = rowbase + p.qrows.token(ok ? q0 + r : q0);
+                Lr[i] = ok ? __ldg(p.lse_log2 + at) : INFINITY;
+                Dr[i] = ok ? __ldg(p.delta + at) : 0.f;
+            }
+            if (use > 0) mbar_wait(q_empty + 8 * s, (use - 1) & 1);
+            // Q and dO first: their copies run while the lanes store L and delta.
+            if (lane == 0) {
+                mbar_expect_tx(q_full + 8 * s, 2 * kTileQ);
+                ws_load_rows<D, Schedule::kPerBlockMaps>(sQ + s * kTileQ, &tm_q, p.qrows, q0, BM, h, b, q_full + 8 * s);
+                ws_load_rows<D, Schedule::kPerBlockMaps>(sdO + s * kTileQ, &tm_do, p.qrows, q0, BM, h, b, q_full + 8 * s);
+            }
+#pragma unroll
+            for (int i = 0; i < BM / 32; i++) {
+                Lw[s * BM + lane + 32 * i] = Lr[i];
+                Dw[s * BM + lane + 32 * i] = Dr[i];
+            }
+            mbar_arrive(q_full + 8 * s);  // every lane, releasing its L, delta stores
         }
-        mbar_arrive(w.q_full + 8 * s);  // every lane, releasing its L, delta stores
+        return;
     }
-}
 
-// A consumer warp's 16 keys of dK and dV (rows key_row0 + 0..15): written, or added into the
-// branches before (a dilated branch after the first).
-template <int D, class Schedule>
-__device__ __forceinline__ void bws_store_dkdv(const Params& p, int b, int h, int key_row0, const float (&dk)[D / 8][4],
-                                               const float (&dv)[D / 8][4]) {
-    const int lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
-    const bool merge = Schedule::kMayMerge && p.accumulate;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = key_row0 + gr + 8 * r;
-        if (row >= p.krows.len) continue;
-        const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
-#pragma unroll
-        for (int db = 0; db < D / 8; db++) {
-            store_grad2(p.dk + at + db * 8, dk[db][2 * r], dk[db][2 * r + 1], merge);
-            store_grad2(p.dv + at + db * 8, dv[db][2 * r], dv[db][2 * r + 1], merge);
-        }
-    }
-}
-// A key tile no query sees: dK = dV = 0 (written; adding 0 where merged).
-template <int D, class Schedule>
-__device__ __forceinline__ void bws_store_zero_dkdv(const Params& p, int b, int h, const KeyTile& kt, int cw) {
-    const float zero[D / 8][4] = {};
-    bws_store_dkdv<D, Schedule>(p, b, h, kt.r0 + cw * 64 + ((threadIdx.x >> 5) & 3) * 16, zero, zero);
-}
-
-// Consumer warpgroup cw (0 or 1, keys [cw*64, cw*64 + 64) of the tile): one key tile's n steps
-// from stage g (the stages and the dS^T buffers count steps over the block's walk), then dK and dV
-// written, or added into the branches before (a dilated branch after the first). Hands K and V
-// back (kv_empty) once its last product read them.
-template <int D, int STAGES, int KVS, class Schedule, class Queries>
-__device__ __forceinline__ void bws_consume_key_tile(const CUtensorMap* tm_dq, const Params& p, const Queries& queries, int n,
-                                                     const KeyTile& kt, int b, int h, int cw,
-                                                     const BwsSmem<D, STAGES, KVS>& sm, const BwsBarriers& w, int g, int kj) {
-    constexpr int BN = kBwsBN, BM = kBwdWgBM, DB = D / 8, DQN = D / 2;
-    constexpr bool kDqTma = bws_dq_tma<D, Schedule>();
-    constexpr bool kOverlap = bws_overlap_sdp<D>();
-    constexpr uint32_t kTileKV = BwsSmem<D, STAGES, KVS>::kTileKV, kTileQ = BwsSmem<D, STAGES, KVS>::kTileQ;
-    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
-    const int kn = kt.n, key_row0 = kt.r0 + cw * 64 + warp * 16;  // first key of the warp's 16-row slice
-    const int kb = kj % KVS;
-    const uint32_t sK = sm.k + kb * kTileKV, sV = sm.v + kb * kTileKV;
+    regs_increase<kBwsConsumerRegs>();
+    const int cw = wg - 1;                              // keys [cw*64, cw*64 + 64) of the block
+    const int key_row0 = k0 + cw * 64 + warp * 16;      // first key of the warp's 16-row slice
     float dk[DB][4] = {}, dv[DB][4] = {};
     // The step's first products, S^T and dP^T: at D = 64 the next step's are issued before this
     // step's dQ is waited for, so that they run under its adds (bws_overlap_sdp).
     auto issue_sdp = [&](float (&s)[1][BM / 8][4], float (&dp)[1][BM / 8][4], int it) {
-        const int st = (g + it) % STAGES;
-        mbar_wait(w.q_full + 8 * st, ((g + it) / STAGES) & 1);
-        bwd_wg_issue_sdp<D>(s, dp, cw, sK, sV, sm.q + st * kTileQ, sm.dout + st * kTileQ);
+        const int st = it % STAGES;
+        mbar_wait(q_full + 8 * st, (it / STAGES) & 1);
+        bwd_wg_issue_sdp<D>(s, dp, cw, sK, sV, sQ + st * kTileQ, sdO + st * kTileQ);
     };
     float s[1][BM / 8][4], dp[1][BM / 8][4];
-    mbar_wait(w.kv_full + 8 * kb, (kj / KVS) & 1);
-    if constexpr (kOverlap) issue_sdp(s, dp, 0);
+    if (n > 0) {
+        mbar_wait(kv_full, 0);
+        if constexpr (kOverlap) issue_sdp(s, dp, 0);
+    }
     for (int it = 0; it < n; it++) {
-        const int st = (g + it) % STAGES;
-        const uint32_t Qs = sm.q + st * kTileQ, dOs = sm.dout + st * kTileQ, dSs = sm.ds + ((g + it) & 1) * BN * BM * 2;
-        const float* Ls = sm.fL + st * BM;
-        const float* Deltas = sm.fDelta + st * BM;
+        const int st = it % STAGES;
+        const uint32_t Qs = sQ + st * kTileQ, dOs = sdO + st * kTileQ, dSs = sdS + (it & 1) * BN * BM * 2;
+        const float* Ls = fL + st * BM;
+        const float* Deltas = fDelta + st * BM;
         const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
 
         uint32_t pa[BM / 16][4], dsa[BM / 16][4];
@@ -265,15 +198,15 @@ __device__ __forceinline__ void bws_consume_key_tile(const CUtensorMap* tm_dq, c
         // Every read of this stage (Q, dO by the products, L, delta) is done: hand it back. Each
         // thread arrives for its own reads of L and delta (an arrival releases only the arriving
         // thread's accesses; compute-sanitizer's racecheck flagged one arrival per warp).
-        mbar_arrive(w.q_empty + 8 * st);
+        mbar_arrive(q_empty + 8 * st);
         if constexpr (kDqTma) {
             // This consumer's (BM, D/2) block of dQ to shared memory as boxes of 32 columns (128-byte
             // rows, 16-byte chunks swizzled by the row), then its first thread adds each box into the
             // accumulator with one TMA reduce-add. Rows past the last query hold dS = 0, so they add 0.
-            const uint32_t dQs = sm.dq + cw * BM * DQN * 4;
+            const uint32_t dQs = sdQ + cw * BM * DQN * 4;
 #pragma unroll
             for (int r = 0; r < 2; r++) {
-                const int row = warp * 16 + gr + 8 * r;
+                const int row = warp * 16 + g + 8 * r;
 #pragma unroll
                 for (int j = 0; j < DQN / 8; j++) {
                     const int col = j * 8 + 2 * t, box = col / 32, chunk = (col % 32) / 4;
@@ -286,13 +219,13 @@ __device__ __forceinline__ void bws_consume_key_tile(const CUtensorMap* tm_dq, c
             if ((threadIdx.x & 127) == 0) {
 #pragma unroll
                 for (int box = 0; box < DQN / 32; box++)
-                    tma_reduce_add_3d(tm_dq, dQs + box * BM * 128, h * D + cw * DQN + 32 * box, p.qrows.token(q0) - p.accum_tok0, b);
+                    tma_reduce_add_3d(&tm_dq, dQs + box * BM * 128, h * D + cw * DQN + 32 * box, p.qrows.token(q0) - p.accum_tok0, b);
                 bulk_commit();
             }
         } else {
 #pragma unroll
             for (int r = 0; r < 2; r++) {
-                const int row = warp * 16 + gr + 8 * r;
+                const int row = warp * 16 + g + 8 * r;
                 if (row >= qn) continue;
                 float* dst = dq_accum_row(p, b, p.qrows.token(q0 + row), h, D) + cw * DQN + 2 * t;
 #pragma unroll
@@ -301,120 +234,22 @@ __device__ __forceinline__ void bws_consume_key_tile(const CUtensorMap* tm_dq, c
             }
         }
     }
-    // Every product that read K and V was waited for: the producer may load the next tile's.
-    mbar_arrive(w.kv_empty + 8 * kb);
 
-    bws_store_dkdv<D, Schedule>(p, b, h, key_row0, dk, dv);
-}
+    if (kDqTma && (threadIdx.x & 127) == 0) bulk_wait_all();  // the adds read shared memory, which lives until the block ends
 
-// A block per key tile (x = (b, h) or a virtual sequence, y = the tile's rank).
-template <int D, int STAGES, class Schedule>
-__global__ void __launch_bounds__(kBwsThreads, 1)
-    attention_backward_dkdv_ws_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                                      const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
-                                      const __grid_constant__ CUtensorMap tm_dq, Params p) {
-    constexpr int BN = kBwsBN, BM = kBwdWgBM;
-    extern __shared__ __align__(128) unsigned char smem[];
-    __shared__ __align__(8) uint64_t bars[2 + 2 * STAGES];
-    const BwsSmem<D, STAGES, 1> sm(smem);
-
-    int b, h, rank;
-    resolve_block<Schedule, true>(p, b, h, rank);
-    const int k0 = Schedule::key_tile_of_rank(p, rank) * BN, kn = min(BN, p.krows.len - k0);
-    if (kn <= 0) return;
-    const KeyTile kt = key_tile_info(p, k0, kn);
-    const auto queries = Schedule::query_tiles(p, kt, BM);
-    const int n = queries.count();
-    const BwsBarriers w = bws_init_barriers<STAGES, 1>(bars);
-
-    const int wg = threadIdx.x >> 7;
-    if (wg == 0) {  // producer: warp 0
-        regs_decrease<kBwsProducerRegs>();
-        if ((threadIdx.x >> 5) != 0 || n == 0) return;
-        if (threadIdx.x == 0) {
-            tma_prefetch_map(&tm_q);
-            tma_prefetch_map(&tm_do);
+    // dK, dV written, or added into the branches before (a dilated branch after the first).
+    const bool merge = Schedule::kMayMerge && p.accumulate;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = key_row0 + g + 8 * r;
+        if (row >= p.krows.len) continue;
+        const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
+#pragma unroll
+        for (int db = 0; db < DB; db++) {
+            store_grad2(p.dk + at + db * 8, dk[db][2 * r], dk[db][2 * r + 1], merge);
+            store_grad2(p.dv + at + db * 8, dv[db][2 * r], dv[db][2 * r + 1], merge);
         }
-        bws_load_key_tile<D, STAGES, 1, Schedule>(&tm_q, &tm_k, &tm_v, &tm_do, p, queries, n, b, h, k0, sm, w, 0, 0);
-        return;
     }
-    regs_increase<kBwsConsumerRegs>();
-    if (n > 0) bws_consume_key_tile<D, STAGES, 1, Schedule>(&tm_dq, p, queries, n, kt, b, h, wg - 1, sm, w, 0, 0);
-    else bws_store_zero_dkdv<D, Schedule>(p, b, h, kt, wg - 1);
-    if (bws_dq_tma<D, Schedule>() && (threadIdx.x & 127) == 0) bulk_wait_all();  // the adds read shared memory, which lives until the block ends
-}
-
-// Persistent: a grid of at most one block per SM, each block walking key tiles blockIdx.x,
-// blockIdx.x + gridDim.x, ... of the ny * nseq (ws_seq_rank: the forward's order, heaviest first,
-// in launch-order groups when p.group > 0). The producer loads the next tile's K and V (into the
-// other buffer at D = 64) and its first query tiles while the consumers finish this one and write
-// its dK and dV, so a block's start is paid once, not once per key tile. Stages and dS^T buffers
-// count the block's steps over its whole walk (g), K and V buffers its key tiles (kj).
-template <int D, int STAGES, class Schedule>
-__global__ void __launch_bounds__(kBwsThreads, 1)
-    attention_backward_dkdv_ws_persistent_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                                                 const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
-                                                 const __grid_constant__ CUtensorMap tm_dq, const Params p, int ny, int nseq) {
-    constexpr int BN = kBwsBN, BM = kBwdWgBM, KVS = bws_kv_buffers<D>();
-    extern __shared__ __align__(128) unsigned char smem[];
-    __shared__ __align__(8) uint64_t bars[2 * KVS + 2 * STAGES];
-    const BwsSmem<D, STAGES, KVS> sm(smem);
-    const BwsBarriers w = bws_init_barriers<STAGES, KVS>(bars);
-    const int n_tiles = ny * nseq;
-
-    // Key tile t of the walk as p with its maps, b, h, the tile and its queries.
-    auto tile_of = [&](int t, Params& pt, int& b, int& h, KeyTile& kt) {
-        int seq, rank;
-        ws_seq_rank(pt, t, ny, nseq, seq, rank);
-        b = seq / pt.H;
-        h = seq % pt.H;
-        if constexpr (Schedule::kPerBlockMaps) Schedule::block_maps(pt, seq, b, h);
-        const int k0 = Schedule::key_tile_of_rank(pt, rank) * BN;
-        kt = key_tile_info(pt, k0, max(0, min(BN, pt.krows.len - k0)));
-        return kt.n > 0;
-    };
-    const int wg = threadIdx.x >> 7;
-    int g = 0, kj = 0;
-    if (wg == 0) {  // producer: warp 0
-        regs_decrease<bws_persistent_producer_regs<D>()>();
-        if ((threadIdx.x >> 5) != 0) return;
-        if (threadIdx.x == 0) {
-            tma_prefetch_map(&tm_q);
-            tma_prefetch_map(&tm_k);
-            tma_prefetch_map(&tm_v);
-            tma_prefetch_map(&tm_do);
-        }
-        for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-            Params pt = p;
-            int b, h;
-            KeyTile kt;
-            if (!tile_of(t, pt, b, h, kt)) continue;  // a short sequence (a branch's last segment) has fewer tiles
-            const auto queries = Schedule::query_tiles(pt, kt, BM);
-            const int n = queries.count();
-            if (n == 0) continue;
-            bws_load_key_tile<D, STAGES, KVS, Schedule>(&tm_q, &tm_k, &tm_v, &tm_do, pt, queries, n, b, h, kt.r0, sm, w, g, kj);
-            g += n;
-            kj++;
-        }
-        return;
-    }
-    regs_increase<bws_persistent_consumer_regs<D>()>();
-    for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-        Params pt = p;
-        int b, h;
-        KeyTile kt;
-        if (!tile_of(t, pt, b, h, kt)) continue;
-        const auto queries = Schedule::query_tiles(pt, kt, BM);
-        const int n = queries.count();
-        if (n == 0) {
-            bws_store_zero_dkdv<D, Schedule>(pt, b, h, kt, wg - 1);
-            continue;
-        }
-        bws_consume_key_tile<D, STAGES, KVS, Schedule>(&tm_dq, pt, queries, n, kt, b, h, wg - 1, sm, w, g, kj);
-        g += n;
-        kj++;
-    }
-    if (bws_dq_tma<D, Schedule>() && (threadIdx.x & 127) == 0) bulk_wait_all();
 }
 
 }  // namespace flash

@@ -317,21 +317,14 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 struct WsTile {
     int b, h, q0, qn;
 };
-// The (sequence, rank) of tile t of such a walk (the backward's persistent walk over key tiles,
-// backward_ws.cuh, shares it).
-__device__ __forceinline__ void ws_seq_rank(const Params& p, int t, int ny, int nseq, int& seq, int& rank) {
-    rank = t / nseq;
-    seq = t % nseq;
+template <class Schedule>
+__device__ __forceinline__ WsTile ws_tile(Params& p, int t, int ny, int nseq) {
+    int rank = t / nseq, seq = t % nseq;
     if (p.group > 0) {
         const int per = p.group * ny, first = t / per * p.group, gn = min(p.group, nseq - first), r = t % per;
         rank = r / gn;
         seq = first + r % gn;
     }
-}
-template <class Schedule>
-__device__ __forceinline__ WsTile ws_tile(Params& p, int t, int ny, int nseq) {
-    int seq, rank;
-    ws_seq_rank(p, t, ny, nseq, seq, rank);
     int b = seq / p.H, h = seq % p.H;
     if constexpr (Schedule::kPerBlockMaps) Schedule::block_maps(p, seq, b, h);
     const int tile = Schedule::kBlockSparse ? Schedule::query_tile_of_rank(p, rank) : ny - 1 - rank;

@@ -75,12 +75,6 @@ inline int sm_count() {
     CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     return n;
 }
-// The persistent kernels' grid for `tiles` tiles: a block per SM (persistent_grid_max blocks
-// when it is set, so that the tests walk many tiles per block), never more blocks than tiles.
-inline unsigned persistent_grid(long long tiles) {
-    const int blocks = persistent_grid_max > 0 ? persistent_grid_max : sm_count();
-    return (unsigned)std::min<long long>(tiles, blocks);
-}
 
 // Grid of a tile kernel: x = one block row per (b, h) (per (b, h, segment) for a dilated branch),
 // y = tiles of `rows` (the longest map of the launch) in blocks of `tile`.
@@ -184,7 +178,7 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
             const long long tiles = (long long)ny * nseq;
             if (tiles == 0) return;
             if (tiles > 2147483647LL) fatal("attention: %lld query tiles exceed the persistent kernel's count", tiles);
-            kernel<<<persistent_grid(tiles), kWsThreads, smem, stream>>>(tq, tk, tv, q, ny, (int)nseq);
+            kernel<<<(unsigned)std::min<long long>(tiles, sm_count()), kWsThreads, smem, stream>>>(tq, tk, tv, q, ny, (int)nseq);
         } else {
             const auto kernel = attention_forward_ws_kernel<D, BN, STAGES, S>;
             set_smem_limit(kernel, smem);
@@ -226,31 +220,15 @@ void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
                     (!dq_tma || make_accum_tensor_map(&tdq, p.dq_accum, p.H * D, p.accum_tokens, B, kBwdWgBM));
     if (!dq_tma) tdq = tq;  // not read: dQ goes by atomics
     if (!ok) return launch_backward_dkdv_wgmma<D>(p, B, stream);
+    constexpr int smem = backward_ws_smem_bytes<D, STAGES>();
     Params q = bind_tiles(p, kBwdWgBM, kBwsBN);
-    // ny key tiles in each of nseq sequences: (b, h) rows, or a dilated branch's (b, h, segment)s.
-    const int ny = ceil_div(max_rows(q, q.krows), kBwsBN);
-    const long long nseq = (long long)B * q.H * q.nseg;
     // Dense rows: each key tile re-reads its row's Q and dO (bf16), L and delta, and adds into
     // dQ's fp32 accumulator: 8 D + 8 bytes per query.
-    if (DenseSchedule::serves(q)) q.group = dense_l2_group((long long)q.qrows.len * (8 * D + 8), nseq);
+    if (DenseSchedule::serves(q)) q.group = dense_l2_group((long long)q.qrows.len * (8 * D + 8), (long long)B * q.H);
     with_ws_schedule<true>(q, [&](auto tag) {
-        using S = typename decltype(tag)::type;
-        // Persistent where a key tile's walk is short (the forward's rule, launch_forward_ws).
-        const bool persistent = S::kBlockSparse ? bws_persistent_max_key_tiles > 0 : ny <= bws_persistent_max_key_tiles;
-        if (persistent) {
-            const auto kernel = attention_backward_dkdv_ws_persistent_kernel<D, STAGES, S>;
-            constexpr int smem = backward_ws_smem_bytes<D, STAGES, bws_kv_buffers<D>()>();
-            set_smem_limit(kernel, smem);
-            const long long tiles = (long long)ny * nseq;
-            if (tiles == 0) return;
-            if (tiles > 2147483647LL) fatal("attention: %lld key tiles exceed the persistent kernel's count", tiles);
-            kernel<<<persistent_grid(tiles), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, tdq, q, ny, (int)nseq);
-        } else {
-            const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, S>;
-            constexpr int smem = backward_ws_smem_bytes<D, STAGES, 1>();
-            set_smem_limit(kernel, smem);
-            kernel<<<tile_grid(q, B, max_rows(q, q.krows), kBwsBN), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, tdq, q);
-        }
+        const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, typename decltype(tag)::type>;
+        set_smem_limit(kernel, smem);
+        kernel<<<tile_grid(q, B, max_rows(q, q.krows), kBwsBN), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, tdq, q);
     });
     CUDA_CHECK_LAST();
 }
