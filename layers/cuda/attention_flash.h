@@ -76,6 +76,9 @@ extern int dilated_backward_group;          //   0: plain grid order)
 // of 128 (32: rows up to 4096), and for block-sparse lists whenever it is not 0; else it runs a
 // block per tile. A variable so that the tests run both ways (and the benchmark times both).
 extern int ws_persistent_max_query_tiles;
+// The persistent forward's grid: at most this many blocks (0: one per SM). The tests set a few,
+// so that each block walks many tiles.
+extern int persistent_grid_max;
 // Dense rows on the warp-specialized kernels run in launch-order groups of as many (b, h) rows as
 // keep what each block re-reads (K and V forward; Q, dO and dQ's accumulator backward) within this
 // many bytes of the L2 (8 MiB, the best of 8-128 MiB measured; 0: plain grid order),

@@ -99,6 +99,21 @@ inline std::vector<AttnBackend> attention_backends(int D) {
         };
         out.push_back(b);
     }
+    {
+        // Variant 0's persistent forward on 3 blocks: the test's rows give most blocks of a full
+        // grid one or two tiles; on 3, each block walks many (Q, the K/V stages and their phases
+        // reused across tiles, on dense rows, dilated segments and block-sparse lists).
+        AttnBackend b;
+        b.name = std::string("flash ") + fv[0].name + " (persistent on 3 blocks)";
+        b.refuses = flash_refuses;
+        b.forward = [](bf16* o, float* l, const AttnDevCase& c, const AttnPattern& p, const int* doc, float scale) {
+            const int keep = flash::persistent_grid_max;
+            flash::persistent_grid_max = 3;
+            attention_forward_cuda_variant(0, o, l, c.q, c.k, c.v, c.pos, doc, p, c.s, scale, 0);
+            flash::persistent_grid_max = keep;
+        };
+        out.push_back(b);
+    }
     // Variant 0 with dense rows in launch-order groups of one (b, h) row (flash::dense_l2_budget of
     // a byte; the test's rows are too short for the default budget to group them), on both
     // grids, forward and backward: the remap of tile_scheduler.cuh and ws_tile, the last group

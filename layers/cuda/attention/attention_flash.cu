@@ -25,6 +25,7 @@ int dilated_forward_group = 16;
 int dilated_backward_group = 16;
 long long dense_l2_budget = 8ll << 20;
 int ws_persistent_max_query_tiles = kWsPersistentMaxQueryTiles;
+int persistent_grid_max = 0;
 
 template <int D>
 void launch_preprocess(const Params& p, int B, bool zero_dq, cudaStream_t stream) {

@@ -75,6 +75,12 @@ inline int sm_count() {
     CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     return n;
 }
+// The persistent kernel's grid for `tiles` tiles: a block per SM (persistent_grid_max blocks when
+// it is set, so that the tests walk many tiles per block), never more blocks than tiles.
+inline unsigned persistent_grid(long long tiles) {
+    const int blocks = persistent_grid_max > 0 ? persistent_grid_max : sm_count();
+    return (unsigned)std::min<long long>(tiles, blocks);
+}
 
 // Grid of a tile kernel: x = one block row per (b, h) (per (b, h, segment) for a dilated branch),
 // y = tiles of `rows` (the longest map of the launch) in blocks of `tile`.
@@ -178,7 +184,7 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
             const long long tiles = (long long)ny * nseq;
             if (tiles == 0) return;
             if (tiles > 2147483647LL) fatal("attention: %lld query tiles exceed the persistent kernel's count", tiles);
-            kernel<<<(unsigned)std::min<long long>(tiles, sm_count()), kWsThreads, smem, stream>>>(tq, tk, tv, q, ny, (int)nseq);
+            kernel<<<persistent_grid(tiles), kWsThreads, smem, stream>>>(tq, tk, tv, q, ny, (int)nseq);
         } else {
             const auto kernel = attention_forward_ws_kernel<D, BN, STAGES, S>;
             set_smem_limit(kernel, smem);
