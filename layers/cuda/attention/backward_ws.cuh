@@ -161,6 +161,11 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         mbar_wait(q_full + 8 * st, (it / STAGES) & 1);
         bwd_wg_issue_sdp<D>(s, dp, cw, sK, sV, sQ + st * kTileQ, sdO + st * kTileQ);
     };
+    // The dQ atomics' addresses: the accumulator offset of query row 0 and the stride between
+    // rows, in registers for the whole walk. Rebuilt each step from Params, their constant loads
+    // waited for registers still held by the previous row's atomics (call 9's largest stalls).
+    const long long dq_off0 = ((long long)b * p.accum_tokens + p.qrows.base - p.accum_tok0) * p.H * D + h * D + cw * DQN + 2 * t;
+    const long long dq_row_stride = (long long)p.qrows.step * p.H * D;
     float s[1][BM / 8][4], dp[1][BM / 8][4];
     if (n > 0) {
         mbar_wait(kv_full, 0);
@@ -223,11 +228,12 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
                 bulk_commit();
             }
         } else {
+            float* const dst0 = p.dq_accum + dq_off0 + (q0 + warp * 16 + g) * dq_row_stride;  // row r = 0
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 const int row = warp * 16 + g + 8 * r;
                 if (row >= qn) continue;
-                float* dst = dq_accum_row(p, b, p.qrows.token(q0 + row), h, D) + cw * DQN + 2 * t;
+                float* const dst = dst0 + r * 8 * dq_row_stride;
 #pragma unroll
                 for (int j = 0; j < DQN / 8; j++)
                     atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[j][2 * r], dq[j][2 * r + 1]));
