@@ -63,12 +63,12 @@ const Variant kForward128[] = {
     {"fwd ws tma pingpong bn128 s2 | wgmma wg2 bn128", fwd_ws<128, 128, 2>},
 };
 const Variant kBackward64[] = {
-    {"bwd ws tma wg2 bn128 bm64 s3 | wgmma atomic wg2 bn128 bm64", bwd_ws<64, 3>, launch_backward_dkdv_ws<64, 3>},
+    {"bwd ws tma wg2 bn128 bm128 s2 | wgmma atomic wg2 bn128 bm64", bwd_ws<64, 2, 128>, launch_backward_dkdv_ws<64, 2, 128>},
     {"bwd determ mt2 w4 bm32 | dq mt2 w4 bn64", bwd_det<64, 2, 4, 32, 2, 4, 64>,
      launch_backward_dkdv<64, 2, 4, 32, false>, launch_backward_dq<64, 2, 4, 64>},
 };
 const Variant kBackward128[] = {
-    {"bwd ws tma wg2 bn128 bm64 s2 | wgmma atomic wg2 bn128 bm64", bwd_ws<128, 2>, launch_backward_dkdv_ws<128, 2>},
+    {"bwd ws tma wg2 bn128 bm64 s2 | wgmma atomic wg2 bn128 bm64", bwd_ws<128, 2, 64>, launch_backward_dkdv_ws<128, 2, 64>},
     {"bwd determ mt1 w8 bm64 | dq mt1 w8 bn64", bwd_det<128, 1, 8, 64, 1, 8, 64>,
      launch_backward_dkdv<128, 1, 8, 64, false>, launch_backward_dq<128, 1, 8, 64>},
 };

@@ -16,6 +16,11 @@ namespace flash {
 
 constexpr int kBwdWgBM = 64;  // queries per step: one 128-byte swizzle row of the dS^T tile
 
+// The step functions below take a step of QB * 8 queries (QB = 8 here; the warp-specialized
+// backward also runs 16 at D = 64): S^T, dP^T and dS^T are (64 keys, 8 QB) per warpgroup, dS^T's
+// tile in shared memory is [8 QB / 64][BN][64] (128-byte swizzled blocks of 64 queries), and dQ
+// is QB / 8 m-tiles of 64 queries.
+
 template <int D>
 constexpr int backward_dkdv_wgmma_smem_bytes() {
     constexpr int BN = 128, BM = kBwdWgBM;
@@ -40,12 +45,12 @@ __device__ __forceinline__ void load_query_side_sw128(const Params& p, int b, in
 }
 
 // S^T = K Q^T and dP^T = V dO^T for the warpgroup that owns keys [wg*64, wg*64 + 64) of a
-// block's 128: (64 keys, BM queries) from this step's Q and dO tiles, issued and committed as one
-// group, not waited for (bwd_wg_step_dkdv_from_sdp waits).
-template <int D>
-__device__ __forceinline__ void bwd_wg_issue_sdp(float (&s)[1][kBwdWgBM / 8][4], float (&dp)[1][kBwdWgBM / 8][4], int wg,
-                                                 uint32_t sK, uint32_t sV, uint32_t Qs, uint32_t dOs) {
-    constexpr int BN = 128, BM = kBwdWgBM, QB = BM / 8;
+// block's 128: (64 keys, BM = 8 QB queries) from this step's Q and dO tiles, issued and committed
+// as one group, not waited for (bwd_wg_step_dkdv_from_sdp waits).
+template <int D, int QB>
+__device__ __forceinline__ void bwd_wg_issue_sdp(float (&s)[1][QB][4], float (&dp)[1][QB][4], int wg, uint32_t sK, uint32_t sV,
+                                                 uint32_t Qs, uint32_t dOs) {
+    constexpr int BN = 128, BM = 8 * QB;
     pin<QB>(s[0]);
     pin<QB>(dp[0]);
     wgmma_fence();
@@ -67,24 +72,26 @@ __device__ __forceinline__ void bwd_wg_issue_sdp(float (&s)[1][kBwdWgBM / 8][4],
 // computes P^T and dS^T (into the A fragments pa and dsa, and dS^T's rows into dSs for dQ), and
 // issues dV += P^T dO, dK += dS^T Q (committed, not waited for: pa, dsa, dk and dv stay in use
 // until the next wait).
-template <int D, class Schedule, class Queries>
-__device__ __forceinline__ void bwd_wg_step_dkdv_from_sdp(float (&s)[1][kBwdWgBM / 8][4], float (&dp)[1][kBwdWgBM / 8][4],
-                                                          const Params& p, const Queries& queries, int it, const KeyTile& kt,
-                                                          int kn, int b, int h, int wg, int key_row0, int q0, int qn,
-                                                          uint32_t Qs, uint32_t dOs, uint32_t dSs, const float* Ls,
-                                                          const float* Deltas, uint32_t (&pa)[kBwdWgBM / 16][4],
-                                                          uint32_t (&dsa)[kBwdWgBM / 16][4], float (&dk)[D / 8][4],
-                                                          float (&dv)[D / 8][4]) {
-    constexpr int BN = 128, BM = kBwdWgBM, QB = BM / 8, DB = D / 8;
+template <int D, class Schedule, int QB, class Queries>
+__device__ __forceinline__ void bwd_wg_step_dkdv_from_sdp(float (&s)[1][QB][4], float (&dp)[1][QB][4], const Params& p,
+                                                          const Queries& queries, int it, const KeyTile& kt, int kn, int b,
+                                                          int h, int wg, int key_row0, int q0, int qn, uint32_t Qs,
+                                                          uint32_t dOs, uint32_t dSs, const float* Ls, const float* Deltas,
+                                                          uint32_t (&pa)[QB / 2][4], uint32_t (&dsa)[QB / 2][4],
+                                                          float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
+    constexpr int BN = 128, BM = 8 * QB, DB = D / 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     // The query tile's L and first position, read while the products run (after the wait, their
-    // latency stood between the products and the exponentials).
+    // latency stood between the products and the exponentials). A 128-query step's L (32
+    // registers) would not fit beside S^T, dP^T, dK and dV: it is read after the wait.
+    constexpr bool kEarlyL = QB <= 8;
     float Lq[QB][2];
-    load_query_cols<QB>(Lq, Ls);
+    if constexpr (kEarlyL) load_query_cols<QB>(Lq, Ls);
     const int q_first_pos = query_first_pos(p, q0);
     wgmma_wait_all();
     pin<QB>(s[0]);
     pin<QB>(dp[0]);
+    if constexpr (!kEarlyL) load_query_cols<QB>(Lq, Ls);
 
     // P^T = 2^(S^T scale_log2 - L_log2[query]) (masked: 0); dS^T = P^T (dP^T - delta) scale, in dp.
     probs_t_masked<1, QB, Schedule>(s, p, Lq, q_first_pos, kt, kn, BN, queries, it, b, key_row0, q0, qn, h);
@@ -94,7 +101,8 @@ __device__ __forceinline__ void bwd_wg_step_dkdv_from_sdp(float (&s)[1][kBwdWgBM
         scores_to_a<QB>(pa[kk], s[0], kk);
         scores_to_a<QB>(dsa[kk], dp[0], kk);
     }
-    // dS^T to shared memory for dQ: rows = keys, 128-byte rows of BM queries.
+    // dS^T to shared memory for dQ: rows = keys, 128-byte rows of 64 queries (chunk j of 8
+    // queries in block j / 8).
 #pragma unroll
     for (int j = 0; j < QB; j++)
 #pragma unroll
@@ -120,13 +128,13 @@ __device__ __forceinline__ void bwd_wg_step_dkdv_from_sdp(float (&s)[1][kBwdWgBM
 }
 
 // The whole step: S^T and dP^T issued, then the rest.
-template <int D, class Schedule, class Queries>
+template <int D, class Schedule, int KQ, class Queries>
 __device__ __forceinline__ void bwd_wg_step_dkdv(const Params& p, const Queries& queries, int it, const KeyTile& kt, int kn,
                                                  int b, int h, int wg, int key_row0, int q0, int qn, uint32_t sK, uint32_t sV,
                                                  uint32_t Qs, uint32_t dOs, uint32_t dSs, const float* Ls, const float* Deltas,
-                                                 uint32_t (&pa)[kBwdWgBM / 16][4], uint32_t (&dsa)[kBwdWgBM / 16][4],
-                                                 float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
-    constexpr int QB = kBwdWgBM / 8;
+                                                 uint32_t (&pa)[KQ][4], uint32_t (&dsa)[KQ][4], float (&dk)[D / 8][4],
+                                                 float (&dv)[D / 8][4]) {
+    constexpr int QB = 2 * KQ;
     float s[1][QB][4], dp[1][QB][4];
     bwd_wg_issue_sdp<D>(s, dp, wg, sK, sV, Qs, dOs);
     bwd_wg_step_dkdv_from_sdp<D, Schedule>(s, dp, p, queries, it, kt, kn, b, h, wg, key_row0, q0, qn, Qs, dOs, dSs, Ls, Deltas,
@@ -134,37 +142,41 @@ __device__ __forceinline__ void bwd_wg_step_dkdv(const Params& p, const Queries&
 }
 
 // dQ[:, wg*D/2 ..] = dS K over all 128 keys (both warpgroups' dS^T must be in dSs), issued and
-// committed, not waited for.
-template <int D>
-__device__ __forceinline__ void bwd_wg_issue_dq(int wg, uint32_t sK, uint32_t dSs, float (&dq)[D / 16][4]) {
+// committed, not waited for: MQ m-tiles of 64 queries, m-tile mq from dS^T's block mq.
+template <int D, int MQ>
+__device__ __forceinline__ void bwd_wg_issue_dq(int wg, uint32_t sK, uint32_t dSs, float (&dq)[MQ][D / 16][4]) {
     constexpr int BN = 128, DQN = D / 2;
-    pin<DQN / 8>(dq);
+#pragma unroll
+    for (int mq = 0; mq < MQ; mq++) pin<DQN / 8>(dq[mq]);
     wgmma_fence();
     // Column offset of this warpgroup's half of K: a whole 64-column block (D = 128) or the
     // upper 64 bytes of each 128-byte row (D = 64).
     const uint32_t kcol = D == 128 ? wg * BN * 128 : wg * 64;
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++)
-        wgmma_ss_tt<DQN>(dq, sw128_desc(dSs + kk * 16 * 128, BN * 128, 1024),
-                         sw128_desc(sK + kcol + kk * 16 * 128, BN * 128, 1024), kk > 0);
+    for (int mq = 0; mq < MQ; mq++)
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_ss_tt<DQN>(dq[mq], sw128_desc(dSs + mq * BN * 128 + kk * 16 * 128, BN * 128, 1024),
+                             sw128_desc(sK + kcol + kk * 16 * 128, BN * 128, 1024), kk > 0);
     wgmma_commit();
 }
 // After the wait for dQ (and so for every product of the step before it): its registers and those
 // dV, dK read or wrote are the compiler's again.
-template <int D>
-__device__ __forceinline__ void bwd_wg_pin_step(float (&dq)[D / 16][4], uint32_t (&pa)[kBwdWgBM / 16][4],
-                                                uint32_t (&dsa)[kBwdWgBM / 16][4], float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
-    pin<D / 16>(dq);
-    pin<kBwdWgBM / 16>(pa);
-    pin<kBwdWgBM / 16>(dsa);
+template <int D, int MQ, int KQ>
+__device__ __forceinline__ void bwd_wg_pin_step(float (&dq)[MQ][D / 16][4], uint32_t (&pa)[KQ][4], uint32_t (&dsa)[KQ][4],
+                                                float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
+#pragma unroll
+    for (int mq = 0; mq < MQ; mq++) pin<D / 16>(dq[mq]);
+    pin<KQ>(pa);
+    pin<KQ>(dsa);
     pin<D / 8>(dv);
     pin<D / 8>(dk);
 }
 // dQ issued and waited for; then every product of the step is done and pa, dsa, dk, dv are free.
-template <int D>
-__device__ __forceinline__ void bwd_wg_step_dq(int wg, uint32_t sK, uint32_t dSs, float (&dq)[D / 16][4],
-                                               uint32_t (&pa)[kBwdWgBM / 16][4], uint32_t (&dsa)[kBwdWgBM / 16][4],
-                                               float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
+template <int D, int MQ, int KQ>
+__device__ __forceinline__ void bwd_wg_step_dq(int wg, uint32_t sK, uint32_t dSs, float (&dq)[MQ][D / 16][4],
+                                               uint32_t (&pa)[KQ][4], uint32_t (&dsa)[KQ][4], float (&dk)[D / 8][4],
+                                               float (&dv)[D / 8][4]) {
     bwd_wg_issue_dq<D>(wg, sK, dSs, dq);
     wgmma_wait_all();
     bwd_wg_pin_step<D>(dq, pa, dsa, dk, dv);
@@ -230,7 +242,7 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(P
         // dQ[:, wg*D/2 ..] = dS K over all BN keys: dS^T of both warpgroups must be in place.
         fence_proxy_async();
         __syncthreads();
-        float dq[DQN / 8][4];
+        float dq[1][DQN / 8][4];
         bwd_wg_step_dq<D>(wg, sK, sdS, dq, pa, dsa, dk, dv);
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -239,7 +251,7 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(P
             float* dst = dq_accum_row(p, b, p.qrows.token(q0 + row), h, D) + wg * DQN + 2 * t;
 #pragma unroll
             for (int j = 0; j < DQN / 8; j++)
-                atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[j][2 * r], dq[j][2 * r + 1]));
+                atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[0][j][2 * r], dq[0][j][2 * r + 1]));
         }
     }
 

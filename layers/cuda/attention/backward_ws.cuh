@@ -31,25 +31,26 @@ constexpr int kBwsConsumerRegs = 240;
 constexpr int kBwsDsBarrier = 1;       // named barrier: both consumers' dS^T in place
 constexpr int kBwsDqBarrier = 2;       // named barriers 2, 3: a consumer's dQ block in place
 
-// dQ by TMA reduce-adds at D = 128, by atomics at D = 64: against the atomics, the boxes measured
-// 0.89-0.99x the forward + backward time at D = 128 and 1.05-1.15x at D = 64, where a step is half
-// as long and the warpgroup barrier before the adds costs more (notes/fa3-speed.md, v9).
-template <int D>
-constexpr bool bws_dq_by_tma() { return D == 128; }
+// dQ by TMA reduce-adds at D = 128 and with 128-query steps, by atomics at D = 64 with 64-query
+// steps: against the atomics, the boxes measured 0.89-0.99x the forward + backward time at
+// D = 128 and 1.05-1.15x at D = 64 with 64-query steps, where a step is half as long and the
+// warpgroup barrier before the adds costs more (notes/fa3-speed.md, v9, v24).
+template <int D, int BM>
+constexpr bool bws_dq_by_tma() { return D == 128 || BM == 128; }
 
-// The next step's S^T and dP^T issued before this step's dQ is waited for, at D = 64: they run
-// under the dQ adds and the step's set-up. At D = 128 the two live tiles would not fit the
-// consumer's registers beside dK and dV.
-template <int D>
-constexpr bool bws_overlap_sdp() { return D == 64; }
+// The next step's S^T and dP^T issued before this step's dQ is waited for, at D = 64 with 64
+// queries a step: they run under the dQ adds and the step's set-up. At D = 128, or with 128
+// queries a step, the two live tiles would not fit the consumer's registers beside dK and dV.
+template <int D, int BM>
+constexpr bool bws_overlap_sdp() { return D == 64 && BM == 64; }
 
-template <int D, int STAGES>
+template <int D, int STAGES, int BM>
 constexpr int backward_ws_smem_bytes() {
-    constexpr int BN = kBwsBN, BM = kBwdWgBM;
+    constexpr int BN = kBwsBN;
     // K, V (BN, D); STAGES x Q, dO (BM, D); 2 x dS^T (BN, BM); STAGES x L, delta (BM) fp32; dQ
     // (BM, D) fp32 when added by TMA; slack to align to 1024 (twice with dQ).
     return (2 * BN * D + 2 * STAGES * BM * D + 2 * BN * BM) * 2 + 2 * STAGES * BM * 4 +
-           (bws_dq_by_tma<D>() ? BM * D * 4 + 1024 : 0) + 1024;
+           (bws_dq_by_tma<D, BM>() ? BM * D * 4 + 1024 : 0) + 1024;
 }
 
 // The launches it serves: ws_serves's (forward_ws.cuh), with dQ gathered in the fp32 accumulator.
@@ -59,18 +60,18 @@ inline bool backward_ws_serves(const Params& p) { return (ws_serves(p) || ws_ser
 
 // dQ by TMA reduce-adds for this schedule: bws_dq_by_tma's choice, but never for a dilated
 // branch, whose query rows are strided in the accumulator (a reduce-add box is contiguous rows).
-template <int D, class Schedule>
-constexpr bool bws_dq_tma() { return bws_dq_by_tma<D>() && !Schedule::kPerBlockMaps; }
+template <int D, int BM, class Schedule>
+constexpr bool bws_dq_tma() { return bws_dq_by_tma<D, BM>() && !Schedule::kPerBlockMaps; }
 
-template <int D, int STAGES, class Schedule>
+template <int D, int STAGES, int BM, class Schedule>
 __global__ void __launch_bounds__(kBwsThreads, 1)
     attention_backward_dkdv_ws_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                       const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                                       const __grid_constant__ CUtensorMap tm_dq, Params p) {
-    constexpr int BN = kBwsBN, BM = kBwdWgBM, DB = D / 8, DQN = D / 2;
-    constexpr bool kDqTma = bws_dq_tma<D, Schedule>();
-    static_assert(BM % 32 == 0, "the producer warp's lanes load L and delta for BM / 32 rows each");
-    constexpr bool kOverlap = bws_overlap_sdp<D>();
+    constexpr int BN = kBwsBN, DB = D / 8, DQN = D / 2, MQ = BM / 64;
+    constexpr bool kDqTma = bws_dq_tma<D, BM, Schedule>();
+    static_assert(BM == 64 || BM == 128, "a step is one or two 64-query blocks of dS^T");
+    constexpr bool kOverlap = bws_overlap_sdp<D, BM>();
     constexpr uint32_t kTileQ = BM * D * 2;  // bytes of one Q (or dO) stage
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t bars[1 + 2 * STAGES];
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         if (kDqTma && (threadIdx.x & 127) == 0) bulk_wait_read_all();
         fence_proxy_async();
         named_sync(kBwsDsBarrier, 256);
-        float dq[DQN / 8][4];
+        float dq[MQ][DQN / 8][4];
         bwd_wg_issue_dq<D>(cw, sK, dSs, dq);
         if (kOverlap && it + 1 < n) {
             issue_sdp(s, dp, it + 1);
@@ -210,15 +211,18 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
             // accumulator with one TMA reduce-add. Rows past the last query hold dS = 0, so they add 0.
             const uint32_t dQs = sdQ + cw * BM * DQN * 4;
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int row = warp * 16 + g + 8 * r;
+            for (int mq = 0; mq < MQ; mq++)
 #pragma unroll
-                for (int j = 0; j < DQN / 8; j++) {
-                    const int col = j * 8 + 2 * t, box = col / 32, chunk = (col % 32) / 4;
-                    const uint32_t at = dQs + box * BM * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) + (col % 4) * 4;
-                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(dq[j][2 * r]), "f"(dq[j][2 * r + 1]) : "memory");
+                for (int r = 0; r < 2; r++) {
+                    const int row = mq * 64 + warp * 16 + g + 8 * r;
+#pragma unroll
+                    for (int j = 0; j < DQN / 8; j++) {
+                        const int col = j * 8 + 2 * t, box = col / 32, chunk = (col % 32) / 4;
+                        const uint32_t at = dQs + box * BM * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) + (col % 4) * 4;
+                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(dq[mq][j][2 * r]), "f"(dq[mq][j][2 * r + 1])
+                                     : "memory");
+                    }
                 }
-            }
             fence_proxy_async();  // the stores (generic proxy) before the TMA reads them (async proxy)
             named_sync(kBwsDqBarrier + cw, 128);
             if ((threadIdx.x & 127) == 0) {
@@ -228,16 +232,18 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
                 bulk_commit();
             }
         } else {
-            float* const dst0 = p.dq_accum + dq_off0 + (q0 + warp * 16 + g) * dq_row_stride;  // row r = 0
+            float* const dst0 = p.dq_accum + dq_off0 + (q0 + warp * 16 + g) * dq_row_stride;  // row mq = r = 0
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int row = warp * 16 + g + 8 * r;
-                if (row >= qn) continue;
-                float* const dst = dst0 + r * 8 * dq_row_stride;
+            for (int mq = 0; mq < MQ; mq++)
 #pragma unroll
-                for (int j = 0; j < DQN / 8; j++)
-                    atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[j][2 * r], dq[j][2 * r + 1]));
-            }
+                for (int r = 0; r < 2; r++) {
+                    const int row = mq * 64 + warp * 16 + g + 8 * r;
+                    if (row >= qn) continue;
+                    float* const dst = dst0 + (mq * 64 + r * 8) * dq_row_stride;
+#pragma unroll
+                    for (int j = 0; j < DQN / 8; j++)
+                        atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[mq][j][2 * r], dq[mq][j][2 * r + 1]));
+                }
         }
     }
 

@@ -213,26 +213,26 @@ void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
 // The warp-specialized backward (backward_ws.cuh) where it serves p (dense rows, block-sparse
 // lists, one-sided dilated branches) and TMA can read the buffers; otherwise the wgmma backward
 // (backward variant 2, the default before it).
-template <int D, int STAGES>
+template <int D, int STAGES, int BM>
 void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv, tdo, tdq;
     const int step = p.seg_len > 0 ? p.dilation : 1;  // a dilated branch's rows: every r-th token
-    const int qbox = std::min(ws_box_rows(step), kBwdWgBM), kbox = std::min(ws_box_rows(step), kBwsBN);
-    const bool dq_tma = bws_dq_by_tma<D>() && p.seg_len == 0;  // bws_dq_tma: never for a dilated branch
+    const int qbox = std::min(ws_box_rows(step), BM), kbox = std::min(ws_box_rows(step), kBwsBN);
+    const bool dq_tma = bws_dq_by_tma<D, BM>() && p.seg_len == 0;  // bws_dq_tma: never for a dilated branch
     const bool ok = backward_ws_serves(p) && make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, qbox, step) &&
                     make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, kbox, step) &&
                     make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, kbox, step) &&
                     make_row_tensor_map(&tdo, p.dout, p.H * D, p.q_tokens, p.H * D, B, qbox, step) &&
-                    (!dq_tma || make_accum_tensor_map(&tdq, p.dq_accum, p.H * D, p.accum_tokens, B, kBwdWgBM));
+                    (!dq_tma || make_accum_tensor_map(&tdq, p.dq_accum, p.H * D, p.accum_tokens, B, BM));
     if (!dq_tma) tdq = tq;  // not read: dQ goes by atomics
     if (!ok) return launch_backward_dkdv_wgmma<D>(p, B, stream);
-    constexpr int smem = backward_ws_smem_bytes<D, STAGES>();
-    Params q = bind_tiles(p, kBwdWgBM, kBwsBN);
+    constexpr int smem = backward_ws_smem_bytes<D, STAGES, BM>();
+    Params q = bind_tiles(p, BM, kBwsBN);
     // Dense rows: each key tile re-reads its row's Q and dO (bf16), L and delta, and adds into
     // dQ's fp32 accumulator: 8 D + 8 bytes per query.
     if (DenseSchedule::serves(q)) q.group = dense_l2_group((long long)q.qrows.len * (8 * D + 8), (long long)B * q.H);
     with_ws_schedule<true>(q, [&](auto tag) {
-        const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, typename decltype(tag)::type>;
+        const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, BM, typename decltype(tag)::type>;
         set_smem_limit(kernel, smem);
         kernel<<<tile_grid(q, B, max_rows(q, q.krows), kBwsBN), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, tdq, q);
     });
@@ -290,12 +290,12 @@ void bwd_atomic_wgmma(const Params& p, int B, cudaStream_t st) {
     launch_backward_dkdv_wgmma<D>(p, B, st);
     launch_dq_convert<D>(p, B, st);
 }
-// Backward, warp-specialized: preprocess (zeroing dQ), dK/dV + dQ (TMA reduce-adds at D = 128,
-// atomics at D = 64), convert.
-template <int D, int STAGES>
+// Backward, warp-specialized, BM queries a step: preprocess (zeroing dQ), dK/dV + dQ (TMA
+// reduce-adds at D = 128, atomics at D = 64), convert.
+template <int D, int STAGES, int BM>
 void bwd_ws(const Params& p, int B, cudaStream_t st) {
     launch_preprocess<D>(p, B, true, st);
-    launch_backward_dkdv_ws<D, STAGES>(p, B, st);
+    launch_backward_dkdv_ws<D, STAGES, BM>(p, B, st);
     launch_dq_convert<D>(p, B, st);
 }
 // Backward, deterministic: preprocess, dK/dV, then a separate dQ pass.
