@@ -1,6 +1,7 @@
 // Flash attention backward, warp-specialized (the rung after backward_wgmma.cuh, in the manner of
 // FlashAttention-3's backward): one producer warpgroup and two consumer warpgroups per block of
-// 128 keys.
+// 128 keys, stepping through query tiles of BM rows (128 at D = 64, 64 at D = 128, where the
+// step's products would not fit the registers: notes/fa3-speed.md, v23).
 //  - The producer's first warp loads K and V once with the Tensor Memory Accelerator, then, query
 //    tile by query tile, Q and dO by TMA and L, delta by its 32 lanes into a STAGES-deep ring of
 //    shared-memory buffers; mbarriers say when a stage is full (the TMA bytes landed and every
@@ -8,9 +9,9 @@
 //    It gives most of its registers to the consumers (setmaxnreg).
 //  - Each consumer warpgroup owns 64 of the block's keys and runs backward_wgmma.cuh's step on
 //    them: S^T, dP^T, P^T, dS^T, dV += P^T dO, dK += dS^T Q, then its half of dQ's columns
-//    = dS K over all 128 keys, added into the fp32 accumulator: at D = 128 through shared memory
-//    (128-byte swizzled boxes of 32 columns), one thread issuing a TMA reduce-add per box; at
-//    D = 64 with float2 atomics (bws_dq_by_tma says why).
+//    = dS K over all 128 keys, added into the fp32 accumulator through shared memory (128-byte
+//    swizzled boxes of 32 columns), one thread issuing a TMA reduce-add per box; with 64-query
+//    steps at D = 64 (backward variant 4) with float2 atomics (bws_dq_by_tma says why).
 //  - The consumers never wait for loads at a block barrier; the one barrier left in a step is the
 //    two consumers' (dQ reads both halves of dS^T), and dS^T is double-buffered so that the next
 //    step's writes need no second one.
@@ -55,13 +56,9 @@ constexpr int backward_ws_smem_bytes() {
 
 // The launches it serves: ws_serves's (forward_ws.cuh), with dQ gathered in the fp32 accumulator.
 // Dilated branches too (forward_ws.cuh, ws_serves_dilated): Q, dO, K, V read at the branch's
-// step by the TMA, dK and dV added into the branches before, dQ by atomics (bws_dq_tma).
+// step by the TMA, dK and dV added into the branches before, dQ as bws_dq_by_tma says (reduce-add
+// boxes at the branch's step, or atomics).
 inline bool backward_ws_serves(const Params& p) { return (ws_serves(p) || ws_serves_dilated(p)) && p.dq_accum != nullptr; }
-
-// dQ by TMA reduce-adds for this schedule: bws_dq_by_tma's choice, but never for a dilated
-// branch, whose query rows are strided in the accumulator (a reduce-add box is contiguous rows).
-template <int D, int BM, class Schedule>
-constexpr bool bws_dq_tma() { return bws_dq_by_tma<D, BM>() && !Schedule::kPerBlockMaps; }
 
 template <int D, int STAGES, int BM, class Schedule>
 __global__ void __launch_bounds__(kBwsThreads, 1)
@@ -69,7 +66,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
                                       const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                                       const __grid_constant__ CUtensorMap tm_dq, Params p) {
     constexpr int BN = kBwsBN, DB = D / 8, DQN = D / 2, MQ = BM / 64;
-    constexpr bool kDqTma = bws_dq_tma<D, BM, Schedule>();
+    constexpr bool kDqTma = bws_dq_by_tma<D, BM>();  // a dilated branch's rows: boxes at its step
     static_assert(BM == 64 || BM == 128, "a step is one or two 64-query blocks of dS^T");
     constexpr bool kOverlap = bws_overlap_sdp<D, BM>();
     constexpr uint32_t kTileQ = BM * D * 2;  // bytes of one Q (or dO) stage
@@ -226,9 +223,14 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
             fence_proxy_async();  // the stores (generic proxy) before the TMA reads them (async proxy)
             named_sync(kBwsDqBarrier + cw, 128);
             if ((threadIdx.x & 127) == 0) {
+                // A dilated branch's rows at its step: boxes of R rows (ws_box_rows), those with
+                // a query row (the rest would add zeros).
+                const int R = Schedule::kPerBlockMaps ? min(ws_box_rows(p.qrows.step), BM) : BM;
 #pragma unroll
                 for (int box = 0; box < DQN / 32; box++)
-                    tma_reduce_add_3d(&tm_dq, dQs + box * BM * 128, h * D + cw * DQN + 32 * box, p.qrows.token(q0) - p.accum_tok0, b);
+                    for (int rb = 0; rb < qn; rb += R)
+                        tma_reduce_add_3d(&tm_dq, dQs + box * BM * 128 + rb * 128, h * D + cw * DQN + 32 * box,
+                                          p.qrows.token(q0 + rb) - p.accum_tok0, b);
                 bulk_commit();
             }
         } else {

@@ -218,12 +218,12 @@ void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv, tdo, tdq;
     const int step = p.seg_len > 0 ? p.dilation : 1;  // a dilated branch's rows: every r-th token
     const int qbox = std::min(ws_box_rows(step), BM), kbox = std::min(ws_box_rows(step), kBwsBN);
-    const bool dq_tma = bws_dq_by_tma<D, BM>() && p.seg_len == 0;  // bws_dq_tma: never for a dilated branch
+    const bool dq_tma = bws_dq_by_tma<D, BM>();
     const bool ok = backward_ws_serves(p) && make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, qbox, step) &&
                     make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, kbox, step) &&
                     make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, kbox, step) &&
                     make_row_tensor_map(&tdo, p.dout, p.H * D, p.q_tokens, p.H * D, B, qbox, step) &&
-                    (!dq_tma || make_accum_tensor_map(&tdq, p.dq_accum, p.H * D, p.accum_tokens, B, BM));
+                    (!dq_tma || make_accum_tensor_map(&tdq, p.dq_accum, p.H * D, p.accum_tokens, B, qbox, step));
     if (!dq_tma) tdq = tq;  // not read: dQ goes by atomics
     if (!ok) return launch_backward_dkdv_wgmma<D>(p, B, stream);
     constexpr int smem = backward_ws_smem_bytes<D, STAGES, BM>();

@@ -120,14 +120,18 @@ inline bool make_row_tensor_map(CUtensorMap* map, const bf16* base, int cols, in
 
 // ---- Host: the tensor map of an fp32 accumulator (batch, tokens, cols) written by reduce-adds:
 // boxes of 32 columns (128 bytes) by `box_rows` rows, 128-byte swizzled in shared memory (16-byte
-// chunk c of row r at chunk c ^ (r % 8)). Rows past `tokens` are not written.
-inline bool make_accum_tensor_map(CUtensorMap* map, const float* base, int cols, int tokens, int batch, int box_rows) {
+// chunk c of row r at chunk c ^ (r % 8)). With `step` > 1 a box adds into every step-th row from
+// its first one (a dilated branch's virtual sequence), as make_row_tensor_map reads them. Rows
+// past `tokens` are not written.
+inline bool make_accum_tensor_map(CUtensorMap* map, const float* base, int cols, int tokens, int batch, int box_rows,
+                                  int step = 1) {
     if ((reinterpret_cast<uintptr_t>(base) & 15) || cols % 32) return false;
+    if (step < 1 || step > 8 || box_rows * step > 256) return false;
     const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)tokens, (cuuint64_t)batch};
     const cuuint64_t strides[2] = {(cuuint64_t)cols * 4, (cuuint64_t)tokens * cols * 4};
-    const cuuint32_t box[3] = {32, (cuuint32_t)box_rows, 1}, step[3] = {1, 1, 1};
+    const cuuint32_t box[3] = {32, (cuuint32_t)(box_rows * step), 1}, steps[3] = {1, (cuuint32_t)step, 1};
     const CUresult r = tensor_map_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base), dims, strides, box,
-                                            step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                            steps, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS;
 }
