@@ -97,6 +97,7 @@ __device__ __forceinline__ void store_grad2(bf16* dst, float x, float y, bool ac
 }
 
 // Element (b, token, h, 0) of the fp32 dQ accumulator (which covers only its chunk of tokens).
+// (backward_ws.cuh precomputes the same layout as an offset and a row stride: change both together.)
 __device__ __forceinline__ float* dq_accum_row(const Params& p, int b, int tok, int h, int D) {
     return p.dq_accum + (((size_t)b * p.accum_tokens + (tok - p.accum_tok0)) * p.H + h) * D;
 }

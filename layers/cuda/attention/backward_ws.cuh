@@ -160,8 +160,9 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         bwd_wg_issue_sdp<D>(s, dp, cw, sK, sV, sQ + st * kTileQ, sdO + st * kTileQ);
     };
     // The dQ atomics' addresses: the accumulator offset of query row 0 and the stride between
-    // rows, in registers for the whole walk. Rebuilt each step from Params, their constant loads
-    // waited for registers still held by the previous row's atomics (call 9's largest stalls).
+    // rows (dq_accum_row's layout, backward_mma_sync.cuh: change both together), in registers for
+    // the whole walk. Rebuilt each step from Params, their constant loads waited for registers
+    // still held by the previous row's atomics (session 10's call 9: the largest stalls).
     const long long dq_off0 = ((long long)b * p.accum_tokens + p.qrows.base - p.accum_tok0) * p.H * D + h * D + cw * DQN + 2 * t;
     const long long dq_row_stride = (long long)p.qrows.step * p.H * D;
     float s[1][BM / 8][4], dp[1][BM / 8][4];
