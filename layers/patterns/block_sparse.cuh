@@ -38,7 +38,7 @@ struct BlockSparseSchedule {
         return TileList{p.tiles.q_of_k + a, __ldg(p.tiles.k_ptr + t + 1) - a};
     }
     // The longest lists first (the global rows and columns), so they run under the rest.
-    __device__ static int query_tile_of_rank(const Params& p, int rank) { return __ldg(p.tiles.q_order + rank); }
+    __device__ static int query_tile_of_rank(const Params& p, int rank, int) { return __ldg(p.tiles.q_order + rank); }
     __device__ static int key_tile_of_rank(const Params& p, int rank) { return __ldg(p.tiles.k_order + rank); }
     // The element mask's two halves (the schedule interface, dense.cuh): the token rules (window,
     // global) worked out once per query row as a key interval and the global keys, so that an

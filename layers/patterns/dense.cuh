@@ -13,7 +13,9 @@ namespace flash {
 struct DenseSchedule {
     // kPerBlockMaps: each block derives its own maps (block_maps), else they are as given.
     // kMayMerge: outputs may merge into what is there (Params::accumulate), else are written.
-    // kTwoSided: the two-sided launchers' instance (Params::two_sided).
+    // kTwoSided: the two-sided launchers' instance (Params::two_sided), whose sides hold
+    //   contiguous positions (pos0 + token): the masks compute them (masks.cuh). The block-sparse
+    //   and fixed schedules' one instance serves one-sided launches too (positions from 0).
     // kBlockSparse: the pattern masks elements itself on the pairs its lists cut: a pair is kept
     //   when row_rule(p, qp).keeps(kp) (the rules cheap enough to test in every element of an
     //   unrolled mask, worked out once per query row) or its bit of kept_bits<NC, Q_ROWS>(p, h, rp,
@@ -28,7 +30,7 @@ struct DenseSchedule {
         int end_row = p.krows.len;
         if (p.causal) end_row = causal_key_end(p, qt);
         int begin_row = 0;
-        if (p.doc_start && qt.doc_min != INT_MIN) begin_row = rows_with_pos_le(p.kpos, p.krows, qt.doc_min - 1);
+        if (p.doc_start && qt.doc_min != INT_MIN) begin_row = key_rows_with_pos_le(p, qt.doc_min - 1);
         return TileRange{begin_row / BN, (end_row + BN - 1) / BN};
     }
     // Query tiles of BM rows for a key tile: from the first query at or after the tile's first
@@ -38,8 +40,9 @@ struct DenseSchedule {
         if (p.causal) begin_row = causal_query_begin(p, kt);
         return TileRange{begin_row / BM, (p.qrows.len + BM - 1) / BM};
     }
-    // Which tile a block runs: the longest causal query rows start first; key tile = rank.
-    __device__ static int query_tile_of_rank(const Params&, int rank) { return gridDim.y - 1 - rank; }
+    // Which tile of ntiles a block runs (the tile scheduler gives the rank, 0 = the heaviest):
+    // the longest causal query rows start first; key tile = rank.
+    __device__ static int query_tile_of_rank(const Params&, int rank, int ntiles) { return ntiles - 1 - rank; }
     __device__ static int key_tile_of_rank(const Params&, int rank) { return rank; }
 };
 

@@ -76,7 +76,7 @@ struct FixedSchedule {
         return FixedQueryTiles{begin_row / BM, (end_row + BM - 1) / BM, !all_summary};
     }
     // The latest query tiles have the most keys, the earliest key tiles the most queries.
-    __device__ static int query_tile_of_rank(const Params&, int rank) { return gridDim.y - 1 - rank; }
+    __device__ static int query_tile_of_rank(const Params&, int rank, int ntiles) { return ntiles - 1 - rank; }
     __device__ static int key_tile_of_rank(const Params&, int rank) { return rank; }
     // The element mask (dense.cuh): the whole rule per row (its block found once), no bits.
     struct RowRule {

@@ -52,10 +52,10 @@ void launch_fill(float* x, size_t n, float value, cudaStream_t stream) {
 namespace {
 
 // The variants the model runs (variant 0 chosen by the measurements in notes/attention.md and
-// notes/fa3-speed.md). Forward and backward are the warp-specialized kernels for dense and
-// block-sparse rows (forward_ws.cuh, backward_ws.cuh: ws_serves); every other launch (dilated
-// branches, fixed, two-sided) runs the wgmma kernel named after the bar, which was variant 0
-// before them.
+// notes/fa3-speed.md). Forward and backward are the warp-specialized kernels, for every pattern,
+// one-sided and two-sided (forward_ws.cuh, backward_ws.cuh: ws_serves); a launch TMA cannot read
+// (rows not 16-byte aligned, a dilation above 8) runs the wgmma kernel named after the bar, which
+// was variant 0 before them.
 const Variant kForward64[] = {
     {"fwd ws tma pingpong bn128 s4 | wgmma wg2 bn64", fwd_ws<64, 128, 4>},
 };

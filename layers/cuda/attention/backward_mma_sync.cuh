@@ -139,12 +139,15 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
         for (int r = 0; r < 2; r++) {
             const int row = key_row0 + mt * 16 + g + 8 * r;
             kok[mt][r] = row < p.krows.len;
-            // Block-sparse sides hold contiguous positions (pos0 + row): no loads on its many cut tiles.
-            kp[mt][r] = Schedule::kBlockSparse ? p.k_pos0 + row : __ldg(p.kpos + p.krows.token(kok[mt][r] ? row : 0));
+            // Two-sided and block-sparse sides hold contiguous positions (pos0 + token, masks.cuh):
+            // no loads (a block-sparse list's many cut tiles, a two-sided launch's diagonals).
+            const int tok = p.krows.token(kok[mt][r] ? row : 0);
+            kp[mt][r] = Schedule::kTwoSided ? p.k_pos0 + tok : __ldg(p.kpos + tok);
         }
-    // Dense and dilated one-sided rows: a column range per key row (masks.cuh, causal_query_begin_of_row).
-    if constexpr (!Schedule::kBlockSparse && !Schedule::kTwoSided) {
-        if (rows_mask_ok(p)) {
+    // Dense and dilated rows: a column range per key row (masks.cuh: causal_query_begin_of_row
+    // one-sided; two-sided, from the contiguous positions, with no documents).
+    if constexpr (!Schedule::kBlockSparse) {
+        if (Schedule::kTwoSided ? !p.doc_start : rows_mask_ok(p)) {
             int lo[MT][2];  // keep columns 2t + c with lo <= c < hi
             const int hi = qn - 2 * t;
             bool by_rows = true;
@@ -154,7 +157,8 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
                 for (int r = 0; r < 2; r++) {
                     int begin = kok[mt][r] ? 0 : INT_MAX / 2;
                     if (p.causal && kok[mt][r]) {
-                        const int qb = causal_query_begin_of_row(p, key_row0 + mt * 16 + g + 8 * r, kp[mt][r]);
+                        const int qb = Schedule::kTwoSided ? contiguous_rows_le(p.q_pos0, p.qrows, kp[mt][r] - 1)
+                                                           : causal_query_begin_of_row(p, key_row0 + mt * 16 + g + 8 * r, kp[mt][r]);
                         by_rows = by_rows && qb >= 0;
                         begin = max(0, qb - q0);
                     }
@@ -196,7 +200,7 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
             const int col = 8 * j + 2 * t + e;
             const bool qok = col < qn;
             const int tok = p.qrows.token(qok ? q0 + col : q0);
-            const int qpos = Schedule::kBlockSparse ? p.q_pos0 + tok : __ldg(p.qpos + tok);
+            const int qpos = Schedule::kTwoSided ? p.q_pos0 + tok : __ldg(p.qpos + tok);
             const int qdoc = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
@@ -249,7 +253,7 @@ __device__ __forceinline__ void probs_t_masked(float (&s)[MT][QB][4], const Para
 }
 // The position of a query tile's first row, for probs_t_masked (causal launches only).
 __device__ __forceinline__ int query_first_pos(const Params& p, int q0) {
-    return p.causal ? __ldg(p.qpos + p.qrows.token(q0)) : 0;
+    return p.causal ? query_pos(p, q0) : 0;
 }
 // dS^T = P^T (dP^T - delta[query]) scale, element by element into ds (which may be P^T's or
 // dP^T's own registers). Deltas: the query tile's rowsum(dO * O).
@@ -451,7 +455,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
 
     int b, h, rank;
     resolve_block<Schedule>(p, b, h, rank);
-    const int qtile = Schedule::query_tile_of_rank(p, rank);
+    const int qtile = Schedule::query_tile_of_rank(p, rank, gridDim.y);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
     if (qn <= 0) return;  // a dilated map shorter than the grid's longest

@@ -15,9 +15,9 @@
 //  - The consumers never wait for loads at a block barrier; the one barrier left in a step is the
 //    two consumers' (dQ reads both halves of dS^T), and dS^T is double-buffered so that the next
 //    step's writes need no second one.
-// It serves the launches forward_ws.cuh serves (one-sided dense rows and block-sparse lists,
-// written; one-sided dilated branches, read at their step, dK and dV merged); every other launch
-// runs backward_wgmma.cuh (launch_template.cuh, launch_backward_dkdv_ws).
+// It serves the launches forward_ws.cuh serves (every pattern, one-sided or two-sided: ring
+// steps and KV-cache blocks too), dK and dV written or merged; what TMA cannot read runs
+// backward_wgmma.cuh (launch_template.cuh, launch_backward_dkdv_ws).
 #pragma once
 #include "layers/cuda/attention/backward_wgmma.cuh"
 #include "layers/cuda/attention/forward_ws.cuh"
@@ -54,11 +54,11 @@ constexpr int backward_ws_smem_bytes() {
            (bws_dq_by_tma<D, BM>() ? BM * D * 4 + 1024 : 0) + 1024;
 }
 
-// The launches it serves: ws_serves's (forward_ws.cuh), with dQ gathered in the fp32 accumulator.
-// Dilated branches too (forward_ws.cuh, ws_serves_dilated): Q, dO, K, V read at the branch's
-// step by the TMA, dK and dV added into the branches before, dQ as bws_dq_by_tma says (reduce-add
-// boxes at the branch's step, or atomics).
-inline bool backward_ws_serves(const Params& p) { return (ws_serves(p) || ws_serves_dilated(p)) && p.dq_accum != nullptr; }
+// The launches it serves: ws_serves's (forward_ws.cuh: every pattern, one-sided or two-sided,
+// a dilated branch's rows at its step), with dQ gathered in the fp32 accumulator (reduce-add boxes
+// at the rows' step, or atomics: bws_dq_by_tma) and dK, dV written or, where the schedule may
+// merge and the launch asks (an earlier branch, an earlier key block), added.
+inline bool backward_ws_serves(const Params& p) { return ws_serves(p) && p.dq_accum != nullptr; }
 
 template <int D, int STAGES, int BM, class Schedule>
 __global__ void __launch_bounds__(kBwsThreads, 1)

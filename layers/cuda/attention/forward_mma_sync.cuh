@@ -41,9 +41,10 @@ template <int MT, int NB, class Schedule = DenseSchedule>
 __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params& p, int b, int row0, int k0,
                                             int kn, int h = 0, bool cut = false) {
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-    // Dense and dilated one-sided rows: a column bound per row (masks.cuh, causal_key_end_of_row).
-    if constexpr (!Schedule::kBlockSparse && !Schedule::kTwoSided) {
-        if (rows_mask_ok(p)) {
+    // Dense and dilated rows: a column bound per row (masks.cuh: causal_key_end_of_row one-sided;
+    // two-sided, from the contiguous positions, with no documents).
+    if constexpr (!Schedule::kBlockSparse) {
+        if (Schedule::kTwoSided ? !p.doc_start : rows_mask_ok(p)) {
             int lim[MT][2];  // keep columns 2t + c with c < lim
             bool by_rows = true;
 #pragma unroll
@@ -52,7 +53,9 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
                 for (int r = 0; r < 2; r++) {
                     int end = kn;
                     if (p.causal) {
-                        const int e = causal_key_end_of_row(p, min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1));
+                        const int row = min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1);
+                        const int e = Schedule::kTwoSided ? contiguous_rows_le(p.k_pos0, p.krows, p.q_pos0 + p.qrows.token(row))
+                                                          : causal_key_end_of_row(p, row);
                         by_rows = by_rows && e >= 0;
                         end = min(end, e - k0);
                     }
@@ -79,8 +82,9 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
         for (int r = 0; r < 2; r++) {
             const int row = min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1);  // rows past the end: any
             const int tok = p.qrows.token(row);
-            // Block-sparse sides hold contiguous positions (pos0 + row): no loads on its many cut tiles.
-            qp[mt][r] = Schedule::kBlockSparse ? p.q_pos0 + tok : __ldg(p.qpos + tok);
+            // Two-sided and block-sparse sides hold contiguous positions (pos0 + token, masks.cuh):
+            // no loads (a block-sparse list's many cut tiles, a two-sided launch's diagonals).
+            qp[mt][r] = Schedule::kTwoSided ? p.q_pos0 + tok : __ldg(p.qpos + tok);
             qd[mt][r] = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
         }
     // The pattern's rules for each row (cut pairs): its per-row rule, and the rules of head h
@@ -105,7 +109,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
         for (int e = 0; e < 2; e++) {
             const int col = 8 * j + 2 * t + e;
             const bool valid = col < kn;
-            const int kp = Schedule::kBlockSparse ? p.k_pos0 + k0 + col : valid ? __ldg(p.kpos + p.krows.token(k0 + col)) : 0;
+            const int kp = Schedule::kTwoSided ? p.k_pos0 + p.krows.token(k0 + col) : valid ? __ldg(p.kpos + p.krows.token(k0 + col)) : 0;
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -200,7 +204,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p)
 
     int b, h, rank;
     resolve_block<Schedule>(p, b, h, rank);
-    const int qtile = Schedule::query_tile_of_rank(p, rank);  // the longest rows start first
+    const int qtile = Schedule::query_tile_of_rank(p, rank, gridDim.y);  // the longest rows start first
     const int warp = threadIdx.x >> 5;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);
     if (qn <= 0) return;  // a dilated map shorter than the grid's longest

@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(NWG * 128, (forward_wgmma_min_blocks<D, BN>())
 
     int b, h, rank;
     resolve_block<Schedule>(p, b, h, rank);
-    const int qtile = Schedule::query_tile_of_rank(p, rank);
+    const int qtile = Schedule::query_tile_of_rank(p, rank, gridDim.y);
     const int warp = threadIdx.x >> 5;
     const int wg = warp >> 2;
     const int q0 = qtile * BM, qn = min(BM, p.qrows.len - q0);

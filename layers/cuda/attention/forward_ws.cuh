@@ -15,11 +15,14 @@
 //    behind work. Long dense rows run a block per tile (the persistent walk measured slower there).
 //    Both kernels are the same per-tile producer and consumer code (ws_load_tile,
 //    ws_consume_tile).
-// It serves one-sided launches read in place (forward_ws_serves): dense rows (DenseSchedule),
-// block-sparse tile lists (BlockSparseSchedule) and dilated branches, whose virtual sequences the
-// TMA reads at their step (DilatedSchedule; merged into the branches before). Other launches run
-// on forward_wgmma.cuh (launch_template.cuh, fwd_ws). Masks, the softmax
-// update and the epilogue are the other kernels' (masks.cuh, softmax.cuh, store_output).
+// It serves every pattern's launches, one-sided or two-sided (ring steps, KV-cache blocks), through
+// each launch's own schedule (the one of AllSchedules that serves it, as every kernel family
+// does): dense rows, block-sparse tile lists, the fixed pattern's computed tiles, and dilated
+// branches, whose virtual sequences the TMA reads at their step (merged into the branches
+// before). Two-sided launches write or merge, into bf16 O or the fp32 O of a run of merges. What
+// TMA cannot read (rows not 16-byte aligned, a dilation above 8) runs on forward_wgmma.cuh
+// (launch_template.cuh, launch_forward_ws). Masks, the softmax update and the epilogue are the
+// other kernels' (masks.cuh, softmax.cuh, store_output).
 #pragma once
 #include "layers/cuda/attention/forward_wgmma.cuh"
 #include "layers/cuda/attention/schedules.cuh"
@@ -45,29 +48,27 @@ constexpr int forward_ws_smem_bytes() {
     return (kWsBM * D + 2 * STAGES * BN * D) * 2 + 1024;  // Q, K and V stages; slack to align to 1024
 }
 
-// The launches both warp-specialized kernels (this file and backward_ws.cuh) serve: one-sided
-// rows read in place at unit step from token `base` on (TMA addresses tokens by coordinate),
-// dense or block-sparse (a walk of the tile lists bound for the kernel's tiles), results written,
-// not merged.
+// The launches both warp-specialized kernels (this file and backward_ws.cuh) serve: any pattern,
+// one-sided or two-sided, whose rows the TMA reads by coordinate: unit-step maps from token
+// `base` on, or a dilated branch's virtual sequences at its step r (the TMA's element stride,
+// r <= 8). The buffers' alignment is the tensor maps' to check (make_row_tensor_map).
 inline bool ws_serves(const Params& p) {
-    const bool pattern = (p.kind == AttnKind::Dense && p.seg_len == 0) || (p.kind == AttnKind::BlockSparse && p.sparse);
-    return pattern && !p.two_sided && !p.accumulate && p.qrows.step == 1 && p.krows.step == 1;
+    return p.seg_len > 0 ? p.dilation <= kWsMaxStep : p.qrows.step == 1 && p.krows.step == 1;
 }
-// The forward takes one-sided dilated branches too: each block's virtual sequence read at step r
-// (the TMA's element stride, r <= 8), merged into the branches before it (Params::accumulate).
-// Two-sided launches and the fp32 O of merges run the wgmma kernel.
-inline bool ws_serves_dilated(const Params& p) {
-    return p.kind == AttnKind::Dilated && !p.two_sided && p.seg_len > 0 && p.dilation <= kWsMaxStep;
-}
-inline bool forward_ws_serves(const Params& p) { return (ws_serves(p) || ws_serves_dilated(p)) && !p.o_f32; }
 
-// The schedule of a launch the ws kernels take, as a tag for f (a generic lambda); DILATED: the
-// launcher takes dilated branches (the forward), so that the backward builds no instance for them.
-template <bool DILATED, class F>
-void with_ws_schedule(const Params& p, F&& f) {
-    if (p.kind == AttnKind::BlockSparse) f(ScheduleTag<BlockSparseSchedule>{});
-    else if (DILATED && p.kind == AttnKind::Dilated) f(ScheduleTag<DilatedSchedule>{});
-    else f(ScheduleTag<DenseSchedule>{});
+// Runs f(ScheduleTag<S>{}) for the one schedule S of AllSchedules that serves p (each pattern
+// module says which of its schedules serves which launch), so that the ws launchers instantiate
+// their kernels for every pattern and name none.
+template <class F, class... Schedules>
+void with_served_schedule(ScheduleList<Schedules...>, const Params& p, F&& f) {
+    int served = 0;
+    auto run_if_served = [&](auto tag) {
+        if (!decltype(tag)::type::serves(p)) return;
+        f(tag);
+        served++;
+    };
+    (run_if_served(ScheduleTag<Schedules>{}), ...);
+    if (served != 1) fatal("attention: %d kernel schedules serve this launch, not 1 (an internal error: please report it)", served);
 }
 
 // TMA loads of `rows` rows of a map from its row r0, head h of sequence b, into dst ([D/64][rows]
@@ -263,10 +264,6 @@ __device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile
     release(w.v_empty + 8 * sl);
 }
 
-// Dilated branches merge into the branches before them; the rows ws_serves takes are written.
-template <class Schedule>
-constexpr bool ws_merges() { return Schedule::kPerBlockMaps; }
-
 // A block per query tile (the grid of the other kernels: x = (b, h) or a virtual sequence, y =
 // the tile's rank).
 template <int D, int BN, int STAGES, class Schedule>
@@ -280,7 +277,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
     int b, h, rank;
     resolve_block<Schedule, true>(p, b, h, rank);
-    const int q0 = Schedule::query_tile_of_rank(p, rank) * kWsBM, qn = min(kWsBM, p.qrows.len - q0);
+    const int q0 = Schedule::query_tile_of_rank(p, rank, gridDim.y) * kWsBM, qn = min(kWsBM, p.qrows.len - q0);
     if (qn <= 0) return;
     const QueryTile qt = query_tile_info<kWsThreads>(p, b, q0, qn);  // every thread (a block reduction)
     const auto keys = Schedule::key_tiles(p, qt, BN);
@@ -303,7 +300,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     float acc[D / 8][4] = {};
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     if (n > 0) ws_consume_tile<D, BN, STAGES, false, Schedule>(p, qt, keys, n, b, h, row0, cw, sm, w, 0, 0, acc, m, l);
-    store_output<D, ws_merges<Schedule>(), false>(p, b, h, row0, acc, m, l);
+    store_output<D, Schedule::kMayMerge, Schedule::kTwoSided>(p, b, h, row0, acc, m, l);
 }
 
 // Query tile t of a persistent launch (the tile scheduler of the persistent walk) as (b, h, first
@@ -319,6 +316,7 @@ struct WsTile {
 };
 template <class Schedule>
 __device__ __forceinline__ WsTile ws_tile(Params& p, int t, int ny, int nseq) {
+    one_sided_by_schedule<Schedule>(p);
     int rank = t / nseq, seq = t % nseq;
     if (p.group > 0) {
         const int per = p.group * ny, first = t / per * p.group, gn = min(p.group, nseq - first), r = t % per;
@@ -327,7 +325,7 @@ __device__ __forceinline__ WsTile ws_tile(Params& p, int t, int ny, int nseq) {
     }
     int b = seq / p.H, h = seq % p.H;
     if constexpr (Schedule::kPerBlockMaps) Schedule::block_maps(p, seq, b, h);
-    const int tile = Schedule::kBlockSparse ? Schedule::query_tile_of_rank(p, rank) : ny - 1 - rank;
+    const int tile = Schedule::query_tile_of_rank(p, rank, ny);
     const int q0 = tile * kWsBM;
     return WsTile{b, h, q0, min(kWsBM, p.qrows.len - q0)};
 }
@@ -393,7 +391,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             g += n;
             qj++;
         }
-        store_output<D, ws_merges<Schedule>(), false>(pt, tile.b, tile.h, row0, acc, m, l);
+        store_output<D, Schedule::kMayMerge, Schedule::kTwoSided>(pt, tile.b, tile.h, row0, acc, m, l);
     }
 }
 

@@ -94,20 +94,13 @@ inline dim3 tile_grid(const Params& p, int B, int rows, int tile) {
 // the registry's list: dense or a dilated branch, one-sided or two-sided, block-sparse).
 // kernel_of(ScheduleTag<S>{}) is the kernel's instance for schedule S; each instance gets its
 // shared-memory limit on its first launch (set_smem_limit).
-template <class KernelOf, class... Schedules>
-void launch_served(ScheduleList<Schedules...>, KernelOf kernel_of, const Params& p, dim3 grid, int threads, int smem,
-                   cudaStream_t stream) {
-    int served = 0;
-    auto launch_if_served = [&](auto tag) {
-        using S = typename decltype(tag)::type;
-        if (!S::serves(p)) return;
+template <class KernelOf>
+void launch_served(KernelOf kernel_of, const Params& p, dim3 grid, int threads, int smem, cudaStream_t stream) {
+    with_served_schedule(AllSchedules{}, p, [&](auto tag) {
         const auto kernel = kernel_of(tag);
         set_smem_limit(kernel, smem);
         kernel<<<grid, threads, smem, stream>>>(p);
-        served++;
-    };
-    (launch_if_served(ScheduleTag<Schedules>{}), ...);
-    if (served != 1) fatal("attention: %d kernel schedules serve this launch, not 1 (an internal error: please report it)", served);
+    });
     CUDA_CHECK_LAST();
 }
 
@@ -128,7 +121,7 @@ void launch_forward(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 16 * MT * NW, smem = forward_smem_bytes<D, MT, NW, BN>();
     const Params q = bind_tiles(p, BM, BN);
     auto kernel_of = [](auto tag) { return attention_forward_kernel<D, MT, NW, BN, typename decltype(tag)::type>; };
-    launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NW * 32, smem, stream);
+    launch_served(kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NW * 32, smem, stream);
 }
 
 template <int D, int NWG, int BN>
@@ -136,7 +129,7 @@ void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 64 * NWG, smem = forward_wgmma_smem_bytes<D, NWG, BN>();
     const Params q = bind_tiles(p, BM, BN);
     auto kernel_of = [](auto tag) { return attention_forward_wgmma_kernel<D, NWG, BN, typename decltype(tag)::type>; };
-    launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NWG * 128, smem, stream);
+    launch_served(kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NWG * 128, smem, stream);
 }
 
 // Launch-order groups (Params::group) of dense rows: as many (b, h) rows as keep what a row's
@@ -151,14 +144,14 @@ inline int dense_l2_group(long long bytes, long long nseq) {
     return g >= nseq ? 0 : (int)g;
 }
 
-// The warp-specialized forward (forward_ws.cuh) where it serves p (dense rows, block-sparse
-// lists, one-sided dilated branches) and TMA can read the buffers; otherwise the wgmma kernel
-// with the same 128 query rows per block (forward variant 1, the default before this one).
+// The warp-specialized forward (forward_ws.cuh) where TMA can read the launch's rows (every
+// pattern, one-sided or two-sided); otherwise the wgmma kernel with the same 128 query rows per
+// block (forward variant 1, the default before this one).
 template <int D, int BN, int STAGES>
 void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv;
     const int step = p.seg_len > 0 ? p.dilation : 1;  // a dilated branch's rows: every r-th token
-    const bool ok = forward_ws_serves(p) &&
+    const bool ok = ws_serves(p) &&
                     make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, std::min(ws_box_rows(step), kWsBM), step) &&
                     make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, std::min(ws_box_rows(step), BN), step) &&
                     make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, std::min(ws_box_rows(step), BN), step);
@@ -168,16 +161,17 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     // ny tiles in each of nseq sequences: (b, h) rows, or a dilated branch's (b, h, segment)s.
     const int ny = ceil_div(max_rows(q, q.qrows), kWsBM);
     const long long nseq = (long long)B * q.H * q.nseg;
-    // Dense rows: each query tile re-reads its row's K and V (2 D bf16 per key).
-    if (DenseSchedule::serves(q)) q.group = dense_l2_group((long long)q.krows.len * 2 * D * 2, nseq);
-    with_ws_schedule<true>(q, [&](auto tag) {
+    // Dense rows (one-sided or two-sided): each query tile re-reads its row's K and V (2 D bf16
+    // per key).
+    if (q.kind == AttnKind::Dense) q.group = dense_l2_group((long long)q.krows.len * 2 * D * 2, nseq);
+    // Persistent (a block per SM walking the tiles) where each tile's prologue and epilogue are a
+    // large share of its work: short rows (any pattern's, or a dilated branch's virtual
+    // sequences), and block-sparse lists at any length (a window's list is a few key tiles; a
+    // block per tile measured 1.20x slower at 1M, notes/fa3-speed.md, v12). For long rows a block
+    // per tile: the persistent walk measured 4-13% slower on long dense rows (v3-v5).
+    const bool persistent = q.kind == AttnKind::BlockSparse ? ws_persistent_max_query_tiles > 0 : ny <= ws_persistent_max_query_tiles;
+    with_served_schedule(AllSchedules{}, q, [&](auto tag) {
         using S = typename decltype(tag)::type;
-        // Persistent (a block per SM walking the tiles) where each tile's prologue and epilogue
-        // are a large share of its work: short rows (dense, or a dilated branch's virtual
-        // sequences), and block-sparse lists at any length (a window's list is a few key tiles; a
-        // block per tile measured 1.20x slower at 1M, notes/fa3-speed.md, v12). For long dense
-        // rows a block per tile: the persistent walk measured 4-13% slower there (v3-v5).
-        const bool persistent = S::kBlockSparse ? ws_persistent_max_query_tiles > 0 : ny <= ws_persistent_max_query_tiles;
         if (persistent) {
             const auto kernel = attention_forward_ws_persistent_kernel<D, BN, STAGES, S>;
             set_smem_limit(kernel, smem);
@@ -199,7 +193,7 @@ void launch_backward_dkdv(const Params& p, int B, cudaStream_t stream) {
     constexpr int BN = 16 * MT * NW, smem = backward_dkdv_smem_bytes<D, MT, NW, BM, ATOMIC>();
     const Params q = bind_tiles(p, BM, BN);
     auto kernel_of = [](auto tag) { return attention_backward_dkdv_kernel<D, MT, NW, BM, ATOMIC, typename decltype(tag)::type>; };
-    launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.krows), BN), NW * 32, smem, stream);
+    launch_served(kernel_of, q, tile_grid(q, B, max_rows(q, p.krows), BN), NW * 32, smem, stream);
 }
 
 template <int D>
@@ -207,12 +201,12 @@ void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
     constexpr int smem = backward_dkdv_wgmma_smem_bytes<D>();
     const Params q = bind_tiles(p, kBwdWgBM, 128);
     auto kernel_of = [](auto tag) { return attention_backward_dkdv_wgmma_kernel<D, typename decltype(tag)::type>; };
-    launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.krows), 128), 256, smem, stream);
+    launch_served(kernel_of, q, tile_grid(q, B, max_rows(q, p.krows), 128), 256, smem, stream);
 }
 
-// The warp-specialized backward (backward_ws.cuh) where it serves p (dense rows, block-sparse
-// lists, one-sided dilated branches) and TMA can read the buffers; otherwise the wgmma backward
-// (backward variant 2, the default before it).
+// The warp-specialized backward (backward_ws.cuh) where TMA can read the launch's rows (every
+// pattern, one-sided or two-sided) and dQ goes to the fp32 accumulator; otherwise the wgmma
+// backward (backward variant 2, the default before it).
 template <int D, int STAGES, int BM>
 void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv, tdo, tdq;
@@ -230,8 +224,8 @@ void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     Params q = bind_tiles(p, BM, kBwsBN);
     // Dense rows: each key tile re-reads its row's Q and dO (bf16), L and delta, and adds into
     // dQ's fp32 accumulator: 8 D + 8 bytes per query.
-    if (DenseSchedule::serves(q)) q.group = dense_l2_group((long long)q.qrows.len * (8 * D + 8), (long long)B * q.H);
-    with_ws_schedule<true>(q, [&](auto tag) {
+    if (q.kind == AttnKind::Dense) q.group = dense_l2_group((long long)q.qrows.len * (8 * D + 8), (long long)B * q.H);
+    with_served_schedule(AllSchedules{}, q, [&](auto tag) {
         const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, BM, typename decltype(tag)::type>;
         set_smem_limit(kernel, smem);
         kernel<<<tile_grid(q, B, max_rows(q, q.krows), kBwsBN), kBwsThreads, smem, stream>>>(tq, tk, tv, tdo, tdq, q);
@@ -244,7 +238,7 @@ void launch_backward_dq(const Params& p, int B, cudaStream_t stream) {
     constexpr int BM = 16 * MT * NW, smem = backward_dq_smem_bytes<D, MT, NW, BN>();
     const Params q = bind_tiles(p, BM, BN);
     auto kernel_of = [](auto tag) { return attention_backward_dq_kernel<D, MT, NW, BN, typename decltype(tag)::type>; };
-    launch_served(AllSchedules{}, kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NW * 32, smem, stream);
+    launch_served(kernel_of, q, tile_grid(q, B, max_rows(q, p.qrows), BM), NW * 32, smem, stream);
 }
 
 template <int D>

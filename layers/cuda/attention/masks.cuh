@@ -22,6 +22,32 @@ __device__ __forceinline__ int rows_with_pos_le(const int* pos, RowMap map, int 
     return lo;
 }
 
+// Two-sided launches hold contiguous positions on each side, row token t at pos0 + t (the
+// launchers' contract, launch_two_sided.cuh, which their dilated segments and block-sparse lists
+// rely on too): their positions are computed, with no loads, and so are the rows at or before a
+// position (a division where the position array needs a binary search of dependent loads, paid
+// before each query tile's first product). One-sided rows read the array: positions may repeat.
+__device__ __forceinline__ int query_pos(const Params& p, int row) {
+    return p.two_sided ? p.q_pos0 + p.qrows.token(row) : __ldg(p.qpos + p.qrows.token(row));
+}
+__device__ __forceinline__ int key_pos(const Params& p, int row) {
+    return p.two_sided ? p.k_pos0 + p.krows.token(row) : __ldg(p.kpos + p.krows.token(row));
+}
+// Rows i in [0, map.len) at positions pos0 + token(i) <= x. (32-bit: a 64-bit division is a call,
+// whose saved registers spilled in the one-sided kernels that carry this path unused.)
+__device__ __forceinline__ int contiguous_rows_le(int pos0, RowMap map, int x) {
+    const int first = pos0 + map.base;  // the position of row 0
+    if (x < first) return 0;
+    const int d = x - first;
+    return min(map.len, (map.step == 1 ? d : d / map.step) + 1);
+}
+__device__ __forceinline__ int key_rows_with_pos_le(const Params& p, int x) {
+    return p.two_sided ? contiguous_rows_le(p.k_pos0, p.krows, x) : rows_with_pos_le(p.kpos, p.krows, x);
+}
+__device__ __forceinline__ int query_rows_with_pos_le(const Params& p, int x) {
+    return p.two_sided ? contiguous_rows_le(p.q_pos0, p.qrows, x) : rows_with_pos_le(p.qpos, p.qrows, x);
+}
+
 // Do both sides read the same rows at the same positions (a one-sided launch)? Then a tile's
 // causal bounds on the other side sit next to its own rows (causal_key_end, causal_query_begin).
 __device__ __forceinline__ bool same_rows(const Params& p) {
@@ -55,8 +81,8 @@ __device__ QueryTile query_tile_info(const Params& p, int b, int r0, int n) {
     QueryTile t;
     t.r0 = r0;
     t.n = n;
-    t.first_pos = __ldg(p.qpos + p.qrows.token(r0));
-    t.last_pos = __ldg(p.qpos + p.qrows.token(r0 + n - 1));
+    t.first_pos = query_pos(p, r0);
+    t.last_pos = query_pos(p, r0 + n - 1);
     t.doc_min = t.doc_max = INT_MIN;
     if (p.doc_start) {
         if (threadIdx.x == 0) {
@@ -85,8 +111,8 @@ __device__ __forceinline__ QueryTile query_tile_info_warp(const Params& p, int b
     QueryTile t;
     t.r0 = r0;
     t.n = n;
-    t.first_pos = __ldg(p.qpos + p.qrows.token(r0));
-    t.last_pos = __ldg(p.qpos + p.qrows.token(r0 + n - 1));
+    t.first_pos = query_pos(p, r0);
+    t.last_pos = query_pos(p, r0 + n - 1);
     t.doc_min = t.doc_max = INT_MIN;
     if (p.doc_start) {
         int lo = INT_MAX, hi = INT_MIN;
@@ -110,13 +136,13 @@ __device__ __forceinline__ KeyTile key_tile_info(const Params& p, int r0, int n)
     KeyTile t;
     t.r0 = r0;
     t.n = n;
-    t.first_pos = __ldg(p.kpos + p.krows.token(r0));
-    t.last_pos = __ldg(p.kpos + p.krows.token(r0 + n - 1));
+    t.first_pos = key_pos(p, r0);
+    t.last_pos = key_pos(p, r0 + n - 1);
     return t;
 }
 
-// Key rows at or before the query tile's last position: rows_with_pos_le, found in one load when
-// both sides read the same rows. Positions never decrease along a map, so key rows [0, e) (the
+// Key rows at or before the query tile's last position: key_rows_with_pos_le, found in one load
+// when both sides read the same rows. Positions never decrease along a map, so key rows [0, e) (the
 // query rows up to the tile's last) are all at or before it, and if row e is after it, so is
 // every later row; only when row e shares the position does the search run. The search is 11
 // dependent loads at 2048 rows, paid before a query tile's first product.
@@ -126,7 +152,7 @@ __device__ __forceinline__ int causal_key_end(const Params& p, const QueryTile& 
         if (e >= p.krows.len) return p.krows.len;
         if (__ldg(p.kpos + p.krows.token(e)) > qt.last_pos) return e;
     }
-    return rows_with_pos_le(p.kpos, p.krows, qt.last_pos);
+    return key_rows_with_pos_le(p, qt.last_pos);
 }
 // Query rows before the key tile's first position (the rows a causal key tile skips), likewise:
 // query rows [0, r0) when the row before the tile is at an earlier position.
@@ -135,7 +161,7 @@ __device__ __forceinline__ int causal_query_begin(const Params& p, const KeyTile
         if (kt.r0 == 0) return 0;
         if (__ldg(p.qpos + p.qrows.token(kt.r0 - 1)) < kt.first_pos) return kt.r0;
     }
-    return rows_with_pos_le(p.qpos, p.qrows, kt.first_pos - 1);
+    return query_rows_with_pos_le(p, kt.first_pos - 1);
 }
 
 // The causal diagonal in row space, for one-sided launches without documents (rows_mask_ok):
@@ -144,6 +170,8 @@ __device__ __forceinline__ int causal_query_begin(const Params& p, const KeyTile
 // sees key rows [0, row + 1) and a key row is seen by query rows [row, len): two loads per row
 // where comparing positions loads one per element (a 128-key tile: 32 per thread). -1 when the
 // neighbour shares the row's position (repeated positions): the caller compares positions.
+// Two-sided launches without documents take the same path, each row's bound computed from the
+// contiguous positions (contiguous_rows_le).
 __device__ __forceinline__ bool rows_mask_ok(const Params& p) {
     return !p.doc_start && (!p.causal || same_rows(p));
 }

@@ -4,6 +4,14 @@
 
 namespace flash {
 
+// A schedule that serves only one-sided launches says so in its kernels' copy of p, so that the
+// paths of two-sided launches (computed positions, masks.cuh) fold away in its instances, which
+// keep their registers (a runtime flag alone made the one-sided dense backward spill).
+template <class Schedule>
+__device__ __forceinline__ void one_sided_by_schedule(Params& p) {
+    if constexpr (!Schedule::kTwoSided) p.two_sided = false;
+}
+
 // The tile scheduler: which (b, h, tile rank) a block runs (rank 0 = the heaviest tile: the
 // kernels turn it into their query or key tile), in an order chosen for the L2, apart from what
 // any pattern computes. Grids are x = sequence, y = rank: a sequence is a (b, h) row, or for
@@ -22,6 +30,7 @@ namespace flash {
 // the others keep the plain order without the remap's registers.
 template <class Schedule, bool GROUPED = Schedule::kPerBlockMaps>
 __device__ __forceinline__ void resolve_block(Params& p, int& b, int& h, int& rank) {
+    one_sided_by_schedule<Schedule>(p);
     int seq = blockIdx.x;
     rank = blockIdx.y;
     if (GROUPED && p.group > 0) {
