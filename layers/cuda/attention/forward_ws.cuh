@@ -10,7 +10,7 @@
 //  - Across the two warpgroups, named barriers take turns ("ping-pong"): one issues its matrix
 //    products while the other does its softmax, so the tensor cores rarely wait for exponentials.
 //  - For short walks (short rows, a dilated branch's segments, block-sparse lists), a persistent
-//    kernel: one block per SM walks many query tiles (ws_tile, its tile scheduler), the producer
+//    kernel: one block per SM walks many query tiles (tile_scheduler.cuh), the producer
 //    loading the next tile while the consumers finish this one, so prologues and epilogues hide
 //    behind work. Long dense rows run a block per tile (the persistent walk measured slower there).
 //    Both kernels are the same per-tile producer and consumer code (ws_load_tile,
@@ -303,35 +303,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     store_output<D, Schedule::kMayMerge, Schedule::kTwoSided>(p, b, h, row0, acc, m, l);
 }
 
-// Query tile t of a persistent launch (the tile scheduler of the persistent walk) as (b, h, first
-// row, rows); for schedules of virtual sequences (a dilated branch) it also sets p's maps. There
-// are nseq sequences ((b, h) rows, or a branch's (b, h, segment)s) of up to ny tiles each. The
-// order is rank-major, rank r of every sequence before rank r + 1, heaviest first (dense and
-// dilated: the last tile, with the most keys when causal; block-sparse: the longest list, its
-// q_order), so the walk's tail is light tiles. With p.group > 0 (dilated branches, dense rows),
-// all ranks of `group` sequences come before the next group's, so that the K and V the resident
-// blocks read are a few sequences' and stay in the L2 (resolve_block says why).
-struct WsTile {
-    int b, h, q0, qn;
-};
-template <class Schedule>
-__device__ __forceinline__ WsTile ws_tile(Params& p, int t, int ny, int nseq) {
-    one_sided_by_schedule<Schedule>(p);
-    int rank = t / nseq, seq = t % nseq;
-    if (p.group > 0) {
-        const int per = p.group * ny, first = t / per * p.group, gn = min(p.group, nseq - first), r = t % per;
-        rank = r / gn;
-        seq = first + r % gn;
-    }
-    int b = seq / p.H, h = seq % p.H;
-    if constexpr (Schedule::kPerBlockMaps) Schedule::block_maps(p, seq, b, h);
-    const int tile = Schedule::query_tile_of_rank(p, rank, ny);
-    const int q0 = tile * kWsBM;
-    return WsTile{b, h, q0, min(kWsBM, p.qrows.len - q0)};
-}
-
 // Persistent: a grid of at most one block per SM, each block walking tiles blockIdx.x,
-// blockIdx.x + gridDim.x, ... of the ny * nseq query tiles (ws_tile). The producer runs ahead
+// blockIdx.x + gridDim.x, ... of the ny * nseq query tiles (persistent_query_tile,
+// tile_scheduler.cuh). The producer runs ahead
 // into the next tile (its Q once the consumers are done with this one's, its K and V into the
 // free stages) while the consumers finish this tile and write its output, so a block's prologue
 // and epilogue are hidden except for its first tile. Stages and phases count K/V tiles over the
@@ -361,7 +335,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         }
         for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
             Params pt = p;
-            const WsTile tile = ws_tile<Schedule>(pt, t, ny, nseq);
+            const PersistentTile tile = persistent_query_tile<Schedule, kWsBM>(pt, t, ny, nseq);
             if (tile.qn <= 0) continue;  // a short sequence (a branch's last segment) has fewer tiles
             const QueryTile qt = query_tile_info_warp(pt, tile.b, tile.q0, tile.qn);  // the whole warp
             const auto keys = Schedule::key_tiles(pt, qt, BN);
@@ -378,7 +352,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const int cw = wg - 1;
     for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
         Params pt = p;
-        const WsTile tile = ws_tile<Schedule>(pt, t, ny, nseq);
+        const PersistentTile tile = persistent_query_tile<Schedule, kWsBM>(pt, t, ny, nseq);
         if (tile.qn <= 0) continue;
         const int row0 = tile.q0 + cw * 64 + warp * 16;
         const QueryTile qt = query_tile_info_warp(pt, tile.b, tile.q0, tile.qn);

@@ -75,7 +75,7 @@ struct Params {
     // c = h % r, i.e. the map {s*w' + c, r, ceil((len_s - c)/r)} on the query and the key side.
     int seg_len, dilation, seg0, nseg;
     // Launch-order groups of this many sequences (0: plain grid order): dilated branches and
-    // dense rows (tile_scheduler.cuh, resolve_block; forward_ws.cuh, ws_tile).
+    // dense rows (tile_scheduler.cuh: resolve_block, persistent_query_tile).
     int group;
     // false: the kernels write their outputs; true: they merge into what is there (forward: O, L
     // by log-sum-exp; backward: dq, dk, dv +=), so branches launched one after another add up,

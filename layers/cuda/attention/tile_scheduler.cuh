@@ -1,4 +1,5 @@
-// The tile scheduler of the flash kernels: which (b, h, tile) each thread block runs.
+// The tile scheduler of the flash kernels: which (b, h, tile) each thread block runs (a block per
+// tile: resolve_block), or each tile of a persistent block's walk (persistent_query_tile).
 #pragma once
 #include "layers/cuda/attention/params.cuh"
 
@@ -51,6 +52,33 @@ __device__ __forceinline__ void resolve_block(Params& p, int& b, int& h, int& ra
     } else {
         Schedule::block_maps(p, seq, b, h);
     }
+}
+
+// The persistent walk's scheduler (forward_ws.cuh: a grid of at most one block per SM, block i
+// running tiles i, i + gridDim.x, ...): query tile t of the launch as (b, h, first row, rows) in
+// tiles of BM rows; for schedules of virtual sequences (a dilated branch) it also sets p's maps.
+// There are nseq sequences ((b, h) rows, or a branch's (b, h, segment)s) of up to ny tiles each.
+// The order is rank-major, rank r of every sequence before rank r + 1, heaviest first (the
+// schedule's order of rank: the last tile, with the most keys when causal; block-sparse, the
+// longest list), so the walk's tail is light tiles. With p.group > 0 (dilated branches, dense
+// rows), all ranks of `group` sequences come before the next group's, so that the K and V the
+// resident blocks read are a few sequences' and stay in the L2 (resolve_block says why).
+struct PersistentTile {
+    int b, h, q0, qn;
+};
+template <class Schedule, int BM>
+__device__ __forceinline__ PersistentTile persistent_query_tile(Params& p, int t, int ny, int nseq) {
+    one_sided_by_schedule<Schedule>(p);
+    int rank = t / nseq, seq = t % nseq;
+    if (p.group > 0) {
+        const int per = p.group * ny, first = t / per * p.group, gn = min(p.group, nseq - first), r = t % per;
+        rank = r / gn;
+        seq = first + r % gn;
+    }
+    int b = seq / p.H, h = seq % p.H;
+    if constexpr (Schedule::kPerBlockMaps) Schedule::block_maps(p, seq, b, h);
+    const int q0 = Schedule::query_tile_of_rank(p, rank, ny) * BM;
+    return PersistentTile{b, h, q0, min(BM, p.qrows.len - q0)};
 }
 
 }  // namespace flash
