@@ -116,8 +116,8 @@ inline std::vector<AttnBackend> attention_backends(int D) {
     }
     // Variant 0 with dense rows in launch-order groups of one (b, h) row (flash::dense_l2_budget of
     // a byte; the test's rows are too short for the default budget to group them), on both
-    // grids, forward and backward: the remap of tile_scheduler.cuh and ws_tile, the last group
-    // two rows.
+    // grids, forward and backward: the remaps of tile_scheduler.cuh (resolve_block,
+    // persistent_query_tile), the last group two rows.
     for (int grid : {0, 1}) {
         AttnBackend b;
         b.name = std::string("flash ") + fv[0].name + (grid ? " (a block per tile, L2 groups of 1)" : " (L2 groups of 1)");

@@ -3,7 +3,8 @@
 // sizes, outputs poisoned with NaN first:
 //  - Write over the whole sequence (bf16 O): dense is bit-identical to the one-sided launcher's
 //    default (forward variant 0, the warp-specialized kernel, which two-sided launches run too;
-//    at D = 64 the wgmma kernel's 64-key tiles sum in another order, so a fallback would show);
+//    at D = 64 the wgmma kernel's 64-key tiles rescale and sum in another order, so a fallback
+//    would most likely differ in some bit);
 //  - Merge: a query block anywhere in the sequence (global positions, so dilated segments are
 //    cut where the whole sequence cuts them) against its keys split into R = 1..5 uneven blocks,
 //    merged into fp32 O and L, equals the reference rows;
