@@ -7,14 +7,15 @@
 //   schedules.cuh          the patterns' schedules (layers/patterns/<name>.cuh), one per module
 //   softmax.cuh            the online-softmax update
 //   ptx.cuh, smem_tiles.cuh  PTX wrappers; swizzled shared-memory tiles, their loads and MMAs
-//   forward_wgmma.cuh      main loop: forward on wgmma (the launches the ws kernels do not serve)
+//   forward_wgmma.cuh      main loop: forward on wgmma (the rung below; what TMA cannot read)
 //   forward_ws.cuh         main loop: forward warp-specialized (TMA producer, mbarrier pipeline,
-//                          two consumer warpgroups in ping-pong), dense, block-sparse and
-//                          one-sided dilated launches; tma.cuh its PTX
-//   backward_wgmma.cuh     main loop: dK/dV + atomic dQ on wgmma (what the ws kernels do not serve)
+//                          two consumer warpgroups in ping-pong), every pattern, one-sided and
+//                          two-sided; tma.cuh its PTX
+//   backward_wgmma.cuh     main loop: dK/dV + atomic dQ on wgmma (the rung below; what TMA
+//                          cannot read)
 //   backward_ws.cuh        main loop: the same step warp-specialized (TMA producer, mbarrier
-//                          stages, no block barrier in the loop), dense and block-sparse rows,
-//                          one-sided dilated branches
+//                          stages, no block barrier in the loop), every pattern, one-sided and
+//                          two-sided
 //   forward_mma_sync.cuh   main loop: forward on mma.sync m16n8k16 + ldmatrix (FlashAttention-2 style)
 //   backward_mma_sync.cuh  main loop: backward on mma.sync, atomic dQ or deterministic with a
 //                          separate dQ pass; the preprocess and dQ convert kernels
