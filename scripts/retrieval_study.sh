@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# Issue 22's study: models of one size trained by the retrieval recipe (the long-document corpus
-# with retrieval documents mixed in, a length curriculum), each scored on passkey and multi-key
-# needles over held-out documents at 2K..1M tokens and by loss per position. Runs on one
-# H100/H200 from binaries and the prepared corpus carried in $CARRY (bin/: train, infer,
-# data_tool, libsentencepiece*.so.0; corpus-long/: tokenizer.model, val.bin, train.bin or
-# train.bin.xz). Each step fits one device call (<= 9 minutes); a step leaves its checkpoint in
-# $WORK for the next on the same machine, and --time-limit/--resume split a long training run.
-# Logs, CSVs and heatmaps go to $STUDY_OUT (default build/retrieval_study).
+# The long-context retrieval study (notes/long-context-retrieval.md): models of one size trained
+# by the retrieval recipe (the long-document corpus with retrieval documents mixed in, a length
+# curriculum), each scored on passkey and multi-key needles over held-out documents at 2K..1M
+# tokens, by loss per position, and by what it continues from a held-out book or source tree.
+# Runs from binaries and the prepared corpus carried in $CARRY (bin/: train, infer, data_tool,
+# libsentencepiece*.so.0; corpus-long/: tokenizer.model, val.bin, train.bin or train.bin.xz).
+# Each step fits one device call (<= 9 minutes); a step leaves its checkpoint in $WORK for the next
+# on the same machine, and --time-limit/--resume split a long training run. Logs, CSVs and
+# heatmaps go to $STUDY_OUT (default build/retrieval_study).
 #
-#   scripts/retrieval_study.sh data train:dense2k eval:dense2k table
+#   scripts/retrieval_study.sh data train:hybrid128k@1 eval:hybrid128k@1 table
+#
+# A model name M@S is recipe M trained with --seed S (a run of the recipe; M alone: train's default
+# seed). The GPUs a step uses are the visible ones (CUDA_VISIBLE_DEVICES): a recipe that trains over
+# several GPUs (hybrid1m) starts one rank per visible GPU through scripts/launch.sh (train --cp P);
+# scripts/run_lanes.sh runs several invocations side by side on the GPUs of one machine.
 #
 # Steps:
 #   data              retrieval shards for training (one per window length) and the task files
-#   train:M[:MIN]     train model M for at most MIN minutes (default 8: one device call), resuming what $WORK/M holds
-#   eval:M            score M on the task files its context allows, write $OUT/M_* (CSV, PNG)
+#   train:M[:MIN]     train M for at most MIN minutes (default 8: one device call), resuming what $WORK/M holds
+#   eval:M            score M on the task files its context allows (lengths in [EVAL_MIN, EVAL_MAX]), write
+#                     $OUT/M_needles$EVAL_TAG.* (the grid), M_offgrid*, M_tree*, M_filler* (CSV, PNG, log)
 #   positions:M       M's loss by position over the held-out documents >= 256K tokens
-#   table             every scored model's accuracy by length, last
-# Models (6 layers, width 384, 6 heads of 64, rope base 1e7; TOKENS tokens each; see M_ARGS below):
+#   demo:M            M continues a held-out book and a source tree after a cue taken from a stated depth
+#   table             every scored model's accuracy by length; the median and worst run of each recipe
+# Recipes (6 layers, width 384, 6 heads of 64, rope base 1e7; TOKENS tokens each; see M_ARGS below):
 #   dense2k    dense attention at 2K: the control (scored in its last 2K tokens: no long context)
 #   dense32k   dense, 2K then 8K then 32K
 #   longnet    dilated (LongNet), segments 2K..1M with dilations 1..512 (w/r = 2048), 2K then 32K then 256K
@@ -38,65 +46,105 @@
 #   ln-r16     the same with dilations 1, 4, 16 (the 32K branch keeps 6 of 16 row classes): the other side
 #   fixwin32   fixwin without its 2K stage: 32K windows from the first step (every window crosses block
 #              borders, so the summary path is what the fixed layers learn first), then 256K as fixwin
-# SHARDS, LENGTHS, SAMPLES, TOKENS and LR narrow or change what `data` makes and the runs take.
+#   hybrid128k the iRoPE hybrid: rotary layers 0, 2, 4 attend a sliding window of 2048 tokens (block-sparse),
+#              NoPE layers 1, 3, 5 attend densely, their queries scaled by ln(p + 1) / ln(512) past position
+#              512 (--logn-attn 512, trained: the NoPE softmax keeps its focus as the keys grow); the
+#              curriculum and data of dense128k-nope
+#   hybrid128k-nologn  the same without the log-n scaling: what the scaling adds
+#   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
+#              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
+#              documents of 1M tokens
+# SHARDS, SHARD_TOKENS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, DEMOS narrow or
+# change what `data` makes and the runs take (tests/test_retrieval_study.sh runs every step on the CPU).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
 OUT=${STUDY_OUT:-build/retrieval_study}  # not $OUT: the device machines set that for their own files
 WORK=${WORK:-out/study}
+DEVICE=${DEVICE:-cuda}
+HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT" "$WORK/data"
 export LD_LIBRARY_PATH=$PWD/$CARRY/bin:${LD_LIBRARY_PATH:-}
-if python3 -c "import nvidia" 2>/dev/null; then  # the lent machines keep cuDNN/NCCL/cuBLAS in Python wheels
+if [ "$DEVICE" = cuda ] && python3 -c "import nvidia" 2>/dev/null; then  # the lent machines keep cuDNN/NCCL/cuBLAS in Python wheels
     SP=$(python3 -c "import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))")/nvidia
     export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:$LD_LIBRARY_PATH
 fi
+export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off (../shared/gpu-machine.md)
 BIN=$CARRY/bin
 CORPUS=$CARRY/corpus-long
 [ -f "$CORPUS/train.bin" ] || { [ -f "$CORPUS/train.bin.xz" ] && xz -dk -T0 "$CORPUS/train.bin.xz"; }
 D=$WORK/data
 TOKENS=${TOKENS:-157286400}  # 150M tokens per model
 
-MODEL=(--layers 6 --width 384 --heads 6 --rope-theta 1e7)
-COMMON=(--device cuda --data "$CORPUS" "${MODEL[@]}" --lr ${LR:-1.5e-3} --warmup 50 --val-every 0 --val-batches 2
+# The GPUs this invocation may use: CUDA_VISIBLE_DEVICES's list, else every GPU of the machine.
+gpu_count() {
+    if [ "$DEVICE" != cuda ]; then echo "${CPU_RANKS:-1}"
+    elif [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .
+    else nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 1
+    fi
+}
+
+read -r -a MODEL <<< "${MODEL_ARGS:---layers 6 --width 384 --heads 6 --rope-theta 1e7}"
+COMMON=(--device "$DEVICE" --data "$CORPUS" "${MODEL[@]}" --val-every 0 --val-batches 2
         --ckpt-every 0 --keep-ckpts 1 --log-every 50 --sample-tokens 0)
+OPT="--lr ${LR:-1.5e-3} --warmup 50"
 LONGNET=(--segments 2048,8192,32768,131072,524288,1048576 --dilations 1,4,16,64,256,512)
-# Stages: steps of 64 windows of 2K (131,072 tokens), then of 32K and 256K windows at the same
-# tokens per step; each stage mixes in half retrieval documents as long as its windows.
-S2K=$(( TOKENS / 2 / 131072 ))           # half the tokens at 2K
-S32K=$(( S2K + TOKENS / 4 / 131072 ))     # a quarter at 32K (4 windows a step)
-S8K=$(( S2K + TOKENS / 8 / 131072 ))
-STEPS=$(( TOKENS / 131072 ))
-M_ARGS() {  # the flags of model $1
+HYBRID="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --dense-layers 1,3,5 --nope-layers 1,3,5"
+# Stages: steps of 64 windows of 2K (131,072 tokens), then of 8K, 32K (and 128K, 256K) windows at the
+# same tokens per step; each stage mixes in half retrieval documents as long as its windows (twice as
+# long at 128K: windows from the first or the second half of a document).
+TPS=${TPS:-131072}                      # tokens per step
+S2K=$(( TOKENS / 2 / TPS ))             # half the tokens at 2K
+S32K=$(( S2K + TOKENS / 4 / TPS ))      # a quarter at 32K (4 windows a step)
+S8K=$(( S2K + TOKENS / 8 / TPS ))
+STEPS=$(( TOKENS / TPS ))
+# The hybrid recipes' four windows (tests shrink them, with TPS), and the shard of each: a shard of
+# documents of N tokens is tasks{N/1024}k.bin, or tasks{N/1048576}m.bin from 1M, else tasks{N}.bin.
+read -r W1 W2 W3 W4 <<< "${WINDOWS:-2048 8192 32768 131072}"
+shard() {
+    if [ $(($1 % 1048576)) -eq 0 ]; then echo "$D/tasks$(($1 / 1048576))m.bin"
+    elif [ $(($1 % 1024)) -eq 0 ]; then echo "$D/tasks$(($1 / 1024))k.bin"
+    else echo "$D/tasks$1.bin"; fi
+}
+MIX128K="$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(shard "$W3"):0.5;$(shard $((2 * W4))):0.5"
+CURRICULUM128K="--seq-len $W1 --batch $((TPS / W1)) --steps $STEPS --schedule ${W2}x$((TPS / W2))@$S2K,${W3}x$((TPS / W3))@$S8K,${W4}x$((TPS / W4))@$S32K --mix $MIX128K"
+W1M=${W1M:-1048576}  # the window of hybrid1m (tests shrink it)
+M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
     case $1 in
-        dense2k)  echo "--attn dense --seq-len 2048 --batch 64 --steps $STEPS --mix $D/tasks2k.bin:0.5" ;;
+        dense2k)  echo "--attn dense --seq-len 2048 --batch 64 --steps $STEPS --mix $D/tasks2k.bin:0.5 $OPT" ;;
         dense32k) echo "--attn dense --seq-len 2048 --batch 64 --steps $STEPS --schedule 8192x16@$S2K,32768x4@$S8K"\
-                       "--mix $D/tasks2k.bin:0.5;$D/tasks8k.bin:0.5;$D/tasks32k.bin:0.5" ;;
+                       "--mix $D/tasks2k.bin:0.5;$D/tasks8k.bin:0.5;$D/tasks32k.bin:0.5 $OPT" ;;
         longnet)  echo "--attn dilated ${LONGNET[*]} --seq-len 2048 --batch 64 --steps $STEPS"\
-                       "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+                       "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
         mixwin)   echo "--attn block-sparse --block 64 --window 2048 --dilated-layers 1,3,5 ${LONGNET[*]} --seq-len 2048 --batch 64"\
-                       "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+                       "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
         wglobal)  echo "--attn block-sparse --block 64 --window 2048 --global 64 --seq-len 2048 --batch 64 --steps $STEPS"\
-                       "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+                       "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
         wdil)     echo "--attn block-sparse --block 64 --window 2048 --dilated-blocks 16,1048576 --seq-len 2048 --batch 64 --steps $STEPS"\
-                       "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+                       "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
         fixwin)   echo "--attn block-sparse,fixed --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 2048 --batch 64"\
-                       "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+                       "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
         dense32k-nope) echo "--attn dense --nope-layers 1,3,5 --seq-len 2048 --batch 64 --steps $STEPS --schedule 8192x16@$S2K,32768x4@$S8K"\
-                       "--mix $D/tasks2k.bin:0.5;$D/tasks8k.bin:0.5;$D/tasks32k.bin:0.5" ;;
-        dense128k-nope) echo "--attn dense --nope-layers 1,3,5 --seq-len 2048 --batch 64 --steps $STEPS --schedule 8192x16@$S2K,32768x4@$S8K,131072x1@$S32K"\
-                       "--mix $D/tasks2k.bin:0.5;$D/tasks8k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+                       "--mix $D/tasks2k.bin:0.5;$D/tasks8k.bin:0.5;$D/tasks32k.bin:0.5 $OPT" ;;
+        dense128k-nope) echo "--attn dense --nope-layers 1,3,5 $CURRICULUM128K $OPT" ;;  # = its first form at the default windows
         fixwin-nope) echo "--attn block-sparse,fixed --nope-layers 1,3,5 --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 2048 --batch 64"\
-                       "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+                       "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
         dense128k-nope-lead) echo "--attn dense --nope-layers 1,3,5 --seq-len 2048 --batch 64 --steps $STEPS --schedule 8192x16@$S2K,32768x4@$S8K,131072x1@$S32K"\
-                       "--mix $D/tasks2k-lead.bin:0.5;$D/tasks8k-lead.bin:0.5;$D/tasks32k-lead.bin:0.5;$D/tasks256k-lead.bin:0.5" ;;
+                       "--mix $D/tasks2k-lead.bin:0.5;$D/tasks8k-lead.bin:0.5;$D/tasks32k-lead.bin:0.5;$D/tasks256k-lead.bin:0.5 $OPT" ;;
         ln-r4)    echo "--attn dilated --segments 2048,8192,32768 --dilations 1,2,4 --seq-len 2048 --batch 64 --steps $STEPS"\
-                       "--schedule 32768x4@$S2K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5" ;;
+                       "--schedule 32768x4@$S2K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5 $OPT" ;;
         ln-r16)   echo "--attn dilated --segments 2048,8192,32768 --dilations 1,4,16 --seq-len 2048 --batch 64 --steps $STEPS"\
-                       "--schedule 32768x4@$S2K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5" ;;
+                       "--schedule 32768x4@$S2K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5 $OPT" ;;
         fixwin32) echo "--attn block-sparse,fixed --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 32768 --batch 4"\
-                       "--steps $STEPS --schedule 262144x1@$S32K --mix $D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5" ;;
+                       "--steps $STEPS --schedule 262144x1@$S32K --mix $D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
+        hybrid128k) echo "$HYBRID --logn-attn 512 $CURRICULUM128K $OPT" ;;
+        hybrid128k-nologn) echo "$HYBRID $CURRICULUM128K $OPT" ;;
+        hybrid1m) echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
+                       "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
     esac
 }
+# How many GPUs a recipe trains over (train --cp): the 1M windows take every visible GPU.
+M_CP() { case $1 in hybrid1m) gpu_count ;; *) echo 1 ;; esac; }
 # The longest task files a model is scored on (dense prefill is quadratic), and how it reads them.
 M_EVAL() {
     case $1 in
@@ -106,71 +154,137 @@ M_EVAL() {
     esac
 }
 read -r -a LENGTHS <<< "${LENGTHS:-2048 8192 32768 131072 524288 1048576}"
+# Items per (task, length, depth): 10 up to 128K (50 per task and length: a 2% step), fewer past it,
+# where one item's prefill takes seconds.
+samples_at() { [ "$1" -le 131072 ] && echo "${SAMPLES:-10}" || echo "${SAMPLES_LONG:-2}"; }
 
-summary=()
+summary=() failures=0
+fail_if() { [ "$1" -eq 0 ] || failures=$((failures + 1)); }  # a step's exit code: the script's exit is 1 if any failed
 for step in "$@"; do
     t0=$SECONDS
     IFS=: read -r what model stop <<< "$step"
+    name=${model%@*}                                          # the recipe
+    run=""; [[ $model == *@* ]] && run="@${model##*@}"        # the run: @S, trained with --seed S
+    seed=(); [ -n "$run" ] && seed=(--seed "${run#@}")
     case $what in
         data)
-            # doc tokens:needle every:pass key every, for each retrieval shard
-            for spec in ${SHARDS:-2048:512:1024 8192:512:2048 32768:512:4096 262144:1024:16384}; do
+            # doc tokens:needle every:pass key every, for each retrieval shard, made side by side
+            pids=()
+            for spec in ${SHARDS:-2048:512:1024 8192:512:2048 32768:512:4096 262144:1024:16384 1048576:1024:16384}; do
                 IFS=: read -r len every pk <<< "$spec"
-                [ -f "$D/tasks$((len / 1024))k.bin" ] || "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$len" --tokens 50M \
-                    --needle-every "$every" --passkey-every "$pk" --seed 7 --out "$D/tasks$((len / 1024))k.bin"
+                f=$(shard "$len")
+                [ -f "$f" ] || "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$len" --tokens "${SHARD_TOKENS:-50M}" \
+                    --needle-every "$every" --passkey-every "$pk" --seed 7 --out "$f" > "$f.log" 2>&1 &
+                pids+=($!)
                 # LEAD=F: also the shards whose documents open with a needle in a fraction F (the -lead models)
-                [ -z "${LEAD:-}" ] || [ -f "$D/tasks$((len / 1024))k-lead.bin" ] || "$BIN/data_tool" task-shard --data "$CORPUS" \
-                    --doc-tokens "$len" --tokens 50M --needle-every "$every" --passkey-every "$pk" --lead-needle "$LEAD" --seed 7 \
-                    --out "$D/tasks$((len / 1024))k-lead.bin"
+                [ -z "${LEAD:-}" ] || [ -f "${f%.bin}-lead.bin" ] || "$BIN/data_tool" task-shard --data "$CORPUS" \
+                    --doc-tokens "$len" --tokens "${SHARD_TOKENS:-50M}" --needle-every "$every" --passkey-every "$pk" --lead-needle "$LEAD" --seed 7 \
+                    --out "${f%.bin}-lead.bin" > /dev/null 2>&1 &
+                pids+=($!)
             done
             for L in "${LENGTHS[@]}"; do
                 [ -f "$D/eval_$L.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task passkey,multikey --lengths "$L" \
-                    --depths 0,0.25,0.5,0.75,1 --samples ${SAMPLES:-2} --needles 4 --seed 11 --out "$D/eval_$L.jsonl"
+                    --depths 0,0.25,0.5,0.75,1 --samples "$(samples_at "$L")" --needles 4 --seed 11 --out "$D/eval_$L.jsonl" > /dev/null &
+                pids+=($!)
             done
-            [ -f "$D/eval_filler.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --haystack filler --task passkey --lengths 2048,32768 \
-                --depths 0,0.5,1 --seed 13 --out "$D/eval_filler.jsonl"
-            summary+=("data: $((SECONDS - t0)) s: $(ls "$D" | tr '\n' ' ')") ;;
+            [ -f "$D/eval_filler.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --haystack filler --task passkey --lengths "${FILLER_LENGTHS:-2048,32768}" \
+                --depths 0,0.5,1 --seed 13 --out "$D/eval_filler.jsonl" > /dev/null &
+            pids+=($!)
+            # Off the grid: lengths, depths and a seed the grid never uses, over the held-out documents
+            # and over a source tree no model trained on (this repository's own code, OFFGRID_TREE).
+            [ -f "$D/eval_offgrid.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task passkey,multikey \
+                --lengths "${OFFGRID_LENGTHS:-3000,120000,1000000}" --depths 0,0.1,0.33,0.6,0.9 --samples 1 --seed 23 \
+                --out "$D/eval_offgrid.jsonl" > /dev/null &
+            pids+=($!)
+            tree=${OFFGRID_TREE:-$HERE/../layers}
+            [ -f "$D/eval_tree.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --haystack "$tree" --task passkey,multikey \
+                --lengths "${TREE_LENGTHS:-5000,100000}" --depths 0,0.1,0.33,0.6,0.9 --samples 1 --seed 29 --out "$D/eval_tree.jsonl" > /dev/null &
+            pids+=($!)
+            bad=0
+            for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
+            fail_if "$bad"
+            [ "$bad" -eq 0 ] || echo "data: $bad of ${#pids[@]} commands failed: $(tail -qn1 "$D"/*.bin.log 2>/dev/null | grep -i error | head -2)"
+            summary+=("data: $((SECONDS - t0)) s, $bad failed: $(ls "$D" | grep -v '\.log$' | tr '\n' ' ')") ;;
         train)  # at most 8 minutes unless told: a device call (10 minutes) must end with a checkpoint
-            args=$(M_ARGS "$model") || continue
+            args=$(M_ARGS "$name" "$run") || { fail_if 1; continue; }
+            cp=$(M_CP "$name")
             resume=(); ls "$WORK/$model"/ckpt_*.safetensors > /dev/null 2>&1 && resume=(--resume)
+            # A resumed run takes its weights from its own checkpoint, not --init-from's.
+            [ ${#resume[@]} -gt 0 ] && args=$(sed -E 's/--init-from [^ ]+//' <<< "$args")
+            launch=(); par=()
+            if [ "$cp" -gt 1 ]; then
+                par=(--cp "$cp")
+                if [ "$DEVICE" = cuda ]; then launch=("$HERE/launch.sh" "$cp"); else par+=(--simulate-ranks "$cp"); fi
+            fi
             # shellcheck disable=SC2086
-            "$BIN/train" "${COMMON[@]}" $args --time-limit "${stop:-8}" "${resume[@]}" --out "$WORK/$model" >> "$OUT/${model}_train.log" 2>&1
-            code=$?
-            summary+=("train $model: exit $code ($((SECONDS - t0)) s): $(grep -E '^(done|stopped|error)' "$OUT/${model}_train.log" | tail -1)")
-            grep -E '^(model|stage|step +[0-9]+/[0-9]+ \| (loss|stage))' "$OUT/${model}_train.log" | tail -6 ;;
-        eval)
-            read -r maxlen ctxargs <<< "$(M_EVAL "$model")"
-            : > "$OUT/${model}_tasks.jsonl"
-            for L in "${LENGTHS[@]}"; do [ "$L" -le "$maxlen" ] && cat "$D/eval_$L.jsonl" >> "$OUT/${model}_tasks.jsonl"; done
-            # shellcheck disable=SC2086
-            "$BIN/infer" --device cuda --checkpoint "$WORK/$model" --tasks "$OUT/${model}_tasks.jsonl" $ctxargs \
-                --tasks-out "$OUT/${model}_needles" > "$OUT/${model}_eval.log" 2> "$OUT/${model}_eval.err"
-            code=$?
-            # shellcheck disable=SC2086
-            "$BIN/infer" --device cuda --checkpoint "$WORK/$model" --tasks "$D/eval_filler.jsonl" ${ctxargs/1048576/32768} \
-                --tasks-out "$OUT/${model}_filler" > "$OUT/${model}_filler.log" 2>> "$OUT/${model}_eval.err"
-            rm -f "$OUT/${model}_tasks.jsonl"
-            summary+=("eval $model: exit $code ($((SECONDS - t0)) s): $(grep -E '^tasks' "$OUT/${model}_eval.log") | filler: $(grep -E '^tasks' "$OUT/${model}_filler.log" | grep -oE '[0-9.]+%')")
-            grep -E '^  (passkey|multikey|all) ' "$OUT/${model}_eval.log"; tail -2 "$OUT/${model}_eval.err" ;;
+            "${launch[@]}" "$BIN/train" "${COMMON[@]}" $args "${seed[@]}" "${par[@]}" --time-limit "${stop:-8}" "${resume[@]}" \
+                --out "$WORK/$model" >> "$OUT/${model}_train.log" 2>&1
+            code=$?; fail_if $code
+            summary+=("train $model: exit $code ($((SECONDS - t0)) s): $(grep -E '^(\[rank 0\] )?(done|stopped|error)' "$OUT/${model}_train.log" | tail -1)")
+            grep -E '^(\[rank 0\] )?(model|stage|step +[0-9]+/[0-9]+ \| (loss|stage))' "$OUT/${model}_train.log" | tail -4 ;;
+        eval)  # the lengths in [EVAL_MIN, EVAL_MAX] that the model's context allows; EVAL_TAG names the files apart
+            read -r maxlen ctxargs <<< "$(M_EVAL "$name")"
+            lo=${EVAL_MIN:-0} hi=$(( ${EVAL_MAX:-$maxlen} < maxlen ? ${EVAL_MAX:-$maxlen} : maxlen )) tag=${EVAL_TAG:-}
+            ctxargs=${ctxargs/--ctx $maxlen/--ctx $hi}  # a cache no longer than the longest item
+            pre=$OUT/${model}
+            # The grid's files, then the off-grid and source-tree ones, cut to the lengths in range.
+            : > "${pre}_tasks.jsonl"
+            for L in "${LENGTHS[@]}"; do [ "$L" -ge "$lo" ] && [ "$L" -le "$hi" ] && cat "$D/eval_$L.jsonl" >> "${pre}_tasks.jsonl"; done
+            for f in offgrid tree; do
+                awk -v lo="$lo" -v hi="$hi" 'match($0, /"length": *[0-9]+/) { n = substr($0, RSTART, RLENGTH); sub(/.*: */, "", n); if (n + 0 >= lo && n + 0 <= hi) print }' \
+                    "$D/eval_$f.jsonl" > "${pre}_$f.jsonl"
+            done
+            code=0 scored=()
+            for f in tasks offgrid tree; do
+                [ -s "${pre}_$f.jsonl" ] || continue
+                out=${pre}_${f/tasks/needles}$tag
+                # shellcheck disable=SC2086
+                "$BIN/infer" --device "$DEVICE" --checkpoint "$WORK/$model" --tasks "${pre}_$f.jsonl" $ctxargs \
+                    --tasks-out "$out" > "$out.log" 2>> "${pre}_eval$tag.err" || code=$?
+                scored+=("${f/tasks/grid} $(grep -hE '^tasks' "$out.log" | grep -oE '[0-9]+ of [0-9]+ correct')")
+            done
+            if [ "$lo" -eq 0 ]; then  # the classic filler haystack, at 2K and 32K
+                # shellcheck disable=SC2086
+                "$BIN/infer" --device "$DEVICE" --checkpoint "$WORK/$model" --tasks "$D/eval_filler.jsonl" ${ctxargs/1048576/32768} \
+                    --tasks-out "${pre}_filler" > "${pre}_filler.log" 2>> "${pre}_eval$tag.err"
+                scored+=("filler $(grep -hE '^tasks' "${pre}_filler.log" | grep -oE '[0-9]+ of [0-9]+ correct')")
+            fi
+            fail_if $code
+            rm -f "${pre}_tasks.jsonl" "${pre}_offgrid.jsonl" "${pre}_tree.jsonl"
+            summary+=("eval $model [$lo, $hi]: exit $code ($((SECONDS - t0)) s): $(IFS='|'; echo "${scored[*]}")")
+            grep -E '^  (passkey|multikey|all) ' "${pre}_needles$tag.log" 2>/dev/null; tail -2 "${pre}_eval$tag.err" ;;
         positions)
-            "$BIN/infer" --device cuda --checkpoint "$WORK/$model" --perplexity "$CORPUS/val.bin" --min-doc-tokens 262144 \
-                --per-position "$OUT/${model}_positions.csv" $( [ "$model" = dense2k ] && echo "--ctx 2048" ) > "$OUT/${model}_ppl.log" 2>&1
-            summary+=("positions $model: exit $? ($((SECONDS - t0)) s): $(grep -E '^file' "$OUT/${model}_ppl.log")") ;;
+            read -r maxlen ctxargs <<< "$(M_EVAL "$name")"
+            # shellcheck disable=SC2086
+            "$BIN/infer" --device "$DEVICE" --checkpoint "$WORK/$model" --perplexity "$CORPUS/val.bin" --min-doc-tokens "${MIN_DOC:-262144}" \
+                --per-position "$OUT/${model}_positions.csv" ${ctxargs/--truncate/} > "$OUT/${model}_ppl.log" 2>&1
+            code=$?; fail_if $code
+            summary+=("positions $model: exit $code ($((SECONDS - t0)) s): $(grep -E '^file' "$OUT/${model}_ppl.log")") ;;
+        demo)
+            read -r maxlen ctxargs <<< "$(M_EVAL "$name")"
+            : > "$OUT/${model}_demo.txt"
+            # DEMOS: "FILE:DEPTH" pairs; the cue is the line starting at DEPTH of FILE, the prompt is all of
+            # FILE then that line again, and the truth is what followed it in FILE.
+            for demo in ${DEMOS:-}; do
+                file=${demo%:*} depth=${demo##*:}
+                "$HERE/demo_prompt.sh" "$file" "$depth" "$OUT/${model}_prompt.txt" "$OUT/${model}_truth.txt" || { fail_if 1; continue; }
+                # shellcheck disable=SC2086
+                "$BIN/infer" --device "$DEVICE" --checkpoint "$WORK/$model" --prompt-file "$OUT/${model}_prompt.txt" \
+                    ${ctxargs/--truncate/} --temperature 0 --max-new "${DEMO_TOKENS:-48}" > "$OUT/${model}_demo.out" 2> "$OUT/${model}_demo.err"
+                fail_if $?
+                {
+                    echo "== $(basename "$file") at depth $depth, $(wc -c < "$OUT/${model}_prompt.txt") bytes of prompt; cue: $(tail -n 1 "$OUT/${model}_prompt.txt")"
+                    echo "-- the text after the cue in the file:"; cat "$OUT/${model}_truth.txt"; echo
+                    echo "-- $model continues:"; grep -v '^prompt:\|^generated\|^context' "$OUT/${model}_demo.out" | tail -c 600; echo
+                    tail -n 1 "$OUT/${model}_demo.err"
+                } >> "$OUT/${model}_demo.txt"
+            done
+            rm -f "$OUT/${model}_prompt.txt" "$OUT/${model}_truth.txt"
+            summary+=("demo $model: $((SECONDS - t0)) s: $OUT/${model}_demo.txt") ;;
         table)
-            echo; echo "| model | task | $(printf '%s | ' "${LENGTHS[@]}")"
-            for f in "$OUT"/*_needles.csv; do
-                [ -f "$f" ] || continue
-                m=$(basename "$f" _needles.csv)
-                for task in passkey multikey; do
-                    row="| $m | $task |"
-                    for L in "${LENGTHS[@]}"; do
-                        a=$(awk -F, -v t=$task -v l=$L '$1 == t && $2 == l && $3 == "all" { printf "%.0f%%", 100 * $6 }' "$f")
-                        row+=" ${a:--} |"
-                    done
-                    echo "$row"
-                done
-            done ;;
-        *) echo "unknown step $step" ;;
+            "$HERE/study_table.sh" "$OUT" "${LENGTHS[@]}" ;;
+        *) echo "unknown step $step"; fail_if 1 ;;
     esac
 done
 echo; printf '%s\n' "${summary[@]}"
+[ "$failures" -eq 0 ]

@@ -38,6 +38,7 @@ run hostile_inputs tests/test_hostile_inputs.sh
 run tasks ./build/test_tasks
 run heatmap ./build/test_heatmap
 run tasks_cli tests/test_tasks_cli.sh
+run retrieval_study tests/test_retrieval_study.sh
 run attention_tool tests/test_attention_tool.sh
 run layout_files tests/test_layout_files.sh
 run headers tests/check_headers_alone.sh

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# scripts/study_table.sh DIR LENGTH...: the retrieval study's tables from the CSVs that
+# `infer --tasks --tasks-out` wrote in DIR (retrieval_study.sh's eval step):
+#   1. every run's accuracy by task and length (RUN_needles*.csv, several files of a run merged);
+#   2. every recipe with runs M@S: the median and, in brackets, the worst run, by task and length,
+#      and by depth at each length (a result is the median and the worst of several runs);
+#   3. the same over the files off the grid (RUN_offgrid*.csv: other lengths, depths and seed;
+#      RUN_tree*.csv: a source tree no model trained on).
+# The median of an even count is the mean of the middle two.
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: scripts/study_table.sh DIR LENGTH..." >&2; exit 2; }
+dir=$1; shift
+lengths="$*"
+table() {  # kind (needles, offgrid, tree), then the CSV files
+    local kind=$1; shift
+    [ $# -gt 0 ] || return 0
+    awk -F, -v kind="$kind" -v lengths="$lengths" '
+    function fmt(x) { return sprintf("%.0f%%", 100 * x) }
+    function median(list, n,   i, j, t, a) {
+        split(list, a, " ")
+        for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    function worst(list, n,   i, a, w) { split(list, a, " "); w = a[1]; for (i = 2; i <= n; i++) if (a[i] + 0 < w + 0) w = a[i]; return w }
+    FNR == 1 { run = FILENAME; sub(/.*\//, "", run); sub("_" kind ".*", "", run); runs[run] = 1; next }
+    $1 == "all" { next }
+    {
+        key = run SUBSEP $1 SUBSEP $2 SUBSEP $3
+        items[key] += $4; correct[key] += $5
+        tasks[$1] = 1; seen_len[$2] = 1; if ($3 != "all") depths[$3] = 1
+    }
+    END {
+        nl = split(lengths, L, " ")
+        if (kind != "needles") { nl = 0; for (l in seen_len) L[++nl] = l; for (i = 2; i <= nl; i++) for (j = i; j > 1 && L[j - 1] + 0 > L[j] + 0; j--) { t = L[j]; L[j] = L[j - 1]; L[j - 1] = t } }
+        head = ""; for (i = 1; i <= nl; i++) head = head " " L[i] " |"
+        nd = 0; for (d in depths) D[++nd] = d
+        for (i = 2; i <= nd; i++) for (j = i; j > 1 && D[j - 1] + 0 > D[j] + 0; j--) { t = D[j]; D[j] = D[j - 1]; D[j - 1] = t }
+        # 1. each run
+        print ""; print "| " (kind == "needles" ? "run" : "run (" kind ")") " | task |" head
+        nr = 0; for (r in runs) R[++nr] = r
+        for (i = 2; i <= nr; i++) for (j = i; j > 1 && R[j - 1] > R[j]; j--) { t = R[j]; R[j] = R[j - 1]; R[j - 1] = t }
+        for (i = 1; i <= nr; i++) for (task in tasks) {
+            row = "| " R[i] " | " task " |"
+            for (l = 1; l <= nl; l++) { k = R[i] SUBSEP task SUBSEP L[l] SUBSEP "all"; row = row " " ((k in items) && items[k] ? fmt(correct[k] / items[k]) : "-") " |" }
+            print row
+        }
+        # 2. each recipe of several runs: median [worst]
+        for (i = 1; i <= nr; i++) if (R[i] ~ /@/) { rec = R[i]; sub(/@.*/, "", rec); nruns[rec]++; members[rec] = members[rec] " " R[i] }
+        any = 0
+        for (rec in nruns) if (nruns[rec] >= 2) any = 1
+        if (!any) exit
+        print ""; print "| recipe: median [worst] of its runs" (kind == "needles" ? "" : " (" kind ")") " | task |" head
+        for (rec in nruns) if (nruns[rec] >= 2) for (task in tasks) {
+            n = split(substr(members[rec], 2), M, " ")
+            row = "| " rec " (" n " runs) | " task " |"
+            for (l = 1; l <= nl; l++) {
+                list = ""; m = 0
+                for (x = 1; x <= n; x++) { k = M[x] SUBSEP task SUBSEP L[l] SUBSEP "all"; if ((k in items) && items[k]) { list = list " " correct[k] / items[k]; m++ } }
+                row = row " " (m ? fmt(median(substr(list, 2), m)) " [" fmt(worst(substr(list, 2), m)) "]" : "-") " |"
+            }
+            print row
+        }
+        if (kind != "needles") exit
+        dh = ""; for (d = 1; d <= nd; d++) dh = dh " depth " D[d] " |"
+        print ""; print "| recipe: median [worst] by depth | task | length |" dh
+        for (rec in nruns) if (nruns[rec] >= 2) for (task in tasks) for (l = 1; l <= nl; l++) {
+            n = split(substr(members[rec], 2), M, " ")
+            row = "| " rec " | " task " | " L[l] " |"; have = 0
+            for (d = 1; d <= nd; d++) {
+                list = ""; m = 0
+                for (x = 1; x <= n; x++) { k = M[x] SUBSEP task SUBSEP L[l] SUBSEP D[d]; if ((k in items) && items[k]) { list = list " " correct[k] / items[k]; m++ } }
+                row = row " " (m ? fmt(median(substr(list, 2), m)) " [" fmt(worst(substr(list, 2), m)) "]" : "-") " |"; have += m
+            }
+            if (have) print row
+        }
+    }' "$@"
+}
+shopt -s nullglob
+for kind in needles offgrid tree; do
+    files=()
+    for f in "$dir"/*_"$kind"*.csv; do [[ $f == *_items.csv ]] || files+=("$f"); done
+    [ ${#files[@]} -eq 0 ] || table "$kind" "${files[@]}"
+done

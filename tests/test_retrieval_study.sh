@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The retrieval study's driver (scripts/retrieval_study.sh, run_lanes.sh, study_table.sh,
+# demo_prompt.sh) end to end on the CPU, at toy sizes, on the small test corpus (made by
+# tests/test_data_cli.sh): a GPU call that finds a broken step costs minutes of device time, so
+# every step the device calls use runs here first. Two runs of the hybrid recipe (seeds 1 and 2,
+# side by side as two lanes), the second cut by its time limit and resumed; its 1M-style stage
+# from the first run's weights over 2 ranks (train --cp 2 as threads); eval, positions, demo; the
+# table's median and worst, checked against the per-run numbers.
+# Usage: tests/test_retrieval_study.sh [CORPUS_DIR]   Prints PASS/FAIL lines and "N passed, M failed".
+set -uo pipefail
+corpus=${1:-build/test_corpus}
+work=build/test_retrieval_study
+rm -rf "$work" && mkdir -p "$work/carry/bin"
+passed=0 failed=0
+pass() { echo "PASS $*"; passed=$((passed + 1)); }
+fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+for bin in build/train build/infer build/data_tool; do [ -x $bin ] || { fail "$bin not built"; finish; }; done
+[ -f "$corpus/val.bin" ] || { fail "no corpus at $corpus (run tests/test_data_cli.sh first)"; finish; }
+for bin in train infer data_tool; do ln -s "$PWD/build/$bin" "$work/carry/bin/$bin"; done
+ln -s "$PWD/$corpus" "$work/carry/corpus-long"
+
+# Toy sizes: windows of 512..2048 tokens, 2048 tokens a step, 8 steps, a model of 6 layers of width 64.
+export CARRY=$work/carry STUDY_OUT=$work/out WORK=$work/runs DEVICE=cpu OMP_NUM_THREADS=1 \
+    MODEL_ARGS="--layers 6 --width 64 --heads 1 --rope-theta 1e7" WINDOWS="512 1024 2048 2048" TPS=2048 TOKENS=16384 \
+    HBLOCK=64 HWINDOW=256 W1M=4096 STEPS_1M=2 SHARDS="512:2048:512 1024:1024:1024 2048:1024:2048 4096:1024:4096" \
+    SHARD_TOKENS=40K LENGTHS="600 1200" SAMPLES=1 OFFGRID_LENGTHS=700,1500 TREE_LENGTHS=800 OFFGRID_TREE=$PWD/core FILLER_LENGTHS=700 \
+    MIN_DOC=1000
+study=scripts/retrieval_study.sh
+
+out=$($study data 2>&1)
+data_ok=1
+for f in tasks512.bin tasks1k.bin tasks2k.bin tasks4k.bin eval_600.jsonl eval_1200.jsonl eval_filler.jsonl eval_offgrid.jsonl eval_tree.jsonl; do
+    [ -s "$WORK/data/$f" ] || { data_ok=0; fail "data: $f missing ($(tail -1 <<< "$out"))"; }
+done
+[ $data_ok -eq 1 ] && pass "data: every shard (named by its document length) and task file, made side by side"
+grep -q '"length": *700' "$WORK/data/eval_offgrid.jsonl" && grep -q '"length": *800' "$WORK/data/eval_tree.jsonl" &&
+    pass "data: the off-grid lengths, and the source tree's items" || fail "data: off-grid or tree items missing"
+
+# Two runs side by side (lanes on "GPUs" 0 and 1: the CPU ignores them); run 2 in two pieces.
+LANE_LOGS=$work/lanes scripts/run_lanes.sh "0|$study train:hybrid128k@1" "1|$study train:hybrid128k@2:0.0001" > "$work/lanes.log" 2>&1
+lanes=$?
+[ $lanes -eq 0 ] && grep -q '^done' "$STUDY_OUT/hybrid128k@1_train.log" && grep -q '^stopped' "$STUDY_OUT/hybrid128k@2_train.log" &&
+    pass "run_lanes: two runs side by side; run 2 stopped by its time limit" || fail "lanes (exit $lanes): $(tail -5 "$work/lanes.log")"
+$study train:hybrid128k@2 > "$work/resume.log" 2>&1
+grep -q '^resumed from' "$STUDY_OUT/hybrid128k@2_train.log" && grep -q '^done' "$STUDY_OUT/hybrid128k@2_train.log" &&
+    pass "train: a second invocation resumes run 2 to its end" || fail "resume: $(tail -3 "$STUDY_OUT/hybrid128k@2_train.log")"
+s1=$(grep -E '^step +8/8 \| loss' "$STUDY_OUT/hybrid128k@1_train.log"); s2=$(grep -E '^step +8/8 \| loss' "$STUDY_OUT/hybrid128k@2_train.log")
+[ -n "$s1" ] && [ -n "$s2" ] && [ "${s1%%| lr*}" != "${s2%%| lr*}" ] && pass "the seeds make different runs (${s1%%| lr*} / ${s2%%| lr*})" ||
+    fail "the two seeds' last steps: '$s1' '$s2'"
+grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_train.log" && grep -q 'none in layers 1,3,5' "$STUDY_OUT/hybrid128k@1_train.log" &&
+    pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
+
+# The long stage: from run 1's weights, over 2 ranks.
+CPU_RANKS=2 $study train:hybrid1m@1 > "$work/1m.log" 2>&1
+grep -q 'weights from .*hybrid128k@1' "$STUDY_OUT/hybrid1m@1_train.log" && grep -q '^done' "$STUDY_OUT/hybrid1m@1_train.log" &&
+    grep -qE 'ranks|context parallel|--cp 2|cp 2' "$STUDY_OUT/hybrid1m@1_train.log" &&
+    pass "hybrid1m: starts from hybrid128k@1's weights, windows over 2 ranks" || fail "hybrid1m: $(tail -4 "$STUDY_OUT/hybrid1m@1_train.log")"
+
+for m in hybrid128k@1 hybrid128k@2 hybrid1m@1; do $study eval:$m > "$work/eval_$m.log" 2>&1; done
+ok=1
+for m in hybrid128k@1 hybrid128k@2 hybrid1m@1; do
+    for f in needles offgrid tree filler; do [ -s "$STUDY_OUT/${m}_$f.csv" ] || { ok=0; fail "eval $m: no ${m}_$f.csv ($(tail -2 "$work/eval_$m.log"))"; }; done
+done
+[ $ok -eq 1 ] && pass "eval: the grid, off the grid, the source tree and the filler, for every run"
+EVAL_MIN=1200 EVAL_TAG=-long $study eval:hybrid128k@1 > "$work/eval_long.log" 2>&1
+[ -s "$STUDY_OUT/hybrid128k@1_needles-long.csv" ] && ! grep -q ',600,' "$STUDY_OUT/hybrid128k@1_needles-long.csv" &&
+    grep -q ',1200,' "$STUDY_OUT/hybrid128k@1_needles-long.csv" && pass "eval: EVAL_MIN keeps the longer lengths, EVAL_TAG its own files" ||
+    fail "eval EVAL_MIN/EVAL_TAG: $(cat "$STUDY_OUT/hybrid128k@1_needles-long.csv" 2>/dev/null | head -3)"
+rm -f "$STUDY_OUT/hybrid128k@1_needles-long."*
+
+$study positions:hybrid1m@1 > "$work/pos.log" 2>&1
+[ -s "$STUDY_OUT/hybrid1m@1_positions.csv" ] && pass "positions: the loss by position" || fail "positions: $(tail -2 "$STUDY_OUT/hybrid1m@1_ppl.log")"
+awk 'NR % 40 == 1' "$corpus/bible.txt" | head -c 3000 > "$work/book.txt"
+DEMOS="$work/book.txt:0.5" DEMO_TOKENS=8 $study demo:hybrid128k@1 > "$work/demo.log" 2>&1
+grep -q '^-- the text after the cue' "$STUDY_OUT/hybrid128k@1_demo.txt" && grep -q '^-- hybrid128k@1 continues' "$STUDY_OUT/hybrid128k@1_demo.txt" &&
+    pass "demo: the cue, the truth and the continuation" || fail "demo: $(head -5 "$STUDY_OUT/hybrid128k@1_demo.txt" 2>/dev/null; tail -2 "$work/demo.log")"
+
+# The table over the real runs has every section; its arithmetic is checked on made-up CSVs, where
+# the runs differ: 3 runs of r (passkey at length 100: 1/4, 3/4, 4/4; at depth 0: 0/2, 1/2, 2/2),
+# 2 of q (2/4, 3/4: an even count's median is the middle pair's mean), and a run of its own.
+table=$($study table 2>&1)
+grep -q '| hybrid128k (2 runs) | passkey |' <<< "$table" && grep -q 'median \[worst\] by depth' <<< "$table" &&
+    grep -q '(offgrid)' <<< "$table" && grep -q '(tree)' <<< "$table" &&
+    pass "table: the recipe's runs, by depth, off the grid and over the source tree" || fail "table: $(head -20 <<< "$table")"
+mkdir -p "$work/t"
+csv() {  # run, correct of 4 at length 100, correct of 2 at depth 0
+    printf 'task,length,depth,items,correct,accuracy\npasskey,100,0,2,%d,0\npasskey,100,1,2,%d,0\npasskey,100,all,4,%d,0\n' \
+        "$3" $(($2 - $3)) "$2" > "$work/t/$1_needles.csv"
+}
+csv r@1 1 0; csv r@2 3 1; csv r@3 4 2; csv q@1 2 1; csv q@7 3 1; csv solo 4 2
+t=$(scripts/study_table.sh "$work/t" 100)
+grep -qF '| r (3 runs) | passkey | 75% [25%] |' <<< "$t" && grep -qF '| q (2 runs) | passkey | 62% [50%] |' <<< "$t" &&
+    grep -qF '| r | passkey | 100 | 50% [0%] |' <<< "$t" && ! grep -q '| solo (' <<< "$t" && grep -qF '| solo | passkey | 100% |' <<< "$t" &&
+    pass "study_table: median and worst of 3 and of 2 runs, by depth; a lone run only as itself" || fail "study_table: $t"
+
+# Bad input: a lane naming one GPU twice, a demo depth out of range.
+scripts/run_lanes.sh "0|true" "0,1|true" > /dev/null 2>&1 && fail "run_lanes took GPU 0 in two lanes" || pass "run_lanes refuses a GPU in two lanes"
+scripts/demo_prompt.sh "$work/book.txt" 1.5 "$work/p" "$work/t" > /dev/null 2>&1 && fail "demo_prompt took depth 1.5" || pass "demo_prompt refuses a depth outside [0, 1]"
+finish
