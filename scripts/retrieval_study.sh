@@ -85,7 +85,7 @@ gpu_count() {
 
 read -r -a MODEL <<< "${MODEL_ARGS:---layers 6 --width 384 --heads 6 --rope-theta 1e7}"
 COMMON=(--device "$DEVICE" --data "$CORPUS" "${MODEL[@]}" --val-every 0 --val-batches 2
-        --ckpt-every 0 --keep-ckpts 1 --log-every 50 --sample-tokens 0)
+        --ckpt-every 0 --keep-ckpts 1 --log-every "${LOG_EVERY:-50}" --sample-tokens 0)
 OPT="--lr ${LR:-1.5e-3} --warmup 50"
 LONGNET=(--segments 2048,8192,32768,131072,524288,1048576 --dilations 1,4,16,64,256,512)
 HYBRID="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --dense-layers 1,3,5 --nope-layers 1,3,5"
@@ -144,7 +144,8 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
     esac
 }
 # How many GPUs a recipe trains over (train --cp): the 1M windows take every visible GPU.
-M_CP() { case $1 in hybrid1m) gpu_count ;; *) echo 1 ;; esac; }
+# CP=P overrides it; SIMULATE_RANKS=1 runs the ranks as threads on one GPU (a check of the path, not a speed).
+M_CP() { [ -n "${CP:-}" ] && { echo "$CP"; return; }; case $1 in hybrid1m) gpu_count ;; *) echo 1 ;; esac; }
 # The longest task files a model is scored on (dense prefill is quadratic), and how it reads them.
 M_EVAL() {
     case $1 in
@@ -214,7 +215,7 @@ for step in "$@"; do
             launch=(); par=()
             if [ "$cp" -gt 1 ]; then
                 par=(--cp "$cp")
-                if [ "$DEVICE" = cuda ]; then launch=("$HERE/launch.sh" "$cp"); else par+=(--simulate-ranks "$cp"); fi
+                if [ "$DEVICE" = cuda ] && [ -z "${SIMULATE_RANKS:-}" ]; then launch=("$HERE/launch.sh" "$cp"); else par+=(--simulate-ranks "$cp"); fi
             fi
             # shellcheck disable=SC2086
             "${launch[@]}" "$BIN/train" "${COMMON[@]}" $args "${seed[@]}" "${par[@]}" --time-limit "${stop:-8}" "${resume[@]}" \

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The million-token reader's demonstration (issue 39; notes/long-context-retrieval.md), on one
+# machine of 4 GPUs (H100 or H200): data, training, evaluation in three device calls of at most
+# 9 minutes each, back to back inside one hold (the machine keeps out/ and build/ between them).
+#
+#   scripts/retrieval_demo.sh 1      data; four lanes: hybrid128k@1, @2, @3 on GPUs 0, 1, 2; the dense
+#                                    2K control, then hybrid128k-nologn@1 on GPU 3
+#   scripts/retrieval_demo.sh 2      every run to its end, scored at 2K-128K; then hybrid1m@1 and @2
+#                                    (1M windows, train --cp 2) on GPUs 0,1 and 2,3
+#   scripts/retrieval_demo.sh 3      the 1M runs to their end; 512K-1M scores, loss by position and
+#                                    the book/source-tree demonstration on four lanes; the tables
+#   scripts/retrieval_demo.sh check  one GPU: every step above, shortened, with its timings
+#
+# Inputs, carried from the CPU machine in $CARRY (default .carry/s13): bins.tar.xz (train, infer,
+# data_tool, libsentencepiece*.so.0), corpus-long/ (tokenizer.model, train.bin.xz, val.bin.xz),
+# demo.tar.xz (the held-out texts of the demonstration: debian-policy.txt, the Debian Policy Manual;
+# net-sctp.txt and fs-nfs.txt, kernel subsystems in the corpus's validation split). Outputs: the
+# study's logs, CSVs and heatmaps in build/rs ($STUDY_OUT), packed into $OUT/rs_CALL.tgz.
+set -uo pipefail
+call=${1:-}
+CARRY=${CARRY:-.carry/s13}
+T0=$SECONDS
+# Unpack once per machine; the study reads rs/bin, rs/corpus-long, rs/demo.
+mkdir -p rs/bin rs/corpus-long rs/demo build
+[ -x rs/bin/train ] || tar -xJf "$CARRY/bins.tar.xz" -C rs/bin
+[ -f rs/corpus-long/val.bin ] || { cp "$CARRY"/corpus-long/* rs/corpus-long/ && xz -d rs/corpus-long/*.xz; }
+[ -f rs/demo/net-sctp.txt ] || tar -xJf "$CARRY/demo.tar.xz" -C rs/demo
+export CARRY=rs STUDY_OUT=build/rs WORK=out/study
+study=scripts/retrieval_study.sh
+lanes=scripts/run_lanes.sh
+export LANE_LOGS=build/rs/lanes$call
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
+pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$call.tgz" build/rs; echo "call $call: $((SECONDS - T0)) s"; }
+# Demonstration prompts: a book and two source trees the models never trained on, each with a
+# question at a stated depth.
+export DEMOS="rs/demo/debian-policy.txt:0.3 rs/demo/net-sctp.txt:0.5 rs/demo/fs-nfs.txt:0.1"
+
+case $call in
+    check)
+        # The whole pipeline on one GPU at a fraction of the tokens: every stage of the recipe for a
+        # step or two (TOKENS of 8 steps), the 1M stage over 2 ranks as threads, the scorer at 128K
+        # and 1M, the loss by position and the demonstration; the step times are the figures that
+        # plan calls 1-3.
+        $study data | tail -3
+        TOKENS=1048576 LOG_EVERY=1 $study train:hybrid128k@1 | tail -3
+        grep -E '^step +[0-9]+/8 \| (loss|stage)' build/rs/hybrid128k@1_train.log
+        TOKENS=1048576 LOG_EVERY=1 $study train:dense128k-nope@1 | tail -1
+        grep -E '^step +[78]/8 \| loss' build/rs/dense128k-nope@1_train.log
+        CP=2 SIMULATE_RANKS=1 STEPS_1M=2 LOG_EVERY=1 $study train:hybrid1m@1 | tail -2
+        grep -E '^(step +[0-9]+/2 \| loss|.*recompute)' build/rs/hybrid1m@1_train.log | tail -4
+        CP=1 STEPS_1M=3 LOG_EVERY=1 $study train:hybrid1m@9 2>&1 | tail -1  # no hybrid128k@9: refused in one line
+        # One GPU, one rank, 1M windows: the step time that P = 2 should halve.
+        rs/bin/train --device cuda --data rs/corpus-long --layers 6 --width 384 --heads 6 --rope-theta 1e7 \
+            --attn block-sparse --block 128 --window 2048 --dense-layers 1,3,5 --nope-layers 1,3,5 --logn-attn 512 \
+            --seq-len 1048576 --batch 1 --steps 3 --log-every 1 --val-every 0 --val-batches 1 --ckpt-every 0 --sample-tokens 0 \
+            --out out/t1m 2>&1 | grep -E '^(step|memory|  (none|selective|full))' | tail -7
+        EVAL_MAX=131072 $study eval:hybrid128k@1 | tail -2
+        grep -h '"length": 1048576' out/study/data/eval_1048576.jsonl | head -2 > out/study/data/eval_1m2.jsonl
+        t=$SECONDS; rs/bin/infer --device cuda --checkpoint out/study/hybrid1m@1 --tasks out/study/data/eval_1m2.jsonl --ctx 1048576 \
+            2>&1 | grep -E '^tasks'; echo "two 1M items: $((SECONDS - t)) s"
+        MIN_DOC=262144 $study positions:hybrid1m@1 | tail -1
+        $study demo:hybrid1m@1 | tail -1
+        head -c 1500 build/rs/hybrid1m@1_demo.txt
+        $study table | head -12
+        pack ;;
+    *) echo "usage: scripts/retrieval_demo.sh 1|2|3|check" >&2; exit 2 ;;
+esac
