@@ -20,20 +20,30 @@ set -uo pipefail
 call=${1:-}
 CARRY=${CARRY:-.carry/s13}
 T0=$SECONDS
+study=scripts/retrieval_study.sh
+lanes=scripts/run_lanes.sh
+export STUDY_OUT=build/rs WORK=out/study
+if [ "$call" = finish ]; then  # (inside a lane) run $2 trained to its end or for $3 minutes; scored at <= 128K once done
+    export CARRY=rs
+    $study "train:$2:$3" | tail -3
+    if grep -qE '^done:' "build/rs/$2_train.log" && [ ! -f "build/rs/$2_needles.csv" ]; then EVAL_MAX=131072 $study "eval:$2" | tail -4; fi
+    exit 0
+fi
 # Unpack once per machine; the study reads rs/bin, rs/corpus-long, rs/demo.
 mkdir -p rs/bin rs/corpus-long rs/demo build
 [ -x rs/bin/train ] || tar -xJf "$CARRY/bins.tar.xz" -C rs/bin
 [ -f rs/corpus-long/val.bin ] || { cp "$CARRY"/corpus-long/* rs/corpus-long/ && xz -d rs/corpus-long/*.xz; }
 [ -f rs/demo/net-sctp.txt ] || tar -xJf "$CARRY/demo.tar.xz" -C rs/demo
-export CARRY=rs STUDY_OUT=build/rs WORK=out/study
-study=scripts/retrieval_study.sh
-lanes=scripts/run_lanes.sh
-export LANE_LOGS=build/rs/lanes$call
+export CARRY=rs LANE_LOGS=build/rs/lanes$call
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$call.tgz" build/rs; echo "call $call: $((SECONDS - T0)) s"; }
+# Minutes until $1 s into the call (at least 0.3: train's --time-limit 0 would mean none).
+left() { echo "$1 $SECONDS $T0" | awk '{ m = ($1 - ($2 - $3)) / 60; printf "%.2f", m < 0.3 ? 0.3 : m }'; }
 # Demonstration prompts: a book and two source trees the models never trained on, each with a
 # question at a stated depth.
 export DEMOS="rs/demo/debian-policy.txt:0.3 rs/demo/net-sctp.txt:0.5 rs/demo/fs-nfs.txt:0.1"
+export STEPS_1M=${STEPS_1M:-12}
+me=scripts/retrieval_demo.sh
 
 case $call in
     check)
@@ -62,6 +72,28 @@ case $call in
         $study demo:hybrid1m@1 | tail -1
         head -c 1500 build/rs/hybrid1m@1_demo.txt
         $study table | head -12
+        pack ;;
+    1)  # ~8 minutes: the data, then the 128K runs side by side, each scored at <= 128K when done
+        $study data | tail -2
+        m=$(left 430)
+        $lanes "0|$me finish hybrid128k@1 $m" "1|$me finish hybrid128k@2 $m" "2|$me finish hybrid128k@3 $m" \
+               "3|$me finish hybrid128k-nologn@1 $m"
+        $study table | head -40
+        pack ;;
+    2)  # ~7.5 minutes: what call 1 left unfinished, then the two 1M runs, each over 2 GPUs
+        $lanes "0|$me finish hybrid128k@1 4" "1|$me finish hybrid128k@2 4" "2|$me finish hybrid128k@3 4" \
+               "3|$me finish hybrid128k-nologn@1 4"
+        m=$(left 420)
+        $lanes "0,1|$study train:hybrid1m@1:$m" "2,3|$study train:hybrid1m@2:$m"
+        grep -hE '^\[rank 0\] (step +[0-9]+/[0-9]+ \| loss|done|stopped)' build/rs/hybrid1m@*_train.log | tail -8
+        pack ;;
+    3)  # ~5 minutes: the 1M runs' ends if call 2 cut them; every long score, the loss by position, the
+        # demonstration, the dense 2K control; the tables
+        $lanes "0,1|$study train:hybrid1m@1:2" "2,3|$study train:hybrid1m@2:2" > /dev/null
+        $lanes "0|$study eval:hybrid1m@1 demo:hybrid1m@1" "1|$study eval:hybrid1m@2 demo:hybrid1m@2" \
+               "2|EVAL_MIN=524288 EVAL_TAG=-long $study eval:hybrid128k@1; $study positions:hybrid128k@1 demo:hybrid128k@1" \
+               "3|$study train:dense2k eval:dense2k positions:dense2k demo:dense2k positions:hybrid1m@1"
+        $study table
         pack ;;
     *) echo "usage: scripts/retrieval_demo.sh 1|2|3|check" >&2; exit 2 ;;
 esac

@@ -18,7 +18,8 @@
 #
 # Steps:
 #   data              retrieval shards for training (one per window length) and the task files
-#   train:M[:MIN]     train M for at most MIN minutes (default 8: one device call), resuming what $WORK/M holds
+#   train:M[:MIN]     train M for at most MIN minutes (default 8: one device call), resuming what $WORK/M holds;
+#                     nothing once M_train.log says it is done
 #   eval:M            score M on the task files its context allows (lengths in [EVAL_MIN, EVAL_MAX]), write
 #                     $OUT/M_needles$EVAL_TAG.* (the grid), M_offgrid*, M_tree*, M_filler* (CSV, PNG, log)
 #   positions:M       M's loss by position over the held-out documents >= 256K tokens
@@ -207,6 +208,10 @@ for step in "$@"; do
             [ "$bad" -eq 0 ] || echo "data: $bad of ${#pids[@]} commands failed: $(tail -qn1 "$D"/*.bin.log 2>/dev/null | grep -i error | head -2)"
             summary+=("data: $((SECONDS - t0)) s, $bad failed: $(ls "$D" | grep -v '\.log$' | tr '\n' ' ')") ;;
         train)  # at most 8 minutes unless told: a device call (10 minutes) must end with a checkpoint
+            if grep -qE '^(\[rank 0\] )?done:' "$OUT/${model}_train.log" 2>/dev/null; then
+                summary+=("train $model: done before: $(grep -E '^(\[rank 0\] )?done:' "$OUT/${model}_train.log" | tail -1)")
+                continue
+            fi
             args=$(M_ARGS "$name" "$run") || { fail_if 1; continue; }
             cp=$(M_CP "$name")
             resume=(); ls "$WORK/$model"/ckpt_*.safetensors > /dev/null 2>&1 && resume=(--resume)
