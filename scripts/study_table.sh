@@ -3,7 +3,8 @@
 # `infer --tasks --tasks-out` wrote in DIR (retrieval_study.sh's eval step):
 #   1. every run's accuracy by task and length (RUN_needles*.csv, several files of a run merged);
 #   2. every recipe with runs M@S: the median and, in brackets, the worst run, by task and length,
-#      and by depth at each length (a result is the median and the worst of several runs);
+#      and by depth at each length (a result is the median and the worst of several runs); a cell
+#      that fewer of the runs were scored at says how many;
 #   3. the same over the files off the grid (RUN_offgrid*.csv: other lengths, depths and seed;
 #      RUN_tree*.csv: a source tree no model trained on).
 # The median of an even count is the mean of the middle two.
@@ -20,6 +21,11 @@ table() {  # kind (needles, offgrid, tree), then the CSV files
         split(list, a, " ")
         for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    # median [worst] of the m runs scored there, and "(m of n runs)" when fewer than all n runs were
+    function cell(list, m, n) {
+        if (!m) return "-"
+        return fmt(median(substr(list, 2), m)) " [" fmt(worst(substr(list, 2), m)) "]" (m < n ? " (" m " of " n " runs)" : "")
     }
     function worst(list, n,   i, a, w) { split(list, a, " "); w = a[1]; for (i = 2; i <= n; i++) if (a[i] + 0 < w + 0) w = a[i]; return w }
     FNR == 1 { run = FILENAME; sub(/.*\//, "", run); sub("_" kind ".*", "", run); runs[run] = 1; next }
@@ -56,7 +62,7 @@ table() {  # kind (needles, offgrid, tree), then the CSV files
             for (l = 1; l <= nl; l++) {
                 list = ""; m = 0
                 for (x = 1; x <= n; x++) { k = M[x] SUBSEP task SUBSEP L[l] SUBSEP "all"; if ((k in items) && items[k]) { list = list " " correct[k] / items[k]; m++ } }
-                row = row " " (m ? fmt(median(substr(list, 2), m)) " [" fmt(worst(substr(list, 2), m)) "]" : "-") " |"
+                row = row " " cell(list, m, n) " |"
             }
             print row
         }
@@ -69,7 +75,7 @@ table() {  # kind (needles, offgrid, tree), then the CSV files
             for (d = 1; d <= nd; d++) {
                 list = ""; m = 0
                 for (x = 1; x <= n; x++) { k = M[x] SUBSEP task SUBSEP L[l] SUBSEP D[d]; if ((k in items) && items[k]) { list = list " " correct[k] / items[k]; m++ } }
-                row = row " " (m ? fmt(median(substr(list, 2), m)) " [" fmt(worst(substr(list, 2), m)) "]" : "-") " |"; have += m
+                row = row " " cell(list, m, n) " |"; have += m
             }
             if (have) print row
         }
