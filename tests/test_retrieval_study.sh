@@ -37,6 +37,13 @@ done
 grep -q '"length": *700' "$WORK/data/eval_offgrid.jsonl" && grep -q '"length": *800' "$WORK/data/eval_tree.jsonl" &&
     pass "data: the off-grid lengths, and the source tree's items" || fail "data: off-grid or tree items missing"
 
+# The needle/question census of a shard: every pass-key question is counted once.
+census=$(python3 scripts/needle_distances.py "$WORK/data/tasks2k.bin" 2048 "$corpus/tokenizer.model" build/data_tool 2>&1)
+n=$(sed -n 's/^  pass-key questions: //p' <<< "$census" | head -1)
+sum=$(sed -n '/pass-key questions/,/multi-key questions/{/questions/!p}' <<< "$census" | grep -oE ': [0-9]+$' | tr -d ': ' | awk '{ s += $1 } END { print s }')
+[ -n "$n" ] && [ "$n" -gt 0 ] && [ "$sum" = "$n" ] && pass "needle_distances: $n pass-key questions, each counted once" ||
+    fail "needle_distances: $census"
+
 # Two runs side by side (lanes on "GPUs" 0 and 1: the CPU ignores them); run 2 in two pieces.
 LANE_LOGS=$work/lanes scripts/run_lanes.sh "0|$study train:hybrid128k@1" "1|$study train:hybrid128k@2:0.0001" > "$work/lanes.log" 2>&1
 lanes=$?
