@@ -38,10 +38,11 @@ static const char* kUsage =
     "      depth to the token. SRC: filler (the classic repeated sentences), a token shard (default DIR/val.bin:\n"
     "      held-out documents), a text file or a directory of text files. Lengths take K (1024) and M suffixes.\n"
     "  task-shard --data DIR [--haystack SRC] --doc-tokens 32768 --tokens N [--needle-every 1024]\n"
-    "        [--passkey-every 4096] [--filler-fraction 0.1] [--lead-needle 0] [--seed 1] --out FILE.bin\n"
+    "        [--passkey-every 4096] [--filler-fraction 0.1] [--lead-needle 0] [--lead-kind any] [--seed 1] --out FILE.bin\n"
     "      Training documents of --doc-tokens tokens (haystack: default DIR/train.bin) carrying many needles and\n"
     "      their questions, as a token shard that train --mix FILE.bin:FRACTION mixes with the corpus.\n"
-    "      --lead-needle F: a fraction F of the documents open with a needle (depth 0), asked from anywhere later.\n"
+    "      --lead-needle F: a fraction F of the documents open with a needle (depth 0), asked from anywhere later;\n"
+    "      --lead-kind multikey: that needle is always a multi-key one (any: the pass key in pass-key documents).\n"
     "  encode --tokenizer FILE.model     text on stdin -> space-separated ids on stdout\n"
     "  decode --tokenizer FILE.model     space-separated ids on stdin -> text on stdout\n";
 
@@ -371,6 +372,7 @@ static int cmd_task_shard(Args& a) {
     std::string data, haystack, out;
     long long doc_tokens = 32768, tokens = 0, seed = 1;
     double needle_every = 1024, passkey_every = 4096, filler_fraction = 0.1, lead_needle = 0;
+    std::string lead_kind = "any";
     auto positive = [&](const std::string& flag, const std::string& s, double lo) {
         char* end = nullptr;
         const double v = std::strtod(s.c_str(), &end);
@@ -387,6 +389,7 @@ static int cmd_task_shard(Args& a) {
         else if (flag == "--passkey-every") passkey_every = positive(flag, a.value(flag), 16);
         else if (flag == "--filler-fraction") filler_fraction = positive(flag, a.value(flag), 0);
         else if (flag == "--lead-needle") lead_needle = positive(flag, a.value(flag), 0);
+        else if (flag == "--lead-kind") lead_kind = a.value(flag);
         else if (flag == "--seed") seed = parse_int(flag, a.value(flag), 0, LLONG_MAX);
         else if (flag == "--out") out = a.value(flag);
         else a.unknown(flag);
@@ -399,12 +402,14 @@ static int cmd_task_shard(Args& a) {
     if (doc_tokens < 256) fatal("--doc-tokens %lld: a training document needs at least 256 tokens", doc_tokens);
     if (filler_fraction > 1) fatal("--filler-fraction %g must be in [0, 1]", filler_fraction);
     if (lead_needle > 1) fatal("--lead-needle %g must be in [0, 1] (the fraction of documents that open with a needle)", lead_needle);
+    if (lead_kind != "any" && lead_kind != "multikey") fatal("--lead-kind must be any or multikey (got '%s')", lead_kind.c_str());
+    if (lead_kind != "any" && lead_needle == 0) fatal("--lead-kind %s has no effect without --lead-needle F > 0: give both, or drop it", lead_kind.c_str());
     if (haystack.empty()) haystack = data + "/train.bin";
     const Tokenizer tok = load_task_tokenizer(data, "");
     const PieceKinds kinds_of_pieces(tok);
     const Haystack text = load_haystack(haystack, tok, kinds_of_pieces, doc_tokens);
     const Haystack filler = filler_haystack(tok, kinds_of_pieces, doc_tokens);
-    const TrainDocSpec spec{(int)doc_tokens, needle_every, passkey_every, lead_needle};
+    const TrainDocSpec spec{(int)doc_tokens, needle_every, passkey_every, lead_needle, lead_kind == "multikey"};
     const long long n_docs = (tokens + doc_tokens - 1) / doc_tokens;
     std::vector<std::vector<int>> docs(n_docs);
     std::vector<std::string> errors(n_docs);

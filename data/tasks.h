@@ -367,6 +367,9 @@ struct TrainDocSpec {
     // needle in a window's first tokens is rare (1 in ~doc_tokens / needle_every positions), and
     // a model trained on such documents misses far needles at depth 0 (notes/long-context-retrieval.md v8).
     double lead_needle = 0;
+    // Lead needles of the multi-key kind only (asked by their word), never a pass key: a leading pass
+    // key taught a shortcut ("a far pass-key question asks the first key", v9 of the notes).
+    bool lead_multikey_only = false;
 };
 
 // One training document: BOS, an intro, haystack text carrying multi-key needles and pass-key
@@ -426,7 +429,8 @@ inline std::vector<int> make_training_document(const TrainDocSpec& spec, const H
     };
     // No draw when lead_needle is 0, so that such shards are the same as before it existed.
     const bool lead = spec.lead_needle > 0 && (double)(rng.next() >> 11) * 0x1.0p-53 < spec.lead_needle;
-    const bool lead_passkey = lead && passkey_intro && n_pk > 0, lead_multikey = lead && !lead_passkey && n_mk > 0;
+    const bool lead_passkey = lead && passkey_intro && n_pk > 0 && !spec.lead_multikey_only;
+    const bool lead_multikey = lead && !lead_passkey && n_mk > 0;
     for (size_t i = 0; i < mk.size(); i++) {
         const long long a = lead_multikey && i == 0 ? 0 : (long long)rng.below((uint64_t)M);
         ev.push_back({a, 0, mk[i].first});

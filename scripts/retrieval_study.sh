@@ -52,10 +52,12 @@
 #              512 (--logn-attn 512, trained: the NoPE softmax keeps its focus as the keys grow); the
 #              curriculum and data of dense128k-nope
 #   hybrid128k-nologn  the same without the log-n scaling: what the scaling adds
+#   hybrid128k-pkfar, hybrid128k-whole, hybrid128k-leadmk  hybrid128k with one change to its data each, for
+#              depth 0 (see mix_variant below; `data` makes their shards when VARIANTS names them)
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
-# SHARDS, SHARD_TOKENS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, DEMOS narrow or
+# SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, DEMOS narrow or
 # change what `data` makes and the runs take (tests/test_retrieval_study.sh runs every step on the CPU).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
@@ -107,6 +109,18 @@ shard() {
     else echo "$D/tasks$1.bin"; fi
 }
 MIX128K="$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(shard "$W3"):0.5;$(shard $((2 * W4))):0.5"
+vshard() { local f; f=$(shard "$1"); echo "${f%.bin}-$2.bin"; }  # a variant's shard: tasks32k-pkfar.bin
+# The depth-0 variants (notes v15), each one change to hybrid128k's data, their shards made by
+# `data` when VARIANTS names them: pkfar (pass-key episodes half a document long in the 32K and
+# 256K shards, 2 and 4 a document, so that pass keys are asked from far), whole (the 128K stage on documents
+# of 128K: no question whose needle sits in the window before), leadmk (half of the 32K and
+# 256K documents open with a multi-key needle, asked from anywhere later).
+mix_variant() {
+    case $1 in
+        pkfar|leadmk) echo "$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(vshard "$W3" "$1"):0.5;$(vshard $((2 * W4)) "$1"):0.5" ;;
+        whole) echo "$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(shard "$W3"):0.5;$(shard "$W4"):0.5" ;;
+    esac
+}
 CURRICULUM128K="--seq-len $W1 --batch $((TPS / W1)) --steps $STEPS --schedule ${W2}x$((TPS / W2))@$S2K,${W3}x$((TPS / W3))@$S8K,${W4}x$((TPS / W4))@$S32K --mix $MIX128K"
 W1M=${W1M:-1048576}  # the window of hybrid1m (tests shrink it)
 M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
@@ -139,6 +153,8 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                        "--steps $STEPS --schedule 262144x1@$S32K --mix $D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
         hybrid128k) echo "$HYBRID --logn-attn 512 $CURRICULUM128K $OPT" ;;
         hybrid128k-nologn) echo "$HYBRID $CURRICULUM128K $OPT" ;;
+        hybrid128k-pkfar|hybrid128k-whole|hybrid128k-leadmk)
+                  echo "$HYBRID --logn-attn 512 ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
@@ -183,6 +199,22 @@ for step in "$@"; do
                     --doc-tokens "$len" --tokens "${SHARD_TOKENS:-50M}" --needle-every "$every" --passkey-every "$pk" --lead-needle "$LEAD" --seed 7 \
                     --out "${f%.bin}-lead.bin" > /dev/null 2>&1 &
                 pids+=($!)
+            done
+            for v in ${VARIANTS:-}; do  # the depth-0 variants' shards (above)
+                # doc tokens:needle every:pass key every (as the shard it replaces):pass key every, far
+                for spec in "$W3:512:$((W3 / 8)):$((W3 / 2))" "$((2 * W4)):1024:$((W4 / 8)):$((W4 / 2))"; do
+                    IFS=: read -r len every pk far <<< "$spec"
+                    case $v in
+                        pkfar) extra=(--passkey-every "$far") ;;
+                        leadmk) extra=(--passkey-every "$pk" --lead-needle 0.5 --lead-kind multikey) ;;
+                        whole) [ "$len" -eq "$W3" ] && continue; len=$W4; extra=(--passkey-every "$pk") ;;
+                        *) echo "data: unknown variant $v (pkfar, whole, leadmk)"; fail_if 1; continue ;;
+                    esac
+                    f=$(vshard "$len" "$v"); [ "$v" = whole ] && f=$(shard "$len")
+                    [ -f "$f" ] || "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$len" --tokens "${SHARD_TOKENS:-50M}" \
+                        --needle-every "$every" "${extra[@]}" --seed 7 --out "$f" > "$f.log" 2>&1 &
+                    pids+=($!)
+                done
             done
             for L in "${LENGTHS[@]}"; do
                 [ -f "$D/eval_$L.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task passkey,multikey --lengths "$L" \

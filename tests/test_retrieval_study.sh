@@ -28,9 +28,10 @@ export CARRY=$work/carry STUDY_OUT=$work/out WORK=$work/runs DEVICE=cpu OMP_NUM_
     MIN_DOC=1000
 study=scripts/retrieval_study.sh
 
-out=$($study data 2>&1)
+out=$(VARIANTS="pkfar whole leadmk" $study data 2>&1)
 data_ok=1
-for f in tasks512.bin tasks1k.bin tasks2k.bin tasks4k.bin eval_600.jsonl eval_1200.jsonl eval_filler.jsonl eval_offgrid.jsonl eval_tree.jsonl; do
+for f in tasks512.bin tasks1k.bin tasks2k.bin tasks4k.bin eval_600.jsonl eval_1200.jsonl eval_filler.jsonl eval_offgrid.jsonl eval_tree.jsonl \
+         tasks2k-pkfar.bin tasks4k-pkfar.bin tasks2k-leadmk.bin tasks4k-leadmk.bin; do
     [ -s "$WORK/data/$f" ] || { data_ok=0; fail "data: $f missing ($(tail -1 <<< "$out"))"; }
 done
 [ $data_ok -eq 1 ] && pass "data: every shard (named by its document length) and task file, made side by side"
@@ -57,6 +58,15 @@ s1=$(grep -E '^step +8/8 \| loss' "$STUDY_OUT/hybrid128k@1_train.log"); s2=$(gre
     fail "the two seeds' last steps: '$s1' '$s2'"
 grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_train.log" && grep -q 'none in layers 1,3,5' "$STUDY_OUT/hybrid128k@1_train.log" &&
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
+
+# The depth-0 variants start on their own shards (one step each).
+for v in pkfar whole leadmk; do
+    $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
+    grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "tasks4k-$v.bin" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
+        { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
+    pass "hybrid128k-$v: trains on its own shards"
+done
+rm -rf "$WORK"/hybrid128k-*@1 "$STUDY_OUT"/hybrid128k-*@1_*
 
 # The long stage: from run 1's weights, over 2 ranks.
 CPU_RANKS=2 $study train:hybrid1m@1 > "$work/1m.log" 2>&1

@@ -291,6 +291,20 @@ static void test_training_documents(const Tokenizer& tok, const PieceKinds& k) {
     check(opened == 24 && opened_pk > 0, "--lead-needle 1: every document opens with a needle, and pass keys lead too (" +
                                           std::to_string(opened) + " of 24, " + std::to_string(opened_pk) + " pass keys)");
     check(lead_far > 8000, "a leading needle is asked far from it at times (furthest " + std::to_string(lead_far) + " bytes)");
+    // Multi-key lead needles only: the same documents, none opening with a pass key (those with
+    // multi-key needles open with one, whatever their intro).
+    int opened_mk_only = 0, led_by_pk = 0;
+    for (int d = 0; d < 24; d++) {
+        TrainDocSpec spec{8192, 512, d % 2 ? 1e9 : 1024, 1.0, /*lead_multikey_only=*/true};
+        SplitMix64 rng(500 + d);
+        const std::string text = tok.decode(make_training_document(spec, hay, tok, k, rng));
+        const size_t intro_end = text.find('\n');
+        const std::string first = text.substr(intro_end + 2, text.find('\n', intro_end + 2) - intro_end - 2);
+        opened_mk_only += first.rfind("One of the special magic numbers for ", 0) == 0;
+        led_by_pk += first.rfind("The pass key is ", 0) == 0;
+    }
+    check(opened_mk_only == 24 && led_by_pk == 0, "--lead-kind multikey: every document opens with a multi-key needle, none with a "
+                                                  "pass key (" + std::to_string(opened_mk_only) + " of 24, " + std::to_string(led_by_pk) + ")");
     expect_refused("more multi-key needles a document than distinct words", [&] {
         SplitMix64 rng(1);
         make_training_document({1 << 20, 16, 1e9}, hay, tok, k, rng);

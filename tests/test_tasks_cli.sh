@@ -55,6 +55,8 @@ else
 fi
 expect_error "task-shard: needles denser than the document holds" "too short" build/data_tool task-shard --data "$corpus" --doc-tokens 256 --tokens 1K --needle-every 16 --out "$work/y.bin"
 expect_error "task-shard: --lead-needle above 1" "--lead-needle 2 must be in" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-needle 2 --out "$work/y.bin"
+expect_error "task-shard: an unknown --lead-kind" "--lead-kind must be any or multikey" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-needle 0.5 --lead-kind passkey --out "$work/y.bin"
+expect_error "task-shard: --lead-kind without --lead-needle" "no effect without --lead-needle" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-kind multikey --out "$work/y.bin"
 expect_error "task-shard: fewer tokens than a document" "--tokens" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 100 --out "$work/y.bin"
 
 # 3. train with retrieval documents mixed in and a length curriculum: killed and resumed, or run
