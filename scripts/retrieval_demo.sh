@@ -10,6 +10,8 @@
 #   scripts/retrieval_demo.sh 3      the 1M runs to their end; 512K-1M scores, loss by position and
 #                                    the book/source-tree demonstration on four lanes; the tables
 #   scripts/retrieval_demo.sh check  one GPU: every step above, shortened, with its timings
+#   scripts/retrieval_demo.sh pack   (on the CPU machine, after `make all` and `make data CORPUS=long`)
+#                                    writes $CARRY for the calls above
 #
 # Inputs, carried from the CPU machine in $CARRY (default .carry/s13): bins.tar.xz (train, infer,
 # data_tool, libsentencepiece*.so.0), corpus-long/ (tokenizer.model, train.bin.xz, val.bin.xz),
@@ -23,6 +25,29 @@ T0=$SECONDS
 study=scripts/retrieval_study.sh
 lanes=scripts/run_lanes.sh
 export STUDY_OUT=build/rs WORK=out/study
+if [ "$call" = pack ]; then  # the calls' inputs, from this machine's build and corpus
+    set -e
+    for f in build/train build/infer build/data_tool corpus-long/train.bin corpus-long/val.bin corpus-long/raw/docs/linux/net-sctp.txt; do
+        [ -f "$f" ] || { echo "pack: $f is missing: run make all and make data CORPUS=long first" >&2; exit 1; }
+    done
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    mkdir -p "$CARRY/corpus-long" "$tmp/bin" "$tmp/demo" "$tmp/deb"
+    cp build/train build/infer build/data_tool "$tmp/bin/"
+    cp $(ldconfig -p | grep -oE '/[^ ]*libsentencepiece(_train)?\.so\.0$' | sort -u) "$tmp/bin/"
+    tar -cJf "$CARRY/bins.tar.xz" -C "$tmp/bin" .
+    cp corpus-long/tokenizer.model "$CARRY/corpus-long/"
+    xz -T0 -c corpus-long/train.bin > "$CARRY/corpus-long/train.bin.xz"
+    xz -T0 -c corpus-long/val.bin > "$CARRY/corpus-long/val.bin.xz"
+    # The book: the Debian Policy Manual as info text (not in the corpus); the source trees: two
+    # kernel subsystems of the corpus's validation split.
+    apt_opts=(-qq); [ "$(id -u)" -eq 0 ] && apt_opts+=(-o APT::Sandbox::User=root)  # _apt cannot write to mktemp dirs
+    (cd "$tmp/deb" && apt-get download "${apt_opts[@]}" debian-policy > /dev/null && dpkg -x debian-policy_*.deb x)
+    zcat "$tmp"/deb/x/usr/share/info/debian-policy.info.gz | tr -d '\037' > "$tmp/demo/debian-policy.txt"
+    cp corpus-long/raw/docs/linux/net-sctp.txt corpus-long/raw/docs/linux/fs-nfs.txt "$tmp/demo/"
+    tar -cJf "$CARRY/demo.tar.xz" -C "$tmp/demo" .
+    du -sh "$CARRY"
+    exit 0
+fi
 if [ "$call" = finish ]; then  # (inside a lane) run $2 trained to its end or for $3 minutes; scored at <= 128K once done
     export CARRY=rs
     $study "train:$2:$3" | tail -3
@@ -95,5 +120,5 @@ case $call in
                "3|$study train:dense2k eval:dense2k positions:dense2k demo:dense2k positions:hybrid1m@1"
         $study table
         pack ;;
-    *) echo "usage: scripts/retrieval_demo.sh 1|2|3|check" >&2; exit 2 ;;
+    *) echo "usage: scripts/retrieval_demo.sh 1|2|3|check|pack" >&2; exit 2 ;;
 esac
