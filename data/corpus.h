@@ -11,6 +11,8 @@
 // of it (cut at a line end), then code files are taken in path order, skipping any file that
 // would not fit, until the cap is reached.
 //
+// Text of one's own (read_text_corpus, below): a file or a directory in any layout.
+//
 // The long-document corpus of scripts/get_long_corpus.sh has another layout, read when RAW/docs
 // exists: every regular file under RAW/docs is one document, named by its path relative to docs/,
 // and whole documents go to validation by the same hash of their name (so validation holds
@@ -79,6 +81,71 @@ inline void read_document_files(const std::string& dir, double val_fraction, uin
     }
 }
 
+// A document's lines split in two: its last val_fraction of lines (at least one) for validation,
+// the rest for training; false when it has fewer than 2 lines.
+inline bool split_document_lines(const Document& d, double val_fraction, Document* train, Document* val) {
+    std::vector<size_t> line_starts;
+    for (size_t i = 0; i < d.text.size(); i++)
+        if (i == 0 || d.text[i - 1] == '\n') line_starts.push_back(i);
+    const size_t n_lines = line_starts.size();
+    if (n_lines < 2) return false;
+    size_t n_val = size_t(double(n_lines) * val_fraction + 0.5);
+    n_val = std::max<size_t>(1, std::min(n_val, n_lines - 1));
+    const size_t split = line_starts[n_lines - n_val];
+    *train = {d.name + "[train]", d.text.substr(0, split)};
+    *val = {d.name + "[val]", d.text.substr(split)};
+    return true;
+}
+
+// Your own text (data_tool prepare --text, make train TEXT=path): one text file, or a directory
+// whose regular files, in any layout, are the documents (files with a NUL byte in their first
+// 8 KiB are taken for binaries and skipped; `skipped` counts them). Whole documents go to
+// validation by the hash of their path, as the long corpus's do; when that leaves either side
+// empty (a few files), every document of 2+ lines gives its last val_fraction of lines to
+// validation instead.
+inline SplitCorpus read_text_corpus(const std::string& path, double val_fraction, uint64_t max_bytes, int* skipped) {
+    const char* fix = "give a text file or a directory of text files";
+    const uint64_t cap = max_bytes ? max_bytes : UINT64_MAX;
+    std::vector<Document> docs;
+    uint64_t bytes = 0;
+    *skipped = 0;
+    auto take = [&](const std::string& name, const std::string& file) {
+        std::error_code ec;
+        const uint64_t size = std::filesystem::file_size(file, ec);
+        if (ec) fatal("--text: cannot stat %s (%s): %s", file.c_str(), ec.message().c_str(), fix);
+        if (size == 0 || cap - bytes < size) return;
+        std::string text = read_file(file, fix);
+        if (text.find('\0') < std::min<size_t>(text.size(), 8192)) {
+            ++*skipped;
+            return;
+        }
+        bytes += text.size();
+        docs.push_back({name, std::move(text)});
+    };
+    if (is_directory(path)) {
+        for (const std::string& name : list_files_sorted(path)) take(name, path + "/" + name);
+    } else if (file_exists(path)) {
+        take(std::filesystem::path(path).filename().string(), path);
+    } else {
+        fatal("--text %s: no such file or directory: %s", path.c_str(), fix);
+    }
+    if (docs.empty())
+        fatal("--text %s holds no text (%d binary files skipped, empty files ignored): %s", path.c_str(), *skipped, fix);
+    SplitCorpus corpus;
+    corpus.bytes_read = bytes;
+    for (Document& d : docs) (is_validation_path(d.name, val_fraction) ? corpus.val : corpus.train).push_back(d);
+    if (!corpus.train.empty() && !corpus.val.empty()) return corpus;
+    corpus.train.clear(), corpus.val.clear();
+    for (const Document& d : docs) {
+        Document t, v;
+        if (split_document_lines(d, val_fraction, &t, &v)) corpus.train.push_back(std::move(t)), corpus.val.push_back(std::move(v));
+        else corpus.train.push_back(d);
+    }
+    if (corpus.val.empty())
+        fatal("--text %s: no document has 2 lines to split into training and validation text: give more text", path.c_str());
+    return corpus;
+}
+
 inline SplitCorpus read_raw_corpus(const std::string& raw_dir, double val_fraction,
                                    uint64_t max_bytes) {
     const char* fix = "run `scripts/get_corpus.sh DIR` (or `make data`) to create it";
@@ -110,18 +177,12 @@ inline SplitCorpus read_raw_corpus(const std::string& raw_dir, double val_fracti
         bible.resize(cut == std::string::npos ? 0 : cut + 1);
     }
     if (bible.empty()) fatal("%s is empty (or --max-bytes is too small): %s", bible_path.c_str(), fix);
-    std::vector<size_t> line_starts;
-    for (size_t i = 0; i < bible.size(); i++)
-        if (i == 0 || bible[i - 1] == '\n') line_starts.push_back(i);
-    const size_t n_lines = line_starts.size();
-    if (n_lines < 2) fatal("%s has fewer than 2 lines: cannot split it into train and validation; %s",
-                           bible_path.c_str(), fix);
     // At least one line on each side, whatever the fraction.
-    size_t n_val = size_t(double(n_lines) * val_fraction + 0.5);
-    n_val = std::max<size_t>(1, std::min(n_val, n_lines - 1));
-    const size_t split = line_starts[n_lines - n_val];
-    corpus.train.push_back({"bible.txt[train]", bible.substr(0, split)});
-    corpus.val.push_back({"bible.txt[val]", bible.substr(split)});
+    Document train, val;
+    if (!split_document_lines({"bible.txt", bible}, val_fraction, &train, &val))
+        fatal("%s has fewer than 2 lines: cannot split it into train and validation; %s", bible_path.c_str(), fix);
+    corpus.train.push_back(std::move(train));
+    corpus.val.push_back(std::move(val));
     corpus.bytes_read += bible.size();
 
     read_document_files(code_dir, val_fraction, cap, fix, corpus);  // one document per file

@@ -26,9 +26,11 @@
 static const char* kUsage =
     "usage: data_tool COMMAND [options]\n"
     "\n"
-    "  prepare --raw DIR --out DIR [--vocab 8192] [--val-fraction 0.05] [--max-bytes N]\n"
-    "      Train a SentencePiece BPE tokenizer on the raw corpus made by scripts/get_corpus.sh\n"
-    "      and write DIR/tokenizer.model, DIR/train.bin, DIR/val.bin, DIR/manifest.txt.\n"
+    "  prepare --raw DIR | --text PATH --out DIR [--vocab 8192] [--val-fraction 0.05] [--max-bytes N]\n"
+    "      Train a SentencePiece BPE tokenizer on the raw corpus made by scripts/get_corpus.sh (--raw), or on\n"
+    "      your own text (--text: a file, or a directory of files in any layout), and write DIR/tokenizer.model,\n"
+    "      DIR/train.bin, DIR/val.bin, DIR/manifest.txt. --text keeps whole files for validation when there\n"
+    "      are enough of them, else the last --val-fraction of each file's lines.\n"
     "      --max-bytes caps the raw text read (0 = all), for quick tests.\n"
     "  inspect FILE.bin [--tokenizer FILE.model] [--n 32]\n"
     "      Validate a shard and print its header, documents and first tokens.\n"
@@ -100,27 +102,38 @@ static double unigram_baseline(const std::vector<uint32_t>& train, const std::ve
 // ---- prepare
 
 static int cmd_prepare(Args& a) {
-    std::string raw, out;
+    std::string raw, text, out;
     int vocab = 8192;
     double val_fraction = 0.05;
     uint64_t max_bytes = 0;
     while (!a.done()) {
         const std::string flag = a.rest[a.i++];
         if (flag == "--raw") raw = a.value(flag);
+        else if (flag == "--text") text = a.value(flag);
         else if (flag == "--out") out = a.value(flag);
         else if (flag == "--vocab") vocab = int(parse_int(flag, a.value(flag), 260, 1 << 20));
         else if (flag == "--val-fraction") val_fraction = parse_fraction(flag, a.value(flag));
         else if (flag == "--max-bytes") max_bytes = uint64_t(parse_int(flag, a.value(flag), 0, LLONG_MAX));
         else a.unknown(flag);
     }
-    if (raw.empty()) fatal("prepare needs --raw DIR (the output of scripts/get_corpus.sh)");
+    if (raw.empty() == text.empty())
+        fatal("prepare needs --raw DIR (the output of scripts/get_corpus.sh) or --text PATH (a text file or a directory of them), one of them");
     if (out.empty()) fatal("prepare needs --out DIR");
     const auto t_start = std::chrono::steady_clock::now();
 
-    SplitCorpus corpus = read_raw_corpus(raw, val_fraction, max_bytes);
-    std::printf("prepare: read %llu bytes from %s: %zu train docs, %zu val docs\n",
-                (unsigned long long)corpus.bytes_read, raw.c_str(), corpus.train.size(),
-                corpus.val.size());
+    if (!text.empty()) {  // the outputs must not land among the text they are made from
+        namespace fs = std::filesystem;
+        std::error_code e1, e2;
+        const std::string t = fs::weakly_canonical(text, e1).string(), o = fs::weakly_canonical(out, e2).string();
+        if (!e1 && !e2 && (o == t || o.rfind(t + "/", 0) == 0))
+            fatal("--out %s lies inside --text %s: its files would become part of the text; choose --out elsewhere", out.c_str(), text.c_str());
+    }
+    int skipped = 0;
+    SplitCorpus corpus = text.empty() ? read_raw_corpus(raw, val_fraction, max_bytes) : read_text_corpus(text, val_fraction, max_bytes, &skipped);
+    const std::string source = text.empty() ? raw : text;
+    std::printf("prepare: read %llu bytes from %s: %zu train docs, %zu val docs%s\n", (unsigned long long)corpus.bytes_read,
+                source.c_str(), corpus.train.size(), corpus.val.size(),
+                skipped ? (" (" + std::to_string(skipped) + " binary files skipped)").c_str() : "");
 
     std::error_code ec;
     std::filesystem::create_directories(out, ec);
@@ -168,7 +181,7 @@ static int cmd_prepare(Args& a) {
     const double baseline = unigram_baseline(train.tokens, val.tokens, V);
     std::ostringstream m;
     m << "# written by data_tool prepare; tokens include one BOS per document\n"
-      << "raw_dir: " << raw << "\n"
+      << (text.empty() ? "raw_dir: " : "text: ") << source << "\n"
       << "raw_bytes_read: " << corpus.bytes_read << "\n"
       << "max_bytes: " << max_bytes << "\n"
       << "val_fraction: " << val_fraction << "\n"

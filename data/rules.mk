@@ -3,6 +3,8 @@
 #
 #   make deps-data    install the Debian packages the project needs (only the missing ones)
 #   make data         raw corpus (corpus/raw) -> corpus/{tokenizer.model,train.bin,val.bin,manifest.txt}
+#   make data TEXT=path     your own text (a file, or a directory of files in any layout) in
+#                     corpus-text/; `make train TEXT=path` trains on it
 #   make data CORPUS=long   the long-document corpus instead (scripts/get_long_corpus.sh: the
 #                     Bible's books, two manuals and the Linux kernel's subsystems, ~46M tokens)
 #                     in corpus-long/; `make train CORPUS=long` trains on it
@@ -46,7 +48,10 @@ build/test_tasks: tests/test_tasks.cpp $(TEST_DATA_HEADERS) data/batch_source.h 
 	$(CXX) $(CXXFLAGS) -o $@ $< $(DATA_LDLIBS)
 
 CORPUS ?= default
-ifeq ($(CORPUS),long)
+ifneq ($(TEXT),)
+# Your own text: make train TEXT=path (a text file, or a directory of them in any layout).
+DATA_DIR := corpus-text
+else ifeq ($(CORPUS),long)
 DATA_DIR := corpus-long
 GET_CORPUS := scripts/get_long_corpus.sh
 else ifeq ($(CORPUS),default)
@@ -67,7 +72,12 @@ $(DATA_DIR)/train.bin: $(DATA_DIR)/raw/SOURCES.txt build/data_tool
 
 $(DATA_DIR)/val.bin $(DATA_DIR)/tokenizer.model $(DATA_DIR)/manifest.txt: $(DATA_DIR)/train.bin ;
 
+ifneq ($(TEXT),)
+data: build/data_tool
+	scripts/prepare_text.sh "$(TEXT)" $(DATA_DIR) $(DATA_VOCAB)
+else
 data: $(DATA_DIR)/train.bin
+endif
 
 test-data: build/test_data build/data_tool
 	build/test_data

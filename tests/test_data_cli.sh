@@ -168,6 +168,50 @@ else
     fail "small corpus: $(head -c 300 "$work/err")"
 fi
 
+# Your own text (prepare --text; make train TEXT=path through scripts/prepare_text.sh): one file,
+# a folder of two files in any layout (too few for whole validation files: each file's last lines
+# go to validation), a folder of many (whole files by the hash of their path), binaries skipped.
+mkdir -p "$work/own/deep/er" "$work/many"
+head -c 150000 "$raw/bible.txt" > "$work/own/book.txt"
+tail -c 120000 "$raw/bible.txt" > "$work/own/deep/er/notes.md"
+printf 'bin\0ary' > "$work/own/blob.dat"
+for i in $(seq 1 60); do sed -n "$((i * 400)),$((i * 400 + 399))p" "$raw/bible.txt" > "$work/many/part$i.txt"; done
+if "$tool" prepare --text "$work/own/book.txt" --out "$work/t1" --vocab 512 > "$work/t1.log" 2>&1 &&
+   grep -q '1 train docs, 1 val docs' "$work/t1.log" && grep -q '^text: ' "$work/t1/manifest.txt"; then
+    pass "prepare --text FILE: one file, its last lines held out ($(head -1 "$work/t1.log" | cut -c1-80))"
+else
+    fail "prepare --text FILE: $(tail -2 "$work/t1.log")"
+fi
+if "$tool" prepare --text "$work/own" --out "$work/t2" --vocab 512 > "$work/t2.log" 2>&1 &&
+   grep -q '2 train docs, 2 val docs (1 binary files skipped)' "$work/t2.log"; then
+    pass "prepare --text DIR of two files in any layout: each file's last lines held out, the binary skipped"
+else
+    fail "prepare --text DIR (two files): $(head -2 "$work/t2.log")"
+fi
+if "$tool" prepare --text "$work/many" --out "$work/t3" --vocab 512 > "$work/t3.log" 2>&1 &&
+   n=$(sed -n 's/.*: \([0-9]*\) train docs, \([0-9]*\) val docs.*/\1 \2/p' "$work/t3.log") && [ "${n% *}" -gt 40 ] && [ "${n#* }" -ge 1 ] &&
+   [ $(( ${n% *} + ${n#* } )) -eq 60 ]; then
+    pass "prepare --text DIR of 60 files: whole files held out ($n)"
+else
+    fail "prepare --text DIR (60 files): $(head -2 "$work/t3.log")"
+fi
+expect_error "prepare --text with a missing path" "$tool" prepare --text "$work/nope" --out "$work/x" --vocab 512
+mkdir -p "$work/bins" && printf '\0\0' > "$work/bins/a"
+expect_error "prepare --text with only binaries" "$tool" prepare --text "$work/bins" --out "$work/x" --vocab 512
+expect_error "prepare --text with --out inside it" "$tool" prepare --text "$work/own" --out "$work/own/prepared" --vocab 512
+[ ! -e "$work/own/prepared" ] && pass "a refused --out inside --text writes nothing" || fail "--out inside --text: $work/own/prepared was made"
+expect_error "prepare with both --raw and --text" "$tool" prepare --raw "$raw" --text "$work/own" --out "$work/x" --vocab 512
+# scripts/prepare_text.sh prepares once, again when a file changes.
+scripts/prepare_text.sh "$work/own" "$work/t4" 512 > "$work/t4a.log" 2>&1
+scripts/prepare_text.sh "$work/own" "$work/t4" 512 > "$work/t4b.log" 2>&1
+echo "more text" >> "$work/own/book.txt"
+scripts/prepare_text.sh "$work/own" "$work/t4" 512 > "$work/t4c.log" 2>&1
+if grep -q 'prepare: wrote' "$work/t4a.log" && grep -q 'is prepared from' "$work/t4b.log" && grep -q 'prepare: wrote' "$work/t4c.log"; then
+    pass "prepare_text.sh: prepares once, and again when the text changed"
+else
+    fail "prepare_text.sh: $(tail -1 "$work/t4a.log") | $(tail -1 "$work/t4b.log") | $(tail -1 "$work/t4c.log")"
+fi
+
 check "data_tool --help" grep -q 'usage: data_tool' <("$tool" --help)
 
 summary
