@@ -18,13 +18,26 @@ Prints, per pattern and tokens per GPU, the predicted ring efficiency forward an
 backward for each P, and the window P x tokens that the ring trains.
 """
 import argparse
+import os
 import re
 import sys
+import tarfile
+
+DEFAULT_TABLE = "notes/gpu-runs/issue9/bench_ring_h100.md"
+DEFAULT_ARCHIVE = "notes/archive/issue9.tar.xz"  # where the raw runs are kept (notes/README.md)
+
+
+def table_lines(path):
+    """The table's lines: from the file, or for the default table, from its study's archive."""
+    if os.path.exists(path) or path != DEFAULT_TABLE:
+        return open(path).read().splitlines()
+    with tarfile.open(DEFAULT_ARCHIVE) as tar:
+        return tar.extractfile(path[len("notes/"):]).read().decode().splitlines()
 
 
 def read_table(path):
     rows = []
-    for line in open(path):
+    for line in table_lines(path):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 11 or not re.match(r"^\d+K$", cells[1]):
             continue
@@ -35,7 +48,7 @@ def read_table(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--table", default="notes/gpu-runs/issue9/bench_ring_h100.md")
+    ap.add_argument("--table", default=DEFAULT_TABLE)
     ap.add_argument("--bw", type=float, default=50.0, help="link bandwidth per direction, GB/s")
     ap.add_argument("--latency-us", type=float, default=20.0)
     ap.add_argument("--ranks", default="2,4,64,1024")
