@@ -1,6 +1,6 @@
 // Attention on the GPU, written as plainly as a kernel can be: the third rung of the ladder
 // (README "How to read the code"), between the CPU tiled kernel (layers/attention_tiled.h) and
-// the tensor-core kernels (attention/forward_mma_sync.cuh, attention/forward_wgmma.cuh).
+// the tensor-core kernels (attention/forward_mma_sync.cuh, attention/forward_wgmma.cuh and the rest of the ladder).
 //
 // One warp per (batch row, head, query row). The lanes split the head dimension (lane l owns
 // d = l, l + 32, ...); for each key the warp computes the score with a shuffle reduction, asks

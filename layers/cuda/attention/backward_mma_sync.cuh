@@ -8,99 +8,20 @@
 //  3b. (deterministic) attention_backward_dq_kernel: one block per (query tile, b, h) recomputes
 //     P and dS and accumulates dQ in registers: two more matrix products per tile, no atomics,
 //     bit-identical results run to run.
-// With dS = P * (dP - delta) * scale:  dV = P^T dO,  dK = dS^T Q,  dQ = dS K.
+// With dS = P * (dP - delta) * scale:  dV = P^T dO,  dK = dS^T Q,  dQ = dS K. Kernels 1 and 3a are
+// backward_pre_post.cuh's (every rung runs them); 2 and 3b are this file's.
 #pragma once
-#include "layers/cuda/attention/forward_mma_sync.cuh"  // mask_scores
+#include "layers/cuda/attention/backward_steps.cuh"
+#include "layers/cuda/attention/epilogue.cuh"
+#include "layers/cuda/attention/masks.cuh"
+#include "layers/cuda/attention/params.cuh"
+#include "layers/cuda/attention/ptx.cuh"
+#include "layers/cuda/attention/schedules.cuh"
+#include "layers/cuda/attention/smem_tiles.cuh"
+#include "layers/cuda/attention/softmax.cuh"
+#include "layers/cuda/attention/tile_scheduler.cuh"
 
 namespace flash {
-
-// One group of D/8 threads per (b, token, h) row, 8 elements (16 bytes) each. Threads past the
-// last row stay (clamped, storing nothing) so the group shuffles see every lane.
-template <int D>
-__global__ void attention_backward_preprocess_kernel(const Params p, int B, bool zero_dq) {
-    constexpr int TPR = D / 8;
-    const long long rows = (long long)B * p.q_tokens * p.H;
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool valid = idx / TPR < rows;
-    const long long row = valid ? idx / TPR : rows - 1;  // ((b * q_tokens) + token) * H + h
-    const int part = (int)(idx % TPR);
-    const int h = (int)(row % p.H);
-    const long long bt = row / p.H;
-    const int tok = (int)(bt % p.q_tokens), b = (int)(bt / p.q_tokens);
-    const uint4 vo = *reinterpret_cast<const uint4*>(p.o + row * D + part * 8);
-    const uint4 vd = *reinterpret_cast<const uint4*>(p.dout + row * D + part * 8);
-    const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&vo);
-    const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&vd);
-    float sum = 0.f;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const float2 a = __bfloat1622float2(o2[i]), c = __bfloat1622float2(d2[i]);
-        sum = fmaf(a.x, c.x, fmaf(a.y, c.y, sum));
-    }
-#pragma unroll
-    for (int off = TPR / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    if (!valid) return;
-    if (part == 0) {
-        const size_t li = ((size_t)b * p.H + h) * p.q_tokens + tok;
-        p.delta[li] = sum;
-        const float L = p.lse[li];
-        p.lse_log2[li] = L == -INFINITY ? INFINITY : L * kLog2e;
-    }
-    if (zero_dq) {
-        float4* dst = reinterpret_cast<float4*>(p.dq_accum + row * D + part * 8);
-        dst[0] = make_float4(0.f, 0.f, 0.f, 0.f);
-        dst[1] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-}
-
-// dq (strided) = bf16(dq_accum) (p.accumulate: dq += dq_accum) over the accumulator's tokens,
-// 8 elements per thread.
-template <int D>
-__global__ void attention_backward_dq_convert_kernel(const Params p, int B) {
-    constexpr int TPR = D / 8;
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long row = idx / TPR;  // ((b * accum_tokens) + token - accum_tok0) * H + h
-    const int part = (int)(idx % TPR);
-    if (row >= (long long)B * p.accum_tokens * p.H) return;
-    const int h = (int)(row % p.H);
-    const long long bt = row / p.H;
-    const long long b = bt / p.accum_tokens, tok = p.accum_tok0 + bt % p.accum_tokens;
-    const float4* src = reinterpret_cast<const float4*>(p.dq_accum + row * D + part * 8);
-    float4 x = src[0], y = src[1];
-    uint4* dst = reinterpret_cast<uint4*>(p.dq + (b * p.q_tokens + tok) * p.q_stride + h * D + part * 8);
-    if (p.accumulate) {
-        const uint4 old = *dst;
-        const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&old.x)),
-                     c = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&old.y)),
-                     d = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&old.z)),
-                     e = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&old.w));
-        x = make_float4(x.x + a.x, x.y + a.y, x.z + c.x, x.w + c.y);
-        y = make_float4(y.x + d.x, y.y + d.y, y.z + e.x, y.w + e.y);
-    }
-    uint4 out;
-    out.x = pack_bf16(x.x, x.y);
-    out.y = pack_bf16(x.z, x.w);
-    out.z = pack_bf16(y.x, y.y);
-    out.w = pack_bf16(y.z, y.w);
-    *dst = out;
-}
-
-// dst (2 bf16) = v, or += v with accumulate: how the backward kernels store dK, dV, dQ rows.
-__device__ __forceinline__ void store_grad2(bf16* dst, float x, float y, bool accumulate) {
-    __nv_bfloat162* at = reinterpret_cast<__nv_bfloat162*>(dst);
-    if (accumulate) {
-        const float2 o = __bfloat1622float2(*at);
-        x += o.x;
-        y += o.y;
-    }
-    *at = __floats2bfloat162_rn(x, y);
-}
-
-// Element (b, token, h, 0) of the fp32 dQ accumulator (which covers only its chunk of tokens).
-// (backward_ws.cuh precomputes the same layout as an offset and a row stride: change both together.)
-__device__ __forceinline__ float* dq_accum_row(const Params& p, int b, int tok, int h, int D) {
-    return p.dq_accum + (((size_t)b * p.accum_tokens + (tok - p.accum_tok0)) * p.H + h) * D;
-}
 
 template <int D, int MT, int NW, int BM, bool DQ_ATOMIC>
 constexpr int backward_dkdv_smem_bytes() {
@@ -113,8 +34,8 @@ template <int D, int BM, int NT>
 __device__ __forceinline__ void load_query_side(const Params& p, int b, int h, int q0, uint32_t sQ,
                                                 uint32_t sdO, uint32_t sL, uint32_t sDelta) {
     const int qn = min(BM, p.qrows.len - q0);
-    load_tile_async<BM, D, NT>(sQ, p.q + (size_t)b * p.q_tokens * p.q_stride + h * D, p.q_stride, p.qrows, q0, qn);
-    load_tile_async<BM, D, NT>(sdO, p.dout + (size_t)b * p.q_tokens * p.H * D + h * D, p.H * D, p.qrows, q0, qn);
+    load_tile_async<SwizzleMma, BM, D, NT>(sQ, p.q + (size_t)b * p.q_tokens * p.q_stride + h * D, p.q_stride, p.qrows, q0, qn);
+    load_tile_async<SwizzleMma, BM, D, NT>(sdO, p.dout + (size_t)b * p.q_tokens * p.H * D + h * D, p.H * D, p.qrows, q0, qn);
     const size_t rowbase = ((size_t)b * p.H + h) * p.q_tokens;
     for (int i = threadIdx.x; i < BM; i += NT) {
         const bool ok = i < qn;  // past the end: L = delta = 0, harmless since Q = dO = 0 there
@@ -122,155 +43,6 @@ __device__ __forceinline__ void load_query_side(const Params& p, int b, int h, i
         cp_async_4(sL + i * 4, p.lse_log2 + at, ok);
         cp_async_4(sDelta + i * 4, p.delta + at, ok);
     }
-}
-
-// Zeroes P^T (keys as rows from key_row0, queries as columns from q0) where the pair is masked,
-// the key lies past the keys or the query past the queries, and (cut) where head h's pattern
-// drops it.
-template <int MT, int QB, class Schedule = DenseSchedule>
-__device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params& p, int b, int key_row0, int q0,
-                                             int qn, int h = 0, bool cut = false) {
-    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-    int kp[MT][2];
-    bool kok[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int row = key_row0 + mt * 16 + g + 8 * r;
-            kok[mt][r] = row < p.krows.len;
-            // Two-sided and block-sparse sides hold contiguous positions (pos0 + token, masks.cuh):
-            // no loads (a block-sparse list's many cut tiles, a two-sided launch's diagonals).
-            const int tok = p.krows.token(kok[mt][r] ? row : 0);
-            kp[mt][r] = Schedule::kTwoSided ? p.k_pos0 + tok : __ldg(p.kpos + tok);
-        }
-    // Dense and dilated rows: a column range per key row (masks.cuh: causal_query_begin_of_row
-    // one-sided; two-sided, from the contiguous positions, with no documents).
-    if constexpr (!Schedule::kBlockSparse) {
-        if (Schedule::kTwoSided ? !p.doc_start : rows_mask_ok(p)) {
-            int lo[MT][2];  // keep columns 2t + c with lo <= c < hi
-            const int hi = qn - 2 * t;
-            bool by_rows = true;
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    int begin = kok[mt][r] ? 0 : INT_MAX / 2;
-                    if (p.causal && kok[mt][r]) {
-                        const int qb = Schedule::kTwoSided ? contiguous_rows_le(p.q_pos0, p.qrows, kp[mt][r] - 1)
-                                                           : causal_query_begin_of_row(p, key_row0 + mt * 16 + g + 8 * r, kp[mt][r]);
-                        by_rows = by_rows && qb >= 0;
-                        begin = max(0, qb - q0);
-                    }
-                    lo[mt][r] = begin - 2 * t;
-                }
-            if (by_rows) {
-#pragma unroll
-                for (int j = 0; j < QB; j++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++)
-#pragma unroll
-                        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                            for (int r = 0; r < 2; r++) {
-                                const int c = 8 * j + e;
-                                if (c < lo[mt][r] || c >= hi) s[mt][j][2 * r + e] = 0.f;
-                            }
-                return;
-            }
-        }
-    }
-    // The rules of head h not tested per element (Schedule::kept_bits), per key row, a bit per
-    // query column (block-sparse sides are unit-step: column c's position is the first's + 8 (c / 2)
-    // + c % 2).
-    uint32_t block_bits[MT][2] = {};
-    if constexpr (Schedule::kBlockSparse) {
-        if (cut) {
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int r = 0; r < 2; r++)
-                    block_bits[mt][r] = Schedule::template kept_bits<2 * QB, false>(p, h, kp[mt][r], p.q_pos0 + p.qrows.token(q0) + 2 * t);
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < QB; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int col = 8 * j + 2 * t + e;
-            const bool qok = col < qn;
-            const int tok = p.qrows.token(qok ? q0 + col : q0);
-            const int qpos = Schedule::kTwoSided ? p.q_pos0 + tok : __ldg(p.qpos + tok);
-            const int qdoc = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    bool drop = !(qok && kok[mt][r] && key_allowed(p.causal, p.doc_start != nullptr, qpos, qdoc, kp[mt][r]));
-                    if constexpr (Schedule::kBlockSparse)
-                        drop = drop || (cut && !(RowRuleOf<Schedule>::make(p, qpos).keeps(kp[mt][r]) ||
-                                                 ((block_bits[mt][r] >> (2 * j + e)) & 1u)));  // the query's rule: cut pairs only
-                    if (drop) s[mt][j][2 * r + e] = 0.f;
-                }
-        }
-}
-
-// A query tile's per-row values (L, delta) at this thread's columns 8 j + 2 t + e, from shared
-// memory: read before a step's products are waited for, so that their latency hides under them.
-template <int QB>
-__device__ __forceinline__ void load_query_cols(float (&x)[QB][2], const float* src) {
-    const int t = threadIdx.x & 3;
-#pragma unroll
-    for (int j = 0; j < QB; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) x[j][e] = src[8 * j + 2 * t + e];
-}
-
-// The part of a backward step both rungs share (this file's kernels with MT m-tiles of 16 keys
-// per warp, backward_wgmma.cuh's step with one): S^T into P^T = 2^(S^T scale_log2 -
-// L_log2[query]), masked element by element where the (key tile, query tile) pair needs it (the
-// pattern cuts it, the key tile is partial, there are documents, or the causal diagonal crosses
-// it). Lq: the query tile's L in log2 at this thread's columns (load_query_cols); q_first_pos:
-// the position of its first row (read only when causal); kt, kn: the key tile; queries.cut(it):
-// does the pattern cut the pair (read after the exponentials, where the step read it before it
-// was shared).
-template <int MT, int QB, class Schedule, class Queries>
-__device__ __forceinline__ void probs_t_masked(float (&s)[MT][QB][4], const Params& p, const float (&Lq)[QB][2],
-                                               int q_first_pos, const KeyTile& kt, int kn, int BN, const Queries& queries,
-                                               int it, int b, int key_row0, int q0, int qn, int h) {
-#pragma unroll
-    for (int j = 0; j < QB; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++)
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) s[mt][j][2 * r + e] = ex2(fmaf(s[mt][j][2 * r + e], p.scale_log2, -Lq[j][e]));
-    const bool cut = queries.cut(it);
-    bool need_mask = cut || kn < BN || p.doc_start != nullptr;
-    if (p.causal && !need_mask) need_mask = kt.last_pos > q_first_pos;
-    if (need_mask) mask_probs_t<MT, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut);
-}
-// The position of a query tile's first row, for probs_t_masked (causal launches only).
-__device__ __forceinline__ int query_first_pos(const Params& p, int q0) {
-    return p.causal ? query_pos(p, q0) : 0;
-}
-// dS^T = P^T (dP^T - delta[query]) scale, element by element into ds (which may be P^T's or
-// dP^T's own registers). Deltas: the query tile's rowsum(dO * O).
-template <int MT, int QB>
-__device__ __forceinline__ void ds_t_from_probs(float (&ds)[MT][QB][4], const float (&pt)[MT][QB][4],
-                                                const float (&dpt)[MT][QB][4], const float* Deltas, float scale) {
-    const int t = threadIdx.x & 3;
-#pragma unroll
-    for (int j = 0; j < QB; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const float dl = Deltas[8 * j + 2 * t + e];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) ds[mt][j][2 * r + e] = pt[mt][j][2 * r + e] * (dpt[mt][j][2 * r + e] - dl) * scale;
-        }
 }
 
 // Block: NW warps, each owning MT m-tiles of 16 KEYS (BN = 16*MT*NW keys), walking query tiles
@@ -306,8 +78,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
 
     float dk[MT][DB][4] = {}, dv[MT][DB][4] = {};
     if (n > 0) {
-        load_tile_async<BN, D, NT>(sK, kbase, p.kv_stride, p.krows, k0, kn);
-        load_tile_async<BN, D, NT>(sV, vbase, p.kv_stride, p.krows, k0, kn);
+        load_tile_async<SwizzleMma, BN, D, NT>(sK, kbase, p.kv_stride, p.krows, k0, kn);
+        load_tile_async<SwizzleMma, BN, D, NT>(sV, vbase, p.kv_stride, p.krows, k0, kn);
         load_query_side<D, BM, NT>(p, b, h, queries.tile(0) * BM, sQ, sdO, sL, sDelta);
         cp_async_commit();
     }
@@ -479,11 +251,11 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
 
     float dq[MT][DB][4] = {};
     if (n > 0) {
-        load_tile_async<BM, D, NT>(sQ, p.q + (size_t)b * p.q_tokens * p.q_stride + h * D, p.q_stride, p.qrows, q0, qn);
-        load_tile_async<BM, D, NT>(sdO, p.dout + (size_t)b * p.q_tokens * p.H * D + h * D, p.H * D, p.qrows, q0, qn);
+        load_tile_async<SwizzleMma, BM, D, NT>(sQ, p.q + (size_t)b * p.q_tokens * p.q_stride + h * D, p.q_stride, p.qrows, q0, qn);
+        load_tile_async<SwizzleMma, BM, D, NT>(sdO, p.dout + (size_t)b * p.q_tokens * p.H * D + h * D, p.H * D, p.qrows, q0, qn);
         const int k0 = keys.tile(0) * BN;
-        load_tile_async<BN, D, NT>(sK, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
-        load_tile_async<BN, D, NT>(sV, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+        load_tile_async<SwizzleMma, BN, D, NT>(sK, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+        load_tile_async<SwizzleMma, BN, D, NT>(sV, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
         cp_async_commit();
     }
     for (int it = 0; it < n; it++) {
@@ -491,8 +263,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
         __syncthreads();
         if (it + 1 < n) {
             const int k0 = keys.tile(it + 1) * BN, st = (it + 1) & 1;
-            load_tile_async<BN, D, NT>(sK + st * BN * D * 2, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
-            load_tile_async<BN, D, NT>(sV + st * BN * D * 2, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+            load_tile_async<SwizzleMma, BN, D, NT>(sK + st * BN * D * 2, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+            load_tile_async<SwizzleMma, BN, D, NT>(sV + st * BN * D * 2, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
             cp_async_commit();
         }
         const uint32_t Ks = sK + (it & 1) * BN * D * 2, Vs = sV + (it & 1) * BN * D * 2;

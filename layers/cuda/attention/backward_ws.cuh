@@ -7,7 +7,7 @@
 //    shared-memory buffers; mbarriers say when a stage is full (the TMA bytes landed and every
 //    lane stored its L, delta) and when it is empty again (all 256 consumer threads are done).
 //    It gives most of its registers to the consumers (setmaxnreg).
-//  - Each consumer warpgroup owns 64 of the block's keys and runs backward_wgmma.cuh's step on
+//  - Each consumer warpgroup owns 64 of the block's keys and runs the wgmma step (backward_steps.cuh) on
 //    them: S^T, dP^T, P^T, dS^T, dV += P^T dO, dK += dS^T Q, then its half of dQ's columns
 //    = dS K over all 128 keys, added into the fp32 accumulator through shared memory (128-byte
 //    swizzled boxes of 32 columns), one thread issuing a TMA reduce-add per box; with 64-query
@@ -19,9 +19,17 @@
 // steps and KV-cache blocks too), dK and dV written or merged; what TMA cannot read runs
 // backward_wgmma.cuh (launch_template.cuh, launch_backward_dkdv_ws).
 #pragma once
-#include "layers/cuda/attention/backward_wgmma.cuh"
-#include "layers/cuda/attention/forward_ws.cuh"
+#include "layers/cuda/attention/backward_steps.cuh"
+#include "layers/cuda/attention/epilogue.cuh"
+#include "layers/cuda/attention/masks.cuh"
+#include "layers/cuda/attention/params.cuh"
+#include "layers/cuda/attention/schedules.cuh"
+#include "layers/cuda/attention/smem_tiles.cuh"
+#include "layers/cuda/attention/softmax.cuh"
+#include "layers/cuda/attention/tile_scheduler.cuh"
 #include "layers/cuda/attention/tma.cuh"
+#include "layers/cuda/attention/tma_rows.cuh"
+#include "layers/cuda/attention/wgmma.cuh"
 
 namespace flash {
 
@@ -160,7 +168,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         bwd_wg_issue_sdp<D>(s, dp, cw, sK, sV, sQ + st * kTileQ, sdO + st * kTileQ);
     };
     // The dQ atomics' addresses: the accumulator offset of query row 0 and the stride between
-    // rows (dq_accum_row's layout, backward_mma_sync.cuh: change both together), in registers for
+    // rows (dq_accum_row's layout, epilogue.cuh: change both together), in registers for
     // the whole walk. Rebuilt each step from Params, their constant loads waited for registers
     // still held by the previous row's atomics (session 10's call 9: the largest stalls).
     const long long dq_off0 = ((long long)b * p.accum_tokens + p.qrows.base - p.accum_tok0) * p.H * D + h * D + cw * DQN + 2 * t;

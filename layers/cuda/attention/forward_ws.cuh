@@ -22,12 +22,18 @@
 // before). Two-sided launches write or merge, into bf16 O or the fp32 O of a run of merges. What
 // TMA cannot read (rows not 16-byte aligned, a dilation above 8) runs on forward_wgmma.cuh
 // (launch_template.cuh, launch_forward_ws). Masks, the softmax update and the epilogue are the
-// other kernels' (masks.cuh, softmax.cuh, store_output).
+// other kernels' (masks.cuh, softmax.cuh, epilogue.cuh).
 #pragma once
-#include "layers/cuda/attention/forward_wgmma.cuh"
+#include "layers/cuda/attention/epilogue.cuh"
+#include "layers/cuda/attention/masks.cuh"
+#include "layers/cuda/attention/params.cuh"
 #include "layers/cuda/attention/schedules.cuh"
+#include "layers/cuda/attention/smem_tiles.cuh"
 #include "layers/cuda/attention/softmax.cuh"
+#include "layers/cuda/attention/tile_scheduler.cuh"
 #include "layers/cuda/attention/tma.cuh"
+#include "layers/cuda/attention/tma_rows.cuh"
+#include "layers/cuda/attention/wgmma.cuh"
 
 namespace flash {
 
@@ -37,57 +43,10 @@ constexpr int kWsSchedBarrier = 1;   // named barriers 1 and 2: the consumers' t
 constexpr int kWsProducerRegs = 40;  // 128 x 40 + 256 x 232 <= 65536 registers per SM
 constexpr int kWsConsumerRegs = 232;
 constexpr int kWsPersistentMaxQueryTiles = 32;  // rows up to 4096: a block per SM walks the tiles
-constexpr int kWsMaxStep = 8;        // the TMA's largest element stride: dilations up to 8
-
-// Rows per TMA box for rows read at `step` (a box spans at most 256 of the tensor's rows): the
-// 128 rows of a Q, K or V tile in 1, 2 or 4 boxes.
-__host__ __device__ constexpr int ws_box_rows(int step) { return step <= 2 ? 128 : step <= 4 ? 64 : 32; }
 
 template <int D, int BN, int STAGES>
 constexpr int forward_ws_smem_bytes() {
     return (kWsBM * D + 2 * STAGES * BN * D) * 2 + 1024;  // Q, K and V stages; slack to align to 1024
-}
-
-// The launches both warp-specialized kernels (this file and backward_ws.cuh) serve: any pattern,
-// one-sided or two-sided, whose rows the TMA reads by coordinate: unit-step maps from token
-// `base` on, or a dilated branch's virtual sequences at its step r (the TMA's element stride,
-// r <= 8). The buffers' alignment is the tensor maps' to check (make_row_tensor_map).
-inline bool ws_serves(const Params& p) {
-    return p.seg_len > 0 ? p.dilation <= kWsMaxStep : p.qrows.step == 1 && p.krows.step == 1;
-}
-
-// Runs f(ScheduleTag<S>{}) for the one schedule S of AllSchedules that serves p (each pattern
-// module says which of its schedules serves which launch), so that the ws launchers instantiate
-// their kernels for every pattern and name none.
-template <class F, class... Schedules>
-void with_served_schedule(ScheduleList<Schedules...>, const Params& p, F&& f) {
-    int served = 0;
-    auto run_if_served = [&](auto tag) {
-        if (!decltype(tag)::type::serves(p)) return;
-        f(tag);
-        served++;
-    };
-    (run_if_served(ScheduleTag<Schedules>{}), ...);
-    if (served != 1) fatal("attention: %d kernel schedules serve this launch, not 1 (an internal error: please report it)", served);
-}
-
-// TMA loads of `rows` rows of a map from its row r0, head h of sequence b, into dst ([D/64][rows]
-// [64], 128 bytes per row), counted on `bar`. Unit-step maps: one box per 64 columns. STRIDED
-// (a dilated branch, step r): boxes of R rows (R = rows unless the step needs smaller boxes,
-// ws_box_rows), each at the token of its first row.
-template <int D, bool STRIDED>
-__device__ __forceinline__ void ws_load_rows(uint32_t dst, const CUtensorMap* tm, const RowMap& map, int r0, int rows, int h,
-                                             int b, uint32_t bar) {
-    if constexpr (!STRIDED) {
-#pragma unroll
-        for (int c = 0; c < D / 64; c++) tma_load_3d(dst + c * rows * 128, tm, h * D + 64 * c, map.base + r0, b, bar);
-    } else {
-        const int R = min(ws_box_rows(map.step), rows);
-#pragma unroll
-        for (int c = 0; c < D / 64; c++)
-            for (int rb = 0; rb < rows; rb += R)
-                tma_load_3d(dst + c * rows * 128 + rb * 128, tm, h * D + 64 * c, map.token(r0 + rb), b, bar);
-    }
 }
 
 // S = Q K^T for one consumer warpgroup: (64, BN) from its 64 rows of sQ and the BN rows of Ks.

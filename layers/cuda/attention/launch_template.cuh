@@ -1,24 +1,28 @@
 // Flash attention, CUDA: the launch templates behind the public launchers of attention_flash.h
 // (the header programs include; it says what they do). The kernels' room, layers/cuda/attention/,
-// is split as FlashAttention-3's hopper/ is, each header with its own includes:
+// is split as FlashAttention-3's hopper/ is, each header with its own includes. The shared rooms:
 //   params.cuh             Params, RowMap: what every kernel reads and how it sees the problem
 //   tile_scheduler.cuh     which (b, h, tile) a thread block runs, in an order good for the L2
-//   masks.cuh              causal and document masks; what a schedule knows of a tile pair
+//   masks.cuh              causal and document masks; what a schedule knows of a tile pair; the
+//                          element masks of score and probability fragments
 //   schedules.cuh          the patterns' schedules (layers/patterns/<name>.cuh), one per module
 //   softmax.cuh            the online-softmax update
-//   ptx.cuh, smem_tiles.cuh  PTX wrappers; swizzled shared-memory tiles, their loads and MMAs
-//   forward_wgmma.cuh      main loop: forward on wgmma (the rung below; what TMA cannot read)
-//   forward_ws.cuh         main loop: forward warp-specialized (TMA producer, mbarrier pipeline,
-//                          two consumer warpgroups in ping-pong), every pattern, one-sided and
-//                          two-sided; tma.cuh its PTX
-//   backward_wgmma.cuh     main loop: dK/dV + atomic dQ on wgmma (the rung below; what TMA
-//                          cannot read)
-//   backward_ws.cuh        main loop: the same step warp-specialized (TMA producer, mbarrier
-//                          stages, no block barrier in the loop), every pattern, one-sided and
-//                          two-sided
-//   forward_mma_sync.cuh   main loop: forward on mma.sync m16n8k16 + ldmatrix (FlashAttention-2 style)
-//   backward_mma_sync.cuh  main loop: backward on mma.sync, atomic dQ or deterministic with a
-//                          separate dQ pass; the preprocess and dQ convert kernels
+//   epilogue.cuh           what the kernels write: O and L (written or merged), dK, dV, dQ rows
+//   ptx.cuh, wgmma.cuh     PTX wrappers: mma.sync, ldmatrix, cp.async; wgmma and its descriptors
+//   smem_tiles.cuh         the swizzled shared-memory layouts, the one tile loader, mma.sync tiles
+//   tma.cuh, tma_rows.cuh  TMA, mbarriers, named barriers; what the ws kernels read by TMA
+//   backward_steps.cuh     the pieces of a backward step the kernels share (the wgmma step)
+//   backward_pre_post.cuh  the backward's preprocess and dQ convert kernels
+// The main loops, a ladder (each rung a leaf: no kernel file includes another):
+//   forward_ws.cuh         forward warp-specialized (TMA producer, mbarrier pipeline, two
+//                          consumer warpgroups in ping-pong), every pattern, one-sided and two-sided
+//   backward_ws.cuh        dK/dV + dQ warp-specialized (TMA producer, mbarrier stages, no block
+//                          barrier in the loop), every pattern, one-sided and two-sided
+//   forward_wgmma.cuh      forward on wgmma (the rung below; what TMA cannot read)
+//   backward_wgmma.cuh     dK/dV + atomic dQ on wgmma (the rung below; what TMA cannot read)
+//   forward_mma_sync.cuh   forward on mma.sync m16n8k16 + ldmatrix (FlashAttention-2 style)
+//   backward_mma_sync.cuh  backward on mma.sync, atomic dQ or deterministic with a separate dQ pass
+// The launch templates:
 //   launch_template.cuh    this file: parameters from shapes, the variant tables, launches
 //   launch_dilated.cuh     dilated (LongNet) patterns: the same kernels launched branch by branch
 //                          on per-block virtual sequences (DilatedSchedule), merged across branches
@@ -43,6 +47,7 @@
 #include "layers/attention.h"
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/attention/backward_mma_sync.cuh"
+#include "layers/cuda/attention/backward_pre_post.cuh"
 #include "layers/cuda/attention/backward_wgmma.cuh"
 #include "layers/cuda/attention/backward_ws.cuh"
 #include "layers/cuda/attention/forward_mma_sync.cuh"
@@ -52,6 +57,21 @@
 #include "layers/cuda/pattern_args.cuh"
 
 namespace flash {
+
+// Runs f(ScheduleTag<S>{}) for the one schedule S of AllSchedules that serves p (each pattern
+// module says which of its schedules serves which launch), so that the ws launchers instantiate
+// their kernels for every pattern and name none.
+template <class F, class... Schedules>
+void with_served_schedule(ScheduleList<Schedules...>, const Params& p, F&& f) {
+    int served = 0;
+    auto run_if_served = [&](auto tag) {
+        if (!decltype(tag)::type::serves(p)) return;
+        f(tag);
+        served++;
+    };
+    (run_if_served(ScheduleTag<Schedules>{}), ...);
+    if (served != 1) fatal("attention: %d kernel schedules serve this launch, not 1 (an internal error: please report it)", served);
+}
 
 // Raises a kernel's dynamic shared-memory limit on its first launch (always: dynamic bytes plus
 // the kernels' few static bytes may pass 48 KB even when the dynamic part alone does not).

@@ -1,8 +1,12 @@
-// Masks of the flash kernels: which keys a query may see (causal, documents), and what a schedule
-// knows of a query tile and a key tile (positions, document bounds) to skip or mask tile pairs.
+// Masks of the flash kernels: which keys a query may see (causal, documents), what a schedule
+// knows of a query tile and a key tile (positions, document bounds) to skip or mask tile pairs,
+// and the element masks every kernel applies to the fragments of a pair that needs one
+// (mask_scores, mask_probs_t). The pattern modules' schedules (layers/patterns/*.cuh) use the
+// rules above them; the element masks take a schedule as a template parameter.
 #pragma once
 #include <climits>
 #include "layers/cuda/attention/params.cuh"
+#include "layers/cuda/attention/ptx.cuh"
 
 namespace flash {
 
@@ -190,6 +194,237 @@ __device__ __forceinline__ int causal_query_begin_of_row(const Params& p, int ro
 // the plain path.
 __device__ __forceinline__ bool pair_needs_mask(const Params& p, const QueryTile& qt, const KeyTile& kt, int BN) {
     return kt.n < BN || (p.causal && kt.last_pos > qt.first_pos) || (p.doc_start && kt.first_pos < qt.doc_max);
+}
+
+// ---- The element masks every kernel applies to a tile pair that needs them: to its score
+// fragments (forward, and the deterministic backward's dQ kernel) and to its probability
+// fragments with keys as rows (the backward's dK, dV step).
+
+// The pattern's per-row element rule (Schedule::row_rule, dense.cuh) where the schedule masks
+// elements itself; a rule that keeps every key for the others.
+template <class Schedule, bool = Schedule::kBlockSparse>
+struct RowRuleOf {
+    struct type {
+        __device__ bool keeps(int) const { return true; }
+    };
+    __device__ static type make(const Params&, int) { return {}; }
+};
+
+template <class Schedule>
+struct RowRuleOf<Schedule, true> {
+    using type = typename Schedule::RowRule;
+    __device__ static type make(const Params& p, int qp) { return Schedule::row_rule(p, qp); }
+};
+
+// Sets s[mt][j][*] = -inf where the key is not allowed for the row (or lies past the keys), and,
+// when the schedule's list says the pattern cuts this tile pair, where head h's pattern drops it.
+// Row positions are re-read here rather than kept in registers: few tiles need a mask.
+template <int MT, int NB, class Schedule>
+__device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params& p, int b, int row0, int k0,
+                                            int kn, int h = 0, bool cut = false) {
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    // Dense and dilated rows: a column bound per row (masks.cuh: causal_key_end_of_row one-sided;
+    // two-sided, from the contiguous positions, with no documents).
+    if constexpr (!Schedule::kBlockSparse) {
+        if (Schedule::kTwoSided ? !p.doc_start : rows_mask_ok(p)) {
+            int lim[MT][2];  // keep columns 2t + c with c < lim
+            bool by_rows = true;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    int end = kn;
+                    if (p.causal) {
+                        const int row = min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1);
+                        const int e = Schedule::kTwoSided ? contiguous_rows_le(p.k_pos0, p.krows, p.q_pos0 + p.qrows.token(row))
+                                                          : causal_key_end_of_row(p, row);
+                        by_rows = by_rows && e >= 0;
+                        end = min(end, e - k0);
+                    }
+                    lim[mt][r] = end - 2 * t;
+                }
+            if (by_rows) {
+#pragma unroll
+                for (int j = 0; j < NB; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+#pragma unroll
+                        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                            for (int r = 0; r < 2; r++)
+                                if (8 * j + e >= lim[mt][r]) s[mt][j][2 * r + e] = -INFINITY;
+                return;
+            }
+        }
+    }
+    int qp[MT][2], qd[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1);  // rows past the end: any
+            const int tok = p.qrows.token(row);
+            // Two-sided and block-sparse sides hold contiguous positions (pos0 + token, masks.cuh):
+            // no loads (a block-sparse list's many cut tiles, a two-sided launch's diagonals).
+            qp[mt][r] = Schedule::kTwoSided ? p.q_pos0 + tok : __ldg(p.qpos + tok);
+            qd[mt][r] = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
+        }
+    // The pattern's rules for each row (cut pairs): its per-row rule, and the rules of head h
+    // not tested per element (Schedule::kept_bits) as a bit per key column (column c at position
+    // k_pos0 + k0 + 2t + 8 (c / 2) + c % 2).
+    uint32_t block_bits[MT][2] = {};
+    typename RowRuleOf<Schedule>::type rule[MT][2];
+    if constexpr (Schedule::kBlockSparse) {
+        if (cut) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    rule[mt][r] = RowRuleOf<Schedule>::make(p, qp[mt][r]);
+                    block_bits[mt][r] = Schedule::template kept_bits<2 * NB, true>(p, h, qp[mt][r], p.k_pos0 + k0 + 2 * t);
+                }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NB; j++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int col = 8 * j + 2 * t + e;
+            const bool valid = col < kn;
+            const int kp = Schedule::kTwoSided ? p.k_pos0 + p.krows.token(k0 + col) : valid ? __ldg(p.kpos + p.krows.token(k0 + col)) : 0;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    bool drop = !valid || !key_allowed(p.causal, p.doc_start != nullptr, qp[mt][r], qd[mt][r], kp);
+                    if constexpr (Schedule::kBlockSparse)
+                        drop = drop || (cut && !(rule[mt][r].keeps(kp) || ((block_bits[mt][r] >> (2 * j + e)) & 1u)));
+                    if (drop) s[mt][j][2 * r + e] = -INFINITY;
+                }
+        }
+    }
+}
+
+// Zeroes P^T (keys as rows from key_row0, queries as columns from q0) where the pair is masked,
+// the key lies past the keys or the query past the queries, and (cut) where head h's pattern
+// drops it.
+template <int MT, int QB, class Schedule>
+__device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params& p, int b, int key_row0, int q0,
+                                             int qn, int h = 0, bool cut = false) {
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    int kp[MT][2];
+    bool kok[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = key_row0 + mt * 16 + g + 8 * r;
+            kok[mt][r] = row < p.krows.len;
+            // Two-sided and block-sparse sides hold contiguous positions (pos0 + token, masks.cuh):
+            // no loads (a block-sparse list's many cut tiles, a two-sided launch's diagonals).
+            const int tok = p.krows.token(kok[mt][r] ? row : 0);
+            kp[mt][r] = Schedule::kTwoSided ? p.k_pos0 + tok : __ldg(p.kpos + tok);
+        }
+    // Dense and dilated rows: a column range per key row (masks.cuh: causal_query_begin_of_row
+    // one-sided; two-sided, from the contiguous positions, with no documents).
+    if constexpr (!Schedule::kBlockSparse) {
+        if (Schedule::kTwoSided ? !p.doc_start : rows_mask_ok(p)) {
+            int lo[MT][2];  // keep columns 2t + c with lo <= c < hi
+            const int hi = qn - 2 * t;
+            bool by_rows = true;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    int begin = kok[mt][r] ? 0 : INT_MAX / 2;
+                    if (p.causal && kok[mt][r]) {
+                        const int qb = Schedule::kTwoSided ? contiguous_rows_le(p.q_pos0, p.qrows, kp[mt][r] - 1)
+                                                           : causal_query_begin_of_row(p, key_row0 + mt * 16 + g + 8 * r, kp[mt][r]);
+                        by_rows = by_rows && qb >= 0;
+                        begin = max(0, qb - q0);
+                    }
+                    lo[mt][r] = begin - 2 * t;
+                }
+            if (by_rows) {
+#pragma unroll
+                for (int j = 0; j < QB; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+#pragma unroll
+                        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                            for (int r = 0; r < 2; r++) {
+                                const int c = 8 * j + e;
+                                if (c < lo[mt][r] || c >= hi) s[mt][j][2 * r + e] = 0.f;
+                            }
+                return;
+            }
+        }
+    }
+    // The rules of head h not tested per element (Schedule::kept_bits), per key row, a bit per
+    // query column (block-sparse sides are unit-step: column c's position is the first's + 8 (c / 2)
+    // + c % 2).
+    uint32_t block_bits[MT][2] = {};
+    if constexpr (Schedule::kBlockSparse) {
+        if (cut) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    block_bits[mt][r] = Schedule::template kept_bits<2 * QB, false>(p, h, kp[mt][r], p.q_pos0 + p.qrows.token(q0) + 2 * t);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < QB; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int col = 8 * j + 2 * t + e;
+            const bool qok = col < qn;
+            const int tok = p.qrows.token(qok ? q0 + col : q0);
+            const int qpos = Schedule::kTwoSided ? p.q_pos0 + tok : __ldg(p.qpos + tok);
+            const int qdoc = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    bool drop = !(qok && kok[mt][r] && key_allowed(p.causal, p.doc_start != nullptr, qpos, qdoc, kp[mt][r]));
+                    if constexpr (Schedule::kBlockSparse)
+                        drop = drop || (cut && !(RowRuleOf<Schedule>::make(p, qpos).keeps(kp[mt][r]) ||
+                                                 ((block_bits[mt][r] >> (2 * j + e)) & 1u)));  // the query's rule: cut pairs only
+                    if (drop) s[mt][j][2 * r + e] = 0.f;
+                }
+        }
+}
+
+// The part of a backward step every rung shares (backward_mma_sync.cuh's kernels with MT m-tiles
+// of 16 keys per warp, backward_steps.cuh's wgmma step with one): S^T into P^T = 2^(S^T scale_log2 -
+// L_log2[query]), masked element by element where the (key tile, query tile) pair needs it (the
+// pattern cuts it, the key tile is partial, there are documents, or the causal diagonal crosses
+// it). Lq: the query tile's L in log2 at this thread's columns (load_query_cols); q_first_pos:
+// the position of its first row (read only when causal); kt, kn: the key tile; queries.cut(it):
+// does the pattern cut the pair (read after the exponentials, where the step read it before it
+// was shared).
+template <int MT, int QB, class Schedule, class Queries>
+__device__ __forceinline__ void probs_t_masked(float (&s)[MT][QB][4], const Params& p, const float (&Lq)[QB][2],
+                                               int q_first_pos, const KeyTile& kt, int kn, int BN, const Queries& queries,
+                                               int it, int b, int key_row0, int q0, int qn, int h) {
+#pragma unroll
+    for (int j = 0; j < QB; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) s[mt][j][2 * r + e] = ex2(fmaf(s[mt][j][2 * r + e], p.scale_log2, -Lq[j][e]));
+    const bool cut = queries.cut(it);
+    bool need_mask = cut || kn < BN || p.doc_start != nullptr;
+    if (p.causal && !need_mask) need_mask = kt.last_pos > q_first_pos;
+    if (need_mask) mask_probs_t<MT, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut);
+}
+
+// The position of a query tile's first row, for probs_t_masked (causal launches only).
+__device__ __forceinline__ int query_first_pos(const Params& p, int q0) {
+    return p.causal ? query_pos(p, q0) : 0;
 }
 
 }  // namespace flash

@@ -1,5 +1,6 @@
-// Shared-memory tiles of the flash kernels: the swizzled layout, the asynchronous loads that
-// fill it and the fragment loads and MMAs that read it.
+// Shared-memory tiles of the flash kernels: the two swizzled layouts (the mma.sync kernels' and
+// the wgmma descriptors' 128-byte one), the one asynchronous tile loader that fills either, and
+// the fragment loads and MMAs of the mma.sync kernels that read the first.
 #pragma once
 #include <cstdint>
 #include "layers/cuda/attention/params.cuh"
@@ -18,9 +19,27 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) {
     return (uint32_t)(row * COLS * 2 + ((chunk ^ x) << 4));
 }
 
+// Byte offset of 16-byte chunk c of row r in a (ROWS, D) tile stored as [D/64][ROWS][64] with the
+// 128-byte swizzle (the hardware XORs address bits 4-6 with bits 7-9; tiles are 1024-byte aligned).
+template <int ROWS>
+__device__ __forceinline__ uint32_t sw128_offset(int r, int c) {
+    return (uint32_t)((c >> 3) * ROWS * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// The two layouts a tile is stored in: swz (the mma.sync kernels' ldmatrix reads) and the 128-byte
+// swizzle of the wgmma descriptors (sw128_offset).
+struct SwizzleMma {
+    template <int ROWS, int COLS>
+    __device__ __forceinline__ static uint32_t offset(int r, int c) { return swz<COLS>(r, c); }
+};
+struct Swizzle128 {
+    template <int ROWS, int COLS>
+    __device__ __forceinline__ static uint32_t offset(int r, int c) { return sw128_offset<ROWS>(r, c); }
+};
+
 // Load `nvalid` rows (row r of the tile is map row row0 + r) of D bf16 from `base` (the (b, h)
-// slice, token stride `stride` elements); rows past nvalid become zeros.
-template <int ROWS, int D, int NT>
+// slice, token stride `stride` elements) into a tile of layout Layout; rows past nvalid become zeros.
+template <class Layout, int ROWS, int D, int NT>
 __device__ __forceinline__ void load_tile_async(uint32_t dst, const bf16* base, int stride, RowMap map,
                                                 int row0, int nvalid) {
     constexpr int CH = D / 8;
@@ -28,7 +47,7 @@ __device__ __forceinline__ void load_tile_async(uint32_t dst, const bf16* base, 
         const int r = c / CH, ch = c % CH;
         const bool ok = r < nvalid;
         const bf16* src = ok ? base + (size_t)map.token(row0 + r) * stride + ch * 8 : base;
-        cp_async_16(dst + swz<D>(r, ch), src, ok);
+        cp_async_16(dst + Layout::template offset<ROWS, D>(r, ch), src, ok);
     }
 }
 

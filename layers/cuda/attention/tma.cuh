@@ -99,8 +99,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // ---- Host: the tensor map of one side of attention, Q, K or V read in place: `batch` sequences
 // of `tokens` rows (row stride `stride` elements, `cols` = H*D of them used), boxes of 64 columns
 // (128 bytes, the 128-byte swizzle's row) by `box_rows` rows, stored in shared memory in the
-// canonical 128-byte-swizzled layout the wgmma descriptors read (forward_wgmma.cuh,
-// sw128_offset). With `step` > 1 a box takes every step-th row from its first one (the TMA's
+// canonical 128-byte-swizzled layout the wgmma descriptors read (wgmma.cuh,
+// smem_tiles.cuh's sw128_offset). With `step` > 1 a box takes every step-th row from its first one (the TMA's
 // element stride: a dilated branch's virtual sequence), still packed as box_rows rows in shared
 // memory. Rows past `tokens` read as zeros. Returns false when TMA cannot read the buffer this
 // way (an address or stride not a multiple of 16 bytes; box_rows * step over the TMA's 256, or
