@@ -21,8 +21,8 @@
 template <typename F>
 decltype(auto) with_pattern_module(AttnKind kind, F&& f) {
     switch (kind) {
-#define ATTN_KIND_CASE(Kind, Module) \
-    case AttnKind::Kind: return f(Module{});
+#define ATTN_KIND_CASE(Kind, stem) \
+    case AttnKind::Kind: return f(Kind##Pattern{});
         ATTN_PATTERNS(ATTN_KIND_CASE)
 #undef ATTN_KIND_CASE
     }
@@ -35,8 +35,8 @@ inline const char* attn_kind_name(AttnKind kind) {
 
 // The kind named `name` (as in --attn and checkpoints); false if there is none.
 inline bool attn_kind_from_name(const std::string& name, AttnKind* kind) {
-#define ATTN_KIND_NAME(Kind, Module) \
-    if (name == Module::kName) return *kind = AttnKind::Kind, true;
+#define ATTN_KIND_NAME(Kind, stem) \
+    if (name == Kind##Pattern::kName) return *kind = AttnKind::Kind, true;
     ATTN_PATTERNS(ATTN_KIND_NAME)
 #undef ATTN_KIND_NAME
     return false;
@@ -45,7 +45,7 @@ inline bool attn_kind_from_name(const std::string& name, AttnKind* kind) {
 // "dense or dilated": the names, for error messages and help.
 inline std::string attn_kind_names() {
     std::vector<std::string> names;
-#define ATTN_KIND_LIST(Kind, Module) names.push_back(Module::kName);
+#define ATTN_KIND_LIST(Kind, stem) names.push_back(Kind##Pattern::kName);
     ATTN_PATTERNS(ATTN_KIND_LIST)
 #undef ATTN_KIND_LIST
     std::string out;
@@ -60,8 +60,8 @@ ATTN_HD_TEMPLATE template <class P>
 ATTN_HD inline int key_multiplicity(const P& pattern, int head, int qpos, int kpos, int seq_len) {
     if (pattern.causal && kpos > qpos) return 0;
     switch (pattern.kind) {
-#define ATTN_KIND_MULTIPLICITY(Kind, Module) \
-    case AttnKind::Kind: return Module::multiplicity(pattern, head, qpos, kpos, seq_len);
+#define ATTN_KIND_MULTIPLICITY(Kind, stem) \
+    case AttnKind::Kind: return Kind##Pattern::multiplicity(pattern, head, qpos, kpos, seq_len);
         ATTN_PATTERNS(ATTN_KIND_MULTIPLICITY)
 #undef ATTN_KIND_MULTIPLICITY
     }
@@ -129,7 +129,7 @@ inline bool pattern_tiles_full(const AttnPattern& p, int q_lo, int q_hi, int k_l
 
 // Every pattern's flags (each module adds its own, in the registry's order), and their names.
 inline void add_pattern_flags(Flags& flags, PatternFlags& f) {
-#define ATTN_KIND_FLAGS(Kind, Module) Module::add_flags(flags, f);
+#define ATTN_KIND_FLAGS(Kind, stem) Kind##Pattern::add_flags(flags, f);
     ATTN_PATTERNS(ATTN_KIND_FLAGS)
 #undef ATTN_KIND_FLAGS
 }
@@ -165,7 +165,7 @@ void refuse_unused_flags_of(const std::vector<std::string>& given, const std::ve
 }
 inline void refuse_unused_pattern_flags(const std::vector<std::string>& given, const std::vector<std::string>& used,
                                         const char* pattern_flag) {
-#define ATTN_KIND_UNUSED(Kind, Module) refuse_unused_flags_of<Module>(given, used, pattern_flag);
+#define ATTN_KIND_UNUSED(Kind, stem) refuse_unused_flags_of<Kind##Pattern>(given, used, pattern_flag);
     ATTN_PATTERNS(ATTN_KIND_UNUSED)
 #undef ATTN_KIND_UNUSED
 }

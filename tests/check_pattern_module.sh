@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A pattern is one module (issue 23): the Sparse Transformer's fixed pattern is its three files,
-# layers/patterns/fixed_params.h, fixed.h and fixed.cuh, and one line of layers/patterns/list.h;
-# nothing else in the production code names it. Checked by taking it out: a copy of the sources
-# without those files and that line still builds (every header of core/, data/, comm/, layers/
+# layers/patterns/fixed_params.h, fixed.h and fixed.cuh, its line of layers/patterns/list.h and its
+# include line in each of all_params.h, all.h and all.cuh; nothing else in the production code
+# names it. Checked by taking it out: a copy of the sources without those files and lines still builds (every header of core/, data/, comm/, layers/
 # and model/ with g++, the flash kernels' instantiation unit with nvcc, whose instance tables
 # come from the list). The canary: the same copy with the files gone but the line kept must
 # fail, or the check could not fail.
@@ -18,13 +18,18 @@ ok() { echo "PASS $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 
 module_files=(layers/patterns/fixed_params.h layers/patterns/fixed.h layers/patterns/fixed.cuh)
-line='#define ATTN_PATTERN_3 (fixed, Fixed)'
-grep -qxF "$line" layers/patterns/list.h || { echo "FAIL layers/patterns/list.h has no line '$line'"; echo "0 passed, 1 failed"; exit 1; }
+# Its lines: the list's entry and the three include lines.
+list_line='X(Fixed, fixed)'
+include_lists=(layers/patterns/all_params.h layers/patterns/all.h layers/patterns/all.cuh)
+grep -qF "$list_line" layers/patterns/list.h || { echo "FAIL layers/patterns/list.h has no line '$list_line'"; echo "0 passed, 1 failed"; exit 1; }
+for f in "${include_lists[@]}"; do
+    grep -q '^#include "layers/patterns/fixed' "$f" || { echo "FAIL $f has no include line of the fixed pattern"; echo "0 passed, 1 failed"; exit 1; }
+done
 
-# 1. Nothing outside the module and its line names the pattern.
+# 1. Nothing outside the module and its lines names the pattern.
 names=$(grep -rnE 'FixedPattern|FixedParams|FixedArgs|FixedFlags|FixedSchedule|AttnKind::Fixed|\.fixed\.|patterns/fixed' \
             core data comm layers model tools train.cu infer.cu --include='*.h' --include='*.cuh' --include='*.cu' --include='*.cpp' |
-        grep -vE '^layers/patterns/fixed(_params)?\.(h|cuh):')
+        grep -vE '^layers/patterns/fixed(_params)?\.(h|cuh):' | grep -vE '^layers/patterns/all(_params)?\.(h|cuh):[0-9]+:#include "layers/patterns/fixed')
 if [ -z "$names" ]; then ok "no production file outside the module names the fixed pattern"
 else bad "production files outside the module name the fixed pattern:"; echo "$names" | head -5; fi
 
@@ -34,7 +39,9 @@ copy_without_module() {
     mkdir -p "$dir"
     cp -r core data comm layers model tools train.cu infer.cu "$dir"/
     for f in "${module_files[@]}"; do rm "$dir/$f"; done
-    [ "$keep_line" = 1 ] || grep -vxF "$line" layers/patterns/list.h > "$dir/layers/patterns/list.h"
+    [ "$keep_line" = 1 ] && return
+    grep -vF "$list_line" layers/patterns/list.h > "$dir/layers/patterns/list.h"
+    for f in "${include_lists[@]}"; do grep -v '^#include "layers/patterns/fixed' "$f" > "$dir/$f"; done
 }
 host_build() {  # dir -> every header in one translation unit, syntax only
     local dir=$1
@@ -42,12 +49,12 @@ host_build() {  # dir -> every header in one translation unit, syntax only
         "$CXX" -std=c++17 -fopenmp -fsyntax-only -I. -I"${CUDA_HOME:-/usr/local/cuda}/include" all_headers.cpp) > "$dir.log" 2>&1
 }
 
-# 2. The canary: the files gone, the line kept.
+# 2. The canary: the files gone, the lines kept.
 copy_without_module "$work/canary" 1
-if host_build "$work/canary"; then bad "the canary (module files removed, list line kept) built: this check cannot fail"
+if host_build "$work/canary"; then bad "the canary (module files removed, its lines kept) built: this check cannot fail"
 else ok "the canary fails: $(grep -m1 -oE 'fatal error: [^ ]+' "$work/canary.log")"; fi
 
-# 3. The files and the line gone: everything still builds.
+# 3. The files and the lines gone: everything still builds.
 copy_without_module "$work/without" 0
 if host_build "$work/without"; then ok "without the fixed pattern: every header of core/ data/ comm/ layers/ model/ compiles"
 else bad "without the fixed pattern the headers do not compile:"; grep -m3 error "$work/without.log"; fi

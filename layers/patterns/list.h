@@ -1,11 +1,12 @@
-// The registry's list: one line per attention pattern, (file stem, Kind). Adding a pattern is
-// writing its module, layers/patterns/<stem>_params.h, <stem>.h and <stem>.cuh (what each holds:
-// layers/patterns/registry.h), and one line here with the next number. Write the stem first,
-// right after the parenthesis: the module headers' names are spelled from it
-// (ATTN_MODULE_HEADER), and a space there would become part of the name.
+// The registry's list: every attention pattern, one line each, X(Kind, stem): its module is
+// <Kind>Pattern (layers/patterns/<stem>.h), its parameters AttnPattern's member <stem>. The
+// macros that take X are written where they are used (e.g. layers/attention_pattern.h); what a
+// module holds, and the include lines a new pattern adds beside this one: registry.h.
 #pragma once
 
-#define ATTN_PATTERN_0 (dense, Dense)
-#define ATTN_PATTERN_1 (dilated, Dilated)
-#define ATTN_PATTERN_2 (block_sparse, BlockSparse)
-#define ATTN_PATTERN_3 (fixed, Fixed)
+#define ATTN_PATTERNS(X)             \
+    X(Dense, dense)                  \
+    X(Dilated, dilated)              \
+    X(BlockSparse, block_sparse)     \
+    X(Fixed, fixed)                  \
+    /* the end of the list */

@@ -9,7 +9,7 @@
 #include "layers/patterns/all_params.h"
 
 enum class AttnKind {
-#define ATTN_KIND_ENUM(Kind, Module) Kind,
+#define ATTN_KIND_ENUM(Kind, stem) Kind,
     ATTN_PATTERNS(ATTN_KIND_ENUM)
 #undef ATTN_KIND_ENUM
 };
@@ -19,7 +19,7 @@ struct AttnPattern {
     bool causal = true;
     // Each module's parameters (only the member of `kind` is read).
 #define ATTN_PARAMS_MEMBER(Kind, stem) Kind##Params stem;
-    ATTN_PATTERN_MEMBERS(ATTN_PARAMS_MEMBER)
+    ATTN_PATTERNS(ATTN_PARAMS_MEMBER)
 #undef ATTN_PARAMS_MEMBER
 };
 
@@ -36,7 +36,7 @@ struct AttnPatternArgs {
     AttnKind kind;
     bool causal;
 #define ATTN_ARGS_MEMBER(Kind, stem) Kind##Args stem;
-    ATTN_PATTERN_MEMBERS(ATTN_ARGS_MEMBER)
+    ATTN_PATTERNS(ATTN_ARGS_MEMBER)
 #undef ATTN_ARGS_MEMBER
 };
 
@@ -47,7 +47,7 @@ inline AttnPatternArgs pattern_args(const AttnPattern& p) {
     a.kind = p.kind;
     a.causal = p.causal;
 #define ATTN_ARGS_FROM(Kind, stem) a.stem = to_args(p.stem);
-    ATTN_PATTERN_MEMBERS(ATTN_ARGS_FROM)
+    ATTN_PATTERNS(ATTN_ARGS_FROM)
 #undef ATTN_ARGS_FROM
     return a;
 }
@@ -56,7 +56,7 @@ inline AttnPatternArgs pattern_args(const AttnPattern& p) {
 // own member).
 struct PatternFlags {
 #define ATTN_FLAGS_MEMBER(Kind, stem) Kind##Flags stem;
-    ATTN_PATTERN_MEMBERS(ATTN_FLAGS_MEMBER)
+    ATTN_PATTERNS(ATTN_FLAGS_MEMBER)
 #undef ATTN_FLAGS_MEMBER
     // Read before the builders: a layout file's rows are checked against the causal mask
     // (train is always causal; attention_tool has --causal).

@@ -1,7 +1,8 @@
-// The attention patterns the project knows, and the macros that expand their list (list.h) into
-// everything that is written once per pattern elsewhere: the kind enum, the parameter members of
-// AttnPattern, AttnPatternArgs and PatternFlags, the one switch over kinds, the flag and JSON
-// loops, the kernels' instance tables, and the includes of the modules' headers.
+// The attention patterns the project knows: what a pattern module holds, and the list (list.h)
+// that everything written once per pattern is expanded from: the kind enum, the parameter members
+// of AttnPattern, AttnPatternArgs and PatternFlags, the one switch over kinds, the flag and JSON
+// loops, the kernels' instance tables. The modules' headers are included by three plain lists,
+// one line per pattern each: all_params.h (<stem>_params.h), all.h (<stem>.h), all.cuh (<stem>.cuh).
 //
 // A pattern is one module, three files in layers/patterns/ named from its stem (and its types
 // from its Kind):
@@ -43,127 +44,8 @@
 // Every flash kernel is instantiated for the schedules of every listed pattern
 // (layers/cuda/attention/schedules.cuh).
 //
-// Why numbered lines and not one X-macro list: an #include cannot be derived from an X-macro, so
-// the includes are spelled from numbered entries (all_params.h, all.h, all.cuh) and the X-macros below are
-// built from the same entries. Up to 16 patterns.
+//
+// Adding a pattern: its three files, its line in list.h, and its line in each of all_params.h,
+// all.h and all.cuh (tests/check_pattern_module.sh takes a pattern out by those alone).
 #pragma once
 #include "layers/patterns/list.h"
-
-// X(Kind, Module) for every pattern, in the list's order (Module is <Kind>Pattern).
-#define ATTN_PATTERNS(X) ATTN_EACH_(ATTN_KIND_MODULE_, X)
-// X(Kind, stem) for every pattern: the members named after its stem.
-#define ATTN_PATTERN_MEMBERS(X) ATTN_EACH_(ATTN_KIND_STEM_, X)
-
-// "layers/patterns/<stem><suffix>" for an entry (all_params.h, all.h and all.cuh include them).
-#define ATTN_MODULE_HEADER(entry, suffix) ATTN_STR_(layers/patterns/ATTN_ID_(ATTN_STEM_ entry)suffix)
-
-// The expansion, slot by slot.
-#define ATTN_ID_(x) x
-#define ATTN_STR2_(x) #x
-#define ATTN_STR_(x) ATTN_STR2_(x)
-#define ATTN_STEM_(stem, Kind) stem
-#define ATTN_UNPAREN_(...) __VA_ARGS__
-#define ATTN_CALL_(m, ...) m(__VA_ARGS__)
-#define ATTN_KIND_MODULE_(X, stem, Kind) X(Kind, Kind##Pattern)
-#define ATTN_KIND_STEM_(X, stem, Kind) X(Kind, stem)
-#define ATTN_ENTRY_(how, X, entry) ATTN_CALL_(how, X, ATTN_UNPAREN_ entry)
-#ifdef ATTN_PATTERN_16
-#error "layers/patterns/list.h: at most 16 patterns (ATTN_PATTERN_0 .. ATTN_PATTERN_15); add slots in registry.h, all_params.h, all.h and all.cuh"
-#endif
-#ifdef ATTN_PATTERN_0
-#define ATTN_SLOT_0_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_0)
-#else
-#define ATTN_SLOT_0_(how, X)
-#endif
-#ifdef ATTN_PATTERN_1
-#define ATTN_SLOT_1_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_1)
-#else
-#define ATTN_SLOT_1_(how, X)
-#endif
-#ifdef ATTN_PATTERN_2
-#define ATTN_SLOT_2_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_2)
-#else
-#define ATTN_SLOT_2_(how, X)
-#endif
-#ifdef ATTN_PATTERN_3
-#define ATTN_SLOT_3_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_3)
-#else
-#define ATTN_SLOT_3_(how, X)
-#endif
-#ifdef ATTN_PATTERN_4
-#define ATTN_SLOT_4_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_4)
-#else
-#define ATTN_SLOT_4_(how, X)
-#endif
-#ifdef ATTN_PATTERN_5
-#define ATTN_SLOT_5_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_5)
-#else
-#define ATTN_SLOT_5_(how, X)
-#endif
-#ifdef ATTN_PATTERN_6
-#define ATTN_SLOT_6_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_6)
-#else
-#define ATTN_SLOT_6_(how, X)
-#endif
-#ifdef ATTN_PATTERN_7
-#define ATTN_SLOT_7_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_7)
-#else
-#define ATTN_SLOT_7_(how, X)
-#endif
-#ifdef ATTN_PATTERN_8
-#define ATTN_SLOT_8_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_8)
-#else
-#define ATTN_SLOT_8_(how, X)
-#endif
-#ifdef ATTN_PATTERN_9
-#define ATTN_SLOT_9_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_9)
-#else
-#define ATTN_SLOT_9_(how, X)
-#endif
-#ifdef ATTN_PATTERN_10
-#define ATTN_SLOT_10_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_10)
-#else
-#define ATTN_SLOT_10_(how, X)
-#endif
-#ifdef ATTN_PATTERN_11
-#define ATTN_SLOT_11_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_11)
-#else
-#define ATTN_SLOT_11_(how, X)
-#endif
-#ifdef ATTN_PATTERN_12
-#define ATTN_SLOT_12_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_12)
-#else
-#define ATTN_SLOT_12_(how, X)
-#endif
-#ifdef ATTN_PATTERN_13
-#define ATTN_SLOT_13_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_13)
-#else
-#define ATTN_SLOT_13_(how, X)
-#endif
-#ifdef ATTN_PATTERN_14
-#define ATTN_SLOT_14_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_14)
-#else
-#define ATTN_SLOT_14_(how, X)
-#endif
-#ifdef ATTN_PATTERN_15
-#define ATTN_SLOT_15_(how, X) ATTN_ENTRY_(how, X, ATTN_PATTERN_15)
-#else
-#define ATTN_SLOT_15_(how, X)
-#endif
-#define ATTN_EACH_(how, X) \
-    ATTN_SLOT_0_(how, X) \
-    ATTN_SLOT_1_(how, X) \
-    ATTN_SLOT_2_(how, X) \
-    ATTN_SLOT_3_(how, X) \
-    ATTN_SLOT_4_(how, X) \
-    ATTN_SLOT_5_(how, X) \
-    ATTN_SLOT_6_(how, X) \
-    ATTN_SLOT_7_(how, X) \
-    ATTN_SLOT_8_(how, X) \
-    ATTN_SLOT_9_(how, X) \
-    ATTN_SLOT_10_(how, X) \
-    ATTN_SLOT_11_(how, X) \
-    ATTN_SLOT_12_(how, X) \
-    ATTN_SLOT_13_(how, X) \
-    ATTN_SLOT_14_(how, X) \
-    ATTN_SLOT_15_(how, X)

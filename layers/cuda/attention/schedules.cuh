@@ -9,7 +9,7 @@
 
 namespace flash {
 
-#define FLASH_PATTERN_SCHEDULES(kind, Pattern) , typename PatternSchedules<Pattern>::type
+#define FLASH_PATTERN_SCHEDULES(Kind, stem) , typename PatternSchedules<Kind##Pattern>::type
 using AllSchedules = typename ConcatSchedules<ScheduleList<> ATTN_PATTERNS(FLASH_PATTERN_SCHEDULES)>::type;
 #undef FLASH_PATTERN_SCHEDULES
 
