@@ -88,9 +88,9 @@ case $call in
         rs/bin/train --device cuda --data rs/corpus-long --layers 6 --width 384 --heads 6 --rope-theta 1e7 \
             --attn block-sparse --block 128 --window 2048 --dense-layers 1,3,5 --nope-layers 1,3,5 --logn-attn 512 \
             --seq-len 1048576 --batch 1 --steps 3 --log-every 1 --val-every 0 --val-batches 1 --ckpt-every 0 --sample-tokens 0 \
-            --out out/t1m 2>&1 | grep -E '^(step|memory|  (none|selective|full))' | tail -7
+            --out out/t1m > build/rs/t1m.log 2>&1; grep -E '^(step|memory|  (none|selective|full)|error)' build/rs/t1m.log | tail -7
         EVAL_MAX=131072 $study eval:hybrid128k@1 | tail -2
-        grep -h '"length": 1048576' out/study/data/eval_1048576.jsonl | head -2 > out/study/data/eval_1m2.jsonl
+        grep -hE '"length": *1048576' out/study/data/eval_1048576.jsonl | head -2 > out/study/data/eval_1m2.jsonl
         t=$SECONDS; rs/bin/infer --device cuda --checkpoint out/study/hybrid1m@1 --tasks out/study/data/eval_1m2.jsonl --ctx 1048576 \
             2>&1 | grep -E '^tasks'; echo "two 1M items: $((SECONDS - t)) s"
         MIN_DOC=262144 $study positions:hybrid1m@1 | tail -1
