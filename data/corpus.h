@@ -133,13 +133,14 @@ inline SplitCorpus read_text_corpus(const std::string& path, double val_fraction
         fatal("--text %s holds no text (%d binary files skipped, empty files ignored): %s", path.c_str(), *skipped, fix);
     SplitCorpus corpus;
     corpus.bytes_read = bytes;
-    for (Document& d : docs) (is_validation_path(d.name, val_fraction) ? corpus.val : corpus.train).push_back(d);
-    if (!corpus.train.empty() && !corpus.val.empty()) return corpus;
-    corpus.train.clear(), corpus.val.clear();
-    for (const Document& d : docs) {
+    size_t n_val = 0;  // decided before anything is moved, so that no text is held twice
+    for (const Document& d : docs) n_val += is_validation_path(d.name, val_fraction);
+    const bool whole_files = n_val > 0 && n_val < docs.size();
+    for (Document& d : docs) {
         Document t, v;
-        if (split_document_lines(d, val_fraction, &t, &v)) corpus.train.push_back(std::move(t)), corpus.val.push_back(std::move(v));
-        else corpus.train.push_back(d);
+        if (whole_files) (is_validation_path(d.name, val_fraction) ? corpus.val : corpus.train).push_back(std::move(d));
+        else if (split_document_lines(d, val_fraction, &t, &v)) corpus.train.push_back(std::move(t)), corpus.val.push_back(std::move(v));
+        else corpus.train.push_back(std::move(d));
     }
     if (corpus.val.empty())
         fatal("--text %s: no document has 2 lines to split into training and validation text: give more text", path.c_str());

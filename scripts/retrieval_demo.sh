@@ -60,6 +60,8 @@ mkdir -p rs/bin rs/corpus-long rs/demo build
 [ -f rs/corpus-long/val.bin ] || { cp "$CARRY"/corpus-long/* rs/corpus-long/ && xz -d rs/corpus-long/*.xz; }
 [ -f rs/demo/net-sctp.txt ] || tar -xJf "$CARRY/demo.tar.xz" -C rs/demo
 export CARRY=rs LANE_LOGS=build/rs/lanes$call
+# shellcheck source=scripts/gpu_lib_paths.sh
+source scripts/gpu_lib_paths.sh "$PWD/rs/bin"  # for the binaries run here directly (check)
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$call.tgz" build/rs; echo "call $call: $((SECONDS - T0)) s"; }
 # Minutes until $1 s into the call (at least 0.3: train's --time-limit 0 would mean none).

@@ -66,12 +66,8 @@ WORK=${WORK:-out/study}
 DEVICE=${DEVICE:-cuda}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT" "$WORK/data"
-export LD_LIBRARY_PATH=$PWD/$CARRY/bin:${LD_LIBRARY_PATH:-}
-if [ "$DEVICE" = cuda ] && python3 -c "import nvidia" 2>/dev/null; then  # the lent machines keep cuDNN/NCCL/cuBLAS in Python wheels
-    SP=$(python3 -c "import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))")/nvidia
-    export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:$LD_LIBRARY_PATH
-fi
-export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off (../shared/gpu-machine.md)
+# shellcheck source=scripts/gpu_lib_paths.sh
+source "$HERE/gpu_lib_paths.sh" "$(cd "$CARRY" 2>/dev/null && pwd)/bin"
 BIN=$CARRY/bin
 CORPUS=$CARRY/corpus-long
 [ -f "$CORPUS/train.bin" ] || { [ -f "$CORPUS/train.bin.xz" ] && xz -dk -T0 "$CORPUS/train.bin.xz"; }
