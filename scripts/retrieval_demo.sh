@@ -9,6 +9,13 @@
 #                                    (1M windows, train --cp 2) on GPUs 0,1 and 2,3
 #   scripts/retrieval_demo.sh 3      the 1M runs to their end; 512K-1M scores, loss by position and
 #                                    the book/source-tree demonstration on four lanes; the tables
+#   scripts/retrieval_demo.sh v1|v2|v3  the depth-0 study (notes v16), the same machine and budget:
+#                                    v1: data and its variants' shards; hybrid128k-$VA@1-3 and
+#                                        hybrid128k-$VB@1 side by side, each scored at <= 128K
+#                                    v2: hybrid1m-$VA@1 and @2 (1M windows, train --cp 2), scored at <= 128K
+#                                    v3: their 512K-1M scores and loss by position beside
+#                                        hybrid128k-$VB@2 and @3; the tables
+#                                    (VA=pkfar, VB=leadmk unless set: variants of scripts/retrieval_study.sh)
 #   scripts/retrieval_demo.sh check  one GPU: every step above, shortened, with its timings
 #   scripts/retrieval_demo.sh pack   (on the CPU machine, after `make all` and `make data CORPUS=long`)
 #                                    writes $CARRY for the calls above
@@ -70,6 +77,7 @@ left() { echo "$1 $SECONDS $T0" | awk '{ m = ($1 - ($2 - $3)) / 60; printf "%.2f
 # question at a stated depth.
 export DEMOS="rs/demo/debian-policy.txt:0.3 rs/demo/net-sctp.txt:0.5 rs/demo/fs-nfs.txt:0.1"
 export STEPS_1M=${STEPS_1M:-12}
+VA=${VA:-pkfar} VB=${VB:-leadmk}  # the depth-0 study's variants (calls v1-v3)
 me=scripts/retrieval_demo.sh
 
 case $call in
@@ -122,5 +130,29 @@ case $call in
                "3|$study train:dense2k eval:dense2k positions:dense2k demo:dense2k positions:hybrid1m@1"
         $study table
         pack ;;
-    *) echo "usage: scripts/retrieval_demo.sh 1|2|3|check|pack" >&2; exit 2 ;;
+    v1) # ~7.5 minutes: the data with the variants' shards, four 128K runs side by side
+        VARIANTS="pkfar whole leadmk" $study data | tail -2
+        m=$(left 430)
+        $lanes "0|$me finish hybrid128k-$VA@1 $m" "1|$me finish hybrid128k-$VA@2 $m" "2|$me finish hybrid128k-$VA@3 $m" \
+               "3|$me finish hybrid128k-$VB@1 $m"
+        $study table | head -40
+        pack ;;
+    v2) # ~6.5 minutes: what v1 left unfinished, then two 1M runs of variant VA, each over 2 GPUs
+        $lanes "0|$me finish hybrid128k-$VA@1 2" "1|$me finish hybrid128k-$VA@2 2" "2|$me finish hybrid128k-$VA@3 2" \
+               "3|$me finish hybrid128k-$VB@1 2" > /dev/null
+        m=$(left 420)
+        $lanes "0,1|$study train:hybrid1m-$VA@1:$m" "2,3|$study train:hybrid1m-$VA@2:$m"
+        grep -hE '^\[rank 0\] (step +[0-9]+/[0-9]+ \| loss|done|stopped)' build/rs/hybrid1m-"$VA"@*_train.log | tail -6
+        [ $((SECONDS - T0)) -lt 440 ] && $lanes "0|EVAL_MAX=131072 $study eval:hybrid1m-$VA@1" "1|EVAL_MAX=131072 $study eval:hybrid1m-$VA@2"
+        pack ;;
+    v3) # ~7 minutes: the 1M runs' long scores (and short ones if v2 had no time) beside two more 128K runs of VB
+        $lanes "0,1|$study train:hybrid1m-$VA@1:2" "2,3|$study train:hybrid1m-$VA@2:2" > /dev/null
+        short() { echo "[ -f build/rs/$1_needles.csv ] || EVAL_MAX=131072 $study eval:$1;"; }
+        m=$(left 440)
+        $lanes "0|$(short "hybrid1m-$VA@1") EVAL_MIN=524288 EVAL_TAG=-long $study eval:hybrid1m-$VA@1 positions:hybrid1m-$VA@1" \
+               "1|$(short "hybrid1m-$VA@2") EVAL_MIN=524288 EVAL_TAG=-long $study eval:hybrid1m-$VA@2" \
+               "2|$me finish hybrid128k-$VB@2 $m" "3|$me finish hybrid128k-$VB@3 $m"
+        $study table
+        pack ;;
+    *) echo "usage: scripts/retrieval_demo.sh 1|2|3|v1|v2|v3|check|pack" >&2; exit 2 ;;
 esac

@@ -57,6 +57,8 @@
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
+#   hybrid1m-pkfar, hybrid1m-whole, hybrid1m-leadmk  the same from hybrid128k-V@S, its 1M documents
+#              changed as V changed the shorter ones (whole: as hybrid1m's, already whole documents)
 # SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, DEMOS narrow or
 # change what `data` makes and the runs take (tests/test_retrieval_study.sh runs every step on the CPU).
 set -uo pipefail
@@ -117,6 +119,12 @@ mix_variant() {
         whole) echo "$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(shard "$W3"):0.5;$(shard "$W4"):0.5" ;;
     esac
 }
+mix_variant_1m() {  # the 1M stage's shard of variant $1 (whole: the recipe's own, its documents are whole)
+    case $1 in
+        pkfar|leadmk) vshard "$W1M" "$1" ;;
+        *) shard "$W1M" ;;
+    esac
+}
 CURRICULUM128K="--seq-len $W1 --batch $((TPS / W1)) --steps $STEPS --schedule ${W2}x$((TPS / W2))@$S2K,${W3}x$((TPS / W3))@$S8K,${W4}x$((TPS / W4))@$S32K --mix $MIX128K"
 W1M=${W1M:-1048576}  # the window of hybrid1m (tests shrink it)
 M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
@@ -153,12 +161,15 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                   echo "$HYBRID --logn-attn 512 ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
+        hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk)
+                  echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
+                       "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
     esac
 }
 # How many GPUs a recipe trains over (train --cp): the 1M windows take every visible GPU.
 # CP=P overrides it; SIMULATE_RANKS=1 runs the ranks as threads on one GPU (a check of the path, not a speed).
-M_CP() { [ -n "${CP:-}" ] && { echo "$CP"; return; }; case $1 in hybrid1m) gpu_count ;; *) echo 1 ;; esac; }
+M_CP() { [ -n "${CP:-}" ] && { echo "$CP"; return; }; case $1 in hybrid1m*) gpu_count ;; *) echo 1 ;; esac; }
 # The longest task files a model is scored on (dense prefill is quadratic), and how it reads them.
 M_EVAL() {
     case $1 in
@@ -196,17 +207,20 @@ for step in "$@"; do
                     --out "${f%.bin}-lead.bin" > /dev/null 2>&1 &
                 pids+=($!)
             done
+            made=" "  # a file named twice (the tests' 1M window can equal twice their 128K one) is made once
             for v in ${VARIANTS:-}; do  # the depth-0 variants' shards (above)
                 # doc tokens:needle every:pass key every (as the shard it replaces):pass key every, far
-                for spec in "$W3:512:$((W3 / 8)):$((W3 / 2))" "$((2 * W4)):1024:$((W4 / 8)):$((W4 / 2))"; do
+                for spec in "$W3:512:$((W3 / 8)):$((W3 / 2))" "$((2 * W4)):1024:$((W4 / 8)):$((W4 / 2))" "$W1M:1024:16384:$((W1M / 2))"; do
                     IFS=: read -r len every pk far <<< "$spec"
                     case $v in
                         pkfar) extra=(--passkey-every "$far") ;;
                         leadmk) extra=(--passkey-every "$pk" --lead-needle 0.5 --lead-kind multikey) ;;
-                        whole) [ "$len" -eq "$W3" ] && continue; len=$W4; extra=(--passkey-every "$pk") ;;
+                        whole) [ "$len" -ne $((2 * W4)) ] && continue; len=$W4; extra=(--passkey-every "$pk") ;;
                         *) echo "data: unknown variant $v (pkfar, whole, leadmk)"; fail_if 1; continue ;;
                     esac
                     f=$(vshard "$len" "$v"); [ "$v" = whole ] && f=$(shard "$len")
+                    [[ $made == *" $f "* ]] && continue
+                    made+="$f "
                     [ -f "$f" ] || "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$len" --tokens "${SHARD_TOKENS:-50M}" \
                         --needle-every "$every" "${extra[@]}" --seed 7 --out "$f" > "$f.log" 2>&1 &
                     pids+=($!)

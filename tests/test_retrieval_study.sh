@@ -66,6 +66,12 @@ for v in pkfar whole leadmk; do
         { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
     pass "hybrid128k-$v: trains on its own shards"
 done
+# A variant's long stage starts from its own 128K run, on its own 1M documents.
+CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-pkfar@1 > "$work/v_1m.log" 2>&1
+grep -q 'weights from .*hybrid128k-pkfar@1' "$STUDY_OUT/hybrid1m-pkfar@1_train.log" && grep -q 'tasks4k-pkfar.bin' "$STUDY_OUT/hybrid1m-pkfar@1_train.log" &&
+    grep -q '^done' "$STUDY_OUT/hybrid1m-pkfar@1_train.log" && pass "hybrid1m-pkfar: from hybrid128k-pkfar@1's weights, on its own shard" ||
+    fail "hybrid1m-pkfar: $(tail -3 "$STUDY_OUT/hybrid1m-pkfar@1_train.log")"
+rm -rf "$WORK"/hybrid1m-pkfar@1 "$STUDY_OUT"/hybrid1m-pkfar@1_*
 rm -rf "$WORK"/hybrid128k-*@1 "$STUDY_OUT"/hybrid128k-*@1_*
 
 # The long stage: from run 1's weights, over 2 ranks.
