@@ -18,11 +18,12 @@
 #include "core/output_path.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "eval/task_eval.h"
+#include "eval/task_report.h"
 #include "model/backend.h"
 #include "model/checkpoint.h"
 #include "model/generate.h"
 #include "model/kv_cache_file.h"
-#include "model/task_eval.h"
 #include "model/select_backend.cuh"
 #include "model/launch.cuh"
 
@@ -76,7 +77,7 @@ static InferFlags parse_flags(int argc, char** argv) {
                                                       "to this CSV (scripts/plot_positions.sh draws it)");
     flags.add_string("tasks", &f.tasks, "score a retrieval task file (JSON Lines: task, context, question, answer, length, depth; "
                                         "data_tool tasks writes them): greedy continuations, accuracy by task, length and depth");
-    flags.add_string("tasks-out", &f.tasks_out, "--tasks: write PREFIX.csv, PREFIX_items.csv and the heatmap PREFIX.png");
+    flags.add_string("tasks-out", &f.tasks_out, "--tasks: write PREFIX.csv and PREFIX_items.csv (scripts/plot_heatmap.sh PREFIX.csv draws the heatmap)");
     flags.add_int("task-batch", &f.task_batch, "--tasks: the most sequences prefilled and decoded at once (fewer when memory is short)");
     flags.add_int("logn-attn", &f.logn_attn, "log-n attention in the NoPE layers: a query at position p >= N scaled by "
                                              "ln(p + 1) / ln(N), N best the longest window trained on (0: off; default: the "
@@ -243,19 +244,6 @@ static std::unique_ptr<ModelBackend> make_forward_model(const LoadedModel& m, co
 
 // ---- --tasks ------------------------------------------------------------------------------
 
-// --tasks-out fails before the scoring, not after it: its files must be writable, and the
-// heatmap drawable (its size depends on the items' names and grid, not on the scores).
-static void check_tasks_out(const std::string& out_prefix, const std::vector<TaskItem>& items, const std::string& tasks_path,
-                            const std::string& caption) {
-    // (Its files' paths were checked by check_output_paths, before anything was read.)
-    try {
-        (void)task_heatmap(summarize_tasks(items, std::vector<TaskOutcome>(items.size())), caption);
-    } catch (const FatalError& e) {
-        fatal("--tasks-out %s: the heatmap of %s cannot be drawn (%s): drop --tasks-out, or use fewer task names, lengths "
-              "or depths", out_prefix.c_str(), tasks_path.c_str(), e.what());
-    }
-}
-
 // Sequences of `tokens` that fit at once, up to task_batch: each holds its cache of `tokens` rows
 // and its share of a chunk's activations (about 24 values per width per token) and unpacked rows.
 static int task_batch_that_fits(ModelBackend& model, const GPTConfig& cfg, const InferPlan& plan, int task_batch,
@@ -272,10 +260,11 @@ static int task_batch_that_fits(ModelBackend& model, const GPTConfig& cfg, const
     return fit;
 }
 
-// The report on stdout, and with --tasks-out P: P.csv (accuracy per cell, length and task),
-// P_items.csv (each item's answer and continuation) and P.png (the heatmap).
+// The report on stdout, and with --tasks-out P: P.csv (accuracy per cell, length and task) and
+// P_items.csv (each item's answer and continuation). The heatmap is drawn from P.csv by
+// scripts/plot_heatmap.sh (gnuplot), not here.
 static void report_tasks(const std::vector<TaskItem>& items, const std::vector<TaskOutcome>& out, const InferFlags& f,
-                         const std::string& caption, double secs) {
+                         double secs) {
     const TaskReport report = summarize_tasks(items, out);
     long long correct = 0, tokens = 0;
     for (const TaskOutcome& o : out) correct += o.correct, tokens += o.tokens;
@@ -286,15 +275,11 @@ static void report_tasks(const std::vector<TaskItem>& items, const std::vector<T
     const std::string& p = f.tasks_out;
     write_file_atomic(p + ".csv", task_report_csv(report));
     write_file_atomic(p + "_items.csv", task_items_csv(items, out));
-    write_png(p + ".png", task_heatmap(report, caption));
-    std::printf("wrote %s.csv, %s_items.csv, %s.png\n", p.c_str(), p.c_str(), p.c_str());
+    std::printf("wrote %s.csv, %s_items.csv (heatmap: scripts/plot_heatmap.sh %s.csv)\n", p.c_str(), p.c_str(), p.c_str());
 }
 
 // infer --tasks: every item of a retrieval task file scored through the KV cache.
 static int score_task_file(const InferFlags& f, const InferPlan& plan, const LoadedModel& m, const std::vector<TaskItem>& items) {
-    const size_t slash = m.path.find_last_of('/');
-    const std::string caption = m.path.substr(slash == std::string::npos ? 0 : slash + 1) + " on " + f.tasks;
-    if (!f.tasks_out.empty()) check_tasks_out(f.tasks_out, items, f.tasks, caption);
     const TaskEvalOptions opt{plan.ctx, f.truncate, f.tasks};
     const std::vector<TaskPrompt> prompts = tokenize_tasks(items, m.tok, opt);
     std::unique_ptr<ModelBackend> model = make_forward_model(m, plan);
@@ -310,7 +295,7 @@ static int score_task_file(const InferFlags& f, const InferPlan& plan, const Loa
         });
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "\n");
-    report_tasks(items, out, f, caption, secs);
+    report_tasks(items, out, f, secs);
     return 0;
 }
 
@@ -637,7 +622,6 @@ static void check_output_paths(const InferFlags& f) {
     if (!f.tasks_out.empty()) {
         check_output_path(f.tasks_out + ".csv", OutputKind::TaskReportCsv, "--tasks-out");
         check_output_path(f.tasks_out + "_items.csv", OutputKind::TaskItemsCsv, "--tasks-out");
-        check_output_path(f.tasks_out + ".png", OutputKind::Png, "--tasks-out");
     }
 }
 

@@ -39,7 +39,7 @@ enum class OutputKind {
     PositionCsv,    // infer --per-position
     TaskReportCsv,  // infer --tasks-out PREFIX.csv
     TaskItemsCsv,   // infer --tasks-out PREFIX_items.csv
-    Png,            // infer --tasks-out PREFIX.png (the heatmap)
+    Png,            // a PNG image (scripts/plot_*.sh draw them: loss curves, heatmaps)
     TaskFile,       // data_tool tasks --out (JSON Lines of task items)
     Other,          // a non-empty file none of the above
 };

@@ -289,12 +289,14 @@ for step in "$@"; do
                 # shellcheck disable=SC2086
                 "$BIN/infer" --device "$DEVICE" --checkpoint "$WORK/$model" --tasks "${pre}_$f.jsonl" $ctxargs \
                     --tasks-out "$out" > "$out.log" 2>> "${pre}_eval$tag.err" || code=$?
+                command -v gnuplot > /dev/null && [ -s "$out.csv" ] && "$HERE/plot_heatmap.sh" "$out.csv" > /dev/null 2>> "${pre}_eval$tag.err"  # $out.png
                 scored+=("${f/tasks/grid} $(grep -hE '^tasks' "$out.log" | grep -oE '[0-9]+ of [0-9]+ correct')")
             done
             if [ "$lo" -eq 0 ]; then  # the classic filler haystack, at 2K and 32K
                 # shellcheck disable=SC2086
                 "$BIN/infer" --device "$DEVICE" --checkpoint "$WORK/$model" --tasks "$D/eval_filler.jsonl" ${ctxargs/1048576/32768} \
                     --tasks-out "${pre}_filler" > "${pre}_filler.log" 2>> "${pre}_eval$tag.err"
+                command -v gnuplot > /dev/null && "$HERE/plot_heatmap.sh" "${pre}_filler.csv" > /dev/null 2>> "${pre}_eval$tag.err"
                 scored+=("filler $(grep -hE '^tasks' "${pre}_filler.log" | grep -oE '[0-9]+ of [0-9]+ correct')")
             fi
             fail_if $code

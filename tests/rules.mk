@@ -18,11 +18,6 @@ build/test_ops_cpu_broken_gelu: $(OPS_TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
 
-# The PNG writer and the heatmap (model/png.h, model/heatmap.h), checked by an independent decoder.
-build/test_heatmap: tests/test_heatmap.cpp model/png.h model/heatmap.h core/io.h core/error.h
-	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) -o $@ $<
-
 .PHONY: test-ops test-ops-perf test-gradcheck-can-fail
 
 test-ops: build/test_ops_cpu

@@ -36,7 +36,7 @@ run output_paths tests/test_output_paths.sh
 run bounded_reads tests/test_bounded_reads.sh
 run hostile_inputs tests/test_hostile_inputs.sh
 run tasks ./build/test_tasks
-run heatmap ./build/test_heatmap
+run plot_heatmap tests/test_plot_heatmap.sh
 run tasks_cli tests/test_tasks_cli.sh
 run retrieval_study tests/test_retrieval_study.sh
 run attention_tool tests/test_attention_tool.sh

@@ -85,16 +85,13 @@ refused "infer --save-cache in a missing directory" "does not exist" "$work/run"
 refused "infer --per-position under a file" "is not a directory" "$metrics" \
     "${infer[@]}" --perplexity "$work/ppl.txt" --per-position "$metrics/x.csv"
 
-# 3. infer --tasks-out: each of its three files.
+# 3. infer --tasks-out: each of its two files (the heatmap is scripts/plot_heatmap.sh's).
 cp "$metrics" "$work/rep.csv"
 refused "infer --tasks-out over a metrics.csv (PREFIX.csv)" "--tasks-out $work/rep.csv is a run's metrics.csv" "$work/rep.csv" \
     "${infer[@]}" --tasks "$work/old.jsonl" --tasks-out "$work/rep"
 cp "$ckpt" "$work/rep2_items.csv"
 refused "infer --tasks-out over a checkpoint (PREFIX_items.csv)" "is a checkpoint" "$work/rep2_items.csv" \
     "${infer[@]}" --tasks "$work/old.jsonl" --tasks-out "$work/rep2"
-cp "$work/ppl.txt" "$work/rep3.png"
-refused "infer --tasks-out over a text (PREFIX.png)" "is an existing file that is not a PNG image" "$work/rep3.png" \
-    "${infer[@]}" --tasks "$work/old.jsonl" --tasks-out "$work/rep3"
 
 # 4. attention_tool --out.
 tool=(./build/attention_tool --device cpu --N 16 --H 1 --D 64 --dtype fp32)

@@ -86,6 +86,10 @@ for m in hybrid128k@1 hybrid128k@2 hybrid1m@1; do
     for f in needles offgrid tree filler; do [ -s "$STUDY_OUT/${m}_$f.csv" ] || { ok=0; fail "eval $m: no ${m}_$f.csv ($(tail -2 "$work/eval_$m.log"))"; }; done
 done
 [ $ok -eq 1 ] && pass "eval: the grid, off the grid, the source tree and the filler, for every run"
+if command -v gnuplot > /dev/null; then  # the heatmaps (scripts/plot_heatmap.sh), drawn where gnuplot is installed
+    [ -s "$STUDY_OUT/hybrid128k@1_needles.png" ] && [ -s "$STUDY_OUT/hybrid128k@1_filler.png" ] && pass "eval: the heatmaps beside the CSVs" ||
+        fail "eval: no heatmap PNG ($(find "$STUDY_OUT" -name '*.png' | wc -l) PNGs; $(tail -2 "$STUDY_OUT/hybrid128k@1_eval.err" 2>/dev/null))"
+fi
 EVAL_MIN=1200 EVAL_TAG=-long $study eval:hybrid128k@1 > "$work/eval_long.log" 2>&1
 [ -s "$STUDY_OUT/hybrid128k@1_needles-long.csv" ] && ! grep -q ',600,' "$STUDY_OUT/hybrid128k@1_needles-long.csv" &&
     grep -q ',1200,' "$STUDY_OUT/hybrid128k@1_needles-long.csv" && pass "eval: EVAL_MIN keeps the longer lengths, EVAL_TAG its own files" ||

@@ -6,7 +6,8 @@
 // B sequences of one cache in chunks (a context shared by several items, as multi-query items
 // share theirs, is prefilled once); then every item's question is read and its answer decoded
 // in lock-step, one sequence per item (IncrementalModel::gather copies a context to each of its
-// items). Items of different lengths share nothing.
+// items). Items of different lengths share nothing. The report of the outcomes (table, CSVs) is
+// eval/task_report.h.
 #pragma once
 #include <algorithm>
 #include <cstdio>
@@ -18,16 +19,10 @@
 
 #include "data/task_file.h"
 #include "data/tokenizer.h"
+#include "eval/task_outcome.h"
 #include "model/generate.h"
-#include "model/heatmap.h"
 #include "model/kv_cache.h"
 #include "model/sampler.h"
-
-struct TaskOutcome {
-    std::string output;     // the continuation decoded
-    bool correct = false;
-    long long tokens = 0;   // the prompt's tokens the model read
-};
 
 struct TaskEvalOptions {
     long long ctx = 0;      // the longest prompt a model reads (tokens)
@@ -180,163 +175,4 @@ inline std::vector<TaskOutcome> run_tasks(const std::vector<TaskItem>& items, co
         if (progress) progress(done, items.size(), correct);
     }
     return out;
-}
-
-// ---- the report: accuracy per (task, length, depth), per (task, length) and per length.
-
-// Rows and columns of a heatmap: the values seen, or bins when there are too many (hand-written
-// files may have any lengths and depths): depths to the nearest 0.1, lengths to the nearest power of 2.
-inline double depth_bin(double d, bool binned) { return binned ? std::round(d * 10) / 10 : d; }
-inline long long length_bin(long long n, bool binned) {
-    return binned ? (long long)std::llround(std::exp2(std::round(std::log2((double)n)))) : n;
-}
-
-struct TaskCell {
-    long long items = 0, correct = 0;
-    double accuracy() const { return items ? (double)correct / (double)items : 0.0; }
-};
-
-struct TaskReport {
-    std::vector<std::string> tasks;                                        // in order of appearance
-    std::vector<long long> lengths;                                        // sorted
-    std::vector<double> depths;                                            // sorted
-    std::map<std::string, std::map<long long, std::map<double, TaskCell>>> cells;  // task -> length -> depth
-    bool binned_lengths = false, binned_depths = false;
-};
-
-inline TaskReport summarize_tasks(const std::vector<TaskItem>& items, const std::vector<TaskOutcome>& out) {
-    TaskReport r;
-    std::map<long long, int> lens;
-    std::map<double, int> deps;
-    for (const TaskItem& it : items) lens[it.length]++, deps[it.depth]++;
-    r.binned_lengths = lens.size() > 16, r.binned_depths = deps.size() > 21;
-    std::map<long long, int> L;
-    std::map<double, int> D;
-    for (size_t i = 0; i < items.size(); i++) {
-        const TaskItem& it = items[i];
-        if (std::find(r.tasks.begin(), r.tasks.end(), it.task) == r.tasks.end()) r.tasks.push_back(it.task);
-        const long long l = length_bin(it.length, r.binned_lengths);
-        const double d = depth_bin(it.depth, r.binned_depths);
-        L[l]++, D[d]++;
-        TaskCell& c = r.cells[it.task][l][d];
-        c.items++, c.correct += out[i].correct;
-    }
-    for (const auto& [l, n] : L) r.lengths.push_back(l);
-    for (const auto& [d, n] : D) r.depths.push_back(d);
-    return r;
-}
-
-inline std::string format_depth(double d) {
-    char buf[16];
-    snprintf(buf, sizeof buf, "%.2f", d);
-    return buf;
-}
-
-// The table a person reads: per task, depths down and lengths across (as the heatmap), then the
-// accuracy per length of each task and of all tasks.
-inline std::string format_task_report(const TaskReport& r) {
-    std::string s;
-    char buf[64];
-    for (const std::string& task : r.tasks) {
-        const auto& by_len = r.cells.at(task);
-        s += "task " + task + ": accuracy (%) by depth (rows) and length (columns)\n  depth ";
-        for (long long l : r.lengths) snprintf(buf, sizeof buf, " %7s", format_length(l).c_str()), s += buf;
-        s += "\n";
-        for (double d : r.depths) {
-            s += "  " + format_depth(d) + "  ";
-            for (long long l : r.lengths) {
-                auto a = by_len.find(l);
-                const TaskCell* c = nullptr;
-                if (a != by_len.end() && a->second.count(d)) c = &a->second.at(d);
-                if (c) snprintf(buf, sizeof buf, " %7.0f", 100 * c->accuracy());
-                else snprintf(buf, sizeof buf, " %7s", "-");
-                s += buf;
-            }
-            s += "\n";
-        }
-    }
-    s += "accuracy by length:\n";
-    auto line = [&](const std::string& name, const std::vector<std::string>& tasks) {
-        s += "  " + name;
-        for (long long l : r.lengths) {
-            TaskCell t;
-            for (const std::string& task : tasks) {
-                auto a = r.cells.at(task).find(l);
-                if (a == r.cells.at(task).end()) continue;
-                for (const auto& [d, c] : a->second) t.items += c.items, t.correct += c.correct;
-            }
-            if (t.items) snprintf(buf, sizeof buf, " | %s %.1f%% (%lld/%lld)", format_length(l).c_str(), 100 * t.accuracy(), t.correct, t.items);
-            else snprintf(buf, sizeof buf, " | %s -", format_length(l).c_str());
-            s += buf;
-        }
-        s += "\n";
-    };
-    for (const std::string& task : r.tasks) line(task, {task});
-    if (r.tasks.size() > 1) line("all", r.tasks);
-    return s;
-}
-
-inline std::string csv_field(const std::string& v) {
-    if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
-    std::string q = "\"";
-    for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-}
-
-// task,length,depth,items,correct,accuracy: one row per cell, then per (task, length) with
-// depth "all", then per length with task "all".
-inline std::string task_report_csv(const TaskReport& r) {
-    std::string s = "task,length,depth,items,correct,accuracy\n";
-    char buf[160];
-    std::map<long long, TaskCell> all;
-    for (const std::string& task : r.tasks) {
-        for (const auto& [l, by_depth] : r.cells.at(task)) {
-            TaskCell t;
-            for (const auto& [d, c] : by_depth) {
-                snprintf(buf, sizeof buf, ",%lld,%.6g,%lld,%lld,%.6f\n", l, d, c.items, c.correct, c.accuracy());
-                s += task + buf;
-                t.items += c.items, t.correct += c.correct;
-            }
-            snprintf(buf, sizeof buf, ",%lld,all,%lld,%lld,%.6f\n", l, t.items, t.correct, t.accuracy());
-            s += task + buf;
-            all[l].items += t.items, all[l].correct += t.correct;
-        }
-    }
-    for (const auto& [l, c] : all) {
-        snprintf(buf, sizeof buf, "all,%lld,all,%lld,%lld,%.6f\n", l, c.items, c.correct, c.accuracy());
-        s += buf;
-    }
-    return s;
-}
-
-// line,task,length,depth,tokens,answer,output,correct: one row per item.
-inline std::string task_items_csv(const std::vector<TaskItem>& items, const std::vector<TaskOutcome>& out) {
-    std::string s = "line,task,length,depth,tokens,answer,output,correct\n";
-    char buf[96];
-    for (size_t i = 0; i < items.size(); i++) {
-        snprintf(buf, sizeof buf, "%d,", items[i].line);
-        s += buf + csv_field(items[i].task);
-        snprintf(buf, sizeof buf, ",%lld,%.6g,%lld,", items[i].length, items[i].depth, out[i].tokens);
-        s += buf + csv_field(items[i].answer) + "," + csv_field(out[i].output) + (out[i].correct ? ",1\n" : ",0\n");
-    }
-    return s;
-}
-
-// The needle-in-a-haystack picture: one panel per task, lengths across, depths down.
-inline RgbImage task_heatmap(const TaskReport& r, const std::string& caption) {
-    std::vector<HeatmapPanel> panels;
-    for (const std::string& task : r.tasks) {
-        HeatmapPanel p;
-        p.title = task;
-        for (long long l : r.lengths) p.cols.push_back(format_length(l));
-        for (double d : r.depths) p.rows.push_back(format_depth(d));
-        for (double d : r.depths)
-            for (long long l : r.lengths) {
-                auto a = r.cells.at(task).find(l);
-                p.cells.push_back(a != r.cells.at(task).end() && a->second.count(d) ? a->second.at(d).accuracy() : NAN);
-            }
-        panels.push_back(p);
-    }
-    return draw_heatmaps(panels, r.binned_lengths ? "context length (tokens, binned)" : "context length (tokens)",
-                         r.binned_depths ? "needle depth (binned)" : "needle depth", caption);
 }
