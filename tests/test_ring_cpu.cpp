@@ -89,8 +89,8 @@ static void test_ring_equals_one_call(SplitMix64& rng, const AttnCase& cs, int P
         eb = std::max(eb, max_diff(rd[r], d));
     }
     const std::string tag = cs.name + ", P = " + std::to_string(P) + ", chunks of " + std::to_string(c);
-    check(ef <= 1e-12, "ring fwd (O, L) == one call: " + tag, ef, 1e-12);
-    check(eb <= 1e-12, "ring bwd (dQ, dK, dV) == one call: " + tag, eb, 1e-12);
+    check_err(ef <= 1e-12, "ring fwd (O, L) == one call: " + tag, ef, 1e-12);
+    check_err(eb <= 1e-12, "ring bwd (dQ, dK, dV) == one call: " + tag, eb, 1e-12);
 }
 
 static void test_plan() {
@@ -111,7 +111,7 @@ static void test_plan() {
                 for (int i = 0; i < p.c; i++) pairs += p.pos0(p.chunk(r, k)) + i + 1;
             lo = std::min(lo, pairs), hi = std::max(hi, pairs);
         }
-        check(lo == hi, "zigzag: every rank has the same causal work, P = " + std::to_string(P), (double)(hi - lo), 0);
+        check_err(lo == hi, "zigzag: every rank has the same causal work, P = " + std::to_string(P), (double)(hi - lo), 0);
     }
     AttnPattern local;  // segments inside a chunk of 64: only the diagonal pairs, nothing moves
     local.kind = AttnKind::Dilated;
@@ -187,7 +187,7 @@ static void test_comm_failures() {
             comm.broadcast(&v, sizeof v, 1);
             sums[comm.rank()] = x[0] + x[1] * 10 + x[2] * 100 + v * 1000;
         });
-        check(sums[0] == sums[1] && sums[0] == 3 + 10 - 200 + 42000, "all_reduce_sum and broadcast", sums[0] - (3 + 10 - 200 + 42000));
+        check_err(sums[0] == sums[1] && sums[0] == 3 + 10 - 200 + 42000, "all_reduce_sum and broadcast", sums[0] - (3 + 10 - 200 + 42000));
     }
     std::string what;
     try {
@@ -205,7 +205,6 @@ int main(int argc, char** argv) {
             for (int P = 1; P <= 4; P++) test_ring_equals_one_call(rng, cs, P, 5 + (int)rng.below(12));
         test_plan();
         test_comm_failures();
-        std::printf("%d passed, %d failed\n", g_passed, g_failed);
-        return g_failed ? 1 : 0;
+        return check_report();
     });
 }

@@ -160,7 +160,6 @@ int attn_test_main(int argc, char** argv, RunCase run_case) {
         for (int D : {64, 128})
             if (!small || D == 64)
                 for (const AttnCase& c : attn_cases()) run_case(c, D, rng);
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
-        return g_fail ? 1 : 0;
+        return check_report();
     });
 }

@@ -644,8 +644,7 @@ static int main_body(int argc, char** argv) {
             if (be.name.find(backend) != std::string::npos) backends.push_back(be);
         run_case(all[i], cs, backends);
     }
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_report();
 }
 
 int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }
