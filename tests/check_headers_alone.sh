@@ -33,12 +33,13 @@ export work CXX NVCC
 # (layers/attention_pattern.h, layers/cuda/attention/params.cuh) must be refused.
 printf '#pragma once\ninline int broken_causal(const AttnPattern& p) { return p.causal; }\n' > "$work/missing_include.h"
 printf '#pragma once\n__device__ inline int broken_token(flash::RowMap m) { return m.token(1); }\n' > "$work/missing_include.cuh"
-pass=0 fail=0
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 for canary in missing_include.h missing_include.cuh; do
     if (cd "$work" && compile_alone "$canary") 2> /dev/null; then
-        echo "FAIL: the canary $canary (a missing include) compiled: this check cannot fail"; fail=$((fail + 1))
+        fail "the canary $canary (a missing include) compiled: this check cannot fail"
     else
-        pass=$((pass + 1))
+        passed=$((passed + 1))
     fi
 done
 
@@ -50,7 +51,6 @@ results=$(printf '%s\n' "${headers[@]}" | xargs -P 2 -I{} bash -c 'if compile_al
 echo "$results" | grep -v '^ok ' || true
 ok=$(echo "$results" | grep -c '^ok ')
 bad=$(echo "$results" | grep -c '^FAIL ')
-pass=$((pass + ok)) fail=$((fail + bad))
+passed=$((passed + ok)) failed=$((failed + bad))
 echo "headers compiled alone: $ok of ${#headers[@]}"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary
