@@ -1,6 +1,7 @@
 // The two-sided, mergeable attention interface on the CPU (layers/attention.h) and the tiled
 // kernel (layers/attention_tiled.h), in double precision on fresh random inputs:
-//  1. the tiled kernel equals the plain reference (every pattern, causal or not, documents);
+//  1. the tiled kernel equals the plain reference (every pattern, causal or not, documents), and
+//     on the sized cases of the GPU harness small enough for float64 (tests/attention_cases.h);
 //  2. merging: the keys of a sequence split into R = 1..5 uneven blocks, each run in Merge mode
 //     for a query block placed anywhere in the sequence, give the result of one call over all
 //     keys, and the rows of the one-sided call over the whole sequence; the same for the pieced
@@ -85,9 +86,9 @@ struct Problem {
 
 static void test_tiled(SplitMix64& rng) {
     for (const AttnCase& c : attn_cases()) {
-        Problem P(rng, c.docs);
+        Problem P(rng, c.has_docs());
         const AttnDims dm = P.dims();
-        const AttnQueries<double> qs{P.q(), P.stride(), P.N, P.pos.data(), c.docs ? P.doc_start.data() : nullptr};
+        const AttnQueries<double> qs{P.q(), P.stride(), P.N, P.pos.data(), c.has_docs() ? P.doc_start.data() : nullptr};
         const AttnKeys<double> ks{P.k(), P.v(), P.stride(), P.N, P.pos.data()};
         std::vector<double> O((size_t)P.B * P.N * P.H * P.D, NAN), L((size_t)P.B * P.H * P.N, NAN);  // poisoned
         std::vector<double> Ot(O), Lt(L);
@@ -98,14 +99,53 @@ static void test_tiled(SplitMix64& rng) {
     }
 }
 
+// The sized cases small enough for float64 (attn_cpu_cases: the GPU harness's list, filtered by
+// size): the tiled kernel equals the plain reference at each case's shape, scale, positions
+// (offset, gaps, repeats) and documents (with rows that attend nothing).
+static void test_tiled_sized(SplitMix64& rng) {
+    for (const AttnCase& c : attn_cpu_cases()) {
+        const int B = c.B, N = c.N, H = c.H, D = c.D, HD = H * D, S = 3 * HD;
+        auto uni = [&] { return (double)(rng.next() >> 11) * 0x1.0p-53 * 2 - 1; };
+        std::vector<double> qkv((size_t)B * N * S);
+        for (double& x : qkv) x = 1.5 * uni();
+        std::vector<int> pos(N), doc;
+        for (int i = 0; i < N; i++)
+            pos[i] = i == 0 ? c.pos0 : pos[i - 1] + (c.gaps ? 1 + (int)rng.below(3) : c.repeats ? (int)rng.below(3) : 1);
+        if (c.has_docs()) {
+            doc.resize((size_t)B * N);
+            for (int b = 0; b < B; b++) {
+                for (int i = 0, start = pos[0]; i < N; i++) {
+                    if (i > 0 && rng.below(N) < 4) start = pos[i];  // about 4 documents per row
+                    doc[(size_t)b * N + i] = start;
+                }
+                if (c.docs == Docs::SeveralAndEmptyRows)
+                    for (int k = 0; k < 3; k++) {  // rows that attend no key: a document starting after them
+                        const int i = (int)rng.below(N);
+                        doc[(size_t)b * N + i] = c.pattern.causal ? pos[i] + 1 : pos[N - 1] + 1;
+                    }
+            }
+        }
+        const AttnDims dm{B, H, D, N};
+        const double scale = c.scale_mul / std::sqrt((double)D);
+        const AttnQueries<double> qs{qkv.data(), S, N, pos.data(), doc.empty() ? nullptr : doc.data()};
+        const AttnKeys<double> ks{qkv.data() + HD, qkv.data() + 2 * HD, S, N, pos.data()};
+        std::vector<double> O((size_t)B * N * HD, NAN), L((size_t)B * H * N, NAN);  // poisoned
+        std::vector<double> Ot(O), Lt(L);
+        attention_forward(O.data(), L.data(), qs, ks, c.pattern, dm, scale);
+        attention_forward_tiled(Ot.data(), Lt.data(), qs, ks, c.pattern, dm, scale);
+        const double e = std::max(max_diff(O, Ot), max_diff(L, Lt));
+        check_err(e <= 1e-12, "tiled == plain: " + attn_case_name(c), e, 1e-12);
+    }
+}
+
 // Queries [qa, qb) of the sequence against its keys split into R blocks, forward in Merge mode
 // (plain and tiled) and the pieced backward, against one call over the whole sequence.
 static void test_merge(SplitMix64& rng) {
     for (const AttnCase& c : attn_cases()) {
-        Problem P(rng, c.docs);
+        Problem P(rng, c.has_docs());
         const AttnDims dm = P.dims();
         const int HD = P.H * P.D;
-        const int* docs = c.docs ? P.doc_start.data() : nullptr;
+        const int* docs = c.has_docs() ? P.doc_start.data() : nullptr;
         // The whole sequence, one-sided: the reference rows.
         std::vector<double> O((size_t)P.B * P.N * HD), L((size_t)P.B * P.H * P.N);
         std::vector<double> dqkv(P.qkv.size(), 0.0);
@@ -120,8 +160,8 @@ static void test_merge(SplitMix64& rng) {
             const int nq = qb - qa;
             const std::vector<double> qrows = P.rows(qa, qb);
             const std::vector<int> qpos(P.pos.begin() + qa, P.pos.begin() + qb);
-            const std::vector<int> qdoc = c.docs ? P.slice_bn(P.doc_start, qa, qb, 1) : std::vector<int>();
-            const AttnQueries<double> qs{qrows.data(), P.stride(), nq, qpos.data(), c.docs ? qdoc.data() : nullptr};
+            const std::vector<int> qdoc = c.has_docs() ? P.slice_bn(P.doc_start, qa, qb, 1) : std::vector<int>();
+            const AttnQueries<double> qs{qrows.data(), P.stride(), nq, qpos.data(), c.has_docs() ? qdoc.data() : nullptr};
             std::vector<double> Om((size_t)P.B * nq * HD), Lm((size_t)P.B * P.H * nq), Omt(Om.size()), Lmt(Lm.size());
             attention_partial_init(Om.data(), Lm.data(), dm, nq);
             attention_partial_init(Omt.data(), Lmt.data(), dm, nq);
@@ -293,9 +333,9 @@ static double bf16_round(double x) {  // round to nearest even at 8 significant 
 
 static void test_branchwise(SplitMix64& rng) {
     for (const AttnCase& c : attn_cases()) {
-        Problem P(rng, c.docs);
+        Problem P(rng, c.has_docs());
         const AttnShape s{P.B, P.N, P.H, P.D, P.stride()};
-        const int* doc = c.docs ? P.doc_start.data() : nullptr;
+        const int* doc = c.has_docs() ? P.doc_start.data() : nullptr;
         const size_t no = (size_t)P.B * P.N * P.H * P.D, nl = (size_t)P.B * P.H * P.N;
         std::vector<double> O(no), L(nl), Ob(no, NAN), Lb(nl, NAN), dqkv(P.qkv.size(), 0.0);
         attention_forward(O.data(), L.data(), P.q(), P.k(), P.v(), P.pos.data(), doc, c.pattern, s, P.scale);
@@ -469,6 +509,7 @@ int main(int argc, char** argv) {
     return guarded_main([&] {
         SplitMix64 rng(attn_test_seed(argc, argv));
         test_tiled(rng);
+        test_tiled_sized(rng);
         test_merge(rng);
         test_global_length(rng);
         test_modules();
