@@ -5,7 +5,7 @@
 #   OLD=dir NEW=dir [ROUNDS=2] [AA=1] [OUTDIR=build/bench_ab] scripts/bench_ab.sh
 # AA=1 adds the control: every round runs the old build a second time (old, new, old again), and
 # a second table gives old-again/old per row, the noise floor the new/old ratios stand against.
-# OLD and NEW hold the benchmarks (bench_attention, bench_attention_dilated,
+# OLD and NEW hold the benchmarks (built from bench/: bench_attention, bench_attention_dilated,
 # bench_attention_block_sparse, bench_train; one missing from either is skipped);
 # BENCH_ATTENTION_ARGS, BENCH_DILATED_ARGS, BENCH_BLOCK_SPARSE_ARGS and BENCH_TRAIN_ARGS pass
 # flags (e.g. --max-n); BENCHES names which to run (default all four: attention attention_dilated
@@ -16,10 +16,8 @@ OLD=${OLD:?set OLD to the old build's binaries} NEW=${NEW:?set NEW to the new bu
 ROUNDS=${ROUNDS:-2}
 OUTDIR=${OUTDIR:-build/bench_ab}
 mkdir -p "$OUTDIR"
-if python3 -c "import nvidia" 2>/dev/null; then
-    SP=$(python3 -c "import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))")/nvidia
-    export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:${LD_LIBRARY_PATH:-}
-fi
+# shellcheck source=scripts/gpu_lib_paths.sh
+source scripts/gpu_lib_paths.sh "$(cd "$NEW" && pwd)"
 # Each benchmark both builds hold: its flags, and the columns of its two times (compare_bench_tables.py).
 for bench in ${BENCHES:-attention attention_dilated attention_block_sparse train}; do
     [ -x "$OLD/bench_$bench" ] && [ -x "$NEW/bench_$bench" ] || { echo "== $bench: not in both builds, skipped"; continue; }

@@ -39,7 +39,7 @@ for stage in $STAGES; do
         tests) BIN=$CARRY/bin LOGS=$OUT/logs tests/gpu/run_gpu_tests.sh > "$OUT/tests.log" 2>&1
                summary+=("tests: $(tail -1 "$OUT/tests.log") ($((SECONDS - t0)) s)")
                tail -12 "$OUT/tests.log" ;;
-        bench) BIN=$CARRY/bin OUTDIR=$OUT tests/gpu/run_bench.sh > "$OUT/bench.log" 2>&1
+        bench) BIN=$CARRY/bin OUTDIR=$OUT bench/run_bench.sh > "$OUT/bench.log" 2>&1
                summary+=("bench: exit $? ($((SECONDS - t0)) s)")
                tail -40 "$OUT/bench.log" ;;
         train) "$CARRY/bin/train" --device cuda --data "$CARRY/corpus" --out "$OUT/train" ${TRAIN_ARGS:-} > "$OUT/train.log" 2>&1

@@ -7,7 +7,7 @@ set -uo pipefail
 # shellcheck source=tests/lib.sh
 source tests/lib.sh
 bad=""
-for f in scripts/*.sh tests/*.sh tests/gpu/*.sh tests/fuzz/*.sh .ci/run; do
+for f in scripts/*.sh tests/*.sh tests/gpu/*.sh tests/fuzz/*.sh bench/*.sh .ci/run; do
     [ -f "$f" ] || continue
     bash -n "$f" 2> /dev/null || bad+=" $f"
 done

@@ -26,7 +26,7 @@
 // Perf mode (--perf): forward and backward time (median of cudaEvent-timed runs) and TFLOP/s of
 // every backend on a few large shapes, FLOPs counted over the pairs the pattern keeps
 // (4 D per pair forward, 10 D backward: docs/attention-spec.md#flops). The README's tables come
-// from the benchmarks (tests/gpu/bench_attention*.cu); this mode compares backends side by side.
+// from the benchmarks (bench/bench_attention*.cu); this mode compares backends side by side.
 //
 // Usage: test_attention [--seed N] [--small] [--perf] [--filter TEXT] [--backend TEXT]
 //   --small: six small cases (for compute-sanitizer); --filter: the cases whose name contains
@@ -44,7 +44,7 @@
 #include "tests/attention_branchwise.h"
 #include "tests/attention_cases.h"
 #include "tests/gpu/attention_backends.cuh"
-#include "tests/gpu/bench_common.cuh"
+#include "bench/bench_common.cuh"
 #include "tests/gpu/attention_test_common.cuh"
 #include "tests/gradcheck.h"
 
