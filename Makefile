@@ -165,7 +165,7 @@ test: deps
 # On a machine with an NVIDIA GPU (H100/H200): every kernel against the CPU reference.
 test-gpu: deps
 	$(MAKE) -j4 $(BINARIES)
-	tests/gpu/run_gpu_tests.sh
+	BIN=build OUT=build/test-gpu LOGS=build/logs scripts/device.sh tests sanitizers
 
 bench: deps
 	$(MAKE) -j4 $(GPU_BINARIES)

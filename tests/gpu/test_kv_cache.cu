@@ -152,7 +152,7 @@ static int main_body(bool kernels_only) {
         }
         test_decode_kernels(rng, 64, 1, 12, dense, 5000, 7, "D 64, dense, 12 heads, p 5000: 251 pieces of 20 (at most 256)");
     }
-    if (kernels_only) {  // what compute-sanitizer runs (tests/gpu/run_gpu_tests.sh): our kernels, no cuBLASLt
+    if (kernels_only) {  // what compute-sanitizer runs (scripts/device.sh sanitizers): our kernels, no cuBLASLt
         return check_report();
     }
 
