@@ -44,28 +44,28 @@ build:
 build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_inputs_cpu: tests/test_inputs_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
+build/test_inputs_cpu: tests/test_inputs_cpu.cpp tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h tests/attention_checks.h tests/attention_branchwise.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h data/rng.h) | build
+build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h tests/attention_checks.h tests/check.h tests/attention_branchwise.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h data/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_ring_cpu: tests/test_ring_cpu.cpp tests/attention_cases.h tests/attention_checks.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h data/rng.h) | build
+build/test_ring_cpu: tests/test_ring_cpu.cpp tests/attention_cases.h tests/attention_checks.h tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h data/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
 
-build/test_cp_train_cpu: tests/test_cp_train_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/rng.h) | build
+build/test_cp_train_cpu: tests/test_cp_train_cpu.cpp tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
 
 build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
 
-# GPU tests and benchmarks: every tests/gpu/test_*.cu and tests/gpu/bench_*.cu builds to
+# GPU tests and benchmarks: every tests/gpu/test_*.cu and bench/bench_*.cu builds to
 # build/<name>. CI (no GPU) builds them all; `make test-gpu` and `make bench` run them.
-GPU_SOURCES := $(wildcard tests/gpu/test_*.cu tests/gpu/bench_*.cu)
+GPU_SOURCES := $(wildcard tests/gpu/test_*.cu bench/bench_*.cu)
 ifneq ($(HAVE_NCCL),yes)
 GPU_SOURCES := $(filter-out tests/gpu/test_comm_nccl.cu,$(GPU_SOURCES))  # needs NCCL
 endif
-GPU_BINARIES := $(patsubst tests/gpu/%.cu,build/%,$(GPU_SOURCES))
+GPU_BINARIES := $(patsubst %.cu,build/%,$(notdir $(GPU_SOURCES)))
 
 # CUDA programs (train, infer, attention_tool, the GPU tests and benchmarks): each .cu is compiled
 # once into build/obj/<name>.o, and a program is its own object linked with the objects it uses.
@@ -116,7 +116,7 @@ build/obj/attention_tool.o: tools/attention_tool.cu build/obj/attention_tool.o.d
 	$(NVCC_COMPILE)
 build/obj/test_%.o: tests/gpu/test_%.cu build/obj/test_%.o.d | build/obj
 	$(NVCC_COMPILE) -lineinfo
-build/obj/bench_%.o: tests/gpu/bench_%.cu build/obj/bench_%.o.d | build/obj
+build/obj/bench_%.o: bench/bench_%.cu build/obj/bench_%.o.d | build/obj
 	$(NVCC_COMPILE) -lineinfo
 build/obj/attention_%.o: layers/cuda/attention_%.cu build/obj/attention_%.o.d | build/obj
 	$(NVCC_COMPILE) -lineinfo
@@ -132,6 +132,9 @@ NVCC_DEPFILES := $(patsubst build/%,build/obj/%.o.d,$(CUDA_PROGRAMS)) \
                  build/obj/nccl.o.d
 $(NVCC_DEPFILES):
 -include $(wildcard build/obj/*.d)
+# The benchmarks were in tests/gpu/ once: a build/obj/bench_*.o.d from then names its source
+# there, and this rule (nothing to make, so the object counts as changed) rebuilds it from bench/.
+tests/gpu/bench_%.cu: ;
 
 build/obj:
 	@mkdir -p build/obj
@@ -162,11 +165,11 @@ test: deps
 # On a machine with an NVIDIA GPU (H100/H200): every kernel against the CPU reference.
 test-gpu: deps
 	$(MAKE) -j4 $(BINARIES)
-	tests/gpu/run_gpu_tests.sh
+	BIN=build OUT=build/test-gpu LOGS=build/logs scripts/device.sh tests sanitizers
 
 bench: deps
 	$(MAKE) -j4 $(GPU_BINARIES)
-	tests/gpu/run_bench.sh
+	bench/run_bench.sh
 
 clean:
 	rm -rf build

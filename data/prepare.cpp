@@ -1,4 +1,7 @@
 // data_tool: builds and inspects the tokenized corpus. Run `data_tool --help`.
+// Each command reads as its phases: its flags (core/flags.h, checked at once), what it reads
+// (text, a shard, a tokenizer, a haystack), what it makes (a tokenizer, tokens, items,
+// documents), what it writes.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -22,6 +25,7 @@
 #include "data/tokenizer.h"
 #include "data/train_tokenizer.h"
 #include "core/error.h"
+#include "core/flags.h"
 
 static const char* kUsage =
     "usage: data_tool COMMAND [options]\n"
@@ -47,23 +51,6 @@ static const char* kUsage =
     "      --lead-kind multikey: that needle is always a multi-key one (any: the pass key in pass-key documents).\n"
     "  encode --tokenizer FILE.model     text on stdin -> space-separated ids on stdout\n"
     "  decode --tokenizer FILE.model     space-separated ids on stdin -> text on stdout\n";
-
-// ---- small argument helpers: every problem is one line naming the flag.
-
-struct Args {
-    std::string command;
-    std::vector<std::string> rest;
-    size_t i = 0;
-    bool done() const { return i >= rest.size(); }
-    std::string value(const std::string& flag) {
-        if (i >= rest.size()) fatal("%s needs a value: see `data_tool --help`", flag.c_str());
-        return rest[i++];
-    }
-    [[noreturn]] void unknown(const std::string& arg) const {
-        fatal("unknown argument '%s' for `data_tool %s`: see `data_tool --help`", arg.c_str(),
-              command.c_str());
-    }
-};
 
 static long long parse_int(const std::string& flag, const std::string& s, long long lo, long long hi) {
     char* end = nullptr;
@@ -99,159 +86,206 @@ static double unigram_baseline(const std::vector<uint32_t>& train, const std::ve
     return val.size() > 1 ? nll / double(val.size() - 1) : 0.0;
 }
 
-// ---- prepare
+// ---- flags (core/flags.h): each command declares its flags and reads them in one call; an
+// unknown flag, a missing value or a bad number is one line naming the flag.
 
-static int cmd_prepare(Args& a) {
+// A command's arguments after its name, parsed into the flags declared on f. Numbers are read as
+// strings and checked afterwards (parse_int and friends), so each error gives the range.
+// positional: the command's one bare argument (inspect FILE); every other flag of such a command
+// takes a value.
+static void parse_flags(Flags& f, const std::string& command, const std::vector<std::string>& args,
+                        std::string* positional = nullptr) {
+    std::vector<std::string> kept = {"data_tool " + command};
+    for (size_t i = 0; i < args.size(); i++) {
+        const std::string& arg = args[i];
+        if (positional && arg.rfind('-', 0) != 0) {
+            if (!positional->empty())
+                fatal("unexpected argument '%s': `data_tool %s` takes one file (%s)", arg.c_str(), command.c_str(), positional->c_str());
+            *positional = arg;
+            continue;
+        }
+        kept.push_back(arg);
+        if (positional && arg.rfind("--", 0) == 0 && arg.find('=') == std::string::npos && i + 1 < args.size()) kept.push_back(args[++i]);
+    }
+    std::vector<char*> argv;
+    for (std::string& s : kept) argv.push_back(&s[0]);
+    f.parse((int)argv.size(), argv.data());
+}
+
+// ---- prepare: flags, read the text, train the tokenizer, tokenize, write the corpus
+
+struct PrepareOptions {
     std::string raw, text, out;
     int vocab = 8192;
     double val_fraction = 0.05;
     uint64_t max_bytes = 0;
-    while (!a.done()) {
-        const std::string flag = a.rest[a.i++];
-        if (flag == "--raw") raw = a.value(flag);
-        else if (flag == "--text") text = a.value(flag);
-        else if (flag == "--out") out = a.value(flag);
-        else if (flag == "--vocab") vocab = int(parse_int(flag, a.value(flag), 260, 1 << 20));
-        else if (flag == "--val-fraction") val_fraction = parse_fraction(flag, a.value(flag));
-        else if (flag == "--max-bytes") max_bytes = uint64_t(parse_int(flag, a.value(flag), 0, LLONG_MAX));
-        else a.unknown(flag);
-    }
-    if (raw.empty() == text.empty())
-        fatal("prepare needs --raw DIR (the output of scripts/get_corpus.sh) or --text PATH (a text file or a directory of them), one of them");
-    if (out.empty()) fatal("prepare needs --out DIR");
-    const auto t_start = std::chrono::steady_clock::now();
+    const std::string& source() const { return text.empty() ? raw : text; }
+};
 
-    if (!text.empty()) {  // the outputs must not land among the text they are made from
+static PrepareOptions prepare_flags(const std::vector<std::string>& args) {
+    PrepareOptions o;
+    std::string vocab = "8192", val_fraction = "0.05", max_bytes = "0";
+    Flags f("data_tool prepare", "the tokenizer and token shards of a corpus");
+    f.add_string("raw", &o.raw, "the raw corpus made by scripts/get_corpus.sh");
+    f.add_string("text", &o.text, "your own text: a file, or a directory of files in any layout");
+    f.add_string("out", &o.out, "where tokenizer.model, train.bin, val.bin and manifest.txt go");
+    f.add_string("vocab", &vocab, "the tokenizer's vocabulary");
+    f.add_string("val-fraction", &val_fraction, "the share of the text held out for validation");
+    f.add_string("max-bytes", &max_bytes, "cap on the raw text read (0: all)");
+    parse_flags(f, "prepare", args);
+    o.vocab = int(parse_int("--vocab", vocab, 260, 1 << 20));
+    o.val_fraction = parse_fraction("--val-fraction", val_fraction);
+    o.max_bytes = uint64_t(parse_int("--max-bytes", max_bytes, 0, LLONG_MAX));
+    if (o.raw.empty() == o.text.empty())
+        fatal("prepare needs --raw DIR (the output of scripts/get_corpus.sh) or --text PATH (a text file or a directory of them), one of them");
+    if (o.out.empty()) fatal("prepare needs --out DIR");
+    if (!o.text.empty()) {  // the outputs must not land among the text they are made from
         namespace fs = std::filesystem;
         std::error_code e1, e2;
-        const std::string t = fs::weakly_canonical(text, e1).string(), o = fs::weakly_canonical(out, e2).string();
-        if (!e1 && !e2 && (o == t || o.rfind(t + "/", 0) == 0))
-            fatal("--out %s lies inside --text %s: its files would become part of the text; choose --out elsewhere", out.c_str(), text.c_str());
+        const std::string t = fs::weakly_canonical(o.text, e1).string(), out = fs::weakly_canonical(o.out, e2).string();
+        if (!e1 && !e2 && (out == t || out.rfind(t + "/", 0) == 0))
+            fatal("--out %s lies inside --text %s: its files would become part of the text; choose --out elsewhere", o.out.c_str(), o.text.c_str());
     }
+    return o;
+}
+
+static SplitCorpus read_corpus(const PrepareOptions& o) {
     int skipped = 0;
-    SplitCorpus corpus = text.empty() ? read_raw_corpus(raw, val_fraction, max_bytes) : read_text_corpus(text, val_fraction, max_bytes, &skipped);
-    const std::string source = text.empty() ? raw : text;
+    SplitCorpus corpus = o.text.empty() ? read_raw_corpus(o.raw, o.val_fraction, o.max_bytes)
+                                        : read_text_corpus(o.text, o.val_fraction, o.max_bytes, &skipped);
     std::printf("prepare: read %llu bytes from %s: %zu train docs, %zu val docs%s\n", (unsigned long long)corpus.bytes_read,
-                source.c_str(), corpus.train.size(), corpus.val.size(),
+                o.source().c_str(), corpus.train.size(), corpus.val.size(),
                 skipped ? (" (" + std::to_string(skipped) + " binary files skipped)").c_str() : "");
-
     std::error_code ec;
-    std::filesystem::create_directories(out, ec);
-    if (ec) fatal("--out %s: cannot create directory (%s)", out.c_str(), ec.message().c_str());
+    std::filesystem::create_directories(o.out, ec);
+    if (ec) fatal("--out %s: cannot create directory (%s)", o.out.c_str(), ec.message().c_str());
+    return corpus;
+}
 
-    // The tokenizer sees only training text, so validation stays unseen.
+// Trains the tokenizer on the training documents only (validation stays unseen), writes
+// OUT/tokenizer.model and returns the model's bytes.
+static std::string train_corpus_tokenizer(const PrepareOptions& o, const SplitCorpus& corpus) {
     std::string train_text;
     for (const Document& d : corpus.train) {
         train_text += d.text;
         if (!train_text.empty() && train_text.back() != '\n') train_text += '\n';
     }
-    auto t0 = std::chrono::steady_clock::now();
-    std::printf("prepare: training BPE tokenizer, vocab %d ...\n", vocab);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::printf("prepare: training BPE tokenizer, vocab %d ...\n", o.vocab);
     std::fflush(stdout);
-    const std::string model = train_bpe_tokenizer(train_text, vocab);
-    train_text = std::string();
-    const std::string model_path = out + "/tokenizer.model";
+    const std::string model = train_bpe_tokenizer(train_text, o.vocab);
+    const std::string model_path = o.out + "/tokenizer.model";
     write_file_atomic(model_path, model);
     std::printf("prepare: wrote %s in %.1fs\n", model_path.c_str(), seconds_since(t0));
+    return model;
+}
 
-    Tokenizer tok;
-    tok.load_file(model_path);
-    const uint32_t V = uint32_t(tok.vocab_size());
-    if (tok.bos_id() != kBosId) fatal("%s: bos_id is %d, expected %d", model_path.c_str(), tok.bos_id(), kBosId);
+// Bytes per token counts text tokens only (BOS markers carry no text).
+static double bytes_per_token(const EncodedDocs& e) {
+    const double n = double(e.tokens.size() - e.doc_starts.size());
+    return n > 0 ? double(e.text_bytes) / n : 0.0;
+}
 
-    t0 = std::chrono::steady_clock::now();
-    const EncodedDocs train = encode_documents(tok, corpus.train);
-    const EncodedDocs val = encode_documents(tok, corpus.val);
-    write_shard(out + "/val.bin", val.tokens, val.doc_starts, V);
-    std::printf("prepare: encoded %zu train + %zu val tokens in %.1fs\n", train.tokens.size(),
-                val.tokens.size(), seconds_since(t0));
+static uint64_t longest_doc(const EncodedDocs& e) {
+    uint64_t longest = 0;
+    for (size_t d = 0; d < e.doc_starts.size(); d++)
+        longest = std::max<uint64_t>(longest, (d + 1 < e.doc_starts.size() ? e.doc_starts[d + 1] : e.tokens.size()) - e.doc_starts[d]);
+    return longest;
+}
 
-    // Bytes per token counts text tokens only (BOS markers carry no text).
-    auto bpt = [](const EncodedDocs& e) {
-        const double n = double(e.tokens.size() - e.doc_starts.size());
-        return n > 0 ? double(e.text_bytes) / n : 0.0;
-    };
-    auto longest_doc = [](const EncodedDocs& e) {
-        uint64_t longest = 0;
-        for (size_t d = 0; d < e.doc_starts.size(); d++)
-            longest = std::max<uint64_t>(longest, (d + 1 < e.doc_starts.size() ? e.doc_starts[d + 1] : e.tokens.size()) -
-                                                      e.doc_starts[d]);
-        return longest;
-    };
-    const double baseline = unigram_baseline(train.tokens, val.tokens, V);
+static std::string manifest_text(const PrepareOptions& o, uint64_t bytes_read, const Tokenizer& tok, const std::string& model,
+                                 const EncodedDocs& train, const EncodedDocs& val, double baseline) {
     std::ostringstream m;
     m << "# written by data_tool prepare; tokens include one BOS per document\n"
-      << (text.empty() ? "raw_dir: " : "text: ") << source << "\n"
-      << "raw_bytes_read: " << corpus.bytes_read << "\n"
-      << "max_bytes: " << max_bytes << "\n"
-      << "val_fraction: " << val_fraction << "\n"
-      << "vocab_size: " << V << "\n"
+      << (o.text.empty() ? "raw_dir: " : "text: ") << o.source() << "\n"
+      << "raw_bytes_read: " << bytes_read << "\n"
+      << "max_bytes: " << o.max_bytes << "\n"
+      << "val_fraction: " << o.val_fraction << "\n"
+      << "vocab_size: " << tok.vocab_size() << "\n"
       << "bos_id: " << tok.bos_id() << "\n"
       << "eos_id: " << tok.eos_id() << "\n"
       << "tokenizer_fnv1a64: " << std::hex << fnv1a64(model) << std::dec << "\n"
       << "train_docs: " << train.doc_starts.size() << "\n"
       << "train_tokens: " << train.tokens.size() << "\n"
       << "train_bytes: " << train.text_bytes << "\n"
-      << "train_bytes_per_token: " << bpt(train) << "\n"
+      << "train_bytes_per_token: " << bytes_per_token(train) << "\n"
       << "val_docs: " << val.doc_starts.size() << "\n"
       << "val_tokens: " << val.tokens.size() << "\n"
       << "val_bytes: " << val.text_bytes << "\n"
-      << "val_bytes_per_token: " << bpt(val) << "\n"
+      << "val_bytes_per_token: " << bytes_per_token(val) << "\n"
       << "val_longest_doc_tokens: " << longest_doc(val) << "\n"
       << "# cross-entropy (nats/token) of val.bin tokens 1.. under the add-one-smoothed\n"
       << "# unigram distribution of train.bin: a trained model's val loss must beat this\n"
       << "unigram_baseline_nats: " << baseline << "\n";
-    write_file_atomic(out + "/manifest.txt", m.str());
+    return m.str();
+}
+
+static int cmd_prepare(const std::vector<std::string>& args) {
+    const PrepareOptions o = prepare_flags(args);
+    const auto t_start = std::chrono::steady_clock::now();
+    const SplitCorpus corpus = read_corpus(o);
+    const std::string model = train_corpus_tokenizer(o, corpus);
+    Tokenizer tok;
+    tok.load_file(o.out + "/tokenizer.model");
+    const uint32_t V = uint32_t(tok.vocab_size());
+    if (tok.bos_id() != kBosId) fatal("%s/tokenizer.model: bos_id is %d, expected %d", o.out.c_str(), tok.bos_id(), kBosId);
+
+    const auto t0 = std::chrono::steady_clock::now();
+    const EncodedDocs train = encode_documents(tok, corpus.train);
+    const EncodedDocs val = encode_documents(tok, corpus.val);
+    write_shard(o.out + "/val.bin", val.tokens, val.doc_starts, V);
+    std::printf("prepare: encoded %zu train + %zu val tokens in %.1fs\n", train.tokens.size(), val.tokens.size(), seconds_since(t0));
+
+    const double baseline = unigram_baseline(train.tokens, val.tokens, V);
+    write_file_atomic(o.out + "/manifest.txt", manifest_text(o, corpus.bytes_read, tok, model, train, val, baseline));
     // train.bin goes last: make treats it as the target for all four files, so its presence
     // (and timestamp) must mean the others are complete too.
-    write_shard(out + "/train.bin", train.tokens, train.doc_starts, V);
-    std::printf("prepare: %.3f bytes/token, unigram baseline %.4f nats/token\n", bpt(train), baseline);
-    std::printf("prepare: wrote %s/{tokenizer.model,train.bin,val.bin,manifest.txt} in %.1fs total\n",
-                out.c_str(), seconds_since(t_start));
+    write_shard(o.out + "/train.bin", train.tokens, train.doc_starts, V);
+    std::printf("prepare: %.3f bytes/token, unigram baseline %.4f nats/token\n", bytes_per_token(train), baseline);
+    std::printf("prepare: wrote %s/{tokenizer.model,train.bin,val.bin,manifest.txt} in %.1fs total\n", o.out.c_str(),
+                seconds_since(t_start));
     return 0;
 }
 
-// ---- inspect
+// ---- inspect: flags, read the shard, print its header, documents and first tokens
 
-static int cmd_inspect(Args& a) {
-    std::string file, tok_path;
-    long long n_show = 32;
-    while (!a.done()) {
-        const std::string arg = a.rest[a.i++];
-        if (arg == "--tokenizer") tok_path = a.value(arg);
-        else if (arg == "--n") n_show = parse_int(arg, a.value(arg), 0, 1 << 20);
-        else if (!arg.empty() && arg[0] == '-') a.unknown(arg);
-        else if (file.empty()) file = arg;
-        else a.unknown(arg);
+static void print_doc_lengths(const TokenShard& s) {
+    if (s.n_docs() == 0) return;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t d = 0; d < s.n_docs(); d++) {
+        const uint64_t end = d + 1 < s.n_docs() ? s.doc_starts[d + 1] : s.n_tokens();
+        lo = std::min(lo, end - s.doc_starts[d]);
+        hi = std::max(hi, end - s.doc_starts[d]);
     }
+    std::printf("doc_tokens: min %llu, mean %.1f, max %llu\n", (unsigned long long)lo, double(s.n_tokens()) / double(s.n_docs()),
+                (unsigned long long)hi);
+}
+
+static int cmd_inspect(const std::vector<std::string>& args) {
+    std::string file, tok_path, n_text = "32";
+    Flags f("data_tool inspect", "a token shard's header, documents and first tokens");
+    f.add_string("tokenizer", &tok_path, "decode the first tokens with this tokenizer");
+    f.add_string("n", &n_text, "how many tokens to show");
+    parse_flags(f, "inspect", args, &file);
+    const long long n_show = parse_int("--n", n_text, 0, 1 << 20);
     if (file.empty()) fatal("inspect needs a shard file, e.g. `data_tool inspect corpus/train.bin`");
+
     const TokenShard s = read_shard(file);
-    std::printf("file: %s\nversion: %u\ntoken_bytes: %u\nvocab_size: %u\nn_tokens: %llu\nn_docs: %llu\n",
-                file.c_str(), kShardVersion, s.token_bytes, s.vocab_size,
-                (unsigned long long)s.n_tokens(), (unsigned long long)s.n_docs());
-    if (s.n_docs() > 0) {
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (size_t d = 0; d < s.n_docs(); d++) {
-            const uint64_t end = d + 1 < s.n_docs() ? s.doc_starts[d + 1] : s.n_tokens();
-            lo = std::min(lo, end - s.doc_starts[d]);
-            hi = std::max(hi, end - s.doc_starts[d]);
-        }
-        std::printf("doc_tokens: min %llu, mean %.1f, max %llu\n", (unsigned long long)lo,
-                    double(s.n_tokens()) / double(s.n_docs()), (unsigned long long)hi);
-    }
+    std::printf("file: %s\nversion: %u\ntoken_bytes: %u\nvocab_size: %u\nn_tokens: %llu\nn_docs: %llu\n", file.c_str(),
+                kShardVersion, s.token_bytes, s.vocab_size, (unsigned long long)s.n_tokens(), (unsigned long long)s.n_docs());
+    print_doc_lengths(s);
     const size_t n = std::min<uint64_t>(uint64_t(n_show), s.n_tokens());
-    std::vector<int> head(s.tokens.begin(), s.tokens.begin() + long(n));
+    const std::vector<int> head(s.tokens.begin(), s.tokens.begin() + long(n));
     std::printf("first %zu tokens:", n);
     for (int t : head) std::printf(" %d", t);
     std::printf("\n");
-    if (!tok_path.empty()) {
-        Tokenizer tok;
-        tok.load_file(tok_path);
-        if (uint32_t(tok.vocab_size()) != s.vocab_size)
-            fatal("--tokenizer %s has vocab %d but %s has vocab %u: use the tokenizer.model made "
-                  "with this shard", tok_path.c_str(), tok.vocab_size(), file.c_str(), s.vocab_size);
-        std::printf("decoded: %s\n", tok.decode(head).c_str());
-    }
+    if (tok_path.empty()) return 0;
+    Tokenizer tok;
+    tok.load_file(tok_path);
+    if (uint32_t(tok.vocab_size()) != s.vocab_size)
+        fatal("--tokenizer %s has vocab %d but %s has vocab %u: use the tokenizer.model made "
+              "with this shard", tok_path.c_str(), tok.vocab_size(), file.c_str(), s.vocab_size);
+    std::printf("decoded: %s\n", tok.decode(head).c_str());
     return 0;
 }
 
@@ -306,60 +340,76 @@ static uint64_t item_seed(uint64_t seed, int task, long long length, int depth_i
     return h;
 }
 
-static int cmd_tasks(Args& a) {
-    std::string data, tokenizer_path, haystack, out, tasks = "passkey", lengths, depths = "0,0.25,0.5,0.75,1";
-    long long samples = 1, needles = 4, seed = 1;
-    bool needles_given = false;
-    while (!a.done()) {
-        const std::string flag = a.rest[a.i++];
-        if (flag == "--data") data = a.value(flag);
-        else if (flag == "--tokenizer") tokenizer_path = a.value(flag);
-        else if (flag == "--haystack") haystack = a.value(flag);
-        else if (flag == "--task") tasks = a.value(flag);
-        else if (flag == "--lengths") lengths = a.value(flag);
-        else if (flag == "--depths") depths = a.value(flag);
-        else if (flag == "--samples") samples = parse_int(flag, a.value(flag), 1, 1 << 20);
-        else if (flag == "--needles") needles = parse_int(flag, a.value(flag), 1, 1024), needles_given = true;
-        else if (flag == "--seed") seed = parse_int(flag, a.value(flag), 0, LLONG_MAX);
-        else if (flag == "--out") out = a.value(flag);
-        else a.unknown(flag);
-    }
-    if (out.empty()) fatal("tasks needs --out FILE.jsonl");
-    check_output_path(out, OutputKind::TaskFile, "--out");  // an earlier task file may be overwritten
-    if (lengths.empty()) fatal("tasks needs --lengths, e.g. --lengths 2K,8K,32K");
-    if (haystack.empty()) {
-        if (data.empty()) fatal("tasks needs --haystack SRC (filler, a token shard, a text file or a directory) or --data DIR");
-        haystack = data + "/val.bin";
-    }
+// tasks: flags, read the tokenizer and the haystack, make the items, write them.
+struct TasksOptions {
+    std::string data, tokenizer, haystack, out;
     std::vector<TaskKind> kinds;
-    for (const std::string& t : split_commas(tasks)) kinds.push_back(parse_task_kind(t));
-    std::vector<long long> lens;
-    for (const std::string& l : split_commas(lengths)) lens.push_back(parse_tokens("--lengths", l));
-    std::vector<double> ds;
-    for (const std::string& d : split_commas(depths)) ds.push_back(parse_depth("--depths", d));
+    std::vector<long long> lengths;
+    std::vector<double> depths;
+    long long samples = 1, needles = 4, seed = 1;
+};
+
+static TasksOptions tasks_flags(const std::vector<std::string>& args) {
+    TasksOptions o;
+    std::string tasks = "passkey", lengths, depths = "0,0.25,0.5,0.75,1", samples = "1", needles = "4", seed = "1";
+    Flags f("data_tool tasks", "retrieval items, each exactly its length in tokens");
+    f.add_string("data", &o.data, "a prepared corpus: its tokenizer and val.bin as the haystack");
+    f.add_string("tokenizer", &o.tokenizer, "the tokenizer, without --data");
+    f.add_string("haystack", &o.haystack, "filler, a token shard, a text file or a directory of them");
+    f.add_string("task", &tasks, "passkey, multikey, multiquery (a comma list)");
+    f.add_string("lengths", &lengths, "item lengths in tokens, with K and M suffixes (a comma list)");
+    f.add_string("depths", &depths, "needle depths in [0, 1] (a comma list)");
+    f.add_string("samples", &samples, "items per cell");
+    f.add_string("needles", &needles, "needles of a multikey or multiquery item");
+    f.add_string("seed", &seed, "the run's seed");
+    f.add_string("out", &o.out, "the task file (JSON lines)");
+    parse_flags(f, "tasks", args);
+    o.samples = parse_int("--samples", samples, 1, 1 << 20);
+    o.needles = parse_int("--needles", needles, 1, 1024);
+    o.seed = parse_int("--seed", seed, 0, LLONG_MAX);
+    if (o.out.empty()) fatal("tasks needs --out FILE.jsonl");
+    check_output_path(o.out, OutputKind::TaskFile, "--out");  // an earlier task file may be overwritten
+    if (lengths.empty()) fatal("tasks needs --lengths, e.g. --lengths 2K,8K,32K");
+    if (o.haystack.empty()) {
+        if (o.data.empty()) fatal("tasks needs --haystack SRC (filler, a token shard, a text file or a directory) or --data DIR");
+        o.haystack = o.data + "/val.bin";
+    }
+    for (const std::string& t : split_commas(tasks)) o.kinds.push_back(parse_task_kind(t));
+    for (const std::string& l : split_commas(lengths)) o.lengths.push_back(parse_tokens("--lengths", l));
+    for (const std::string& d : split_commas(depths)) o.depths.push_back(parse_depth("--depths", d));
     // A repeated task or length repeats its items exactly (the same seeds), and a repeated depth
     // doubles that cell's weight: either skews the scores without a word, so it is refused.
-    refuse_repeats("--task", kinds);
-    refuse_repeats("--lengths", lens);
-    refuse_repeats("--depths", ds);
-    if (needles_given && std::count(kinds.begin(), kinds.end(), TaskKind::Passkey) == (long)kinds.size())
+    refuse_repeats("--task", o.kinds);
+    refuse_repeats("--lengths", o.lengths);
+    refuse_repeats("--depths", o.depths);
+    if (f.was_set("needles") && std::count(o.kinds.begin(), o.kinds.end(), TaskKind::Passkey) == (long)o.kinds.size())
         fatal("--needles has no effect on passkey items (one needle each): drop it, or add multikey or multiquery to --task");
-    const Tokenizer tok = load_task_tokenizer(data, tokenizer_path);
-    const PieceKinds kinds_of_pieces(tok);
-    const Haystack hay = load_haystack(haystack, tok, kinds_of_pieces, *std::max_element(lens.begin(), lens.end()));
+    return o;
+}
 
-    struct Cell { TaskSpec spec; int sample; };
-    std::vector<Cell> cells;
-    for (size_t t = 0; t < kinds.size(); t++)
-        for (long long L : lens)
-            for (size_t d = 0; d < ds.size(); d++)
-                for (int s = 0; s < samples; s++) {
-                    TaskSpec spec{kinds[t], L, ds[d], (int)needles, item_seed((uint64_t)seed, (int)kinds[t], L, (int)d, s)};
+// One cell of the grid: task x length x depth x sample, with its item seed.
+struct TaskCell {
+    TaskSpec spec;
+    int sample;
+};
+
+static std::vector<TaskCell> task_cells(const TasksOptions& o) {
+    std::vector<TaskCell> cells;
+    for (TaskKind kind : o.kinds)
+        for (long long L : o.lengths)
+            for (size_t d = 0; d < o.depths.size(); d++)
+                for (int s = 0; s < o.samples; s++) {
+                    TaskSpec spec{kind, L, o.depths[d], (int)o.needles, item_seed((uint64_t)o.seed, (int)kind, L, (int)d, s)};
                     cells.push_back({spec, s});
                 }
+    return cells;
+}
+
+// Every cell's items, made in parallel; the first error (in cell order) ends the run.
+static std::vector<std::vector<TaskItem>> make_cells(const std::vector<TaskCell>& cells, const Haystack& hay, const Tokenizer& tok,
+                                                     const PieceKinds& kinds_of_pieces) {
     std::vector<std::vector<TaskItem>> made(cells.size());
     std::vector<std::string> errors(cells.size());
-    const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel for schedule(dynamic)
     for (long long i = 0; i < (long long)cells.size(); i++) {
         try {
@@ -370,68 +420,98 @@ static int cmd_tasks(Args& a) {
     }
     for (const std::string& e : errors)
         if (!e.empty()) fatal("%s", e.c_str());
+    return made;
+}
+
+static int cmd_tasks(const std::vector<std::string>& args) {
+    const TasksOptions o = tasks_flags(args);
+    const Tokenizer tok = load_task_tokenizer(o.data, o.tokenizer);
+    const PieceKinds kinds_of_pieces(tok);
+    const Haystack hay = load_haystack(o.haystack, tok, kinds_of_pieces, *std::max_element(o.lengths.begin(), o.lengths.end()));
+
+    const std::vector<TaskCell> cells = task_cells(o);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<std::vector<TaskItem>> made = make_cells(cells, hay, tok, kinds_of_pieces);
+
     std::string text;
     size_t n = 0;
     for (size_t i = 0; i < cells.size(); i++)
         for (const TaskItem& it : made[i]) text += task_item_to_json(it, cells[i].spec.seed) + "\n", n++;
-    write_file_atomic(out, text);
+    write_file_atomic(o.out, text);
     std::printf("tasks: wrote %zu items (%zu tasks x %zu lengths x %zu depths x %lld samples) to %s in %.1fs; haystack %s (%zu "
-                "tokens)\n", n, kinds.size(), lens.size(), ds.size(), samples, out.c_str(), seconds_since(t0), hay.source.c_str(),
-                hay.tokens.size());
+                "tokens)\n", n, o.kinds.size(), o.lengths.size(), o.depths.size(), o.samples, o.out.c_str(), seconds_since(t0),
+                hay.source.c_str(), hay.tokens.size());
     return 0;
 }
 
-static int cmd_task_shard(Args& a) {
-    std::string data, haystack, out;
+// task-shard: flags, read the tokenizer and the haystacks, make the documents, write the shard.
+struct TaskShardOptions {
+    std::string data, haystack, out, lead_kind = "any";
     long long doc_tokens = 32768, tokens = 0, seed = 1;
     double needle_every = 1024, passkey_every = 4096, filler_fraction = 0.1, lead_needle = 0;
-    std::string lead_kind = "any";
-    auto positive = [&](const std::string& flag, const std::string& s, double lo) {
-        char* end = nullptr;
-        const double v = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end != '\0' || !(v >= lo) || !std::isfinite(v)) fatal("%s '%s' must be a number >= %g", flag.c_str(), s.c_str(), lo);
-        return v;
-    };
-    while (!a.done()) {
-        const std::string flag = a.rest[a.i++];
-        if (flag == "--data") data = a.value(flag);
-        else if (flag == "--haystack") haystack = a.value(flag);
-        else if (flag == "--doc-tokens") doc_tokens = parse_tokens(flag, a.value(flag));
-        else if (flag == "--tokens") tokens = parse_tokens(flag, a.value(flag));
-        else if (flag == "--needle-every") needle_every = positive(flag, a.value(flag), 16);
-        else if (flag == "--passkey-every") passkey_every = positive(flag, a.value(flag), 16);
-        else if (flag == "--filler-fraction") filler_fraction = positive(flag, a.value(flag), 0);
-        else if (flag == "--lead-needle") lead_needle = positive(flag, a.value(flag), 0);
-        else if (flag == "--lead-kind") lead_kind = a.value(flag);
-        else if (flag == "--seed") seed = parse_int(flag, a.value(flag), 0, LLONG_MAX);
-        else if (flag == "--out") out = a.value(flag);
-        else a.unknown(flag);
-    }
-    if (data.empty()) fatal("task-shard needs --data DIR (a prepared corpus: its tokenizer, and train.bin as the haystack)");
-    if (out.empty()) fatal("task-shard needs --out FILE.bin");
+};
+
+// A number of at least lo (a finite one).
+static double parse_at_least(const std::string& flag, const std::string& s, double lo) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !(v >= lo) || !std::isfinite(v)) fatal("%s '%s' must be a number >= %g", flag.c_str(), s.c_str(), lo);
+    return v;
+}
+
+static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
+    TaskShardOptions o;
+    std::string doc_tokens = "32768", tokens = "0", seed = "1", needle_every = "1024", passkey_every = "4096", filler = "0.1", lead = "0";
+    Flags f("data_tool task-shard", "training documents carrying needles, as a token shard");
+    f.add_string("data", &o.data, "a prepared corpus: its tokenizer and train.bin as the haystack");
+    f.add_string("haystack", &o.haystack, "a token shard, a text file or a directory of them");
+    f.add_string("doc-tokens", &doc_tokens, "tokens of a document (K and M suffixes)");
+    f.add_string("tokens", &tokens, "tokens in all (K and M suffixes)");
+    f.add_string("needle-every", &needle_every, "a needle every this many tokens");
+    f.add_string("passkey-every", &passkey_every, "a pass key every this many tokens");
+    f.add_string("filler-fraction", &filler, "the fraction of documents on the filler haystack");
+    f.add_string("lead-needle", &lead, "the fraction of documents that open with a needle");
+    f.add_string("lead-kind", &o.lead_kind, "any or multikey: the opening needle's kind");
+    f.add_string("seed", &seed, "the run's seed");
+    f.add_string("out", &o.out, "the token shard");
+    parse_flags(f, "task-shard", args);
+    if (f.was_set("doc-tokens")) o.doc_tokens = parse_tokens("--doc-tokens", doc_tokens);
+    if (f.was_set("tokens")) o.tokens = parse_tokens("--tokens", tokens);
+    o.needle_every = parse_at_least("--needle-every", needle_every, 16);
+    o.passkey_every = parse_at_least("--passkey-every", passkey_every, 16);
+    o.filler_fraction = parse_at_least("--filler-fraction", filler, 0);
+    o.lead_needle = parse_at_least("--lead-needle", lead, 0);
+    o.seed = parse_int("--seed", seed, 0, LLONG_MAX);
+    return o;
+}
+
+static void check_task_shard_options(TaskShardOptions& o) {
+    if (o.data.empty()) fatal("task-shard needs --data DIR (a prepared corpus: its tokenizer, and train.bin as the haystack)");
+    if (o.out.empty()) fatal("task-shard needs --out FILE.bin");
     // An earlier task shard may be overwritten, never a corpus's train.bin or val.bin.
-    check_output_path(out, OutputKind::TokenShard, "--out");
-    if (tokens < doc_tokens) fatal("--tokens %lld is less than one document of --doc-tokens %lld", tokens, doc_tokens);
-    if (doc_tokens < 256) fatal("--doc-tokens %lld: a training document needs at least 256 tokens", doc_tokens);
-    if (filler_fraction > 1) fatal("--filler-fraction %g must be in [0, 1]", filler_fraction);
-    if (lead_needle > 1) fatal("--lead-needle %g must be in [0, 1] (the fraction of documents that open with a needle)", lead_needle);
-    if (lead_kind != "any" && lead_kind != "multikey") fatal("--lead-kind must be any or multikey (got '%s')", lead_kind.c_str());
-    if (lead_kind != "any" && lead_needle == 0) fatal("--lead-kind %s has no effect without --lead-needle F > 0: give both, or drop it", lead_kind.c_str());
-    if (haystack.empty()) haystack = data + "/train.bin";
-    const Tokenizer tok = load_task_tokenizer(data, "");
-    const PieceKinds kinds_of_pieces(tok);
-    const Haystack text = load_haystack(haystack, tok, kinds_of_pieces, doc_tokens);
-    const Haystack filler = filler_haystack(tok, kinds_of_pieces, doc_tokens);
-    const TrainDocSpec spec{(int)doc_tokens, needle_every, passkey_every, lead_needle, lead_kind == "multikey"};
-    const long long n_docs = (tokens + doc_tokens - 1) / doc_tokens;
+    check_output_path(o.out, OutputKind::TokenShard, "--out");
+    if (o.tokens < o.doc_tokens) fatal("--tokens %lld is less than one document of --doc-tokens %lld", o.tokens, o.doc_tokens);
+    if (o.doc_tokens < 256) fatal("--doc-tokens %lld: a training document needs at least 256 tokens", o.doc_tokens);
+    if (o.filler_fraction > 1) fatal("--filler-fraction %g must be in [0, 1]", o.filler_fraction);
+    if (o.lead_needle > 1) fatal("--lead-needle %g must be in [0, 1] (the fraction of documents that open with a needle)", o.lead_needle);
+    if (o.lead_kind != "any" && o.lead_kind != "multikey") fatal("--lead-kind must be any or multikey (got '%s')", o.lead_kind.c_str());
+    if (o.lead_kind != "any" && o.lead_needle == 0)
+        fatal("--lead-kind %s has no effect without --lead-needle F > 0: give both, or drop it", o.lead_kind.c_str());
+    if (o.haystack.empty()) o.haystack = o.data + "/train.bin";
+}
+
+// The documents, made in parallel, each from its own seed; the first error ends the run.
+static std::vector<std::vector<int>> make_documents(const TaskShardOptions& o, const Haystack& text, const Haystack& filler,
+                                                    const Tokenizer& tok, const PieceKinds& kinds_of_pieces) {
+    const TrainDocSpec spec{(int)o.doc_tokens, o.needle_every, o.passkey_every, o.lead_needle, o.lead_kind == "multikey"};
+    const long long n_docs = (o.tokens + o.doc_tokens - 1) / o.doc_tokens;
     std::vector<std::vector<int>> docs(n_docs);
     std::vector<std::string> errors(n_docs);
-    const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel for schedule(dynamic)
     for (long long d = 0; d < n_docs; d++) {
         try {
-            SplitMix64 rng(item_seed((uint64_t)seed, 99, doc_tokens, 0, (int)d));
-            const bool use_filler = (double)(rng.next() >> 11) * 0x1.0p-53 < filler_fraction;
+            SplitMix64 rng(item_seed((uint64_t)o.seed, 99, o.doc_tokens, 0, (int)d));
+            const bool use_filler = (double)(rng.next() >> 11) * 0x1.0p-53 < o.filler_fraction;
             docs[d] = make_training_document(spec, use_filler ? filler : text, tok, kinds_of_pieces, rng);
         } catch (const FatalError& e) {
             errors[d] = e.what();
@@ -439,29 +519,42 @@ static int cmd_task_shard(Args& a) {
     }
     for (const std::string& e : errors)
         if (!e.empty()) fatal("%s", e.c_str());
+    return docs;
+}
+
+static int cmd_task_shard(const std::vector<std::string>& args) {
+    TaskShardOptions o = task_shard_flags(args);
+    check_task_shard_options(o);
+    const Tokenizer tok = load_task_tokenizer(o.data, "");
+    const PieceKinds kinds_of_pieces(tok);
+    const Haystack text = load_haystack(o.haystack, tok, kinds_of_pieces, o.doc_tokens);
+    const Haystack filler = filler_haystack(tok, kinds_of_pieces, o.doc_tokens);
+
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<std::vector<int>> docs = make_documents(o, text, filler, tok, kinds_of_pieces);
+
     std::vector<uint32_t> all;
     std::vector<uint64_t> starts;
-    all.reserve((size_t)(n_docs * doc_tokens));
+    all.reserve((size_t)(docs.size() * o.doc_tokens));
     for (const std::vector<int>& d : docs) {
         starts.push_back(all.size());
         all.insert(all.end(), d.begin(), d.end());
     }
-    write_shard(out, all, starts, (uint32_t)tok.vocab_size());
-    std::printf("task-shard: wrote %lld documents of %lld tokens (%zu tokens; haystack %s, %.0f%% filler, %.0f%% opening with a needle) to %s in %.1fs\n",
-                n_docs, doc_tokens, all.size(), text.source.c_str(), 100 * filler_fraction, 100 * lead_needle, out.c_str(), seconds_since(t0));
+    write_shard(o.out, all, starts, (uint32_t)tok.vocab_size());
+    std::printf("task-shard: wrote %zu documents of %lld tokens (%zu tokens; haystack %s, %.0f%% filler, %.0f%% opening with a needle) to %s in %.1fs\n",
+                docs.size(), o.doc_tokens, all.size(), text.source.c_str(), 100 * o.filler_fraction, 100 * o.lead_needle, o.out.c_str(),
+                seconds_since(t0));
     return 0;
 }
 
 // ---- encode / decode (used by tests and for quick manual checks)
 
-static std::string tokenizer_flag(Args& a) {
+static std::string tokenizer_flag(const std::string& command, const std::vector<std::string>& args) {
     std::string path;
-    while (!a.done()) {
-        const std::string arg = a.rest[a.i++];
-        if (arg == "--tokenizer") path = a.value(arg);
-        else a.unknown(arg);
-    }
-    if (path.empty()) fatal("%s needs --tokenizer FILE.model", a.command.c_str());
+    Flags f("data_tool " + command, "text to token ids and back");
+    f.add_string("tokenizer", &path, "the tokenizer");
+    parse_flags(f, command, args);
+    if (path.empty()) fatal("%s needs --tokenizer FILE.model", command.c_str());
     return path;
 }
 
@@ -469,18 +562,18 @@ static std::string read_stdin() {
     return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
 }
 
-static int cmd_encode(Args& a) {
+static int cmd_encode(const std::vector<std::string>& args) {
     Tokenizer tok;
-    tok.load_file(tokenizer_flag(a));
+    tok.load_file(tokenizer_flag("encode", args));
     const std::vector<int> ids = tok.encode(read_stdin());
     for (size_t i = 0; i < ids.size(); i++) std::printf(i ? " %d" : "%d", ids[i]);
     std::printf("\n");
     return 0;
 }
 
-static int cmd_decode(Args& a) {
+static int cmd_decode(const std::vector<std::string>& args) {
     Tokenizer tok;
-    tok.load_file(tokenizer_flag(a));
+    tok.load_file(tokenizer_flag("decode", args));
     std::istringstream in(read_stdin());
     std::vector<int> ids;
     std::string word;
@@ -491,26 +584,22 @@ static int cmd_decode(Args& a) {
 }
 
 static int main_body(int argc, char** argv) {
-    Args a;
     if (argc < 2) fatal("missing command: see `data_tool --help`");
-    a.command = argv[1];
-    a.rest.assign(argv + 2, argv + argc);
-    if (a.command == "--help" || a.command == "-h" || a.command == "help") {
+    const std::string command = argv[1];
+    const std::vector<std::string> args(argv + 2, argv + argc);
+    const bool help = command == "--help" || command == "-h" || command == "help" ||
+                      std::count(args.begin(), args.end(), "--help") || std::count(args.begin(), args.end(), "-h");
+    if (help) {
         std::fputs(kUsage, stdout);
         return 0;
     }
-    for (const std::string& arg : a.rest)
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            return 0;
-        }
-    if (a.command == "prepare") return cmd_prepare(a);
-    if (a.command == "inspect") return cmd_inspect(a);
-    if (a.command == "tasks") return cmd_tasks(a);
-    if (a.command == "task-shard") return cmd_task_shard(a);
-    if (a.command == "encode") return cmd_encode(a);
-    if (a.command == "decode") return cmd_decode(a);
-    fatal("unknown command '%s': see `data_tool --help`", a.command.c_str());
+    if (command == "prepare") return cmd_prepare(args);
+    if (command == "inspect") return cmd_inspect(args);
+    if (command == "tasks") return cmd_tasks(args);
+    if (command == "task-shard") return cmd_task_shard(args);
+    if (command == "encode") return cmd_encode(args);
+    if (command == "decode") return cmd_decode(args);
+    fatal("unknown command '%s': see `data_tool --help`", command.c_str());
 }
 
 int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch FlexAttention on the block-sparse benchmark's pattern: the peer of
-tests/gpu/bench_attention_block_sparse.cu, run in the same device call by `make bench`.
+bench/bench_attention_block_sparse.cu, run in the same device call by `make bench`.
 
 Pattern (the same as ours): causal, a local window of W = 2048 tokens, G = 128 global tokens
 (every row sees keys k < G; rows q < G see every key they may), as a mask_mod and a BlockMask of

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference timings for tests/gpu/bench_attention.cu: PyTorch's scaled_dot_product_attention
+"""Independent reference timings for bench/bench_attention.cu: PyTorch's scaled_dot_product_attention
 with its flash backend (FlashAttention-2) and its cuDNN backend, on the same problems (causal, bf16,
 B*N = 64K tokens, H = 2048/D, Q/K/V as strided views of one (B, N, 3, H, D) buffer), printed in the
 same table format. Run on the GPU machine (PyTorch is never a dependency of the project):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compares the attention benchmark tables of two builds (scripts/bench_ab.sh): for every row
+"""Compares the attention benchmark tables of two builds (scripts/device.sh ab): for every row
 present in both, the ratio new/old of the forward and forward+backward times (the first and
 third numbers with a decimal point in bench_attention's and bench_attention_dilated's rows),
 taking per build the lowest time over its runs.

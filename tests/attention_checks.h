@@ -1,5 +1,5 @@
 // What the CPU attention tests (test_attention_cpu.cpp, test_ring_cpu.cpp) share to report: a
-// PASS/FAIL line per check and the totals, and the largest difference of two results.
+// check line with its error and tolerance, and the largest difference of two results.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -7,10 +7,11 @@
 #include <string>
 #include <vector>
 
-inline int g_passed = 0, g_failed = 0;
-inline void check(bool ok, const std::string& name, double err = 0, double tol = 0) {
-    std::printf("%s %-78s err %.2e (tol %.0e)\n", ok ? "PASS" : "FAIL", name.c_str(), err, tol);
-    (ok ? g_passed : g_failed)++;
+#include "tests/check.h"
+
+// A check (tests/check.h) whose line shows the error and the tolerance.
+inline bool check_err(bool ok, const std::string& name, double err, double tol = 0) {
+    return check(ok, strf("%-78s err %.2e (tol %.0e)", name.c_str(), err, tol));
 }
 
 // Largest |a - b| (inf == inf counts as equal: rows with no key have L = -inf in both; NaN is

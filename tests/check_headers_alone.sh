@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Every header of core/, data/, comm/, layers/, model/ and eval/ compiles on its own: a translation unit
-# holding only `#include "<header>"` builds (.h with the host compiler, .cuh with nvcc). So a header
-# that leans on what its includer happened to include before it (a missing include) fails here,
-# not in the next file that includes it first.
+# Every header of core/, data/, comm/, layers/, model/, eval/, tests/ and bench/ compiles on its
+# own: a translation unit holding only `#include "<header>"` builds (.h with the host compiler, .cuh with
+# nvcc). So a header that leans on what its includer happened to include before it (a missing
+# include) fails here, not in the next file that includes it first.
 #   tests/check_headers_alone.sh [header...]   (default: all of them)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,24 +33,24 @@ export work CXX NVCC
 # (layers/attention_pattern.h, layers/cuda/attention/params.cuh) must be refused.
 printf '#pragma once\ninline int broken_causal(const AttnPattern& p) { return p.causal; }\n' > "$work/missing_include.h"
 printf '#pragma once\n__device__ inline int broken_token(flash::RowMap m) { return m.token(1); }\n' > "$work/missing_include.cuh"
-pass=0 fail=0
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 for canary in missing_include.h missing_include.cuh; do
     if (cd "$work" && compile_alone "$canary") 2> /dev/null; then
-        echo "FAIL: the canary $canary (a missing include) compiled: this check cannot fail"; fail=$((fail + 1))
+        fail "the canary $canary (a missing include) compiled: this check cannot fail"
     else
-        pass=$((pass + 1))
+        passed=$((passed + 1))
     fi
 done
 
 if [ $# -gt 0 ]; then headers=("$@"); else
-    mapfile -t headers < <(find core data comm layers model eval -name '*.h' -o -name '*.cuh' | sort)
+    mapfile -t headers < <(find core data comm layers model eval tests bench -name '*.h' -o -name '*.cuh' | sort)
 fi
 # Two at a time (CI has 2 cores); each prints its name when it fails.
 results=$(printf '%s\n' "${headers[@]}" | xargs -P 2 -I{} bash -c 'if compile_alone "{}"; then echo "ok {}"; else echo "FAIL {}"; fi' 2>&1)
 echo "$results" | grep -v '^ok ' || true
 ok=$(echo "$results" | grep -c '^ok ')
 bad=$(echo "$results" | grep -c '^FAIL ')
-pass=$((pass + ok)) fail=$((fail + bad))
+passed=$((passed + ok)) failed=$((failed + bad))
 echo "headers compiled alone: $ok of ${#headers[@]}"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary

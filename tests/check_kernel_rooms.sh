@@ -6,9 +6,8 @@
 set -uo pipefail
 dir=layers/cuda/attention
 loops="forward_mma_sync forward_wgmma forward_ws backward_mma_sync backward_wgmma backward_ws"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 # closure ROOT DIR: every file of $dir that ROOT includes, directly or not, one per line as "file<-chain"
 closure() {
     local root=$1 d=$2 seen=" " queue=("$1:$1")
@@ -49,5 +48,4 @@ sed -i '0,/^#include "layers\/cuda\/attention\/wgmma.cuh"/s//#include "layers\/c
 canary=$(check_dir "$tmp"); m=$?
 [ "$m" -gt 0 ] && grep -q "forward_ws.cuh includes the main loop forward_wgmma.cuh" <<< "$canary" &&
     pass "the canary fails: $(head -1 <<< "$canary" | sed 's/^ *//')" || fail "a room where forward_ws.cuh includes forward_wgmma.cuh passed the check"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

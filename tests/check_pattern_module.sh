@@ -13,25 +13,24 @@ CXX=${CXX:-g++}
 NVCC=${NVCC:-${CUDA_HOME:-/usr/local/cuda}/bin/nvcc}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-pass=0 fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 
 module_files=(layers/patterns/fixed_params.h layers/patterns/fixed.h layers/patterns/fixed.cuh)
 # Its lines: the list's entry and the three include lines.
 list_line='X(Fixed, fixed)'
 include_lists=(layers/patterns/all_params.h layers/patterns/all.h layers/patterns/all.cuh)
-grep -qF "$list_line" layers/patterns/list.h || { echo "FAIL layers/patterns/list.h has no line '$list_line'"; echo "0 passed, 1 failed"; exit 1; }
+grep -qF "$list_line" layers/patterns/list.h || bail "layers/patterns/list.h has no line '$list_line'"
 for f in "${include_lists[@]}"; do
-    grep -q '^#include "layers/patterns/fixed' "$f" || { echo "FAIL $f has no include line of the fixed pattern"; echo "0 passed, 1 failed"; exit 1; }
+    grep -q '^#include "layers/patterns/fixed' "$f" || bail "$f has no include line of the fixed pattern"
 done
 
 # 1. Nothing outside the module and its lines names the pattern.
 names=$(grep -rnE 'FixedPattern|FixedParams|FixedArgs|FixedFlags|FixedSchedule|AttnKind::Fixed|\.fixed\.|patterns/fixed' \
             core data comm layers model tools train.cu infer.cu --include='*.h' --include='*.cuh' --include='*.cu' --include='*.cpp' |
         grep -vE '^layers/patterns/fixed(_params)?\.(h|cuh):' | grep -vE '^layers/patterns/all(_params)?\.(h|cuh):[0-9]+:#include "layers/patterns/fixed')
-if [ -z "$names" ]; then ok "no production file outside the module names the fixed pattern"
-else bad "production files outside the module name the fixed pattern:"; echo "$names" | head -5; fi
+if [ -z "$names" ]; then pass "no production file outside the module names the fixed pattern"
+else fail "production files outside the module name the fixed pattern:"; echo "$names" | head -5; fi
 
 # A copy of the sources: $1 = keep the list line (1) or not (0).
 copy_without_module() {
@@ -51,18 +50,17 @@ host_build() {  # dir -> every header in one translation unit, syntax only
 
 # 2. The canary: the files gone, the lines kept.
 copy_without_module "$work/canary" 1
-if host_build "$work/canary"; then bad "the canary (module files removed, its lines kept) built: this check cannot fail"
-else ok "the canary fails: $(grep -m1 -oE 'fatal error: [^ ]+' "$work/canary.log")"; fi
+if host_build "$work/canary"; then fail "the canary (module files removed, its lines kept) built: this check cannot fail"
+else pass "the canary fails: $(grep -m1 -oE 'fatal error: [^ ]+' "$work/canary.log")"; fi
 
 # 3. The files and the lines gone: everything still builds.
 copy_without_module "$work/without" 0
-if host_build "$work/without"; then ok "without the fixed pattern: every header of core/ data/ comm/ layers/ model/ compiles"
-else bad "without the fixed pattern the headers do not compile:"; grep -m3 error "$work/without.log"; fi
+if host_build "$work/without"; then pass "without the fixed pattern: every header of core/ data/ comm/ layers/ model/ compiles"
+else fail "without the fixed pattern the headers do not compile:"; grep -m3 error "$work/without.log"; fi
 if [ "${1:-}" != --quick ]; then
     if (cd "$work/without" && "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. --expt-relaxed-constexpr \
             -Xcompiler -fopenmp -c -o flash.o layers/cuda/attention/attention_flash.cu) > "$work/nvcc.log" 2>&1; then
-        ok "without the fixed pattern: the flash kernels' instantiation unit compiles (its instances from the list)"
-    else bad "without the fixed pattern attention_flash.cu does not compile:"; grep -m3 error "$work/nvcc.log"; fi
+        pass "without the fixed pattern: the flash kernels' instantiation unit compiles (its instances from the list)"
+    else fail "without the fixed pattern attention_flash.cu does not compile:"; grep -m3 error "$work/nvcc.log"; fi
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary

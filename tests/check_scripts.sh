@@ -4,11 +4,10 @@
 # parse (bash -n) and every Python script compile; the PyTorch LongNet peer's closed-form pair
 # count must equal a brute-force count of the spec's pairs (it sets the peer's TFLOP/s).
 set -uo pipefail
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 bad=""
-for f in scripts/*.sh tests/*.sh tests/gpu/*.sh tests/fuzz/*.sh .ci/run; do
+for f in scripts/*.sh tests/*.sh tests/gpu/*.sh tests/fuzz/*.sh bench/*.sh .ci/run; do
     [ -f "$f" ] || continue
     bash -n "$f" 2> /dev/null || bad+=" $f"
 done
@@ -40,5 +39,4 @@ PY
 )
 [ "$out" = True ] && pass "the PyTorch LongNet peer's pair count equals a brute-force count (odd sizes, r > H, w > N)" \
     || fail "bench_longnet_torch.pairs_kept differs from the brute-force count: $out"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

@@ -1,6 +1,7 @@
 // The two-sided, mergeable attention interface on the CPU (layers/attention.h) and the tiled
 // kernel (layers/attention_tiled.h), in double precision on fresh random inputs:
-//  1. the tiled kernel equals the plain reference (every pattern, causal or not, documents);
+//  1. the tiled kernel equals the plain reference (every pattern, causal or not, documents), and
+//     on the sized cases of the GPU harness small enough for float64 (tests/attention_cases.h);
 //  2. merging: the keys of a sequence split into R = 1..5 uneven blocks, each run in Merge mode
 //     for a query block placed anywhere in the sequence, give the result of one call over all
 //     keys, and the rows of the one-sided call over the whole sequence; the same for the pieced
@@ -85,16 +86,55 @@ struct Problem {
 
 static void test_tiled(SplitMix64& rng) {
     for (const AttnCase& c : attn_cases()) {
-        Problem P(rng, c.docs);
+        Problem P(rng, c.has_docs());
         const AttnDims dm = P.dims();
-        const AttnQueries<double> qs{P.q(), P.stride(), P.N, P.pos.data(), c.docs ? P.doc_start.data() : nullptr};
+        const AttnQueries<double> qs{P.q(), P.stride(), P.N, P.pos.data(), c.has_docs() ? P.doc_start.data() : nullptr};
         const AttnKeys<double> ks{P.k(), P.v(), P.stride(), P.N, P.pos.data()};
         std::vector<double> O((size_t)P.B * P.N * P.H * P.D, NAN), L((size_t)P.B * P.H * P.N, NAN);  // poisoned
         std::vector<double> Ot(O), Lt(L);
         attention_forward(O.data(), L.data(), qs, ks, c.pattern, dm, P.scale);
         attention_forward_tiled(Ot.data(), Lt.data(), qs, ks, c.pattern, dm, P.scale);
         const double e = std::max(max_diff(O, Ot), max_diff(L, Lt));
-        check(e <= 1e-12, "tiled == plain: " + c.name, e, 1e-12);
+        check_err(e <= 1e-12, "tiled == plain: " + c.name, e, 1e-12);
+    }
+}
+
+// The sized cases small enough for float64 (attn_cpu_cases: the GPU harness's list, filtered by
+// size): the tiled kernel equals the plain reference at each case's shape, scale, positions
+// (offset, gaps, repeats) and documents (with rows that attend nothing).
+static void test_tiled_sized(SplitMix64& rng) {
+    for (const AttnCase& c : attn_cpu_cases()) {
+        const int B = c.B, N = c.N, H = c.H, D = c.D, HD = H * D, S = 3 * HD;
+        auto uni = [&] { return (double)(rng.next() >> 11) * 0x1.0p-53 * 2 - 1; };
+        std::vector<double> qkv((size_t)B * N * S);
+        for (double& x : qkv) x = 1.5 * uni();
+        std::vector<int> pos(N), doc;
+        for (int i = 0; i < N; i++)
+            pos[i] = i == 0 ? c.pos0 : pos[i - 1] + (c.gaps ? 1 + (int)rng.below(3) : c.repeats ? (int)rng.below(3) : 1);
+        if (c.has_docs()) {
+            doc.resize((size_t)B * N);
+            for (int b = 0; b < B; b++) {
+                for (int i = 0, start = pos[0]; i < N; i++) {
+                    if (i > 0 && rng.below(N) < 4) start = pos[i];  // about 4 documents per row
+                    doc[(size_t)b * N + i] = start;
+                }
+                if (c.docs == Docs::SeveralAndEmptyRows)
+                    for (int k = 0; k < 3; k++) {  // rows that attend no key: a document starting after them
+                        const int i = (int)rng.below(N);
+                        doc[(size_t)b * N + i] = c.pattern.causal ? pos[i] + 1 : pos[N - 1] + 1;
+                    }
+            }
+        }
+        const AttnDims dm{B, H, D, N};
+        const double scale = c.scale_mul / std::sqrt((double)D);
+        const AttnQueries<double> qs{qkv.data(), S, N, pos.data(), doc.empty() ? nullptr : doc.data()};
+        const AttnKeys<double> ks{qkv.data() + HD, qkv.data() + 2 * HD, S, N, pos.data()};
+        std::vector<double> O((size_t)B * N * HD, NAN), L((size_t)B * H * N, NAN);  // poisoned
+        std::vector<double> Ot(O), Lt(L);
+        attention_forward(O.data(), L.data(), qs, ks, c.pattern, dm, scale);
+        attention_forward_tiled(Ot.data(), Lt.data(), qs, ks, c.pattern, dm, scale);
+        const double e = std::max(max_diff(O, Ot), max_diff(L, Lt));
+        check_err(e <= 1e-12, "tiled == plain: " + attn_case_name(c), e, 1e-12);
     }
 }
 
@@ -102,10 +142,10 @@ static void test_tiled(SplitMix64& rng) {
 // (plain and tiled) and the pieced backward, against one call over the whole sequence.
 static void test_merge(SplitMix64& rng) {
     for (const AttnCase& c : attn_cases()) {
-        Problem P(rng, c.docs);
+        Problem P(rng, c.has_docs());
         const AttnDims dm = P.dims();
         const int HD = P.H * P.D;
-        const int* docs = c.docs ? P.doc_start.data() : nullptr;
+        const int* docs = c.has_docs() ? P.doc_start.data() : nullptr;
         // The whole sequence, one-sided: the reference rows.
         std::vector<double> O((size_t)P.B * P.N * HD), L((size_t)P.B * P.H * P.N);
         std::vector<double> dqkv(P.qkv.size(), 0.0);
@@ -120,8 +160,8 @@ static void test_merge(SplitMix64& rng) {
             const int nq = qb - qa;
             const std::vector<double> qrows = P.rows(qa, qb);
             const std::vector<int> qpos(P.pos.begin() + qa, P.pos.begin() + qb);
-            const std::vector<int> qdoc = c.docs ? P.slice_bn(P.doc_start, qa, qb, 1) : std::vector<int>();
-            const AttnQueries<double> qs{qrows.data(), P.stride(), nq, qpos.data(), c.docs ? qdoc.data() : nullptr};
+            const std::vector<int> qdoc = c.has_docs() ? P.slice_bn(P.doc_start, qa, qb, 1) : std::vector<int>();
+            const AttnQueries<double> qs{qrows.data(), P.stride(), nq, qpos.data(), c.has_docs() ? qdoc.data() : nullptr};
             std::vector<double> Om((size_t)P.B * nq * HD), Lm((size_t)P.B * P.H * nq), Omt(Om.size()), Lmt(Lm.size());
             attention_partial_init(Om.data(), Lm.data(), dm, nq);
             attention_partial_init(Omt.data(), Lmt.data(), dm, nq);
@@ -170,9 +210,9 @@ static void test_merge(SplitMix64& rng) {
                 for (int j = 0; j < HD; j++) e = std::max(e, std::fabs(dq[t + j] - dq_ref[t + j]));
             worst_b = std::max(worst_b, e);
         }
-        check(worst_f <= 1e-12, "merge of R = 1..5 key blocks == one call: " + c.name, worst_f, 1e-12);
-        check(worst_ft <= 1e-12, "tiled merge of R = 1..5 key blocks == one call: " + c.name, worst_ft, 1e-12);
-        check(worst_b <= 1e-12, "pieced backward (R = 1..5 blocks) == one call: " + c.name, worst_b, 1e-12);
+        check_err(worst_f <= 1e-12, "merge of R = 1..5 key blocks == one call: " + c.name, worst_f, 1e-12);
+        check_err(worst_ft <= 1e-12, "tiled merge of R = 1..5 key blocks == one call: " + c.name, worst_ft, 1e-12);
+        check_err(worst_b <= 1e-12, "pieced backward (R = 1..5 blocks) == one call: " + c.name, worst_b, 1e-12);
     }
 }
 
@@ -196,12 +236,12 @@ static void test_global_length(SplitMix64& rng) {
     std::vector<double> Oq((size_t)P.B * (qb - qa) * HD), Lq((size_t)P.B * P.H * (qb - qa));
     attention_forward(Oq.data(), Lq.data(), qs, ks, p, P.dims(), P.scale);
     const double e = std::max(max_diff(Oq, P.slice_bn(O, qa, qb, HD)), max_diff(Lq, P.slice_bhn(L, qa, qb)));
-    check(e <= 1e-12, "dilated, queries 40..89 of 101, global length == spec (attention_dilated.h)", e, 1e-12);
+    check_err(e <= 1e-12, "dilated, queries 40..89 of 101, global length == spec (attention_dilated.h)", e, 1e-12);
     AttnDims local = P.dims();
     local.seq_len = qb - qa;  // wrong: the segment of 1000 would become the 50 rows of the block
     attention_forward(Oq.data(), Lq.data(), qs, ks, p, local, P.scale);
     const double d = max_diff(Lq, P.slice_bhn(L, qa, qb));
-    check(d > 1e-3, "the same with the block's length as seq_len differs (the test can fail)", d, 1e-3);
+    check_err(d > 1e-3, "the same with the block's length as seq_len differs (the test can fail)", d, 1e-3);
 }
 
 static void test_modules() {
@@ -216,7 +256,7 @@ static void test_modules() {
             worst = std::max(worst, std::fabs(pairs_kept(c.pattern, N, H) - brute));
         }
     }
-    check(worst == 0, "pairs_kept == sum of multiplicities, every case, N = 1, 7, 50, 101", worst, 0);
+    check_err(worst == 0, "pairs_kept == sum of multiplicities, every case, N = 1, 7, 50, 101", worst, 0);
     int bad = 0;
     for (const AttnCase& c : attn_cases()) {
         const AttnPattern back = pattern_from_json(JsonParser(pattern_to_json(c.pattern)).parse());
@@ -250,7 +290,7 @@ static void test_modules() {
         return out;
     };
     bad += keys_of(9) != std::vector<int>{3, 7, 8, 9} || keys_of(5) != std::vector<int>{3, 4, 5} || keys_of(0) != std::vector<int>{0};
-    check(bad == 0, "pattern JSON round trip, flags, names", bad, 0);
+    check_err(bad == 0, "pattern JSON round trip, flags, names", bad, 0);
 
     // The tile predicates against brute force, on random position ranges: a pair tiles_meet
     // refuses holds no kept (query, key) for any head; a pair tiles_full accepts keeps every
@@ -277,7 +317,7 @@ static void test_modules() {
             }
         }
     }
-    check(unsound == 0 && tested > 0, "tiles_meet and tiles_full agree with the multiplicities, every case", unsound, 0);
+    check_err(unsound == 0 && tested > 0, "tiles_meet and tiles_full agree with the multiplicities, every case", unsound, 0);
 }
 
 static double bf16_round(double x) {  // round to nearest even at 8 significant bits
@@ -293,9 +333,9 @@ static double bf16_round(double x) {  // round to nearest even at 8 significant 
 
 static void test_branchwise(SplitMix64& rng) {
     for (const AttnCase& c : attn_cases()) {
-        Problem P(rng, c.docs);
+        Problem P(rng, c.has_docs());
         const AttnShape s{P.B, P.N, P.H, P.D, P.stride()};
-        const int* doc = c.docs ? P.doc_start.data() : nullptr;
+        const int* doc = c.has_docs() ? P.doc_start.data() : nullptr;
         const size_t no = (size_t)P.B * P.N * P.H * P.D, nl = (size_t)P.B * P.H * P.N;
         std::vector<double> O(no), L(nl), Ob(no, NAN), Lb(nl, NAN), dqkv(P.qkv.size(), 0.0);
         attention_forward(O.data(), L.data(), P.q(), P.k(), P.v(), P.pos.data(), doc, c.pattern, s, P.scale);
@@ -314,11 +354,11 @@ static void test_branchwise(SplitMix64& rng) {
                             P.v(), P.pos.data(), doc, c.pattern, s, P.scale, exact);
         double e = std::max(max_diff(O, Ob), max_diff(L, Lb));
         for (int w = 0; w < 3; w++) e = std::max(e, max_diff(g[w], gb[w]));
-        check(e <= 1e-12, "spec branch by branch (double) == reference, fwd and bwd: " + c.name, e, 1e-12);
+        check_err(e <= 1e-12, "spec branch by branch (double) == reference, fwd and bwd: " + c.name, e, 1e-12);
         auto bf = [](double x) { return bf16_round(x); };
         branchwise_forward(Ob.data(), Lb.data(), P.q(), P.k(), P.v(), P.pos.data(), doc, c.pattern, s, P.scale, bf);
         const double eb = max_diff(O, Ob);
-        check(eb > 1e-5 && eb < 3e-2, "the same rounded to bf16 is a bf16-sized error away: " + c.name, eb, 3e-2);
+        check_err(eb > 1e-5 && eb < 3e-2, "the same rounded to bf16 is a bf16-sized error away: " + c.name, eb, 3e-2);
     }
 }
 
@@ -343,17 +383,17 @@ static void test_block_sparse(SplitMix64& rng) {
             dense.causal = causal;
             const std::string tag = std::string(causal ? "causal" : "non-causal") + (docs ? " docs" : "");
             double e = max_diff(run(all), run(dense));
-            check(e <= 1e-12, "block-sparse, every block active == dense: " + tag, e, 1e-12);
+            check_err(e <= 1e-12, "block-sparse, every block active == dense: " + tag, e, 1e-12);
             AttnPattern diag = all;
             diag.block_sparse.dilated_window = 16;  // block distance 0 only
             AttnPattern bd;
             bd.kind = AttnKind::Dilated, bd.causal = causal, bd.dilated.segments = {16}, bd.dilated.dilations = {1};
             e = max_diff(run(diag), run(bd));
-            check(e <= 1e-12, "block-sparse, the diagonal block alone == dilated (w = b = 16, r = 1): " + tag, e, 1e-12);
+            check_err(e <= 1e-12, "block-sparse, the diagonal block alone == dilated (w = b = 16, r = 1): " + tag, e, 1e-12);
             AttnPattern win = all;
             win.block_sparse.dilated_r = 0, win.block_sparse.dilated_window = 0, win.block_sparse.window = 1 << 20;
             e = max_diff(run(win), run(dense));
-            check(e <= 1e-12, "block-sparse, a window longer than the sequence == dense: " + tag, e, 1e-12);
+            check_err(e <= 1e-12, "block-sparse, a window longer than the sequence == dense: " + tag, e, 1e-12);
         }
     // Layout files: a good one, then each kind of bad line named with its line number.
     const std::string dir = "build/test_block_layouts";
@@ -365,7 +405,7 @@ static void test_block_sparse(SplitMix64& rng) {
         return dir + "/" + name;
     };
     auto L = BlockSparsePattern::read_layout_file(file("good.txt", "# diagonal and block 0\n0: 0\n1: 0 1\n2: 0 2\n"), true);
-    check(L->n_blocks == 3 && L->heads == 1 && L->view().has(0, 2, 0) && !L->view().has(0, 2, 1) && L->view().has(5, 1, 1),
+    check_err(L->n_blocks == 3 && L->heads == 1 && L->view().has(0, 2, 0) && !L->view().has(0, 2, 1) && L->view().has(5, 1, 1),
           "layout file: 3 rows read, shared by every head", 0, 0);
     const char* bad_files[][3] = {{"nocolon.txt", "0 0\n", "line 1: no ':'"},
                                   {"unsorted.txt", "0: 0\n1: 1 0\n", "line 2: key blocks not sorted"},
@@ -380,20 +420,20 @@ static void test_block_sparse(SplitMix64& rng) {
         } catch (const FatalError& e) {
             what = e.what();
         }
-        check(what.find(bf[2]) != std::string::npos, std::string("layout file refused: ") + what, 0, 0);
+        check_err(what.find(bf[2]) != std::string::npos, std::string("layout file refused: ") + what, 0, 0);
     }
     AttnPattern none;
     none.kind = AttnKind::BlockSparse;
     none.block_sparse.block = 48;
-    check(pattern_error(none).find("power of two") != std::string::npos, "block 48 refused: " + pattern_error(none), 0, 0);
+    check_err(pattern_error(none).find("power of two") != std::string::npos, "block 48 refused: " + pattern_error(none), 0, 0);
     none.block_sparse.block = 64;
-    check(pattern_error(none).find("needs a builder") != std::string::npos, "no builder refused: " + pattern_error(none), 0, 0);
+    check_err(pattern_error(none).find("needs a builder") != std::string::npos, "no builder refused: " + pattern_error(none), 0, 0);
     AttnPattern dens = none;
     dens.block_sparse.window = 128, dens.block_sparse.global = 64;
     const double d = BlockSparsePattern::density(dens, 4096, 1);
     // 64 causal block rows: row 0 has 1 active block, row 1 has 2, row 2 has 3, rows 3..63 have 4
     // (the window reaches 2 blocks back, plus the global block 0): 250 of 64 x 65 / 2.
-    check(std::fabs(d - 250.0 / 2080) < 1e-12, "density of window 128 + global 64 at 4K tokens, b = 64: " + std::to_string(d) + " = 250/2080",
+    check_err(std::fabs(d - 250.0 / 2080) < 1e-12, "density of window 128 + global 64 at 4K tokens, b = 64: " + std::to_string(d) + " = 250/2080",
           std::fabs(d - 250.0 / 2080), 1e-12);
 }
 
@@ -448,7 +488,7 @@ static void test_block_sparse_tiles() {
                 check_order(t.k_order, t.k_ptr);
                 char sides_s[96];
                 std::snprintf(sides_s, sizeof sides_s, "N %d, queries [%d, +%d) keys [%d, +%d)", N, sd.q_pos0, sd.q_n, sd.k_pos0, sd.k_n);
-                check(missing == 0 && useless == 0 && transposed == 0 && not_full == 0 && order == 0,
+                check_err(missing == 0 && useless == 0 && transposed == 0 && not_full == 0 && order == 0,
                       "tile lists == brute force: " + c.name + ", " + sides_s + ", tiles " + std::to_string(BM) + "x" +
                           std::to_string(BN) + " (" + std::to_string(full_pairs) + " of " + std::to_string(t.k_of_q.size()) +
                           " pairs whole)",
@@ -461,7 +501,7 @@ static void test_block_sparse_tiles() {
     const TileLists t = block_sparse_tile_lists(w, 4096, 2, 64, 64);
     int whole = 0;
     for (char x : t.k_of_q_cut) whole += !x;
-    check(whole > (int)t.k_of_q.size() * 3 / 4, "window 512 + global 64 at 4K, 64x64 tiles: most listed pairs are whole",
+    check_err(whole > (int)t.k_of_q.size() * 3 / 4, "window 512 + global 64 at 4K, 64x64 tiles: most listed pairs are whole",
           whole, (int)t.k_of_q.size());
 }
 
@@ -469,13 +509,13 @@ int main(int argc, char** argv) {
     return guarded_main([&] {
         SplitMix64 rng(attn_test_seed(argc, argv));
         test_tiled(rng);
+        test_tiled_sized(rng);
         test_merge(rng);
         test_global_length(rng);
         test_modules();
         test_branchwise(rng);
         test_block_sparse(rng);
         test_block_sparse_tiles();
-        std::printf("%d passed, %d failed\n", g_passed, g_failed);
-        return g_failed ? 1 : 0;
+        return check_report();
     });
 }

@@ -5,11 +5,15 @@
 set -uo pipefail
 work=build/test_attention_tool
 rm -rf "$work" && mkdir -p "$work"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 tool=./build/attention_tool
-check() {  # name, tool flags...
+# bad_flags NAMES FLAGS...: the tool refuses FLAGS with one error line naming NAMES.
+bad_flags() {
+    local names=$1; shift
+    expect_error -F "bad flags '$(printf '%.80s' "$*")'" "$names" timeout 60 "$tool" "$@"
+}
+check_file() {  # name, tool flags...
     local name=$1; shift
     if "$tool" "$@" --out "$work/$name.safetensors" > "$work/$name.log" 2>&1 \
        && python3 scripts/check_attention_file.py "$work/$name.safetensors" >> "$work/$name.log" 2>&1; then
@@ -18,25 +22,25 @@ check() {  # name, tool flags...
         fail "$name: $(tail -2 "$work/$name.log" | tr '\n' ' ')"
     fi
 }
-check dense_causal_fp64 --N 67 --H 3 --D 64 --dtype fp64 --seed 3
-check dense_full_fp32 --N 50 --H 2 --D 128 --causal off --dtype fp32 --backward
-check dilated_fp64 --pattern dilated --segments 16,40,100 --dilations 3,2,4 --N 90 --H 5 --D 64 --dtype fp64 --backward
-check dilated_full_fp32 --pattern dilated --segments 32 --dilations 5 --N 70 --H 3 --D 64 --causal off --dtype fp32
-check dilated_b2_fp32 --pattern dilated --segments 24,64 --dilations 1,3 --N 80 --B 2 --H 3 --D 128 --dtype fp32 --backward --seed 11
-check dense_scale_fp64 --N 40 --B 2 --H 2 --D 64 --dtype fp64 --backward --scale 0.3 --seed 5
-check dense_d128_fp64 --N 30 --H 2 --D 128 --dtype fp64 --backward --seed 9
-check block_sparse_fp64 --pattern block-sparse --block 16 --window 40 --global 5 --dilated-blocks 3,160 \
+check_file dense_causal_fp64 --N 67 --H 3 --D 64 --dtype fp64 --seed 3
+check_file dense_full_fp32 --N 50 --H 2 --D 128 --causal off --dtype fp32 --backward
+check_file dilated_fp64 --pattern dilated --segments 16,40,100 --dilations 3,2,4 --N 90 --H 5 --D 64 --dtype fp64 --backward
+check_file dilated_full_fp32 --pattern dilated --segments 32 --dilations 5 --N 70 --H 3 --D 64 --causal off --dtype fp32
+check_file dilated_b2_fp32 --pattern dilated --segments 24,64 --dilations 1,3 --N 80 --B 2 --H 3 --D 128 --dtype fp32 --backward --seed 11
+check_file dense_scale_fp64 --N 40 --B 2 --H 2 --D 64 --dtype fp64 --backward --scale 0.3 --seed 5
+check_file dense_d128_fp64 --N 30 --H 2 --D 128 --dtype fp64 --backward --seed 9
+check_file block_sparse_fp64 --pattern block-sparse --block 16 --window 40 --global 5 --dilated-blocks 3,160 \
     --random-blocks 2,3 --N 203 --B 2 --H 3 --D 64 --dtype fp64 --backward
-check block_sparse_full_fp32 --pattern block-sparse --block 8 --window 12 --random-blocks 1,9 --causal off --N 61 --H 2 --D 64 --dtype fp32
-check fixed_fp64 --pattern fixed --stride 16 --summary 5 --N 83 --B 2 --H 2 --D 64 --dtype fp64 --backward --seed 7
+check_file block_sparse_full_fp32 --pattern block-sparse --block 8 --window 12 --random-blocks 1,9 --causal off --N 61 --H 2 --D 64 --dtype fp32
+check_file fixed_fp64 --pattern fixed --stride 16 --summary 5 --N 83 --B 2 --H 2 --D 64 --dtype fp64 --backward --seed 7
 printf '0: 0\n1: 0 1\n2: 1 2\n3: 0 3\n' > "$work/layout.txt"
-check block_sparse_layout_fp64 --pattern block-sparse --block 16 --layout-file "$work/layout.txt" --N 64 --H 2 --D 64 --dtype fp64 --backward
+check_file block_sparse_layout_fp64 --pattern block-sparse --block 16 --layout-file "$work/layout.txt" --N 64 --H 2 --D 64 --dtype fp64 --backward
 # A layout with key blocks above the diagonal is valid without the causal mask: --causal off is
 # read before the layout file, wherever it stands among the flags.
 printf '0: 0 2\n1: 0 1 3\n2: 1 2\n3: 0 3\n' > "$work/layout_full.txt"
-check block_sparse_layout_full_fp64 --pattern block-sparse --block 16 --layout-file "$work/layout_full.txt" --causal off \
+check_file block_sparse_layout_full_fp64 --pattern block-sparse --block 16 --layout-file "$work/layout_full.txt" --causal off \
     --N 64 --H 2 --D 64 --dtype fp64 --backward
-check block_sparse_layout_full_first_fp32 --causal off --pattern block-sparse --block 16 --layout-file "$work/layout_full.txt" \
+check_file block_sparse_layout_full_first_fp32 --causal off --pattern block-sparse --block 16 --layout-file "$work/layout_full.txt" \
     --N 60 --H 2 --D 64 --dtype fp32
 # The checker's block-sparse is its own code: a file whose metadata claims another random seed fails.
 python3 - "$work/block_sparse_fp64.safetensors" "$work/bs_wrong_seed.safetensors" <<'PY'
@@ -101,47 +105,36 @@ tamper "an inf in the last value of o" "$f32" o inf o
 tamper "do x 1.01 (dq, dk, dv no longer match it)" "$f64" do scale:1.01 dq
 
 # Bad and hostile flags: exit 1 (no signal, no uncaught exception), one stderr line "error: ..."
-# naming the flag at fault, well within a minute (nothing is computed).
-expect_error() {  # flag the message must name, tool flags...
-    local names=$1; shift
-    local err code
-    err=$(timeout 60 "$tool" "$@" 2>&1 >/dev/null); code=$?
-    if [ $code -eq 1 ] && [[ "$err" == error:* ]] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && [[ "$err" == *"$names"* ]]; then
-        pass "bad flags '$(printf '%.80s' "$*")' -> $(printf '%.300s' "$err")"
-    else
-        fail "bad flags '$(printf '%.80s' "$*")': exit $code, wanted one error: line naming $names: $(printf '%.300s' "$err")"
-    fi
-}
 long_list=$(python3 -c "print(','.join(['16'] * 65))")
-expect_error --D --D 96
-expect_error --dilations --pattern dilated --segments 8 --dilations 16
-expect_error --dtype --dtype bf16
-expect_error --N --N 0
-expect_error --N --N -5
-expect_error --N --N 1e8
-expect_error --N --N 100000000
-expect_error --B --B 2147483647
-expect_error --H --H 2147483647
-expect_error --N --N 2147483647 --H 1
-expect_error --reps --reps 0
-expect_error --reps --reps 2147483647
-expect_error --segments --pattern dilated --segments 99999999999
-expect_error --dilations --pattern dilated --segments 8 --dilations 0
-expect_error --dilations --pattern dilated --dilations 0
-expect_error --segments --pattern dilated --segments "$long_list" --dilations "$long_list"
-expect_error --segments --pattern dilated --segments "$(printf '9%.0s' $(seq 5000))" --dilations 1
-expect_error --pattern --pattern sparse
-expect_error --scale --scale nan
-expect_error --scale --scale inf
-expect_error --scale --scale 1e30
-expect_error --scale --scale -0.5
-expect_error --out --out /nonexistent/dir/x.safetensors
-expect_error --out --out "$work"
-expect_error --max-cpu-pairs --N 300000 --H 1
-expect_error --max-cpu-pairs --N 4096 --H 12 --B 8 --max-cpu-pairs 1e9
-expect_error --device --device tpu
-expect_error --backend --device cuda --dtype bf16 --backend ours
-expect_error --layout-file --pattern block-sparse --block 16 --layout-file "$work/layout_full.txt" --N 64 --H 2
+bad_flags --D --D 96
+bad_flags --dilations --pattern dilated --segments 8 --dilations 16
+bad_flags --dtype --dtype bf16
+bad_flags --N --N 0
+bad_flags --N --N -5
+bad_flags --N --N 1e8
+bad_flags --N --N 100000000
+bad_flags --B --B 2147483647
+bad_flags --H --H 2147483647
+bad_flags --N --N 2147483647 --H 1
+bad_flags --reps --reps 0
+bad_flags --reps --reps 2147483647
+bad_flags --segments --pattern dilated --segments 99999999999
+bad_flags --dilations --pattern dilated --segments 8 --dilations 0
+bad_flags --dilations --pattern dilated --dilations 0
+bad_flags --segments --pattern dilated --segments "$long_list" --dilations "$long_list"
+bad_flags --segments --pattern dilated --segments "$(printf '9%.0s' $(seq 5000))" --dilations 1
+bad_flags --pattern --pattern sparse
+bad_flags --scale --scale nan
+bad_flags --scale --scale inf
+bad_flags --scale --scale 1e30
+bad_flags --scale --scale -0.5
+bad_flags --out --out /nonexistent/dir/x.safetensors
+bad_flags --out --out "$work"
+bad_flags --max-cpu-pairs --N 300000 --H 1
+bad_flags --max-cpu-pairs --N 4096 --H 12 --B 8 --max-cpu-pairs 1e9
+bad_flags --device --device tpu
+bad_flags --backend --device cuda --dtype bf16 --backend ours
+bad_flags --layout-file --pattern block-sparse --block 16 --layout-file "$work/layout_full.txt" --N 64 --H 2
 
 # Every pattern runs on either device through the pattern registry (layers/attention_pattern.h):
 # the tool names no pattern kind, so it can neither refuse one the kernels take nor count another
@@ -178,5 +171,4 @@ if "$tool" --pattern dilated --segments "$branches64" --dilations "$(python3 -c 
      --out "$work/b64.safetensors" > "$work/b64.log" 2>&1 && python3 scripts/check_attention_file.py "$work/b64.safetensors" >> "$work/b64.log" 2>&1; then
     pass "64 dilated branches (the limit) run and check: $(tail -1 "$work/b64.log")"
 else fail "64 dilated branches: $(tail -2 "$work/b64.log" | tr '\n' ' ')"; fi
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+summary

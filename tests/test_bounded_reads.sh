@@ -9,34 +9,21 @@ set -uo pipefail
 corpus=${1:-build/test_corpus}
 work=build/test_bounded_reads
 rm -rf "$work" && mkdir -p "$work"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
-for bin in build/train build/infer; do [ -x $bin ] || { echo "FAIL $bin not built"; echo "0 passed, 1 failed"; exit 1; }; done
-[ -f "$corpus/train.bin" ] || { echo "FAIL no corpus at $corpus (run tests/test_data_cli.sh first)"; echo "0 passed, 1 failed"; exit 1; }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+for bin in build/train build/infer; do [ -x $bin ] || bail "$bin not built"; done
+[ -f "$corpus/train.bin" ] || bail "no corpus at $corpus (run tests/test_data_cli.sh first)"
 
 # A tiny model (as tests/test_train_cli.sh's): 2 blocks, width 64, one head, windows of 32.
 tiny=(--data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 5 --sample-tokens 0 --device cpu)
 if ! timeout 120 ./build/train "${tiny[@]}" --out "$work/ck" > "$work/train.log" 2>&1; then
-    echo "FAIL training the tiny model: $(tail -2 "$work/train.log")"; echo "0 passed, 1 failed"; exit 1
+    bail "training the tiny model: $(tail -2 "$work/train.log")"
 fi
 infer=(timeout 20 ./build/infer --checkpoint "$work/ck" --device cpu --max-new 2)
 scorer=(timeout 20 ./build/infer --checkpoint "$work/ck" --device cpu)  # --max-new is refused when scoring
 
-# One line "error: ..." holding the pattern, a non-zero exit and not a timeout (124).
-expect_error() {  # name, pattern the message must contain, command...
-    local name=$1 pattern=$2; shift 2
-    local err code
-    err=$("$@" 2>&1 >/dev/null); code=$?
-    local lines; lines=$(printf '%s\n' "$err" | grep -c .)
-    if [ $code -ne 0 ] && [ $code -ne 124 ] && [ "$lines" -eq 1 ] && [[ "$err" == error:* ]] && grep -q -- "$pattern" <<< "$err"; then
-        pass "$name -> $err"
-    else
-        fail "$name (exit $code$([ $code -eq 124 ] && echo ': timed out'), $lines lines): $err"
-    fi
-}
 
-mkfifo "$work/fifo" || { echo "FAIL mkfifo"; echo "0 passed, 1 failed"; exit 1; }
+mkfifo "$work/fifo" || bail "mkfifo"
 mkdir -p "$work/dir"
 printf 'And God said\n' > "$work/prompt.txt"
 
@@ -112,5 +99,4 @@ alone=$(OMP_NUM_THREADS=1 timeout 20 ./build/infer --checkpoint "$work/ck" --dev
 [ -n "$alone" ] && [ "$(tail -1 <<< "$out")" = "$alone" ] && pass "the short prompt beside the long one is continued as alone" \
     || fail "the short prompt differs beside the long one: '$(tail -1 <<< "$out")' vs '$alone'"
 
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+summary

@@ -17,12 +17,7 @@
 #include "model/parallel.h"
 #include "layers/adamw.h"
 #include "model/gpt.h"
-
-static int g_passed = 0, g_failed = 0;
-static void check(bool ok, const std::string& what) {
-    std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
-    (ok ? g_passed : g_failed)++;
-}
+#include "tests/check.h"
 
 constexpr int kB = 2, kT = 64, kSteps = 10;
 
@@ -150,7 +145,6 @@ int main() {
             what = e.what();
         }
         check(what.find("ring plan's positions") != std::string::npos, "contiguous halves instead of the zigzag plan: refused");
-        std::printf("%d passed, %d failed\n", g_passed, g_failed);
-        return g_failed ? 1 : 0;
+        return check_report();
     });
 }

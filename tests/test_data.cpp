@@ -1,7 +1,7 @@
 // Tests for the data pipeline: shards, the loader, the PRNG and the tokenizer.
 // Prints one PASS/FAIL line per check, then "N passed, M failed"; exits non-zero on failure.
-// Code paths that end in fatal() run in a forked child so the test can observe the exit status
-// and the one-line message.
+// Code paths that end in fatal() run in a forked child (expect_fatal_exit, tests/check.h) so the
+// test can observe the exit status and the one-line message.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,8 +11,6 @@
 #include <set>
 #include <string>
 #include <unordered_map>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <vector>
 
 #include "data/encode_docs.h"
@@ -21,44 +19,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "data/train_tokenizer.h"
-
-static int g_passed = 0, g_failed = 0;
-
-static void check(bool ok, const std::string& name) {
-    std::printf("%s %s\n", ok ? "PASS" : "FAIL", name.c_str());
-    (ok ? g_passed : g_failed)++;
-}
-
-// Run `body` in a child; pass if it exits with status 1 after printing exactly one stderr line
-// that starts with "error: " and contains every string in `expect`.
-static void expect_fatal(const std::string& name, const std::function<void()>& body,
-                         const std::vector<std::string>& expect) {
-    std::fflush(stdout);
-    int fds[2];
-    if (pipe(fds) != 0) { check(false, name + " (pipe)"); return; }
-    const pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 2);
-        if (!std::freopen("/dev/null", "w", stdout)) _exit(99);
-        // 0 when body returned: fatal was not called
-        _exit(guarded_main([&] { body(); return 0; }));
-    }
-    close(fds[1]);
-    std::string err;
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fds[0], buf, sizeof buf)) > 0) err.append(buf, size_t(n));
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 1 && err.rfind("error: ", 0) == 0 &&
-              !err.empty() && err.back() == '\n' && err.find('\n') == err.size() - 1;
-    for (const std::string& s : expect) ok = ok && err.find(s) != std::string::npos;
-    if (!ok) std::printf("  got exit %d, stderr: %s", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                         err.c_str());
-    check(ok, name);
-}
+#include "tests/check.h"
 
 static std::string tmp_dir() {
     static std::string dir;
@@ -97,7 +58,7 @@ static void expect_corrupt(const std::string& name, const std::function<void(std
     std::string bytes = read_file(path, "");
     edit(bytes);
     write_file_atomic(path, bytes);
-    expect_fatal("corrupt shard detected: " + name, [&] { read_shard(path); },
+    expect_fatal_exit("corrupt shard detected: " + name, [&] { read_shard(path); },
                  {path, expect, "make data"});
 }
 
@@ -121,13 +82,13 @@ static void test_shard_corruption() {
     }, "doc_starts");
     expect_corrupt("first doc_start not 0", [](std::string& b) { put_u64(b, 64, 1); }, "doc_starts");
     expect_corrupt("doc_start past the end", [](std::string& b) { put_u64(b, 72, 6); }, "doc_starts");
-    expect_fatal("missing shard file", [] { read_shard(tmp_dir() + "/nope.bin"); },
+    expect_fatal_exit("missing shard file", [] { read_shard(tmp_dir() + "/nope.bin"); },
                  {"nope.bin", "make data"});
 
     // A failed rewrite must not destroy the previous good file.
     const std::string path = tmp_dir() + "/keep.bin";
     write_shard(path, {1, 2, 3}, {0}, 10);
-    expect_fatal("write_shard rejects token >= vocab", [&] { write_shard(path, {1, 20}, {0}, 10); },
+    expect_fatal_exit("write_shard rejects token >= vocab", [&] { write_shard(path, {1, 20}, {0}, 10); },
                  {"vocab_size"});
     check(read_shard(path).tokens == std::vector<uint32_t>({1, 2, 3}),
           "failed write leaves the previous shard intact");
@@ -241,12 +202,12 @@ static void test_loader() {
     R.reset();
     check(run(R, 40) == r1, "reset() starts the stream over");
 
-    expect_fatal("window longer than the data", [&] { DataLoader X(s, 8, 128, 1, true); },
+    expect_fatal_exit("window longer than the data", [&] { DataLoader X(s, 8, 128, 1, true); },
                  {"--seq-len 128", "batch 8", "1025", "<counting shard>", "has 1000",
                   "lower --seq-len or --batch"});
-    expect_fatal("restore with an out-of-range cursor",
+    expect_fatal_exit("restore with an out-of-range cursor",
                  [&] { DataLoader X(s, B, T, 1, true); X.restore({0, 62}); }, {"cursor"});
-    expect_fatal("non-positive batch", [&] { DataLoader X(s, 0, T, 1, true); }, {"--batch"});
+    expect_fatal_exit("non-positive batch", [&] { DataLoader X(s, 0, T, 1, true); }, {"--batch"});
 }
 
 static void test_doc_start() {
@@ -553,14 +514,14 @@ static void test_tokenizer() {
     check(enc.tokens == want && enc.doc_starts == want_starts,
           "chunked encode_documents equals whole-document encoding");
 
-    expect_fatal("missing tokenizer file", [] { Tokenizer t; t.load_file(tmp_dir() + "/none.model"); },
+    expect_fatal_exit("missing tokenizer file", [] { Tokenizer t; t.load_file(tmp_dir() + "/none.model"); },
                  {"none.model", "make data"});
-    expect_fatal("corrupt tokenizer file", [] {
+    expect_fatal_exit("corrupt tokenizer file", [] {
         write_file_atomic(tmp_dir() + "/junk.model", std::string("not a model"));
         Tokenizer t;
         t.load_file(tmp_dir() + "/junk.model");
     }, {"junk.model", "make data"});
-    expect_fatal("decode of an out-of-range id", [&] { tok.decode({5, 400}); }, {"400", "vocabulary"});
+    expect_fatal_exit("decode of an out-of-range id", [&] { tok.decode({5, 400}); }, {"400", "vocabulary"});
 }
 
 static int main_body() {
@@ -573,8 +534,7 @@ static int main_body() {
     test_doc_start();
     test_tokenizer();
     std::system(("rm -rf " + tmp_dir()).c_str());
-    std::printf("%d passed, %d failed\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return check_report();
 }
 
 int main() { return guarded_main([&] { return main_body(); }); }

@@ -13,34 +13,18 @@ out=$raw                         # prepare's outputs do not collide with the raw
 outputs=(tokenizer.model train.bin val.bin manifest.txt)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0
-
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
-summary() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit; }
-check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
-
-# expect_error NAME CMD...: CMD must exit non-zero with exactly one stderr line "error: ...".
-expect_error() {
-    local name=$1; shift
-    "$@" >/dev/null 2>"$work/err"
-    local rc=$?
-    if [ "$rc" -ne 0 ] && [ "$(wc -l < "$work/err")" -eq 1 ] && grep -q '^error: ' "$work/err"; then
-        pass "$name ($(cut -c1-90 "$work/err"))"
-    else
-        fail "$name (exit $rc, stderr: $(head -c 300 "$work/err"))"
-    fi
-}
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 
 if [ ! -x "$tool" ]; then
     fail "$tool is missing: run make build/data_tool"
-    summary
+    finish
 fi
 
 if ! scripts/get_corpus.sh "$raw" > "$work/corpus.log" 2>&1; then
     cat "$work/corpus.log"
     fail "scripts/get_corpus.sh $raw"
-    summary
+    finish
 fi
 check "get_corpus.sh made bible.txt, code/ and SOURCES.txt" \
     test -s "$raw/bible.txt" -a -d "$raw/code" -a -s "$raw/SOURCES.txt"
@@ -52,7 +36,7 @@ if "$tool" prepare --raw "$raw" --out "$out" --max-bytes 400000 --vocab 512 > "$
 else
     cat "$work/prepare.log"
     fail "data_tool prepare --max-bytes 400000 --vocab 512"
-    summary
+    finish
 fi
 for f in "${outputs[@]}"; do
     check "prepare wrote $f" test -s "$out/$f"
@@ -87,26 +71,26 @@ check "encode/decode round-trips tabs, unseen unicode and blank lines" roundtrip
 # Bad inputs: one line each, non-zero exit.
 cp "$out/train.bin" "$work/truncated.bin" && truncate -s -1 "$work/truncated.bin"
 cp "$out/train.bin" "$work/badmagic.bin" && printf 'XXXX' | dd of="$work/badmagic.bin" conv=notrunc status=none
-expect_error "missing raw dir" "$tool" prepare --raw build/no_such_corpus --out "$work/x"
-expect_error "truncated shard" "$tool" inspect "$work/truncated.bin"
-expect_error "shard with bad magic" "$tool" inspect "$work/badmagic.bin"
-expect_error "missing shard" "$tool" inspect "$work/none.bin"
-expect_error "missing tokenizer file" "$tool" inspect "$out/train.bin" --tokenizer "$work/none.model"
-expect_error "corrupt tokenizer file" "$tool" encode --tokenizer "$out/train.bin" < /dev/null
-expect_error "--vocab 0" "$tool" prepare --raw "$raw" --out "$work/x" --vocab 0
-expect_error "--vocab abc" "$tool" prepare --raw "$raw" --out "$work/x" --vocab abc
-expect_error "--val-fraction 2" "$tool" prepare --raw "$raw" --out "$work/x" --val-fraction 2
-expect_error "unknown flag" "$tool" prepare --raw "$raw" --out "$work/x" --frobnicate
-expect_error "flag without value" "$tool" prepare --raw "$raw" --out
-expect_error "unknown command" "$tool" frobnicate
-expect_error "no command" "$tool"
+expect_error "missing raw dir" "" "$tool" prepare --raw build/no_such_corpus --out "$work/x"
+expect_error "truncated shard" "" "$tool" inspect "$work/truncated.bin"
+expect_error "shard with bad magic" "" "$tool" inspect "$work/badmagic.bin"
+expect_error "missing shard" "" "$tool" inspect "$work/none.bin"
+expect_error "missing tokenizer file" "" "$tool" inspect "$out/train.bin" --tokenizer "$work/none.model"
+expect_error "corrupt tokenizer file" "" "$tool" encode --tokenizer "$out/train.bin" < /dev/null
+expect_error "--vocab 0" "" "$tool" prepare --raw "$raw" --out "$work/x" --vocab 0
+expect_error "--vocab abc" "" "$tool" prepare --raw "$raw" --out "$work/x" --vocab abc
+expect_error "--val-fraction 2" "" "$tool" prepare --raw "$raw" --out "$work/x" --val-fraction 2
+expect_error "unknown flag" "" "$tool" prepare --raw "$raw" --out "$work/x" --frobnicate
+expect_error "flag without value" "" "$tool" prepare --raw "$raw" --out
+expect_error "unknown command" "" "$tool" frobnicate
+expect_error "no command" "" "$tool"
 
 # A failing prepare (vocabulary too small for the characters) must not damage earlier outputs.
 mkdir -p "$work/before"
 for f in "${outputs[@]}"; do cp -p "$out/$f" "$work/before/"; done
-expect_error "vocab too small for the corpus" \
+expect_error "vocab too small for the corpus" "" \
     "$tool" prepare --raw "$raw" --out "$out" --max-bytes 400000 --vocab 265
-check "the small-vocab error names --vocab and the least that works" grep -q "^error: --vocab 265 is less than the [0-9]* pieces this corpus needs" "$work/err"
+check "the small-vocab error names --vocab and the least that works" grep -q "^error: --vocab 265 is less than the [0-9]* pieces this corpus needs" <<< "$last_error"
 for f in "${outputs[@]}"; do
     check "failed prepare leaves $f intact" cmp -s "$work/before/$f" "$out/$f"
 done
@@ -117,7 +101,7 @@ rm -rf "$work/long" && mkdir -p "$work/long/docs/code"
 check "split_bible_books.sh: 66 books that concatenate to the Bible" \
     bash -c "scripts/split_bible_books.sh '$raw/bible.txt' '$work/long/docs/bible' && [ \$(ls '$work/long/docs/bible' | wc -l) -eq 66 ] \
              && cat '$work/long/docs/bible'/* | cmp -s - '$raw/bible.txt' && [ -s '$work/long/docs/bible/19-Psalms.txt' ]"
-expect_error "split_bible_books.sh on a file that is not the Bible" scripts/split_bible_books.sh "$raw/SOURCES.txt" "$work/nobible"
+expect_error "split_bible_books.sh on a file that is not the Bible" "" scripts/split_bible_books.sh "$raw/SOURCES.txt" "$work/nobible"
 cp "$raw/code/json/"*.py "$work/long/docs/code/"
 n_files=$(find "$work/long/docs" -type f | wc -l)
 if "$tool" prepare --raw "$work/long" --out "$work/long_out" --vocab 512 --val-fraction 0.2 > "$work/long.log" 2>&1; then
@@ -154,18 +138,18 @@ if scripts/pack_subsystems.sh . 60000 "$work/packed" layers tests > "$work/pack.
 else
     fail "pack_subsystems.sh: $(tail -2 "$work/pack.log")"
 fi
-expect_error "pack_subsystems.sh with MAX_BYTES 0" scripts/pack_subsystems.sh . 0 "$work/x" layers
-expect_error "pack_subsystems.sh with a missing directory" scripts/pack_subsystems.sh . 1000 "$work/x" no_such_dir
+expect_error "pack_subsystems.sh with MAX_BYTES 0" "" scripts/pack_subsystems.sh . 0 "$work/x" layers
+expect_error "pack_subsystems.sh with a missing directory" "" scripts/pack_subsystems.sh . 1000 "$work/x" no_such_dir
 mkdir -p "$work/empty/docs"
-expect_error "docs/ with no documents" "$tool" prepare --raw "$work/empty" --out "$work/x" --vocab 512
+expect_error "docs/ with no documents" "" "$tool" prepare --raw "$work/empty" --out "$work/x" --vocab 512
 # A corpus of two tiny lines cannot give 8192 pieces: the flag and the fix, not SentencePiece's
 # internal check (and no warning lines before it).
 mkdir -p "$work/tiny_raw/code" && printf 'a\nb\n' > "$work/tiny_raw/bible.txt" && printf 'c\n' > "$work/tiny_raw/code/x.c"
-expect_error "a corpus too small for --vocab" "$tool" prepare --raw "$work/tiny_raw" --out "$work/x_tiny" --vocab 8192
-if grep -q "more than this corpus can give" "$work/err" && [ ! -e "$work/x_tiny/tokenizer.model" ]; then
-    pass "the small-corpus error names --vocab and the fix, and writes no tokenizer ($(cut -c1-120 "$work/err"))"
+expect_error "a corpus too small for --vocab" "" "$tool" prepare --raw "$work/tiny_raw" --out "$work/x_tiny" --vocab 8192
+if grep -q "more than this corpus can give" <<< "$last_error" && [ ! -e "$work/x_tiny/tokenizer.model" ]; then
+    pass "the small-corpus error names --vocab and the fix, and writes no tokenizer ($(cut -c1-120 <<< "$last_error"))"
 else
-    fail "small corpus: $(head -c 300 "$work/err")"
+    fail "small corpus: $(head -c 300 <<< "$last_error")"
 fi
 
 # Your own text (prepare --text; make train TEXT=path through scripts/prepare_text.sh): one file,
@@ -195,12 +179,12 @@ if "$tool" prepare --text "$work/many" --out "$work/t3" --vocab 512 > "$work/t3.
 else
     fail "prepare --text DIR (60 files): $(head -2 "$work/t3.log")"
 fi
-expect_error "prepare --text with a missing path" "$tool" prepare --text "$work/nope" --out "$work/x" --vocab 512
+expect_error "prepare --text with a missing path" "" "$tool" prepare --text "$work/nope" --out "$work/x" --vocab 512
 mkdir -p "$work/bins" && printf '\0\0' > "$work/bins/a"
-expect_error "prepare --text with only binaries" "$tool" prepare --text "$work/bins" --out "$work/x" --vocab 512
-expect_error "prepare --text with --out inside it" "$tool" prepare --text "$work/own" --out "$work/own/prepared" --vocab 512
+expect_error "prepare --text with only binaries" "" "$tool" prepare --text "$work/bins" --out "$work/x" --vocab 512
+expect_error "prepare --text with --out inside it" "" "$tool" prepare --text "$work/own" --out "$work/own/prepared" --vocab 512
 [ ! -e "$work/own/prepared" ] && pass "a refused --out inside --text writes nothing" || fail "--out inside --text: $work/own/prepared was made"
-expect_error "prepare with both --raw and --text" "$tool" prepare --raw "$raw" --text "$work/own" --out "$work/x" --vocab 512
+expect_error "prepare with both --raw and --text" "" "$tool" prepare --raw "$raw" --text "$work/own" --out "$work/x" --vocab 512
 # scripts/prepare_text.sh prepares once, again when a file changes.
 scripts/prepare_text.sh "$work/own" "$work/t4" 512 > "$work/t4a.log" 2>&1
 scripts/prepare_text.sh "$work/own" "$work/t4" 512 > "$work/t4b.log" 2>&1
@@ -214,4 +198,4 @@ fi
 
 check "data_tool --help" grep -q 'usage: data_tool' <("$tool" --help)
 
-summary
+finish

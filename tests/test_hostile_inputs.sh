@@ -7,28 +7,19 @@ set -uo pipefail
 corpus=${1:-build/test_corpus}
 work=build/test_hostile_inputs
 rm -rf "$work" && mkdir -p "$work"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
-for bin in build/train build/infer build/data_tool; do [ -x $bin ] || { echo "FAIL $bin not built"; echo "0 passed, 1 failed"; exit 1; }; done
-[ -f "$corpus/train.bin" ] || { echo "FAIL no corpus at $corpus (run tests/test_data_cli.sh first)"; echo "0 passed, 1 failed"; exit 1; }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+for bin in build/train build/infer build/data_tool; do [ -x $bin ] || bail "$bin not built"; done
+[ -f "$corpus/train.bin" ] || bail "no corpus at $corpus (run tests/test_data_cli.sh first)"
 
 tiny=(--device cpu --data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 2 --steps 2 --warmup 1
       --val-every 0 --val-batches 1 --ckpt-every 1 --log-every 1 --sample-tokens 0)
 
-# name, message fragment, command...: one error line naming the fragment, non-zero exit.
-refused() {
-    local name=$1 want=$2; shift 2
-    local err code
-    err=$(timeout -s KILL 60 "$@" 2>&1 >/dev/null); code=$?
-    if [ $code -ne 0 ] && [ $code -lt 124 ] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && [[ "$err" == error:* ]] \
-       && grep -qF -- "$want" <<< "$err"; then
-        pass "refused: $name -> $err"
-    else
-        fail "refused: $name (exit $code): $err"
-    fi
-}
 # name, command...: runs to exit 0 (the control of a refusal).
+refused() {  # name, what the message must contain, command...
+    local name=$1 want=$2; shift 2
+    expect_error -F "refused: $name" "$want" timeout -s KILL 60 "$@"
+}
 accepted() {
     local name=$1; shift
     local err code
@@ -183,5 +174,4 @@ else
     fail "build/attention_tool not built"
 fi
 
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+summary

@@ -11,27 +11,25 @@
 #include "model/backend.h"
 #include "model/checkpoint.h"
 #include "core/flags.h"
-
-static int g_passed = 0, g_failed = 0;
-
-static void check(bool ok, const std::string& name, const std::string& detail = "") {
-    std::printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.empty() ? "" : ": ", detail.c_str());
-    (ok ? g_passed : g_failed)++;
-}
+#include "tests/check.h"
 
 // Passes when body throws FatalError or JsonError whose message contains `want`; any other
 // exception, or none, fails.
 static void expect_refused(const std::string& name, const std::function<void()>& body, const std::string& want) {
+    std::string msg;
     try {
         body();
         check(false, name, "accepted");
+        return;
     } catch (const FatalError& e) {
-        check(std::string(e.what()).find(want) != std::string::npos, name, e.what());
+        msg = e.what();
     } catch (const JsonError& e) {
-        check(std::string(e.what()).find(want) != std::string::npos, name, e.what());
+        msg = e.what();
     } catch (const std::exception& e) {
         check(false, name, std::string("wrong exception: ") + e.what());
+        return;
     }
+    check(msg.find(want) != std::string::npos, name, msg);
 }
 
 static std::string json_string(const std::string& literal) { return JsonParser(literal).parse().as_string(); }
@@ -243,6 +241,5 @@ int main() {
     test_checkpoint();
     test_flags();
     test_token_ids();
-    std::printf("%d passed, %d failed\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return check_report();
 }

@@ -4,9 +4,8 @@
 # job hanging) with its exit code, and bad P values give the usage line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 work=build/test_launch
 rm -rf "$work" && mkdir -p "$work"
 
@@ -43,5 +42,4 @@ for bad in 0 -1 two 99999; do
         fail "P=$bad: exit $code: $err"
     fi
 done
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+summary

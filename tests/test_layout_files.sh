@@ -10,13 +10,12 @@ cd "$(dirname "$0")/.."
 corpus=${1:-build/test_corpus}
 work=build/test_layout_files
 rm -rf "$work" && mkdir -p "$work"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 for bin in build/train build/infer build/attention_tool; do
-    [ -x $bin ] || { echo "FAIL $bin not built"; echo "0 passed, 1 failed"; exit 1; }
+    [ -x $bin ] || bail "$bin not built"
 done
-[ -f "$corpus/train.bin" ] || { echo "FAIL no corpus at $corpus (run tests/test_data_cli.sh first)"; echo "0 passed, 1 failed"; exit 1; }
+[ -f "$corpus/train.bin" ] || bail "no corpus at $corpus (run tests/test_data_cli.sh first)"
 
 # The tiny model of tests/test_train_cli.sh, one step.
 tiny=(--data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 1 --warmup 0 --lr 3e-3
@@ -26,7 +25,7 @@ hint="(expected 'Q: K K ...' or 'H/Q: K K ...' with block numbers)"
 
 # name, the exact stderr line expected, the path that must not exist afterwards, command...:
 # exit 1, one line, exactly that text, nothing written.
-expect_error() {
+expect_exact_error() {
     local name=$1 want=$2 out=$3; shift 3
     local err code
     err=$("$@" 2>&1 >/dev/null); code=$?
@@ -42,7 +41,7 @@ expect_error() {
 refuse_layout() {  # name, file contents (printf format), the message after "--layout-file FILE "
     local name=$1 text=$2 msg=$3 f="$work/$1.txt"
     printf -- "$text" > "$f"
-    expect_error "layout $name" "error: --layout-file $f $msg" "$work/out_$name" \
+    expect_exact_error "layout $name" "error: --layout-file $f $msg" "$work/out_$name" \
         ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$f" --out "$work/out_$name"
 }
 
@@ -64,12 +63,12 @@ refuse_layout twice '0: 0\n1: 0\n0: 0\n' "line 3: query block 0 (head 0) is list
 #    allocated; a file over 256 MiB is refused unread (a sparse file: no disk used).
 refuse_layout rows_18_bytes '65535/1048575: 0\n' "line 1: 65536 heads x 1048576 query blocks is more than the 2^20 rows a layout may have: use fewer heads, fewer blocks or a larger --block $hint"
 truncate -s 257M "$work/big.txt"
-expect_error "a 257 MiB layout file" "error: --layout-file $work/big.txt holds 269484032 bytes, more than the 268435456 it may hold: give a text file of 'Q: K K ...' lines of at most 256 MiB (at most 2^20 rows)" \
+expect_exact_error "a 257 MiB layout file" "error: --layout-file $work/big.txt holds 269484032 bytes, more than the 268435456 it may hold: give a text file of 'Q: K K ...' lines of at most 256 MiB (at most 2^20 rows)" \
     "$work/out_big" ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work/big.txt" --out "$work/out_big"
 rm -f "$work/big.txt"
-expect_error "a directory as a layout file" "error: --layout-file $work is a directory, not a regular file: only regular files are read (save a stream to a file first and give that)" \
+expect_exact_error "a directory as a layout file" "error: --layout-file $work is a directory, not a regular file: only regular files are read (save a stream to a file first and give that)" \
     "$work/out_dir" ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work" --out "$work/out_dir"
-expect_error "a missing layout file" "error: --layout-file $work/none.txt: cannot open it (No such file or directory): give a text file of 'Q: K K ...' lines of at most 256 MiB (at most 2^20 rows)" \
+expect_exact_error "a missing layout file" "error: --layout-file $work/none.txt: cannot open it (No such file or directory): give a text file of 'Q: K K ...' lines of at most 256 MiB (at most 2^20 rows)" \
     "$work/out_none" ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work/none.txt" --out "$work/out_none"
 
 # 3. One rule for the file and the checkpoint: the last query block the file may name
@@ -90,7 +89,7 @@ refuse_layout old_limit '0: 0\n16777216: 0\n' "line 2: query block '16777216' is
 printf '0: 0\n1: 0 1\n' > "$work/good.txt"
 unused() {  # name, flag, pattern, command...
     local name=$1 flag=$2 pattern=$3 out=$work/out_unused_$1; shift 3
-    expect_error "unused $name" "error: --$flag has no effect without --attn $pattern (no layer is $pattern): add $pattern to --attn, or drop --$flag" \
+    expect_exact_error "unused $name" "error: --$flag has no effect without --attn $pattern (no layer is $pattern): add $pattern to --attn, or drop --$flag" \
         "$out" "$@" --out "$out"
 }
 unused layout_file layout-file block-sparse ./build/train "${tiny[@]}" --layout-file "$work/good.txt"
@@ -109,7 +108,7 @@ else
 fi
 tool_unused() {  # name, flag, pattern, pattern given, tool flags...
     local name=$1 flag=$2 pattern=$3 given=$4; shift 4
-    expect_error "attention_tool unused $name" \
+    expect_exact_error "attention_tool unused $name" \
         "error: --$flag has no effect without --pattern $pattern (no layer is $pattern): add $pattern to --pattern, or drop --$flag" \
         "$work/tool_$name.safetensors" ./build/attention_tool --pattern "$given" "$@" --N 32 --H 1 --out "$work/tool_$name.safetensors"
 }
@@ -117,5 +116,4 @@ tool_unused window window block-sparse dense --window 8
 tool_unused layout layout-file block-sparse dilated --segments 16 --dilations 1 --layout-file "$work/good.txt"
 tool_unused summary summary fixed block-sparse --block 4 --window 8 --summary 2
 
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+summary

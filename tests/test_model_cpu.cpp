@@ -11,12 +11,11 @@
 #include "model/generate.h"
 #include "model/kv_cache.h"
 #include "model/kv_cache_file.h"
+#include "tests/check.h"
 #include "tests/gradcheck.h"
 
-static int passed = 0, failed = 0;
 static void report(bool ok, const char* what, double err, double tol) {
-    std::printf("%s %-44s err %.3g tol %.1g\n", ok ? "PASS" : "FAIL", what, err, tol);
-    (ok ? passed : failed)++;
+    check(ok, strf("%-44s err %.3g tol %.1g", what, err, tol));
 }
 
 // A model small enough for finite differences over every tensor, with a head dim that is not
@@ -499,8 +498,7 @@ static int main_body(int argc, char** argv) {
     test_sliding_perplexity(seed, false);
     test_sliding_perplexity(seed, true);
     test_kv_cache_file(seed);
-    std::printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_report();
 }
 
 int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -38,6 +38,7 @@
 #include "layers/matmul.h"
 #include "layers/residual.h"
 #include "layers/rope.h"
+#include "tests/check.h"
 #include "tests/gradcheck.h"
 
 #if !defined(_OPENMP)
@@ -48,26 +49,11 @@ static inline int omp_get_max_threads() { return 1; }
 // ------------------------------------------------------------------------------------------------
 // Reporting
 
-static int g_pass = 0, g_fail = 0;
 static double g_eps_override = 0;  // --eps: finite-difference step for every case (experiments)
 
 static bool report(const char* check, const std::string& op, const std::string& shape, double err, double tol) {
     const bool ok = err <= tol;  // NaN fails
-    (ok ? g_pass : g_fail)++;
-    std::printf("%s %-6s %-20s %-44s maxerr=%-10.3g tol=%.3g\n", ok ? "PASS" : "FAIL", check, op.c_str(),
-                shape.c_str(), err, tol);
-    std::fflush(stdout);
-    return ok;
-}
-
-static std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-static std::string fmt(const char* f, ...) {
-    char buf[256];
-    va_list ap;
-    va_start(ap, f);
-    std::vsnprintf(buf, sizeof buf, f, ap);
-    va_end(ap);
-    return buf;
+    return ::check(ok, strf("%-6s %-20s %-44s maxerr=%-10.3g tol=%.3g", check, op.c_str(), shape.c_str(), err, tol));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -150,7 +136,7 @@ struct EncoderOp : OpBase {
     std::vector<int> tokens;
     EncoderOp(int B_, int T_, int C_, int V_) : B(B_), Tn(T_), C(C_), V(V_) {
         op = "encoder";
-        shape = fmt("B=%d,T=%d,C=%d,V=%d", B, Tn, C, V);
+        shape = strf("B=%d,T=%d,C=%d,V=%d", B, Tn, C, V);
         in = {{"wte", (size_t)V * C, true, -1, 1}};
         out = {{"out", (size_t)B * Tn * C, true, 0, 0}};
     }
@@ -173,7 +159,7 @@ struct LayernormOp : OpBase {
     int N, C;
     LayernormOp(int N_, int C_) : N(N_), C(C_) {
         op = "layernorm";
-        shape = fmt("N=%d,C=%d", N, C);
+        shape = strf("N=%d,C=%d", N, C);
         in = {{"inp", (size_t)N * C, true, -1, 3}, {"weight", (size_t)C, true, 0.5, 1.5}, {"bias", (size_t)C, true, -1, 1}};
         out = {{"out", (size_t)N * C, true, 0, 0}, {"mean", (size_t)N, false, 0, 0}, {"rstd", (size_t)N, false, 0, 0}};
     }
@@ -193,7 +179,7 @@ struct MatmulOp : OpBase {
     bool bias;
     MatmulOp(int N_, int C_, int OC_, bool bias_) : N(N_), C(C_), OC(OC_), bias(bias_) {
         op = "matmul";
-        shape = fmt("N=%d,C=%d,OC=%d,%s", N, C, OC, bias ? "bias" : "nobias");
+        shape = strf("N=%d,C=%d,OC=%d,%s", N, C, OC, bias ? "bias" : "nobias");
         in = {{"inp", (size_t)N * C, true, -1, 1}, {"weight", (size_t)OC * C, true, -1, 1}};
         if (bias) in.push_back({"bias", (size_t)OC, true, -1, 1});
         out = {{"out", (size_t)N * OC, true, 0, 0}};
@@ -216,7 +202,7 @@ struct RopeOp : OpBase {
     RopeOp(int B_, int T_, int H_, int D_, int pos0_, int step_, float theta_ = 10000.0f)
         : B(B_), Tn(T_), H(H_), D(D_), pos0(pos0_), pos_step(step_), theta(theta_) {
         op = "rope";
-        shape = fmt("B=%d,T=%d,H=%d,D=%d,pos=%d+%dt", B, Tn, H, D, pos0, pos_step);
+        shape = strf("B=%d,T=%d,H=%d,D=%d,pos=%d+%dt", B, Tn, H, D, pos0, pos_step);
         const size_t n = (size_t)B * Tn * 3 * H * D;
         in = {{"qkv", n, true, -1, 1}};
         out = {{"out", n, true, 0, 0}};
@@ -276,9 +262,9 @@ struct AttentionOp : OpBase {
         return *this;
     }
     void describe() {
-        shape = fmt("B=%d,N=%d,H=%d,D=%d,%s,%s,pos=%d+t", B, N, H, D, causal ? "causal" : "full",
+        shape = strf("B=%d,N=%d,H=%d,D=%d,%s,%s,pos=%d+t", B, N, H, D, causal ? "causal" : "full",
                     docs == Docs::None ? "nodoc" : docs == Docs::Split ? "doc" : "doc+empty", pos0);
-        for (size_t i = 0; i < segments.size(); i++) shape += fmt(",w%d/r%d", segments[i], dilations[i]);
+        for (size_t i = 0; i < segments.size(); i++) shape += strf(",w%d/r%d", segments[i], dilations[i]);
     }
     AttnPattern pattern() const {
         AttnPattern p;
@@ -329,7 +315,7 @@ struct GeluOp : OpBase {
     size_t n;
     explicit GeluOp(size_t n_) : n(n_) {
         op = "gelu";
-        shape = fmt("n=%zu", n);
+        shape = strf("n=%zu", n);
         in = {{"inp", n, true, -4, 4}};
         out = {{"out", n, true, 0, 0}};
     }
@@ -347,7 +333,7 @@ struct ResidualOp : OpBase {
     size_t n;
     explicit ResidualOp(size_t n_) : n(n_) {
         op = "residual";
-        shape = fmt("n=%zu", n);
+        shape = strf("n=%zu", n);
         in = {{"a", n, true, -1, 1}, {"b", n, true, -1, 1}};
         out = {{"out", n, true, 0, 0}};
     }
@@ -368,7 +354,7 @@ struct ClassifierOp : OpBase {
     std::vector<int> targets;
     ClassifierOp(int N_, int C_, int V_) : N(N_), C(C_), V(V_) {
         op = "classifier";
-        shape = fmt("N=%d,C=%d,V=%d,ignore", N, C, V);
+        shape = strf("N=%d,C=%d,V=%d,ignore", N, C, V);
         in = {{"x", (size_t)N * C, true, -1, 1}, {"wte", (size_t)V * C, true, -1, 1}};
         out = {{"losses", (size_t)N, true, 0, 0}};
         // Rounding of the losses is the larger FD error here (3e-7 of the 1e-6 at eps=3e-5 over
@@ -793,7 +779,7 @@ static void adamw_checks(gc::Rng& rng) {
             duf[i] = (double)pf[i] - pf2[i];
             duf_ref[i] = pf_ref[i] - pf2[i];
         }
-        const std::string shape = fmt("n=%zu,step=%d,wd=%g,gscale=%g", n, step, wd, gscale);
+        const std::string shape = strf("n=%zu,step=%d,wd=%g,gscale=%g", n, step, wd, gscale);
         const double ed = std::max({gc::rel_error(du.data(), du_ref.data(), n), gc::rel_error(md.data(), m_ref.data(), n),
                                     gc::rel_error(vd.data(), v_ref.data(), n)});
         report("formula", "adamw.double", shape, ed, 1e-9);
@@ -837,7 +823,7 @@ static void adamw_checks(gc::Rng& rng) {
         }
         err = std::max(err, std::fabs((double)lr_at(50, 0, 100, mx, mn) - (mx + mn) / 2.0) / mx);  // no warmup
         err = std::max(err, std::fabs((double)lr_at(20, 10, 10, mx, mn) - mx) / mx);               // total <= warmup
-        report("sched", "adamw.lr_at", fmt("warmup=%d,total=%d", warmup, total), err, 1e-6);
+        report("sched", "adamw.lr_at", strf("warmup=%d,total=%d", warmup, total), err, 1e-6);
     }
     // clip_scale
     {
@@ -871,7 +857,7 @@ static void adamw_checks(gc::Rng& rng) {
         omp_set_num_threads(t0);
         double err = std::fabs(a - (double)plain) / (double)plain;
         if (std::memcmp(&a, &b, sizeof a) != 0) err = 1;
-        report("norm", "adamw.grad_norm_sq", fmt("n=%zu", n2), err, 1e-12);
+        report("norm", "adamw.grad_norm_sq", strf("n=%zu", n2), err, 1e-12);
     }
 }
 
@@ -913,7 +899,7 @@ static void perf() {
             matmul_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, C, OC);
         });
         const double fl = 2.0 * N * C * OC;
-        std::printf("%-10s %-36s %10.2f %10.2f %10.2f %10.2f\n", "matmul", fmt("N=%d,C=%d,OC=%d", N, C, OC).c_str(),
+        std::printf("%-10s %-36s %10.2f %10.2f %10.2f %10.2f\n", "matmul", strf("N=%d,C=%d,OC=%d", N, C, OC).c_str(),
                     tf * 1e3, fl / tf * 1e-9, tb * 1e3, 2 * fl / tb * 1e-9);
     }
     const int B = 8, NT = 256, D = 64;
@@ -931,7 +917,7 @@ static void perf() {
             const double pairs = causal ? NT * (NT + 1) / 2.0 : (double)NT * NT;
             const double fl = 4.0 * B * H * D * pairs;
             std::printf("%-10s %-36s %10.2f %10.2f %10.2f %10.2f\n", "attention",
-                        fmt("B=%d,N=%d,H=%d,D=%d,%s", B, NT, H, D, causal ? "causal" : "full").c_str(), tf * 1e3,
+                        strf("B=%d,N=%d,H=%d,D=%d,%s", B, NT, H, D, causal ? "causal" : "full").c_str(), tf * 1e3,
                         fl / tf * 1e-9, tb * 1e3, 2.5 * fl / tb * 1e-9);
         }
 }
@@ -1033,8 +1019,7 @@ static int main_body(int argc, char** argv) {
     if (!matched) fatal("--filter '%s' matches no op of the table", filter);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("time %.1f s\n", dt);
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_report();
 }
 
 int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

@@ -10,29 +10,28 @@ set -uo pipefail
 corpus=${1:-build/test_corpus}
 work=build/test_output_paths
 rm -rf "$work" && mkdir -p "$work"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 for bin in build/train build/infer build/attention_tool build/data_tool; do
-    [ -x $bin ] || { echo "FAIL $bin not built"; echo "0 passed, 1 failed"; exit 1; }
+    [ -x $bin ] || bail "$bin not built"
 done
-[ -f "$corpus/train.bin" ] || { echo "FAIL no corpus at $corpus (run tests/test_data_cli.sh first)"; echo "0 passed, 1 failed"; exit 1; }
+[ -f "$corpus/train.bin" ] || bail "no corpus at $corpus (run tests/test_data_cli.sh first)"
 
 # Inputs to aim at: a tiny run (checkpoint, metrics.csv), a KV cache, a copy of the corpus (so a
 # failing test cannot destroy the shared one), a text, a task file.
 mkdir -p "$work/corpus" && cp "$corpus"/{train.bin,val.bin,tokenizer.model} "$work/corpus/"
 if ! ./build/train --device cpu --data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 5 --warmup 1 \
        --val-every 0 --val-batches 1 --sample-tokens 0 --out "$work/run" > "$work/train.log" 2>&1; then
-    echo "FAIL tiny training run: $(tail -2 "$work/train.log")"; echo "0 passed, 1 failed"; exit 1
+    bail "tiny training run: $(tail -2 "$work/train.log")"
 fi
 ckpt=$(ls "$work"/run/ckpt_*.safetensors | tail -1)
 metrics="$work/run/metrics.csv"
 infer=(./build/infer --device cpu --checkpoint "$work/run")
 "${infer[@]}" --prompt "And it came to pass" --max-new 2 --save-cache "$work/old.kv" > "$work/cache.log" 2>&1 \
-    || { echo "FAIL making a KV cache: $(tail -2 "$work/cache.log")"; echo "0 passed, 1 failed"; exit 1; }
+    || bail "making a KV cache: $(tail -2 "$work/cache.log")"
 printf 'In the beginning God created the heaven and the earth. And the earth was without form, and void.\n' > "$work/ppl.txt"
 ./build/data_tool tasks --data "$corpus" --task passkey --lengths 200 --depths 0,1 --out "$work/old.jsonl" > "$work/tasks.log" 2>&1 \
-    || { echo "FAIL making a task file: $(tail -2 "$work/tasks.log")"; echo "0 passed, 1 failed"; exit 1; }
+    || bail "making a task file: $(tail -2 "$work/tasks.log")"
 
 # refused NAME PATTERN TARGET COMMAND...: exit non-zero, one line "error: " with PATTERN, TARGET's
 # bytes unchanged (a directory: its listing and files' checksums), within 2 seconds.
@@ -138,5 +137,4 @@ overwritten "train --out a directory with an older run's metrics.csv" "$work/sta
 printf 'not metrics\n' > "$work/notes.csv" && mkdir -p "$work/odd" && cp "$work/notes.csv" "$work/odd/metrics.csv"
 refused "train --out a directory whose metrics.csv is no run's" "its metrics.csv is an existing file" "$work/odd/metrics.csv" "${tiny[@]}" --out "$work/odd"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

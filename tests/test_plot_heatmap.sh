@@ -10,13 +10,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 work=build/test_plot_heatmap
 rm -rf "$work" && mkdir -p "$work"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 plot=scripts/plot_heatmap.sh
 if ! command -v gnuplot > /dev/null; then
     echo "SKIP gnuplot not found: scripts/install_deps.sh installs gnuplot-nox (make test does)"
-    echo "0 passed, 0 failed"; exit 0
+    finish
 fi
 
 # Two tasks (in this order: the panels' order), lengths 600, 1536, 2048 and 1M, depths 0, 0.25,
@@ -109,5 +108,4 @@ err=$($plot "$work/r.csv" "$work/r.csv" 2>&1) && fail "the CSV was drawn over it
     { [[ "$err" == *"is an existing file that is not an image"* ]] && [ "$(md5sum < "$work/r.csv")" = "$sum" ] &&
         pass "an OUT that is not an image keeps its bytes -> $err" || fail "OUT over the CSV: $err"; }
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

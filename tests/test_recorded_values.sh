@@ -8,11 +8,10 @@ set -uo pipefail
 corpus=${1:-build/test_corpus}
 work=build/test_recorded_values
 rm -rf "$work" && mkdir -p "$work"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
-for bin in build/train build/infer; do [ -x $bin ] || { echo "FAIL $bin not built"; echo "0 passed, 1 failed"; exit 1; }; done
-[ -f "$corpus/train.bin" ] || { echo "FAIL no corpus at $corpus (run tests/test_data_cli.sh first)"; echo "0 passed, 1 failed"; exit 1; }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+for bin in build/train build/infer; do [ -x $bin ] || bail "$bin not built"; done
+[ -f "$corpus/train.bin" ] || bail "no corpus at $corpus (run tests/test_data_cli.sh first)"
 
 tiny=(--device cpu --data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 2 --steps 2 --warmup 1
       --val-every 0 --val-batches 1 --ckpt-every 1 --log-every 1 --sample-tokens 0)
@@ -106,5 +105,4 @@ else
     fail "diverged before the first checkpoint (exit $code): $err"
 fi
 
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+summary

@@ -11,12 +11,10 @@ set -uo pipefail
 corpus=${1:-build/test_corpus}
 work=build/test_retrieval_study
 rm -rf "$work" && mkdir -p "$work/carry/bin"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
-finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
-for bin in build/train build/infer build/data_tool; do [ -x $bin ] || { fail "$bin not built"; finish; }; done
-[ -f "$corpus/val.bin" ] || { fail "no corpus at $corpus (run tests/test_data_cli.sh first)"; finish; }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+for bin in build/train build/infer build/data_tool; do [ -x $bin ] || bail "$bin not built"; done
+[ -f "$corpus/val.bin" ] || bail "no corpus at $corpus (run tests/test_data_cli.sh first)"
 for bin in train infer data_tool; do ln -s "$PWD/build/$bin" "$work/carry/bin/$bin"; done
 ln -s "$PWD/$corpus" "$work/carry/corpus-long"
 

@@ -31,7 +31,7 @@ static void test_ring_equals_one_call(SplitMix64& rng, const AttnCase& cs, int P
     for (double& x : dout) x = uni();
     std::vector<int> pos(N), doc;
     for (int i = 0; i < N; i++) pos[i] = i;
-    if (cs.docs) {
+    if (cs.has_docs()) {
         doc.resize((size_t)B * N);
         for (int b = 0; b < B; b++)
             for (int i = 0, start = 0; i < N; i++) {
@@ -42,7 +42,7 @@ static void test_ring_equals_one_call(SplitMix64& rng, const AttnCase& cs, int P
     // One call over the whole sequence.
     const AttnShape s{B, N, H, D, S};
     std::vector<double> O((size_t)B * N * HD), L((size_t)B * H * N), dqkv(qkv.size(), 0.0);
-    const int* docp = cs.docs ? doc.data() : nullptr;
+    const int* docp = cs.has_docs() ? doc.data() : nullptr;
     attention_forward(O.data(), L.data(), qkv.data(), qkv.data() + HD, qkv.data() + 2 * HD, pos.data(), docp, cs.pattern, s, scale);
     attention_backward(dqkv.data(), dqkv.data() + HD, dqkv.data() + 2 * HD, dout.data(), O.data(), L.data(), qkv.data(),
                        qkv.data() + HD, qkv.data() + 2 * HD, pos.data(), docp, cs.pattern, s, scale);
@@ -55,16 +55,16 @@ static void test_ring_equals_one_call(SplitMix64& rng, const AttnCase& cs, int P
         const int r = comm.rank(), n = 2 * c;
         const std::vector<int> gpos = plan.positions(r);
         std::vector<double> lq((size_t)B * n * S), lg((size_t)B * n * HD);
-        std::vector<int> ldoc(cs.docs ? (size_t)B * n : 0);
+        std::vector<int> ldoc(cs.has_docs() ? (size_t)B * n : 0);
         for (int b = 0; b < B; b++)
             for (int i = 0; i < n; i++) {
                 const size_t src = (size_t)b * N + gpos[i], dst = (size_t)b * n + i;
                 std::copy(qkv.begin() + src * S, qkv.begin() + (src + 1) * S, lq.begin() + dst * S);
                 std::copy(dout.begin() + src * HD, dout.begin() + (src + 1) * HD, lg.begin() + dst * HD);
-                if (cs.docs) ldoc[dst] = doc[src];
+                if (cs.has_docs()) ldoc[dst] = doc[src];
             }
         std::vector<double> o((size_t)B * n * HD), l((size_t)B * H * n), d(lq.size(), 0.0);
-        const int* dp = cs.docs ? ldoc.data() : nullptr;
+        const int* dp = cs.has_docs() ? ldoc.data() : nullptr;
         ring_attention_forward(comm, plan, o.data(), l.data(), lq.data(), lq.data() + HD, lq.data() + 2 * HD, S, dp, B, H,
                                D, scale);
         ring_attention_backward(comm, plan, d.data(), d.data() + HD, d.data() + 2 * HD, lg.data(), o.data(), l.data(),
@@ -89,8 +89,8 @@ static void test_ring_equals_one_call(SplitMix64& rng, const AttnCase& cs, int P
         eb = std::max(eb, max_diff(rd[r], d));
     }
     const std::string tag = cs.name + ", P = " + std::to_string(P) + ", chunks of " + std::to_string(c);
-    check(ef <= 1e-12, "ring fwd (O, L) == one call: " + tag, ef, 1e-12);
-    check(eb <= 1e-12, "ring bwd (dQ, dK, dV) == one call: " + tag, eb, 1e-12);
+    check_err(ef <= 1e-12, "ring fwd (O, L) == one call: " + tag, ef, 1e-12);
+    check_err(eb <= 1e-12, "ring bwd (dQ, dK, dV) == one call: " + tag, eb, 1e-12);
 }
 
 static void test_plan() {
@@ -111,7 +111,7 @@ static void test_plan() {
                 for (int i = 0; i < p.c; i++) pairs += p.pos0(p.chunk(r, k)) + i + 1;
             lo = std::min(lo, pairs), hi = std::max(hi, pairs);
         }
-        check(lo == hi, "zigzag: every rank has the same causal work, P = " + std::to_string(P), (double)(hi - lo), 0);
+        check_err(lo == hi, "zigzag: every rank has the same causal work, P = " + std::to_string(P), (double)(hi - lo), 0);
     }
     AttnPattern local;  // segments inside a chunk of 64: only the diagonal pairs, nothing moves
     local.kind = AttnKind::Dilated;
@@ -187,7 +187,7 @@ static void test_comm_failures() {
             comm.broadcast(&v, sizeof v, 1);
             sums[comm.rank()] = x[0] + x[1] * 10 + x[2] * 100 + v * 1000;
         });
-        check(sums[0] == sums[1] && sums[0] == 3 + 10 - 200 + 42000, "all_reduce_sum and broadcast", sums[0] - (3 + 10 - 200 + 42000));
+        check_err(sums[0] == sums[1] && sums[0] == 3 + 10 - 200 + 42000, "all_reduce_sum and broadcast", sums[0] - (3 + 10 - 200 + 42000));
     }
     std::string what;
     try {
@@ -205,7 +205,6 @@ int main(int argc, char** argv) {
             for (int P = 1; P <= 4; P++) test_ring_equals_one_call(rng, cs, P, 5 + (int)rng.below(12));
         test_plan();
         test_comm_failures();
-        std::printf("%d passed, %d failed\n", g_passed, g_failed);
-        return g_failed ? 1 : 0;
+        return check_report();
     });
 }

@@ -21,25 +21,7 @@
 #include "data/train_tokenizer.h"
 #include "eval/task_eval.h"
 #include "eval/task_report.h"
-
-static int g_passed = 0, g_failed = 0;
-
-static void check(bool ok, const std::string& name, const std::string& detail = "") {
-    std::printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.empty() ? "" : ": ", detail.c_str());
-    (ok ? g_passed : g_failed)++;
-}
-
-// Passes when body fails with a FatalError whose message holds every string of `want`.
-static void expect_refused(const std::string& name, const std::function<void()>& body, const std::vector<std::string>& want) {
-    try {
-        body();
-        check(false, name, "accepted");
-    } catch (const FatalError& e) {
-        bool ok = true;
-        for (const std::string& w : want) ok = ok && std::string(e.what()).find(w) != std::string::npos;
-        check(ok, name, e.what());
-    }
-}
+#include "tests/check.h"
 
 // Prose and code, deterministic, for a tokenizer and a haystack.
 static std::string test_text(uint64_t seed, int lines) {
@@ -157,11 +139,11 @@ static void test_items(const Tokenizer& tok, const PieceKinds& k) {
     const std::vector<TaskItem> mq = make_task_items({TaskKind::MultiQuery, 3000, 0.25, 4, 7}, hay, tok, k);
     check(mq.size() == 4 && mq[1].depth == 0.5 && mq[2].depth == 0.75 && mq[3].depth == 0.0, "multiquery needles at depth + i/4");
     // Bad requests: one line naming the flag.
-    expect_refused("a length shorter than the needles and question", [&] { make_task_items({TaskKind::Passkey, 40, 0.5, 4, 1}, hay, tok, k); },
+    expect_fatal("a length shorter than the needles and question", [&] { make_task_items({TaskKind::Passkey, 40, 0.5, 4, 1}, hay, tok, k); },
                    {"--lengths 40", "too short"});
-    expect_refused("a haystack too short for the length", [&] { make_task_items({TaskKind::Passkey, 1 << 20, 0.5, 4, 1}, hay, tok, k); },
+    expect_fatal("a haystack too short for the length", [&] { make_task_items({TaskKind::Passkey, 1 << 20, 0.5, 4, 1}, hay, tok, k); },
                    {"--haystack", "fewer than", "lower --lengths"});
-    expect_refused("more needles than distinct words", [&] { make_task_items({TaskKind::MultiKey, 3000, 0.5, 7000, 1}, hay, tok, k); },
+    expect_fatal("more needles than distinct words", [&] { make_task_items({TaskKind::MultiKey, 3000, 0.5, 7000, 1}, hay, tok, k); },
                    {"distinct words"});
 }
 
@@ -182,7 +164,7 @@ static void test_tokenizer_checks(const Tokenizer& tok) {
         dummy.load_serialized(model);
         // Refused before any item is made (its newline is two pieces), or at the item (its needle
         // encodes otherwise in the text): either way one line naming the tokenizer and the fix.
-        expect_refused("a tokenizer that splits the needle differently in the text", [&] {
+        expect_fatal("a tokenizer that splits the needle differently in the text", [&] {
             const PieceKinds dk(dummy);
             const Haystack h = haystack_from_docs({dummy.encode(test_text(9, 300))}, "text", dk);
             make_task_items({TaskKind::Passkey, 1500, 0.5, 4, 1}, h, dummy, dk);
@@ -204,7 +186,7 @@ static void test_task_file() {
     check(back.context == w.context && back.question == w.question && back.answer == w.answer, "an item round-trips through JSON");
     check(task_prompt_text(w) == w.context + "\n" + w.question, "the prompt is context, newline, question");
     auto refused = [&](const std::string& name, const std::string& line, const std::string& want) {
-        expect_refused(name, [&] { parse_task_line(line, "tasks.jsonl", 7); }, {"tasks.jsonl line 7", want});
+        expect_fatal(name, [&] { parse_task_line(line, "tasks.jsonl", 7); }, {"tasks.jsonl line 7", want});
     };
     refused("not JSON", "{\"task\": ", "not JSON");
     refused("an array, not an object", "[1, 2]", "not a JSON object");
@@ -307,11 +289,11 @@ static void test_training_documents(const Tokenizer& tok, const PieceKinds& k) {
     }
     check(opened_mk_only == 24 && led_by_pk == 0, "--lead-kind multikey: every document opens with a multi-key needle, none with a "
                                                   "pass key (" + std::to_string(opened_mk_only) + " of 24, " + std::to_string(led_by_pk) + ")");
-    expect_refused("more multi-key needles a document than distinct words", [&] {
+    expect_fatal("more multi-key needles a document than distinct words", [&] {
         SplitMix64 rng(1);
         make_training_document({1 << 20, 16, 1e9}, hay, tok, k, rng);
     }, {"--needle-every 16", "distinct words"});
-    expect_refused("needles too dense for the document", [&] {
+    expect_fatal("needles too dense for the document", [&] {
         SplitMix64 rng(1);
         make_training_document({512, 16, 16}, hay, tok, k, rng);
     }, {"--doc-tokens 512", "too short"});
@@ -333,12 +315,12 @@ static void test_batch_source() {
     check(stages.size() == 3 && stages[1].seq_len == 64 && stages[1].batch == 8 && stages[2].first_step == 20, "--schedule parses");
     const auto mix = parse_mix("tasks.bin:0.25", 3);
     check(mix.size() == 3 && mix[2][0].fraction == 0.25, "one --mix list serves every stage");
-    expect_refused("a --mix with stages of its own that do not match", [] { parse_mix("a:0.5;b:0.5", 3); }, {"gives 2 stages", "has 3"});
-    expect_refused("fractions over 1", [] { parse_mix("a:0.7,b:0.5", 1); }, {"more than 1"});
-    expect_refused("a fraction of 0", [] { parse_mix("a:0", 1); }, {"SHARD:FRACTION"});
-    expect_refused("a schedule step out of order", [] { parse_schedule("64x8@10,128x4@5", {0, 32, 16}, 40, 1 << 20); }, {"steps must increase"});
-    expect_refused("a schedule entry without a batch", [] { parse_schedule("64@10", {0, 32, 16}, 40, 1 << 20); }, {"SEQ_LENxBATCH@STEP"});
-    expect_refused("a schedule stage of more tokens a step than allowed", [] { parse_schedule("4096x512@10", {0, 32, 16}, 40, 1 << 20); },
+    expect_fatal("a --mix with stages of its own that do not match", [] { parse_mix("a:0.5;b:0.5", 3); }, {"gives 2 stages", "has 3"});
+    expect_fatal("fractions over 1", [] { parse_mix("a:0.7,b:0.5", 1); }, {"more than 1"});
+    expect_fatal("a fraction of 0", [] { parse_mix("a:0", 1); }, {"SHARD:FRACTION"});
+    expect_fatal("a schedule step out of order", [] { parse_schedule("64x8@10,128x4@5", {0, 32, 16}, 40, 1 << 20); }, {"steps must increase"});
+    expect_fatal("a schedule entry without a batch", [] { parse_schedule("64@10", {0, 32, 16}, 40, 1 << 20); }, {"SEQ_LENxBATCH@STEP"});
+    expect_fatal("a schedule stage of more tokens a step than allowed", [] { parse_schedule("4096x512@10", {0, 32, 16}, 40, 1 << 20); },
                    {"--schedule entry '4096x512@10'", "tokens per step"});
 
     std::vector<std::vector<std::pair<const TokenShard*, double>>> m(3, {{&tasks, 0.25}});
@@ -523,7 +505,7 @@ static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
     check(rb.binned_lengths && rb.binned_depths && rb.depths.size() <= 11 && rb.lengths.size() <= 3, "many distinct lengths and depths are binned");
 
     // A prompt longer than --ctx: refused naming its line, or read in its last tokens.
-    expect_refused("a prompt longer than --ctx", [&] { tokenize_tasks(items, tok, TaskEvalOptions{1000, false, "tasks.jsonl"}); },
+    expect_fatal("a prompt longer than --ctx", [&] { tokenize_tasks(items, tok, TaskEvalOptions{1000, false, "tasks.jsonl"}); },
                    {"tasks.jsonl line", "longer than the model reads (--ctx 1000)", "--truncate"});
     const std::vector<TaskPrompt> cut = tokenize_tasks(items, tok, TaskEvalOptions{1000, true, "tasks.jsonl"});
     bool within = true;
@@ -544,8 +526,7 @@ static int main_body() {
     test_batch_source();
     test_format_length();
     test_scoring(tok, k);
-    std::printf("%d passed, %d failed\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return check_report();
 }
 
 int main() { return guarded_main([&] { return main_body(); }); }

@@ -9,22 +9,11 @@ set -uo pipefail
 corpus=${1:-build/test_corpus}
 work=build/test_tasks_cli
 rm -rf "$work" && mkdir -p "$work"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
-for bin in build/train build/infer build/data_tool; do [ -x $bin ] || { echo "FAIL $bin not built"; echo "0 passed, 1 failed"; exit 1; }; done
-[ -f "$corpus/val.bin" ] || { echo "FAIL no corpus at $corpus (run tests/test_data_cli.sh first)"; echo "0 passed, 1 failed"; exit 1; }
-expect_error() {  # name, pattern the one-line message must contain, command...
-    local name=$1 pattern=$2; shift 2
-    local err code lines
-    err=$("$@" 2>&1 >/dev/null | tr '\r' '\n' | grep -v '^scored' | grep .); code=${PIPESTATUS[0]}
-    lines=$(printf '%s\n' "$err" | grep -c .)
-    if [ "$code" -ne 0 ] && [ "$lines" -eq 1 ] && [[ "$err" == error:* ]] && grep -q -- "$pattern" <<< "$err"; then
-        pass "bad input: $name -> $err"
-    else
-        fail "bad input: $name (exit $code, $lines lines): $err"
-    fi
-}
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+stderr_filter() { tr '\r' '\n' | grep -v '^scored' | grep .; }  # expect_error: no progress lines
+for bin in build/train build/infer build/data_tool; do [ -x $bin ] || bail "$bin not built"; done
+[ -f "$corpus/val.bin" ] || bail "no corpus at $corpus (run tests/test_data_cli.sh first)"
 
 # 1. data_tool tasks: items as asked, the same bytes for the same seed.
 T=(build/data_tool tasks --data "$corpus" --task passkey,multikey,multiquery --lengths 700,1K --depths 0,0.5,1 --needles 3)
@@ -38,11 +27,11 @@ if "${T[@]}" --seed 4 --out "$work/t1.jsonl" > "$work/t1.log" 2>&1 && "${T[@]}" 
 else
     fail "data_tool tasks failed: $(tail -2 "$work/t1.log")"
 fi
-expect_error "tasks: a length too short" "too short" "${T[@]/1K/60}" --out "$work/x.jsonl"
-expect_error "tasks: a depth outside [0, 1]" "--depths '1.5'" build/data_tool tasks --data "$corpus" --lengths 1K --depths 0,1.5 --out "$work/x.jsonl"
-expect_error "tasks: an unknown task" "--task 'needle'" build/data_tool tasks --data "$corpus" --task needle --lengths 1K --out "$work/x.jsonl"
-expect_error "tasks: a length its haystack cannot fill" "lower --lengths" build/data_tool tasks --data "$corpus" --lengths 1M --out "$work/x.jsonl"
-expect_error "tasks: no --out" "--out" build/data_tool tasks --data "$corpus" --lengths 1K
+expect_error "bad input: tasks: a length too short" "too short" "${T[@]/1K/60}" --out "$work/x.jsonl"
+expect_error "bad input: tasks: a depth outside [0, 1]" "--depths '1.5'" build/data_tool tasks --data "$corpus" --lengths 1K --depths 0,1.5 --out "$work/x.jsonl"
+expect_error "bad input: tasks: an unknown task" "--task 'needle'" build/data_tool tasks --data "$corpus" --task needle --lengths 1K --out "$work/x.jsonl"
+expect_error "bad input: tasks: a length its haystack cannot fill" "lower --lengths" build/data_tool tasks --data "$corpus" --lengths 1M --out "$work/x.jsonl"
+expect_error "bad input: tasks: no --out" "--out" build/data_tool tasks --data "$corpus" --lengths 1K
 [ ! -e "$work/x.jsonl" ] && pass "a refused tasks command writes nothing" || fail "a refused tasks command wrote $work/x.jsonl"
 
 # 2. data_tool task-shard: training documents, a valid shard.
@@ -53,11 +42,11 @@ if build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --ne
 else
     fail "task-shard failed: $(tail -2 "$work/ts.log")"
 fi
-expect_error "task-shard: needles denser than the document holds" "too short" build/data_tool task-shard --data "$corpus" --doc-tokens 256 --tokens 1K --needle-every 16 --out "$work/y.bin"
-expect_error "task-shard: --lead-needle above 1" "--lead-needle 2 must be in" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-needle 2 --out "$work/y.bin"
-expect_error "task-shard: an unknown --lead-kind" "--lead-kind must be any or multikey" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-needle 0.5 --lead-kind passkey --out "$work/y.bin"
-expect_error "task-shard: --lead-kind without --lead-needle" "no effect without --lead-needle" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-kind multikey --out "$work/y.bin"
-expect_error "task-shard: fewer tokens than a document" "--tokens" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 100 --out "$work/y.bin"
+expect_error "bad input: task-shard: needles denser than the document holds" "too short" build/data_tool task-shard --data "$corpus" --doc-tokens 256 --tokens 1K --needle-every 16 --out "$work/y.bin"
+expect_error "bad input: task-shard: --lead-needle above 1" "--lead-needle 2 must be in" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-needle 2 --out "$work/y.bin"
+expect_error "bad input: task-shard: an unknown --lead-kind" "--lead-kind must be any or multikey" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-needle 0.5 --lead-kind passkey --out "$work/y.bin"
+expect_error "bad input: task-shard: --lead-kind without --lead-needle" "no effect without --lead-needle" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-kind multikey --out "$work/y.bin"
+expect_error "bad input: task-shard: fewer tokens than a document" "--tokens" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 100 --out "$work/y.bin"
 
 # 3. train with retrieval documents mixed in and a length curriculum: killed and resumed, or run
 # in pieces (--stop-at, --time-limit), it gives the losses and checkpoint of one run.
@@ -89,15 +78,15 @@ if build/train "${tiny[@]}" --out "$work/timed" --time-limit 0.000001 > "$work/t
 else
     fail "--time-limit run failed: $(tail -1 "$work/timed.log")"
 fi
-expect_error "train: a --mix shard that does not exist" "no_such.bin" build/train "${tiny[@]}" --mix "$work/no_such.bin:0.5" --out "$work/bad1"
-expect_error "train: a --mix fraction over 1" "SHARD:FRACTION" build/train "${tiny[@]}" --mix "$work/tasks.bin:2" --out "$work/bad2"
-expect_error "train: --mix lists that do not match the stages" "gives 2 stages" build/train "${tiny[@]}" --mix "$work/tasks.bin:0.5;$work/tasks.bin:0.5" --out "$work/bad3"
-expect_error "train: a --schedule step past --steps" "--schedule entry" build/train "${tiny[@]}" --schedule 128x4@30 --out "$work/bad4"
-expect_error "train: a --schedule window that does not split over --cp" "--schedule" build/train "${tiny[@]}" --schedule 130x4@10 --mix "$work/tasks.bin:0.5" --cp 4 --simulate-ranks 4 --out "$work/bad5"
-expect_error "train: --stop-at past --steps" "--stop-at" build/train "${tiny[@]}" --stop-at 99 --out "$work/bad6"
+expect_error "bad input: train: a --mix shard that does not exist" "no_such.bin" build/train "${tiny[@]}" --mix "$work/no_such.bin:0.5" --out "$work/bad1"
+expect_error "bad input: train: a --mix fraction over 1" "SHARD:FRACTION" build/train "${tiny[@]}" --mix "$work/tasks.bin:2" --out "$work/bad2"
+expect_error "bad input: train: --mix lists that do not match the stages" "gives 2 stages" build/train "${tiny[@]}" --mix "$work/tasks.bin:0.5;$work/tasks.bin:0.5" --out "$work/bad3"
+expect_error "bad input: train: a --schedule step past --steps" "--schedule entry" build/train "${tiny[@]}" --schedule 128x4@30 --out "$work/bad4"
+expect_error "bad input: train: a --schedule window that does not split over --cp" "--schedule" build/train "${tiny[@]}" --schedule 130x4@10 --mix "$work/tasks.bin:0.5" --cp 4 --simulate-ranks 4 --out "$work/bad5"
+expect_error "bad input: train: --stop-at past --steps" "--stop-at" build/train "${tiny[@]}" --stop-at 99 --out "$work/bad6"
 build/train "${tiny[@]}" --stop-at 11 --out "$work/stop11" > /dev/null 2>&1
-expect_error "train: --resume --stop-at not past the checkpoint" "not past the checkpoint's step 11" build/train "${tiny[@]}" --resume --stop-at 11 --out "$work/stop11"
-expect_error "train: --resume with another --mix" "--mix" build/train "${tiny[@]}" --mix "$work/tasks.bin:0.5" --resume --out "$work/full"
+expect_error "bad input: train: --resume --stop-at not past the checkpoint" "not past the checkpoint's step 11" build/train "${tiny[@]}" --resume --stop-at 11 --out "$work/stop11"
+expect_error "bad input: train: --resume with another --mix" "--mix" build/train "${tiny[@]}" --mix "$work/tasks.bin:0.5" --resume --out "$work/full"
 [ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && [ ! -e "$work/bad3" ] && pass "refused runs write nothing" || fail "a refused run wrote its --out"
 
 # 4. infer --tasks through the model's cache: the scorer's rule against what plain greedy
@@ -146,15 +135,15 @@ else
     fail "--tasks failed: $(tail -2 "$work/b16.log") $(tail -2 "$work/b1.log")"
 fi
 printf 'not json\n' > "$work/bad.jsonl"
-expect_error "--tasks: a line that is not JSON" "bad.jsonl line 1: not JSON" build/infer --checkpoint "$model" --tasks "$work/bad.jsonl"
+expect_error "bad input: --tasks: a line that is not JSON" "bad.jsonl line 1: not JSON" build/infer --checkpoint "$model" --tasks "$work/bad.jsonl"
 printf '\n{"task":"p","context":"c","question":"q","answer":"1","depth":0}\n' > "$work/nolen.jsonl"
-expect_error "--tasks: a missing field" 'nolen.jsonl line 2: no field "length"' build/infer --checkpoint "$model" --tasks "$work/nolen.jsonl"
+expect_error "bad input: --tasks: a missing field" 'nolen.jsonl line 2: no field "length"' build/infer --checkpoint "$model" --tasks "$work/nolen.jsonl"
 printf '{"task":"p","context":"c","question":"q","answer":"","length":3,"depth":0}\n' > "$work/noans.jsonl"
-expect_error "--tasks: an empty answer" "noans.jsonl line 1: the answer is empty" build/infer --checkpoint "$model" --tasks "$work/noans.jsonl"
-expect_error "--tasks: a context longer than the model reads" "t1.jsonl line 4: the prompt is" build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --ctx 800
-expect_error "--tasks-out in a directory that does not exist" "--tasks-out" build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --ctx 2048 --tasks-out "$work/nodir/x"
-expect_error "--tasks with --prompt" "--tasks scores a task file alone" build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --prompt hi
-expect_error "--truncate without --tasks" "--truncate" build/infer --checkpoint "$model" --prompt hi --truncate
+expect_error "bad input: --tasks: an empty answer" "noans.jsonl line 1: the answer is empty" build/infer --checkpoint "$model" --tasks "$work/noans.jsonl"
+expect_error "bad input: --tasks: a context longer than the model reads" "t1.jsonl line 4: the prompt is" build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --ctx 800
+expect_error "bad input: --tasks-out in a directory that does not exist" "--tasks-out" build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --ctx 2048 --tasks-out "$work/nodir/x"
+expect_error "bad input: --tasks with --prompt" "--tasks scores a task file alone" build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --prompt hi
+expect_error "bad input: --truncate without --tasks" "--truncate" build/infer --checkpoint "$model" --prompt hi --truncate
 if build/infer --checkpoint "$model" --tasks "$work/t1.jsonl" --ctx 800 --truncate > "$work/trunc.log" 2>&1; then
     grep -q "^tasks $work/t1.jsonl: [0-9]* of 30 correct" "$work/trunc.log" && pass "--truncate reads the long prompts in their last --ctx tokens" \
         || fail "--truncate: $(tail -1 "$work/trunc.log")"
@@ -162,5 +151,4 @@ else
     fail "--truncate failed: $(tail -1 "$work/trunc.log")"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

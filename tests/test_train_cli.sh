@@ -7,11 +7,10 @@ set -uo pipefail
 corpus=${1:-build/test_corpus}
 work=build/test_train_cli
 rm -rf "$work" && mkdir -p "$work"
-passed=0 failed=0
-pass() { echo "PASS $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
-for bin in build/train build/infer; do [ -x $bin ] || { echo "FAIL $bin not built"; echo "0 passed, 1 failed"; exit 1; }; done
-[ -f "$corpus/train.bin" ] || { echo "FAIL no corpus at $corpus (run tests/test_data_cli.sh first)"; echo "0 passed, 1 failed"; exit 1; }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+for bin in build/train build/infer; do [ -x $bin ] || bail "$bin not built"; done
+[ -f "$corpus/train.bin" ] || bail "no corpus at $corpus (run tests/test_data_cli.sh first)"
 
 # A tiny model: 2 blocks, width 64, one head of 64, windows of 32.
 tiny=(--data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 20 --warmup 4 --lr 3e-3
@@ -106,56 +105,45 @@ fi
 #    and the files already in --out unchanged.
 snapshot() { (cd "$1" && find . -type f | sort | xargs sha256sum) 2>/dev/null; }
 before=$(snapshot "$work/full")
-expect_error() {  # name, pattern the message must contain, command...
-    local name=$1 pattern=$2; shift 2
-    local err code
-    err=$("$@" 2>&1 >/dev/null); code=$?
-    local lines; lines=$(printf '%s\n' "$err" | grep -c .)
-    if [ $code -ne 0 ] && [ "$lines" -eq 1 ] && [[ "$err" == error:* ]] && grep -q -- "$pattern" <<< "$err"; then
-        pass "bad input: $name -> $err"
-    else
-        fail "bad input: $name (exit $code, $lines lines): $err"
-    fi
-}
 mkdir -p "$work/bad"
 cp "$corpus"/{train.bin,val.bin,tokenizer.model} "$work/bad/"
 head -c 100 "$corpus/train.bin" > "$work/bad/train.bin"
 mkdir -p "$work/badtok"
 cp "$corpus"/{train.bin,val.bin} "$work/badtok/" && echo "not a model" > "$work/badtok/tokenizer.model"
 head -c 5000 "$work/full/ckpt_00000020.safetensors" > "$work/truncated.safetensors"
-expect_error "heads do not divide width" "--heads" ./build/train "${tiny[@]}" --heads 3 --out "$work/x1"
-expect_error "unsupported head dim" "head dim" ./build/train "${tiny[@]}" --heads 2 --out "$work/x1"
-expect_error "zero steps" "--steps" ./build/train "${tiny[@]}" --steps 0 --out "$work/x1"
-expect_error "window longer than the data" "--seq-len" ./build/train "${tiny[@]}" --seq-len 10000000 --out "$work/x1"
-expect_error "unknown flag" "--bogus" ./build/train "${tiny[@]}" --bogus 1 --out "$work/x1"
-expect_error "malformed number" "--lr" ./build/train "${tiny[@]}" --lr fast --out "$work/x1"
-expect_error "missing corpus" "tokenizer.model" ./build/train "${tiny[@]}" --data "$work/nothing_here" --out "$work/x1"
-expect_error "corrupt shard" "train.bin" ./build/train "${tiny[@]}" --data "$work/bad" --out "$work/x1"
-expect_error "corrupt tokenizer" "tokenizer.model" ./build/train "${tiny[@]}" --data "$work/badtok" --out "$work/x1"
-expect_error "out dir holds a run" "--resume" ./build/train "${tiny[@]}" --out "$work/full"
-expect_error "resume with other flags" "--resume" ./build/train "${tiny[@]}" --steps 30 --out "$work/full" --resume
-expect_error "resume with nothing to resume" "--resume" ./build/train "${tiny[@]}" --out "$work/x2" --resume
-expect_error "dilation above its segment" "dilation 64 exceeds its segment 32" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,64 --out "$work/x1"
-expect_error "segment and dilation lists differ" "--dilations has 1" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1 --out "$work/x1"
-expect_error "zero segment" "must be positive" ./build/train "${tiny[@]}" --attn dilated --segments 0 --dilations 1 --out "$work/x1"
-expect_error "malformed segment list" "--segments" ./build/train "${tiny[@]}" --attn dilated --segments 16,x --out "$work/x1"
-expect_error "dense layer out of range" "--dense-layers" ./build/train "${tiny[@]}" --attn dilated --dense-layers 5 --out "$work/x1"
-expect_error "unknown pattern" "--attn" ./build/train "${tiny[@]}" --attn sparse --out "$work/x1"
-expect_error "unknown device" "--device" ./build/train "${tiny[@]}" --device tpu --out "$work/x1"
-expect_error "missing checkpoint" "checkpoint" ./build/infer --checkpoint "$work/nothing.safetensors" --prompt hi
-expect_error "truncated checkpoint" "truncated.safetensors" ./build/infer --checkpoint "$work/truncated.safetensors" --prompt hi
-expect_error "bad top-p" "--top-p" ./build/infer --checkpoint "$work/full" --top-p 2
-expect_error "missing perplexity file" "no_such_file" ./build/infer --checkpoint "$work/full" --perplexity "$work/no_such_file"
-expect_error "non-finite --lr" "--lr" ./build/train "${tiny[@]}" --lr inf --out "$work/x1"
-expect_error "--layers 1000000" "--layers" ./build/train "${tiny[@]}" --layers 1000000 --out "$work/x1"
-expect_error "--width 2147483584 --heads 33554431" "--width" ./build/train "${tiny[@]}" --width 2147483584 --heads 33554431 --out "$work/x1"
-expect_error "--seq-len 2^31-1" "--seq-len" ./build/train "${tiny[@]}" --seq-len 2147483647 --out "$work/x1"
-expect_error "--batch x --seq-len overflow" "--batch" ./build/train "${tiny[@]}" --batch 2147483647 --seq-len 200000000 --out "$work/x1"
-expect_error "--max-bad-steps 0" "--max-bad-steps" ./build/train "${tiny[@]}" --max-bad-steps 0 --out "$work/x1"
-expect_error "unknown recompute policy" "--recompute" ./build/train "${tiny[@]}" --recompute some --out "$work/x1"
+expect_error "bad input: heads do not divide width" "--heads" ./build/train "${tiny[@]}" --heads 3 --out "$work/x1"
+expect_error "bad input: unsupported head dim" "head dim" ./build/train "${tiny[@]}" --heads 2 --out "$work/x1"
+expect_error "bad input: zero steps" "--steps" ./build/train "${tiny[@]}" --steps 0 --out "$work/x1"
+expect_error "bad input: window longer than the data" "--seq-len" ./build/train "${tiny[@]}" --seq-len 10000000 --out "$work/x1"
+expect_error "bad input: unknown flag" "--bogus" ./build/train "${tiny[@]}" --bogus 1 --out "$work/x1"
+expect_error "bad input: malformed number" "--lr" ./build/train "${tiny[@]}" --lr fast --out "$work/x1"
+expect_error "bad input: missing corpus" "tokenizer.model" ./build/train "${tiny[@]}" --data "$work/nothing_here" --out "$work/x1"
+expect_error "bad input: corrupt shard" "train.bin" ./build/train "${tiny[@]}" --data "$work/bad" --out "$work/x1"
+expect_error "bad input: corrupt tokenizer" "tokenizer.model" ./build/train "${tiny[@]}" --data "$work/badtok" --out "$work/x1"
+expect_error "bad input: out dir holds a run" "--resume" ./build/train "${tiny[@]}" --out "$work/full"
+expect_error "bad input: resume with other flags" "--resume" ./build/train "${tiny[@]}" --steps 30 --out "$work/full" --resume
+expect_error "bad input: resume with nothing to resume" "--resume" ./build/train "${tiny[@]}" --out "$work/x2" --resume
+expect_error "bad input: dilation above its segment" "dilation 64 exceeds its segment 32" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,64 --out "$work/x1"
+expect_error "bad input: segment and dilation lists differ" "--dilations has 1" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1 --out "$work/x1"
+expect_error "bad input: zero segment" "must be positive" ./build/train "${tiny[@]}" --attn dilated --segments 0 --dilations 1 --out "$work/x1"
+expect_error "bad input: malformed segment list" "--segments" ./build/train "${tiny[@]}" --attn dilated --segments 16,x --out "$work/x1"
+expect_error "bad input: dense layer out of range" "--dense-layers" ./build/train "${tiny[@]}" --attn dilated --dense-layers 5 --out "$work/x1"
+expect_error "bad input: unknown pattern" "--attn" ./build/train "${tiny[@]}" --attn sparse --out "$work/x1"
+expect_error "bad input: unknown device" "--device" ./build/train "${tiny[@]}" --device tpu --out "$work/x1"
+expect_error "bad input: missing checkpoint" "checkpoint" ./build/infer --checkpoint "$work/nothing.safetensors" --prompt hi
+expect_error "bad input: truncated checkpoint" "truncated.safetensors" ./build/infer --checkpoint "$work/truncated.safetensors" --prompt hi
+expect_error "bad input: bad top-p" "--top-p" ./build/infer --checkpoint "$work/full" --top-p 2
+expect_error "bad input: missing perplexity file" "no_such_file" ./build/infer --checkpoint "$work/full" --perplexity "$work/no_such_file"
+expect_error "bad input: non-finite --lr" "--lr" ./build/train "${tiny[@]}" --lr inf --out "$work/x1"
+expect_error "bad input: --layers 1000000" "--layers" ./build/train "${tiny[@]}" --layers 1000000 --out "$work/x1"
+expect_error "bad input: --width 2147483584 --heads 33554431" "--width" ./build/train "${tiny[@]}" --width 2147483584 --heads 33554431 --out "$work/x1"
+expect_error "bad input: --seq-len 2^31-1" "--seq-len" ./build/train "${tiny[@]}" --seq-len 2147483647 --out "$work/x1"
+expect_error "bad input: --batch x --seq-len overflow" "--batch" ./build/train "${tiny[@]}" --batch 2147483647 --seq-len 200000000 --out "$work/x1"
+expect_error "bad input: --max-bad-steps 0" "--max-bad-steps" ./build/train "${tiny[@]}" --max-bad-steps 0 --out "$work/x1"
+expect_error "bad input: unknown recompute policy" "--recompute" ./build/train "${tiny[@]}" --recompute some --out "$work/x1"
 # 1 MiB for activations: no policy fits; the error says what would, before --out exists.
-expect_error "step larger than memory" "what fits: none: --seq-len <= " ./build/train "${tiny[@]}" --memory-cap 0.001 --out "$work/x_oom"
-expect_error "negative --memory-cap" "--memory-cap" ./build/train "${tiny[@]}" --memory-cap -1 --out "$work/x1"
+expect_error "bad input: step larger than memory" "what fits: none: --seq-len <= " ./build/train "${tiny[@]}" --memory-cap 0.001 --out "$work/x_oom"
+expect_error "bad input: negative --memory-cap" "--memory-cap" ./build/train "${tiny[@]}" --memory-cap -1 --out "$work/x1"
 [ ! -e "$work/x_oom" ] && pass "nothing written by the run that did not fit" || fail "the run that did not fit wrote $work/x_oom"
 
 # A shard whose header declares a larger vocabulary than the tokenizer's, with an id past the
@@ -171,7 +159,7 @@ struct.pack_into("<I", b, 32, vocab + 100)        # header vocab: tokenizer's + 
 struct.pack_into("<H", b, len(b) - 2, vocab + 50)  # last token: past the tokenizer's vocab
 open(sys.argv[2], "wb").write(bytes(b))
 PY
-expect_error "shard vocab above the tokenizer's (token >= V as the last target)" "oov/train.bin declares a vocabulary" \
+expect_error "bad input: shard vocab above the tokenizer's (token >= V as the last target)" "oov/train.bin declares a vocabulary" \
     ./build/train "${tiny[@]}" --data "$work/oov" --out "$work/x1"
 
 [ "$before" == "$(snapshot "$work/full")" ] && pass "bad inputs left the existing run's files untouched" || fail "existing files changed"
@@ -186,8 +174,8 @@ hostile() {  # name, pattern, edit args...
     cp "$work/full/ckpt_00000010.safetensors" "$work/full/metrics.csv" "$work/hostile/"
     edit "$work/hostile/ckpt_00000020.safetensors" "$@"
     local keep; keep=$(snapshot "$work/hostile")
-    expect_error "infer: $name" "$pattern" ./build/infer --checkpoint "$work/hostile" --prompt hi --max-new 4
-    expect_error "train --resume: $name" "$pattern" ./build/train "${tiny[@]}" --out "$work/hostile" --resume
+    expect_error "bad input: infer: $name" "$pattern" ./build/infer --checkpoint "$work/hostile" --prompt hi --max-new 4
+    expect_error "bad input: train --resume: $name" "$pattern" ./build/train "${tiny[@]}" --out "$work/hostile" --resume
     [ "$keep" == "$(snapshot "$work/hostile")" ] || fail "$name: the refused run changed files in its --out"
 }
 hostile "\\uZZZZ in the metadata" "corrupt" meta format '"\uZZZZ"'
@@ -201,23 +189,23 @@ hostile "config n_embd 1e300" "n_embd" meta config '"{\"vocab_size\":512,\"n_lay
 for v in 0 -5 1e12 '"x"'; do
     rm -rf "$work/hostile" && mkdir -p "$work/hostile"
     edit "$work/hostile/ckpt_00000020.safetensors" train_arg seq_len "$v"
-    expect_error "infer, seq_len $v: generation" "seq_len" ./build/infer --checkpoint "$work/hostile" --prompt hi --max-new 4
-    expect_error "infer, seq_len $v: perplexity" "seq_len" ./build/infer --checkpoint "$work/hostile" --perplexity "$work/ppl.txt"
+    expect_error "bad input: infer, seq_len $v: generation" "seq_len" ./build/infer --checkpoint "$work/hostile" --prompt hi --max-new 4
+    expect_error "bad input: infer, seq_len $v: perplexity" "seq_len" ./build/infer --checkpoint "$work/hostile" --perplexity "$work/ppl.txt"
 done
 # Resume claims: a run resumes only into the state the checkpoint really describes.
 rm -rf "$work/claims" && cp -r "$work/resumed" "$work/claims" && rm "$work/claims/ckpt_00000020.safetensors"
 keep=$(snapshot "$work/claims")
-expect_error "resume with another --val-batches" "--val-batches" ./build/train "${tiny[@]}" --val-batches 1 --out "$work/claims" --resume
-expect_error "resume with another --val-every" "--val-every" ./build/train "${tiny[@]}" --val-every 5 --out "$work/claims" --resume
-expect_error "resume with another --attention" "--attention" ./build/train "${tiny[@]}" --attention cudnn --doc-mask off --out "$work/claims" --resume
+expect_error "bad input: resume with another --val-batches" "--val-batches" ./build/train "${tiny[@]}" --val-batches 1 --out "$work/claims" --resume
+expect_error "bad input: resume with another --val-every" "--val-every" ./build/train "${tiny[@]}" --val-every 5 --out "$work/claims" --resume
+expect_error "bad input: resume with another --attention" "--attention" ./build/train "${tiny[@]}" --attention cudnn --doc-mask off --out "$work/claims" --resume
 edit_latest() { python3 tests/edit_checkpoint.py "$work/claims/ckpt_00000010.safetensors" "$work/claims2/ckpt_00000010.safetensors" "$@"; }
 rm -rf "$work/claims2" && mkdir -p "$work/claims2" && cp "$work/claims/metrics.csv" "$work/claims2/"
 edit_latest meta loader_cursor '"3"'
-expect_error "resume where step and loader disagree" "loader is at epoch" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
+expect_error "bad input: resume where step and loader disagree" "loader is at epoch" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
 edit_latest meta step '"25"'
-expect_error "resume from a step past --steps" "past --steps" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
+expect_error "bad input: resume from a step past --steps" "past --steps" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
 edit_latest meta config '"{\"vocab_size\":512,\"n_layer\":2,\"n_embd\":64,\"n_head\":1,\"rope_theta\":10000,\"layer_attn\":[{\"kind\":\"dense\",\"causal\":false},{\"kind\":\"dense\",\"causal\":true}]}"'
-expect_error "resume a model with a non-causal layer" "not causal" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
+expect_error "bad input: resume a model with a non-causal layer" "not causal" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
 grep -q '^20,' "$work/claims2/metrics.csv" && pass "refused resumes kept metrics.csv whole" || fail "a refused resume truncated metrics.csv"
 [ "$keep" == "$(snapshot "$work/claims")" ] && pass "refused resumes left the run's files untouched" || fail "a refused resume changed files"
 
@@ -277,12 +265,12 @@ if ./build/train "${tiny[@]}" --out "$work/cp_resumed" --resume > "$work/cp_resu
 else
     fail "resume of a parallel run: $(tail -2 "$work/cp_resume.log")"
 fi
-expect_error "window not split into 2 x cp chunks" "multiple of 6" ./build/train "${tiny[@]}" --cp 3 --simulate-ranks 3 --out "$work/x8"
-expect_error "ranks not groups of cp" "multiple of --cp" ./build/train "${tiny[@]}" --cp 2 --simulate-ranks 3 --out "$work/x8"
-expect_error "batch not split over data-parallel groups" "data-parallel groups" ./build/train "${tiny[@]}" --batch 3 --simulate-ranks 2 --out "$work/x8"
-expect_error "--cp without ranks" "launch.sh" ./build/train "${tiny[@]}" --cp 2 --out "$work/x8"
-expect_error "a bad WORLD_SIZE" "WORLD_SIZE" env WORLD_SIZE=two ./build/train "${tiny[@]}" --out "$work/x8"
-expect_error "1000 simulated ranks" "simulate-ranks must be in" ./build/train "${tiny[@]}" --simulate-ranks 1000 --out "$work/x8"
+expect_error "bad input: window not split into 2 x cp chunks" "multiple of 6" ./build/train "${tiny[@]}" --cp 3 --simulate-ranks 3 --out "$work/x8"
+expect_error "bad input: ranks not groups of cp" "multiple of --cp" ./build/train "${tiny[@]}" --cp 2 --simulate-ranks 3 --out "$work/x8"
+expect_error "bad input: batch not split over data-parallel groups" "data-parallel groups" ./build/train "${tiny[@]}" --batch 3 --simulate-ranks 2 --out "$work/x8"
+expect_error "bad input: --cp without ranks" "launch.sh" ./build/train "${tiny[@]}" --cp 2 --out "$work/x8"
+expect_error "bad input: a bad WORLD_SIZE" "WORLD_SIZE" env WORLD_SIZE=two ./build/train "${tiny[@]}" --out "$work/x8"
+expect_error "bad input: 1000 simulated ranks" "simulate-ranks must be in" ./build/train "${tiny[@]}" --simulate-ranks 1000 --out "$work/x8"
 [ ! -e "$work/x8" ] && pass "the refused parallel runs wrote nothing" || fail "a refused parallel run wrote $work/x8"
 
 # 9. Perplexity with each window split over --cp ranks (simulated) equals one process's.
@@ -303,7 +291,7 @@ if [ -n "$pc1" ] && [ "$pc1" = "$pc4" ] && [ "$pc4" != "$p1" ]; then
 else
     fail "--cp 4 sliding windows: '$pc4' vs cached '$pc1' (consecutive '$p1')"
 fi
-expect_error "infer --ctx not split into 2 x cp chunks" "multiple of 8" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 30 --cp 4 --simulate-ranks 4
+expect_error "bad input: infer --ctx not split into 2 x cp chunks" "multiple of 8" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 30 --cp 4 --simulate-ranks 4
 # Cached scoring (the KV cache, chunks of 64) over the whole file in one window equals a fresh
 # forward over it; the per-position losses come as CSV covering every token.
 pf=$(./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --ctx 4096 --windows fresh 2>/dev/null | grep -o 'perplexity [0-9.]*' | cut -d' ' -f2)
@@ -342,11 +330,11 @@ fi
 out=$(./build/infer --checkpoint "$work/full" --perplexity "$work/docs.bin" --min-doc-tokens 1600 2>/dev/null)
 grep -q ": 2 documents, $((n_tok - 1500 - 2)) tokens" <<< "$out" && pass "--min-doc-tokens 1600 keeps the 2 long documents" \
     || fail "--min-doc-tokens 1600: $out"
-expect_error "--init-from a model of another width" "--init-from" ./build/train "${tiny[@]}" --width 128 --heads 2 --init-from "$work/full" --out "$work/x_init"
-expect_error "--init-from with --resume" "--init-from starts a fresh run" ./build/train "${tiny[@]}" --init-from "$work/full" --resume --out "$work/full"
-expect_error "--min-doc-tokens longer than every document" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --perplexity "$work/docs.bin" --min-doc-tokens 100000
-expect_error "--min-doc-tokens on a text file" "--min-doc-tokens is for a token shard" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --min-doc-tokens 5
-expect_error "--min-doc-tokens without --perplexity" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --prompt hi --min-doc-tokens 5
+expect_error "bad input: --init-from a model of another width" "--init-from" ./build/train "${tiny[@]}" --width 128 --heads 2 --init-from "$work/full" --out "$work/x_init"
+expect_error "bad input: --init-from with --resume" "--init-from starts a fresh run" ./build/train "${tiny[@]}" --init-from "$work/full" --resume --out "$work/full"
+expect_error "bad input: --min-doc-tokens longer than every document" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --perplexity "$work/docs.bin" --min-doc-tokens 100000
+expect_error "bad input: --min-doc-tokens on a text file" "--min-doc-tokens is for a token shard" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --min-doc-tokens 5
+expect_error "bad input: --min-doc-tokens without --perplexity" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --prompt hi --min-doc-tokens 5
 # A prompt's KV cache saved, then loaded and continued by another prompt.
 ./build/infer --checkpoint "$work/full" --prompt "In the beginning God created" --max-new 0 --save-cache "$work/kv.safetensors" 2>/dev/null >/dev/null
 out=$(./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompt " the" --max-new 8 --seed 7 2>&1)
@@ -369,18 +357,18 @@ done
 [ "$same" = 3 ] && pass "--prompts-file: 3 prompts (one of two lines) at once == each alone, greedy" \
     || fail "--prompts-file batch differs from single prompts ($same of 3 equal): $batch"
 : > "$work/no_prompts.txt"
-expect_error "--prompts-file with no prompt" "has no prompt" ./build/infer --checkpoint "$work/full" --prompts-file "$work/no_prompts.txt"
-expect_error "--prompts-file with --prompt" "drop --prompt" ./build/infer --checkpoint "$work/full" --prompts-file "$work/prompts.txt" --prompt x
+expect_error "bad input: --prompts-file with no prompt" "has no prompt" ./build/infer --checkpoint "$work/full" --prompts-file "$work/no_prompts.txt"
+expect_error "bad input: --prompts-file with --prompt" "drop --prompt" ./build/infer --checkpoint "$work/full" --prompts-file "$work/prompts.txt" --prompt x
 head -c 300 "$work/kv.safetensors" > "$work/kv_cut.safetensors"
-expect_error "truncated KV cache file" "KV cache $work/kv_cut.safetensors is truncated or not a safetensors file: prefill again with infer --save-cache" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_cut.safetensors" --prompt x
+expect_error "bad input: truncated KV cache file" "KV cache $work/kv_cut.safetensors is truncated or not a safetensors file: prefill again with infer --save-cache" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_cut.safetensors" --prompt x
 # Caches are validated like checkpoints: values (NaN, 1e38) and positions within what the model reads.
 python3 tests/edit_checkpoint.py "$work/kv.safetensors" "$work/kv_nan.safetensors" tensor kv.0 nan
 python3 tests/edit_checkpoint.py "$work/kv.safetensors" "$work/kv_big.safetensors" tensor last_hidden 1e38
-expect_error "KV cache holding NaN" "tensor kv.0 holds nan (NaN, Inf or beyond 1e+06): the file is corrupt: prefill again" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_nan.safetensors" --prompt x
-expect_error "KV cache holding 1e38" "tensor last_hidden holds 1e+38" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_big.safetensors" --prompt x
-expect_error "KV cache longer than --ctx" "holds 15 positions, more than the 4 this model may read here (--ctx)" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompt x --ctx 4
-expect_error "a checkpoint given as --load-cache" "is a checkpoint, not a KV cache (infer --save-cache writes them)" ./build/infer --checkpoint "$work/full" --load-cache "$work/full/ckpt_00000010.safetensors" --prompt x
-expect_error "KV cache of another model" "another model" ./build/infer --checkpoint "$work/full/ckpt_00000010.safetensors" --load-cache "$work/kv.safetensors" --prompt x
+expect_error "bad input: KV cache holding NaN" "tensor kv.0 holds nan (NaN, Inf or beyond 1e+06): the file is corrupt: prefill again" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_nan.safetensors" --prompt x
+expect_error "bad input: KV cache holding 1e38" "tensor last_hidden holds 1e+38" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv_big.safetensors" --prompt x
+expect_error "bad input: KV cache longer than --ctx" "holds 15 positions, more than the 4 this model may read here (--ctx)" ./build/infer --checkpoint "$work/full" --load-cache "$work/kv.safetensors" --prompt x --ctx 4
+expect_error "bad input: a checkpoint given as --load-cache" "is a checkpoint, not a KV cache (infer --save-cache writes them)" ./build/infer --checkpoint "$work/full" --load-cache "$work/full/ckpt_00000010.safetensors" --prompt x
+expect_error "bad input: KV cache of another model" "another model" ./build/infer --checkpoint "$work/full/ckpt_00000010.safetensors" --load-cache "$work/kv.safetensors" --prompt x
 # A source tree as the prompt: packed one header per file, read through the cache.
 scripts/pack_tree.sh tests/fuzz 2000 > "$work/tree.txt"
 if grep -q "^# ==== " "$work/tree.txt" && out=$(./build/infer --checkpoint "$work/full" --prompt-file "$work/tree.txt" --max-new 4 --chunk 128 --ctx 8192 2>&1) \
@@ -400,9 +388,9 @@ if [ "$(grep -c '^# ==== ' "$work/hostile_tree.txt")" = 2 ] && grep -qF "# ==== 
 else
     fail "pack_tree hostile names or text: $(tr '\n' '|' < "$work/hostile_tree.txt")"
 fi
-expect_error "unknown --windows" "--windows" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --windows some
-expect_error "--per-position without --perplexity" "--per-position" ./build/infer --checkpoint "$work/full" --prompt hi --per-position "$work/p.csv"
-expect_error "infer --cp without --perplexity" "for --perplexity" ./build/infer --checkpoint "$work/full" --prompt hi --cp 2
+expect_error "bad input: unknown --windows" "--windows" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --windows some
+expect_error "bad input: --per-position without --perplexity" "--per-position" ./build/infer --checkpoint "$work/full" --prompt hi --per-position "$work/p.csv"
+expect_error "bad input: infer --cp without --perplexity" "for --perplexity" ./build/infer --checkpoint "$work/full" --prompt hi --cp 2
 
 # 10. Block-sparse layers (a window plus global tokens) with a dilated and a dense layer train on
 #     the CPU, print their density, carry their patterns to infer; bad layouts are refused.
@@ -415,11 +403,11 @@ else
     fail "block-sparse model: $(tail -n 2 "$work/bsparse.log" "$work/bsparse_gen.log" | tr '\n' ' ')"
 fi
 printf '0: 0\n1: 0 1\n2: 2 1\n' > "$work/unsorted_layout.txt"
-expect_error "unsorted layout file" "line 3: key blocks not sorted" ./build/train "${tiny[@]}" --attn block-sparse --layout-file "$work/unsorted_layout.txt" --out "$work/x10"
-expect_error "block size 48" "power of two" ./build/train "${tiny[@]}" --attn block-sparse --block 48 --window 8 --out "$work/x10"
-expect_error "block-sparse without a builder" "needs a builder" ./build/train "${tiny[@]}" --attn block-sparse --out "$work/x10"
-expect_error "a negative window" "must not be negative" ./build/train "${tiny[@]}" --attn block-sparse --window -3 --out "$work/x10"
-expect_error "--dilated-blocks with one number" "r,W" ./build/train "${tiny[@]}" --attn block-sparse --dilated-blocks 3 --out "$work/x10"
+expect_error "bad input: unsorted layout file" "line 3: key blocks not sorted" ./build/train "${tiny[@]}" --attn block-sparse --layout-file "$work/unsorted_layout.txt" --out "$work/x10"
+expect_error "bad input: block size 48" "power of two" ./build/train "${tiny[@]}" --attn block-sparse --block 48 --window 8 --out "$work/x10"
+expect_error "bad input: block-sparse without a builder" "needs a builder" ./build/train "${tiny[@]}" --attn block-sparse --out "$work/x10"
+expect_error "bad input: a negative window" "must not be negative" ./build/train "${tiny[@]}" --attn block-sparse --window -3 --out "$work/x10"
+expect_error "bad input: --dilated-blocks with one number" "r,W" ./build/train "${tiny[@]}" --attn block-sparse --dilated-blocks 3 --out "$work/x10"
 [ ! -e "$work/x10" ] && pass "the refused block-sparse runs wrote nothing" || fail "a refused block-sparse run wrote $work/x10"
 
 # 11. Fixed layers (the Sparse Transformer's pattern) cycled with block-sparse ones by --attn's
@@ -436,12 +424,11 @@ if ./build/train "${tiny[@]}" "${fx[@]}" --steps 12 --stop-at 10 --out "$work/fi
 else
     fail "fixed model: $(tail -n 2 "$work/fixed.log" "$work/fixed_resume.log" "$work/fixed_gen.log" 2>/dev/null | tr '\n' ' ')"
 fi
-expect_error "fixed: a resumed run with another stride" "--resume" ./build/train "${tiny[@]}" "${fx[@]}" --stride 32 --steps 12 --resume --out "$work/fixed"
-expect_error "fixed: summary 0" "--summary 0 must be in" ./build/train "${tiny[@]}" --attn fixed --summary 0 --out "$work/x11"
-expect_error "fixed: summary above the stride" "--summary 40 must be in" ./build/train "${tiny[@]}" --attn fixed --stride 32 --summary 40 --out "$work/x11"
-expect_error "more patterns than layers" "names 3 patterns for 2 layers" ./build/train "${tiny[@]}" --attn dense,fixed,dense --out "$work/x11"
-expect_error "an empty name in the list" "--attn must be" ./build/train "${tiny[@]}" --attn fixed, --out "$work/x11"
+expect_error "bad input: fixed: a resumed run with another stride" "--resume" ./build/train "${tiny[@]}" "${fx[@]}" --stride 32 --steps 12 --resume --out "$work/fixed"
+expect_error "bad input: fixed: summary 0" "--summary 0 must be in" ./build/train "${tiny[@]}" --attn fixed --summary 0 --out "$work/x11"
+expect_error "bad input: fixed: summary above the stride" "--summary 40 must be in" ./build/train "${tiny[@]}" --attn fixed --stride 32 --summary 40 --out "$work/x11"
+expect_error "bad input: more patterns than layers" "names 3 patterns for 2 layers" ./build/train "${tiny[@]}" --attn dense,fixed,dense --out "$work/x11"
+expect_error "bad input: an empty name in the list" "--attn must be" ./build/train "${tiny[@]}" --attn fixed, --out "$work/x11"
 [ ! -e "$work/x11" ] && pass "the refused fixed runs wrote nothing" || fail "a refused fixed run wrote $work/x11"
 
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+summary

@@ -50,9 +50,8 @@ limits=(-rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10)
 norandom=()
 if setarch "$(uname -m)" -R true 2>/dev/null; then norandom=(setarch "$(uname -m)" -R); fi
 
-pass=0 fail=0
-ok() { echo "PASS $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
 # The part of a libFuzzer log that says what went wrong and where.
 report_head() {
     local at
@@ -62,7 +61,7 @@ report_head() {
 
 built=()
 for h in "${harnesses[@]}"; do
-    if [ -x "build/fuzz/fuzz_$h" ]; then built+=("$h"); else bad "$h: build/fuzz/fuzz_$h is missing: run make fuzz-build"; fi
+    if [ -x "build/fuzz/fuzz_$h" ]; then built+=("$h"); else fail "$h: build/fuzz/fuzz_$h is missing: run make fuzz-build"; fi
 done
 harnesses=("${built[@]}")
 
@@ -75,10 +74,10 @@ replay_dir() {  # harness, directory, expect(pass|crash)
         [ -f "$f" ] || continue
         log="build/fuzz/logs/$h/replay-$(basename "$f").log"
         if "build/fuzz/fuzz_$h" "${limits[@]}" "$f" >"$log" 2>&1; then
-            if [ "$expect" = pass ]; then ok "$h regression $(basename "$f")"
+            if [ "$expect" = pass ]; then pass "$h regression $(basename "$f")"
             else echo "FIXED $h $f no longer crashes: move it to tests/fuzz/$h/regressions/"; fi
         else
-            if [ "$expect" = pass ]; then bad "$h regression $f crashes again (log $log):"; report_head "$log"
+            if [ "$expect" = pass ]; then fail "$h regression $f crashes again (log $log):"; report_head "$log"
             else echo "STILL CRASHES $h $f"; report_head "$log" | head -8; fi
         fi
     done
@@ -129,15 +128,14 @@ for i in "${!pids[@]}"; do
     cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1)
     secs=$(grep -m1 -oE 'Done [0-9]+ runs in [0-9]+ second' "$log" | grep -oE '[0-9]+ second' | grep -oE '[0-9]+')
     if [ "$code" -eq 0 ]; then
-        ok "fuzz $h: ${execs:-?} inputs, ${cov:-cov ?}, ${secs:-?} s"
+        pass "fuzz $h: ${execs:-?} inputs, ${cov:-cov ?}, ${secs:-?} s"
     else
         artifact=$(grep -oE "Test unit written to [^ ]+" "$log" | tail -1 | sed 's/Test unit written to //')
-        bad "fuzz $h: exit $code, input ${artifact:-(none saved)}, log $log:"
+        fail "fuzz $h: exit $code, input ${artifact:-(none saved)}, log $log:"
         report_head "$log"
         [ -n "$artifact" ] && echo "    minimize: build/fuzz/fuzz_$h -minimize_crash=1 -runs=20000 $artifact" \
             && echo "    once fixed, commit it as tests/fuzz/$h/regressions/$(basename "$artifact")"
     fi
 done
 echo "fuzzing took $((SECONDS - start)) s"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary

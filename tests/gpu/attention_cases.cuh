@@ -103,7 +103,7 @@ inline AttnReference attn_reference(const AttnProblem& P, const AttnCase& c, int
     const AttnDims dm = P.dims();
     const std::vector<double> qrows = P.rows(P.qkv, qa, qb, S), g = P.rows(P.dout, qa, qb, HD);
     const std::vector<int> qpos(P.pos.begin() + qa, P.pos.begin() + qb), qdoc = P.rows(P.doc, qa, qb, 1);
-    const AttnQueries<double> qs{qrows.data(), S, nq, qpos.data(), c.docs ? qdoc.data() : nullptr};
+    const AttnQueries<double> qs{qrows.data(), S, nq, qpos.data(), c.has_docs() ? qdoc.data() : nullptr};
     const AttnKeys<double> all{P.qkv.data() + HD, P.qkv.data() + 2 * HD, S, P.N, P.pos.data()};
     AttnReference r;
     r.O.resize((size_t)P.B * nq * HD);
@@ -140,7 +140,7 @@ inline AttnSplit attn_split(const AttnProblem& P, const AttnCase& c, const std::
     s.ref = attn_reference(P, c, s.qa, s.qb, P.scale);
     s.qrows = dev.upload(P.rows(qkv_bf, s.qa, s.qb, P.S));
     s.qs = AttnQueries<bf16>{s.qrows, P.S, s.nq, dev.upload(std::vector<int>(P.pos.begin() + s.qa, P.pos.begin() + s.qb)),
-                             c.docs ? dev.upload(P.rows(P.doc, s.qa, s.qb, 1)) : nullptr, s.qa};
+                             c.has_docs() ? dev.upload(P.rows(P.doc, s.qa, s.qb, 1)) : nullptr, s.qa};
     for (int r = 0; r < R; r++) {
         const bf16* kr = dev.upload(P.rows(qkv_bf, s.cut[r], s.cut[r + 1], P.S));
         const int* kp = dev.upload(std::vector<int>(P.pos.begin() + s.cut[r], P.pos.begin() + s.cut[r + 1]));
@@ -160,7 +160,6 @@ int attn_test_main(int argc, char** argv, RunCase run_case) {
         for (int D : {64, 128})
             if (!small || D == 64)
                 for (const AttnCase& c : attn_cases()) run_case(c, D, rng);
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
-        return g_fail ? 1 : 0;
+        return check_report();
     });
 }

@@ -1,5 +1,5 @@
 // Helpers shared by the attention GPU tests (test_attention.cu, the harness; the two-sided tests):
-// PASS/FAIL bookkeeping, the error metrics and the "within 3x a plain bf16 implementation"
+// the error metrics and the "within 3x a plain bf16 implementation"
 // comparison, a device buffer, bf16 conversions.
 #pragma once
 #include <cmath>
@@ -8,15 +8,7 @@
 #include <vector>
 
 #include "layers/cuda/common.cuh"
-
-static int g_pass = 0, g_fail = 0;
-
-static bool check(bool ok, const std::string& what) {
-    (ok ? g_pass : g_fail)++;
-    std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
-    std::fflush(stdout);
-    return ok;
-}
+#include "tests/check.h"
 
 static float bf(float x) { return __bfloat162float(__float2bfloat16(x)); }
 

@@ -19,13 +19,14 @@
 //               wrong scale, a near-miss pattern) that the comparison must catch, and the spec's
 //               identities (a pattern equal to another one, e.g. dilated (w >= N, 1) == dense),
 //               each held to the plain bf16 error.
-// A new pattern adds its cases to cases() and nothing else; a new backend is an entry in
+// The cases are the sized ones of tests/attention_cases.h (the one list every attention test
+// reads): a new pattern adds its cases there and nothing else; a new backend is an entry in
 // attention_backends().
 //
 // Perf mode (--perf): forward and backward time (median of cudaEvent-timed runs) and TFLOP/s of
 // every backend on a few large shapes, FLOPs counted over the pairs the pattern keeps
 // (4 D per pair forward, 10 D backward: docs/attention-spec.md#flops). The README's tables come
-// from the benchmarks (tests/gpu/bench_attention*.cu); this mode compares backends side by side.
+// from the benchmarks (bench/bench_attention*.cu); this mode compares backends side by side.
 //
 // Usage: test_attention [--seed N] [--small] [--perf] [--filter TEXT] [--backend TEXT]
 //   --small: six small cases (for compute-sanitizer); --filter: the cases whose name contains
@@ -41,203 +42,11 @@
 
 #include "layers/attention.h"
 #include "tests/attention_branchwise.h"
+#include "tests/attention_cases.h"
 #include "tests/gpu/attention_backends.cuh"
-#include "tests/gpu/bench_common.cuh"
+#include "bench/bench_common.cuh"
 #include "tests/gpu/attention_test_common.cuh"
 #include "tests/gradcheck.h"
-
-// ------------------------------------------------------------------------------------------------
-// Cases.
-
-enum class Docs { None, Several, SeveralAndEmptyRows };
-
-// "This case's pattern equals that pattern" (the spec's identities), optionally with a document
-// every `doc_every` tokens on the other side and L shifted by l_shift.
-struct Identity {
-    std::string what;
-    AttnPattern other;
-    int doc_every = 0;
-    double l_shift = 0;
-};
-
-struct Case {
-    int B, N, H, D;
-    AttnPattern pattern;
-    int pos0 = 0;          // position of token 0 (a later chunk of a sequence)
-    bool gaps = false;     // positions increase by 1..3 instead of 1
-    bool repeats = false;  // positions increase by 0..2: tokens sharing a position see each other
-    Docs docs = Docs::None;
-    bool packed = true;    // Q, K, V slices of one (B, N, 3, H, D) buffer; else three (B, N, H, D) blocks
-    float scale_mul = 1;   // scale = scale_mul / sqrt(D)
-    long long min_chunk = 0;  // flash::dilated_min_chunk_tokens for the backward (0: default)
-    bool determinism = false, negative_controls = false;
-    std::optional<AttnPattern> near_miss;  // a slightly wrong pattern the comparison must catch
-    std::optional<Identity> identity;
-};
-
-static AttnPattern dense(bool causal) {
-    AttnPattern p;
-    p.causal = causal;
-    return p;
-}
-static AttnPattern dilated(bool causal, std::vector<std::pair<int, int>> branches) {  // (w, r)
-    AttnPattern p;
-    p.kind = AttnKind::Dilated;
-    p.causal = causal;
-    for (auto [w, r] : branches) p.dilated.segments.push_back(w), p.dilated.dilations.push_back(r);
-    return p;
-}
-
-// Block-sparse of block b: window W, global g, dilated blocks (r, V), random blocks per row.
-static AttnPattern block_sparse(bool causal, int b, int W, int g, int r = 0, int V = 0, int random = 0) {
-    AttnPattern p;
-    p.kind = AttnKind::BlockSparse;
-    p.causal = causal;
-    p.block_sparse.block = b, p.block_sparse.window = W, p.block_sparse.global = g, p.block_sparse.dilated_r = r, p.block_sparse.dilated_window = V, p.block_sparse.random_count = random, p.block_sparse.random_seed = 11;
-    return p;
-}
-// The same pattern's block rules written out as an explicit per-head layout (BlockLayout).
-static AttnPattern block_sparse_as_layout(const AttnPattern& p, int N, int H) {
-    auto L = std::make_shared<BlockLayout>();
-    L->n_blocks = (N + p.block_sparse.block - 1) / p.block_sparse.block, L->heads = H, L->row_ptr = {0}, L->source = "test";
-    for (int h = 0; h < H; h++)
-        for (int qb = 0; qb < L->n_blocks; qb++) {
-            for (int kb : BlockSparsePattern::active_blocks(p, h, qb, N)) L->cols.push_back(kb);
-            L->row_ptr.push_back((int)L->cols.size());
-        }
-    AttnPattern out = p;
-    out.block_sparse.dilated_r = out.block_sparse.dilated_window = out.block_sparse.random_count = 0;
-    out.block_sparse.layout = L;
-    return out;
-}
-
-// Fixed (Sparse Transformer): blocks of l tokens, the last c of each seen by later blocks.
-static AttnPattern fixed(int l, int c) {
-    AttnPattern p;
-    p.kind = AttnKind::Fixed;
-    p.fixed.stride = l, p.fixed.summary = c;
-    return p;
-}
-
-static std::string pattern_name(const AttnPattern& p) {
-    std::string s = attn_kind_name(p.kind);
-    s += p.causal ? " causal" : " full";
-    for (int i = 0; i < p.dilated.branches(); i++) s += " (" + std::to_string(p.dilated.segment(i)) + "," + std::to_string(p.dilated.dilations[i]) + ")";
-    if (p.kind == AttnKind::BlockSparse) {
-        s += " b" + std::to_string(p.block_sparse.block);
-        if (p.block_sparse.window) s += " window " + std::to_string(p.block_sparse.window);
-        if (p.block_sparse.global) s += " global " + std::to_string(p.block_sparse.global);
-        if (p.block_sparse.dilated_r) s += " blocks r" + std::to_string(p.block_sparse.dilated_r) + " within " + std::to_string(p.block_sparse.dilated_window);
-        if (p.block_sparse.random_count) s += " random " + std::to_string(p.block_sparse.random_count);
-        if (p.block_sparse.layout) s += " layout";
-    }
-    if (p.kind == AttnKind::Fixed) s += " l" + std::to_string(p.fixed.stride) + " c" + std::to_string(p.fixed.summary);
-    return s;
-}
-
-static std::string case_name(const Case& c) {
-    std::string s = "B" + std::to_string(c.B) + " N" + std::to_string(c.N) + " H" + std::to_string(c.H) + " D" +
-                    std::to_string(c.D) + " " + pattern_name(c.pattern);
-    if (c.pos0) s += " pos+" + std::to_string(c.pos0);
-    if (c.gaps) s += " gaps";
-    if (c.repeats) s += " repeats";
-    if (c.docs != Docs::None) s += c.docs == Docs::Several ? " docs" : " docs+empty";
-    if (!c.packed) s += " unpacked";
-    if (c.scale_mul != 1.f) s += " scale*" + std::to_string(c.scale_mul).substr(0, 3);
-    if (c.min_chunk) s += " chunk>=" + std::to_string(c.min_chunk);
-    return s;
-}
-
-static std::vector<Case> cases(bool small) {
-    const Docs DS = Docs::Several, DE = Docs::SeveralAndEmptyRows;
-    using BR = std::vector<std::pair<int, int>>;
-    const BR scaled = {{256, 3}, {160, 2}, {1280, 4}};  // the spec's (8,3),(5,2),(40,4) at tile sizes
-    const BR longnet = {{2048, 1}, {4096, 2}, {8192, 4}};
-    std::vector<Case> v;
-    auto add = [&](Case c) -> Case& { return v.emplace_back(std::move(c)), v.back(); };
-    if (small) {
-        add({2, 100, 3, 64, dense(true), 5000}).docs = DE;
-        Case& u = add({1, 257, 1, 128, dense(false)});
-        u.docs = DS, u.packed = false;
-        add({2, 300, 5, 64, dilated(true, {{64, 1}, {40, 2}})}).min_chunk = 100;  // dQ chunks per branch
-        Case& d = add({2, 300, 5, 128, dilated(false, {{64, 2}, {96, 3}})});      // no r = 1 branch
-        d.docs = DE, d.min_chunk = 64;
-        add({2, 300, 3, 64, block_sparse(true, 64, 100, 16, 2, 256)}).docs = DE;  // tile lists, element masks
-        add({1, 300, 3, 128, fixed(128, 16)});                                 // computed tiles, summary cut
-        return v;
-    }
-    // Dense: odd sizes, one token, later chunks (positions offset, with gaps), documents with rows
-    // that attend nothing, unpacked Q/K/V, sharp softmaxes.
-    add({1, 1, 1, 64, dense(true)});
-    add({1, 1, 3, 128, dense(false), 5000});
-    add({2, 17, 3, 128, dense(true), 5000}).determinism = true;
-    add({1, 17, 12, 64, dense(false)}).packed = false;
-    add({1, 100, 12, 64, dense(false)}).negative_controls = true;
-    add({3, 100, 12, 128, dense(true)}).docs = DS;
-    Case& c6 = add({3, 257, 3, 128, dense(true), 5000});
-    c6.docs = DE, c6.determinism = true;
-    add({2, 257, 1, 64, dense(false)}).docs = DE;
-    Case& c8 = add({2, 257, 3, 64, dense(true)});
-    c8.packed = false, c8.scale_mul = 4;
-    add({1, 1000, 3, 64, dense(true), 5000}).gaps = true;
-    add({1, 1000, 3, 64, dense(true), 5000}).repeats = true;  // the causal diagonal by positions, not rows
-    add({2, 300, 2, 128, dense(true)}).repeats = true;
-    add({1, 1000, 1, 128, dense(false)}).packed = false;
-    add({1, 1000, 12, 128, dense(true)});
-    add({2, 2085, 1, 64, dense(true)}).docs = DS;
-    add({1, 2085, 3, 128, dense(true), 5000}).determinism = true;
-    add({1, 2085, 1, 64, dense(false)}).scale_mul = 4;
-    // Dense shapes cuDNN takes: a non-default scale with positions offset, and a plain one.
-    for (int D : {64, 128})
-        for (bool causal : {true, false}) {
-            add({2, 257, 3, D, dense(causal), 4096}).scale_mul = 2;
-            add({2, 1000, 3, D, dense(causal)});
-        }
-    // Dilated: r not dividing w, H = 5 not a multiple of r, N not a multiple of w, a segment
-    // longer than N, r = w, branches with and without an r = 1 branch, documents, the backward's
-    // dQ chunks (grouped and per branch), the LongNet configuration at 10K tokens.
-    Case& d0 = add({2, 1000, 5, 64, dilated(true, scaled)});  // no r = 1 branch; a segment longer than N
-    d0.negative_controls = true, d0.near_miss = dilated(true, {{255, 3}, {160, 2}, {1280, 4}});
-    add({2, 1000, 5, 128, dilated(false, scaled)});
-    add({2, 2085, 5, 64, dilated(false, scaled)}).min_chunk = 1000;  // dQ in two grouped chunks of 1280
-    add({2, 2085, 5, 128, dilated(true, scaled)}).determinism = true;
-    add({2, 2085, 5, 64, dilated(true, {{300, 1}, {256, 2}})}).min_chunk = 500;  // dQ chunks per branch
-    add({2, 1000, 5, 64, dilated(true, {{256, 2}, {512, 1}, {7, 7}})}).docs = DE;
-    Case& d6 = add({2, 1000, 5, 128, dilated(false, {{100, 3}, {64, 64}})});
-    d6.docs = DE, d6.min_chunk = 200;
-    add({2, 1500, 5, 64, dilated(true, {{4096, 1}})}).identity = Identity{"(w>=N,1) == dense", dense(true)};
-    add({2, 1500, 5, 128, dilated(false, {{1500, 1}})}).identity = Identity{"(w=N,1) == dense", dense(false)};
-    // A document per segment is block-diagonal only under the causal mask.
-    add({2, 1500, 5, 64, dilated(true, {{384, 1}})}).identity =
-        Identity{"(w<N,1) causal == dense with a document per segment", dense(true), 384};
-    add({2, 1500, 5, 128, dilated(false, {{384, 1}})});  // block-diagonal, non-causal
-    add({2, 1500, 5, 64, dilated(true, {{384, 1}, {384, 1}})}).identity =
-        Identity{"(w,1),(w,1) == (w,1) once, L + ln 2", dilated(true, {{384, 1}}), 0, std::log(2.0)};
-    add({1, 4099, 12, 64, dilated(true, {{512, 1}, {1024, 2}, {2048, 4}})});
-    Case& d13 = add({2, 10007, 5, 64, dilated(true, longnet)});  // dQ in chunks of 8192
-    d13.min_chunk = 1000, d13.negative_controls = true, d13.near_miss = dilated(true, {{2047, 1}, {4096, 2}, {8192, 4}});
-    add({2, 10007, 5, 128, dilated(false, longnet)});
-    // Block-sparse (the naive kernel until the flash kernels take it): token rules that cut
-    // blocks (window, global), block rules (dilated blocks, random blocks per head), an explicit
-    // per-head layout; odd N, documents with rows that attend nothing.
-    add({2, 1000, 5, 64, block_sparse(true, 64, 300, 70)}).docs = DE;
-    add({2, 1000, 5, 128, block_sparse(false, 64, 300, 70)});
-    add({2, 2085, 3, 64, block_sparse(true, 128, 0, 0, 3, 4096, 2)}).identity =
-        Identity{"every block near the diagonal (dilated blocks r=3 within 4096) vs itself as a layout", block_sparse_as_layout(block_sparse(true, 128, 0, 0, 3, 4096, 2), 2085, 3)};
-    add({1, 1500, 4, 128, block_sparse(true, 64, 0, 0, 1, 1 << 20)}).identity = Identity{"all blocks active == dense", dense(true)};
-    add({2, 1500, 4, 64, block_sparse(true, 64, 0, 0, 1, 64)}).identity =
-        Identity{"the diagonal block alone == dilated (w = b, r = 1)", dilated(true, {{64, 1}})};
-    // Fixed: computed tiles (l a multiple of both key tiles) with summaries that start inside a
-    // tile, with documents; a summary of whole tiles at D = 128; l = 64, computed for 64-key
-    // tiles and masked for 128; l = 100, masked everywhere; odd N throughout.
-    add({2, 1000, 5, 64, fixed(128, 16)}).docs = DE;
-    add({2, 2085, 3, 128, fixed(256, 128)});
-    add({1, 1500, 4, 64, fixed(64, 8)});
-    add({2, 1000, 3, 128, fixed(100, 7)}).docs = DE;
-    add({1, 1300, 4, 64, fixed(128, 128)}).identity = Identity{"summary = stride == dense", dense(true)};
-    add({1, 1300, 4, 128, fixed(2048, 64)}).identity = Identity{"one block (l > N) == dense", dense(true)};
-    return v;
-}
 
 // ------------------------------------------------------------------------------------------------
 // One case.
@@ -254,7 +63,7 @@ struct Inputs {
     std::vector<int> pos, doc;       // (N), (B, N) or empty
 };
 
-static Inputs make_inputs(const Case& c, gc::Rng& rng) {
+static Inputs make_inputs(const AttnCase& c, gc::Rng& rng) {
     const int B = c.B, N = c.N, HD = c.H * c.D;
     const size_t nqkv = (size_t)B * N * 3 * HD, no = (size_t)B * N * HD;
     Inputs in;
@@ -302,7 +111,7 @@ struct Expected {
 
 static const char* kGradName[3] = {"dQ", "dK", "dV"};
 
-static Expected expected(const Case& c, const Inputs& in, float scale, const std::string& name) {
+static Expected expected(const AttnCase& c, const Inputs& in, float scale, const std::string& name) {
     const int B = c.B, N = c.N, H = c.H, D = c.D, HD = H * D;
     const size_t no = (size_t)B * N * HD, nl = (size_t)B * H * N;
     const AttnShape s3{B, N, H, D, 3 * HD};
@@ -349,11 +158,11 @@ static Expected expected(const Case& c, const Inputs& in, float scale, const std
 
 // The case's buffers on the device, and the two calls every check goes through.
 struct Device {
-    const Case& c;
+    const AttnCase& c;
     size_t no, nl, nqkv, koff, voff;
     DevBuf qkv, out, lse, dout, oin, lin, dqkv, pos, doc;
     AttnDevCase view;
-    Device(const Case& c_, const Inputs& in, const Expected& e)
+    Device(const AttnCase& c_, const Inputs& in, const Expected& e)
         : c(c_), no((size_t)c.B * c.N * c.H * c.D), nl((size_t)c.B * c.H * c.N), nqkv(3 * no),
           koff(c.packed ? (size_t)c.H * c.D : no), voff(2 * koff), qkv(nqkv * 2), out(no * 2), lse(nl * 4),
           dout(no * 2), oin(no * 2), lin(nl * 4), dqkv(nqkv * 2), pos(c.N * 4), doc(std::max<size_t>(in.doc.size(), 1) * 4) {
@@ -410,8 +219,8 @@ static double rel_diff(const std::vector<float>& a, const std::vector<float>& b)
     return error_vs(a.data(), bd.data(), a.size()).norm;
 }
 
-static void run_case(const Case& c, uint64_t seed, const std::vector<AttnBackend>& backends) {
-    const std::string name = case_name(c);
+static void run_case(const AttnCase& c, uint64_t seed, const std::vector<AttnBackend>& backends) {
+    const std::string name = attn_case_name(c);
     gc::Rng rng(seed);
     const float scale = c.scale_mul / std::sqrt((float)c.D);
     const long long chunk_default = flash::dilated_min_chunk_tokens;
@@ -477,7 +286,7 @@ static void run_case(const Case& c, uint64_t seed, const std::vector<AttnBackend
                 if (c.near_miss) {
                     dev.forward(be, *c.near_miss, dev.docs(), scale, o2, l2);
                     check(!(error_vs(o2.data(), e.O.data(), no).norm <= 3 * e.O_plain.norm + 1e-4),
-                          "negative control: near miss " + pattern_name(*c.near_miss) + " is detected " + tag);
+                          "negative control: near miss " + attn_pattern_name(*c.near_miss) + " is detected " + tag);
                 }
             }
             if (id_ok) {  // held to the plain bf16 error: what two correct bf16 implementations may differ by
@@ -534,23 +343,23 @@ static void run_case(const Case& c, uint64_t seed, const std::vector<AttnBackend
 static void check_cudnn_refusals() {
     std::string why;
     const AttnShape ok{2, 1000, 3, 128, 3 * 3 * 128};
-    bool good = attention_cudnn_supports(dense(true), ok, false, &why) && why.empty();
+    bool good = attention_cudnn_supports(attn_dense(true), ok, false, &why) && why.empty();
     check(good, "cudnn supports dense causal D=128");
     AttnShape d96 = ok;
     d96.D = 96;
     d96.stride = 3 * 3 * 96;
-    good = !attention_cudnn_supports(dense(true), d96, false, &why) && !why.empty();
+    good = !attention_cudnn_supports(attn_dense(true), d96, false, &why) && !why.empty();
     check(good, "cudnn refuses D=96: " + why);
     why.clear();
-    good = !attention_cudnn_supports(dense(true), ok, true, &why) && !why.empty();
+    good = !attention_cudnn_supports(attn_dense(true), ok, true, &why) && !why.empty();
     check(good, "cudnn refuses a document mask: " + why);
     AttnShape odd = ok;
     odd.stride = 3 * 3 * 128 + 4;
     why.clear();
-    good = !attention_cudnn_supports(dense(false), odd, false, &why) && !why.empty();
+    good = !attention_cudnn_supports(attn_dense(false), odd, false, &why) && !why.empty();
     check(good, "cudnn refuses a row stride that breaks 16-byte alignment: " + why);
     why.clear();
-    good = !attention_cudnn_supports(dilated(true, {{64, 2}}), ok, false, &why) && !why.empty();
+    good = !attention_cudnn_supports(attn_dilated(true, {{64, 2}}), ok, false, &why) && !why.empty();
     check(good, "cudnn refuses a dilated pattern: " + why);
 }
 
@@ -564,15 +373,15 @@ static int run_perf(const std::string& filter, const std::string& backend) {
         AttnPattern p;
     };
     const std::vector<Shape> shapes = {
-        {8192, 64, dense(true)},   {8192, 128, dense(true)},  {32768, 128, dense(true)},
-        {32768, 64, dilated(true, {{2048, 1}, {4096, 2}, {8192, 4}})},
-        {32768, 128, dilated(true, {{2048, 1}, {4096, 2}, {8192, 4}})},
+        {8192, 64, attn_dense(true)},   {8192, 128, attn_dense(true)},  {32768, 128, attn_dense(true)},
+        {32768, 64, attn_dilated(true, {{2048, 1}, {4096, 2}, {8192, 4}})},
+        {32768, 128, attn_dilated(true, {{2048, 1}, {4096, 2}, {8192, 4}})},
     };
     std::printf("%-44s %-28s %9s %8s %9s %8s\n", "case", "backend", "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s");
     for (const Shape& sh : shapes) {
         const int N = sh.N, D = sh.D, H = 2048 / D, B = 65536 / N, HD = H * D;
         const std::string name = "B" + std::to_string(B) + " N" + std::to_string(N) + " H" + std::to_string(H) + " D" +
-                                 std::to_string(D) + " " + pattern_name(sh.p);
+                                 std::to_string(D) + " " + attn_pattern_name(sh.p);
         if (!filter.empty() && name.find(filter) == std::string::npos) continue;
         const size_t no = (size_t)B * N * HD, nl = (size_t)B * H * N;
         DevBuf qkv(3 * no * 2), out(no * 2), lse(nl * 4), dout(no * 2), dqkv(3 * no * 2), pos(N * 4);
@@ -632,9 +441,9 @@ static int main_body(int argc, char** argv) {
                 perf ? " (perf)" : "");
     if (perf) return run_perf(filter, backend);
     if (!small && filter.empty() && backend.empty()) check_cudnn_refusals();
-    const std::vector<Case> all = cases(small);
+    const std::vector<AttnCase> all = attn_sized_cases(small);
     for (size_t i = 0; i < all.size(); i++) {
-        const std::string name = case_name(all[i]);
+        const std::string name = attn_case_name(all[i]);
         if (!filter.empty() && name.find(filter) == std::string::npos) continue;
         const uint64_t cs = seed * 1000003ull + i;
         std::printf("case %zu: %s (seed %llu)\n", i, name.c_str(), (unsigned long long)cs);
@@ -644,8 +453,7 @@ static int main_body(int argc, char** argv) {
             if (be.name.find(backend) != std::string::npos) backends.push_back(be);
         run_case(all[i], cs, backends);
     }
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_report();
 }
 
 int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

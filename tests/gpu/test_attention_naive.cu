@@ -25,7 +25,7 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
         const AttnReference ref = attn_reference(P, c, 0, N, P.scale);
         const bf16* qkv = dev.upload(qkv_bf);
         const int* pos = dev.upload(P.pos);
-        const AttnQueries<bf16> qs{qkv, S, N, pos, c.docs ? dev.upload(P.doc) : nullptr, 0};
+        const AttnQueries<bf16> qs{qkv, S, N, pos, c.has_docs() ? dev.upload(P.doc) : nullptr, 0};
         const AttnKeys<bf16> ks{qkv + HD, qkv + 2 * HD, S, N, pos, 0};
         float* of = dev.alloc<float>(ref.O.size(), 0xff);
         bf16* ob = dev.alloc<bf16>(ref.O.size(), 0xff);

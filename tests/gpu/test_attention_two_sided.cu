@@ -30,7 +30,7 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
     const std::vector<bf16> qkv_bf = to_bf16(P.qkv), dout_bf = to_bf16(P.dout);
     const bf16* qkv = dev.upload(qkv_bf);
     const int* pos = dev.upload(P.pos);
-    const int* docs = c.docs ? dev.upload(P.doc) : nullptr;
+    const int* docs = c.has_docs() ? dev.upload(P.doc) : nullptr;
 
     {  // 1. Write over the whole sequence.
         const AttnReference ref = attn_reference(P, c, 0, N, P.scale);

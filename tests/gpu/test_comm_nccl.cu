@@ -23,15 +23,9 @@
 #include <vector>
 #include "comm/nccl.h"
 #include "layers/cuda/common.cuh"
+#include "tests/check.h"
 
-static int g_pass = 0, g_fail = 0;
 static const size_t kGuard = 64;  // poisoned bytes after every receive buffer
-
-static void check(bool ok, const std::string& name, const std::string& detail = "") {
-    std::printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.empty() ? "" : ": ", detail.c_str());
-    std::fflush(stdout);
-    (ok ? g_pass : g_fail)++;
-}
 
 static uint64_t mix(uint64_t x) {
     x ^= x >> 31, x *= 0xbf58476d1ce4e5b9ull, x ^= x >> 27, x *= 0x94d049bb133111ebull;
@@ -295,7 +289,6 @@ int main(int argc, char** argv) {
         test_check_same(*comm);
         test_split(*comm);
         test_abort(*comm);  // last: the communicator is gone after it
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
-        return g_fail ? 1 : 0;
+        return check_report();
     });
 }

@@ -16,13 +16,7 @@
 #include "comm/in_process_cuda.cuh"
 #include "model/parallel.h"
 #include "model/gpt_cuda.cuh"
-
-static int g_passed = 0, g_failed = 0;
-static void check(bool ok, const std::string& what) {
-    std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
-    std::fflush(stdout);
-    (ok ? g_passed : g_failed)++;
-}
+#include "tests/check.h"
 
 constexpr int kB = 2, kT = 1024, kSteps = 10;
 
@@ -140,7 +134,6 @@ int main() {
         run("dilated (128,1)(512,2) + dense, documents", cfg);
         run("dilated + dense, documents, --recompute selective", cfg, Recompute::Selective);
         run("dilated + dense, documents, --recompute full", cfg, Recompute::Full);
-        std::printf("%d passed, %d failed\n", g_passed, g_failed);
-        return g_failed ? 1 : 0;
+        return check_report();
     });
 }

@@ -12,8 +12,13 @@ corpus=${1:-build/test_corpus}
 BIN=${BIN:-build}
 work=${WORK:-build/test_infer_gpu}
 rm -rf "$work" && mkdir -p "$work"
-source tests/gpu/shell_test_lib.sh
-need_gpu_and_corpus train infer
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+# shellcheck source=scripts/gpu_lib_paths.sh
+source scripts/gpu_lib_paths.sh "$(cd "$BIN" && pwd)"
+need_programs "$BIN/train" "$BIN/infer"
+need_corpus "$corpus"
+need_gpu
 
 # 2 layers of dilated attention (segments 512, 1024, 2048; dilations 1, 2, 4), width 256.
 "$BIN/train" --device cuda --data "$corpus" --layers 2 --width 256 --heads 4 --seq-len 2048 --batch 4 --steps 20 \

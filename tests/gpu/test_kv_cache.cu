@@ -23,9 +23,7 @@
 #include "tests/gradcheck.h"
 
 static void report(bool ok, const std::string& what, double err, double tol) {
-    char line[96];
-    std::snprintf(line, sizeof line, " err %.3g tol %.2g", err, tol);
-    check(ok, what + line);
+    check(ok, what + strf(" err %.3g tol %.2g", err, tol));
 }
 
 // The three kernels against the CPU reference: branches filled by appending chunks of random
@@ -154,9 +152,8 @@ static int main_body(bool kernels_only) {
         }
         test_decode_kernels(rng, 64, 1, 12, dense, 5000, 7, "D 64, dense, 12 heads, p 5000: 251 pieces of 20 (at most 256)");
     }
-    if (kernels_only) {  // what compute-sanitizer runs (tests/gpu/run_gpu_tests.sh): our kernels, no cuBLASLt
-        std::printf("%d passed, %d failed\n", g_pass, g_fail);
-        return g_fail ? 1 : 0;
+    if (kernels_only) {  // what compute-sanitizer runs (scripts/device.sh sanitizers): our kernels, no cuBLASLt
+        return check_report();
     }
 
     GPTConfig cfg;
@@ -278,8 +275,7 @@ static int main_body(bool kernels_only) {
             report(e > 5e-2, "another token at position 0 gives other logits (control)", e, 5e-2);
         }
     }
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_report();
 }
 
 // --kernels: the kernel tests alone.

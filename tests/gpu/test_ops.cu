@@ -23,7 +23,6 @@
 // any failure; with no GPU, a SKIP line, "0 passed, 0 failed" and exit 0.
 #include <algorithm>
 #include <cinttypes>
-#include <cstdarg>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -36,6 +35,7 @@
 #include "layers/matmul.h"
 #include "layers/residual.h"
 #include "layers/rope.h"
+#include "tests/check.h"
 #include "tests/gradcheck.h"
 
 #include "layers/cuda/adamw.cuh"
@@ -53,26 +53,12 @@ typedef std::vector<double> VD;
 // ------------------------------------------------------------------------------------------------
 // Reporting
 
-static int g_pass = 0, g_fail = 0;
 static uint64_t g_seed = 1234;
 static bool g_small = false;
 static std::string g_filter;
 
-static std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-static std::string fmt(const char* f, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, f);
-    std::vsnprintf(buf, sizeof buf, f, ap);
-    va_end(ap);
-    return buf;
-}
-
 static bool report(bool ok, const char* check, const std::string& op, const std::string& shape, const std::string& detail) {
-    (ok ? g_pass : g_fail)++;
-    std::printf("%s %-5s %-22s %-34s %s\n", ok ? "PASS" : "FAIL", check, op.c_str(), shape.c_str(), detail.c_str());
-    std::fflush(stdout);
-    return ok;
+    return ::check(ok, strf("%-5s %-22s %-34s %s", check, op.c_str(), shape.c_str(), detail.c_str()));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -169,7 +155,7 @@ static bool check_vs_base(const char* check, const std::string& op, const std::s
     Metric g{-1, -1}, b{-1, -1};
     bool ok = gpu.size() == ref.size() && judge_vs_base(gpu.data(), ref, base, factor, &g, &b);
     return report(ok, check, op, shape,
-                  fmt("err norm %.3g elem %.3g | bf16 baseline norm %.3g elem %.3g (tol %gx)", g.norm, g.elem, b.norm,
+                  strf("err norm %.3g elem %.3g | bf16 baseline norm %.3g elem %.3g (tol %gx)", g.norm, g.elem, b.norm,
                       b.elem, factor));
 }
 template <class TA>
@@ -177,7 +163,7 @@ static bool check_f32(const char* check, const std::string& op, const std::strin
                       const VD& ref, double tol_norm, double tol_elem) {
     Metric g = metric(gpu.data(), ref.data(), ref.size());
     bool ok = gpu.size() == ref.size() && g.norm <= tol_norm && g.elem <= tol_elem;
-    return report(ok, check, op, shape, fmt("err norm %.3g elem %.3g (tol %.3g, %.3g)", g.norm, g.elem, tol_norm, tol_elem));
+    return report(ok, check, op, shape, strf("err norm %.3g elem %.3g (tol %.3g, %.3g)", g.norm, g.elem, tol_norm, tol_elem));
 }
 // An fp32 optimizer step p1 = p0 - u against the double one: per element, the error in units of
 // what fp32 cannot avoid: ulp(p0) + ulp(p1) + 1e-6 |u| (the update itself computed in fp32).
@@ -191,12 +177,12 @@ static bool check_adam(const char* check, const std::string& op, const std::stri
         const double e = std::fabs((double)gpu[i] - ref[i]) / unit;
         if (!(e <= worst)) worst = e;  // NaN sticks
     }
-    return report(worst <= 2.0, check, op, shape, fmt("max error %.3g units of fp32 rounding (tol 2)", worst));
+    return report(worst <= 2.0, check, op, shape, strf("max error %.3g units of fp32 rounding (tol 2)", worst));
 }
 
 static bool check_bits(const char* check, const std::string& op, const std::string& shape, size_t mismatches,
                        const char* what) {
-    return report(mismatches == 0, check, op, shape, fmt("%zu elements differ (%s)", mismatches, what));
+    return report(mismatches == 0, check, op, shape, strf("%zu elements differ (%s)", mismatches, what));
 }
 
 static bool selected(const char* op) { return g_filter.empty() || std::string(op).find(g_filter) != std::string::npos; }
@@ -218,7 +204,7 @@ static void test_encoder() {
     for (int variant = 0; variant < 2; variant++) {
         gc::Rng rng = case_rng("encoder", variant);
         const int B = 3, T = S(337, 41), C = Cs[variant], V = S(1003, 53), N = B * T;
-        const std::string shape = fmt("B=%d T=%d C=%d V=%d", B, T, C, V);
+        const std::string shape = strf("B=%d T=%d C=%d V=%d", B, T, C, V);
         std::vector<int> tok(N);
         // A heavy token (70% of positions) makes one long run (the block-per-run kernel); the rest
         // spread over V (warp-per-run kernel). At full size, tokens 11 and 12 appear exactly 64 and
@@ -268,7 +254,7 @@ static void test_layernorm() {
     for (int variant = 0; variant < 2; variant++) {
         gc::Rng rng = case_rng("layernorm", variant);
         const int N = S(1007, 37), C = Cs[variant];
-        const std::string shape = fmt("N=%d C=%d", N, C);
+        const std::string shape = strf("N=%d C=%d", N, C);
         const size_t NC = (size_t)N * C;
         // An offset of 1 makes the mean matter (a one-pass variance would lose digits).
         VF x = rand_bf16(NC, rng, 0, 2), w = rand_bf16(C, rng, 0.5, 1.5), b = rand_bf16(C, rng, -0.5, 0.5);
@@ -342,7 +328,7 @@ static void test_matmul_forward() {
         gc::Rng rng = case_rng("matmul_forward", variant++);
         const int N = mc.rows ? mc.rows : S(1007, 37), C = mc.C, OC = mc.OC;
         const std::string op = std::string(mc.rows ? "matmul(rows)" : "matmul") + (mc.gelu ? (mc.fused ? "+gelu(fused)" : "+gelu(kernel)") : "");
-        const std::string shape = fmt("N=%d C=%d OC=%d%s", N, C, OC, mc.bias ? " bias" : "");
+        const std::string shape = strf("N=%d C=%d OC=%d%s", N, C, OC, mc.bias ? " bias" : "");
         // Weights scaled so outputs have std ~2: the GELU then sees x in [-5, -3], where the tanh
         // and erf GELUs differ by 10-50%.
         const double a = 6.0 / std::sqrt((double)C);
@@ -379,7 +365,7 @@ static void test_matmul_forward() {
         // is measures the tail accuracy: with tanh rounding to -1 in fp32, 0.5x(1+tanh) has no
         // correct digit below x = -4; gelu.cuh's sigmoid form keeps them.)
         report(cnt > 20 && e_tanh < e_erf / 3, "kind", op, shape,
-               fmt("mean rel. distance over %d outputs at x in [-5.5,-2.5]: to tanh-GELU %.3g, to erf-GELU %.3g", cnt, e_tanh, e_erf));
+               strf("mean rel. distance over %d outputs at x in [-5.5,-2.5]: to tanh-GELU %.3g, to erf-GELU %.3g", cnt, e_tanh, e_erf));
     }
 }
 
@@ -393,7 +379,7 @@ static void test_matmul_backward() {
         gc::Rng rng = case_rng("matmul_backward", variant++);
         const int N = S(1007, 37), C = mc.C, OC = mc.OC;
         const std::string op = std::string("matmul") + (mc.gelu ? (mc.fused ? "+dgelu(fused)" : "+dgelu(kernel)") : "");
-        const std::string shape = fmt("N=%d C=%d OC=%d%s", N, C, OC, mc.bias ? " dbias" : "");
+        const std::string shape = strf("N=%d C=%d OC=%d%s", N, C, OC, mc.bias ? " dbias" : "");
         const size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
         VF x = rand_bf16(NC, rng, -1, 1), w = rand_bf16(OCC, rng, -1, 1), dout = rand_bf16(NO, rng, -1, 1);
         VF pre = rand_bf16(NC, rng, -4, 4);
@@ -446,7 +432,7 @@ static void test_rope() {
         gc::Rng rng = case_rng("rope", variant++);
         const int B = 2, T = rc.T ? rc.T : S(301, 11), H = 5, D = rc.D;
         const float theta = rc.theta;
-        const std::string shape = fmt("B=%d T=%d H=%d D=%d pos0=%d theta=%g", B, T, H, D, rc.offset, theta);
+        const std::string shape = strf("B=%d T=%d H=%d D=%d pos0=%d theta=%g", B, T, H, D, rc.offset, theta);
         const size_t n = (size_t)B * T * 3 * H * D;
         std::vector<int> pos(T);
         for (int t = 0; t < T; t++) pos[t] = rc.offset + t + (t > T / 2 ? 17 : 0);  // a gap: positions are given, not implied
@@ -485,7 +471,7 @@ static void test_logn_scale() {
     for (const LognCase& lc : cases) {
         gc::Rng rng = case_rng("logn", variant++);
         const int B = 2, T = lc.T ? lc.T : S(301, 11), H = 5, D = lc.D;
-        const std::string shape = fmt("B=%d T=%d H=%d D=%d pos0=%d base=%d", B, T, H, D, lc.offset, lc.base);
+        const std::string shape = strf("B=%d T=%d H=%d D=%d pos0=%d base=%d", B, T, H, D, lc.offset, lc.base);
         const size_t n = (size_t)B * T * 3 * H * D;
         std::vector<int> pos(T);
         for (int t = 0; t < T; t++) pos[t] = lc.offset + t;
@@ -507,7 +493,7 @@ static void test_gelu() {
     if (!selected("gelu")) return;
     gc::Rng rng = case_rng("gelu", 0);
     const size_t n = (size_t)S(1007, 37) * 3072 + 5;  // ragged tail
-    const std::string shape = fmt("n=%zu", n);
+    const std::string shape = strf("n=%zu", n);
     VF x = rand_bf16(n, rng, -6, 6), dout = rand_bf16(n, rng, -1, 1);
     DBuf<bf16> d_x(n), d_out(n), d_dout(n), d_dinp(n);
     up(d_x, x), up(d_dout, dout);
@@ -528,10 +514,10 @@ static void test_gelu() {
     const VD dref1(dref.begin() + 1, dref.end()), dbase1(dbase.begin() + 1, dbase.end());
     d_out.poison();
     gelu_forward_cuda(d_out.p + 1, d_x.p + 1, m, g_stream);
-    check_vs_base("fwd", "gelu(misaligned)", fmt("n=%zu", m), down(d_out.p + 1, m), ref1, base1);
+    check_vs_base("fwd", "gelu(misaligned)", strf("n=%zu", m), down(d_out.p + 1, m), ref1, base1);
     d_dinp.poison();
     gelu_backward_cuda(d_dinp.p + 1, d_x.p + 1, d_dout.p + 1, m, g_stream);
-    check_vs_base("bwd", "gelu(misaligned)", fmt("n=%zu", m), down(d_dinp.p + 1, m), dref1, dbase1);
+    check_vs_base("bwd", "gelu(misaligned)", strf("n=%zu", m), down(d_dinp.p + 1, m), dref1, dbase1);
     gelu_backward_cuda(d_dout.p, d_x.p, d_dout.p, n, g_stream);  // in place
     check_vs_base("bwd", "gelu(in place)", shape, down(d_dout), dref, dbase);
 
@@ -547,7 +533,7 @@ static void test_gelu() {
     bad[n / 2] = NAN;
     const bool caught2 = !judge_vs_base(bad.data(), ref, base, 3.0, &g, &b);
     report(caught1 && caught2, "meta", "checker", shape,
-           fmt("rejects one element 2%% off: %s; one NaN: %s", caught1 ? "yes" : "NO", caught2 ? "yes" : "NO"));
+           strf("rejects one element 2%% off: %s; one NaN: %s", caught1 ? "yes" : "NO", caught2 ? "yes" : "NO"));
 }
 
 static void test_residual() {
@@ -561,10 +547,10 @@ static void test_residual() {
     residual_forward(ref.data(), to_d(a).data(), to_d(b).data(), n);
     d_out.poison();
     residual_forward_cuda(d_out.p, d_a.p, d_b.p, n, g_stream);
-    check_vs_base("fwd", "residual", fmt("n=%zu", n), down(d_out), ref, round_bf16(ref));
+    check_vs_base("fwd", "residual", strf("n=%zu", n), down(d_out), ref, round_bf16(ref));
     d_out.poison();
     residual_forward_cuda(d_out.p + 1, d_a.p + 1, d_b.p + 1, n - 1, g_stream);
-    check_vs_base("fwd", "residual(misaligned)", fmt("n=%zu", n - 1), down(d_out.p + 1, n - 1), VD(ref.begin() + 1, ref.end()),
+    check_vs_base("fwd", "residual(misaligned)", strf("n=%zu", n - 1), down(d_out.p + 1, n - 1), VD(ref.begin() + 1, ref.end()),
                   round_bf16(VD(ref.begin() + 1, ref.end())));
 }
 
@@ -581,7 +567,7 @@ static void test_classifier() {
     for (const ClsCase& cc : cases) {
         gc::Rng rng = case_rng("classifier", variant++);
         const int N = cc.N, C = cc.C, V = cc.V;
-        const std::string shape = fmt("N=%d C=%d V=%d chunk=%d", N, C, V, cc.chunk);
+        const std::string shape = strf("N=%d C=%d V=%d chunk=%d", N, C, V, cc.chunk);
         const double a = 9.0 / std::sqrt((double)C);  // logits with std ~3
         VF x = rand_bf16((size_t)N * C, rng, -1, 1), wte = rand_bf16((size_t)V * C, rng, -a, a);
         std::vector<int> tgt(N);
@@ -620,7 +606,7 @@ static void test_classifier() {
         const int default_split = g_classifier_split;
         for (int split : {0, 64, 128}) {  // vocabulary split of the products (classifier.cuh)
             g_classifier_split = split;
-            const std::string sh = shape + fmt(" split=%d", split);
+            const std::string sh = shape + strf(" split=%d", split);
             up(d_dwte, dwte0);
             d_losses.poison(), d_dx.poison(), d_scratch.poison();
             classifier_forward_backward_cuda(d_losses.p, d_dx.p, d_dwte.p, d_x.p, d_wte.p, d_tgt.p, N, C, V, (float)dloss,
@@ -639,7 +625,7 @@ static void test_classifier() {
             const int r = N / 2;
             d_logits.poison();
             logits_cuda(d_logits.p, d_x.p + (size_t)r * C, d_wte.p, C, V, g_stream);
-            check_f32("fwd", "logits", fmt("C=%d V=%d split=%d", C, V, split), down(d_logits),
+            check_f32("fwd", "logits", strf("C=%d V=%d split=%d", C, V, split), down(d_logits),
                       VD(logits.begin() + (size_t)r * V, logits.begin() + (size_t)(r + 1) * V), 1e-6, 1e-4);
         }
         g_classifier_split = default_split;
@@ -662,7 +648,7 @@ static void test_adamw() {
             const double ref = grad_norm_squared(g.data() + mis, n - mis);
             d_out.poison(), d_scratch.poison();
             grad_norm_squared_cuda(d_out.p, d_g.p + mis, n - mis, d_scratch.p, g_stream);
-            check_f32("fwd", mis ? "grad_norm_squared(misal.)" : "grad_norm_squared", fmt("n=%zu", n - mis), down(d_out), VD{ref},
+            check_f32("fwd", mis ? "grad_norm_squared(misal.)" : "grad_norm_squared", strf("n=%zu", n - mis), down(d_out), VD{ref},
                       1e-6, 1e-6);
         }
     }
@@ -693,7 +679,7 @@ static void test_adamw() {
             adamw_update_cuda(d_master.p, d_param.p, d_m.p, d_v.p, d_g.p, n, lr, b1, b2, eps, wd, step, d_scale.p, g_stream);
             adamw_update(pr.data(), mr.data(), vr.data(), gr.data(), n, lr, b1, b2, eps, wd, step, scale);
             const VF after = down(d_master), param = down(d_param);
-            const std::string shape = fmt("n=%zu step=%d", n, step);
+            const std::string shape = strf("n=%zu step=%d", n, step);
             check_adam("upd", "adamw.master", shape, after, pr, pr_before);
             check_f32("upd", "adamw.m", shape, down(d_m), mr, 1e-6, 1e-5);
             check_f32("upd", "adamw.v", shape, down(d_v), vr, 1e-6, 1e-5);
@@ -788,7 +774,7 @@ static void run_perf(const char* out_path) {
         add("ceiling: bf16 gemm", "8192^3", us2, 0, 2.0 * M * M * (double)M);
     }
     const size_t NC = (size_t)N * C;
-    const std::string sh = fmt("N=%d C=%d", N, C);
+    const std::string sh = strf("N=%d C=%d", N, C);
     {  // encoder
         DBuf<bf16> wte((size_t)V * C), out(NC);
         DBuf<float> dwte((size_t)V * C);
@@ -804,7 +790,7 @@ static void run_perf(const char* out_path) {
         up(tok, t);
         fill(wte.p, wte.n), fill(out.p, out.n), fill(dwte.p, dwte.n);
         add("encoder_forward", sh, time_us([&] { encoder_forward_cuda(out.p, tok.p, wte.p, B, T, C, g_stream); }), 4.0 * NC + 4.0 * N, 0);
-        add("encoder_backward", sh + fmt(" uniq=%d", uniq),
+        add("encoder_backward", sh + strf(" uniq=%d", uniq),
             time_us([&] { encoder_backward_cuda(dwte.p, out.p, tok.p, B, T, C, g_stream); }), 2.0 * NC + 8.0 * uniq * C + 16.0 * N, 0);
     }
     {  // layernorm, residual
@@ -845,7 +831,7 @@ static void run_perf(const char* out_path) {
             }),
             0, 2.0 * N * C * 4.0 * C);
         g_matmul_fuse_gelu = true;
-        add("matmul_forward fcproj", fmt("N=%d C=3072 OC=768", N), time_us([&] {
+        add("matmul_forward fcproj", strf("N=%d C=3072 OC=768", N), time_us([&] {
                 matmul_forward_cuda(y.p, hg.p, wp.p, bp.p, N, 4 * C, C, g_stream);
             }),
             0, 2.0 * N * 4.0 * C * C);
@@ -853,26 +839,26 @@ static void run_perf(const char* out_path) {
                 matmul_backward_cuda(dx.p, dwqkv.p, dbqkv.p, qkv.p, x.p, wqkv.p, N, C, 3 * C, g_stream);
             }),
             0, 4.0 * N * C * 3.0 * C);
-        add("matmul_backward fcproj+dgelu", fmt("N=%d C=3072 OC=768", N), time_us([&] {
+        add("matmul_backward fcproj+dgelu", strf("N=%d C=3072 OC=768", N), time_us([&] {
                 matmul_backward_cuda(dh.p, dwp.p, dbp.p, dy.p, hg.p, wp.p, N, 4 * C, C, g_stream, h.p);
             }),
             0, 4.0 * N * 4.0 * C * C);
         g_matmul_fuse_gelu = false;
-        add("matmul_backward fcproj, dgelu kern", fmt("N=%d C=3072 OC=768", N), time_us([&] {
+        add("matmul_backward fcproj, dgelu kern", strf("N=%d C=3072 OC=768", N), time_us([&] {
                 matmul_backward_cuda(dh.p, dwp.p, dbp.p, dy.p, hg.p, wp.p, N, 4 * C, C, g_stream, h.p);
             }),
             0, 4.0 * N * 4.0 * C * C);
         g_matmul_fuse_gelu = true;
-        add("rope_forward", fmt("N=%d H=%d D=%d", N, H, D), time_us([&] {
+        add("rope_forward", strf("N=%d H=%d D=%d", N, H, D), time_us([&] {
                 rope_forward_cuda(qkv2.p, qkv.p, pos.p, B, T, H, D, 10000.0f, g_stream);
             }),
             4.0 * N3, 0);
-        add("rope_backward (in place)", fmt("N=%d H=%d D=%d", N, H, D), time_us([&] {
+        add("rope_backward (in place)", strf("N=%d H=%d D=%d", N, H, D), time_us([&] {
                 rope_backward_cuda(qkv2.p, qkv2.p, pos.p, B, T, H, D, 10000.0f, g_stream);
             }),
             4.0 * N3, 0);
-        add("gelu_forward", fmt("n=%zu", N4), time_us([&] { gelu_forward_cuda(hg.p, h.p, N4, g_stream); }), 4.0 * N4, 0);
-        add("gelu_backward", fmt("n=%zu", N4), time_us([&] { gelu_backward_cuda(dh.p, h.p, hg.p, N4, g_stream); }), 6.0 * N4, 0);
+        add("gelu_forward", strf("n=%zu", N4), time_us([&] { gelu_forward_cuda(hg.p, h.p, N4, g_stream); }), 4.0 * N4, 0);
+        add("gelu_backward", strf("n=%zu", N4), time_us([&] { gelu_backward_cuda(dh.p, h.p, hg.p, N4, g_stream); }), 6.0 * N4, 0);
     }
     {  // classifier
         DBuf<bf16> x(NC), wte((size_t)V * C), dx(NC);
@@ -888,11 +874,11 @@ static void run_perf(const char* out_path) {
         const int default_split = g_classifier_split;
         for (int split : {0, 64, 128}) {
             g_classifier_split = split;
-            add(fmt("classifier fwd+bwd split=%d", split), sh + fmt(" V=%d", V), time_us([&] {
+            add(strf("classifier fwd+bwd split=%d", split), sh + strf(" V=%d", V), time_us([&] {
                     classifier_forward_backward_cuda(losses.p, dx.p, dwte.p, x.p, wte.p, tgt.p, N, C, V, 1.0f / N, scratch.p, g_stream);
                 }),
                 lbytes * (4 + 4 + 2 + 2 + 2), 3 * f1);
-            add(fmt("classifier fwd only split=%d", split), sh + fmt(" V=%d", V), time_us([&] {
+            add(strf("classifier fwd only split=%d", split), sh + strf(" V=%d", V), time_us([&] {
                     classifier_forward_backward_cuda(losses.p, nullptr, nullptr, x.p, wte.p, tgt.p, N, C, V, 0.0f, scratch.p, g_stream);
                 }),
                 lbytes * (4 + 4), f1);
@@ -911,33 +897,33 @@ static void run_perf(const char* out_path) {
         const bf16* dl = (const bf16*)lg.p;
         for (int v : {V, V / 64 * 64, V / 128 * 128, Vp}) {
             const double f = 2.0 * R * (double)C * v;
-            add(fmt("  gemm logits fp32 M=%d", v), fmt("N=%d K=%d", R, C), time_us([&] {
+            add(strf("  gemm logits fp32 M=%d", v), strf("N=%d K=%d", R, C), time_us([&] {
                     matmul_cublaslt_or_die(lg.p, CUDA_R_32F, Vp, w.p, true, C, xc.p, false, C, v, R, C, 0.0f,
                                            CUBLASLT_EPILOGUE_DEFAULT, nullptr, g_stream);
                 }),
                 0, f);
-            add(fmt("  gemm dx bf16 K=%d", v), fmt("M=%d N=%d", C, R), time_us([&] {
+            add(strf("  gemm dx bf16 K=%d", v), strf("M=%d N=%d", C, R), time_us([&] {
                     matmul_cublaslt_or_die(dxc.p, CUDA_R_16BF, C, w.p, false, C, dl, false, 2 * Vp, C, R, v, 0.0f,
                                            CUBLASLT_EPILOGUE_DEFAULT, nullptr, g_stream);
                 }),
                 0, f);
-            add(fmt("  gemm dwte fp32 N=%d", v), fmt("M=%d K=%d", C, R), time_us([&] {
+            add(strf("  gemm dwte fp32 N=%d", v), strf("M=%d K=%d", C, R), time_us([&] {
                     matmul_cublaslt_or_die(dw.p, CUDA_R_32F, C, xc.p, false, C, dl, true, 2 * Vp, C, v, R, 1.0f,
                                            CUBLASLT_EPILOGUE_DEFAULT, nullptr, g_stream);
                 }),
                 0, f);
         }
-        add("  gemm logits bf16 M=50257", fmt("N=%d K=%d", R, C), time_us([&] {
+        add("  gemm logits bf16 M=50257", strf("N=%d K=%d", R, C), time_us([&] {
                 matmul_cublaslt_or_die((bf16*)lg.p, CUDA_R_16BF, Vp, w.p, true, C, xc.p, false, C, V, R, C, 0.0f,
                                        CUBLASLT_EPILOGUE_DEFAULT, nullptr, g_stream);
             }),
             0, 2.0 * R * (double)C * V);
         fill(lg.p, lg.n, -1, 1);
-        add("  softmax-CE kernel fwd", fmt("rows=%d V=%d", R, V), time_us([&] {
+        add("  softmax-CE kernel fwd", strf("rows=%d V=%d", R, V), time_us([&] {
                 crossentropy_forward_backward_kernel<<<R, CE_THREADS, 0, g_stream>>>(lg.p, losses.p, tgt.p, V, Vp, 1.0f, false);
             }),
             4.0 * R * V, 0);
-        add("  softmax-CE kernel fwd+bwd", fmt("rows=%d V=%d", R, V), time_us([&] {
+        add("  softmax-CE kernel fwd+bwd", strf("rows=%d V=%d", R, V), time_us([&] {
                 crossentropy_forward_backward_kernel<<<R, CE_THREADS, 0, g_stream>>>(lg.p, losses.p, tgt.p, V, Vp, 1.0f, true);
             }),
             10.0 * R * V, 0);
@@ -947,22 +933,22 @@ static void run_perf(const char* out_path) {
         DBuf<float> master(n), m(n), v(n), g(n), nsq(1), scale(1), scratch(grad_norm_squared_scratch_bytes() / 4);
         DBuf<bf16> param(n);
         fill(master.p, n), fill(m.p, n, -1e-3f, 1e-3f), fill(v.p, n, 0, 1e-6f), fill(g.p, n, -1e-3f, 1e-3f);
-        add("grad_norm_squared", fmt("n=%zu", n), time_us([&] { grad_norm_squared_cuda(nsq.p, g.p, n, scratch.p, g_stream); }), 4.0 * n, 0);
+        add("grad_norm_squared", strf("n=%zu", n), time_us([&] { grad_norm_squared_cuda(nsq.p, g.p, n, scratch.p, g_stream); }), 4.0 * n, 0);
         clip_scale_cuda(scale.p, nsq.p, 1.0f, g_stream);
-        add("adamw_update", fmt("n=%zu", n), time_us([&] {
+        add("adamw_update", strf("n=%zu", n), time_us([&] {
                 adamw_update_cuda(master.p, param.p, m.p, v.p, g.p, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, scale.p, g_stream);
             }),
             30.0 * n, 0);
     }
     // The table: achieved rate, and the floor = max(bytes / copy bandwidth, flops / gemm peak).
-    std::string table = fmt("GPU: %s (%d SMs); ceilings measured here: copy %.0f GB/s, bf16 gemm %.0f TFLOP/s\n", prop.name,
+    std::string table = strf("GPU: %s (%d SMs); ceilings measured here: copy %.0f GB/s, bf16 gemm %.0f TFLOP/s\n", prop.name,
                             prop.multiProcessorCount, bw / 1e9, peak / 1e12);
-    table += fmt("%-36s %-26s %10s %14s %10s %8s\n", "op", "shape", "time_us", "achieved", "floor_us", "floor%");
+    table += strf("%-36s %-26s %10s %14s %10s %8s\n", "op", "shape", "time_us", "achieved", "floor_us", "floor%");
     for (const PerfRow& r : rows) {
         if (r.op.rfind("ceiling", 0) == 0) continue;
         const double floor_us = std::max(r.bytes / bw, r.flops / peak) * 1e6;
-        std::string ach = r.flops > 0 ? fmt("%.0f TFLOP/s", r.flops / (r.us * 1e-6) / 1e12) : fmt("%.0f GB/s", r.bytes / (r.us * 1e-6) / 1e9);
-        table += fmt("%-36s %-26s %10.1f %14s %10.1f %7.0f%%\n", r.op.c_str(), r.shape.c_str(), r.us, ach.c_str(), floor_us,
+        std::string ach = r.flops > 0 ? strf("%.0f TFLOP/s", r.flops / (r.us * 1e-6) / 1e12) : strf("%.0f GB/s", r.bytes / (r.us * 1e-6) / 1e9);
+        table += strf("%-36s %-26s %10.1f %14s %10.1f %7.0f%%\n", r.op.c_str(), r.shape.c_str(), r.us, ach.c_str(), floor_us,
                      100.0 * floor_us / r.us);
     }
     table += "(classifier bytes: fp32 logits written + read, bf16 dlogits written + read by two products; floor uses both terms)\n";
@@ -993,7 +979,7 @@ static void run_perf(const char* out_path) {
         const double us_sort = time_us([&] {
             CUDA_CHECK(cub::DeviceRadixSort::SortPairs(tmp.p, sort_bytes, tok.p, k2.p, v1.p, v2.p, N, 0, 31, g_stream));
         });
-        table += fmt("encoder_backward as a CUDA graph: %.1f us (of which the radix sort of %d pairs: %.1f us)\n", us, N, us_sort);
+        table += strf("encoder_backward as a CUDA graph: %.1f us (of which the radix sort of %d pairs: %.1f us)\n", us, N, us_sort);
         CUDA_CHECK(cudaGraphExecDestroy(exec));
         CUDA_CHECK(cudaGraphDestroy(graph));
     }
@@ -1044,8 +1030,7 @@ static int main_body(int argc, char** argv) {
     test_residual();
     test_classifier();
     test_adamw();
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_report();
 }
 
 int main(int argc, char** argv) { return guarded_main([&] { return main_body(argc, argv); }); }

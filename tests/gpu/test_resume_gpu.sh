@@ -14,8 +14,13 @@ corpus=${1:-build/test_corpus}
 BIN=${BIN:-build}
 work=${WORK:-build/test_resume_gpu}
 rm -rf "$work" && mkdir -p "$work"
-source tests/gpu/shell_test_lib.sh
-need_gpu_and_corpus train
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+# shellcheck source=scripts/gpu_lib_paths.sh
+source scripts/gpu_lib_paths.sh "$(cd "$BIN" && pwd)"
+need_programs "$BIN/train"
+need_corpus "$corpus"
+need_gpu
 
 # 2 layers, width 256, 4 heads of 64, 8 windows of 1024: 256 key-tile blocks per attention
 # backward, more than an H100/H200 runs at once, so without --deterministic the atomic dQ lands

@@ -394,8 +394,7 @@ static int run_simulated(uint64_t seed, bool small) {
     std::printf("test_ring: seed %llu\n", (unsigned long long)seed);
     gc::Rng rng(seed);
     for (const RingCase& rc : simulated_cases(small, rng)) run(rc, rng, nullptr);
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_report();
 }
 
 #ifdef HAVE_NCCL
@@ -429,9 +428,9 @@ static int run_nccl(uint64_t seed, bool small) {
                 (unsigned long long)seed);
     gc::Rng rng(seed);
     for (const RingCase& rc : nccl_cases(comm->size(), small, rng)) run(rc, rng, comm.get());
-    const int total = failures_everywhere(*comm, g_fail);
-    if (total > g_fail) std::printf("test_ring --nccl: %d check(s) failed on other ranks\n", total - g_fail);
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
+    const int total = failures_everywhere(*comm, g_failed);
+    if (total > g_failed) std::printf("test_ring --nccl: %d check(s) failed on other ranks\n", total - g_failed);
+    check_report();
     return total ? 1 : 0;
 }
 #endif

@@ -17,7 +17,7 @@
 #include <vector>
 #include "layers/cuda/attention_flash_two_sided.h"
 #include "layers/ring_plan.h"
-#include "tests/gpu/bench_common.cuh"
+#include "bench/bench_common.cuh"
 
 struct Result {
     double fwd_comp = 0, fwd_ring = 0, bwd_comp = 0, bwd_ring = 0, bytes_fwd = 0, bytes_fwd_plain = 0, flops = 0;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 #include "model/gpt_cuda.cuh"
-#include "tests/gpu/bench_table.h"
+#include "bench/bench_table.h"
 
 static std::vector<std::string> split(const std::string& s) {
     std::vector<std::string> out;

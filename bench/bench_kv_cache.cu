@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 #include "model/kv_cache_cuda.cuh"
-#include "tests/gpu/bench_table.h"
+#include "bench/bench_table.h"
 
 static double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

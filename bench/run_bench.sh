@@ -6,14 +6,12 @@
 # FlexAttention on the block-sparse pattern and a PyTorch LongNet on the dilated one. One run;
 # tables go to build/bench/ and the screen.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 BIN=${BIN:-build}
 OUTDIR=${OUTDIR:-build/bench}
 mkdir -p "$OUTDIR"
-if python3 -c "import nvidia" 2>/dev/null; then
-    SP=$(python3 -c "import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))")/nvidia
-    export LD_LIBRARY_PATH=$SP/cudnn/lib:$SP/nccl/lib:$SP/cu13/lib:${LD_LIBRARY_PATH:-}
-fi
+# shellcheck source=scripts/gpu_lib_paths.sh
+source scripts/gpu_lib_paths.sh "$(cd "$BIN" && pwd)"
 "$BIN/bench_attention" --out "$OUTDIR/attention.md" ${BENCH_ATTENTION_ARGS:-}
 "$BIN/bench_attention_dilated" --out "$OUTDIR/attention_dilated.md" ${BENCH_DILATED_ARGS:-}
 "$BIN/bench_attention_block_sparse" --out "$OUTDIR/attention_block_sparse.md" ${BENCH_BLOCK_SPARSE_ARGS:-}

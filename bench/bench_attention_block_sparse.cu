@@ -22,7 +22,7 @@
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/attention_flash_variants.h"  // every tile variant (--variants)
 #include "layers/patterns/block_sparse_tiles.h"
-#include "tests/gpu/bench_pattern.cuh"
+#include "bench/bench_pattern.cuh"
 
 // The seed project's block-sparse module, forward at 256K tokens on an H200 (issue 10): tokens/s.
 constexpr double kSeedProjectFwdTokPerS = 0.17e6;

@@ -9,7 +9,7 @@
 #include <vector>
 #include "layers/attention_pattern.h"
 #include "layers/cuda/attention_flash.h"
-#include "tests/gpu/bench_common.cuh"
+#include "bench/bench_common.cuh"
 
 __global__ void iota_kernel(int* x, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = i;

@@ -19,7 +19,7 @@
 
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/attention_flash_variants.h"  // every tile variant
-#include "tests/gpu/bench_pattern.cuh"
+#include "bench/bench_pattern.cuh"
 
 static int main_body(int argc, char** argv) {
     const char* out_path = nullptr;

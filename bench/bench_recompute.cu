@@ -22,7 +22,7 @@
 #include "comm/in_process.h"
 #include "model/gpt_cuda.cuh"
 #include "model/memory_plan.h"
-#include "tests/gpu/bench_table.h"
+#include "bench/bench_table.h"
 
 static int main_body(int argc, char** argv) {
     int n = 0;

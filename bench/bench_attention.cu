@@ -22,7 +22,7 @@
 #include "layers/cuda/attention_cudnn.h"
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/attention_flash_variants.h"  // every tile variant
-#include "tests/gpu/bench_common.cuh"
+#include "bench/bench_common.cuh"
 
 
 static int main_body(int argc, char** argv) {

@@ -1,0 +1,407 @@
+#!/usr/bin/env bash
+# Everything that runs on a lent GPU machine (H100/H200), in stages, and the packing of what it
+# runs on the CPU machine:
+#   scripts/device.sh STAGE...          (or STAGES="tests bench" scripts/device.sh)
+# On the CPU machine:
+#   pack [PROGRAM...]  build the programs with the Makefile (default: test_attention bench_attention)
+#                      and copy them, libsentencepiece and libgomp into $CARRY/bin for a device call
+#                      (the call carries $CARRY); PACK_CORPUS=dir copies a prepared corpus to $CARRY/corpus
+# On the GPU machine (programs from $BIN):
+#   tests          every GPU test program (build/test_* from tests/gpu/), exact resume under
+#                  --deterministic (tests/gpu/test_resume_gpu.sh), infer through the GPU cache
+#                  (tests/gpu/test_infer_gpu.sh), the memory planner against the measured peak;
+#                  CORPUS=dir the corpus of the resume and infer tests (build/test_corpus, made by
+#                  tests/test_data_cli.sh on the CPU machine)
+#   sanitizers     compute-sanitizer memcheck and racecheck on the attention and op kernels at small sizes
+#                  (`make test-gpu` runs tests and sanitizers; each fits a 10-minute device call)
+#   ops            the op kernels alone: test_ops with two seeds, memcheck, racecheck (layernorm,
+#                  classifier: hazards outside cuBLASLt's nvjet kernels counted), the --perf table
+#   attention      the attention harness (timeout 400 s), memcheck and racecheck on its small
+#                  cases, bench_attention --variants and PyTorch's flash/cuDNN on the same sizes;
+#                  ATTN_STEPS picks some of: test memcheck racecheck bench torch
+#   bench          `make bench`'s tables and PyTorch peers (bench/run_bench.sh) into $OUT
+#   ab             two builds' attention benchmarks interleaved, old new old new, so that clocks
+#                  and temperature drift hit both alike: OLD=dir (default $CARRY/old) against
+#                  NEW=dir (default $BIN), ROUNDS (2), AA=1 adds the old-again control, BENCHES
+#                  (attention attention_dilated attention_block_sparse train) and
+#                  BENCH_ATTENTION_ARGS, BENCH_DILATED_ARGS, BENCH_BLOCK_SPARSE_ARGS,
+#                  BENCH_TRAIN_ARGS pass flags; scripts/compare_bench_tables.py gives new/old per row
+#   train          a GPU training run on $DATA (TRAIN_ARGS); infer and long_prompt use its checkpoint
+#   infer, long_prompt, errors, recompute, kv_cache, block_sparse, nccl (several GPUs: NCCL ring
+#   attention, --cp training and perplexity against one GPU, a hung rank), attn_perf (the
+#   harness's perf mode), dilated_bench, compare (dense and dilated at 32K, COMPARE_STEPS),
+#   long_context (issue 12's study on $CARRY/corpus-long: the 91M model trained at equal tokens as
+#   dense at 2K and dilated at 32K and 256K, from scratch or after 2K (LC_MODELS picks some:
+#   dense2k dilated32k dilated256k dilated32k_from2k dilated256k_from2k), each scored by position
+#   over the held-out documents of at least 256K tokens; LC_PROMPTS=1 also generates from a book
+#   and a held-out kernel subsystem in $CARRY/prompts (book.txt, tree.txt; the README's runs gave
+#   LC_BOOK_PROMPT=$'\n4.6.2. Secure Shell\n', LC_TREE_PROMPT=$'# ==== net/sctp/auth.c ====\n');
+#   LC_MODEL the model's --layers --width --heads; LC_STEPS, LC_BASE_STEPS, LC_EXT_LR the
+#   schedule; LC_SLIDING=N also scores each model with windows of N tokens)
+# Settings: CARRY (.carry/device), BIN ($CARRY/bin when it exists, else build), DATA (a prepared
+# corpus, $CARRY/corpus), OUT (logs and tables, build/device). Every stage runs with
+# scripts/gpu_lib_paths.sh's library paths. Exit status: non-zero when a test stage failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+CARRY=${CARRY:-.carry/device}
+if [ -z "${BIN:-}" ]; then if [ -d "$CARRY/bin" ]; then BIN=$CARRY/bin; else BIN=build; fi; fi
+DATA=${DATA:-$CARRY/corpus}
+OUT=${OUT:-build/device}
+read -r -a stages <<< "${*:-${STAGES:-}}"
+[ ${#stages[@]} -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
+summary=() failed_stages=()
+
+# ---- pack (the CPU machine)
+
+stage_pack() {
+    local progs=("${pack_programs[@]}")
+    [ ${#progs[@]} -gt 0 ] || progs=(test_attention bench_attention)
+    make -j2 "${progs[@]/#/build/}" || { failed_stages+=(pack); return; }
+    mkdir -p "$CARRY/bin"
+    for p in "${progs[@]}"; do cp "build/$p" "$CARRY/bin/"; done
+    cp -L /lib/x86_64-linux-gnu/libgomp.so.1 "$CARRY/bin/"  # in case the GPU machine lacks it
+    cp -L /usr/lib/x86_64-linux-gnu/libsentencepiece*.so.0 "$CARRY/bin/" 2>/dev/null || true
+    [ -z "${PACK_CORPUS:-}" ] || { mkdir -p "$CARRY/corpus" && cp "$PACK_CORPUS"/{tokenizer.model,train.bin,val.bin,manifest.txt} "$CARRY/corpus/"; }
+    du -sh "$CARRY"; ls -la "$CARRY/bin"
+    summary+=("pack: ${progs[*]} into $CARRY/bin")
+}
+
+# ---- tests and sanitizers: "N passed, M failed" summed over the programs
+
+total_pass=0 total_fail=0 rows=()
+run_counted() {  # name, command...: its "N passed, M failed" line counted, its log in $OUT/logs
+    local name=$1; shift
+    local t0=$SECONDS log="$LOGS/$name.log"
+    "$@" > "$log" 2>&1
+    local code=$? summary_line p f
+    summary_line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+    p=$(awk '{print $1}' <<< "$summary_line"); f=$(awk '{print $3}' <<< "$summary_line")
+    [ -n "$summary_line" ] || { p=0; f=1; }
+    [ $code -eq 0 ] || [ "$f" -gt 0 ] || f=1
+    grep -E '^FAIL' "$log" | head -10
+    total_pass=$((total_pass + p)) total_fail=$((total_fail + f))
+    rows+=("$(printf '%-28s %5s passed %3s failed  exit %-3s %4ss' "$name" "$p" "$f" "$code" $((SECONDS - t0)))")
+}
+sanitize() {  # name, tool, command...: passes when the sanitizer reports 0 errors/hazards
+    local name=$1 tool=$2; shift 2
+    local t0=$SECONDS
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$@" > "$LOGS/$name.log" 2>&1
+    local code=$?
+    local verdict; verdict=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/$name.log" | tail -1)
+    if [ $code -eq 0 ]; then total_pass=$((total_pass + 1)); else total_fail=$((total_fail + 1)); fi
+    rows+=("$(printf '%-28s %s exit %s %4ss' "$name" "${verdict:-no summary}" "$code" $((SECONDS - t0)))")
+}
+
+stage_tests() {
+    local t name
+    for t in "$BIN"/test_*; do
+        name=$(basename "$t")
+        [ -f "tests/gpu/$name.cu" ] || continue  # CPU tests run under make test
+        run_counted "$name" "$t"
+    done
+    local corpus=${CORPUS:-build/test_corpus}
+    run_counted test_resume_gpu env BIN="$BIN" tests/gpu/test_resume_gpu.sh "$corpus"
+    run_counted test_infer_gpu env BIN="$BIN" tests/gpu/test_infer_gpu.sh "$corpus"
+    # The memory planner's peak against the measured one at three windows, every recompute
+    # policy (model/memory_plan.h; a 4-layer dilated model, so that it runs in seconds).
+    run_counted plan_vs_measured "$BIN/bench_recompute" --check-plan --layers 4 --seq-lens 16384,65536,262144 --steps 1
+}
+
+stage_sanitizers() {
+    # Our kernels only (--backend flash: every tile variant and the two-sided path; naive has its
+    # own run): racecheck cannot model cuDNN's kernels, as it cannot cuBLASLt's.
+    sanitize memcheck_attention memcheck --leak-check no "$BIN/test_attention" --small --backend flash
+    sanitize racecheck_attention racecheck "$BIN/test_attention" --small --backend flash
+    sanitize memcheck_naive memcheck --leak-check no "$BIN/test_attention_naive" --small
+    sanitize memcheck_two_sided memcheck --leak-check no "$BIN/test_attention_two_sided" --small
+    sanitize racecheck_two_sided racecheck "$BIN/test_attention_two_sided" --small
+    sanitize memcheck_ring memcheck --leak-check no "$BIN/test_ring" --small
+    sanitize memcheck_ops memcheck --leak-check no "$BIN/test_ops" --small
+    sanitize memcheck_decode memcheck --leak-check no "$BIN/test_kv_cache" --kernels
+    sanitize racecheck_decode racecheck "$BIN/test_kv_cache" --kernels
+    # racecheck cannot model cuBLASLt's own Hopper kernels (it flags hazards inside nvjet_sm90_*),
+    # so it runs on our reduction kernels only.
+    sanitize racecheck_layernorm racecheck "$BIN/test_ops" --small --filter layernorm
+}
+
+# ---- ops: the non-attention kernels in one call
+
+stage_ops() {
+    local before=$total_fail
+    run_counted ops_seed1 "$BIN/test_ops" --seed 1
+    run_counted ops_seed2 "$BIN/test_ops" --seed 20260501
+    sanitize ops_memcheck memcheck --leak-check no "$BIN/test_ops" --small --seed 3
+    # racecheck models no mbarrier/TMA synchronization: it flags cuBLASLt's Hopper kernels
+    # (nvjet_*) as racy. Count only hazards reported in our own kernels.
+    local f
+    for f in layernorm classifier; do
+        compute-sanitizer --tool racecheck "$BIN/test_ops" --small --seed 4 --filter $f > "$LOGS/ops_racecheck_$f.log" 2>&1
+        echo "racecheck $f: $(grep -c 'Race reported' "$LOGS/ops_racecheck_$f.log") hazard reports, $(grep 'Race reported' "$LOGS/ops_racecheck_$f.log" | grep -vc nvjet) outside cuBLASLt's nvjet kernels"
+    done
+    "$BIN/test_ops" --perf --out "$OUT/ops_perf.txt" > "$LOGS/ops_perf.log" 2>&1
+    cat "$OUT/ops_perf.txt" 2>/dev/null || tail -30 "$LOGS/ops_perf.log"
+    summary+=("ops: $((total_fail - before)) failed")
+}
+
+# ---- attention: the flash attention work in one call, each step under a timeout
+
+stage_attention() {
+    local step rc line
+    for step in ${ATTN_STEPS:-test bench torch memcheck racecheck}; do
+        local t0=$SECONDS
+        case $step in
+            test) timeout 400 "$BIN/test_attention" > "$OUT/attn_test.log" 2>&1; rc=$?
+                  grep -E "^(FAIL|    )" "$OUT/attn_test.log" | head -40
+                  line="test: rc=$rc, $(tail -n 1 "$OUT/attn_test.log")" ;;
+            memcheck) timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_attention" --small --backend flash > "$OUT/attn_memcheck.log" 2>&1; rc=$?
+                  line="memcheck: rc=$rc, $(grep -E "ERROR SUMMARY" "$OUT/attn_memcheck.log" | tail -n 1), $(grep -E "passed, " "$OUT/attn_memcheck.log" | tail -n 1)" ;;
+            racecheck) timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_attention" --small --backend flash > "$OUT/attn_racecheck.log" 2>&1; rc=$?
+                  line="racecheck: rc=$rc, $(grep -E "RACECHECK SUMMARY|ERROR SUMMARY" "$OUT/attn_racecheck.log" | tail -n 1), $(grep -E "passed, " "$OUT/attn_racecheck.log" | tail -n 1)" ;;
+            bench) timeout 100 "$BIN/bench_attention" --variants --out "$OUT/attn_bench.txt" > "$OUT/attn_bench.log" 2>&1; rc=$?
+                  line="bench: rc=$rc" ;;
+            torch) PYTHONUNBUFFERED=1 timeout 110 python3 scripts/check_attention_torch.py --out "$OUT/attn_torch.txt" > "$OUT/attn_torch.log" 2>&1; rc=$?
+                  line="torch: rc=$rc" ;;
+            *) rc=2 line="unknown attention step $step" ;;
+        esac
+        [ "$rc" -eq 0 ] || [ "$step" = bench ] || [ "$step" = torch ] || failed_stages+=("attention $step")
+        summary+=("attention $line ($((SECONDS - t0)) s)")
+    done
+    [ -f "$OUT/attn_bench.txt" ] && cat "$OUT/attn_bench.txt"
+    if [ -f "$OUT/attn_torch.txt" ]; then cat "$OUT/attn_torch.txt"; else tail -n 5 "$OUT/attn_torch.log" 2>/dev/null; fi
+}
+
+# ---- ab: two builds' attention benchmarks, interleaved
+
+stage_ab() {
+    local old=${OLD:-$CARRY/old} new=${NEW:-$BIN} rounds=${ROUNDS:-2} dir=$OUT/bench_ab bench args cols r
+    mkdir -p "$dir"
+    for bench in ${BENCHES:-attention attention_dilated attention_block_sparse train}; do
+        [ -x "$old/bench_$bench" ] && [ -x "$new/bench_$bench" ] || { echo "== $bench: not in both builds, skipped"; continue; }
+        case $bench in  # its flags, and the columns of its two times (compare_bench_tables.py)
+            attention) args=${BENCH_ATTENTION_ARGS:---no-cudnn} cols=0,2 ;;
+            attention_dilated) args=${BENCH_DILATED_ARGS:-} cols=0,2 ;;
+            attention_block_sparse) args=${BENCH_BLOCK_SPARSE_ARGS:-} cols=0,3 ;;
+            train) args=${BENCH_TRAIN_ARGS:---attention flash} cols=0,0 ;;
+        esac
+        local olds=() news=() again=()
+        for r in $(seq 1 "$rounds"); do
+            # shellcheck disable=SC2086
+            "$old/bench_$bench" --out "$dir/${bench}_old_$r.md" $args > /dev/null || echo "old bench_$bench failed"
+            # shellcheck disable=SC2086
+            "$new/bench_$bench" --out "$dir/${bench}_new_$r.md" $args > /dev/null || echo "new bench_$bench failed"
+            olds+=("$dir/${bench}_old_$r.md") news+=("$dir/${bench}_new_$r.md")
+            if [ -n "${AA:-}" ]; then
+                # shellcheck disable=SC2086
+                "$old/bench_$bench" --out "$dir/${bench}_again_$r.md" $args > /dev/null || echo "old bench_$bench failed (again)"
+                again+=("$dir/${bench}_again_$r.md")
+            fi
+        done
+        echo "== $bench: new/old, best of $rounds runs each"
+        python3 scripts/compare_bench_tables.py "$(IFS=,; echo "${olds[*]}")" "$(IFS=,; echo "${news[*]}")" $cols | tee "$dir/${bench}_ab.md"
+        if [ -n "${AA:-}" ]; then
+            echo "== $bench: the control, old again/old (the same binaries), best of $rounds runs each"
+            python3 scripts/compare_bench_tables.py "$(IFS=,; echo "${olds[*]}")" "$(IFS=,; echo "${again[*]}")" $cols | tee "$dir/${bench}_aa.md"
+        fi
+    done
+    summary+=("ab: $(grep -h worst "$dir"/*_ab.md 2>/dev/null | tr '\n' ' ')")
+}
+
+# ---- the stages
+
+pack_programs=()
+if [ "${stages[0]}" = pack ]; then pack_programs=("${stages[@]:1}"); stages=(pack); fi
+LOGS=${LOGS:-$OUT/logs}
+mkdir -p "$OUT" "$LOGS"
+if [ "${stages[0]}" != pack ]; then
+    # shellcheck source=scripts/gpu_lib_paths.sh
+    source scripts/gpu_lib_paths.sh "$(cd "$BIN" 2>/dev/null && pwd)"
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
+        || { echo "no GPU: nothing to run"; exit 1; }
+fi
+for stage in "${stages[@]}"; do
+    t0=$SECONDS
+    case $stage in
+        pack) stage_pack ;;
+        tests) stage_tests ;;
+        sanitizers) stage_sanitizers ;;
+        ops) stage_ops ;;
+        attention) stage_attention ;;
+        bench) BIN=$BIN OUTDIR=$OUT bench/run_bench.sh > "$OUT/bench.log" 2>&1
+               summary+=("bench: exit $? ($((SECONDS - t0)) s)")
+               tail -40 "$OUT/bench.log" ;;
+        ab) stage_ab ;;
+        train) "$BIN/train" --device cuda --data "$DATA" --out "$OUT/train" ${TRAIN_ARGS:-} > "$OUT/train.log" 2>&1
+               summary+=("train: exit $? ($((SECONDS - t0)) s): $(grep -E '^done' "$OUT/train.log")")
+               grep -E '^(model|data|step .*(val|/.* \| loss)|done)' "$OUT/train.log" | tail -14
+               sed -n '/--- sample ---/,/^------/p' "$OUT/train.log" | head -14 ;;
+        infer) # needs the train stage's checkpoint: generation and perplexity on the GPU
+               "$BIN/infer" --device cuda --checkpoint "$OUT/train" --prompt "And God said" --max-new 60 --seed 3 > "$OUT/infer.log" 2>&1
+               "$BIN/infer" --device cuda --checkpoint "$OUT/train" --perplexity "$DATA/val_text.txt" --ctx 1024 >> "$OUT/infer.log" 2>&1
+               summary+=("infer: exit $? ($((SECONDS - t0)) s): $(grep -E '^file' "$OUT/infer.log")")
+               cat "$OUT/infer.log" ;;
+        long_prompt) # a book-sized prompt (400 KB of the corpus text) must start generating in
+               # seconds (issue 7); needs the train stage's checkpoint
+               head -c 400000 "$DATA/bible.txt" > "$OUT/prompt_400k.txt"
+               t1=$(date +%s.%N)
+               "$BIN/infer" --device cuda --checkpoint "$OUT/train" --prompt-file "$OUT/prompt_400k.txt" --max-new 16 --seed 3 > "$OUT/long_prompt.log" 2>&1
+               code=$?; t2=$(date +%s.%N)
+               summary+=("long_prompt: exit $code, 400 KB prompt + 16 new tokens in $(awk -v a=$t1 -v b=$t2 'BEGIN{printf "%.2f", b-a}') s")
+               tail -c 300 "$OUT/long_prompt.log"; echo ;;
+        errors) # bad input on the GPU: one line, the cause and the fix, no bare CUDA error
+               for args in "--batch 64 --seq-len 32768" "--attention cudnn" "--attention cudnn --doc-mask off --attn dilated"; do
+                   "$BIN/train" --device cuda --data "$DATA" --out "$OUT/bad" --steps 2 $args > "$OUT/err.log" 2>&1
+                   echo "train $args -> exit $?: $(tail -1 "$OUT/err.log")"
+               done ;;
+        recompute) # gradient checkpointing (issue 11): the 91M dilated model, B = 1, random tokens
+               LONGNET="--segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12"
+               "$BIN/bench_recompute" --seq-lens 262144 --steps 3 --out "$OUT/recompute_262k.md" > "$OUT/recompute.log" 2>&1
+               "$BIN/bench_recompute" --recompute selective,full --seq-lens 1048576 --steps 2 --out "$OUT/recompute_1m.md" >> "$OUT/recompute.log" 2>&1
+               "$BIN/bench_recompute" --recompute full --seq-lens 2097152 --steps 2 --out "$OUT/recompute_2m.md" >> "$OUT/recompute.log" 2>&1
+               # the planner in train: 32 windows of 64K (2M tokens per step) on the corpus, auto
+               "$BIN/train" --device cuda --data "$DATA" --attn dilated $LONGNET --seq-len 65536 --batch 32 \
+                   --steps 6 --warmup 2 --val-every 0 --val-batches 1 --ckpt-every 0 --log-every 1 --sample-tokens 0 \
+                   --out "$OUT/train_2m_per_step" > "$OUT/recompute_train.log" 2>&1
+               summary+=("recompute: train exit $? ($((SECONDS - t0)) s)")
+               cat "$OUT"/recompute_262k.md "$OUT"/recompute_1m.md "$OUT"/recompute_2m.md 2>/dev/null | grep -v "^| ---"
+               grep -E "^(memory plan|  (none|selective|full) |step +[0-9]+ |done|error)" "$OUT/recompute_train.log" | head -16 ;;
+        kv_cache) # long-context inference (issue 12): the KV cache test, prefill/decode for dilated and dense,
+               # and a short dilated training run whose checkpoint reads a book as its prompt and scores it
+               LONGNET="--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12"
+               "$BIN/test_kv_cache" > "$OUT/test_kv_cache.log" 2>&1
+               "$BIN/bench_kv_cache" --contexts 65536,1048576 --batches 1,4,8 --decode 64 --out "$OUT/kv_dilated.md" > "$OUT/bench_kv.log" 2>&1
+               "$BIN/bench_kv_cache" --dense --contexts 65536,262144,1048576 --decode 32 --out "$OUT/kv_dense.md" >> "$OUT/bench_kv.log" 2>&1
+               "$BIN/bench_kv_cache" --breakdown > "$OUT/breakdown.md" 2>&1
+               "$BIN/train" --device cuda --data "$DATA" $LONGNET --seq-len 8192 --batch 8 --steps 250 --warmup 30 \
+                   --val-every 0 --val-batches 2 --ckpt-every 0 --log-every 50 --sample-tokens 0 --out "$OUT/kv_ckpt" > "$OUT/kv_train.log" 2>&1
+               "$BIN/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --prompt-file "$DATA/val_text.txt" \
+                   --prompt " And the LORD said" --max-new 60 --seed 3 > "$OUT/gen_book.log" 2> "$OUT/gen_book.err"
+               scripts/pack_tree.sh layers > "$OUT/tree.txt"  # this project's layers/ as a codebase prompt
+               "$BIN/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --prompt-file "$OUT/tree.txt" \
+                   --prompt "# ==== layers/softmax.h ====" --max-new 60 --seed 3 > "$OUT/gen_tree.log" 2> "$OUT/gen_tree.err"
+               "$BIN/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --perplexity "$DATA/val_text.txt" \
+                   --per-position "$OUT/positions_dilated.csv" > "$OUT/ppl.log" 2>&1
+               "$BIN/infer" --device cuda --checkpoint "$OUT/kv_ckpt" --perplexity "$DATA/val_text.txt" \
+                   --windows fresh --ctx 8192 >> "$OUT/ppl.log" 2>&1
+               summary+=("kv_cache: $(tail -1 "$OUT/test_kv_cache.log") ($((SECONDS - t0)) s)")
+               cat "$OUT/bench_kv.log"; tail -3 "$OUT/gen_book.err"; tail -c 400 "$OUT/gen_book.log"; echo
+               tail -3 "$OUT/gen_tree.err"; tail -c 500 "$OUT/gen_tree.log"; echo
+               grep -v "^scored" "$OUT/ppl.log" | grep "^file" ;;
+        block_sparse) # block-sparse attention (issue 10): ours, every tile variant at 1M, and
+               # PyTorch's FlexAttention on the same pattern, in this one call
+               "$BIN/bench_attention_block_sparse" --variants --out "$OUT/block_sparse.md" > "$OUT/block_sparse.log" 2>&1
+               summary+=("block_sparse: exit $? ($((SECONDS - t0)) s)")
+               python3 scripts/bench_flex_attention.py --out "$OUT/flex.md" > "$OUT/flex.log" 2>&1
+               summary+=("flex: exit $? ($((SECONDS - t0)) s)")
+               cat "$OUT/block_sparse.md" "$OUT/flex.md" ;;
+        nccl)  # one NCCL rank per GPU of this host (issues 9, 10): the communicator, ring attention
+               # against one GPU, training and perplexity at --cp P against one GPU, a hung rank
+               P=$(nvidia-smi -L | wc -l)
+               L=scripts/launch.sh
+               $L "$P" "$BIN/test_comm_nccl" > "$OUT/nccl_comm.log" 2>&1
+               summary+=("nccl comm P=$P: exit $?: $(grep -E 'rank 0\] [0-9]+ passed' "$OUT/nccl_comm.log")")
+               $L "$P" "$BIN/test_ring" --nccl > "$OUT/nccl_ring.log" 2>&1
+               summary+=("nccl ring P=$P: exit $?: $(grep -E '\] [0-9]+ passed' "$OUT/nccl_ring.log" | tr '\n' ' ')")
+               grep -E 'FAIL' "$OUT/nccl_ring.log" | head -5
+               T=$((4096 * P))
+               common="--device cuda --data $DATA --steps 20 --seq-len $T --batch 2 --val-every 10 --ckpt-every 10 --seed 7"
+               for attn in "dense" "dilated --segments 1024,2048,4096 --dilations 1,2,4" "block-sparse --block 64 --window 512 --global 64"; do
+                   tag=${attn%% *}
+                   "$BIN/train" $common --attn $attn --out "$OUT/cp1_$tag" > "$OUT/cp1_$tag.log" 2>&1
+                   c1=$?
+                   $L "$P" "$BIN/train" $common --attn $attn --cp "$P" --out "$OUT/cpP_$tag" > "$OUT/cpP_$tag.log" 2>&1
+                   c2=$?
+                   l1=$(grep -oE 'step +20/20 \| loss [0-9.]+' "$OUT/cp1_$tag.log" | grep -oE '[0-9.]+$')
+                   l2=$(grep -oE 'step +20/20 \| loss [0-9.]+' "$OUT/cpP_$tag.log" | head -1 | grep -oE '[0-9.]+$')
+                   v1=$(grep -E '^done' "$OUT/cp1_$tag.log"); v2=$(grep -E '^\[rank 0\] done' "$OUT/cpP_$tag.log")
+                   summary+=("train $tag T=$T: 1 GPU exit $c1 step-20 loss $l1 | --cp $P exit $c2 loss $l2 | $v1 | $v2")
+               done
+               "$BIN/infer" --device cuda --checkpoint "$OUT/cp1_dense" --perplexity "$DATA/val_text.txt" --ctx $T > "$OUT/ppl1.log" 2>&1
+               $L "$P" "$BIN/infer" --device cuda --checkpoint "$OUT/cp1_dense" --perplexity "$DATA/val_text.txt" --ctx $T --cp "$P" > "$OUT/pplP.log" 2>&1
+               summary+=("perplexity 1 GPU: $(grep -E '^file' "$OUT/ppl1.log") | --cp $P: $(grep -E '\] file' "$OUT/pplP.log" | head -1)")
+               # A rank that hangs (SIGSTOP) mid-training: the others must stop with a message
+               # naming it within the NCCL timeout (60 s), and the checkpoints stay readable.
+               $L "$P" "$BIN/train" $common --steps 100000 --ckpt-every 5 --attn dense --cp "$P" --out "$OUT/hang" > "$OUT/hang.log" 2>&1 &
+               lpid=$!
+               for i in $(seq 90); do grep -qs '^7,train' "$OUT/hang/metrics.csv" && break; sleep 1; done
+               victim=""
+               for p in $(pgrep -f "$BIN/train"); do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "RANK=$((P - 1))" && victim=$p; done
+               t_stop=$SECONDS; kill -STOP "$victim"
+               wait $lpid; code=$?
+               kill -KILL "$victim" 2>/dev/null
+               "$BIN/infer" --device cuda --checkpoint "$OUT/hang" --perplexity "$DATA/val_text.txt" --ctx 1024 > "$OUT/hang_ppl.log" 2>&1
+               summary+=("hung rank $((P - 1)) (pid $victim): job exit $code after $((SECONDS - t_stop)) s: $(grep -iE 'rank|timed out|error' "$OUT/hang.log" | grep -v ' step ' | tail -2 | tr '\n' ' ') | checkpoint after: $(grep -E '^file' "$OUT/hang_ppl.log")")
+               tail -3 "$OUT/hang.log" ;;
+        attn_perf) "$BIN/test_attention" --perf > "$OUT/attn_perf.log" 2>&1
+               summary+=("attn_perf: exit $? ($((SECONDS - t0)) s)")
+               cat "$OUT/attn_perf.log" ;;
+        dilated_bench) "$BIN/bench_attention_dilated" --out "$OUT/dilated_bench.md" > "$OUT/dilated_bench.log" 2>&1
+               summary+=("dilated_bench: exit $? ($((SECONDS - t0)) s)")
+               cat "$OUT/dilated_bench.md" ;;
+        compare) # the same model at T = 32768, dense and dilated (LongNet), the same tokens seen
+               common=(--device cuda --data "$DATA" --seq-len 32768 --batch 1 --steps ${COMPARE_STEPS:-200}
+                       --warmup 20 --val-every 50 --val-batches 3 --ckpt-every 0 --keep-ckpts 1 --log-every 25 --sample-tokens 0)
+               for run in dense dilated; do
+                   extra=(); [ $run = dilated ] && extra=(--attn dilated --segments 2048,4096,8192 --dilations 1,2,4)
+                   "$BIN/train" "${common[@]}" "${extra[@]}" --out "$OUT/$run" > "$OUT/$run.log" 2>&1
+                   summary+=("compare $run: exit $?: $(grep -E '^done' "$OUT/$run.log")")
+                   cp "$OUT/$run.log" "$OUT/$run/train.log"; rm -f "$OUT/$run"/*.safetensors
+                   grep -E 'val loss|^done' "$OUT/$run.log"
+               done ;;
+        long_context) # issue 12: does a model use its context? The same model (91M unless LC_MODEL) and the same tokens
+               # (LC_STEPS x 262,144), trained as dense at 2K or dilated (LongNet) at 32K or 256K on the
+               # long-document corpus, then scored by position inside held-out documents >= 256K tokens.
+               # A *_from2k model trains its first LC_BASE_STEPS at 2K (128 windows a step), then the
+               # rest at its full window from those weights (--init-from), at a tenth of the peak rate.
+               LONG=$CARRY/corpus-long
+               steps=${LC_STEPS:-300} base=${LC_BASE_STEPS:-200}
+               common=(--device cuda --data "$LONG" ${LC_MODEL:---layers 12 --width 768 --heads 12} --warmup 30 --lr 1e-3 --val-every 0
+                       --val-batches 4 --ckpt-every 0 --keep-ckpts 1 --log-every 25 --sample-tokens 0)
+               D32=(--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12)
+               D256=(--attn dilated --segments 2048,4096,8192,16384,32768,65536,131072,262144 --dilations 1,2,4,6,12,24,48,96)
+               for m in ${LC_MODELS:-dense2k dilated32k dilated256k}; do
+                   case $m in
+                       dense2k) pattern=(--attn dense) full=(--seq-len 2048 --batch 128) ;;
+                       dilated32k*) pattern=("${D32[@]}") full=(--seq-len 32768 --batch 8) ;;
+                       dilated256k*) pattern=("${D256[@]}") full=(--seq-len 262144 --batch 1) ;;
+                       *) echo "unknown LC_MODELS entry $m"; continue ;;
+                   esac
+                   if [[ $m == *_from2k ]]; then
+                       "$BIN/train" "${common[@]}" "${pattern[@]}" --seq-len 2048 --batch 128 --steps "$base" \
+                           --out "$OUT/lc_${m}_base" > "$OUT/lc_${m}_base.log" 2>&1
+                       summary+=("long_context $m base: exit $? ($((SECONDS - t0)) s): $(grep -E '^done' "$OUT/lc_${m}_base.log")")
+                       "$BIN/train" "${common[@]}" "${pattern[@]}" "${full[@]}" --steps $((steps - base)) --warmup 10 --lr "${LC_EXT_LR:-1e-4}" \
+                           --init-from "$OUT/lc_${m}_base" --out "$OUT/lc_$m" > "$OUT/lc_$m.log" 2>&1
+                       rm -f "$OUT/lc_${m}_base"/*.safetensors
+                   else
+                       "$BIN/train" "${common[@]}" "${pattern[@]}" "${full[@]}" --steps "$steps" --out "$OUT/lc_$m" > "$OUT/lc_$m.log" 2>&1
+                   fi
+                   summary+=("long_context $m: train exit $? ($((SECONDS - t0)) s): $(grep -E '^done' "$OUT/lc_$m.log")")
+                   "$BIN/infer" --device cuda --checkpoint "$OUT/lc_$m" --perplexity "$LONG/val.bin" --min-doc-tokens 262144 \
+                       --per-position "$OUT/positions_$m.csv" > "$OUT/lc_${m}_ppl.log" 2>&1
+                   summary+=("long_context $m: $(grep -E '^file' "$OUT/lc_${m}_ppl.log") ($((SECONDS - t0)) s)")
+                   if [ -n "${LC_SLIDING:-}" ]; then  # the same model with a short context: what its long context is worth
+                       "$BIN/infer" --device cuda --checkpoint "$OUT/lc_$m" --perplexity "$LONG/val.bin" --min-doc-tokens 262144 \
+                           --windows sliding --ctx "$LC_SLIDING" --per-position "$OUT/positions_${m}_ctx$LC_SLIDING.csv" > "$OUT/lc_${m}_ppl_short.log" 2>&1
+                       summary+=("long_context $m, --windows sliding --ctx $LC_SLIDING: $(grep -E '^file' "$OUT/lc_${m}_ppl_short.log") ($((SECONDS - t0)) s)")
+                   fi
+                   grep -E '^(model|weights from|  .*<- chosen|step +[0-9]+/.*(val|\| loss)|done)' "$OUT/lc_$m.log" | tail -8
+                   if [ "${LC_PROMPTS:-0}" = 1 ]; then  # a book and a held-out codebase as prompts
+                       "$BIN/infer" --device cuda --checkpoint "$OUT/lc_$m" --prompt-file "$CARRY/prompts/book.txt" \
+                           --prompt "${LC_BOOK_PROMPT:-}" --max-new 80 --seed 3 > "$OUT/lc_${m}_gen_book.log" 2> "$OUT/lc_${m}_gen_book.err"
+                       "$BIN/infer" --device cuda --checkpoint "$OUT/lc_$m" --prompt-file "$CARRY/prompts/tree.txt" \
+                           --prompt "${LC_TREE_PROMPT:-}" --max-new 120 --seed 3 > "$OUT/lc_${m}_gen_tree.log" 2> "$OUT/lc_${m}_gen_tree.err"
+                       summary+=("long_context $m prompts: $(grep -h prefilled "$OUT"/lc_${m}_gen_*.err | tr '\n' ' ')")
+                       tail -c 600 "$OUT/lc_${m}_gen_book.log"; echo; tail -c 800 "$OUT/lc_${m}_gen_tree.log"; echo
+                   fi
+                   rm -f "$OUT/lc_$m"/*.safetensors
+               done ;;
+        *) echo "unknown stage '$stage': see scripts/device.sh (no arguments) for the stages"; exit 2 ;;
+    esac
+done
+echo; printf '%s\n' "${summary[@]}"
+if [ ${#rows[@]} -gt 0 ]; then  # the tests' table, then the line tests/run_all.sh-style tools sum
+    echo
+    printf '%s\n' "${rows[@]}"
+    echo "$total_pass passed, $total_fail failed"
+fi
+[ "$total_fail" -eq 0 ] && [ ${#failed_stages[@]} -eq 0 ]
