@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
-#include "data/rng.h"
+#include "core/rng.h"
 #include "layers/attention_pattern.h"
 
 struct AttnCase {
