@@ -47,13 +47,13 @@ build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h laye
 build/test_inputs_cpu: tests/test_inputs_cpu.cpp tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h tests/attention_checks.h tests/check.h tests/attention_branchwise.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h data/rng.h) | build
+build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h tests/attention_checks.h tests/check.h tests/attention_branchwise.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h core/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
-build/test_ring_cpu: tests/test_ring_cpu.cpp tests/attention_cases.h tests/attention_checks.h tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h data/rng.h) | build
+build/test_ring_cpu: tests/test_ring_cpu.cpp tests/attention_cases.h tests/attention_checks.h tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h core/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
 
-build/test_cp_train_cpu: tests/test_cp_train_cpu.cpp tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/rng.h) | build
+build/test_cp_train_cpu: tests/test_cp_train_cpu.cpp tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h core/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
 
 build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build

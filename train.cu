@@ -298,7 +298,7 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
     if (flags.was_set("rope-theta") && !rotates_any_layer(cfg))
         fatal("--rope-theta has no effect: every layer is NoPE (--nope-layers %s), so nothing rotates; drop --rope-theta or "
               "leave a layer out of --nope-layers", a.nope_layers.c_str());
-    cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.pattern, a.dense_layers, a.dilated_layers);
+    cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.pattern, a.dense_layers, {"dilated", "dilated-layers", a.dilated_layers});
     // After --dense-layers and --dilated-layers: a pattern's flags count only if some layer has it.
     std::vector<std::string> used;
     for (const AttnPattern& p : cfg.layer_attn) used.push_back(attn_kind_name(p.kind));

@@ -1,4 +1,4 @@
-// Benchmark of dilated (LongNet) attention (layers/cuda/attention/launch_dilated.cuh through
+// Benchmark of dilated (LongNet) attention (layers/patterns/dilated_launch.cuh through
 // attention_forward_cuda / attention_backward_cuda): B = 1, H = 12, D = 64, bf16, causal,
 // branches (w, r) = (2048,1), (4096,2), (8192,4), Q/K/V read in place from a (B, N, 3, H, D)
 // buffer as the model does, for N = 16K .. 8M (up to the largest that fits in memory).

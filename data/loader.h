@@ -6,7 +6,7 @@
 //
 // The loader reads an endless stream of windows: epoch 0's order, then epoch 1's, and so on.
 // Shuffled, each epoch's order is a permutation derived only from (seed, epoch) with our own
-// PRNG and Fisher-Yates (data/rng.h), so it is identical on every machine and library.
+// PRNG and Fisher-Yates (core/rng.h), so it is identical on every machine and library.
 // Unshuffled (validation), windows come in file order. A batch simply takes the next B windows
 // of the stream, so it may straddle an epoch boundary; in exchange every window is seen exactly
 // once per epoch and nothing is dropped. The position in the stream, LoaderState{epoch, cursor},
@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/rng.h"
+#include "core/rng.h"
 #include "data/shard.h"
 #include "core/error.h"
 

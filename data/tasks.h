@@ -31,7 +31,7 @@
 
 #include "data/corpus.h"
 #include "core/io.h"
-#include "data/rng.h"
+#include "core/rng.h"
 #include "data/shard.h"
 #include "data/task_file.h"
 #include "data/tokenizer.h"

@@ -19,7 +19,7 @@
 // class does not keep p. Segments are aligned to multiples of w, so p's offset is p mod w.
 ATTN_HD inline long long cache_row(long long p, long long w, int r, int h) {
     const long long off = p % w;
-    return off % r == dilated_class(h, r) ? off / r : -1;
+    return off % r == branch_class(h, r) ? off / r : -1;
 }
 
 template <typename T>

@@ -11,7 +11,7 @@
 #pragma once
 #include <string>
 #include <vector>
-#include "data/rng.h"
+#include "core/rng.h"
 #include "layers/attention.h"
 #include "layers/ring_attention.h"
 #include "layers/classifier.h"

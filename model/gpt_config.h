@@ -24,7 +24,7 @@ struct GPTConfig {
     // window trained on, where it changes nothing, to read further.
     int logn_attn = 0;
     // One pattern per layer. Empty means every layer is dense causal. A per-layer setting so
-    // later patterns (dilated, block-sparse) can mix with dense layers.
+    // patterns can mix with dense layers and with each other.
     std::vector<AttnPattern> layer_attn;
 
     int head_dim() const { return n_embd / n_head; }
@@ -137,11 +137,16 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
 
 // The per-layer patterns from the flags: --attn, a pattern name or a comma list of them cycled
 // over the layers ("block-sparse,fixed": even layers block-sparse, odd ones fixed), each built
-// from its own flags; --dense-layers (layers that stay dense) and --dilated-layers (layers that
-// are dilated, from --segments / --dilations, in a model of another pattern: say block-sparse
-// layers with a few dilated ones).
+// from its own flags; --dense-layers (layers that stay dense) and `other`, layers of one more
+// pattern named by the program's flag (train's --dilated-layers: dilated layers, from their
+// pattern's flags, in a model of another pattern). The model names no pattern.
+struct LayerPatternFlag {
+    std::string pattern;  // its name (--attn NAME)
+    std::string flag;     // the flag that gives the layers, for errors ("dilated-layers")
+    std::string layers;   // as given: "1,3,5", or empty
+};
 inline std::vector<AttnPattern> layer_patterns_from_flags(int n_layer, const std::string& attn, const PatternFlags& flags,
-                                                          const std::string& dense_layers, const std::string& dilated_layers = "") {
+                                                          const std::string& dense_layers, const LayerPatternFlag& other = {}) {
     std::vector<AttnPattern> cycle;
     for (size_t at = 0; at <= attn.size();) {
         const size_t comma = std::min(attn.find(',', at), attn.size());
@@ -152,17 +157,18 @@ inline std::vector<AttnPattern> layer_patterns_from_flags(int n_layer, const std
         fatal("--attn %s names %zu patterns for %d layers: give one, or at most one per layer", attn.c_str(), cycle.size(), n_layer);
     std::vector<AttnPattern> out;
     for (int l = 0; l < n_layer; l++) out.push_back(cycle[l % cycle.size()]);
-    const std::vector<int> dil = parse_int_list(dilated_layers, "--dilated-layers");
-    const AttnPattern d = dil.empty() ? AttnPattern{} : pattern_from_flags("dilated", flags);
+    const std::string other_flag = "--" + other.flag;
+    const std::vector<int> dil = parse_int_list(other.layers, other_flag.c_str());
+    const AttnPattern d = dil.empty() ? AttnPattern{} : pattern_from_flags(other.pattern, flags);
     for (int l : dil) {
-        if (l < 0 || l >= n_layer) fatal("--dilated-layers: layer %d does not exist (the model has %d layers)", l, n_layer);
+        if (l < 0 || l >= n_layer) fatal("%s: layer %d does not exist (the model has %d layers)", other_flag.c_str(), l, n_layer);
         out[l] = d;
     }
     for (int l : parse_int_list(dense_layers, "--dense-layers")) {
         if (l < 0 || l >= n_layer) fatal("--dense-layers: layer %d does not exist (the model has %d layers)", l, n_layer);
         // A flag that changes nothing is refused: the user believes it shaped the model.
         if (std::find(dil.begin(), dil.end(), l) != dil.end())
-            fatal("layer %d is in both --dilated-layers and --dense-layers: give it in one of them", l);
+            fatal("layer %d is in both %s and --dense-layers: give it in one of them", l, other_flag.c_str());
         if (out[l].kind == AttnKind::Dense)
             fatal("--dense-layers: layer %d is dense already (--attn %s), so the flag changes nothing: drop it", l, attn.c_str());
         out[l] = AttnPattern{};

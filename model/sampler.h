@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <numeric>
 #include <vector>
-#include "data/rng.h"
+#include "core/rng.h"
 
 struct SamplerConfig {
     float temperature = 0.8f;  // 0: greedy

@@ -20,7 +20,7 @@
 #include <string>
 #include <utility>
 #include <vector>
-#include "data/rng.h"
+#include "core/rng.h"
 #include "layers/attention_pattern.h"
 #include "layers/patterns/block_sparse.h"
 

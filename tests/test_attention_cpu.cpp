@@ -7,7 +7,7 @@
 //     keys, and the rows of the one-sided call over the whole sequence; the same for the pieced
 //     backward (preprocess once, one block step per key block);
 //  3. dilated attention cut by the GLOBAL length equals the spec written literally
-//     (layers/attention_dilated.h), and cutting it by the local block length would not (so the
+//     (layers/patterns/dilated_reference.h), and cutting it by the local block length would not (so the
 //     merge test can tell the two apart);
 //  4. the pattern modules: pairs_kept equals the sum of multiplicities; JSON and flags round trip;
 //  5. the spec branch by branch (tests/attention_branchwise.h in double, no rounding: each of
@@ -22,9 +22,9 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
-#include "data/rng.h"
+#include "core/rng.h"
 #include "layers/attention.h"
-#include "layers/attention_dilated.h"
+#include "layers/patterns/dilated_reference.h"
 #include "layers/attention_tiled.h"
 #include "layers/patterns/block_sparse_tiles.h"
 #include "tests/attention_branchwise.h"
@@ -236,7 +236,7 @@ static void test_global_length(SplitMix64& rng) {
     std::vector<double> Oq((size_t)P.B * (qb - qa) * HD), Lq((size_t)P.B * P.H * (qb - qa));
     attention_forward(Oq.data(), Lq.data(), qs, ks, p, P.dims(), P.scale);
     const double e = std::max(max_diff(Oq, P.slice_bn(O, qa, qb, HD)), max_diff(Lq, P.slice_bhn(L, qa, qb)));
-    check_err(e <= 1e-12, "dilated, queries 40..89 of 101, global length == spec (attention_dilated.h)", e, 1e-12);
+    check_err(e <= 1e-12, "dilated, queries 40..89 of 101, global length == spec (dilated_reference.h)", e, 1e-12);
     AttnDims local = P.dims();
     local.seq_len = qb - qa;  // wrong: the segment of 1000 would become the 50 rows of the block
     attention_forward(Oq.data(), Lq.data(), qs, ks, p, local, P.scale);

@@ -15,7 +15,7 @@
 
 #include "data/encode_docs.h"
 #include "data/loader.h"
-#include "data/rng.h"
+#include "core/rng.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "data/train_tokenizer.h"

@@ -30,7 +30,7 @@
 
 #include "layers/adamw.h"
 #include "layers/attention.h"
-#include "layers/attention_dilated.h"
+#include "layers/patterns/dilated_reference.h"
 #include "layers/classifier.h"
 #include "layers/encoder.h"
 #include "layers/gelu.h"
@@ -617,7 +617,7 @@ static void attention_extra(const AttentionOp& op, const CaseState<AttentionOp>&
 }
 
 // Dilated cases: the generic multiplicity form (what the backward and the kernels use) equals
-// the spec written out branch by branch and mixed by log-sum-exp (layers/attention_dilated.h).
+// the spec written out branch by branch and mixed by log-sum-exp (layers/patterns/dilated_reference.h).
 static void dilated_extra(const AttentionOp& op, const CaseState<AttentionOp>& s) {
     attention_extra(op, s);
     if (!op.doc_start.empty()) return;  // the branch form has no document mask

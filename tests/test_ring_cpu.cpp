@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 #include "comm/in_process.h"
-#include "data/rng.h"
+#include "core/rng.h"
 #include "layers/attention.h"
 #include "layers/ring_attention.h"
 #include "tests/attention_cases.h"

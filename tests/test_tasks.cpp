@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "data/batch_source.h"
-#include "data/rng.h"
+#include "core/rng.h"
 #include "data/task_file.h"
 #include "data/tasks.h"
 #include "data/train_tokenizer.h"

@@ -21,7 +21,7 @@
 #include <vector>
 #include "core/flags.h"
 #include "core/output_path.h"
-#include "data/rng.h"
+#include "core/rng.h"
 #include "layers/attention.h"
 #include "layers/cuda/attention_cudnn.h"
 #include "layers/cuda/attention_flash.h"

@@ -77,7 +77,7 @@ __global__ void cache_append_kernel(Branches br, const bf16* qkv, const int* p0_
                 const int w = (int)br.w[j], r = br.r[j], pi = (int)p;
                 if (pi / w != (int)(p0 + n - 1) / w) continue;
                 const int off = pi % w;
-                if (off % r != dilated_class(h, r)) continue;
+                if (off % r != branch_class(h, r)) continue;
                 t = off / r;
             }
             bf16* dst = br.kv[j] + ((size_t)b * br.rows[j] + t) * 2 * C + (size_t)h * D + c * 8;

@@ -33,7 +33,7 @@
 // later branches into what its first branch, or a zero-fill, wrote; likewise O and L forward).
 //
 // Patterns: dense, dilated (LongNet) and block-sparse; for the last two, positions must be
-// pos[i] = i (dilated segments are cut from them, attention/launch_dilated.cuh; block-sparse tile lists
+// pos[i] = i (dilated segments are cut from them, patterns/dilated_launch.cuh; block-sparse tile lists
 // and masks assume them, layers/patterns/block_sparse.cuh). Workspace: attention_backward_workspace_bytes(s) is enough for every
 // pattern; attention_backward_workspace_bytes(s, pattern) is the smaller exact size.
 #pragma once
@@ -49,7 +49,7 @@ struct Params;  // the kernels' parameters (layers/cuda/attention/params.cuh)
 struct Variant {
     const char* name;
     void (*run)(const Params&, int B, cudaStream_t);
-    // Backward only, the pieces a dilated branch launches (layers/cuda/attention/launch_dilated.cuh):
+    // Backward only, the pieces a dilated branch launches (layers/patterns/dilated_launch.cuh):
     // the dK/dV kernel (adding dQ into dq_accum when dq is null) and the separate dQ kernel.
     void (*dkdv)(const Params&, int B, cudaStream_t) = nullptr;
     void (*dq)(const Params&, int B, cudaStream_t) = nullptr;
@@ -66,7 +66,7 @@ const Variant* backward_variants(int D, int* count);
 // Variant 1 of the backward is the deterministic one (no atomics: a separate dQ pass).
 constexpr int kDeterministicBackwardVariant = 1;
 
-// Dilated knobs (layers/cuda/attention/launch_dilated.cuh explains them), variables so that the tests and
+// Dilated knobs (layers/patterns/dilated_launch.cuh explains them), variables so that the tests and
 // the benchmark can set them (defined in attention_flash.cu):
 extern long long dilated_min_chunk_tokens;  // the backward's smallest dQ chunk (64K tokens)
 extern int dilated_forward_group;           // launch-order groups of virtual sequences (16;
@@ -91,7 +91,7 @@ extern long long dense_l2_budget;
 size_t attention_backward_workspace_bytes(AttnShape s);
 
 // The same for a given pattern: a dilated one walks the sequence in chunks and needs an fp32 dQ
-// accumulator for one chunk only (layers/cuda/attention/launch_dilated.cuh), never more than the above.
+// accumulator for one chunk only (layers/patterns/dilated_launch.cuh), never more than the above.
 size_t attention_backward_workspace_bytes(AttnShape s, const AttnPattern& pattern);
 
 // Forward with an explicit tile configuration (flash::forward_variants); variant 0 is the default.

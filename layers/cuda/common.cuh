@@ -7,19 +7,11 @@
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdlib>
+#include "core/cuda_check.h"  // CUDA_CHECK, CUDA_CHECK_LAST
 #include "layers/common.h"
 
 typedef __nv_bfloat16 bf16;
 
-inline void cuda_check_(cudaError_t e, const char* what, const char* file, int line) {
-    if (e == cudaSuccess) return;
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: CUDA %s at %s:%d: %s\n", what, file, line, cudaGetErrorString(e));
-    std::exit(1);
-}
-#define CUDA_CHECK(call) cuda_check_((call), #call, __FILE__, __LINE__)
-// After a kernel launch: catches bad launch configurations at once.
-#define CUDA_CHECK_LAST() cuda_check_(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
 
 inline void cublas_check_(cublasStatus_t s, const char* what, const char* file, int line) {
     if (s == CUBLAS_STATUS_SUCCESS) return;

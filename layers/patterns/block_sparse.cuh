@@ -1,8 +1,8 @@
 // Block-sparse attention's GPU schedule (the device side of layers/patterns/block_sparse.h): a
 // query tile walks the key tiles of its list, a key tile the query tiles of its list (the
 // transposed layout), both built once per layout and tile shape on the host
-// (layers/patterns/block_sparse_tiles.h) and cached on the device (layers/cuda/
-// block_sparse_lists.cuh, which fills Params::tiles). A list entry is tile * 2 + cut: cut = 1
+// (layers/patterns/block_sparse_tiles.h) and cached on the device (block_sparse_lists.cuh,
+// which bind_tiles puts in Params::args). A list entry is tile * 2 + cut: cut = 1
 // when the pattern keeps only some of the pair's (query, key) pairs, and only then does the
 // kernel ask the pattern element by element (BlockSparsePattern::multiplicity, per head).
 #pragma once
@@ -11,7 +11,7 @@
 #include "layers/cuda/attention/masks.cuh"
 #include "layers/cuda/attention/params.cuh"
 #include "layers/cuda/attention/schedule_list.cuh"
-#include "layers/cuda/pattern_args.cuh"
+#include "layers/patterns/block_sparse_lists.cuh"
 #include "layers/patterns/block_sparse.h"
 
 namespace flash {
@@ -27,19 +27,19 @@ struct TileList {
 // One instance for one-sided and two-sided launches (it may merge, into bf16 or fp32 O): the
 // lists already carry each launch's sides, so nothing else differs.
 struct BlockSparseSchedule {
-    static constexpr bool kPerBlockMaps = false, kMayMerge = true, kTwoSided = true, kBlockSparse = true;
-    static bool serves(const Params& p) { return p.kind == AttnKind::BlockSparse && p.sparse != nullptr; }
+    static constexpr bool kPerBlockMaps = false, kMayMerge = true, kTwoSided = true, kOwnElementMask = true;
+    static bool serves(const Params& p) { return p.pattern->kind == AttnKind::BlockSparse; }
     __device__ static TileList key_tiles(const Params& p, const QueryTile& qt, int) {
-        const int t = qt.r0 / p.tiles.BM, a = __ldg(p.tiles.q_ptr + t);
-        return TileList{p.tiles.k_of_q + a, __ldg(p.tiles.q_ptr + t + 1) - a};
+        const int t = qt.r0 / p.args.block_sparse.tiles.BM, a = __ldg(p.args.block_sparse.tiles.q_ptr + t);
+        return TileList{p.args.block_sparse.tiles.k_of_q + a, __ldg(p.args.block_sparse.tiles.q_ptr + t + 1) - a};
     }
     __device__ static TileList query_tiles(const Params& p, const KeyTile& kt, int) {
-        const int t = kt.r0 / p.tiles.BN, a = __ldg(p.tiles.k_ptr + t);
-        return TileList{p.tiles.q_of_k + a, __ldg(p.tiles.k_ptr + t + 1) - a};
+        const int t = kt.r0 / p.args.block_sparse.tiles.BN, a = __ldg(p.args.block_sparse.tiles.k_ptr + t);
+        return TileList{p.args.block_sparse.tiles.q_of_k + a, __ldg(p.args.block_sparse.tiles.k_ptr + t + 1) - a};
     }
     // The longest lists first (the global rows and columns), so they run under the rest.
-    __device__ static int query_tile_of_rank(const Params& p, int rank, int) { return __ldg(p.tiles.q_order + rank); }
-    __device__ static int key_tile_of_rank(const Params& p, int rank) { return __ldg(p.tiles.k_order + rank); }
+    __device__ static int query_tile_of_rank(const Params& p, int rank, int) { return __ldg(p.args.block_sparse.tiles.q_order + rank); }
+    __device__ static int key_tile_of_rank(const Params& p, int rank) { return __ldg(p.args.block_sparse.tiles.k_order + rank); }
     // The element mask's two halves (the schedule interface, dense.cuh): the token rules (window,
     // global) worked out once per query row as a key interval and the global keys, so that an
     // element costs a few compares with no parameter loads; the block rules once per row as bits.
@@ -50,10 +50,10 @@ struct BlockSparseSchedule {
         __device__ bool keeps(int kp) const { return kp < global || (kp >= lo && kp <= hi); }
     };
     __device__ static RowRule row_rule(const Params& p, int qp) {
-        const int W = p.bs.args.window, G = p.bs.args.global;
+        const int W = p.args.block_sparse.rules.args.window, G = p.args.block_sparse.rules.args.global;
         if (G && qp < G) return RowRule{INT_MIN, INT_MAX, INT_MIN};
         if (!W) return RowRule{INT_MAX, INT_MIN, G};
-        return RowRule{qp - W + 1, p.bs.causal || qp > INT_MAX - W ? INT_MAX : qp + W - 1, G};
+        return RowRule{qp - W + 1, p.args.block_sparse.rules.causal || qp > INT_MAX - W ? INT_MAX : qp + W - 1, G};
     }
     // The block rules (dilated, random, explicit blocks) for one row of a thread's element mask:
     // bit c is set when head h keeps the pair of the row at position rp and the column at position
@@ -66,8 +66,8 @@ struct BlockSparseSchedule {
     template <int NC, bool Q_ROWS>
     __device__ static uint32_t kept_bits(const Params& p, int h, int rp, int c0) {
         static_assert(NC <= 32, "one bit per column of a 32-bit word");
-        if (!p.bs.args.any_block_rules) return 0u;
-        const int shift = p.bs.args.block_shift, rb = rp >> shift;
+        if (!p.args.block_sparse.rules.args.any_block_rules) return 0u;
+        const int shift = p.args.block_sparse.rules.args.block_shift, rb = rp >> shift;
         uint32_t bits = 0;
         int last = INT_MIN;
         bool keep = false;
@@ -75,8 +75,10 @@ struct BlockSparseSchedule {
         for (int c = 0; c < NC; c++) {
             const int cb = (c0 + 8 * (c >> 1) + (c & 1)) >> shift;
             if (cb != last) {
-                keep = Q_ROWS ? BlockSparsePattern::block_rules(p.bs.causal, p.bs.args, h, rb, cb, p.seq_len)
-                              : BlockSparsePattern::block_rules(p.bs.causal, p.bs.args, h, cb, rb, p.seq_len);
+                keep = Q_ROWS ? BlockSparsePattern::block_rules(p.args.block_sparse.rules.causal, p.args.block_sparse.rules.args,
+                                                                h, rb, cb, p.seq_len)
+                              : BlockSparsePattern::block_rules(p.args.block_sparse.rules.causal, p.args.block_sparse.rules.args,
+                                                                h, cb, rb, p.seq_len);
                 last = cb;
             }
             bits |= (uint32_t)keep << c;
@@ -86,14 +88,18 @@ struct BlockSparseSchedule {
 };
 
 template <>
-struct PatternSchedules<BlockSparsePattern> {
+struct PatternSchedules<BlockSparsePattern> : PatternScheduleDefaults {
     using type = ScheduleList<BlockSparseSchedule>;
-    // The rules by value (an explicit layout's device copy) for the element mask, and the pattern,
-    // from which each launcher binds the tile lists of its tile shape (bind_tiles).
+    // The rules by value (an explicit layout's device copy) for the element mask; each launcher
+    // then binds the tile lists of its tile shape from the pattern (bind_tiles).
     static void bind(Params& p, const AttnPattern& pattern) {
-        p.sparse = &pattern;
-        p.bs = BlockSparseRules{pattern.causal, pattern_args_cuda(pattern).block_sparse};
+        p.args.block_sparse.rules = BlockSparseRules{pattern.causal, device_args(pattern.block_sparse)};
     }
+    static void bind_tiles(Params& p, int BM, int BN) { p.args.block_sparse.tiles = block_sparse_tiles_cuda(*p.pattern, p, BM, BN); }
+    static BlockSparseArgs device_args(const BlockSparseParams& s) { return block_sparse_args_cuda(s); }
+    // Persistent at any length: a window's list is a few key tiles (a block per tile measured
+    // 1.20x slower at 1M, notes/fa3-speed.md, v12).
+    static constexpr bool kAlwaysPersistent = true;
 };
 
 }  // namespace flash

@@ -34,13 +34,6 @@ ATTN_HD inline int block_sparse_random_block(uint64_t seed, int head, int qb, in
     return (int)(z % (uint64_t)range);
 }
 
-// The rules for a kernel's element mask: the pattern's arguments by value (an explicit layout's
-// device view) and whether it is causal.
-struct BlockSparseRules {
-    bool causal;
-    BlockSparseArgs args;
-};
-
 struct BlockSparsePattern {
     static constexpr const char* kName = "block-sparse";
 

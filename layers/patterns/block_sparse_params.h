@@ -43,6 +43,33 @@ inline BlockSparseArgs to_args(const BlockSparseParams& p) {
     return to_args(p, BlockLayoutView{});
 }
 
+// The rules by value for a kernel's element mask, with causality (block_rules needs it).
+struct BlockSparseRules {
+    bool causal;
+    BlockSparseArgs args;
+};
+
+// A block-sparse launch's tile lists on the device (block_sparse.cuh reads them, built by
+// block_sparse_lists.cuh): CSR lists for query tiles of BM rows and key tiles of BN rows, entries
+// tile * 2 + cut, and the launch order of each side's tiles.
+struct BlockSparseTileView {
+    const int* q_ptr;    // (query tiles + 1)
+    const int* k_of_q;   // key tiles of each query tile
+    const int* k_ptr;    // (key tiles + 1)
+    const int* q_of_k;   // query tiles of each key tile
+    const int* q_order;  // (query tiles): rank -> query tile, the longest list first
+    const int* k_order;  // (key tiles)
+    int BM, BN;
+};
+
+// What its flash-kernel launch carries (PatternLaunchArgs): the rules (an explicit layout's
+// device copy) set by block_sparse.cuh's bind, the tile lists of the launcher's tile shape set by
+// its bind_tiles.
+struct BlockSparseLaunchArgs {
+    BlockSparseRules rules;
+    BlockSparseTileView tiles;
+};
+
 // Block size, window and global tokens, "r,window" dilated blocks, "count,seed" random blocks,
 // a layout file.
 struct BlockSparseFlags {

@@ -16,14 +16,14 @@ struct DenseSchedule {
     // kTwoSided: the two-sided launchers' instance (Params::two_sided), whose sides hold
     //   contiguous positions (pos0 + token): the masks compute them (masks.cuh). The block-sparse
     //   and fixed schedules' one instance serves one-sided launches too (positions from 0).
-    // kBlockSparse: the pattern masks elements itself on the pairs its lists cut: a pair is kept
+    // kOwnElementMask: the pattern (block-sparse, fixed) masks elements itself on the pairs its lists cut: a pair is kept
     //   when row_rule(p, qp).keeps(kp) (the rules cheap enough to test in every element of an
     //   unrolled mask, worked out once per query row) or its bit of kept_bits<NC, Q_ROWS>(p, h, rp,
     //   c0) is set (the other rules, asked once per row: bit c for the column at position c0 +
     //   8 (c / 2) + c % 2; Q_ROWS: rows are queries).
-    static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false, kBlockSparse = false;
+    static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false, kOwnElementMask = false;
     // The launches this instance runs (every schedule says so; exactly one serves a launch).
-    static bool serves(const Params& p) { return p.kind == AttnKind::Dense && !p.two_sided && p.seg_len == 0; }
+    static bool serves(const Params& p) { return p.pattern->kind == AttnKind::Dense && !p.two_sided && p.seqs.len == 0; }
     // Key tiles of BN rows for a query tile: up to the last key at or before the tile's last
     // query (causal), from the first key at or after its earliest document start.
     __device__ static TileRange key_tiles(const Params& p, const QueryTile& qt, int BN) {
@@ -49,13 +49,15 @@ struct DenseSchedule {
 // The two-sided launchers' instance (Params::two_sided): it may merge, into bf16 or fp32 O.
 struct DenseTwoSidedSchedule : DenseSchedule {
     static constexpr bool kMayMerge = true, kTwoSided = true;
-    static bool serves(const Params& p) { return p.kind == AttnKind::Dense && p.two_sided && p.seg_len == 0; }
+    static bool serves(const Params& p) { return p.pattern->kind == AttnKind::Dense && p.two_sided && p.seqs.len == 0; }
 };
 
 template <>
-struct PatternSchedules<DensePattern> {
+struct PatternSchedules<DensePattern> : PatternScheduleDefaults {
     using type = ScheduleList<DenseSchedule, DenseTwoSidedSchedule>;
     static void bind(Params&, const AttnPattern&) {}  // nothing beyond the shapes
+    // Each query tile re-reads its row's K and V: rows in L2-sized groups (launch_template.cuh).
+    static constexpr bool kL2RowGroups = true;
 };
 
 }  // namespace flash

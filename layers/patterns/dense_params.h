@@ -6,3 +6,5 @@ struct DenseParams {};
 using DenseArgs = DenseParams;
 inline DenseArgs to_args(const DenseParams& p) { return p; }
 struct DenseFlags {};
+// What its flash-kernel launch carries beyond the shapes (PatternLaunchArgs): nothing.
+struct DenseLaunchArgs {};

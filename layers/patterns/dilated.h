@@ -12,8 +12,9 @@
 #include "core/json.h"
 #include "layers/patterns/pattern_params.h"
 
-// The offset class that head `head` keeps in a branch of dilation r.
-ATTN_HD inline int dilated_class(int head, int r) { return head % r; }
+// The offset class that head `head` keeps in a branch of dilation r (branch_class,
+// pattern_common.h: what a KV cache's packed branches keep too).
+ATTN_HD inline int dilated_class(int head, int r) { return branch_class(head, r); }
 
 struct DilatedPattern {
     static constexpr const char* kName = "dilated";
@@ -76,7 +77,7 @@ struct DilatedPattern {
     }
     static constexpr bool kDecodesOneToken = true;  // one token: the decode kernel over the branches
     static constexpr bool kCudnnRuns = false;
-    // The flash kernels run it branch by branch (launch_dilated.cuh), merging the branches'
+    // The flash kernels run it branch by branch (dilated_launch.cuh), merging the branches'
     // softmaxes into O and L from O = 0, L = -inf; rows no branch keeps stay 0.
     static constexpr bool kLaunchesPerBranch = true;
 

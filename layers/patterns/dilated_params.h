@@ -33,6 +33,11 @@ inline DilatedArgs to_args(const DilatedParams& p) {
     return a;
 }
 
+// What a flash-kernel launch of one branch carries (the segments a block runs) lives in the
+// kernels' generic SequenceGrid (layers/cuda/attention/params.cuh), which dilated_launch.cuh
+// sets per branch: nothing here.
+struct DilatedLaunchArgs {};
+
 struct DilatedFlags {
     std::string segments = "2048,4096,8192", dilations = "1,2,4";  // LongNet's first three branches
 };

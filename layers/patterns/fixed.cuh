@@ -41,11 +41,11 @@ struct FixedQueryTiles {
 struct FixedSchedule {
     // One instance for one-sided and two-sided launches (it may merge, into bf16 or fp32 O); the
     // pattern masks elements itself (row_rule, kept_bits) on the pairs its tiles cut.
-    static constexpr bool kPerBlockMaps = false, kMayMerge = true, kTwoSided = true, kBlockSparse = true;
-    static bool serves(const Params& p) { return p.kind == AttnKind::Fixed; }
+    static constexpr bool kPerBlockMaps = false, kMayMerge = true, kTwoSided = true, kOwnElementMask = true;
+    static bool serves(const Params& p) { return p.pattern->kind == AttnKind::Fixed; }
 
     __device__ static FixedKeyTiles key_tiles(const Params& p, const QueryTile& qt, int BN) {
-        const int l = p.rules[0], c = p.rules[1];
+        const int l = p.args.fixed.stride, c = p.args.fixed.summary;
         const int end_row = min(p.krows.len, qt.last_pos - p.k_pos0 + 1);  // causal: keys up to the last query
         FixedKeyTiles t{};
         if (end_row <= 0) return t;
@@ -66,7 +66,7 @@ struct FixedSchedule {
         return t;
     }
     __device__ static FixedQueryTiles query_tiles(const Params& p, const KeyTile& kt, int BM) {
-        const int l = p.rules[0], c = p.rules[1];
+        const int l = p.args.fixed.stride, c = p.args.fixed.summary;
         const bool all_summary = kt.first_pos / l == kt.last_pos / l && kt.first_pos % l >= l - c;
         const bool any_summary = kt.first_pos % l >= l - c || kt.first_pos / l * l + l - c <= kt.last_pos;
         const int begin_row = max(0, kt.first_pos - p.q_pos0);  // causal
@@ -83,15 +83,15 @@ struct FixedSchedule {
         int qb, l, c;
         __device__ bool keeps(int kp) const { return kp / l == qb || kp % l >= l - c; }  // FixedPattern::keeps
     };
-    __device__ static RowRule row_rule(const Params& p, int qp) { return RowRule{qp / p.rules[0], p.rules[0], p.rules[1]}; }
+    __device__ static RowRule row_rule(const Params& p, int qp) { return RowRule{qp / p.args.fixed.stride, p.args.fixed.stride, p.args.fixed.summary}; }
     template <int NC, bool Q_ROWS>
     __device__ static uint32_t kept_bits(const Params&, int, int, int) { return 0u; }
 };
 
 template <>
-struct PatternSchedules<FixedPattern> {
+struct PatternSchedules<FixedPattern> : PatternScheduleDefaults {
     using type = ScheduleList<FixedSchedule>;
-    static void bind(Params& p, const AttnPattern& pattern) { p.rules[0] = pattern.fixed.stride, p.rules[1] = pattern.fixed.summary; }
+    static void bind(Params& p, const AttnPattern& pattern) { p.args.fixed = FixedLaunchArgs{pattern.fixed.stride, pattern.fixed.summary}; }
 };
 
 }  // namespace flash

@@ -8,6 +8,11 @@ struct FixedParams {
 using FixedArgs = FixedParams;
 inline FixedArgs to_args(const FixedParams& p) { return p; }
 
+// What its flash-kernel launch carries (PatternLaunchArgs, set by fixed.cuh's bind): l and c.
+struct FixedLaunchArgs {
+    int stride, summary;
+};
+
 struct FixedFlags {
     int stride = 128, summary = 16;  // Child et al.'s l = 128 and a summary of c = 16
 };

@@ -24,6 +24,9 @@
 // positions with offset h mod r, packed, ceil(w / r) rows each; or the one branch
 // (kWholeSequence, 1) that keeps every row (rows -1: it grows with the sequence).
 constexpr long long kWholeSequence = 1LL << 62;  // a branch of one segment, never restarting
+// The offset class h mod r that head h keeps in a branch of dilation r (the decode kernels unpack
+// packed rows by it).
+ATTN_HD inline int branch_class(int head, int r) { return head % r; }
 struct CacheBranchShape {
     long long w;
     int r;

@@ -40,8 +40,17 @@ struct AttnPatternArgs {
 #undef ATTN_ARGS_MEMBER
 };
 
+// What a flash-kernel launch carries for its pattern beyond the shapes (flash::Params::args):
+// the member of the launch's kind (the others unused), set by its module's GPU schedule
+// (layers/patterns/<stem>.cuh, bind and bind_tiles) and read by it.
+struct PatternLaunchArgs {
+#define ATTN_LAUNCH_MEMBER(Kind, stem) Kind##LaunchArgs stem;
+    ATTN_PATTERNS(ATTN_LAUNCH_MEMBER)
+#undef ATTN_LAUNCH_MEMBER
+};
+
 // Host memory a module's parameters hold (a block-sparse layout) needs its device copy first:
-// pattern_args_cuda (layers/cuda/pattern_args.cuh) makes it.
+// pattern_args_cuda (layers/cuda/pattern_args.cuh) makes it, with each module's device_args.
 inline AttnPatternArgs pattern_args(const AttnPattern& p) {
     AttnPatternArgs a{};
     a.kind = p.kind;

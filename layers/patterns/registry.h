@@ -34,7 +34,7 @@
 //                                   (every row, or packed branches), the earliest key a later
 //                                   query needs, the rows a chunk unpacks packed rows into
 //     kDecodesOneToken, kCudnnRuns  one token through the decode kernel; cuDNN's SDPA runs it
-//     kLaunchesPerBranch            the flash kernels run it branch by branch (launch_dilated.cuh)
+//     kLaunchesPerBranch            the flash kernels run it branch by branch (dilated_launch.cuh)
 //   <stem>.cuh        its GPU schedule: which key tiles a query tile visits and which query tiles
 //                     a key tile visits (a range, or a list for a sparse layout), per-block maps
 //                     if its blocks run virtual sequences, its kernel flags, which launches each

@@ -1,7 +1,7 @@
 // Flash attention, CUDA: the public launchers (declared in attention_flash.h) and the kernel
 // instances the model runs, compiled once into build/obj/attention_flash.o and linked into every
-// program that runs attention: the dense and dilated launch logic (launch_template.cuh,
-// launch_dilated.cuh), forward variant 0, backward variants 0 and
+// program that runs attention: the launch logic (launch_template.cuh, and the patterns' own,
+// layers/patterns/all_launch.cuh), forward variant 0, backward variants 0 and
 // kDeterministicBackwardVariant, the row-wise kernels every backward shares.
 //
 // Why the variant tables are split across two objects: the tile configurations that only the
@@ -14,8 +14,8 @@
 // the others land where the benchmark tables (notes/attention.md) number them. A program that
 // must see every variant includes attention_flash_variants.h, which makes its link fail without
 // that object rather than silently run fewer variants.
-#include "layers/cuda/attention/block_sparse_lists.cuh"  // block_sparse_tiles_cuda
-#include "layers/cuda/attention/launch_dilated.cuh"     // and launch_template.cuh, attention_flash.h
+#include "layers/cuda/attention/launch_template.cuh"   // and attention_flash.h
+#include "layers/patterns/all_launch.cuh"               // the patterns' own launches (PatternLaunches)
 #include "layers/cuda/attention/launch_two_sided.cuh"   // the two-sided launchers, on these kernels
 
 namespace flash {
@@ -123,11 +123,11 @@ size_t attention_backward_workspace_bytes(AttnShape s) {
     return flash::workspace_rowstats_bytes(s) + (size_t)s.B * s.N * s.H * s.D * 4;
 }
 
-// The same for a given pattern: a dilated one walks the sequence in chunks and needs an fp32 dQ
-// accumulator for one chunk only (layers/cuda/attention/launch_dilated.cuh), never more than the above.
+// The same for a given pattern, as its module's launches need (a dilated one walks the sequence
+// in chunks and needs an fp32 dQ accumulator for one chunk only, layers/patterns/
+// dilated_launch.cuh), never more than the above.
 size_t attention_backward_workspace_bytes(AttnShape s, const AttnPattern& pattern) {
-    if (pattern_launches_per_branch(pattern)) return flash::dilated_workspace_bytes(s, pattern);
-    return attention_backward_workspace_bytes(s);
+    return with_pattern_module(pattern.kind, [&](auto m) { return flash::PatternLaunches<decltype(m)>::backward_workspace_bytes(s, pattern); });
 }
 
 // Forward with an explicit tile configuration (flash::forward_variants); variant 0 is the default.
@@ -139,10 +139,9 @@ void attention_forward_cuda_variant(int variant, bf16* out, float* lse, const bf
     p.o = out;
     p.lse = lse;
     int count = 0;
-    const flash::Variant* vs = flash::forward_variants(s.D, &count);
+    flash::forward_variants(s.D, &count);
     if (variant < 0 || variant >= count) fatal("attention_forward_cuda_variant: no variant %d", variant);
-    if (pattern_launches_per_branch(pattern)) flash::dilated_forward(variant, p, pattern, s, stream);
-    else vs[variant].run(p, s.B, stream);
+    with_pattern_module(pattern.kind, [&](auto m) { flash::PatternLaunches<decltype(m)>::forward(variant, p, pattern, s, stream); });
 }
 
 void attention_forward_cuda(bf16* out,          // (B, N, H, D)
@@ -175,10 +174,10 @@ void attention_backward_cuda_variant(int variant, bf16* dq, bf16* dk, bf16* dv, 
     p.delta = workspace + n;
     p.dq_accum = reinterpret_cast<float*>(reinterpret_cast<char*>(workspace) + flash::workspace_rowstats_bytes(s));
     int count = 0;
-    const flash::Variant* vs = flash::backward_variants(s.D, &count);
+    flash::backward_variants(s.D, &count);
     if (variant < 0 || variant >= count) fatal("attention_backward_cuda_variant: no variant %d", variant);
-    if (pattern_launches_per_branch(pattern)) flash::dilated_backward(variant, p, pattern, s, workspace, stream);
-    else vs[variant].run(p, s.B, stream);
+    with_pattern_module(pattern.kind,
+                        [&](auto m) { flash::PatternLaunches<decltype(m)>::backward(variant, p, pattern, s, workspace, stream); });
 }
 
 void attention_backward_cuda(bf16* dq, bf16* dk, bf16* dv,  // (B, N, H, D), stride s.stride: OVERWRITTEN

@@ -24,17 +24,18 @@
 //   backward_mma_sync.cuh  backward on mma.sync, atomic dQ or deterministic with a separate dQ pass
 // The launch templates:
 //   launch_template.cuh    this file: parameters from shapes, the variant tables, launches
-//   launch_dilated.cuh     dilated (LongNet) patterns: the same kernels launched branch by branch
-//                          on per-block virtual sequences (DilatedSchedule), merged across branches
 //   launch_two_sided.cuh   a query side and a key side apart (ring steps, KV-cache blocks)
-//   block_sparse_lists.cuh block-sparse tile lists, built once per layout and kept on the device
+// A pattern's own launch code is in its module (layers/patterns/): what it binds in Params
+// (<stem>.cuh: bind, bind_tiles, e.g. block-sparse's tile lists, block_sparse_lists.cuh) and,
+// for a pattern launched branch by branch, its launches (<stem>_launch.cuh, PatternLaunches
+// below; dilated_launch.cuh), gathered by layers/patterns/all_launch.cuh.
 // The ws kernels stream tiles by TMA, the others through a 2-stage cp.async pipeline; the variant
 // tables list every tile configuration (variant 0 is what the plain launchers run).
 //
 // Compiled once: these headers hold templates and inline code only, instantiated by the
 // translation units that build the kernels into objects (Makefile: build/obj/), each its own
 // tile variants:
-//   attention_flash.cu           the public launchers of attention_flash.h, dense and dilated, and
+//   attention_flash.cu           the public launchers of attention_flash.h, every pattern, and
 //                                the variants the model runs (forward 0, backward 0 and
 //                                kDeterministicBackwardVariant): linked into every program
 //                                that runs attention
@@ -54,7 +55,6 @@
 #include "layers/cuda/attention/forward_wgmma.cuh"
 #include "layers/cuda/attention/forward_ws.cuh"
 #include "layers/cuda/attention/schedules.cuh"
-#include "layers/cuda/pattern_args.cuh"
 
 namespace flash {
 
@@ -106,7 +106,7 @@ inline unsigned persistent_grid(long long tiles) {
 // Grid of a tile kernel: x = one block row per (b, h) (per (b, h, segment) for a dilated branch),
 // y = tiles of `rows` (the longest map of the launch) in blocks of `tile`.
 inline dim3 tile_grid(const Params& p, int B, int rows, int tile) {
-    const long long x = (long long)B * p.H * p.nseg, y = ceil_div(rows, tile);
+    const long long x = (long long)B * p.H * p.seqs.count, y = ceil_div(rows, tile);
     if (x > 2147483647LL || y > 65535) fatal("attention: grid (%lld, %lld) exceeds CUDA's limits", x, y);
     return dim3((unsigned)x, (unsigned)y);
 }
@@ -125,16 +125,20 @@ void launch_served(KernelOf kernel_of, const Params& p, dim3 grid, int threads, 
     CUDA_CHECK_LAST();
 }
 
-// A block-sparse launch's tile lists for its kernel's tiles (BM query rows, BN key rows), on the
-// device: defined in layers/cuda/attention/block_sparse_lists.cuh (compiled once, attention_flash.o).
-BlockSparseTileView block_sparse_tiles_cuda(const AttnPattern& pattern, const Params& p, int BM, int BN);
-
-// p with the tile lists of a BM x BN kernel bound when p is block-sparse; p itself otherwise.
+// p with what a BM x BN kernel of its pattern needs bound (its module's bind_tiles: block-sparse
+// binds its tile lists for that shape; the others nothing).
 inline Params bind_tiles(const Params& p, int BM, int BN) {
-    if (!p.sparse) return p;
     Params q = p;
-    q.tiles = block_sparse_tiles_cuda(*p.sparse, p, BM, BN);
+    with_pattern_module(p.pattern->kind, [&](auto m) { PatternSchedules<decltype(m)>::bind_tiles(q, BM, BN); });
     return q;
+}
+
+// The ws launchers' tuning by the launch's pattern (PatternScheduleDefaults says what they mean).
+inline bool l2_row_groups(const Params& p) {
+    return with_pattern_module(p.pattern->kind, [](auto m) { return PatternSchedules<decltype(m)>::kL2RowGroups; });
+}
+inline bool always_persistent(const Params& p) {
+    return with_pattern_module(p.pattern->kind, [](auto m) { return PatternSchedules<decltype(m)>::kAlwaysPersistent; });
 }
 
 template <int D, int MT, int NW, int BN>
@@ -171,7 +175,7 @@ inline int dense_l2_group(long long bytes, long long nseq) {
 template <int D, int BN, int STAGES>
 void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv;
-    const int step = p.seg_len > 0 ? p.dilation : 1;  // a dilated branch's rows: every r-th token
+    const int step = p.seqs.len > 0 ? p.seqs.step : 1;  // virtual sequences' rows (a dilated branch's): every step-th token
     const bool ok = ws_serves(p) &&
                     make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, std::min(ws_box_rows(step), kWsBM), step) &&
                     make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, std::min(ws_box_rows(step), BN), step) &&
@@ -181,16 +185,16 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     Params q = bind_tiles(p, kWsBM, BN);
     // ny tiles in each of nseq sequences: (b, h) rows, or a dilated branch's (b, h, segment)s.
     const int ny = ceil_div(max_rows(q, q.qrows), kWsBM);
-    const long long nseq = (long long)B * q.H * q.nseg;
+    const long long nseq = (long long)B * q.H * q.seqs.count;
     // Dense rows (one-sided or two-sided): each query tile re-reads its row's K and V (2 D bf16
     // per key).
-    if (q.kind == AttnKind::Dense) q.group = dense_l2_group((long long)q.krows.len * 2 * D * 2, nseq);
+    if (l2_row_groups(q)) q.group = dense_l2_group((long long)q.krows.len * 2 * D * 2, nseq);
     // Persistent (a block per SM walking the tiles) where each tile's prologue and epilogue are a
     // large share of its work: short rows (any pattern's, or a dilated branch's virtual
-    // sequences), and block-sparse lists at any length (a window's list is a few key tiles; a
-    // block per tile measured 1.20x slower at 1M, notes/fa3-speed.md, v12). For long rows a block
-    // per tile: the persistent walk measured 4-13% slower on long dense rows (v3-v5).
-    const bool persistent = q.kind == AttnKind::BlockSparse ? ws_persistent_max_query_tiles > 0 : ny <= ws_persistent_max_query_tiles;
+    // sequences), and a pattern's short tile lists at any length (kAlwaysPersistent: block-sparse).
+    // For long rows a block per tile: the persistent walk measured 4-13% slower on long dense
+    // rows (notes/fa3-speed.md, v3-v5).
+    const bool persistent = always_persistent(q) ? ws_persistent_max_query_tiles > 0 : ny <= ws_persistent_max_query_tiles;
     with_served_schedule(AllSchedules{}, q, [&](auto tag) {
         using S = typename decltype(tag)::type;
         if (persistent) {
@@ -231,7 +235,7 @@ void launch_backward_dkdv_wgmma(const Params& p, int B, cudaStream_t stream) {
 template <int D, int STAGES, int BM>
 void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv, tdo, tdq;
-    const int step = p.seg_len > 0 ? p.dilation : 1;  // a dilated branch's rows: every r-th token
+    const int step = p.seqs.len > 0 ? p.seqs.step : 1;  // virtual sequences' rows (a dilated branch's): every step-th token
     const int qbox = std::min(ws_box_rows(step), BM), kbox = std::min(ws_box_rows(step), kBwsBN);
     const bool dq_tma = bws_dq_by_tma<D, BM>();
     const bool ok = backward_ws_serves(p) && make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, qbox, step) &&
@@ -245,7 +249,7 @@ void launch_backward_dkdv_ws(const Params& p, int B, cudaStream_t stream) {
     Params q = bind_tiles(p, BM, kBwsBN);
     // Dense rows: each key tile re-reads its row's Q and dO (bf16), L and delta, and adds into
     // dQ's fp32 accumulator: 8 D + 8 bytes per query.
-    if (q.kind == AttnKind::Dense) q.group = dense_l2_group((long long)q.qrows.len * (8 * D + 8), (long long)B * q.H);
+    if (l2_row_groups(q)) q.group = dense_l2_group((long long)q.qrows.len * (8 * D + 8), (long long)B * q.H);
     with_served_schedule(AllSchedules{}, q, [&](auto tag) {
         const auto kernel = attention_backward_dkdv_ws_kernel<D, STAGES, BM, typename decltype(tag)::type>;
         set_smem_limit(kernel, smem);
@@ -327,19 +331,17 @@ void bwd_det(const Params& p, int B, cudaStream_t st) {
 // static initialisation (single-threaded, before main); defined in attention_flash.cu.
 void add_variants(bool backward, int D, int first, const Variant* v, int count);
 
-// What a launch of `pattern` needs beyond the shapes: its kind, and whatever its module's GPU
-// schedule binds (a block-sparse pattern's rules, an explicit layout's device copy and the
-// pattern itself, from which each launcher binds the tile lists of its tile shape, bind_tiles;
-// a fixed pattern's stride and summary). The pattern must outlive the launch calls (not the
-// kernels).
+// What a launch of `pattern` needs beyond the shapes: the pattern (its kind, from which each
+// launcher binds what its tile shape needs, bind_tiles), and whatever its module's GPU schedule
+// binds (a block-sparse pattern's rules with an explicit layout's device copy; a fixed pattern's
+// stride and summary). The pattern must outlive the launch calls (not the kernels).
 inline void bind_pattern(Params& p, const AttnPattern& pattern) {
-    p.kind = pattern.kind;
-    p.sparse = nullptr;
+    p.pattern = &pattern;
     with_pattern_module(pattern.kind, [&](auto m) { PatternSchedules<decltype(m)>::bind(p, pattern); });
 }
 
-// Checks the arguments and fills the kernel parameters of dense attention over one sequence (a
-// dilated pattern starts from these too: layers/cuda/attention/launch_dilated.cuh sets its branches).
+// Checks the arguments and fills the kernel parameters of attention over one sequence (a pattern
+// launched branch by branch starts from these too: its PatternLaunches sets each branch).
 inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int* pos, const int* doc_start,
                           const AttnPattern& pattern, const AttnShape& s, float scale) {
     const std::string perr = pattern_error(pattern);
@@ -363,10 +365,7 @@ inline Params make_params(const bf16* q, const bf16* k, const bf16* v, const int
     p.causal = pattern.causal;
     p.scale = scale;
     p.scale_log2 = scale * kLog2e;
-    p.seg_len = 0;
-    p.dilation = 1;
-    p.seg0 = 0;
-    p.nseg = 1;
+    p.seqs = SequenceGrid{0, 1, 0, 1};  // one sequence per (b, h) row
     p.group = 0;
     p.accumulate = false;
     p.o_f32 = nullptr;
@@ -385,5 +384,44 @@ inline size_t workspace_rowstats_bytes(const AttnShape& s) {
     const size_t n = (size_t)s.B * s.H * s.N * 4;
     return (2 * n + 255) / 256 * 256;
 }
+
+template <typename T>
+__global__ void fill_kernel(T* x, size_t n, T value) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = value;
+}
+// Launches fill_kernel<float> (O = 0, L = -inf where a run of merges starts); defined once, in
+// attention_flash.cu (see launch_preprocess for why kernels are not launched from inline code in
+// these headers).
+void launch_fill(float* x, size_t n, float value, cudaStream_t stream);
+
+// How a pattern's attention runs on the flash kernels: one launch of the variant over its
+// schedule (here). A pattern launched branch by branch (its module's kLaunchesPerBranch)
+// specializes it in layers/patterns/<stem>_launch.cuh (gathered by all_launch.cuh), so that the
+// public launchers (attention_flash.cu, launch_two_sided.cuh) name no pattern.
+template <class Pattern>
+struct PatternLaunches {
+    // The one-sided launchers: variant `variant` (checked) of the forward or backward table,
+    // p made by make_params; `workspace` is attention_backward_workspace_bytes(s, pattern) bytes.
+    static void forward(int variant, const Params& p, const AttnPattern&, const AttnShape& s, cudaStream_t stream) {
+        int count = 0;
+        forward_variants(s.D, &count)[variant].run(p, s.B, stream);
+    }
+    static void backward(int variant, const Params& p, const AttnPattern&, const AttnShape& s, float* /*workspace*/,
+                         cudaStream_t stream) {
+        int count = 0;
+        backward_variants(s.D, &count)[variant].run(p, s.B, stream);
+    }
+    static size_t backward_workspace_bytes(const AttnShape& s, const AttnPattern&) { return attention_backward_workspace_bytes(s); }
+    // The two-sided launchers (launch_two_sided.cuh): every launch over p, its Params given to
+    // run, each merging into what is there when `merge` (else it writes); `group` is the
+    // launch-order group a pattern of virtual sequences takes.
+    template <typename Run>
+    static void for_each_launch(const Params& p, const AttnPattern&, const AttnDims&, bool merge, int /*group*/, Run run) {
+        Params q = p;
+        q.accumulate = merge;
+        run(q);
+    }
+};
 
 }  // namespace flash

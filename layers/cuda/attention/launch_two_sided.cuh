@@ -23,7 +23,8 @@
 // it at its end, sharing that object's kernel instances); programs include the declarations,
 // layers/cuda/attention_flash_two_sided.h.
 #pragma once
-#include "layers/cuda/attention/launch_dilated.cuh"  // and launch_template.cuh
+#include "layers/cuda/attention/launch_template.cuh"
+#include "layers/patterns/all_launch.cuh"  // the patterns' own launches (PatternLaunches)
 #include "layers/cuda/attention_flash_two_sided.h"
 
 namespace flash {
@@ -62,8 +63,7 @@ inline Params make_two_sided_params(const AttnQueries<bf16>& qs, const AttnKeys<
     p.causal = pattern.causal;
     p.scale = scale;
     p.scale_log2 = scale * kLog2e;
-    p.dilation = 1;
-    p.nseg = 1;
+    p.seqs = SequenceGrid{0, 1, 0, 1};  // one sequence per (b, h) row
     p.q_pos0 = qs.pos0;
     p.k_pos0 = ks.pos0;
     p.seq_len = dm.seq_len;
@@ -73,35 +73,12 @@ inline Params make_two_sided_params(const AttnQueries<bf16>& qs, const AttnKeys<
     return p;
 }
 
-// The segments of a branch of effective length w that hold rows of both sides: [seg0, +nseg).
-inline bool shared_segments(int w, const Params& p, int& seg0, int& nseg) {
-    const int q_lo = p.q_pos0 / w, q_hi = (p.q_pos0 + p.q_tokens - 1) / w;
-    const int k_lo = p.k_pos0 / w, k_hi = (p.k_pos0 + p.kv_tokens - 1) / w;
-    seg0 = std::max(q_lo, k_lo);
-    nseg = std::min(q_hi, k_hi) - seg0 + 1;
-    return nseg > 0;
-}
-
-// Every launch of the pattern over p, each merging into what is there when `merge` (else the
-// dense launch writes; a dilated pattern always merges, from O = 0, L = -inf filled by the
-// caller). `run` takes the branch's Params.
+// Every launch of the pattern over p (its module's PatternLaunches: one launch, merging into
+// what is there when `merge`, else writing; a pattern launched per branch always merges, from
+// O = 0, L = -inf filled by the caller). `run` takes each launch's Params.
 template <typename Run>
 void for_each_launch(const Params& p, const AttnPattern& pattern, const AttnDims& dm, bool merge, int group, Run run) {
-    if (!pattern_launches_per_branch(pattern)) {  // one launch: dense, block-sparse over its tile lists, fixed
-        Params q = p;
-        q.accumulate = merge;
-        run(q);
-        return;
-    }
-    for (const DilatedBranch& br : dilated_branches(pattern, dm.seq_len)) {
-        int seg0, nseg;
-        if (!shared_segments(br.w, p, seg0, nseg)) continue;  // no segment holds rows of both sides
-        Params q = p;
-        set_branch(q, br, seg0, nseg);
-        q.group = group;
-        q.accumulate = true;
-        run(q);
-    }
+    with_pattern_module(pattern.kind, [&](auto m) { PatternLaunches<decltype(m)>::for_each_launch(p, pattern, dm, merge, group, run); });
 }
 
 }  // namespace flash

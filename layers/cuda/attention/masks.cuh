@@ -202,7 +202,7 @@ __device__ __forceinline__ bool pair_needs_mask(const Params& p, const QueryTile
 
 // The pattern's per-row element rule (Schedule::row_rule, dense.cuh) where the schedule masks
 // elements itself; a rule that keeps every key for the others.
-template <class Schedule, bool = Schedule::kBlockSparse>
+template <class Schedule, bool = Schedule::kOwnElementMask>
 struct RowRuleOf {
     struct type {
         __device__ bool keeps(int) const { return true; }
@@ -225,7 +225,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     // Dense and dilated rows: a column bound per row (masks.cuh: causal_key_end_of_row one-sided;
     // two-sided, from the contiguous positions, with no documents).
-    if constexpr (!Schedule::kBlockSparse) {
+    if constexpr (!Schedule::kOwnElementMask) {
         if (Schedule::kTwoSided ? !p.doc_start : rows_mask_ok(p)) {
             int lim[MT][2];  // keep columns 2t + c with c < lim
             bool by_rows = true;
@@ -274,7 +274,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
     // k_pos0 + k0 + 2t + 8 (c / 2) + c % 2).
     uint32_t block_bits[MT][2] = {};
     typename RowRuleOf<Schedule>::type rule[MT][2];
-    if constexpr (Schedule::kBlockSparse) {
+    if constexpr (Schedule::kOwnElementMask) {
         if (cut) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
@@ -297,7 +297,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
 #pragma unroll
                 for (int r = 0; r < 2; r++) {
                     bool drop = !valid || !key_allowed(p.causal, p.doc_start != nullptr, qp[mt][r], qd[mt][r], kp);
-                    if constexpr (Schedule::kBlockSparse)
+                    if constexpr (Schedule::kOwnElementMask)
                         drop = drop || (cut && !(rule[mt][r].keeps(kp) || ((block_bits[mt][r] >> (2 * j + e)) & 1u)));
                     if (drop) s[mt][j][2 * r + e] = -INFINITY;
                 }
@@ -327,7 +327,7 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
         }
     // Dense and dilated rows: a column range per key row (masks.cuh: causal_query_begin_of_row
     // one-sided; two-sided, from the contiguous positions, with no documents).
-    if constexpr (!Schedule::kBlockSparse) {
+    if constexpr (!Schedule::kOwnElementMask) {
         if (Schedule::kTwoSided ? !p.doc_start : rows_mask_ok(p)) {
             int lo[MT][2];  // keep columns 2t + c with lo <= c < hi
             const int hi = qn - 2 * t;
@@ -365,7 +365,7 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
     // query column (block-sparse sides are unit-step: column c's position is the first's + 8 (c / 2)
     // + c % 2).
     uint32_t block_bits[MT][2] = {};
-    if constexpr (Schedule::kBlockSparse) {
+    if constexpr (Schedule::kOwnElementMask) {
         if (cut) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
@@ -388,7 +388,7 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
 #pragma unroll
                 for (int r = 0; r < 2; r++) {
                     bool drop = !(qok && kok[mt][r] && key_allowed(p.causal, p.doc_start != nullptr, qpos, qdoc, kp[mt][r]));
-                    if constexpr (Schedule::kBlockSparse)
+                    if constexpr (Schedule::kOwnElementMask)
                         drop = drop || (cut && !(RowRuleOf<Schedule>::make(p, qpos).keeps(kp[mt][r]) ||
                                                  ((block_bits[mt][r] >> (2 * j + e)) & 1u)));  // the query's rule: cut pairs only
                     if (drop) s[mt][j][2 * r + e] = 0.f;

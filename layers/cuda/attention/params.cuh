@@ -1,7 +1,8 @@
 // Flash attention on tensor cores (bf16 storage, fp32 accumulation), sm_90: what every kernel reads
 // (Params) and how it sees the problem.
 //
-// How a kernel sees the problem, so that later patterns plug in without new kernels:
+// How a kernel sees the problem, so that later patterns plug in without new kernels (Params
+// names no pattern: each module's arguments are its member of PatternLaunchArgs):
 //  - RowMap: row i of a "virtual sequence" (the rows a tile walks) is buffer token base + i*step.
 //    Dense attention is {0, 1, N}; a dilated LongNet branch is {offset, r, ceil((N-offset)/r)};
 //    ring attention gives the query side and the key side separate maps (and buffers, positions).
@@ -19,29 +20,27 @@
 #include <climits>
 #include <cstdint>
 #include "layers/cuda/common.cuh"
-#include "layers/patterns/block_sparse.h"
+#include "layers/patterns/pattern_params.h"
 
 namespace flash {
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// A block-sparse launch's tile lists on the device (layers/patterns/block_sparse.cuh reads them):
-// CSR lists for query tiles of BM rows and key tiles of BN rows, entries tile * 2 + cut, and the
-// launch order of each side's tiles.
-struct BlockSparseTileView {
-    const int* q_ptr;    // (query tiles + 1)
-    const int* k_of_q;   // key tiles of each query tile
-    const int* k_ptr;    // (key tiles + 1)
-    const int* q_of_k;   // query tiles of each key tile
-    const int* q_order;  // (query tiles): rank -> query tile, the longest list first
-    const int* k_order;  // (key tiles)
-    int BM, BN;
-};
-
 struct RowMap {
     int base, step, len;  // row i -> token base + i*step, for i in [0, len)
     __host__ __device__ int token(int i) const { return base + i * step; }
+};
+
+// Which virtual sequence each block runs (resolve_block). len = 0 (every launch but a schedule
+// of per-block maps): count = 1, one block row per (b, h) over qrows/krows as set. Else
+// (kPerBlockMaps, a dilated branch: layers/patterns/dilated.cuh sets and reads it) the launch
+// runs `count` segments per (b, h), from segment `first`, of `len` global positions each, a
+// block's rows every `step`-th position of its segment: block x = (b*H + h)*count + (s - first)
+// runs segment s. The grid (tile_grid), the longest map (max_rows) and the TMA's row step
+// (ws_serves) are read from it whatever the pattern.
+struct SequenceGrid {
+    int len, step, first, count;
 };
 
 // Everything a kernel reads. Element (b, token t, head h, d) of Q is
@@ -69,11 +68,8 @@ struct Params {
     bf16* dq;                // (B, q_tokens, H, D), row stride q_stride
     bf16* dk;                // (B, kv_tokens, H, D), row stride kv_stride
     bf16* dv;                // (B, kv_tokens, H, D), row stride kv_stride
-    // Which virtual sequence each block runs (resolve_block). Dense: seg_len = 0, nseg = 1, one
-    // block row per (b, h) over qrows/krows as set. A dilated branch (seg_len = w' > 0, dilation
-    // r): block x = (b*H + h)*nseg + (s - seg0) runs segment s of [seg0, seg0 + nseg), class
-    // c = h % r, i.e. the map {s*w' + c, r, ceil((len_s - c)/r)} on the query and the key side.
-    int seg_len, dilation, seg0, nseg;
+    // Which virtual sequence each block runs (SequenceGrid above).
+    SequenceGrid seqs;
     // Launch-order groups of this many sequences (0: plain grid order): dilated branches and
     // dense rows (tile_scheduler.cuh: resolve_block, persistent_query_tile).
     int group;
@@ -95,22 +91,22 @@ struct Params {
     // dq_accum holds the tokens [accum_tok0, accum_tok0 + accum_tokens): (B, accum_tokens, H, D),
     // so that a dilated backward can walk the sequence in chunks with a small accumulator.
     int accum_tok0, accum_tokens;
-    // Block-sparse only: the pattern (host; the launchers bind `tiles` for their tile shape from
-    // it, layers/cuda/attention/block_sparse_lists.cuh; nullptr for the other patterns), its rules for the
-    // element mask (by value, explicit layouts on the device), and the bound tile lists.
-    const AttnPattern* sparse;
-    BlockSparseRules bs;
-    BlockSparseTileView tiles;
-    // The launch's pattern kind (each schedule's `serves` asks for its own) and a pattern's small
-    // rules for its schedule, set by its module's bind (layers/patterns/<name>.cuh says what they
-    // are; fixed: stride, summary).
-    AttnKind kind;
-    int rules[2];
+    // What the launch's pattern module's schedule reads (its member, set by the module's bind
+    // and bind_tiles, layers/patterns/<stem>.cuh), and the pattern itself (host memory: each
+    // schedule's `serves` asks for its own kind, and a launcher binds what its tile shape needs
+    // from it, bind_tiles; it must outlive the launch calls, not the kernels).
+    PatternLaunchArgs args;
+    const AttnPattern* pattern;
 };
+// A struct of every module's member, not a union: the kernels' arguments then lie where they
+// did when they were named fields here, and compile to the same machine code (a union's members
+// compiled differently); 384 bytes keeps the offsets of the arguments after it (the persistent
+// kernels' tile counts, the row-wise kernels' B).
+static_assert(sizeof(Params) <= 384, "the kernels' argument layout (see args above)");
 
 // The most rows a block's map can have: the launch grid's tile count comes from it.
 inline int max_rows(const Params& p, const RowMap& dense) {
-    return p.seg_len > 0 ? (p.seg_len - 1) / p.dilation + 1 : dense.len;
+    return p.seqs.len > 0 ? (p.seqs.len - 1) / p.seqs.step + 1 : dense.len;
 }
 
 }  // namespace flash

@@ -18,7 +18,7 @@ __host__ __device__ constexpr int ws_box_rows(int step) { return step <= 2 ? 128
 // `base` on, or a dilated branch's virtual sequences at its step r (the TMA's element stride,
 // r <= 8). The buffers' alignment is the tensor maps' to check (make_row_tensor_map).
 inline bool ws_serves(const Params& p) {
-    return p.seg_len > 0 ? p.dilation <= kWsMaxStep : p.qrows.step == 1 && p.krows.step == 1;
+    return p.seqs.len > 0 ? p.seqs.step <= kWsMaxStep : p.qrows.step == 1 && p.krows.step == 1;
 }
 
 // TMA loads of `rows` rows of a map from its row r0, head h of sequence b, into dst ([D/64][rows]

@@ -1,19 +1,51 @@
-// Block-sparse tile lists on the device: built on the host once per (pattern, sequence, sides,
-// tile shape) by block_sparse_tile_lists (layers/patterns/block_sparse_tiles.h), uploaded, and
-// kept for the life of the program, so a training step or a ring step after the first costs a
-// map lookup. Compiled once, into attention_flash.o (attention_flash.cu includes this file).
+// What block-sparse launches put on the device, built on the host and kept for the life of the
+// program (so a training step or a ring step after the first costs a map lookup):
+//   - an explicit layout (BlockLayout), uploaded once: block_sparse_args_cuda gives the kernel
+//     arguments with its device view (the module's device_args, block_sparse.cuh);
+//   - the tile lists, per (pattern, sequence, sides, tile shape), built by
+//     block_sparse_tile_lists (block_sparse_tiles.h): block_sparse_tiles_cuda (its bind_tiles).
+// Inline, with one cache per program (a function's statics), whichever units include it.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
 #include <vector>
 #include "layers/cuda/attention/params.cuh"
+#include "layers/cuda/common.cuh"
 #include "layers/patterns/block_sparse_tiles.h"
 
-namespace flash {
+// The pattern's kernel arguments, its explicit layout (if any) uploaded once and kept (the cache
+// holds the layout too, so its address is never reused; device 0's copies: tests, inference).
+inline BlockSparseArgs block_sparse_args_cuda(const BlockSparseParams& s) {
+    const std::shared_ptr<const BlockLayout>& layout = s.layout;
+    if (!layout) return to_args(s);
+    struct Uploaded {
+        std::shared_ptr<const BlockLayout> keep;
+        int *row_ptr = nullptr, *cols = nullptr;
+    };
+    static std::mutex mu;
+    static std::map<const BlockLayout*, Uploaded> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    Uploaded& u = cache[layout.get()];
+    if (!u.keep) {
+        u.keep = layout;
+        CUDA_CHECK(cudaMalloc(&u.row_ptr, layout->row_ptr.size() * sizeof(int)));
+        CUDA_CHECK(cudaMalloc(&u.cols, std::max<size_t>(layout->cols.size(), 1) * sizeof(int)));
+        CUDA_CHECK(cudaMemcpy(u.row_ptr, layout->row_ptr.data(), layout->row_ptr.size() * sizeof(int), cudaMemcpyHostToDevice));
+        if (!layout->cols.empty())
+            CUDA_CHECK(cudaMemcpy(u.cols, layout->cols.data(), layout->cols.size() * sizeof(int), cudaMemcpyHostToDevice));
+        // The copies may return before the data lands (pageable memory, legacy stream), and a
+        // caller's non-blocking stream is not ordered after them.
+        CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+    }
+    // to_args derives what the element mask needs (an explicit layout among its block rules),
+    // now with the device view.
+    return to_args(s, BlockLayoutView{u.row_ptr, u.cols, layout->n_blocks, layout->heads});
+}
 
-namespace {
+namespace flash {
 
 // What the lists depend on: the pattern's rules (an explicit layout by identity: the entry keeps
 // it alive, so its address is never reused), the global length, the heads, the two sides and
@@ -28,7 +60,7 @@ struct DeviceTileLists {
     size_t bytes = 0;
 };
 
-DeviceTileLists upload_tile_lists(const TileLists& t) {
+inline DeviceTileLists upload_tile_lists(const TileLists& t) {
     std::vector<int> all;
     auto append = [&](const std::vector<int>& v, const std::vector<char>* cut) {
         const size_t at = all.size();
@@ -48,11 +80,9 @@ DeviceTileLists upload_tile_lists(const TileLists& t) {
     return out;
 }
 
-}  // namespace
-
 // The lists of p's sides (query rows from p.q_pos0, key rows from p.k_pos0, contiguous
 // positions) for tiles of BM query rows and BN key rows.
-BlockSparseTileView block_sparse_tiles_cuda(const AttnPattern& pattern, const Params& p, int BM, int BN) {
+inline BlockSparseTileView block_sparse_tiles_cuda(const AttnPattern& pattern, const Params& p, int BM, int BN) {
     const BlockSparseParams& s = pattern.block_sparse;
     static std::mutex mu;
     static std::map<TileListKey, DeviceTileLists> cache;

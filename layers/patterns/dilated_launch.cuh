@@ -1,13 +1,15 @@
 // Dilated attention (LongNet, docs/attention-spec.md#dilated) on the flash kernels: the
-// launch logic per branch, no kernels of its own beyond a fill. The public launchers
-// attention_forward_cuda / attention_backward_cuda (attention_flash.h, defined in
-// attention_flash.cu, which compiles this file) come here for a Dilated pattern; the CPU reference
-// is layers/attention_dilated.h (and layers/attention.h).
+// launch logic per branch (the module's PatternLaunches, layers/cuda/attention/
+// launch_template.cuh), no kernels of its own. The public launchers attention_forward_cuda /
+// attention_backward_cuda (attention_flash.h, defined in attention_flash.cu, which compiles this
+// file through layers/patterns/all_launch.cuh) and the two-sided ones (launch_two_sided.cuh) come
+// here for a Dilated pattern; the CPU reference is layers/patterns/dilated_reference.h (and
+// layers/attention.h).
 //
 // A branch (w, r), w' = min(w, N), is ordinary attention over many short virtual sequences: for
 // segment s and head h, the rows s*w' + c, s*w' + c + r, ... of the segment (c = h % r), i.e. the
-// RowMap {s*w' + c, r, ceil((len_s - c)/r)} on the query and the key side (Params::seg_len,
-// dilation, seg0, nseg; resolve_block gives each block its map). The kernels read Q, K, V, dO in
+// RowMap {s*w' + c, r, ceil((len_s - c)/r)} on the query and the key side (Params::seqs, a
+// SequenceGrid {w', r, first segment, segments}; resolve_block gives each block its map). The kernels read Q, K, V, dO in
 // place through those maps: no gathered copies, no per-branch output buffers.
 //
 // Forward: branch by branch. The first writes O (bf16) and L (fp32); each later one merges its
@@ -33,17 +35,9 @@
 #include <numeric>
 #include <vector>
 #include "layers/cuda/attention/launch_template.cuh"
+#include "layers/patterns/dilated.cuh"
 
 namespace flash {
-
-template <typename T>
-__global__ void fill_kernel(T* x, size_t n, T value) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        x[i] = value;
-}
-// Launches fill_kernel<float>; defined once, in attention_flash.cu (see launch_preprocess in
-// launch_template.cuh for why kernels are not launched from inline code in these headers).
-void launch_fill(float* x, size_t n, float value, cudaStream_t stream);
 
 struct DilatedBranch {
     int w, r;  // effective segment length min(w_i, N), dilation
@@ -103,10 +97,7 @@ inline size_t dilated_workspace_bytes(const AttnShape& s, const AttnPattern& pat
 
 // Point p at segments [seg0, seg0 + nseg) of branch `br`.
 inline void set_branch(Params& p, const DilatedBranch& br, int seg0, int nseg) {
-    p.seg_len = br.w;
-    p.dilation = br.r;
-    p.seg0 = seg0;
-    p.nseg = nseg;
+    p.seqs = SequenceGrid{br.w, br.r, seg0, nseg};
 }
 
 inline void dilated_forward(int variant, const Params& base, const AttnPattern& pattern, const AttnShape& s,
@@ -196,5 +187,45 @@ inline void dilated_backward(int variant, const Params& base, const AttnPattern&
     if (s.D == 64) dilated_backward_impl<64>(v, base, pattern, s, workspace, stream);
     else dilated_backward_impl<128>(v, base, pattern, s, workspace, stream);
 }
+
+// The segments of a branch of effective length w that hold rows of both sides of a two-sided
+// launch: [seg0, +nseg).
+inline bool shared_segments(int w, const Params& p, int& seg0, int& nseg) {
+    const int q_lo = p.q_pos0 / w, q_hi = (p.q_pos0 + p.q_tokens - 1) / w;
+    const int k_lo = p.k_pos0 / w, k_hi = (p.k_pos0 + p.kv_tokens - 1) / w;
+    seg0 = std::max(q_lo, k_lo);
+    nseg = std::min(q_hi, k_hi) - seg0 + 1;
+    return nseg > 0;
+}
+
+// The module's launches (PatternLaunches, launch_template.cuh says what each does).
+template <>
+struct PatternLaunches<DilatedPattern> {
+    static void forward(int variant, const Params& p, const AttnPattern& pattern, const AttnShape& s, cudaStream_t stream) {
+        dilated_forward(variant, p, pattern, s, stream);
+    }
+    static void backward(int variant, const Params& p, const AttnPattern& pattern, const AttnShape& s, float* workspace,
+                         cudaStream_t stream) {
+        dilated_backward(variant, p, pattern, s, workspace, stream);
+    }
+    static size_t backward_workspace_bytes(const AttnShape& s, const AttnPattern& pattern) {
+        return dilated_workspace_bytes(s, pattern);
+    }
+    // Branch by branch, each over the segments that hold rows of both sides, always merging (from
+    // O = 0, L = -inf that the caller fills: pattern_launches_per_branch).
+    template <typename Run>
+    static void for_each_launch(const Params& p, const AttnPattern& pattern, const AttnDims& dm, bool /*merge*/, int group,
+                                Run run) {
+        for (const DilatedBranch& br : dilated_branches(pattern, dm.seq_len)) {
+            int seg0, nseg;
+            if (!shared_segments(br.w, p, seg0, nseg)) continue;  // no segment holds rows of both sides
+            Params q = p;
+            set_branch(q, br, seg0, nseg);
+            q.group = group;
+            q.accumulate = true;
+            run(q);
+        }
+    }
+};
 
 }  // namespace flash
