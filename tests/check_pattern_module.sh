@@ -5,9 +5,10 @@
 # each of all_params.h, all.h, all.cuh (and all_launch.cuh for a pattern with launches of its
 # own); nothing else in the production code names it. Checked by taking each out in turn: a copy
 # of the sources without its files and lines still builds (every header of core/, data/, comm/,
-# layers/ and model/ with g++; the flash kernels' instantiation unit with nvcc, whose instance
-# tables come from the list). The canary, per pattern: the same copy with the files gone but the
-# lines kept must fail, or the check could not fail.
+# layers/ and model/ with g++; the flash kernels' instantiation unit with nvcc to PTX, every
+# kernel template instantiated from the list, without ptxas's minutes per copy). The canary, per
+# pattern: the same copy with the files gone but the lines kept must fail, or the check could not
+# fail.
 #   tests/check_pattern_module.sh [--quick]   (--quick: the host headers only, no nvcc)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -80,8 +81,8 @@ for stem in "${stems[@]}"; do
     if host_build "$work/without_$stem"; then pass "without the $stem pattern: every header of core/ data/ comm/ layers/ model/ compiles"
     else fail "without the $stem pattern the headers do not compile:"; grep -m3 error "$work/without_$stem.log"; fi
     if [ "${1:-}" != --quick ]; then
-        if (cd "$work/without_$stem" && nice "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. --expt-relaxed-constexpr \
-                -Xcompiler -fopenmp -c -o flash.o layers/cuda/attention/attention_flash.cu) > "$work/nvcc_$stem.log" 2>&1; then
+        if (cd "$work/without_$stem" && nice "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=compute_90a -I. --expt-relaxed-constexpr \
+                -Xcompiler -fopenmp -ptx -o flash.ptx layers/cuda/attention/attention_flash.cu) > "$work/nvcc_$stem.log" 2>&1; then
             pass "without the $stem pattern: the flash kernels' instantiation unit compiles (its instances from the list)"
         else fail "without the $stem pattern attention_flash.cu does not compile:"; grep -m3 error "$work/nvcc_$stem.log"; fi
     fi
