@@ -15,6 +15,8 @@
 #                                    v2: hybrid1m-$VA@1 and @2 (1M windows, train --cp 2), scored at <= 128K
 #                                    v3: their 512K-1M scores and loss by position beside
 #                                        hybrid128k-$VB@2 and @3; the tables
+#                                    v4: hybrid128k-whole@1-3 beside hybrid1m-$VA@1's demonstration
+#                                        and hybrid1m-$VA@2's loss by position; the tables
 #                                    (VA=pkfar, VB=leadmk unless set: variants of scripts/retrieval_study.sh)
 #   scripts/retrieval_demo.sh check  one GPU: every step above, shortened, with its timings
 #   scripts/retrieval_demo.sh pack   (on the CPU machine, after `make all` and `make data CORPUS=long`)
@@ -154,5 +156,11 @@ case $call in
                "2|$me finish hybrid128k-$VB@2 $m" "3|$me finish hybrid128k-$VB@3 $m"
         $study table
         pack ;;
-    *) echo "usage: scripts/retrieval_demo.sh 1|2|3|v1|v2|v3|check|pack" >&2; exit 2 ;;
+    v4) # ~6.5 minutes: the third variant's 128K runs beside the 1M runs' demonstration and loss by position
+        m=$(left 430)
+        $lanes "0|$me finish hybrid128k-whole@1 $m" "1|$me finish hybrid128k-whole@2 $m" "2|$me finish hybrid128k-whole@3 $m" \
+               "3|$study demo:hybrid1m-$VA@1 positions:hybrid1m-$VA@2"
+        $study table
+        pack ;;
+    *) echo "usage: scripts/retrieval_demo.sh 1|2|3|v1|v2|v3|v4|check|pack" >&2; exit 2 ;;
 esac
