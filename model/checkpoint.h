@@ -3,7 +3,8 @@
 // checkpoints also hold the AdamW moments as "optim.m.<name>" and "optim.v.<name>".
 // Metadata (all strings): "format" = "longnet-gpt/1", "config" (the GPTConfig as JSON),
 // "tokenizer" (the SentencePiece .model file, base64), and for training state "step",
-// "loader_epoch", "loader_cursor", "train_args" (the flags that shape the run, as JSON).
+// "loader_epoch", "loader_cursor", "train_args" (the flags that shape the run, as JSON) and, since issue 41, "recipe" (the identities of the
+// token files it trains on: data/identity.h).
 #pragma once
 #include <dirent.h>
 #include <algorithm>
@@ -63,6 +64,7 @@ struct TrainState {
     int updates = 0;  // AdamW updates applied: step less the steps skipped for a non-finite loss
     uint64_t loader_epoch = 0, loader_cursor = 0;
     std::string train_args;  // JSON
+    std::string recipe;      // the token files' identities, JSON (data/identity.h); "" in checkpoints from before them
 };
 
 struct Checkpoint {
@@ -121,6 +123,7 @@ inline void save_checkpoint(const std::string& path, ModelBackend& model, const 
         meta["loader_epoch"] = std::to_string(state->loader_epoch);
         meta["loader_cursor"] = std::to_string(state->loader_cursor);
         meta["train_args"] = state->train_args;
+        if (!state->recipe.empty()) meta["recipe"] = state->recipe;
     }
     write_safetensors(path, tensors, meta);
 }
@@ -195,6 +198,8 @@ inline Checkpoint load_checkpoint(const std::string& path) {
         } catch (const JsonError& e) {
             fatal("checkpoint %s: its train_args are corrupt (%s): use another checkpoint", path.c_str(), e.what());
         }
+        // Checked where it is used (train --resume), which names the file; infer does not need it.
+        if (f.metadata.count("recipe")) c.state.recipe = meta("recipe");
     }
     return c;
 }
