@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/encode_docs.h"
+#include "data/identity.h"
 #include "data/loader.h"
 #include "core/rng.h"
 #include "data/shard.h"
@@ -92,6 +93,52 @@ static void test_shard_corruption() {
                  {"vocab_size"});
     check(read_shard(path).tokens == std::vector<uint32_t>({1, 2, 3}),
           "failed write leaves the previous shard intact");
+}
+
+// ---------------------------------------------------------------- file identities (data/identity.h)
+
+static void test_identity() {
+    const std::string path = tmp_dir() + "/ident.bin";
+    std::string blob(3 << 20, '\0');
+    for (size_t i = 0; i < blob.size(); i++) blob[i] = char(i * 2654435761u >> 13);
+    write_file_atomic(path, blob);
+    const FileIdentity base = file_identity(path);
+    check(base.exists && base.size == blob.size(), "identity: a file's size");
+    check(file_identity(path).hash == base.hash, "identity: the same bytes, the same hash");
+    auto with = [&](size_t at, char c) { std::string b = blob; b[at] ^= c; write_file_atomic(path, b); return file_identity(path); };
+    check(with(20, 1).hash != base.hash, "identity: a change in the header changes the hash");
+    check(with(blob.size() - 1, 1).hash != base.hash, "identity: a change in the last MiB changes the hash");
+    // The documented limit: the middle is not read (a 50M-token shard is not hashed whole at every resume).
+    check(with(blob.size() / 2, 1).hash == base.hash, "identity: the middle MiB is not hashed (data/identity.h says why)");
+    write_file_atomic(path, blob.substr(0, 100));
+    check(file_identity(path).size == 100, "identity: a file under a MiB");
+    check(!file_identity(tmp_dir() + "/none.bin").exists, "identity: a missing file");
+
+    write_file_atomic(path, blob);
+    const std::vector<RecipeFile> saved = {{"train.bin", "c/train.bin", base}, {"--mix", "t.bin", base}};
+    const std::vector<RecipeFile> back = recipe_from_json(recipe_to_json(saved));
+    check(back.size() == 2 && back[1].role == "--mix" && back[1].path == "t.bin" && back[1].id.size == base.size &&
+              back[1].id.hash == base.hash, "recipe: JSON round trip");
+    check(recipe_difference(saved, {{"train.bin", "d/train.bin", base}, {"--mix", "t.bin", base}}).empty(),
+          "recipe: the corpus is matched by role, not path");
+    FileIdentity other = base;
+    other.hash++;
+    check(recipe_difference(saved, {{"train.bin", "c/train.bin", base}, {"--mix", "t.bin", other}}).find("t.bin has the same size but other content") != std::string::npos,
+          "recipe: other content named");
+    check(recipe_difference(saved, {{"train.bin", "c/train.bin", base}, {"--mix", "t.bin", {}}}).find("t.bin is missing") != std::string::npos,
+          "recipe: a missing shard named");
+    check(recipe_difference(saved, {{"train.bin", "c/train.bin", base}}).find("do not name") != std::string::npos,
+          "recipe: a recorded shard the flags do not name");
+    for (const char* bad : {"{}", "{\"files\":[{\"role\":\"x\",\"path\":\"p\",\"size\":1,\"hash\":\"0000000000000000\"}]}",
+                            "{\"files\":[{\"role\":\"--mix\",\"path\":\"p\",\"size\":1,\"hash\":\"zz\"}]}"}) {
+        bool threw = false;
+        try {
+            recipe_from_json(bad);
+        } catch (const JsonError&) {
+            threw = true;
+        }
+        check(threw, std::string("recipe: refuses ") + bad);
+    }
 }
 
 // ---------------------------------------------------------------- PRNG and loader
@@ -529,6 +576,7 @@ static int main_body() {
     test_shard_roundtrip(65536, "2-byte tokens at vocab 65536");
     test_shard_roundtrip(70000, "4-byte tokens");
     test_shard_corruption();
+    test_identity();
     test_rng();
     test_loader();
     test_doc_start();
