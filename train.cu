@@ -17,6 +17,7 @@
 #include "core/io.h"
 #include "core/output_path.h"
 #include "data/batch_source.h"
+#include "data/identity.h"
 #include "data/loader.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
@@ -206,7 +207,9 @@ static RunShape validate_args(const TrainArgs& a, Device device) {
 // ---- Load: the corpus, the model's config, the run resumed or the weights started from.
 // Everything that can fail on bad input is checked before anything is written.
 
-// A resumed run must share every flag that decides the losses with the run it continues.
+// A resumed run must share every flag that decides the losses with the run it continues, both
+// ways: a flag the run recorded (--schedule, --mix) but this resume leaves out is refused too, or
+// the steps after it would train on another shape and the next checkpoint forget it.
 static void require_same_run_flags(const std::string& saved_json, const std::string& now_json, const std::string& out) {
     const Json saved = JsonParser(saved_json).parse(), now = JsonParser(now_json).parse();
     auto text = [](const Json& v) {
@@ -222,6 +225,64 @@ static void require_same_run_flags(const std::string& saved_json, const std::str
             fatal("--resume: %s is %s but the run in %s used %s: pass the same value to resume", flag.c_str(),
                   text(value).c_str(), out.c_str(), text(saved.at(key)).c_str());
     }
+    for (const auto& [key, value] : saved.obj) {
+        std::string flag = "--" + key;
+        for (char& c : flag) c = c == '_' ? '-' : c;
+        if (!now.has(key))
+            fatal("--resume: the run in %s trained with %s '%s'; pass the same %s, or start a new run with another --out",
+                  out.c_str(), flag.c_str(), text(value).c_str(), flag.c_str());
+    }
+}
+
+// The recorded --schedule and --mix must parse as they did when the run began: one that does not
+// (an edited or damaged file) would otherwise be reported as a flag to pass again.
+static void require_recorded_recipe_valid(const std::string& saved_json, const std::string& path) {
+    const Json saved = JsonParser(saved_json).parse();
+    try {
+        std::vector<TrainStage> stages{{}};
+        if (saved.has("schedule"))
+            stages = parse_schedule(saved.at("schedule").as_string(),
+                                    {0, (int)saved.at("seq_len").as_int("seq_len", 2, kMaxSeqLen), (int)saved.at("batch").as_int("batch", 1, kMaxSeqLen)},
+                                    (int)saved.at("steps").as_int("steps", 1, INT32_MAX), kMaxSeqLen);
+        if (saved.has("mix")) parse_mix(saved.at("mix").as_string(), stages.size());
+    } catch (const std::runtime_error& e) {  // FatalError from the parsers, JsonError for a value of the wrong kind
+        fatal("--resume: %s is corrupt: its recorded recipe does not parse (%s): use another checkpoint, or start a new run "
+              "with another --out", path.c_str(), e.what());
+    }
+}
+
+// The token files this run trains on, identified (data/identity.h): recorded in every checkpoint.
+static std::vector<RecipeFile> run_files(const TrainArgs& a, const RunShape& shape) {
+    std::vector<RecipeFile> files;
+    for (const char* name : {"train.bin", "val.bin"}) files.push_back({name, a.data + "/" + name, file_identity(a.data + "/" + name)});
+    for (const auto& stage : shape.mix)
+        for (const MixedShard& m : stage) {
+            bool seen = false;
+            for (const RecipeFile& f : files) seen = seen || (f.role == "--mix" && f.path == m.path);
+            if (!seen) files.push_back({"--mix", m.path, file_identity(m.path)});
+        }
+    return files;
+}
+
+// The files the checkpoint recorded must be the ones this resume reads. A checkpoint from before
+// they were recorded resumes with a warning (its next checkpoint records the files read now).
+static void require_same_files(const Checkpoint& ck, const std::vector<RecipeFile>& now, const std::string& path, bool say) {
+    if (ck.state.recipe.empty()) {
+        if (say)
+            std::fprintf(stderr, "warning: --resume: %s records no identities of train.bin, val.bin or the --mix shards "
+                                 "(written before train recorded them): they are not checked\n", path.c_str());
+        return;
+    }
+    std::vector<RecipeFile> saved;
+    try {
+        saved = recipe_from_json(ck.state.recipe);
+    } catch (const JsonError& e) {
+        fatal("--resume: %s is corrupt: its recorded recipe does not parse (%s): use another checkpoint, or start a new run "
+              "with another --out", path.c_str(), e.what());
+    }
+    const std::string diff = recipe_difference(saved, now);
+    if (!diff.empty())
+        fatal("--resume: %s: restore the run's files, or start a new run with another --out", diff.c_str());
 }
 
 // "" when the two models are the same, else which flag differs and how.
@@ -326,7 +387,7 @@ struct ResumePoint {
 
 // With --resume, *cfg becomes the checkpoint's model.
 static ResumePoint load_resume_point(const TrainArgs& a, const Flags& flags, const char* device_used, const Tokenizer& tok,
-                                     GPTConfig* cfg) {
+                                     const std::vector<RecipeFile>& files, bool say, GPTConfig* cfg) {
     ResumePoint rp;
     rp.path = latest_checkpoint(a.out);
     if (!a.resume) {
@@ -338,6 +399,7 @@ static ResumePoint load_resume_point(const TrainArgs& a, const Flags& flags, con
     rp.ck = load_checkpoint(rp.path);
     if (!rp.ck.has_train_state) fatal("--resume: %s holds no training state", rp.path.c_str());
     try {
+        require_recorded_recipe_valid(rp.ck.state.train_args, rp.path);
         require_same_run_flags(rp.ck.state.train_args, a.to_json(device_used), a.out);
     } catch (const JsonError& e) {
         fatal("--resume: %s: its train_args are corrupt (%s): use another checkpoint", rp.path.c_str(), e.what());
@@ -346,6 +408,7 @@ static ResumePoint load_resume_point(const TrainArgs& a, const Flags& flags, con
     *cfg = rp.ck.cfg;
     if (rp.ck.tokenizer != tok.serialized_model())
         fatal("--resume: %s/tokenizer.model differs from the one the checkpoint was trained with", a.data.c_str());
+    require_same_files(rp.ck, files, rp.path, say);
     return rp;
 }
 
@@ -637,6 +700,7 @@ static bool poison_after(int step) {
 struct LoopInputs {
     const TrainArgs& a;
     const char* device_used;  // what --device resolved to, recorded in checkpoints
+    const std::string& recipe;  // the token files' identities, recorded in checkpoints
     ParallelContext& px;
     ModelBackend& model;
     BatchSource& train;
@@ -826,7 +890,7 @@ class TrainLoop {
         if (say()) {
             refuse_non_finite_state(at_step);
             const LoaderState ls = in_.train.expected_corpus_state(at_step);
-            TrainState st{at_step, updates_, ls.epoch, ls.cursor, a_.to_json(in_.device_used)};
+            TrainState st{at_step, updates_, ls.epoch, ls.cursor, a_.to_json(in_.device_used), in_.recipe};
             save_checkpoint(checkpoint_path(a_.out, at_step), in_.model, in_.corpus.tok.serialized_model(), &st);
             // Only once the new checkpoint is safely in place do the oldest ones go.
             const std::vector<std::string> all = list_checkpoints(a_.out);
@@ -894,7 +958,9 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
     const bool say = px.leader();
     const Corpus corpus = load_corpus(a);
     GPTConfig cfg = config_from_flags(a, flags, corpus.tok.vocab_size());
-    const ResumePoint resume = load_resume_point(a, flags, device_used, corpus.tok, &cfg);
+    const std::vector<RecipeFile> files = run_files(a, shape);
+    const std::string recipe = recipe_to_json(files);
+    const ResumePoint resume = load_resume_point(a, flags, device_used, corpus.tok, files, say, &cfg);
     validate_config(cfg);  // the whole model: its attention patterns, or the checkpoint's under train's head dims
     std::vector<float> init_params = load_init_weights(a, cfg, corpus.tok, say);
     const AttnBackend attn = choose_attention(a, cfg, device);
@@ -914,7 +980,7 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
         report_parallel(a, cfg, plans[0], px);
     }
 
-    TrainLoop loop({a, device_used, px, *model, train, plans, corpus, metrics}, step, updates);
+    TrainLoop loop({a, device_used, recipe, px, *model, train, plans, corpus, metrics}, step, updates);
     const bool stopped = loop.run();
     std::fclose(metrics);
     if (stopped) {
