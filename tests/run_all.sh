@@ -31,6 +31,7 @@ run launch tests/test_launch.sh
 run data ./build/test_data
 run data_cli tests/test_data_cli.sh
 run train_cli tests/test_train_cli.sh
+run run_lock tests/test_run_lock.sh
 run recorded_values tests/test_recorded_values.sh
 run output_paths tests/test_output_paths.sh
 run bounded_reads tests/test_bounded_reads.sh
