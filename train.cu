@@ -539,12 +539,14 @@ static int load_model_state(ModelBackend& model, const GPTConfig& cfg, const Tra
 
 // One writer per --out (issue 41): the leader holds --out/.lock (core/run_lock.h) until the
 // process ends, so a second run on the same folder is refused before it reads or writes there.
-// An existing --out is locked before its checkpoints are read (lock_existing_out, first thing in
-// train_rank); a new one as soon as open_metrics makes it, before metrics.csv is written.
+// An --out that holds a lock file (any folder a run wrote) is locked before its checkpoints are
+// read (lock_existing_out, first thing in train_rank), without a change to the folder (a run
+// refused for a bad flag leaves it as it was); any other --out as soon as open_metrics makes it,
+// before metrics.csv is written.
 static RunLock out_lock;
 
 static void lock_existing_out(const TrainArgs& a, bool say) {
-    if (say && is_directory(a.out)) out_lock.acquire(a.out, "--out");
+    if (say && is_directory(a.out)) out_lock.acquire(a.out, "--out", /*only_if_present=*/true);
 }
 
 // metrics.csv, a row at a time (issue 41). Each row is one write(2) to the file, so it is in the

@@ -4,8 +4,9 @@
 // there. The kernel drops the lock when the holder dies, kill -9 included, so a stale .lock left
 // by a killed run never blocks: its pid text is only information.
 // acquire() takes the lock and leaves the file's bytes alone (a run refused later for a bad flag
-// leaves the folder as it was); write_pid() records the holder once it starts writing there. A
-// refused run names the holder from /proc/locks (the kernel's word), else from the file's text.
+// leaves the folder as it was: with only_if_present, it creates no lock file either);
+// write_pid() records the holder once it starts writing there. A refused run names the holder
+// from /proc/locks (the kernel's word), else from the file's text.
 // core/: depends only on core/error.h and the C library.
 #pragma once
 #include <cerrno>
@@ -32,13 +33,16 @@ class RunLock {
     bool held() const { return fd_ >= 0; }
 
     // Takes the lock of directory `dir` (which must exist), or fails with one line naming `flag`
-    // ("--out"), the holder's pid and the fix.
-    void acquire(const std::string& dir, const char* flag) {
+    // ("--out"), the holder's pid and the fix. With only_if_present, a folder without a lock file
+    // is left as it is (nothing created) and not locked: the caller locks it, creating the file,
+    // when it starts writing there.
+    void acquire(const std::string& dir, const char* flag, bool only_if_present = false) {
         if (fd_ >= 0) return;
         path_ = dir + "/.lock";
         int fd;
-        do fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        do fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (only_if_present ? 0 : O_CREAT), 0644);
         while (fd < 0 && errno == EINTR);
+        if (fd < 0 && errno == ENOENT && only_if_present) return;
         if (fd < 0) fatal("%s %s: cannot open its lock file %s (%s): check the permissions of %s", flag, dir.c_str(), path_.c_str(),
                           std::strerror(errno), dir.c_str());
         int rc;
