@@ -4,8 +4,11 @@
 // The sections below are the run's phases in the order they run (parse, validate, load, plan,
 // start, report, run, sample); main_body and train_rank, at the bottom, call them in turn.
 #include <cuda_runtime.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <csignal>
+#include <cstdarg>
 #include <cstring>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +19,7 @@
 #include "core/flags.h"
 #include "core/io.h"
 #include "core/output_path.h"
+#include "core/run_lock.h"
 #include "data/batch_source.h"
 #include "data/identity.h"
 #include "data/loader.h"
@@ -596,20 +600,81 @@ static int load_model_state(ModelBackend& model, const GPTConfig& cfg, const Tra
     return step;
 }
 
-// --out with every missing parent (mkdir -p), and metrics.csv in it: kept up to `step` when
-// resuming, else new. One rank writes --out; the others' metrics go to /dev/null.
-static FILE* open_metrics(const TrainArgs& a, bool say, int step) {
-    for (size_t at = a.out.find('/', 1); say; at = a.out.find('/', at + 1)) {
+// One writer per --out (issue 41): the leader holds --out/.lock (core/run_lock.h) until the
+// process ends, so a second run on the same folder is refused before it reads or writes there.
+// An --out that holds a lock file (any folder a run wrote) is locked before its checkpoints are
+// read (lock_existing_out, first thing in train_rank), without a change to the folder (a run
+// refused for a bad flag leaves it as it was); any other --out as soon as open_metrics makes it,
+// before metrics.csv is written.
+static RunLock out_lock;
+
+static void lock_existing_out(const TrainArgs& a, bool say) {
+    if (say && is_directory(a.out)) out_lock.acquire(a.out, "--out", /*only_if_present=*/true);
+}
+
+// metrics.csv, a row at a time (issue 41). Each row is one write(2) to the file, so it is in the
+// kernel before the step's checkpoint is (kill -9 loses no row a checkpoint covers), and sync()
+// puts the rows on disk before each checkpoint. A failed write (disk full, a file-size limit)
+// cuts its torn part off and stops the run in one line. Ranks other than the leader write none.
+struct MetricsLog {
+    std::string path;
+    int fd = -1;
+
+    __attribute__((format(printf, 2, 3))) void row(const char* fmt, ...) {
+        if (fd < 0) return;
+        char buf[512];
+        va_list ap;
+        va_start(ap, fmt);
+        const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+        va_end(ap);
+        if (n < 0 || n >= (int)sizeof buf) fatal("internal error: a metrics row of %d bytes for %s", n, path.c_str());
+        struct stat st;
+        if (::fstat(fd, &st) != 0) failed(errno);
+        for (size_t done = 0; done < (size_t)n;) {
+            const ssize_t w = ::write(fd, buf + done, (size_t)n - done);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) {
+                const int e = w < 0 ? errno : EIO;
+                if (::ftruncate(fd, st.st_size) != 0) {}  // best effort: end on the last whole row
+                failed(e);
+            }
+            done += (size_t)w;
+        }
+    }
+    void sync() {
+        if (fd >= 0 && ::fsync(fd) != 0) failed(errno);
+    }
+    void close() {
+        if (fd >= 0 && ::close(fd) != 0) {
+            fd = -1;
+            failed(errno);
+        }
+        fd = -1;
+    }
+    [[noreturn]] void failed(int e) const {
+        fatal("cannot write %s (%s): free space (or raise the file-size limit, ulimit -f), then --resume from the last checkpoint",
+              path.c_str(), std::strerror(e));
+    }
+};
+
+// --out with every missing parent (mkdir -p), locked, and metrics.csv in it: kept up to `step`
+// when resuming, else new. One rank writes --out; the others write no metrics.
+static MetricsLog open_metrics(const TrainArgs& a, bool say, int step) {
+    MetricsLog log;
+    if (!say) return log;
+    for (size_t at = a.out.find('/', 1);; at = a.out.find('/', at + 1)) {
         const std::string dir = a.out.substr(0, at);
         if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) fatal("cannot create --out %s (%s)", dir.c_str(), strerror(errno));
         if (at == std::string::npos) break;
     }
-    const std::string metrics_path = say ? a.out + "/metrics.csv" : "/dev/null";
-    if (say && a.resume) truncate_metrics(metrics_path, step);
-    else if (say) write_file_atomic(metrics_path, std::string("step,split,loss,lr,grad_norm,tokens_per_s,elapsed_s\n"));
-    FILE* metrics = std::fopen(metrics_path.c_str(), "a");
-    if (!metrics) fatal("cannot append to %s", metrics_path.c_str());
-    return metrics;
+    out_lock.acquire(a.out, "--out");
+    out_lock.write_pid();
+    log.path = a.out + "/metrics.csv";
+    if (a.resume) truncate_metrics(log.path, step);
+    else write_file_atomic(log.path, std::string("step,split,loss,lr,grad_norm,tokens_per_s,elapsed_s\n"));
+    log.fd = ::open(log.path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);  // a resumed folder may have lost it
+    if (log.fd < 0) fatal("cannot append to %s (%s)", log.path.c_str(), strerror(errno));
+    return log;
 }
 
 // ---- Report: what the run is, printed by the leader before the first step.
@@ -706,7 +771,7 @@ struct LoopInputs {
     BatchSource& train;
     const std::vector<StagePlan>& plans;
     const Corpus& corpus;
-    FILE* metrics;
+    MetricsLog& metrics;
 };
 
 // One step's outcome, for the log.
@@ -737,7 +802,6 @@ class TrainLoop {
             const bool stop = stop_requested();
             if (checkpoint_due() || stop) save(step_);
             std::fflush(stdout);
-            std::fflush(in_.metrics);
             // Test hook: die here as `kill -9` would (no cleanup), to prove resume is exact.
             if (kill_at_step_ == step_) raise(SIGKILL);
             if (stop) return true;
@@ -836,8 +900,7 @@ class TrainLoop {
 
     void skip_step(const StepResult& r) {
         bad_in_a_row_++;
-        std::fprintf(in_.metrics, "%d,skipped,%.9g,%.6g,%.6g,,%.3f\n", step_, r.loss, r.lr, r.norm, now_s() - t_start_);
-        std::fflush(in_.metrics);
+        in_.metrics.row("%d,skipped,%.9g,%.6g,%.6g,,%.3f\n", step_, r.loss, r.lr, r.norm, now_s() - t_start_);
         if (say()) std::printf("step %5d/%d | loss %g, gradient norm %g: not finite, step skipped (%d in a row)\n", step_, a_.steps,
                                r.loss, r.norm, bad_in_a_row_);
         if (bad_in_a_row_ >= a_.max_bad_steps) {
@@ -857,7 +920,7 @@ class TrainLoop {
         const double tok_s = recent_tokens_ / std::max(recent_s_, 1e-9);
         if (r.skipped) return;
         // %.9g prints a float exactly, so a resumed run can be compared bit for bit.
-        std::fprintf(in_.metrics, "%d,train,%.9g,%.6g,%.6g,%.1f,%.3f\n", step_, r.loss, r.lr, r.norm, r.tokens / r.seconds, now_s() - t_start_);
+        in_.metrics.row("%d,train,%.9g,%.6g,%.6g,%.1f,%.3f\n", step_, r.loss, r.lr, r.norm, r.tokens / r.seconds, now_s() - t_start_);
         if (say() && (step_ % a_.log_every == 0 || step_ == 1 || step_ == a_.steps)) {
             std::printf("step %5d/%d | loss %.6f | lr %.2e | norm %6.3f | %7.0f tok/s | ETA %s\n", step_, a_.steps, r.loss, r.lr, r.norm,
                         tok_s, fmt_duration((double)tokens_left_ / tok_s).c_str());
@@ -869,7 +932,7 @@ class TrainLoop {
         if (!((a_.val_every && step_ % a_.val_every == 0) || step_ == a_.steps)) return;
         last_val_ = validation_loss(in_.model, *val_, plan().val_batches, in_.px, a_.doc_mask);
         if (say()) std::printf("step %5d/%d | val loss %.6f\n", step_, a_.steps, last_val_);
-        std::fprintf(in_.metrics, "%d,val,%.9g,,,,%.3f\n", step_, last_val_, now_s() - t_start_);
+        in_.metrics.row("%d,val,%.9g,,,,%.3f\n", step_, last_val_, now_s() - t_start_);
     }
 
     // --stop-at and --time-limit end the run after this step, with a checkpoint; the ranks agree on
@@ -891,11 +954,11 @@ class TrainLoop {
             refuse_non_finite_state(at_step);
             const LoaderState ls = in_.train.expected_corpus_state(at_step);
             TrainState st{at_step, updates_, ls.epoch, ls.cursor, a_.to_json(in_.device_used), in_.recipe};
+            in_.metrics.sync();  // the rows up to at_step reach the disk before a checkpoint says they exist
             save_checkpoint(checkpoint_path(a_.out, at_step), in_.model, in_.corpus.tok.serialized_model(), &st);
             // Only once the new checkpoint is safely in place do the oldest ones go.
             const std::vector<std::string> all = list_checkpoints(a_.out);
             for (size_t i = 0; a_.keep_ckpts > 0 && i + a_.keep_ckpts < all.size(); i++) std::remove(all[i].c_str());
-            std::fflush(in_.metrics);
             std::printf("saved %s\n", checkpoint_path(a_.out, at_step).c_str());
         }
         in_.px.barrier();  // nobody runs ahead of a checkpoint that may yet fail
@@ -956,6 +1019,7 @@ static void print_sample(ModelBackend& model, const Tokenizer& tok, const TrainA
 static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& shape, Device device, ParallelContext& px) {
     const char* device_used = device == Device::Cuda ? "cuda" : "cpu";
     const bool say = px.leader();
+    lock_existing_out(a, say);
     const Corpus corpus = load_corpus(a);
     GPTConfig cfg = config_from_flags(a, flags, corpus.tok.vocab_size());
     const std::vector<RecipeFile> files = run_files(a, shape);
@@ -974,7 +1038,7 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
     const std::vector<StagePlan> plans = plan_stages(train, a, shape.recompute, corpus.val, *model, px, device, say);
     int updates = 0;
     const int step = load_model_state(*model, cfg, a, std::move(init_params), resume, say, &updates);
-    FILE* metrics = open_metrics(a, say, step);
+    MetricsLog metrics = open_metrics(a, say, step);
     if (say) {
         report_model_and_data(a, cfg, *model, corpus, train, mixed);
         report_parallel(a, cfg, plans[0], px);
@@ -982,7 +1046,7 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
 
     TrainLoop loop({a, device_used, recipe, px, *model, train, plans, corpus, metrics}, step, updates);
     const bool stopped = loop.run();
-    std::fclose(metrics);
+    metrics.close();
     if (stopped) {
         loop.report_stop();
         return 0;
@@ -997,6 +1061,9 @@ static int main_body(int argc, char** argv) {
     Flags flags("train", "Train a GPT with rotary attention on a prepared corpus (make data).");
     add_flags(flags, a);
     flags.parse(argc, argv);
+    // A file-size limit (ulimit -f) fails the write with EFBIG instead of killing train silently
+    // (SIGXFSZ, exit 153): the metrics and checkpoint writers then stop the run in one line.
+    std::signal(SIGXFSZ, SIG_IGN);
     const Device device = resolve_device(a.device);
     if (device == Device::Cuda) apply_gpu_defaults(a, flags);
     const RunShape shape = validate_args(a, device);

@@ -32,6 +32,7 @@ run data ./build/test_data
 run data_cli tests/test_data_cli.sh
 run train_cli tests/test_train_cli.sh
 run resume_recipe tests/test_resume_recipe.sh
+run run_lock tests/test_run_lock.sh
 run recorded_values tests/test_recorded_values.sh
 run output_paths tests/test_output_paths.sh
 run bounded_reads tests/test_bounded_reads.sh

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# One writer per train --out, and metrics.csv in step with checkpoints (issue 41): two runs on one
+# folder (one runs, the other is refused naming the holder), a lock left by a killed run (no
+# block), kill -9 then --resume (every step's rows exactly once), a file-size limit (one line,
+# not a signal). Each refusal has an accepted twin, so the test can fail.
+# Usage: tests/test_run_lock.sh [CORPUS_DIR]   Prints PASS/FAIL lines and "N passed, M failed".
+set -uo pipefail
+corpus=${1:-build/test_corpus}
+work=build/test_run_lock
+rm -rf "$work" && mkdir -p "$work"
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+need_programs build/train
+need_corpus "$corpus"
+command -v flock > /dev/null || bail "flock (util-linux) not installed"
+
+# The tiny model of tests/test_train_cli.sh: 20 steps, checkpoints at 10 and 20.
+tiny=(./build/train --device cpu --data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 20 --warmup 4
+      --lr 3e-3 --val-every 10 --val-batches 2 --ckpt-every 10 --log-every 5 --sample-tokens 0)
+# The run's losses by step, the columns a resumed run reproduces bit for bit.
+losses() { cut -d, -f1-3 "$1/metrics.csv"; }
+sum_of() { (cd "$1" && find . -type f -exec md5sum {} + | sort); }
+# Rows of metrics.csv whose (step, split) appears more than once, or train steps 1..$2 missing.
+bad_rows() {
+    awk -F, -v n="$2" 'NR > 1 { seen[$1 "," $2]++; if ($2 == "train") t[$1] = 1 }
+        END { for (k in seen) if (seen[k] > 1) print "twice: " k; for (s = 1; s <= n; s++) if (!(s in t)) print "missing: train " s }' "$1/metrics.csv"
+}
+
+# 1. Two runs started together on one --out, and a third on its own folder (the reference, and
+#    the accepted twin: a run beside another on another folder is not refused).
+dup="$work/dup"
+"${tiny[@]}" --out "$dup" > "$work/a.log" 2> "$work/a.err" & pa=$!
+"${tiny[@]}" --out "$dup" > "$work/b.log" 2> "$work/b.err" & pb=$!
+"${tiny[@]}" --out "$work/solo" > "$work/solo.log" 2>&1 & ps=$!
+wait $pa; ca=$?; wait $pb; cb=$?; wait $ps; cs=$?
+[ $cs -eq 0 ] && pass "a run beside them on another --out is not refused" || fail "the run on its own --out: exit $cs, $(tail -n 1 "$work/solo.log")"
+if [ $ca -eq 0 ] && [ $cb -ne 0 ]; then winner=$pa loser=b code=$cb
+elif [ $cb -eq 0 ] && [ $ca -ne 0 ]; then winner=$pb loser=a code=$ca
+else winner="" loser="" code=""; fail "two runs on one --out: exits $ca and $cb (exactly one must run): $(cat "$work/a.err" "$work/b.err")"; fi
+if [ -n "$winner" ]; then
+    err=$(cat "$work/$loser.err")
+    if [ "$code" -lt 124 ] && [ "$(grep -c . <<< "$err")" -eq 1 ] \
+       && grep -qF -- "error: --out $dup is in use by another run (pid $winner, which holds $dup/.lock): wait for it to finish, or choose another --out" <<< "$err"; then
+        pass "the second run on one --out is refused, naming the winner (exit $code) -> $err"
+    else
+        fail "the refused run (exit $code, winner pid $winner): $err"
+    fi
+    files=$(cd "$dup" && ls -A | tr '\n' ' ')
+    [ "$files" = ".lock ckpt_00000010.safetensors ckpt_00000020.safetensors metrics.csv " ] \
+        && pass "the folder holds the winner's files only ($files)" || fail "the folder holds: $files"
+    diff <(losses "$dup") <(losses "$work/solo") > /dev/null && [ -z "$(bad_rows "$dup" 20)" ] \
+        && pass "its metrics.csv is the winner's run, every step once (as the run on its own folder)" \
+        || fail "its metrics.csv differs from a lone run's: $(bad_rows "$dup" 20 | head -3 | tr '\n' ' ')"
+    cmp -s "$dup/ckpt_00000020.safetensors" "$work/solo/ckpt_00000020.safetensors" \
+        && pass "its final checkpoint is byte-identical to the lone run's" || fail "its final checkpoint differs from the lone run's"
+fi
+
+# 2. kill -9 (the test hook raises SIGKILL after a step) leaves .lock with a dead pid: --resume
+#    is not blocked, and the resumed metrics.csv has every step exactly once. Killed right after
+#    the checkpoint of step 10 (the row of the step a checkpoint covers must be on disk), and
+#    mid-interval at step 13 (a lock held by another process refuses its --resume first).
+for at in 10 13; do
+    d="$work/killed$at"
+    { (LNGPT_KILL_AT_STEP=$at exec "${tiny[@]}" --out "$d") > "$work/killed$at.log" 2>&1; } 2>/dev/null
+    code=$?
+    if [ $code -eq 137 ] && [ -s "$d/.lock" ]; then pass "killed at step $at (exit $code), $d/.lock left (pid $(cat "$d/.lock"))"
+    else fail "the kill hook at step $at: exit $code, .lock: $(cat "$d/.lock" 2>&1)"; fi
+    if [ $at -eq 13 ]; then
+        # Its lock held by another process: --resume is refused at once, naming that process, and
+        # the folder's files stay as they were; the resume below, once the holder is gone, is
+        # its accepted twin.
+        flock -o "$d/.lock" sleep 30 & holder=$!
+        for _ in $(seq 50); do grep -q " $holder " /proc/locks 2>/dev/null && break; sleep 0.1; done
+        before=$(sum_of "$d")
+        expect_error -F "train --resume on a folder another process has locked" \
+            "--out $d is in use by another run (pid $holder, which holds $d/.lock)" "${tiny[@]}" --resume --out "$d"
+        [ "$(sum_of "$d")" = "$before" ] && pass "the refused run changed nothing in the folder" || fail "the refused run changed $d"
+        pkill -P "$holder" sleep; kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+    fi
+    if "${tiny[@]}" --resume --out "$d" > "$work/resumed$at.log" 2>&1; then
+        rows=$(bad_rows "$d" 20)
+        [ -z "$rows" ] && diff <(losses "$d") <(losses "$work/solo") > /dev/null \
+            && pass "resumed after the kill at step $at: every step's rows once, the losses of an unbroken run" \
+            || fail "after the kill at step $at: ${rows:-losses differ from an unbroken run}"
+    else
+        fail "--resume after kill -9 at step $at: $(tail -n 1 "$work/resumed$at.log")"
+    fi
+done
+# A kill -9 from outside at a moment no hook picks, with a checkpoint every step (most of the run
+# is spent in a save), then --resume.
+d="$work/shot"
+"${tiny[@]}" --ckpt-every 1 --out "$d" > "$work/shot.log" 2>&1 & victim=$!
+# The moment: a random step from 4 to 10 logged, then up to 90 ms (a fixed sleep after step 4 let a
+# fast machine finish all 20 steps first, leaving nothing to resume).
+k=$((4 + RANDOM % 7))
+for _ in $(seq 600); do grep -q "^$k,train," "$d/metrics.csv" 2> /dev/null && break; sleep 0.02; done
+sleep "0.0$((RANDOM % 10))"
+kill -9 "$victim" 2>/dev/null; wait "$victim" 2>/dev/null
+last=$(ls "$d" | grep -o 'ckpt_[0-9]*' | tail -n 1)
+if [ -n "$last" ] && "${tiny[@]}" --ckpt-every 1 --resume --out "$d" > "$work/shot_resumed.log" 2>&1; then
+    rows=$(bad_rows "$d" 20)
+    [ -z "$rows" ] && diff <(losses "$d") <(losses "$work/solo") > /dev/null \
+        && pass "kill -9 from outside after $last, resumed: every step's rows once, the losses of an unbroken run" \
+        || fail "kill -9 from outside after $last: ${rows:-losses differ from an unbroken run}"
+else
+    fail "kill -9 from outside (last checkpoint '$last'), --resume: $(tail -n 1 "$work/shot_resumed.log")"
+fi
+
+# 3. A file-size limit (ulimit -f, 1 KiB blocks): the write fails (train ignores SIGXFSZ) and the
+#    run stops in one line with exit 1, not killed by the signal (exit 153) with no message.
+limited() { local blocks=$1; shift; bash -c 'ulimit -f "$0"; exec "$@"' "$blocks" "$@"; }
+expect_error "metrics.csv past ulimit -f 1" "cannot write $work/limit_m/metrics.csv (File too large)" \
+    limited 1 "${tiny[@]}" --steps 30 --ckpt-every 0 --out "$work/limit_m"
+tail -c 1 "$work/limit_m/metrics.csv" | od -An -c | grep -q '\\n' && [ -z "$(awk -F, 'NF != 7' "$work/limit_m/metrics.csv")" ] \
+    && pass "the metrics.csv it stopped on ends on a whole row" || fail "metrics.csv ends on a torn row: $(tail -n 1 "$work/limit_m/metrics.csv")"
+expect_error "a checkpoint past ulimit -f 64" "writing checkpoint $work/limit_c/ckpt_00000002.safetensors failed" \
+    limited 64 "${tiny[@]}" --steps 2 --ckpt-every 0 --out "$work/limit_c"
+if limited 100000 "${tiny[@]}" --steps 2 --ckpt-every 0 --out "$work/limit_ok" > "$work/limit_ok.log" 2>&1; then
+    pass "the same run under a limit it fits in"
+else
+    fail "the run under ulimit -f 100000: $(tail -n 1 "$work/limit_ok.log")"
+fi
+
+summary
