@@ -16,7 +16,7 @@ for bin in build/train build/infer; do [ -x $bin ] || bail "$bin not built"; don
 
 # A tiny model (as tests/test_train_cli.sh's): 2 blocks, width 64, one head, windows of 32.
 tiny=(--data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 5 --sample-tokens 0 --device cpu)
-if ! timeout 120 ./build/train "${tiny[@]}" --out "$work/ck" > "$work/train.log" 2>&1; then
+if ! timeout 120 tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/ck" > "$work/train.log" 2>&1; then
     bail "training the tiny model: $(tail -2 "$work/train.log")"
 fi
 infer=(timeout 20 ./build/infer --checkpoint "$work/ck" --device cpu --max-new 2)
@@ -45,10 +45,10 @@ expect_error "--load-cache /dev/zero" "^error: --load-cache /dev/zero is a chara
 expect_error "--checkpoint FIFO" "^error: checkpoint $work/fifo is a FIFO" \
     timeout 20 ./build/infer --checkpoint "$work/fifo" --device cpu --prompt x
 expect_error "train --layout-file FIFO" "^error: --layout-file $work/fifo is a FIFO" \
-    timeout 20 ./build/train "${tiny[@]}" --attn block-sparse --layout-file "$work/fifo" --out "$work/lf"
+    timeout 20 tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --layout-file "$work/fifo" --out "$work/lf"
 [ ! -e "$work/lf" ] && pass "the refused --layout-file run wrote nothing" || fail "a refused --layout-file run wrote $work/lf"
 expect_error "train --layout-file /dev/zero" "^error: --layout-file /dev/zero is a character device" \
-    timeout 20 ./build/train "${tiny[@]}" --attn block-sparse --layout-file /dev/zero --out "$work/lf"
+    timeout 20 tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --layout-file /dev/zero --out "$work/lf"
 expect_error "attention_tool --layout-file FIFO" "^error: --layout-file $work/fifo is a FIFO" \
     timeout 20 ./build/attention_tool --pattern block-sparse --layout-file "$work/fifo" --N 64 --H 1 --D 64
 expect_error "train --data with a FIFO shard" "is a FIFO" bash -c "mkdir -p '$work/fifo_data' && \

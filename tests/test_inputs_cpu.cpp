@@ -227,6 +227,19 @@ static void test_flags() {
     expect_refused("--lr 1e40 (overflows a float)", [&] { parse({"--lr", "1e40"}); }, "--lr");
     expect_refused("--n 1e8", [&] { parse({"--n", "1e8"}); }, "--n");
     expect_refused("--n 99999999999", [&] { parse({"--n", "99999999999"}); }, "--n");
+    // Issue 41: no wrap, no sign or space strtol would take, and a flag given once.
+    expect_refused("--n 4294967360 (2^32 + 64)", [&] { parse({"--n", "4294967360"}); }, "'4294967360'");
+    expect_refused("--n +5", [&] { parse({"--n", "+5"}); }, "--n");
+    expect_refused("--n ' 5'", [&] { parse({"--n", " 5"}); }, "--n");
+    expect_refused("--n given twice", [&] { parse({"--n", "5", "--n=6"}); }, "given twice");
+    expect_refused("--lr given twice", [&] { parse({"--lr", "0.5", "--lr", "0.5"}); }, "--lr is given twice");
+    bool ok = true;
+    try {
+        parse({"--n", "-5", "--lr", "0.5"});
+    } catch (const std::exception&) {
+        ok = false;
+    }
+    check(ok, "--n -5 --lr 0.5, each once, parse");
 }
 
 // Issue 41: --weight-decay 1e30 trained to NaN with exit 0.
