@@ -523,6 +523,17 @@ static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
     }
     const TaskReport rb = summarize_tasks(many, outs);
     check(rb.binned_lengths && rb.binned_depths && rb.depths.size() <= 11 && rb.lengths.size() <= 3, "many distinct lengths and depths are binned");
+    // Issue 41: depths that print as one (0.5, 0.5000001) are one cell; 0.501 and 0.502 stay two rows.
+    std::vector<TaskItem> two(3, items[0]);
+    two[0].depth = 0.5, two[1].depth = 0.5000001, two[2].depth = 0.51;
+    const TaskReport rd = summarize_tasks(two, std::vector<TaskOutcome>(3));
+    const std::string rd_csv = task_report_csv(rd);
+    check(rd.depths.size() == 2 && rd_csv.find(",0.5,2,") != std::string::npos && rd_csv.find(",0.51,1,") != std::string::npos,
+          "depths 0.5 and 0.5000001 are one cell of 2 items; 0.51 another", rd_csv);
+    two[0].depth = 0.501, two[1].depth = 0.502;
+    const std::string table2 = format_task_report(summarize_tasks(two, std::vector<TaskOutcome>(3)));
+    check(table2.find("0.501") != std::string::npos && table2.find("0.502") != std::string::npos && table2.find("0.51") != std::string::npos,
+          "depths 0.501 and 0.502 print as two rows", table2);
 
     // A prompt longer than --ctx: refused naming its line, or read in its last tokens.
     expect_fatal("a prompt longer than --ctx", [&] { tokenize_tasks(items, tok, TaskEvalOptions{1000, false, "tasks.jsonl"}); },
