@@ -132,7 +132,8 @@ static void validate_flags(InferFlags& f) {
 struct InferInputs {
     std::string ppl_text;                    // --perplexity
     std::vector<TaskItem> task_items;        // --tasks
-    std::string context;                     // --prompt-file
+    // --prompt-file is checked here and read once the model is known (read_prompt_file): a model
+    // that keeps only its last --ctx tokens reads only the file's end.
     std::vector<std::string> batch_prompts;  // --prompts-file
 };
 
@@ -145,6 +146,8 @@ struct InferInputs {
 // fix (give its end). A dense model uses far less, but that is known only once the checkpoint is
 // loaded and the text tokenized; its prompt is then cut to the context (cut_prompt_to_context).
 constexpr uint64_t kMaxPromptFileBytes = 4ULL * kMaxSeqLen;
+constexpr const char* kPromptFileFix = "give a regular file of at most 1 GiB (its end, e.g. `tail -c 100M`: a dense model keeps "
+                                       "only the last --ctx tokens)";
 
 // A prompt per non-empty line; "\n" in a line stands for a newline, so that a prompt may span lines.
 static std::vector<std::string> read_batch_prompts(const std::string& path) {
@@ -174,10 +177,7 @@ static InferInputs read_inputs(const InferFlags& f) {
     if (!f.load_cache.empty()) check_regular_file(f.load_cache, kReadFileMaxBytes, "--load-cache", "check the --load-cache path");
     if (!f.ppl_file.empty()) in.ppl_text = read_regular_file(f.ppl_file, kReadFileMaxBytes, "--perplexity", "check the --perplexity path");
     if (!f.tasks.empty()) in.task_items = read_task_file(f.tasks);
-    if (!f.prompt_file.empty())
-        in.context = read_regular_file(f.prompt_file, kMaxPromptFileBytes, "--prompt-file",
-                                       "give a regular file of at most 1 GiB (its end, e.g. `tail -c 100M`: a dense model keeps "
-                                       "only the last --ctx tokens)");
+    if (!f.prompt_file.empty()) check_regular_file(f.prompt_file, kMaxPromptFileBytes, "--prompt-file", kPromptFileFix);
     if (!f.prompts_file.empty()) in.batch_prompts = read_batch_prompts(f.prompts_file);
     if (!f.ppl_file.empty() && in.ppl_text.empty()) fatal("--perplexity %s is empty", f.ppl_file.c_str());
     return in;
@@ -572,9 +572,46 @@ static void decode_batch(ModelBackend& model, std::unique_ptr<IncrementalModel> 
                  B, context_tokens, steps, tokens, secs, tokens / secs);
 }
 
+// --prompt-file's text. A model that keeps only the last --ctx tokens of a prompt
+// (cut_prompt_to_context) is given only the file's end: kPromptBytesPerToken bytes for each of
+// ctx + kPromptTailSlack tokens, more than those tokens can take (a piece of our SentencePiece
+// tokenizers is at most 16 characters of at most 4 bytes each), so its last --ctx tokens are
+// those of the whole file, the slack covering the cut's first pieces. Once it read all of a 50 MB
+// file to keep 63 tokens: 101 s and 6.9 GB (issue 41). The rest read it whole (up to 1 GiB).
+constexpr uint64_t kPromptBytesPerToken = 64, kPromptTailSlack = 64;
+static std::string read_prompt_file(const InferFlags& f, const GPTConfig& cfg, int ctx) {
+    if (f.prompt_file.empty()) return "";
+    if (reads_whole_prompt(cfg, f)) return read_regular_file(f.prompt_file, kMaxPromptFileBytes, "--prompt-file", kPromptFileFix);
+    uint64_t size = 0;
+    const int fd = open_regular_file(f.prompt_file, kMaxPromptFileBytes, "--prompt-file", kPromptFileFix, &size);
+    const uint64_t want = kPromptBytesPerToken * ((uint64_t)ctx + kPromptTailSlack);
+    const uint64_t from = size > want ? size - want : 0;
+    std::string text(size - from, '\0');
+    size_t got = 0;
+    while (got < text.size()) {
+        const ssize_t n = ::pread(fd, &text[got], text.size() - got, (off_t)(from + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int e = errno;
+            ::close(fd);
+            fatal("--prompt-file %s: error while reading it (%s): %s", f.prompt_file.c_str(), std::strerror(e), kPromptFileFix);
+        }
+        if (n == 0) break;  // the file shrank meanwhile: its end is what there is
+        got += (size_t)n;
+    }
+    ::close(fd);
+    text.resize(got);
+    if (from == 0) return text;
+    size_t start = 0;  // the cut's first character whole: skip UTF-8 continuation bytes
+    while (start < text.size() && start < 3 && ((unsigned char)text[start] & 0xC0) == 0x80) start++;
+    std::fprintf(stderr, "note: --prompt-file %s: read its last %llu of %llu bytes (this model keeps the last --ctx %d tokens)\n",
+                 f.prompt_file.c_str(), (unsigned long long)(text.size() - start), (unsigned long long)size, ctx);
+    return text.substr(start);
+}
+
 static int generate_text(const InferFlags& f, const InferPlan& plan, const LoadedModel& m, const InferInputs& in) {
     std::unique_ptr<ModelBackend> model = make_forward_model(m, plan);
-    std::vector<int> ids = encode_context(f, m.tok, in.context);
+    std::vector<int> ids = encode_context(f, m.tok, read_prompt_file(f, m.ck.cfg, plan.ctx));
     Sampler sampler(SamplerConfig{f.temperature, f.top_k, f.top_p, (uint64_t)f.seed});
     StreamDecoder stream(m.tok);
     stream.prime(std::vector<int>(ids.begin() + (f.load_cache.empty() ? 1 : 0), ids.end()));  // the prompt is printed as typed

@@ -192,7 +192,9 @@ static RunShape validate_args(const TrainArgs& a, Device device) {
     // no finite loss, and a checkpoint nothing can use.
     if (!(a.lr > 0 && a.lr <= 1)) fatal("--lr must be in (0, 1] (got %g)", a.lr);
     if (!(a.min_lr_frac >= 0 && a.min_lr_frac <= 1)) fatal("--min-lr-frac must be in [0, 1] (got %g)", a.min_lr_frac);
-    if (!(a.weight_decay >= 0) || !(a.grad_clip >= 0)) fatal("--weight-decay and --grad-clip must be >= 0 (got %g, %g)", a.weight_decay, a.grad_clip);
+    const std::string wd = weight_decay_error(a.weight_decay, a.lr);  // layers/adamw.h
+    if (!wd.empty()) fatal("%s", wd.c_str());
+    if (!(a.grad_clip >= 0)) fatal("--grad-clip must be >= 0 (got %g)", a.grad_clip);
     if (a.warmup < 0 || a.val_batches < 1 || a.log_every < 1 || a.val_every < 0 || a.ckpt_every < 0 || a.keep_ckpts < 0 ||
         a.sample_tokens < 0)
         fatal("--warmup, --val-every, --ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --val-batches, --log-every >= 1");
@@ -475,6 +477,9 @@ static MixedShards read_mixed_shards(const std::vector<std::vector<MixedShard>>&
                 if (same_file(m.path, a.data + "/val.bin"))
                     fatal("--mix %s is the corpus's validation shard: training on it makes the validation loss meaningless; mix a "
                           "task shard (data_tool task-shard) or another corpus's train.bin", m.path.c_str());
+                if (same_file(m.path, a.data + "/train.bin"))
+                    fatal("--mix %s is the corpus's own train.bin, which the run draws from already: drop it, or lower the other "
+                          "--mix fractions to give the corpus more", m.path.c_str());
                 const TokenShard& shard = out.files[m.path] = read_shard(m.path);
                 if (!fits_tokenizer(shard, tok))
                     fatal("--mix %s declares a vocabulary of %u but %s/tokenizer.model has %d: make it with this corpus's tokenizer "

@@ -1,6 +1,7 @@
 // Command-line flags: each flag is declared once with its default and help line; parsing
 // rejects unknown flags and malformed values with a one-line error that names the flag.
 #pragma once
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -33,6 +34,8 @@ class Flags {
             auto it = flags_.find(arg.substr(2));
             if (it == flags_.end()) fatal("unknown flag %s: see %s --help", arg.c_str(), program_.c_str());
             Flag& f = it->second;
+            // Keeping the last of two values would silently drop the first: the user meant one of them.
+            if (f.set) fatal("flag %s is given twice: give it once", arg.c_str());
             if (f.kind == Kind::Bool && eq == std::string::npos) {
                 // "--flag" alone means on; "--flag on|off" also reads.
                 const std::string next = i + 1 < argc ? argv[i + 1] : "";
@@ -94,9 +97,12 @@ class Flags {
         errno = 0;
         switch (f.kind) {
             case Kind::Int: {
-                long v = std::strtol(value.c_str(), &end, 10);
-                if (value.empty() || *end || errno || v < -2147483647L || v > 2147483647L)
-                    fatal("%s expects an integer, got '%s'", arg.c_str(), value.c_str());
+                // Digits with an optional '-' (strtol also takes spaces and '+'); out of int's
+                // range is refused, never wrapped, and the value is quoted as given.
+                const bool digits = !value.empty() && (std::isdigit((unsigned char)value[0]) || value[0] == '-');
+                long long v = std::strtoll(value.c_str(), &end, 10);
+                if (!digits || *end || errno || v < -2147483647LL || v > 2147483647LL)
+                    fatal("%s expects an integer in [-2147483647, 2147483647], got '%s'", arg.c_str(), value.c_str());
                 *(int*)f.dst = (int)v;
                 break;
             }

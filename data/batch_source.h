@@ -14,6 +14,7 @@
 //     --schedule draws exactly the windows it always did;
 //   - in windows of a mixed shard, the BOS that starts a document is no target (next_batch).
 #pragma once
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -33,6 +34,15 @@ struct MixedShard {
     double fraction = 0;
 };
 
+// A --schedule number: digits only, at most 2^31 - 1 (the window, batch and step are ints).
+inline bool parse_stage_number(const std::string& text, int* out) {
+    if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+    const long long v = std::stoll(text);
+    if (v > 2147483647LL) return false;
+    *out = (int)v;
+    return true;
+}
+
 // The stages of a run: stage 0 from --seq-len and --batch, then "8192x16@300,32768x4@600"
 // (--schedule). Every stage's shape is checked here, the one place: a window of at least 2 tokens,
 // a batch of at least 1, at most max_tokens tokens in a window and in a step.
@@ -47,14 +57,20 @@ inline std::vector<TrainStage> parse_schedule(const std::string& text, TrainStag
     };
     check(first, "--batch and --seq-len");
     std::vector<TrainStage> stages{first};
-    for (size_t at = 0; at < text.size();) {
+    for (size_t at = 0; !text.empty() && at <= text.size();) {  // "64x8@10," ends in an empty entry: refused
         size_t end = text.find(',', at);
         if (end == std::string::npos) end = text.size();
         const std::string item = text.substr(at, end - at);
         TrainStage s;
-        char tail = 0;
-        if (std::sscanf(item.c_str(), "%dx%d@%d%c", &s.seq_len, &s.batch, &s.first_step, &tail) != 3)
-            fatal("--schedule '%s': each entry is SEQ_LENxBATCH@STEP, e.g. 8192x16@300 (got '%s')", text.c_str(), item.c_str());
+        // Each number digits only, in int's range: sscanf's %d wrapped 4294967360 to 64 (issue 41).
+        const size_t x = item.find('x'), at_sign = item.find('@', x == std::string::npos ? 0 : x);
+        const bool parsed = x != std::string::npos && at_sign != std::string::npos &&
+                            parse_stage_number(item.substr(0, x), &s.seq_len) &&
+                            parse_stage_number(item.substr(x + 1, at_sign - x - 1), &s.batch) &&
+                            parse_stage_number(item.substr(at_sign + 1), &s.first_step);
+        if (!parsed)
+            fatal("--schedule '%s': each entry is SEQ_LENxBATCH@STEP of numbers up to 2147483647, e.g. 8192x16@300 (got '%s')",
+                  text.c_str(), item.c_str());
         check(s, "--schedule entry '" + item + "'");
         if (s.first_step <= stages.back().first_step || s.first_step >= steps)
             fatal("--schedule entry '%s': steps must increase and lie in (0, --steps %d)", item.c_str(), steps);
@@ -67,6 +83,7 @@ inline std::vector<TrainStage> parse_schedule(const std::string& text, TrainStag
 // "a.bin:0.5,b.bin:0.1" -> shards and fractions (summing to at most 1) for every stage;
 // "a.bin:0.5;b.bin:0.5" -> one such list per stage, ';' between stages (a retrieval shard whose
 // documents are as long as the stage's window, say). An empty list: the corpus alone.
+constexpr double kMinMixFraction = 1e-6;  // one window in a million
 inline std::vector<std::vector<MixedShard>> parse_mix(const std::string& text, size_t n_stages) {
     std::vector<std::vector<MixedShard>> per_stage;
     for (size_t at = 0; at <= text.size() && !text.empty();) {
@@ -75,17 +92,25 @@ inline std::vector<std::vector<MixedShard>> parse_mix(const std::string& text, s
         const std::string group = text.substr(at, end - at);
         std::vector<MixedShard> shards;
         double total = 0;
-        for (size_t a = 0; a < group.size();) {
+        for (size_t a = 0; !group.empty() && a <= group.size();) {  // "a.bin:0.5," ends in an empty entry: refused
             size_t e = group.find(',', a);
             if (e == std::string::npos) e = group.size();
             const std::string item = group.substr(a, e - a);
             const size_t colon = item.rfind(':');
             char* stop = nullptr;
             const double f = colon == std::string::npos ? NAN : std::strtod(item.c_str() + colon + 1, &stop);
-            if (colon == std::string::npos || colon == 0 || *stop || !(f > 0 && f <= 1))
-                fatal("--mix '%s': each entry is SHARD:FRACTION with a fraction in (0, 1], e.g. tasks.bin:0.5 (got '%s')",
-                      text.c_str(), item.c_str());
-            shards.push_back({item.substr(0, colon), f});
+            // A fraction under kMinMixFraction (1e-300, say) draws no window in any run this
+            // project makes: the user meant another number. A sign or space is refused too.
+            const bool plain = colon != std::string::npos && colon + 1 < item.size() &&
+                               (std::isdigit((unsigned char)item[colon + 1]) || item[colon + 1] == '.');
+            if (!plain || colon == 0 || *stop || !(f >= kMinMixFraction && f <= 1))
+                fatal("--mix '%s': each entry is SHARD:FRACTION with a fraction in [%g, 1], e.g. tasks.bin:0.5 (got '%s')",
+                      text.c_str(), kMinMixFraction, item.c_str());
+            const std::string path = item.substr(0, colon);
+            for (const MixedShard& m : shards)
+                if (m.path == path)
+                    fatal("--mix '%s': %s is given twice in one stage: give it once with the fractions added", text.c_str(), path.c_str());
+            shards.push_back({path, f});
             total += f;
             a = e + 1;
         }

@@ -56,7 +56,9 @@ static long long parse_int(const std::string& flag, const std::string& s, long l
     char* end = nullptr;
     errno = 0;
     const long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
+    // Digits with an optional '-' only: strtoll also takes leading spaces and a '+'.
+    const bool digits = !s.empty() && (std::isdigit((unsigned char)s[0]) || s[0] == '-');
+    if (!digits || *end != '\0' || errno != 0 || v < lo || v > hi)
         fatal("%s '%s' must be an integer in [%lld, %lld]", flag.c_str(), s.c_str(), lo, hi);
     return v;
 }
@@ -300,18 +302,23 @@ static long long parse_tokens(const std::string& flag, const std::string& s) {
     return v * mult;
 }
 
-static std::vector<std::string> split_commas(const std::string& s) {
+// "a,b,c" -> {a, b, c}. An empty item ("256,", "1,,2") is refused: getline would drop a
+// trailing one, and a stray comma is a typo, not a list of one.
+static std::vector<std::string> split_commas(const char* flag, const std::string& s) {
     std::vector<std::string> out;
-    std::stringstream in(s);
-    for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-    if (out.empty()) out.push_back("");
+    for (size_t at = 0; at <= s.size();) {
+        const size_t comma = std::min(s.find(',', at), s.size());
+        out.push_back(s.substr(at, comma - at));
+        if (out.back().empty()) fatal("%s '%s': an empty item (a stray comma): give a comma list such as 1,2,3", flag, s.c_str());
+        at = comma + 1;
+    }
     return out;
 }
 
 static double parse_depth(const std::string& flag, const std::string& s) {
     char* end = nullptr;
     const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || *end != '\0' || !(v >= 0.0 && v <= 1.0)) fatal("%s '%s': a depth is a number in [0, 1]", flag.c_str(), s.c_str());
+    if (s.empty() || !(std::isdigit((unsigned char)s[0]) || s[0] == '.') || *end != '\0' || !(v >= 0.0 && v <= 1.0)) fatal("%s '%s': a depth is a number in [0, 1]", flag.c_str(), s.c_str());
     return v;
 }
 
@@ -374,9 +381,9 @@ static TasksOptions tasks_flags(const std::vector<std::string>& args) {
         if (o.data.empty()) fatal("tasks needs --haystack SRC (filler, a token shard, a text file or a directory) or --data DIR");
         o.haystack = o.data + "/val.bin";
     }
-    for (const std::string& t : split_commas(tasks)) o.kinds.push_back(parse_task_kind(t));
-    for (const std::string& l : split_commas(lengths)) o.lengths.push_back(parse_tokens("--lengths", l));
-    for (const std::string& d : split_commas(depths)) o.depths.push_back(parse_depth("--depths", d));
+    for (const std::string& t : split_commas("--tasks", tasks)) o.kinds.push_back(parse_task_kind(t));
+    for (const std::string& l : split_commas("--lengths", lengths)) o.lengths.push_back(parse_tokens("--lengths", l));
+    for (const std::string& d : split_commas("--depths", depths)) o.depths.push_back(parse_depth("--depths", d));
     // A repeated task or length repeats its items exactly (the same seeds), and a repeated depth
     // doubles that cell's weight: either skews the scores without a word, so it is refused.
     refuse_repeats("--task", o.kinds);

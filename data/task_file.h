@@ -37,6 +37,9 @@ inline std::string task_item_to_json(const TaskItem& it, uint64_t seed) {
            ",\"answer\":" + json_quote(it.answer) + num;
 }
 
+// The longest answer a task item may have, in characters (bytes).
+constexpr size_t kMaxTaskAnswerChars = 256;
+
 // One item from one line; fatal naming the file and line on anything missing or malformed.
 inline TaskItem parse_task_line(const std::string& text, const std::string& path, int line) {
     auto bad = [&](const std::string& what) -> TaskItem {
@@ -67,9 +70,15 @@ inline TaskItem parse_task_line(const std::string& text, const std::string& path
     if (it.task.empty()) return bad("the task is empty");
     if (it.answer.find_first_not_of(' ') == std::string::npos) return bad("the answer is empty");
     if (it.question.empty()) return bad("the question is empty");
+    // infer decodes answer-length + 2 tokens per item past the context: a 20,000-character answer
+    // took 22 s (issue 41). Retrieval answers are keys and numbers, far under the cap.
+    if (it.answer.size() > kMaxTaskAnswerChars)
+        return bad("the answer has " + std::to_string(it.answer.size()) + " characters, more than the " +
+                   std::to_string(kMaxTaskAnswerChars) + " a task answer may have");
     if (!(it.depth >= 0 && it.depth <= 1)) return bad("depth must be in [0, 1]");
     for (char c : it.task)
-        if (c == ',' || c == '\n' || c == '"') return bad("the task name may not hold a comma, quote or newline (it is a CSV field)");
+        if (c == ',' || c == '\n' || c == '\r' || c == '"')
+            return bad("the task name may not hold a comma, quote, newline or carriage return (it is a CSV field)");
     return it;
 }
 

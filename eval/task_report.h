@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,7 +28,14 @@ inline std::string format_length(long long tokens) {
 
 // Rows and columns of the report: the values seen, or bins when there are too many (hand-written
 // files may have any lengths and depths): depths to the nearest 0.1, lengths to the nearest power of 2.
-inline double depth_bin(double d, bool binned) { return binned ? std::round(d * 10) / 10 : d; }
+// Unbinned, a depth is the value the CSV prints (%.6g): 0.5 and 0.5000001 print as one, so they
+// are one cell, not two cells of one name (issue 41).
+inline double printed_depth(double d) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.6g", d);
+    return std::strtod(buf, nullptr);
+}
+inline double depth_bin(double d, bool binned) { return binned ? std::round(d * 10) / 10 : printed_depth(d); }
 inline long long length_bin(long long n, bool binned) {
     return binned ? (long long)std::llround(std::exp2(std::round(std::log2((double)n)))) : n;
 }
@@ -49,7 +57,7 @@ inline TaskReport summarize_tasks(const std::vector<TaskItem>& items, const std:
     TaskReport r;
     std::map<long long, int> lens;
     std::map<double, int> deps;
-    for (const TaskItem& it : items) lens[it.length]++, deps[it.depth]++;
+    for (const TaskItem& it : items) lens[it.length]++, deps[printed_depth(it.depth)]++;
     r.binned_lengths = lens.size() > 16, r.binned_depths = deps.size() > 21;
     std::map<long long, int> L;
     std::map<double, int> D;
@@ -67,9 +75,11 @@ inline TaskReport summarize_tasks(const std::vector<TaskItem>& items, const std:
     return r;
 }
 
+// Two decimals (the grid's depths), or as the CSV prints it when two would merge rows (0.501, 0.502).
 inline std::string format_depth(double d) {
-    char buf[16];
-    snprintf(buf, sizeof buf, "%.2f", d);
+    char buf[32];
+    if (std::fabs(d * 100 - std::round(d * 100)) < 1e-9) snprintf(buf, sizeof buf, "%.2f", d);
+    else snprintf(buf, sizeof buf, "%.6g", d);
     return buf;
 }
 

@@ -1,7 +1,27 @@
 // AdamW with decoupled weight decay, gradient-norm clipping and the learning-rate schedule.
 #pragma once
+#include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 #include "layers/common.h"
+
+// Decoupled weight decay multiplies each matrix weight by (1 - lr * wd) every step: past
+// lr * wd = 1 the factor turns negative and past 2 the weights grow without bound (issue 41:
+// --weight-decay 1e30 trained to NaN and exited 0). Published runs use 0 to 0.1, a few up to 1;
+// 10 leaves room for any experiment. One rule for the flag and for a recorded run's value
+// (train --resume requires the flag to match the checkpoint's). "" when allowed.
+constexpr float kMaxWeightDecay = 10.0f;
+inline std::string weight_decay_error(float wd, float lr) {
+    char buf[200];
+    if (!(wd >= 0 && wd <= kMaxWeightDecay))
+        snprintf(buf, sizeof buf, "--weight-decay must be in [0, %g] (got %g)", (double)kMaxWeightDecay, (double)wd);
+    else if (!((double)lr * wd <= 1 + 1e-6))  // float lr 0.1 x 10 is 1.0000000149
+        snprintf(buf, sizeof buf, "--lr %g x --weight-decay %g = %g is above 1: each step would flip the weights' signs; lower one of them",
+                 (double)lr, (double)wd, (double)lr * wd);
+    else return "";
+    return buf;
+}
 
 // One AdamW step on n parameters. grad_scale multiplies the gradient first (clipping);
 // step is 1-based (bias correction); weight_decay is 0 for vectors (biases, LayerNorm gains).

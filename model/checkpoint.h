@@ -140,7 +140,10 @@ inline uint64_t parse_metadata_uint(const std::string& text, uint64_t max, const
     return v;
 }
 
-inline Checkpoint load_checkpoint(const std::string& path) {
+// The config is held to train's rules (validate_config), head dims included, so that infer
+// refuses a model train would refuse (issue 41: a config edited to head dim 32 ran in infer).
+// allow_any_head_dim: the CPU tests' small models only.
+inline Checkpoint load_checkpoint(const std::string& path, bool allow_any_head_dim = false) {
     SafetensorsFile f = read_safetensors(path);
     Checkpoint c;
     auto meta = [&](const char* key) -> const std::string& {
@@ -156,7 +159,7 @@ inline Checkpoint load_checkpoint(const std::string& path) {
         fatal("checkpoint %s: its config is corrupt (%s)", path.c_str(), e.what());
     }
     try {
-        validate_config(c.cfg, /*allow_any_head_dim=*/true);
+        validate_config(c.cfg, allow_any_head_dim);
     } catch (const FatalError& e) {
         fatal("checkpoint %s: its config is not a valid model (%s)", path.c_str(), e.what());
     }

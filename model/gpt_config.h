@@ -2,6 +2,7 @@
 // (kept in every checkpoint's metadata).
 #pragma once
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -194,6 +195,14 @@ inline std::string config_to_json(const GPTConfig& c) {
 inline GPTConfig config_from_json(const std::string& text) {
     Json j = JsonParser(text).parse();
     if (j.kind != Json::Object) throw JsonError("config is not an object");
+    // A key this build does not know is refused, not dropped: a model written by a newer build
+    // (or edited by hand) would otherwise run as another model, and a resume would drop the key.
+    for (const auto& [key, value] : j.obj) {
+        static const char* const kKeys[] = {"vocab_size", "n_layer", "n_embd", "n_head", "rope_theta", "layer_attn", "nope_layers", "logn_attn"};
+        if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
+            throw JsonError("unknown key \"" + key.substr(0, 40) + "\" (this build reads vocab_size, n_layer, n_embd, n_head, rope_theta, "
+                            "layer_attn, nope_layers, logn_attn): use the build that wrote it, or remove the key");
+    }
     const long long kInt = 2147483647;
     GPTConfig c;
     c.vocab_size = (int)j.at("vocab_size").as_int("vocab_size", 0, kInt);

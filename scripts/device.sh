@@ -354,8 +354,9 @@ for stage in "${stages[@]}"; do
                # rest at its full window from those weights (--init-from), at a tenth of the peak rate.
                LONG=$CARRY/corpus-long
                steps=${LC_STEPS:-300} base=${LC_BASE_STEPS:-200}
-               common=(--device cuda --data "$LONG" ${LC_MODEL:---layers 12 --width 768 --heads 12} --warmup 30 --lr 1e-3 --val-every 0
+               common=(--device cuda --data "$LONG" ${LC_MODEL:---layers 12 --width 768 --heads 12} --val-every 0
                        --val-batches 4 --ckpt-every 0 --keep-ckpts 1 --log-every 25 --sample-tokens 0)
+               first_lr=(--warmup 30 --lr 1e-3)  # not in common: the extension run gives its own (train refuses a flag twice)
                D32=(--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12)
                D256=(--attn dilated --segments 2048,4096,8192,16384,32768,65536,131072,262144 --dilations 1,2,4,6,12,24,48,96)
                for m in ${LC_MODELS:-dense2k dilated32k dilated256k}; do
@@ -366,14 +367,14 @@ for stage in "${stages[@]}"; do
                        *) echo "unknown LC_MODELS entry $m"; continue ;;
                    esac
                    if [[ $m == *_from2k ]]; then
-                       "$BIN/train" "${common[@]}" "${pattern[@]}" --seq-len 2048 --batch 128 --steps "$base" \
+                       "$BIN/train" "${common[@]}" "${pattern[@]}" "${first_lr[@]}" --seq-len 2048 --batch 128 --steps "$base" \
                            --out "$OUT/lc_${m}_base" > "$OUT/lc_${m}_base.log" 2>&1
                        summary+=("long_context $m base: exit $? ($((SECONDS - t0)) s): $(grep -E '^done' "$OUT/lc_${m}_base.log")")
                        "$BIN/train" "${common[@]}" "${pattern[@]}" "${full[@]}" --steps $((steps - base)) --warmup 10 --lr "${LC_EXT_LR:-1e-4}" \
                            --init-from "$OUT/lc_${m}_base" --out "$OUT/lc_$m" > "$OUT/lc_$m.log" 2>&1
                        rm -f "$OUT/lc_${m}_base"/*.safetensors
                    else
-                       "$BIN/train" "${common[@]}" "${pattern[@]}" "${full[@]}" --steps "$steps" --out "$OUT/lc_$m" > "$OUT/lc_$m.log" 2>&1
+                       "$BIN/train" "${common[@]}" "${pattern[@]}" "${full[@]}" "${first_lr[@]}" --steps "$steps" --out "$OUT/lc_$m" > "$OUT/lc_$m.log" 2>&1
                    fi
                    summary+=("long_context $m: train exit $? ($((SECONDS - t0)) s): $(grep -E '^done' "$OUT/lc_$m.log")")
                    "$BIN/infer" --device cuda --checkpoint "$OUT/lc_$m" --perplexity "$LONG/val.bin" --min-doc-tokens 262144 \

@@ -16,7 +16,7 @@ for bin in build/train build/infer; do [ -x $bin ] || bail "$bin not built"; don
 
 # A tiny model (as tests/test_train_cli.sh's): 2 blocks, width 64, one head, windows of 32.
 tiny=(--data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 5 --sample-tokens 0 --device cpu)
-if ! timeout 120 ./build/train "${tiny[@]}" --out "$work/ck" > "$work/train.log" 2>&1; then
+if ! timeout 120 tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/ck" > "$work/train.log" 2>&1; then
     bail "training the tiny model: $(tail -2 "$work/train.log")"
 fi
 infer=(timeout 20 ./build/infer --checkpoint "$work/ck" --device cpu --max-new 2)
@@ -45,10 +45,10 @@ expect_error "--load-cache /dev/zero" "^error: --load-cache /dev/zero is a chara
 expect_error "--checkpoint FIFO" "^error: checkpoint $work/fifo is a FIFO" \
     timeout 20 ./build/infer --checkpoint "$work/fifo" --device cpu --prompt x
 expect_error "train --layout-file FIFO" "^error: --layout-file $work/fifo is a FIFO" \
-    timeout 20 ./build/train "${tiny[@]}" --attn block-sparse --layout-file "$work/fifo" --out "$work/lf"
+    timeout 20 tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --layout-file "$work/fifo" --out "$work/lf"
 [ ! -e "$work/lf" ] && pass "the refused --layout-file run wrote nothing" || fail "a refused --layout-file run wrote $work/lf"
 expect_error "train --layout-file /dev/zero" "^error: --layout-file /dev/zero is a character device" \
-    timeout 20 ./build/train "${tiny[@]}" --attn block-sparse --layout-file /dev/zero --out "$work/lf"
+    timeout 20 tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --layout-file /dev/zero --out "$work/lf"
 expect_error "attention_tool --layout-file FIFO" "^error: --layout-file $work/fifo is a FIFO" \
     timeout 20 ./build/attention_tool --pattern block-sparse --layout-file "$work/fifo" --N 64 --H 1 --D 64
 expect_error "train --data with a FIFO shard" "is a FIFO" bash -c "mkdir -p '$work/fifo_data' && \
@@ -98,5 +98,25 @@ alone=$(OMP_NUM_THREADS=1 timeout 20 ./build/infer --checkpoint "$work/ck" --dev
         --prompts-file "$work/prompt.txt" 2>/dev/null | tail -1)
 [ -n "$alone" ] && [ "$(tail -1 <<< "$out")" = "$alone" ] && pass "the short prompt beside the long one is continued as alone" \
     || fail "the short prompt differs beside the long one: '$(tail -1 <<< "$out")' vs '$alone'"
+
+# 5. A long --prompt-file is read from its end (issue 41: a 50 MB file took 101 s and 6.9 GB to keep
+# its last tokens): a 50 MB file runs in a few seconds, and continues as its last 8 KB alone do
+# (the tiny model keeps 32 - 4 tokens; 64 bytes a token for 32 + 64 tokens are read).
+for i in $(seq 1250); do cat "$work/long.txt"; done | head -c 50000000 > "$work/big.txt"
+printf 'And God said' >> "$work/big.txt"
+tail -c 8000 "$work/big.txt" > "$work/big_tail.txt"
+start=$(date +%s%N)
+big=$(OMP_NUM_THREADS=1 timeout 60 ./build/infer --checkpoint "$work/ck" --device cpu --max-new 4 --temperature 0 \
+      --prompt-file "$work/big.txt" 2> "$work/big.err"); code=$?
+secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+if [ $code -eq 0 ] && awk -v s="$secs" 'BEGIN { exit !(s < 10) }'; then pass "a 50 MB --prompt-file runs in $secs s (< 10)"
+else fail "a 50 MB --prompt-file: exit $code after $secs s: $(tail -1 "$work/big.err")"; fi
+grep -q "note: --prompt-file $work/big.txt: read its last 6144 of 50000012 bytes" "$work/big.err" \
+    && pass "only its last 64 x (32 + 64) bytes are read" || fail "no note of the tail read: $(grep note "$work/big.err")"
+small=$(OMP_NUM_THREADS=1 timeout 20 ./build/infer --checkpoint "$work/ck" --device cpu --max-new 4 --temperature 0 \
+        --prompt-file "$work/big_tail.txt" 2>/dev/null)
+[ -n "$big" ] && [ "$big" = "$small" ] && pass "the 50 MB file continues as its last 8 KB do: '$big'" \
+    || fail "the 50 MB file continues as '$big', its last 8 KB as '$small'"
+rm -f "$work/big.txt"
 
 summary

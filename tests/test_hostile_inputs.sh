@@ -29,16 +29,16 @@ accepted() {
 
 # ---- train: flags that would do nothing
 refused "train --rope-theta with every layer NoPE" "--rope-theta has no effect: every layer is NoPE" \
-    ./build/train "${tiny[@]}" --nope-layers 0,1 --rope-theta 500000 --out "$work/theta_all_nope"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 0,1 --rope-theta 500000 --out "$work/theta_all_nope"
 [ ! -e "$work/theta_all_nope" ] && pass "the refused run left no --out" || fail "the refused run made $work/theta_all_nope"
-accepted "train --rope-theta with a layer that rotates" ./build/train "${tiny[@]}" --nope-layers 1 --rope-theta 500000 --out "$work/theta_one_nope"
+accepted "train --rope-theta with a layer that rotates" tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --rope-theta 500000 --out "$work/theta_one_nope"
 refused "train --sample-prompt with --sample-tokens 0" "--sample-prompt has no effect with --sample-tokens 0" \
-    ./build/train "${tiny[@]}" --sample-prompt "In the" --out "$work/prompt_no_sample"
-accepted "train --sample-prompt with a sample" ./build/train "${tiny[@]}" --sample-prompt "In the" --sample-tokens 2 --out "$work/prompt_sample"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --sample-prompt "In the" --out "$work/prompt_no_sample"
+accepted "train --sample-prompt with a sample" tests/last_wins.sh ./build/train "${tiny[@]}" --sample-prompt "In the" --sample-tokens 2 --out "$work/prompt_sample"
 
 # ---- checkpoints whose NoPE layers are edited: refused on load by infer and by --resume
 base="$work/base"
-./build/train "${tiny[@]}" --out "$base" > "$work/base.log" 2>&1 || fail "training the base checkpoint: $(tail -n 1 "$work/base.log")"
+tests/last_wins.sh ./build/train "${tiny[@]}" --out "$base" > "$work/base.log" 2>&1 || fail "training the base checkpoint: $(tail -n 1 "$work/base.log")"
 ck="$base/ckpt_00000002.safetensors"
 cfg='{"vocab_size":VOCAB,"n_layer":2,"n_embd":64,"n_head":1,"rope_theta":THETA,NOPE"layer_attn":[{"kind":"dense","causal":true},{"kind":"dense","causal":true}]}'
 vocab=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; print(json.loads(json.loads(b[8:8+n])["__metadata__"]["config"])["vocab_size"])' "$ck")
@@ -54,19 +54,19 @@ for nope in '"nope_layers":[2],|layer 2 does not exist' '"nope_layers":[1,0],|go
     i=$((i + 1)); edited "$work/nope_edit$i" 10000 "${nope%%|*}"
     refused "infer, checkpoint with ${nope%%|*}" "${nope##*|}" ./build/infer --device cpu --checkpoint "$work/nope_edit$i" --prompt "In" --max-new 2
     before=$(md5sum "$work/nope_edit$i/ckpt_00000002.safetensors")
-    refused "train --resume, checkpoint with ${nope%%|*}" "${nope##*|}" ./build/train "${tiny[@]}" --steps 3 --resume --out "$work/nope_edit$i"
+    refused "train --resume, checkpoint with ${nope%%|*}" "${nope##*|}" tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --resume --out "$work/nope_edit$i"
     [ "$(md5sum "$work/nope_edit$i/ckpt_00000002.safetensors")" = "$before" ] && [ ! -e "$work/nope_edit$i/ckpt_00000003.safetensors" ] \
         && pass "the refused resume left $work/nope_edit$i as it was" || fail "the refused resume changed $work/nope_edit$i"
 done
 edited "$work/nope_ok" 10000 '"nope_layers":[0,1],'
 accepted "infer, checkpoint with nope_layers [0,1] (the edit itself is sound)" ./build/infer --device cpu --checkpoint "$work/nope_ok" --prompt "In" --max-new 2
 refused "--init-from a checkpoint of other NoPE layers" "has NoPE layers [0,1] but this run asks for [1]: pass its --nope-layers" \
-    ./build/train "${tiny[@]}" --nope-layers 1 --init-from "$work/nope_ok" --out "$work/init_other_nope"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --init-from "$work/nope_ok" --out "$work/init_other_nope"
 # An all-NoPE model's base rotates nothing: --init-from must not ask for a --rope-theta that the
 # run would then refuse as having no effect.
 edited "$work/nope_all_theta" 500000 '"nope_layers":[0,1],'
 accepted "--init-from an all-NoPE checkpoint recorded with another rope base" \
-    ./build/train "${tiny[@]}" --nope-layers 0,1 --init-from "$work/nope_all_theta" --out "$work/init_all_nope"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 0,1 --init-from "$work/nope_all_theta" --out "$work/init_all_nope"
 
 # A key given twice: which value a reader keeps would decide the model; refused (core/json.h).
 edited "$work/nope_twice_key" 10000 '"nope_layers":[0],"nope_layers":[1],'
@@ -75,18 +75,18 @@ refused "infer, checkpoint config with nope_layers given twice" 'key "nope_layer
 
 # ---- log-n attention: NoPE layers' queries only, a base of at least 2; recorded, and infer may change it
 refused "train --logn-attn without NoPE layers" "--logn-attn scales the queries of NoPE layers and the model has none" \
-    ./build/train "${tiny[@]}" --logn-attn 16 --out "$work/logn_no_nope"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --logn-attn 16 --out "$work/logn_no_nope"
 refused "train --logn-attn 1" "--logn-attn must be 0 (off) or a window length in [2," \
-    ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 1 --out "$work/logn_one"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 1 --out "$work/logn_one"
 [ ! -e "$work/logn_no_nope" ] && [ ! -e "$work/logn_one" ] && pass "the refused runs left no --out" || fail "a refused --logn-attn run made its --out"
 accepted "train --logn-attn 16 with NoPE layer 1 (windows of 32: rows 16..31 scaled)" \
-    ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 16 --out "$work/logn_ok"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 16 --out "$work/logn_ok"
 grep -qF 'logn_attn\":16,' "$work/logn_ok/ckpt_00000002.safetensors" && pass "--logn-attn is recorded in the checkpoint's config" \
     || fail "--logn-attn 16 is not in the checkpoint's config"
 refused "train --resume with another --logn-attn" "--logn-attn is 8 but the checkpoint's model has 16" \
-    ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 8 --resume --out "$work/logn_ok"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 8 --resume --out "$work/logn_ok"
 refused "train --resume with --logn-attn alone (no other model flag)" "drop the model flags when resuming" \
-    ./build/train "${tiny[@]}" --logn-attn 8 --resume --out "$work/logn_ok"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --logn-attn 8 --resume --out "$work/logn_ok"
 refused "infer --logn-attn on a model without NoPE layers" "the model has none (train --nope-layers makes them)" \
     ./build/infer --device cpu --checkpoint "$base" --prompt "In" --max-new 2 --logn-attn 64
 refused "infer --logn-attn -3" "--logn-attn must be 0 (off) or a window length" \
@@ -105,31 +105,31 @@ refused "infer, checkpoint with logn_attn 1" "--logn-attn must be 0 (off) or a w
 
 # ---- --dense-layers that would change nothing, or contradict --dilated-layers
 refused "train --dense-layers 0 in an all-dense model" "layer 0 is dense already (--attn dense)" \
-    ./build/train "${tiny[@]}" --dense-layers 0 --out "$work/dense_dense"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --dense-layers 0 --out "$work/dense_dense"
 refused "train --dense-layers and --dilated-layers naming one layer" "layer 1 is in both --dilated-layers and --dense-layers" \
-    ./build/train "${tiny[@]}" --attn block-sparse --block 8 --window 16 --dilated-layers 1 --segments 16,32 --dilations 1,2 \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --block 8 --window 16 --dilated-layers 1 --segments 16,32 --dilations 1,2 \
     --dense-layers 1 --out "$work/dense_dilated"
-accepted "train --dense-layers 1 in a dilated model" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,2 \
+accepted "train --dense-layers 1 in a dilated model" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,2 \
     --dense-layers 1 --out "$work/dense_in_dilated"
 
 # ---- integer lists: digits and an optional '-' only (strtol alone took ' 1' and '+1', not '1 ')
 refused "train --nope-layers ' 1'" "--nope-layers expects a comma-separated list of integers" \
-    ./build/train "${tiny[@]}" --nope-layers ' 1' --out "$work/nope_space"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers ' 1' --out "$work/nope_space"
 refused "train --nope-layers +1" "--nope-layers expects a comma-separated list of integers" \
-    ./build/train "${tiny[@]}" --nope-layers +1 --out "$work/nope_plus"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers +1 --out "$work/nope_plus"
 refused "train --segments '16, 32'" "--segments expects a comma-separated list of integers" \
-    ./build/train "${tiny[@]}" --attn dilated --segments '16, 32' --dilations 1,2 --out "$work/segments_space"
-accepted "train --segments 16,32" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,2 --out "$work/segments_ok"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments '16, 32' --dilations 1,2 --out "$work/segments_space"
+accepted "train --segments 16,32" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,2 --out "$work/segments_ok"
 
 # ---- --mix of the corpus's own validation shard (the validation loss would measure training data)
 refused "train --mix the corpus's val.bin" "is the corpus's validation shard" \
-    ./build/train "${tiny[@]}" --mix "$corpus/val.bin:0.5" --out "$work/mix_val"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --mix "$corpus/val.bin:0.5" --out "$work/mix_val"
 ln -sf "$PWD/$corpus/val.bin" "$work/val_link.bin"
 refused "train --mix a link to the corpus's val.bin" "is the corpus's validation shard" \
-    ./build/train "${tiny[@]}" --mix "$work/val_link.bin:0.5" --out "$work/mix_val_link"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --mix "$work/val_link.bin:0.5" --out "$work/mix_val_link"
 cp "$corpus/val.bin" "$work/val_copy.bin"
 accepted "train --mix a copy of it (another file: the check is the file's identity, not its name)" \
-    ./build/train "${tiny[@]}" --mix "$work/val_copy.bin:0.5" --out "$work/mix_copy"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --mix "$work/val_copy.bin:0.5" --out "$work/mix_copy"
 
 # ---- infer: flags of one mode given in another
 ppl=("./build/infer" --device cpu --checkpoint "$base" --perplexity "$corpus/val.bin" --ctx 32 --windows fresh)
@@ -158,9 +158,55 @@ refused "data_tool tasks --lengths 256,256" "--lengths lists entry 1 again as en
 cmp -s "$work/t.jsonl" "$work/keep.jsonl" && pass "the refused tasks left --out as it was" || fail "the refused tasks changed --out"
 refused "data_tool tasks --lengths 1K,1024" "--lengths lists entry 1 again as entry 2" "${tasks[@]}" --task passkey --lengths 1K,1024 --out "$work/x.jsonl"
 refused "data_tool tasks --task passkey,passkey" "--task lists entry 1 again as entry 2" "${tasks[@]}" --task passkey,passkey --lengths 256 --out "$work/x.jsonl"
-refused "data_tool tasks --depths 0.5,0.5" "--depths lists entry 1 again as entry 2" "${tasks[@]}" --task passkey --lengths 256 --depths 0.5,0.5 --out "$work/x.jsonl"
+refused "data_tool tasks --depths 0.5,0.5" "--depths lists entry 1 again as entry 2" tests/last_wins.sh "${tasks[@]}" --task passkey --lengths 256 --depths 0.5,0.5 --out "$work/x.jsonl"
 refused "data_tool tasks --needles with passkey only" "--needles has no effect on passkey items" "${tasks[@]}" --task passkey --lengths 256 --needles 3 --out "$work/x.jsonl"
 accepted "data_tool tasks --needles with multikey" "${tasks[@]}" --task passkey,multikey --lengths 512,1K --needles 3 --out "$work/ok.jsonl"
+
+# ---- one rule per value (issue 41): each refusal beside a control that runs
+refused "train --weight-decay 1e30" "--weight-decay must be in [0, 10] (got 1e+30)" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --weight-decay 1e30 --out "$work/wd_huge"
+accepted "train --weight-decay 0.5" tests/last_wins.sh ./build/train "${tiny[@]}" --weight-decay 0.5 --out "$work/wd_ok"
+refused "train --schedule 4294967360x1@1 (once wrapped to 64)" "(got '4294967360x1@1')" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --schedule 4294967360x1@1 --out "$work/sched_wrap"
+accepted "train --schedule 64x1@1" tests/last_wins.sh ./build/train "${tiny[@]}" --schedule 64x1@1 --out "$work/sched_ok"
+refused "train --seq-len 4294967328 (once 32 with a wrap)" "--seq-len expects an integer in [-2147483647, 2147483647], got '4294967328'" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --seq-len 4294967328 --out "$work/seq_wrap"
+refused "train --heads given twice" "flag --heads is given twice: give it once" \
+    ./build/train "${tiny[@]}" --heads 1 --out "$work/twice"
+[ ! -e "$work/twice" ] && pass "the refused run left no --out" || fail "the refused run made $work/twice"
+refused "train --mix the corpus's own train.bin" "is the corpus's own train.bin" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --mix "$corpus/train.bin:0.5" --out "$work/mix_train"
+refused "train --mix one shard twice" "is given twice in one stage" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --mix "$work/val_copy.bin:0.25,$work/val_copy.bin:0.25" --out "$work/mix_twice"
+refused "train --mix a fraction of 1e-300" "a fraction in [1e-06, 1]" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --mix "$work/val_copy.bin:1e-300" --out "$work/mix_tiny"
+accepted "train --mix a copy of val.bin at 0.25" tests/last_wins.sh ./build/train "${tiny[@]}" --mix "$work/val_copy.bin:0.25" --out "$work/mix_ok"
+refused "data_tool tasks --lengths 256, (a trailing comma)" "--lengths '256,': an empty item" \
+    ./build/data_tool tasks --data "$corpus" --task passkey --lengths 256, --out "$work/x.jsonl"
+refused "data_tool tasks --lengths +256" "--lengths '+256' must be an integer" \
+    ./build/data_tool tasks --data "$corpus" --task passkey --lengths +256 --out "$work/x.jsonl"
+accepted "data_tool tasks --lengths 256" ./build/data_tool tasks --data "$corpus" --task passkey --lengths 256 --depths 0.5 --out "$work/len_ok.jsonl"
+# A checkpoint config edited to a head dim train refuses, or to a key this build does not read.
+edited "$work/cfg_plain" 10000 ''
+accepted "infer, the checkpoint's config rewritten as it was" ./build/infer --device cpu --checkpoint "$work/cfg_plain" --prompt "In" --max-new 2
+edited "$work/cfg_key" 10000 '"n_kv_head":1,'
+refused "infer, checkpoint config with an unknown key" 'unknown key "n_kv_head"' \
+    ./build/infer --device cpu --checkpoint "$work/cfg_key" --prompt "In" --max-new 2
+cfg_one_head=$cfg cfg=${cfg/'"n_head":1'/'"n_head":2'}
+edited "$work/cfg_d32" 10000 ''
+cfg=$cfg_one_head
+refused "infer, checkpoint config edited to head dim 32" "head dim --width/--heads = 64/2 = 32 is not supported" \
+    ./build/infer --device cpu --checkpoint "$work/cfg_d32" --prompt "In" --max-new 2
+# Task files: an answer past the cap, a CR in a task name (the CSV's field).
+item() { printf '{"task":"%s","context":"The pass key is 12.","question":"The pass key is","answer":"%s","length":9,"depth":0.5}\n' "$1" "$2"; }
+item passkey 12 > "$work/task_ok.jsonl"
+item passkey "$(printf '7%.0s' $(seq 300))" > "$work/task_long.jsonl"
+item 'pass\rkey' 12 > "$work/task_cr.jsonl"
+accepted "infer --tasks, an item with a short answer" ./build/infer --device cpu --checkpoint "$base" --tasks "$work/task_ok.jsonl"
+refused "infer --tasks, an answer of 300 characters" "task_long.jsonl line 1: the answer has 300 characters, more than the 256" \
+    ./build/infer --device cpu --checkpoint "$base" --tasks "$work/task_long.jsonl"
+refused "infer --tasks, a CR in a task name" "task_cr.jsonl line 1: the task name may not hold a comma, quote, newline or carriage return" \
+    ./build/infer --device cpu --checkpoint "$base" --tasks "$work/task_cr.jsonl"
 
 # ---- attention_tool: a flag of one device given to the other
 if [ -x build/attention_tool ]; then

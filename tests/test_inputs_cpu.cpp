@@ -136,12 +136,13 @@ static void test_config_limits() {
 struct CheckpointFixture {
     std::string dir, path;
     SafetensorsFile file;
+    GPTConfig cfg;
     CheckpointFixture() {
         char tmpl[] = "/tmp/inputs_testXXXXXX";
         if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
         dir = tmpl;
-        GPTConfig cfg;
-        cfg.vocab_size = 16, cfg.n_layer = 1, cfg.n_embd = 8, cfg.n_head = 2;
+        // A head dim train takes (64): load_checkpoint holds the config to train's rules.
+        cfg.vocab_size = 16, cfg.n_layer = 1, cfg.n_embd = 64, cfg.n_head = 1;
         CpuBackend m(cfg);
         m.init_weights(3);
         path = checkpoint_path(dir, 5);
@@ -186,6 +187,16 @@ static void test_checkpoint() {
     expect_refused("config n_embd 2^30", [&] {
         load_checkpoint(f.edited("config", config_with("n_embd", "1073741824")));
     }, "--width");
+    // Issue 41: one rule for train's flags and the checkpoint's config (head dim), and no key dropped.
+    GPTConfig half = f.cfg;
+    half.n_head = 2;  // head dim 32, which train refuses; the tensors' shapes do not change
+    expect_refused("a config edited to head dim 32", [&] { load_checkpoint(f.edited("config", config_to_json(half))); }, "head dim");
+    check(load_checkpoint(f.edited("config", config_to_json(half)), /*allow_any_head_dim=*/true).cfg.n_head == 2,
+          "the same config loads where any head dim is allowed (the CPU tests)");
+    std::string extra = config_to_json(f.cfg);
+    extra.insert(1, "\"n_kv_head\":1,");
+    expect_refused("a config with an unknown key", [&] { load_checkpoint(f.edited("config", extra)); }, "unknown key \"n_kv_head\"");
+    check(load_checkpoint(f.edited("config", config_to_json(f.cfg))).cfg.n_embd == 64, "the config as written loads");
     expect_refused("NaN in AdamW m", [&] { load_checkpoint(f.edited("", "", "optim.m.wte", NAN)); }, "AdamW moments");
     expect_refused("negative AdamW v", [&] { load_checkpoint(f.edited("", "", "optim.v.lnf.bias", -1.0f)); }, "AdamW moments");
     expect_refused("Inf weight", [&] { load_checkpoint(f.edited("", "", "wte", INFINITY)); }, "NaN or Inf weights");
@@ -216,6 +227,30 @@ static void test_flags() {
     expect_refused("--lr 1e40 (overflows a float)", [&] { parse({"--lr", "1e40"}); }, "--lr");
     expect_refused("--n 1e8", [&] { parse({"--n", "1e8"}); }, "--n");
     expect_refused("--n 99999999999", [&] { parse({"--n", "99999999999"}); }, "--n");
+    // Issue 41: no wrap, no sign or space strtol would take, and a flag given once.
+    expect_refused("--n 4294967360 (2^32 + 64)", [&] { parse({"--n", "4294967360"}); }, "'4294967360'");
+    expect_refused("--n +5", [&] { parse({"--n", "+5"}); }, "--n");
+    expect_refused("--n ' 5'", [&] { parse({"--n", " 5"}); }, "--n");
+    expect_refused("--n given twice", [&] { parse({"--n", "5", "--n=6"}); }, "given twice");
+    expect_refused("--lr given twice", [&] { parse({"--lr", "0.5", "--lr", "0.5"}); }, "--lr is given twice");
+    bool ok = true;
+    try {
+        parse({"--n", "-5", "--lr", "0.5"});
+    } catch (const std::exception&) {
+        ok = false;
+    }
+    check(ok, "--n -5 --lr 0.5, each once, parse");
+}
+
+// Issue 41: --weight-decay 1e30 trained to NaN with exit 0.
+static void test_weight_decay() {
+    check(weight_decay_error(0.1f, 2e-3f).empty() && weight_decay_error(0, 1).empty() && weight_decay_error(10, 0.1f).empty(),
+          "weight decay 0.1, 0 and 10 (at lr 0.1) are taken");
+    check(weight_decay_error(1e30f, 2e-3f).find("--weight-decay must be in [0, 10]") != std::string::npos, "weight decay 1e30 refused",
+          weight_decay_error(1e30f, 2e-3f));
+    check(!weight_decay_error(-0.1f, 2e-3f).empty() && !weight_decay_error(NAN, 2e-3f).empty(), "weight decay -0.1 and NaN refused");
+    check(weight_decay_error(5, 0.5f).find("above 1") != std::string::npos, "lr 0.5 x weight decay 5 refused",
+          weight_decay_error(5, 0.5f));
 }
 
 static void test_token_ids() {
@@ -240,6 +275,7 @@ int main() {
     test_config_limits();
     test_checkpoint();
     test_flags();
+    test_weight_decay();
     test_token_ids();
     return check_report();
 }

@@ -42,7 +42,7 @@ refuse_layout() {  # name, file contents (printf format), the message after "--l
     local name=$1 text=$2 msg=$3 f="$work/$1.txt"
     printf -- "$text" > "$f"
     expect_exact_error "layout $name" "error: --layout-file $f $msg" "$work/out_$name" \
-        ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$f" --out "$work/out_$name"
+        tests/last_wins.sh ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$f" --out "$work/out_$name"
 }
 
 # 1. Numbers: checked 64-bit parses, ranges, no wrap, no junk, one number before ':', no NUL.
@@ -64,18 +64,18 @@ refuse_layout twice '0: 0\n1: 0\n0: 0\n' "line 3: query block 0 (head 0) is list
 refuse_layout rows_18_bytes '65535/1048575: 0\n' "line 1: 65536 heads x 1048576 query blocks is more than the 2^20 rows a layout may have: use fewer heads, fewer blocks or a larger --block $hint"
 truncate -s 257M "$work/big.txt"
 expect_exact_error "a 257 MiB layout file" "error: --layout-file $work/big.txt holds 269484032 bytes, more than the 268435456 it may hold: give a text file of 'Q: K K ...' lines of at most 256 MiB (at most 2^20 rows)" \
-    "$work/out_big" ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work/big.txt" --out "$work/out_big"
+    "$work/out_big" tests/last_wins.sh ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work/big.txt" --out "$work/out_big"
 rm -f "$work/big.txt"
 expect_exact_error "a directory as a layout file" "error: --layout-file $work is a directory, not a regular file: only regular files are read (save a stream to a file first and give that)" \
-    "$work/out_dir" ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work" --out "$work/out_dir"
+    "$work/out_dir" tests/last_wins.sh ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work" --out "$work/out_dir"
 expect_exact_error "a missing layout file" "error: --layout-file $work/none.txt: cannot open it (No such file or directory): give a text file of 'Q: K K ...' lines of at most 256 MiB (at most 2^20 rows)" \
-    "$work/out_none" ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work/none.txt" --out "$work/out_none"
+    "$work/out_none" tests/last_wins.sh ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work/none.txt" --out "$work/out_none"
 
 # 3. One rule for the file and the checkpoint: the last query block the file may name
 #    (2^20 - 1) trains a step and its checkpoint loads in infer; the next one is refused (it was
 #    accepted up to 2^24 while checkpoints refused n_blocks past 2^24: train wrote what infer refused).
 printf '0: 0\n1048575: 0 1048575\n' > "$work/limit.txt"
-if ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work/limit.txt" --out "$work/limit" > "$work/limit.log" 2>&1 \
+if tests/last_wins.sh ./build/train "${tiny[@]}" "${bs[@]}" --layout-file "$work/limit.txt" --out "$work/limit" > "$work/limit.log" 2>&1 \
    && grep -qa 'n_blocks\\":1048576,' "$work/limit/"ckpt_*.safetensors \
    && ./build/infer --checkpoint "$work/limit" --prompt "In the" --max-new 4 > "$work/limit_gen.log" 2>&1; then
     pass "a layout at the limit (query block 1048575) trains a step and its checkpoint loads in infer"
@@ -92,15 +92,15 @@ unused() {  # name, flag, pattern, command...
     expect_exact_error "unused $name" "error: --$flag has no effect without --attn $pattern (no layer is $pattern): add $pattern to --attn, or drop --$flag" \
         "$out" "$@" --out "$out"
 }
-unused layout_file layout-file block-sparse ./build/train "${tiny[@]}" --layout-file "$work/good.txt"
-unused window window block-sparse ./build/train "${tiny[@]}" --attn fixed --window 8
-unused block block block-sparse ./build/train "${tiny[@]}" --attn dilated --segments 8,16 --dilations 1,2 --block 8
-unused random random-blocks block-sparse ./build/train "${tiny[@]}" --random-blocks 1,2
-unused all_dense block block-sparse ./build/train "${tiny[@]}" "${bs[@]}" --dense-layers 0,1
-unused stride stride fixed ./build/train "${tiny[@]}" "${bs[@]}" --stride 16
-unused segments segments dilated ./build/train "${tiny[@]}" --segments 8,16
+unused layout_file layout-file block-sparse tests/last_wins.sh ./build/train "${tiny[@]}" --layout-file "$work/good.txt"
+unused window window block-sparse tests/last_wins.sh ./build/train "${tiny[@]}" --attn fixed --window 8
+unused block block block-sparse tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 8,16 --dilations 1,2 --block 8
+unused random random-blocks block-sparse tests/last_wins.sh ./build/train "${tiny[@]}" --random-blocks 1,2
+unused all_dense block block-sparse tests/last_wins.sh ./build/train "${tiny[@]}" "${bs[@]}" --dense-layers 0,1
+unused stride stride fixed tests/last_wins.sh ./build/train "${tiny[@]}" "${bs[@]}" --stride 16
+unused segments segments dilated tests/last_wins.sh ./build/train "${tiny[@]}" --segments 8,16
 # ... but flags of a pattern some layer has pass: --attn lists, --dilated-layers.
-if ./build/train "${tiny[@]}" --attn dense,fixed --stride 16 --summary 4 --layers 2 --dilated-layers 0 --segments 8,16 --dilations 1,2 \
+if tests/last_wins.sh ./build/train "${tiny[@]}" --attn dense,fixed --stride 16 --summary 4 --layers 2 --dilated-layers 0 --segments 8,16 --dilations 1,2 \
         --out "$work/used" > "$work/used.log" 2>&1; then
     pass "--stride with --attn dense,fixed and --segments with --dilated-layers train"
 else

@@ -246,7 +246,7 @@ static void test_checkpoint_roundtrip(uint64_t seed) {
     const std::string path = checkpoint_path(dir, 1);
     TrainState st{1, 1, 2, 3, "{\"x\":1}"};
     save_checkpoint(path, m, std::string("tok\0bytes\xff", 10), &st);
-    const Checkpoint ck = load_checkpoint(path);
+    const Checkpoint ck = load_checkpoint(path, /*allow_any_head_dim=*/true);
     std::vector<float> p(m.num_params()), mm(m.num_params()), vv(m.num_params());
     m.get_params(p.data());
     m.get_opt_state(mm.data(), vv.data());

@@ -20,9 +20,9 @@ tiny=(--device cpu --data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32
 round_trip() {
     local name=$1; shift
     local dir="$work/$name"
-    if ./build/train "${tiny[@]}" "$@" --stop-at 1 --out "$dir" > "$dir.train.log" 2>&1 \
+    if tests/last_wins.sh ./build/train "${tiny[@]}" "$@" --stop-at 1 --out "$dir" > "$dir.train.log" 2>&1 \
        && ./build/infer --device cpu --checkpoint "$dir" --prompt "In the" --max-new 3 > "$dir.infer.log" 2>&1 \
-       && ./build/train "${tiny[@]}" "$@" --resume --out "$dir" > "$dir.resume.log" 2>&1 \
+       && tests/last_wins.sh ./build/train "${tiny[@]}" "$@" --resume --out "$dir" > "$dir.resume.log" 2>&1 \
        && [ -f "$dir/ckpt_00000002.safetensors" ]; then
         pass "$name: trains, generates from its checkpoint, resumes"
     else
@@ -49,7 +49,7 @@ round_trip nope_last --nope-layers 1
 refused() {  # name, message fragment, flags...
     local name=$1 want=$2; shift 2
     local err code
-    err=$(./build/train "${tiny[@]}" "$@" --out "$work/refused_$name" 2>&1 >/dev/null); code=$?
+    err=$(tests/last_wins.sh ./build/train "${tiny[@]}" "$@" --out "$work/refused_$name" 2>&1 >/dev/null); code=$?
     if [ $code -ne 0 ] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && [[ "$err" == error:* ]] \
        && grep -qF -- "$want" <<< "$err" && [ ! -e "$work/refused_$name" ]; then
         pass "refused: $name -> $err"
@@ -72,7 +72,7 @@ refused nope_twice "--nope-layers must list distinct layers in increasing order 
 refused nope_text "--nope-layers expects a comma-separated list of integers" --nope-layers odd
 
 # Resuming with other NoPE layers than the checkpoint's model: refused in one line.
-err=$(./build/train "${tiny[@]}" --nope-layers 0 --resume --out "$work/nope_last" 2>&1 >/dev/null); code=$?
+err=$(tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 0 --resume --out "$work/nope_last" 2>&1 >/dev/null); code=$?
 if [ $code -ne 0 ] && grep -q -- "--nope-layers differs from the checkpoint's model" <<< "$err"; then
     pass "resume with other --nope-layers refused: $err"
 else
@@ -82,7 +82,7 @@ fi
 # A checkpoint is never written with NaN weights: the run stops at the checkpoint it would have
 # written, with one line, and the checkpoint before stays the latest (and loads).
 dir="$work/poisoned"
-err=$(LNGPT_POISON_AT_STEP=3 ./build/train "${tiny[@]}" --steps 4 --ckpt-every 2 --out "$dir" 2>&1 >/dev/null); code=$?
+err=$(LNGPT_POISON_AT_STEP=3 tests/last_wins.sh ./build/train "${tiny[@]}" --steps 4 --ckpt-every 2 --out "$dir" 2>&1 >/dev/null); code=$?
 if [ $code -ne 0 ] && [ "$(printf '%s\n' "$err" | grep -c .)" -eq 1 ] && grep -q "the weights hold NaN or Inf, so no checkpoint was written" <<< "$err" \
    && grep -q "resume from $dir/ckpt_00000002.safetensors" <<< "$err" && [ ! -e "$dir/ckpt_00000004.safetensors" ] \
    && ./build/infer --device cpu --checkpoint "$dir" --prompt "In" --max-new 2 > /dev/null 2>&1; then
@@ -91,14 +91,14 @@ else
     fail "NaN weights at step 3 (exit $code): $err; $(ls "$dir" 2>&1 | tr '\n' ' ')"
 fi
 # The control: without the poison the same run writes step 4.
-if ./build/train "${tiny[@]}" --steps 4 --ckpt-every 2 --out "$work/unpoisoned" > /dev/null 2>&1 && [ -f "$work/unpoisoned/ckpt_00000004.safetensors" ]; then
+if tests/last_wins.sh ./build/train "${tiny[@]}" --steps 4 --ckpt-every 2 --out "$work/unpoisoned" > /dev/null 2>&1 && [ -f "$work/unpoisoned/ckpt_00000004.safetensors" ]; then
     pass "the same run without the poison writes its step-4 checkpoint (the guard is what stopped it)"
 else
     fail "the unpoisoned control run did not write step 4"
 fi
 
 # Diverging before any checkpoint: the advice names no checkpoint that does not exist.
-err=$(LNGPT_NAN_STEPS=1-9 ./build/train "${tiny[@]}" --steps 4 --ckpt-every 0 --max-bad-steps 2 --out "$work/diverged" 2>&1 >/dev/null); code=$?
+err=$(LNGPT_NAN_STEPS=1-9 tests/last_wins.sh ./build/train "${tiny[@]}" --steps 4 --ckpt-every 0 --max-bad-steps 2 --out "$work/diverged" 2>&1 >/dev/null); code=$?
 if [ $code -ne 0 ] && grep -q "then start again (no checkpoint was written)" <<< "$err" && [ -z "$(ls "$work/diverged"/ckpt_* 2>/dev/null)" ]; then
     pass "diverged before the first checkpoint: $err"
 else

@@ -196,6 +196,14 @@ static void test_task_file() {
     refused("a length of 0", "{\"task\":\"t\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"1\",\"length\":0,\"depth\":0}", "length");
     refused("a context that is a number", "{\"task\":\"t\",\"context\":5,\"question\":\"q\",\"answer\":\"1\",\"length\":3,\"depth\":0}", "expected a string");
     refused("a task name with a comma", "{\"task\":\"a,b\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"1\",\"length\":3,\"depth\":0}", "comma");
+    // Issue 41: a CR in a task name broke the CSV; a long answer cost answer-length decode steps.
+    refused("a task name with a CR", "{\"task\":\"a\\rb\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"1\",\"length\":3,\"depth\":0}",
+            "carriage return");
+    auto with_answer = [](size_t n) {
+        return "{\"task\":\"t\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"" + std::string(n, '7') + "\",\"length\":3,\"depth\":0}";
+    };
+    check(parse_task_line(with_answer(kMaxTaskAnswerChars), "f", 1).answer.size() == kMaxTaskAnswerChars, "an answer at the cap is read");
+    refused("an answer of 20,000 characters", with_answer(20000), "more than the 256");
 }
 
 static void test_scoring_rule() {
@@ -319,6 +327,18 @@ static void test_batch_source() {
     expect_fatal("fractions over 1", [] { parse_mix("a:0.7,b:0.5", 1); }, {"more than 1"});
     expect_fatal("a fraction of 0", [] { parse_mix("a:0", 1); }, {"SHARD:FRACTION"});
     expect_fatal("a schedule step out of order", [] { parse_schedule("64x8@10,128x4@5", {0, 32, 16}, 40, 1 << 20); }, {"steps must increase"});
+    // Issue 41: numbers that wrapped, stray commas, tiny or repeated --mix fractions.
+    expect_fatal("a schedule window of 2^32 + 64 (wrapped to 64)", [] { parse_schedule("4294967360x1@2", {0, 32, 16}, 40, 1 << 20); },
+                 {"SEQ_LENxBATCH@STEP", "'4294967360x1@2'"});
+    expect_fatal("a schedule step with a sign", [] { parse_schedule("64x8@+10", {0, 32, 16}, 40, 1 << 20); }, {"SEQ_LENxBATCH@STEP"});
+    expect_fatal("a schedule with a trailing comma", [] { parse_schedule("64x8@10,", {0, 32, 16}, 40, 1 << 20); }, {"got ''"});
+    check(parse_schedule("64x8@10", {0, 32, 16}, 40, 1 << 20).size() == 2, "the same schedule without the comma parses");
+    expect_fatal("a --mix fraction of 1e-300", [] { parse_mix("a:1e-300", 1); }, {"SHARD:FRACTION", "[1e-06, 1]"});
+    check(parse_mix("a:1e-6", 1)[0][0].fraction == 1e-6, "a --mix fraction of 1e-6 is taken");
+    expect_fatal("a --mix fraction with a sign", [] { parse_mix("a:+0.5", 1); }, {"SHARD:FRACTION"});
+    expect_fatal("a --mix with a trailing comma", [] { parse_mix("a:0.5,", 1); }, {"SHARD:FRACTION"});
+    expect_fatal("one --mix shard twice in a stage", [] { parse_mix("a:0.25,a:0.25", 1); }, {"a is given twice"});
+    check(parse_mix("a:0.25;a:0.5", 2).size() == 2, "one shard in two stages is taken");
     expect_fatal("a schedule entry without a batch", [] { parse_schedule("64@10", {0, 32, 16}, 40, 1 << 20); }, {"SEQ_LENxBATCH@STEP"});
     expect_fatal("a schedule stage of more tokens a step than allowed", [] { parse_schedule("4096x512@10", {0, 32, 16}, 40, 1 << 20); },
                    {"--schedule entry '4096x512@10'", "tokens per step"});
@@ -503,6 +523,17 @@ static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
     }
     const TaskReport rb = summarize_tasks(many, outs);
     check(rb.binned_lengths && rb.binned_depths && rb.depths.size() <= 11 && rb.lengths.size() <= 3, "many distinct lengths and depths are binned");
+    // Issue 41: depths that print as one (0.5, 0.5000001) are one cell; 0.501 and 0.502 stay two rows.
+    std::vector<TaskItem> two(3, items[0]);
+    two[0].depth = 0.5, two[1].depth = 0.5000001, two[2].depth = 0.51;
+    const TaskReport rd = summarize_tasks(two, std::vector<TaskOutcome>(3));
+    const std::string rd_csv = task_report_csv(rd);
+    check(rd.depths.size() == 2 && rd_csv.find(",0.5,2,") != std::string::npos && rd_csv.find(",0.51,1,") != std::string::npos,
+          "depths 0.5 and 0.5000001 are one cell of 2 items; 0.51 another", rd_csv);
+    two[0].depth = 0.501, two[1].depth = 0.502;
+    const std::string table2 = format_task_report(summarize_tasks(two, std::vector<TaskOutcome>(3)));
+    check(table2.find("0.501") != std::string::npos && table2.find("0.502") != std::string::npos && table2.find("0.51") != std::string::npos,
+          "depths 0.501 and 0.502 print as two rows", table2);
 
     // A prompt longer than --ctx: refused naming its line, or read in its last tokens.
     expect_fatal("a prompt longer than --ctx", [&] { tokenize_tasks(items, tok, TaskEvalOptions{1000, false, "tasks.jsonl"}); },

@@ -53,7 +53,7 @@ expect_error "bad input: task-shard: fewer tokens than a document" "--tokens" bu
 tiny=(--data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 64 --batch 8 --steps 24 --warmup 4 --lr 3e-3 --val-every 8
       --val-batches 2 --ckpt-every 8 --log-every 4 --sample-tokens 0 --schedule 128x4@10,256x2@18
       --mix "$work/tasks.bin:0.5;$work/tasks.bin:0.25;$work/tasks.bin:0.75")
-if build/train "${tiny[@]}" --out "$work/full" > "$work/full.log" 2>&1; then
+if tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/full" > "$work/full.log" 2>&1; then
     grep -q "^step    10/24 | stage: windows of 128 tokens, 4 per step" "$work/full.log" && grep -q "^step    18/24 | stage: windows of 256" "$work/full.log" \
         && pass "--schedule: the window and batch change at steps 10 and 18" || fail "--schedule: $(grep stage "$work/full.log" | tr '\n' ' ')"
     grep -q "^mix (stage from step 18): $work/tasks.bin (65536 tokens, 32 documents): 75% of the windows" "$work/full.log" \
@@ -61,32 +61,32 @@ if build/train "${tiny[@]}" --out "$work/full" > "$work/full.log" 2>&1; then
 else
     fail "train --mix --schedule failed: $(tail -2 "$work/full.log")"
 fi
-{ (LNGPT_KILL_AT_STEP=13 exec build/train "${tiny[@]}" --out "$work/killed") > /dev/null 2>&1; } 2>/dev/null
-build/train "${tiny[@]}" --out "$work/killed" --resume > "$work/resume.log" 2>&1
+{ (LNGPT_KILL_AT_STEP=13 exec tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/killed") > /dev/null 2>&1; } 2>/dev/null
+tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/killed" --resume > "$work/resume.log" 2>&1
 diff <(cut -d, -f1-3 "$work/full/metrics.csv") <(cut -d, -f1-3 "$work/killed/metrics.csv") > /dev/null \
     && cmp -s "$work/full/ckpt_00000024.safetensors" "$work/killed/ckpt_00000024.safetensors" \
     && pass "killed in stage 2 and resumed: every loss and the final checkpoint bit for bit" || fail "resume across stages differs: $(tail -2 "$work/resume.log")"
-build/train "${tiny[@]}" --out "$work/pieces" --stop-at 11 > "$work/p1.log" 2>&1
-build/train "${tiny[@]}" --out "$work/pieces" --resume --stop-at 20 > "$work/p2.log" 2>&1
-build/train "${tiny[@]}" --out "$work/pieces" --resume > "$work/p3.log" 2>&1
+tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/pieces" --stop-at 11 > "$work/p1.log" 2>&1
+tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/pieces" --resume --stop-at 20 > "$work/p2.log" 2>&1
+tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/pieces" --resume > "$work/p3.log" 2>&1
 grep -q "^stopped after step 11 of 24 (--stop-at)" "$work/p1.log" && diff <(cut -d, -f1-3 "$work/full/metrics.csv") <(cut -d, -f1-3 "$work/pieces/metrics.csv") > /dev/null \
     && cmp -s "$work/full/ckpt_00000024.safetensors" "$work/pieces/ckpt_00000024.safetensors" \
     && pass "--stop-at: a run in three pieces is the run in one" || fail "--stop-at pieces differ: $(tail -1 "$work/p1.log")"
-if build/train "${tiny[@]}" --out "$work/timed" --time-limit 0.000001 > "$work/timed.log" 2>&1; then
+if tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/timed" --time-limit 0.000001 > "$work/timed.log" 2>&1; then
     grep -q "^stopped after step 1 of 24 (--time-limit)" "$work/timed.log" && [ -f "$work/timed/ckpt_00000001.safetensors" ] \
         && pass "--time-limit: stops after the step that passes it, with a checkpoint" || fail "--time-limit: $(tail -1 "$work/timed.log")"
 else
     fail "--time-limit run failed: $(tail -1 "$work/timed.log")"
 fi
-expect_error "bad input: train: a --mix shard that does not exist" "no_such.bin" build/train "${tiny[@]}" --mix "$work/no_such.bin:0.5" --out "$work/bad1"
-expect_error "bad input: train: a --mix fraction over 1" "SHARD:FRACTION" build/train "${tiny[@]}" --mix "$work/tasks.bin:2" --out "$work/bad2"
-expect_error "bad input: train: --mix lists that do not match the stages" "gives 2 stages" build/train "${tiny[@]}" --mix "$work/tasks.bin:0.5;$work/tasks.bin:0.5" --out "$work/bad3"
-expect_error "bad input: train: a --schedule step past --steps" "--schedule entry" build/train "${tiny[@]}" --schedule 128x4@30 --out "$work/bad4"
-expect_error "bad input: train: a --schedule window that does not split over --cp" "--schedule" build/train "${tiny[@]}" --schedule 130x4@10 --mix "$work/tasks.bin:0.5" --cp 4 --simulate-ranks 4 --out "$work/bad5"
-expect_error "bad input: train: --stop-at past --steps" "--stop-at" build/train "${tiny[@]}" --stop-at 99 --out "$work/bad6"
-build/train "${tiny[@]}" --stop-at 11 --out "$work/stop11" > /dev/null 2>&1
-expect_error "bad input: train: --resume --stop-at not past the checkpoint" "not past the checkpoint's step 11" build/train "${tiny[@]}" --resume --stop-at 11 --out "$work/stop11"
-expect_error "bad input: train: --resume with another --mix" "--mix" build/train "${tiny[@]}" --mix "$work/tasks.bin:0.5" --resume --out "$work/full"
+expect_error "bad input: train: a --mix shard that does not exist" "no_such.bin" tests/last_wins.sh ./build/train "${tiny[@]}" --mix "$work/no_such.bin:0.5" --out "$work/bad1"
+expect_error "bad input: train: a --mix fraction over 1" "SHARD:FRACTION" tests/last_wins.sh ./build/train "${tiny[@]}" --mix "$work/tasks.bin:2" --out "$work/bad2"
+expect_error "bad input: train: --mix lists that do not match the stages" "gives 2 stages" tests/last_wins.sh ./build/train "${tiny[@]}" --mix "$work/tasks.bin:0.5;$work/tasks.bin:0.5" --out "$work/bad3"
+expect_error "bad input: train: a --schedule step past --steps" "--schedule entry" tests/last_wins.sh ./build/train "${tiny[@]}" --schedule 128x4@30 --out "$work/bad4"
+expect_error "bad input: train: a --schedule window that does not split over --cp" "--schedule" tests/last_wins.sh ./build/train "${tiny[@]}" --schedule 130x4@10 --mix "$work/tasks.bin:0.5" --cp 4 --simulate-ranks 4 --out "$work/bad5"
+expect_error "bad input: train: --stop-at past --steps" "--stop-at" tests/last_wins.sh ./build/train "${tiny[@]}" --stop-at 99 --out "$work/bad6"
+tests/last_wins.sh ./build/train "${tiny[@]}" --stop-at 11 --out "$work/stop11" > /dev/null 2>&1
+expect_error "bad input: train: --resume --stop-at not past the checkpoint" "not past the checkpoint's step 11" tests/last_wins.sh ./build/train "${tiny[@]}" --resume --stop-at 11 --out "$work/stop11"
+expect_error "bad input: train: --resume with another --mix" "--mix" tests/last_wins.sh ./build/train "${tiny[@]}" --mix "$work/tasks.bin:0.5" --resume --out "$work/full"
 [ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && [ ! -e "$work/bad3" ] && pass "refused runs write nothing" || fail "a refused run wrote its --out"
 
 # 4. infer --tasks through the model's cache: the scorer's rule against what plain greedy

@@ -17,7 +17,7 @@ tiny=(--data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --
       --val-every 10 --val-batches 2 --ckpt-every 10 --log-every 5 --sample-tokens 0)
 
 # 1. A run that trains: loss falls, checkpoints and metrics appear.
-if ./build/train "${tiny[@]}" --out "$work/full" > "$work/full.log" 2>&1; then
+if tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/full" > "$work/full.log" 2>&1; then
     first=$(awk -F, '$1 == 1 && $2 == "train" { print $3 }' "$work/full/metrics.csv")
     last=$(awk -F, '$1 == 20 && $2 == "train" { print $3 }' "$work/full/metrics.csv")
     if awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }'; then pass "training lowers the loss ($first -> $last)"
@@ -31,10 +31,10 @@ else
 fi
 
 # 2. Killed right after step 13 (checkpoint at 10), resumed: exactly the same losses.
-{ (LNGPT_KILL_AT_STEP=13 exec ./build/train "${tiny[@]}" --out "$work/resumed") > "$work/killed.log" 2>&1; } 2>/dev/null
+{ (LNGPT_KILL_AT_STEP=13 exec tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/resumed") > "$work/killed.log" 2>&1; } 2>/dev/null
 code=$?
 [ $code -eq 137 ] && pass "kill hook ended the run (exit $code)" || fail "kill hook: exit $code"
-if ./build/train "${tiny[@]}" --out "$work/resumed" --resume > "$work/resume.log" 2>&1; then
+if tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/resumed" --resume > "$work/resume.log" 2>&1; then
     if diff <(cut -d, -f1-3 "$work/full/metrics.csv") <(cut -d, -f1-3 "$work/resumed/metrics.csv") > "$work/resume.diff"; then
         pass "resumed run reproduces every train and val loss bit for bit"
     else
@@ -49,7 +49,7 @@ fi
 # 2a. --init-from: a fresh run (step 0, new optimizer) from another run's weights, here at twice
 # the window with a dilated pattern (attention has no weights): its first loss is near the trained
 # model's last, far below a fresh start's.
-if ./build/train "${tiny[@]}" --steps 2 --seq-len 64 --attn dilated --segments 16,32 --dilations 1,2 --init-from "$work/full" \
+if tests/last_wins.sh ./build/train "${tiny[@]}" --steps 2 --seq-len 64 --attn dilated --segments 16,32 --dilations 1,2 --init-from "$work/full" \
         --out "$work/init" > "$work/init.log" 2>&1; then
     a=$(awk -F, '$1 == 1 && $2 == "train" { print $3 }' "$work/init/metrics.csv")
     fresh=$(awk -F, '$1 == 1 && $2 == "train" { print $3 }' "$work/full/metrics.csv")
@@ -64,7 +64,7 @@ fi
 
 # 2b. Gradient checkpointing: --recompute full recomputes every block in the backward and
 # reproduces the default run's losses bit for bit; the memory plan is printed.
-if ./build/train "${tiny[@]}" --recompute full --out "$work/rc_full" > "$work/rc_full.log" 2>&1; then
+if tests/last_wins.sh ./build/train "${tiny[@]}" --recompute full --out "$work/rc_full" > "$work/rc_full.log" 2>&1; then
     diff <(cut -d, -f1-3 "$work/full/metrics.csv") <(cut -d, -f1-3 "$work/rc_full/metrics.csv") > /dev/null \
         && pass "--recompute full reproduces every train and val loss bit for bit" || fail "--recompute full: losses differ"
     grep -q "^memory plan for B = 4 x T = 32" "$work/rc_full.log" && grep -q "^  full .*<- chosen" "$work/rc_full.log" \
@@ -94,7 +94,7 @@ fi
 # 3b. A dilated (LongNet) model with one dense layer trains, and its checkpoint carries the
 #     per-layer patterns to infer.
 dil=(--attn dilated --segments 16,32,64 --dilations 1,2,4 --dense-layers 1)
-if ./build/train "${tiny[@]}" "${dil[@]}" --steps 10 --out "$work/dilated" > "$work/dilated.log" 2>&1 \
+if tests/last_wins.sh ./build/train "${tiny[@]}" "${dil[@]}" --steps 10 --out "$work/dilated" > "$work/dilated.log" 2>&1 \
    && ./build/infer --checkpoint "$work/dilated" --prompt "In the" --max-new 8 > "$work/dilated_gen.log" 2>&1; then
     pass "dilated model trains and generates ($(grep -o 'val loss [0-9.]*' "$work/dilated.log" | tail -1))"
 else
@@ -111,39 +111,39 @@ head -c 100 "$corpus/train.bin" > "$work/bad/train.bin"
 mkdir -p "$work/badtok"
 cp "$corpus"/{train.bin,val.bin} "$work/badtok/" && echo "not a model" > "$work/badtok/tokenizer.model"
 head -c 5000 "$work/full/ckpt_00000020.safetensors" > "$work/truncated.safetensors"
-expect_error "bad input: heads do not divide width" "--heads" ./build/train "${tiny[@]}" --heads 3 --out "$work/x1"
-expect_error "bad input: unsupported head dim" "head dim" ./build/train "${tiny[@]}" --heads 2 --out "$work/x1"
-expect_error "bad input: zero steps" "--steps" ./build/train "${tiny[@]}" --steps 0 --out "$work/x1"
-expect_error "bad input: window longer than the data" "--seq-len" ./build/train "${tiny[@]}" --seq-len 10000000 --out "$work/x1"
-expect_error "bad input: unknown flag" "--bogus" ./build/train "${tiny[@]}" --bogus 1 --out "$work/x1"
-expect_error "bad input: malformed number" "--lr" ./build/train "${tiny[@]}" --lr fast --out "$work/x1"
-expect_error "bad input: missing corpus" "tokenizer.model" ./build/train "${tiny[@]}" --data "$work/nothing_here" --out "$work/x1"
-expect_error "bad input: corrupt shard" "train.bin" ./build/train "${tiny[@]}" --data "$work/bad" --out "$work/x1"
-expect_error "bad input: corrupt tokenizer" "tokenizer.model" ./build/train "${tiny[@]}" --data "$work/badtok" --out "$work/x1"
-expect_error "bad input: out dir holds a run" "--resume" ./build/train "${tiny[@]}" --out "$work/full"
-expect_error "bad input: resume with other flags" "--resume" ./build/train "${tiny[@]}" --steps 30 --out "$work/full" --resume
-expect_error "bad input: resume with nothing to resume" "--resume" ./build/train "${tiny[@]}" --out "$work/x2" --resume
-expect_error "bad input: dilation above its segment" "dilation 64 exceeds its segment 32" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,64 --out "$work/x1"
-expect_error "bad input: segment and dilation lists differ" "--dilations has 1" ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1 --out "$work/x1"
-expect_error "bad input: zero segment" "must be positive" ./build/train "${tiny[@]}" --attn dilated --segments 0 --dilations 1 --out "$work/x1"
-expect_error "bad input: malformed segment list" "--segments" ./build/train "${tiny[@]}" --attn dilated --segments 16,x --out "$work/x1"
-expect_error "bad input: dense layer out of range" "--dense-layers" ./build/train "${tiny[@]}" --attn dilated --dense-layers 5 --out "$work/x1"
-expect_error "bad input: unknown pattern" "--attn" ./build/train "${tiny[@]}" --attn sparse --out "$work/x1"
-expect_error "bad input: unknown device" "--device" ./build/train "${tiny[@]}" --device tpu --out "$work/x1"
+expect_error "bad input: heads do not divide width" "--heads" tests/last_wins.sh ./build/train "${tiny[@]}" --heads 3 --out "$work/x1"
+expect_error "bad input: unsupported head dim" "head dim" tests/last_wins.sh ./build/train "${tiny[@]}" --heads 2 --out "$work/x1"
+expect_error "bad input: zero steps" "--steps" tests/last_wins.sh ./build/train "${tiny[@]}" --steps 0 --out "$work/x1"
+expect_error "bad input: window longer than the data" "--seq-len" tests/last_wins.sh ./build/train "${tiny[@]}" --seq-len 10000000 --out "$work/x1"
+expect_error "bad input: unknown flag" "--bogus" tests/last_wins.sh ./build/train "${tiny[@]}" --bogus 1 --out "$work/x1"
+expect_error "bad input: malformed number" "--lr" tests/last_wins.sh ./build/train "${tiny[@]}" --lr fast --out "$work/x1"
+expect_error "bad input: missing corpus" "tokenizer.model" tests/last_wins.sh ./build/train "${tiny[@]}" --data "$work/nothing_here" --out "$work/x1"
+expect_error "bad input: corrupt shard" "train.bin" tests/last_wins.sh ./build/train "${tiny[@]}" --data "$work/bad" --out "$work/x1"
+expect_error "bad input: corrupt tokenizer" "tokenizer.model" tests/last_wins.sh ./build/train "${tiny[@]}" --data "$work/badtok" --out "$work/x1"
+expect_error "bad input: out dir holds a run" "--resume" tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/full"
+expect_error "bad input: resume with other flags" "--resume" tests/last_wins.sh ./build/train "${tiny[@]}" --steps 30 --out "$work/full" --resume
+expect_error "bad input: resume with nothing to resume" "--resume" tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/x2" --resume
+expect_error "bad input: dilation above its segment" "dilation 64 exceeds its segment 32" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,64 --out "$work/x1"
+expect_error "bad input: segment and dilation lists differ" "--dilations has 1" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1 --out "$work/x1"
+expect_error "bad input: zero segment" "must be positive" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 0 --dilations 1 --out "$work/x1"
+expect_error "bad input: malformed segment list" "--segments" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,x --out "$work/x1"
+expect_error "bad input: dense layer out of range" "--dense-layers" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --dense-layers 5 --out "$work/x1"
+expect_error "bad input: unknown pattern" "--attn" tests/last_wins.sh ./build/train "${tiny[@]}" --attn sparse --out "$work/x1"
+expect_error "bad input: unknown device" "--device" tests/last_wins.sh ./build/train "${tiny[@]}" --device tpu --out "$work/x1"
 expect_error "bad input: missing checkpoint" "checkpoint" ./build/infer --checkpoint "$work/nothing.safetensors" --prompt hi
 expect_error "bad input: truncated checkpoint" "truncated.safetensors" ./build/infer --checkpoint "$work/truncated.safetensors" --prompt hi
 expect_error "bad input: bad top-p" "--top-p" ./build/infer --checkpoint "$work/full" --top-p 2
 expect_error "bad input: missing perplexity file" "no_such_file" ./build/infer --checkpoint "$work/full" --perplexity "$work/no_such_file"
-expect_error "bad input: non-finite --lr" "--lr" ./build/train "${tiny[@]}" --lr inf --out "$work/x1"
-expect_error "bad input: --layers 1000000" "--layers" ./build/train "${tiny[@]}" --layers 1000000 --out "$work/x1"
-expect_error "bad input: --width 2147483584 --heads 33554431" "--width" ./build/train "${tiny[@]}" --width 2147483584 --heads 33554431 --out "$work/x1"
-expect_error "bad input: --seq-len 2^31-1" "--seq-len" ./build/train "${tiny[@]}" --seq-len 2147483647 --out "$work/x1"
-expect_error "bad input: --batch x --seq-len overflow" "--batch" ./build/train "${tiny[@]}" --batch 2147483647 --seq-len 200000000 --out "$work/x1"
-expect_error "bad input: --max-bad-steps 0" "--max-bad-steps" ./build/train "${tiny[@]}" --max-bad-steps 0 --out "$work/x1"
-expect_error "bad input: unknown recompute policy" "--recompute" ./build/train "${tiny[@]}" --recompute some --out "$work/x1"
+expect_error "bad input: non-finite --lr" "--lr" tests/last_wins.sh ./build/train "${tiny[@]}" --lr inf --out "$work/x1"
+expect_error "bad input: --layers 1000000" "--layers" tests/last_wins.sh ./build/train "${tiny[@]}" --layers 1000000 --out "$work/x1"
+expect_error "bad input: --width 2147483584 --heads 33554431" "--width" tests/last_wins.sh ./build/train "${tiny[@]}" --width 2147483584 --heads 33554431 --out "$work/x1"
+expect_error "bad input: --seq-len 2^31-1" "--seq-len" tests/last_wins.sh ./build/train "${tiny[@]}" --seq-len 2147483647 --out "$work/x1"
+expect_error "bad input: --batch x --seq-len overflow" "--batch" tests/last_wins.sh ./build/train "${tiny[@]}" --batch 2147483647 --seq-len 200000000 --out "$work/x1"
+expect_error "bad input: --max-bad-steps 0" "--max-bad-steps" tests/last_wins.sh ./build/train "${tiny[@]}" --max-bad-steps 0 --out "$work/x1"
+expect_error "bad input: unknown recompute policy" "--recompute" tests/last_wins.sh ./build/train "${tiny[@]}" --recompute some --out "$work/x1"
 # 1 MiB for activations: no policy fits; the error says what would, before --out exists.
-expect_error "bad input: step larger than memory" "what fits: none: --seq-len <= " ./build/train "${tiny[@]}" --memory-cap 0.001 --out "$work/x_oom"
-expect_error "bad input: negative --memory-cap" "--memory-cap" ./build/train "${tiny[@]}" --memory-cap -1 --out "$work/x1"
+expect_error "bad input: step larger than memory" "what fits: none: --seq-len <= " tests/last_wins.sh ./build/train "${tiny[@]}" --memory-cap 0.001 --out "$work/x_oom"
+expect_error "bad input: negative --memory-cap" "--memory-cap" tests/last_wins.sh ./build/train "${tiny[@]}" --memory-cap -1 --out "$work/x1"
 [ ! -e "$work/x_oom" ] && pass "nothing written by the run that did not fit" || fail "the run that did not fit wrote $work/x_oom"
 
 # A shard whose header declares a larger vocabulary than the tokenizer's, with an id past the
@@ -160,7 +160,7 @@ struct.pack_into("<H", b, len(b) - 2, vocab + 50)  # last token: past the tokeni
 open(sys.argv[2], "wb").write(bytes(b))
 PY
 expect_error "bad input: shard vocab above the tokenizer's (token >= V as the last target)" "oov/train.bin declares a vocabulary" \
-    ./build/train "${tiny[@]}" --data "$work/oov" --out "$work/x1"
+    tests/last_wins.sh ./build/train "${tiny[@]}" --data "$work/oov" --out "$work/x1"
 
 [ "$before" == "$(snapshot "$work/full")" ] && pass "bad inputs left the existing run's files untouched" || fail "existing files changed"
 [ ! -e "$work/x1" ] && pass "bad inputs created no output directory" || fail "a failed run created $work/x1"
@@ -175,7 +175,7 @@ hostile() {  # name, pattern, edit args...
     edit "$work/hostile/ckpt_00000020.safetensors" "$@"
     local keep; keep=$(snapshot "$work/hostile")
     expect_error "bad input: infer: $name" "$pattern" ./build/infer --checkpoint "$work/hostile" --prompt hi --max-new 4
-    expect_error "bad input: train --resume: $name" "$pattern" ./build/train "${tiny[@]}" --out "$work/hostile" --resume
+    expect_error "bad input: train --resume: $name" "$pattern" tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/hostile" --resume
     [ "$keep" == "$(snapshot "$work/hostile")" ] || fail "$name: the refused run changed files in its --out"
 }
 hostile "\\uZZZZ in the metadata" "corrupt" meta format '"\uZZZZ"'
@@ -195,30 +195,30 @@ done
 # Resume claims: a run resumes only into the state the checkpoint really describes.
 rm -rf "$work/claims" && cp -r "$work/resumed" "$work/claims" && rm "$work/claims/ckpt_00000020.safetensors"
 keep=$(snapshot "$work/claims")
-expect_error "bad input: resume with another --val-batches" "--val-batches" ./build/train "${tiny[@]}" --val-batches 1 --out "$work/claims" --resume
-expect_error "bad input: resume with another --val-every" "--val-every" ./build/train "${tiny[@]}" --val-every 5 --out "$work/claims" --resume
-expect_error "bad input: resume with another --attention" "--attention" ./build/train "${tiny[@]}" --attention cudnn --doc-mask off --out "$work/claims" --resume
+expect_error "bad input: resume with another --val-batches" "--val-batches" tests/last_wins.sh ./build/train "${tiny[@]}" --val-batches 1 --out "$work/claims" --resume
+expect_error "bad input: resume with another --val-every" "--val-every" tests/last_wins.sh ./build/train "${tiny[@]}" --val-every 5 --out "$work/claims" --resume
+expect_error "bad input: resume with another --attention" "--attention" tests/last_wins.sh ./build/train "${tiny[@]}" --attention cudnn --doc-mask off --out "$work/claims" --resume
 edit_latest() { python3 tests/edit_checkpoint.py "$work/claims/ckpt_00000010.safetensors" "$work/claims2/ckpt_00000010.safetensors" "$@"; }
 rm -rf "$work/claims2" && mkdir -p "$work/claims2" && cp "$work/claims/metrics.csv" "$work/claims2/"
 edit_latest meta loader_cursor '"3"'
-expect_error "bad input: resume where step and loader disagree" "loader is at epoch" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
+expect_error "bad input: resume where step and loader disagree" "loader is at epoch" tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/claims2" --resume
 edit_latest meta step '"25"'
-expect_error "bad input: resume from a step past --steps" "past --steps" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
+expect_error "bad input: resume from a step past --steps" "past --steps" tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/claims2" --resume
 edit_latest meta config '"{\"vocab_size\":512,\"n_layer\":2,\"n_embd\":64,\"n_head\":1,\"rope_theta\":10000,\"layer_attn\":[{\"kind\":\"dense\",\"causal\":false},{\"kind\":\"dense\",\"causal\":true}]}"'
-expect_error "bad input: resume a model with a non-causal layer" "not causal" ./build/train "${tiny[@]}" --out "$work/claims2" --resume
+expect_error "bad input: resume a model with a non-causal layer" "not causal" tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/claims2" --resume
 grep -q '^20,' "$work/claims2/metrics.csv" && pass "refused resumes kept metrics.csv whole" || fail "a refused resume truncated metrics.csv"
 [ "$keep" == "$(snapshot "$work/claims")" ] && pass "refused resumes left the run's files untouched" || fail "a refused resume changed files"
 
 # 6. Non-finite steps are skipped, not fatal; only --max-bad-steps in a row stop the run, and
 #    then its last good checkpoint is untouched.
-if LNGPT_NAN_STEPS=5-6 ./build/train "${tiny[@]}" --out "$work/nan" > "$work/nan.log" 2>&1; then
+if LNGPT_NAN_STEPS=5-6 tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/nan" > "$work/nan.log" 2>&1; then
     skipped=$(grep -c ',skipped,' "$work/nan/metrics.csv")
     [ "$skipped" -eq 2 ] && ! grep -q '^[56],train,' "$work/nan/metrics.csv" && grep -q '^20,val,' "$work/nan/metrics.csv" \
         && pass "two NaN steps were skipped and logged, training went on to step 20" || fail "NaN steps: $skipped skipped rows"
 else
     fail "a run with two NaN steps failed: $(tail -2 "$work/nan.log")"
 fi
-LNGPT_NAN_STEPS=12-20 ./build/train "${tiny[@]}" --max-bad-steps 3 --out "$work/nan2" > "$work/nan2.log" 2>"$work/nan2.err"
+LNGPT_NAN_STEPS=12-20 tests/last_wins.sh ./build/train "${tiny[@]}" --max-bad-steps 3 --out "$work/nan2" > "$work/nan2.log" 2>"$work/nan2.err"
 code=$?
 if [ $code -eq 1 ] && grep -q "^error: 3 steps in a row" "$work/nan2.err" && [ "$(wc -l < "$work/nan2.err")" -eq 1 ] \
    && [ "$(ls "$work/nan2" | grep -c ckpt_)" -eq 1 ] && [ -f "$work/nan2/ckpt_00000010.safetensors" ] \
@@ -232,7 +232,7 @@ fi
 #    (--simulate-ranks: the same trainer code as NCCL ranks, an in-process communicator): 2
 #    data-parallel groups x --cp 2 follow the one-process run's losses step for step; the run
 #    writes one set of checkpoints, which a one-process run resumes.
-if ./build/train "${tiny[@]}" --steps 20 --cp 2 --simulate-ranks 4 --out "$work/cp" > "$work/cp.log" 2>&1 \
+if tests/last_wins.sh ./build/train "${tiny[@]}" --steps 20 --cp 2 --simulate-ranks 4 --out "$work/cp" > "$work/cp.log" 2>&1 \
    && paste <(grep -o '| loss [0-9.]*' "$work/full.log") <(grep -o '| loss [0-9.]*' "$work/cp.log") | \
       awk '{ d = $3 - $6; if (d < 0) d = -d; if (d / $3 > w) w = d / $3; n++ } END { printf "%d %.1e\n", n, w; exit !(n >= 5 && w < 1e-4) }' > "$work/cp.cmp"; then
     pass "--cp 2 x 2 data-parallel groups (4 simulated ranks) track one process: $(awk '{print $1 " logged steps, worst rel diff " $2}' "$work/cp.cmp")"
@@ -243,7 +243,7 @@ fi
 # at the same tokens per step, each following the one-process run.
 for shape in "8 8" "4 8"; do
     read -r c r <<< "$shape"
-    if ./build/train "${tiny[@]}" --steps 20 --cp "$c" --simulate-ranks "$r" --out "$work/cp$c" > "$work/cp$c.log" 2>&1 \
+    if tests/last_wins.sh ./build/train "${tiny[@]}" --steps 20 --cp "$c" --simulate-ranks "$r" --out "$work/cp$c" > "$work/cp$c.log" 2>&1 \
        && paste <(grep -o '| loss [0-9.]*' "$work/full.log") <(grep -o '| loss [0-9.]*' "$work/cp$c.log") | \
           awk '{ d = $3 - $6; if (d < 0) d = -d; if (d / $3 > w) w = d / $3; n++ } END { printf "%d %.1e\n", n, w; exit !(n >= 5 && w < 1e-4) }' > "$work/cp$c.cmp"; then
         pass "--cp $c on $r simulated ranks ($((r / c)) data-parallel groups) tracks one process: $(awk '{print $1 " logged steps, worst rel diff " $2}' "$work/cp$c.cmp")"
@@ -259,18 +259,18 @@ else
 fi
 cp -r "$work/cp" "$work/cp_resumed"
 rm "$work/cp_resumed/ckpt_00000020.safetensors"
-if ./build/train "${tiny[@]}" --out "$work/cp_resumed" --resume > "$work/cp_resume.log" 2>&1 \
+if tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/cp_resumed" --resume > "$work/cp_resume.log" 2>&1 \
    && grep -q "resumed from .*ckpt_00000010" "$work/cp_resume.log"; then
     pass "a --cp 2 x 2 checkpoint resumes in one process ($(grep -o 'val loss [0-9.]*' "$work/cp_resume.log" | tail -1))"
 else
     fail "resume of a parallel run: $(tail -2 "$work/cp_resume.log")"
 fi
-expect_error "bad input: window not split into 2 x cp chunks" "multiple of 6" ./build/train "${tiny[@]}" --cp 3 --simulate-ranks 3 --out "$work/x8"
-expect_error "bad input: ranks not groups of cp" "multiple of --cp" ./build/train "${tiny[@]}" --cp 2 --simulate-ranks 3 --out "$work/x8"
-expect_error "bad input: batch not split over data-parallel groups" "data-parallel groups" ./build/train "${tiny[@]}" --batch 3 --simulate-ranks 2 --out "$work/x8"
-expect_error "bad input: --cp without ranks" "launch.sh" ./build/train "${tiny[@]}" --cp 2 --out "$work/x8"
-expect_error "bad input: a bad WORLD_SIZE" "WORLD_SIZE" env WORLD_SIZE=two ./build/train "${tiny[@]}" --out "$work/x8"
-expect_error "bad input: 1000 simulated ranks" "simulate-ranks must be in" ./build/train "${tiny[@]}" --simulate-ranks 1000 --out "$work/x8"
+expect_error "bad input: window not split into 2 x cp chunks" "multiple of 6" tests/last_wins.sh ./build/train "${tiny[@]}" --cp 3 --simulate-ranks 3 --out "$work/x8"
+expect_error "bad input: ranks not groups of cp" "multiple of --cp" tests/last_wins.sh ./build/train "${tiny[@]}" --cp 2 --simulate-ranks 3 --out "$work/x8"
+expect_error "bad input: batch not split over data-parallel groups" "data-parallel groups" tests/last_wins.sh ./build/train "${tiny[@]}" --batch 3 --simulate-ranks 2 --out "$work/x8"
+expect_error "bad input: --cp without ranks" "launch.sh" tests/last_wins.sh ./build/train "${tiny[@]}" --cp 2 --out "$work/x8"
+expect_error "bad input: a bad WORLD_SIZE" "WORLD_SIZE" env WORLD_SIZE=two tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/x8"
+expect_error "bad input: 1000 simulated ranks" "simulate-ranks must be in" tests/last_wins.sh ./build/train "${tiny[@]}" --simulate-ranks 1000 --out "$work/x8"
 [ ! -e "$work/x8" ] && pass "the refused parallel runs wrote nothing" || fail "a refused parallel run wrote $work/x8"
 
 # 9. Perplexity with each window split over --cp ranks (simulated) equals one process's.
@@ -330,8 +330,8 @@ fi
 out=$(./build/infer --checkpoint "$work/full" --perplexity "$work/docs.bin" --min-doc-tokens 1600 2>/dev/null)
 grep -q ": 2 documents, $((n_tok - 1500 - 2)) tokens" <<< "$out" && pass "--min-doc-tokens 1600 keeps the 2 long documents" \
     || fail "--min-doc-tokens 1600: $out"
-expect_error "bad input: --init-from a model of another width" "--init-from" ./build/train "${tiny[@]}" --width 128 --heads 2 --init-from "$work/full" --out "$work/x_init"
-expect_error "bad input: --init-from with --resume" "--init-from starts a fresh run" ./build/train "${tiny[@]}" --init-from "$work/full" --resume --out "$work/full"
+expect_error "bad input: --init-from a model of another width" "--init-from" tests/last_wins.sh ./build/train "${tiny[@]}" --width 128 --heads 2 --init-from "$work/full" --out "$work/x_init"
+expect_error "bad input: --init-from with --resume" "--init-from starts a fresh run" tests/last_wins.sh ./build/train "${tiny[@]}" --init-from "$work/full" --resume --out "$work/full"
 expect_error "bad input: --min-doc-tokens longer than every document" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --perplexity "$work/docs.bin" --min-doc-tokens 100000
 expect_error "bad input: --min-doc-tokens on a text file" "--min-doc-tokens is for a token shard" ./build/infer --checkpoint "$work/full" --perplexity "$work/ppl.txt" --min-doc-tokens 5
 expect_error "bad input: --min-doc-tokens without --perplexity" "--min-doc-tokens" ./build/infer --checkpoint "$work/full" --prompt hi --min-doc-tokens 5
@@ -395,7 +395,7 @@ expect_error "bad input: infer --cp without --perplexity" "for --perplexity" ./b
 # 10. Block-sparse layers (a window plus global tokens) with a dilated and a dense layer train on
 #     the CPU, print their density, carry their patterns to infer; bad layouts are refused.
 bsp=(--attn block-sparse --block 4 --window 8 --global 2 --layers 3 --dilated-layers 1 --segments 8,16 --dilations 1,2 --dense-layers 2)
-if ./build/train "${tiny[@]}" "${bsp[@]}" --steps 10 --out "$work/bsparse" > "$work/bsparse.log" 2>&1 \
+if tests/last_wins.sh ./build/train "${tiny[@]}" "${bsp[@]}" --steps 10 --out "$work/bsparse" > "$work/bsparse.log" 2>&1 \
    && grep -q "layer 0: block-sparse .*keeps 0\.[0-9]* of the causal pairs at T = 32" "$work/bsparse.log" \
    && ./build/infer --checkpoint "$work/bsparse" --prompt "In the" --max-new 8 > "$work/bsparse_gen.log" 2>&1; then
     pass "block-sparse + dilated + dense layers train and generate ($(grep -o 'keeps [0-9.]*' "$work/bsparse.log" | head -1), $(grep -o 'val loss [0-9.]*' "$work/bsparse.log" | tail -1))"
@@ -403,32 +403,32 @@ else
     fail "block-sparse model: $(tail -n 2 "$work/bsparse.log" "$work/bsparse_gen.log" | tr '\n' ' ')"
 fi
 printf '0: 0\n1: 0 1\n2: 2 1\n' > "$work/unsorted_layout.txt"
-expect_error "bad input: unsorted layout file" "line 3: key blocks not sorted" ./build/train "${tiny[@]}" --attn block-sparse --layout-file "$work/unsorted_layout.txt" --out "$work/x10"
-expect_error "bad input: block size 48" "power of two" ./build/train "${tiny[@]}" --attn block-sparse --block 48 --window 8 --out "$work/x10"
-expect_error "bad input: block-sparse without a builder" "needs a builder" ./build/train "${tiny[@]}" --attn block-sparse --out "$work/x10"
-expect_error "bad input: a negative window" "must not be negative" ./build/train "${tiny[@]}" --attn block-sparse --window -3 --out "$work/x10"
-expect_error "bad input: --dilated-blocks with one number" "r,W" ./build/train "${tiny[@]}" --attn block-sparse --dilated-blocks 3 --out "$work/x10"
+expect_error "bad input: unsorted layout file" "line 3: key blocks not sorted" tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --layout-file "$work/unsorted_layout.txt" --out "$work/x10"
+expect_error "bad input: block size 48" "power of two" tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --block 48 --window 8 --out "$work/x10"
+expect_error "bad input: block-sparse without a builder" "needs a builder" tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --out "$work/x10"
+expect_error "bad input: a negative window" "must not be negative" tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --window -3 --out "$work/x10"
+expect_error "bad input: --dilated-blocks with one number" "r,W" tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --dilated-blocks 3 --out "$work/x10"
 [ ! -e "$work/x10" ] && pass "the refused block-sparse runs wrote nothing" || fail "a refused block-sparse run wrote $work/x10"
 
 # 11. Fixed layers (the Sparse Transformer's pattern) cycled with block-sparse ones by --attn's
 #     list train on the CPU, print what each keeps, carry both patterns to infer and to --resume;
 #     bad values are refused before anything is written.
 fx=(--attn block-sparse,fixed --block 4 --window 8 --stride 16 --summary 4 --layers 3 --seq-len 64)
-if ./build/train "${tiny[@]}" "${fx[@]}" --steps 12 --stop-at 10 --out "$work/fixed" > "$work/fixed.log" 2>&1 \
+if tests/last_wins.sh ./build/train "${tiny[@]}" "${fx[@]}" --steps 12 --stop-at 10 --out "$work/fixed" > "$work/fixed.log" 2>&1 \
    && grep -q "layer 0: block-sparse .*keeps 0\.[0-9]* of the causal pairs at T = 64" "$work/fixed.log" \
    && grep -q 'layer 1: fixed {"kind":"fixed","causal":true,"stride":16,"summary":4}, keeps 0\.[0-9]*' "$work/fixed.log" \
    && grep -q "layer 2: block-sparse" "$work/fixed.log" \
-   && ./build/train "${tiny[@]}" "${fx[@]}" --steps 12 --resume --out "$work/fixed" > "$work/fixed_resume.log" 2>&1 \
+   && tests/last_wins.sh ./build/train "${tiny[@]}" "${fx[@]}" --steps 12 --resume --out "$work/fixed" > "$work/fixed_resume.log" 2>&1 \
    && ./build/infer --checkpoint "$work/fixed" --prompt "In the" --max-new 8 > "$work/fixed_gen.log" 2>&1; then
     pass "block-sparse, fixed, block-sparse layers train, resume and generate ($(grep -o 'layer 1: fixed.*keeps [0-9.]*' "$work/fixed.log" | grep -o 'keeps [0-9.]*'))"
 else
     fail "fixed model: $(tail -n 2 "$work/fixed.log" "$work/fixed_resume.log" "$work/fixed_gen.log" 2>/dev/null | tr '\n' ' ')"
 fi
-expect_error "bad input: fixed: a resumed run with another stride" "--resume" ./build/train "${tiny[@]}" "${fx[@]}" --stride 32 --steps 12 --resume --out "$work/fixed"
-expect_error "bad input: fixed: summary 0" "--summary 0 must be in" ./build/train "${tiny[@]}" --attn fixed --summary 0 --out "$work/x11"
-expect_error "bad input: fixed: summary above the stride" "--summary 40 must be in" ./build/train "${tiny[@]}" --attn fixed --stride 32 --summary 40 --out "$work/x11"
-expect_error "bad input: more patterns than layers" "names 3 patterns for 2 layers" ./build/train "${tiny[@]}" --attn dense,fixed,dense --out "$work/x11"
-expect_error "bad input: an empty name in the list" "--attn must be" ./build/train "${tiny[@]}" --attn fixed, --out "$work/x11"
+expect_error "bad input: fixed: a resumed run with another stride" "--resume" tests/last_wins.sh ./build/train "${tiny[@]}" "${fx[@]}" --stride 32 --steps 12 --resume --out "$work/fixed"
+expect_error "bad input: fixed: summary 0" "--summary 0 must be in" tests/last_wins.sh ./build/train "${tiny[@]}" --attn fixed --summary 0 --out "$work/x11"
+expect_error "bad input: fixed: summary above the stride" "--summary 40 must be in" tests/last_wins.sh ./build/train "${tiny[@]}" --attn fixed --stride 32 --summary 40 --out "$work/x11"
+expect_error "bad input: more patterns than layers" "names 3 patterns for 2 layers" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dense,fixed,dense --out "$work/x11"
+expect_error "bad input: an empty name in the list" "--attn must be" tests/last_wins.sh ./build/train "${tiny[@]}" --attn fixed, --out "$work/x11"
 [ ! -e "$work/x11" ] && pass "the refused fixed runs wrote nothing" || fail "a refused fixed run wrote $work/x11"
 
 summary
