@@ -15,7 +15,7 @@ need_corpus "$corpus"
 command -v flock > /dev/null || bail "flock (util-linux) not installed"
 
 # The tiny model of tests/test_train_cli.sh: 20 steps, checkpoints at 10 and 20.
-tiny=(./build/train --device cpu --data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 20 --warmup 4
+tiny=(tests/last_wins.sh ./build/train --device cpu --data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 20 --warmup 4
       --lr 3e-3 --val-every 10 --val-batches 2 --ckpt-every 10 --log-every 5 --sample-tokens 0)
 # The run's losses by step, the columns a resumed run reproduces bit for bit.
 losses() { cut -d, -f1-3 "$1/metrics.csv"; }
