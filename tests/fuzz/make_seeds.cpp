@@ -11,6 +11,7 @@
 //   tokenizer/seeds/     tiny SentencePiece models (bpe with byte fallback, unigram, char, word)
 //   layout/seeds/        block-sparse layout files (shared and per head, comments, both masks),
 //                        after fuzz_layout's mode byte
+//   (task_file/seeds/ are lines of `data_tool tasks` output, committed as written, not made here)
 //   kv_cache/seeds/      KV caches of the dense + dilated tiny model (init_weights(7)) by
 //                        save_kv_cache, in both of fuzz_kv_cache's input forms
 // Deterministic: the same bytes every run. Every seed is loaded back here (a seed the reader

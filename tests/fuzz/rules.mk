@@ -15,7 +15,7 @@
 FUZZ_CXX ?= clang++
 FUZZ_CXXFLAGS ?= -g -O1 -std=c++17 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                  -Wall -Wextra -Wno-unknown-pragmas
-FUZZ_HARNESSES := json checkpoint shard_loader tokenizer layout kv_cache
+FUZZ_HARNESSES := json checkpoint shard_loader tokenizer layout kv_cache task_file
 FUZZ_BINARIES := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_HARNESSES))
 FUZZ_SECONDS ?= 300
 FUZZ_DEPS := tests/fuzz/fuzz_common.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/*.h)

@@ -26,15 +26,16 @@ cd "$(dirname "$0")/../.."
 mode=${1:-smoke}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(json checkpoint shard_loader tokenizer layout kv_cache)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(json checkpoint shard_loader tokenizer layout kv_cache task_file)
 FUZZ_JOBS=${FUZZ_JOBS:-2}
 FUZZ_SEED=${FUZZ_SEED:-1}
 FUZZ_SMOKE_SECONDS=${FUZZ_SMOKE_SECONDS:-40}
 smoke_runs() {  # harness -> inputs per smoke run (measured: json 15-30k/s, checkpoint 3-7k/s,
     # shard_loader 25-45k/s, tokenizer 20-25k/s with ASan on one core: 10-30 s each; layout
-    # 1-2k/s (a file per input, some of 2^20 rows): ~4 s, as its reader is small)
+    # 1-2k/s (a file per input, some of 2^20 rows): ~4 s, as its reader is small;
+    # task_file ~10k/s: ~10 s)
     if [ -n "${FUZZ_SMOKE_RUNS:-}" ]; then echo "$FUZZ_SMOKE_RUNS"; return; fi
-    case $1 in json) echo 400000 ;; checkpoint) echo 100000 ;; shard_loader) echo 500000 ;; tokenizer) echo 150000 ;; layout) echo 6000 ;; kv_cache) echo 20000 ;; *) echo 50000 ;; esac
+    case $1 in json) echo 400000 ;; checkpoint) echo 100000 ;; shard_loader) echo 500000 ;; tokenizer) echo 150000 ;; layout) echo 6000 ;; kv_cache) echo 20000 ;; task_file) echo 100000 ;; *) echo 50000 ;; esac
 }
 FUZZ_SECONDS=${FUZZ_SECONDS:-300}
 
@@ -104,7 +105,7 @@ fuzz_one() {  # harness
         args=(-max_total_time="$FUZZ_SECONDS")
     fi
     mkdir -p "$corpus"
-    case $h in json | checkpoint | kv_cache) dict=(-dict=tests/fuzz/json/json.dict) ;; layout) dict=(-dict=tests/fuzz/layout/layout.dict) ;; esac
+    case $h in json | checkpoint | kv_cache) dict=(-dict=tests/fuzz/json/json.dict) ;; layout) dict=(-dict=tests/fuzz/layout/layout.dict) ;; task_file) dict=(-dict=tests/fuzz/task_file/task_file.dict) ;; esac
     local run=("build/fuzz/fuzz_$h")
     [ "$mode" = smoke ] && run=("${norandom[@]}" "build/fuzz/fuzz_$h")
     "${run[@]}" "${limits[@]}" "${args[@]}" "${dict[@]}" -print_final_stats=1 \
