@@ -2,8 +2,8 @@
 # Block-sparse layout files (--layout-file; layers/patterns/block_layout.h) are validated like
 # checkpoints (issue 24): every bad file is refused with ONE line naming the file, the line and
 # the fix, exit 1, before anything is written; a layout at the limits trains and its checkpoint
-# loads in infer (one rule for the file and the checkpoint); pattern flags that no layer uses
-# are refused instead of ignored.
+# loads in infer (one rule for the file and the checkpoint); a per-head layout names every head
+# (issue 41); empty rows are legal; pattern flags that no layer uses are refused instead of ignored.
 # Usage: tests/test_layout_files.sh [CORPUS_DIR]   Prints PASS/FAIL lines and "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -85,7 +85,51 @@ fi
 refuse_layout past_limit '0: 0\n1048576: 0\n' "line 2: query block '1048576' is out of range: query blocks are numbered 0 to 1048575 (2^20 - 1) $hint"
 refuse_layout old_limit '0: 0\n16777216: 0\n' "line 2: query block '16777216' is out of range: query blocks are numbered 0 to 1048575 (2^20 - 1) $hint"
 
-# 4. A pattern's flags with no layer of that pattern are refused, not ignored.
+# 4. Heads (issue 41): a per-head layout names every head of the model once, 0 to H-1. One
+#    naming only head 0 of two gave head 0's rows to both heads; a head left out kept nothing.
+two=(--width 128 --heads 2)  # head dim 64
+refuse_heads() {  # name, file contents, the whole message
+    local name=$1 text=$2 msg=$3 f="$work/$1.txt"
+    printf -- "$text" > "$f"
+    expect_exact_error "heads $name" "${msg//FILE/$f}" "$work/out_$name" \
+        tests/last_wins.sh ./build/train "${tiny[@]}" "${two[@]}" "${bs[@]}" --layout-file "$f" --out "$work/out_$name"
+}
+refuse_heads one_of_two '0/0: 0\n0/1: 0 1\n' "error: the per-head layout FILE names only head 0 but not head 1 of the 2: give every head its 'H/Q: ...' rows (heads 0 to 1), or one layout for all heads ('Q: ...' rows) (the model's heads)"
+refuse_heads gap '0/0: 0\n2/0: 0\n2/1: 1\n' "error: --layout-file FILE: the per-head layout names heads up to 2 but not head 1: give every head its 'H/Q: K K ...' rows (heads 0 to 2; an empty row 'H/Q:' keeps nothing), or use 'Q: K K ...' rows for one layout for all heads"
+refuse_heads three_of_two '0/0: 0\n1/0: 0\n2/0: 0\n' "error: the per-head layout FILE names head 2 but there are 2 heads (0 to 1): give rows for heads 0 to 1 only, or one layout for all heads ('Q: ...' rows) (the model's heads)"
+refuse_heads repeated '0/0: 0\n1/0: 0\n1/1: 0 1\n1/0: 0\n' "error: --layout-file FILE line 4: query block 0 (head 1) is listed twice (first on line 2): merge the two rows $hint"
+expect_exact_error "heads: attention_tool --H 2, a per-head layout naming only head 0" \
+    "error: the per-head layout $work/one_of_two.txt names only head 0 but not head 1 of the 2: give every head its 'H/Q: ...' rows (heads 0 to 1), or one layout for all heads ('Q: ...' rows) (--H)" \
+    "$work/tool_one_of_two.safetensors" ./build/attention_tool --pattern block-sparse --block 4 --layout-file "$work/one_of_two.txt" \
+    --N 32 --H 2 --out "$work/tool_one_of_two.safetensors"
+# Accepted: both heads named (one by an empty row), a shared layout with two heads, and the
+# per-head form naming head 0 of a one-head model.
+printf '0/0: 0\n0/1: 0 1\n1/0:\n' > "$work/both_heads.txt"
+printf '0/0: 0\n0/1: 1\n' > "$work/head0_of_one.txt"
+heads_ok() {  # name, file, model flags...
+    local name=$1 f=$2; shift 2
+    if tests/last_wins.sh ./build/train "${tiny[@]}" "$@" "${bs[@]}" --layout-file "$f" --out "$work/ok_$name" > "$work/ok_$name.log" 2>&1; then
+        pass "heads: $name trains"
+    else
+        fail "heads: $name refused: $(tail -n 2 "$work/ok_$name.log")"
+    fi
+}
+heads_ok "a per-head layout naming both heads of two" "$work/both_heads.txt" "${two[@]}"
+printf '0: 0\n1: 0 1\n' > "$work/shared.txt"
+heads_ok "a shared layout with two heads" "$work/shared.txt" "${two[@]}"
+heads_ok "a per-head layout naming head 0 of one" "$work/head0_of_one.txt" --heads 1
+
+# 5. Empty rows are legal (docs/attention-spec.md, "Empty rows" and block-sparse's special cases:
+#    O = 0, L = -inf, no NaN): a layout file alone that lists nothing for query block 1 trains.
+printf '0: 0\n2: 0 2\n' > "$work/gap_row.txt"
+if tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --block 4 --layout-file "$work/gap_row.txt" --out "$work/gap_row" \
+        > "$work/gap_row.log" 2>&1 && ! grep -qiE 'nan|inf' "$work/gap_row/metrics.csv"; then
+    pass "a layout with an unlisted query block (an empty row, legal by the spec) trains, finite loss"
+else
+    fail "a layout with an unlisted query block: $(tail -n 2 "$work/gap_row.log")"
+fi
+
+# 6. A pattern's flags with no layer of that pattern are refused, not ignored.
 printf '0: 0\n1: 0 1\n' > "$work/good.txt"
 unused() {  # name, flag, pattern, command...
     local name=$1 flag=$2 pattern=$3 out=$work/out_unused_$1; shift 3

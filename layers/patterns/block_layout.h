@@ -4,9 +4,12 @@
 // (issue 24: nothing written is lost or unloadable).
 //
 // The file is text: "Q: K K ..." per line (one layout for every head) or "H/Q: K K ..." (per
-// head), '#' starts a comment. Numbers are plain decimal digits, checked against the limits
-// before they are stored (no wrap at 2^32, no trailing junk); the file's size and the rows the
-// layout implies are checked before anything is allocated for them. Every refusal is one line
+// head), '#' starts a comment. A per-head file names every head from 0 to its last (the model
+// then asks for exactly its H: BlockSparsePattern::heads_error). Query blocks left out keep
+// nothing: empty rows are legal (docs/attention-spec.md: O = 0, L = -inf). Numbers are plain
+// decimal digits, checked against the limits before they are stored (no wrap at 2^32, no
+// trailing junk); the file's size and the rows the layout implies are checked before anything is
+// allocated for them. Every refusal is one line
 // naming the file, the line and what to do.
 #pragma once
 #include <sys/stat.h>
@@ -44,6 +47,10 @@ struct BlockLayoutView {
 struct BlockLayout {
     std::vector<int> row_ptr, cols;
     int n_blocks = 0, heads = 1;
+    // Written in the per-head form ('H/Q:' rows): then heads must be the model's head count, even
+    // when it is 1 (a file naming only head 0 of two would otherwise read as one layout for all
+    // heads). A checkpoint's layout has passed that check when train wrote it, so it keeps only heads.
+    bool per_head = false;
     std::string source;  // the file it came from, for messages
     BlockLayoutView view() const { return BlockLayoutView{row_ptr.data(), cols.data(), n_blocks, heads}; }
 };
@@ -231,7 +238,17 @@ class BlockLayoutReader {
     std::shared_ptr<const BlockLayout> build() {
         auto L = std::make_shared<BlockLayout>();
         L->n_blocks = (int)(max_q_ + 1), L->heads = per_head_ ? (int)(max_h_ + 1) : 1, L->source = path_;
+        L->per_head = per_head_;
         std::sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) { return a.h != b.h ? a.h < b.h : a.q < b.q; });
+        // A per-head layout names every head from 0 to its last: a head with no row would keep
+        // nothing, silently (each (head, query block) once is checked as the rows come).
+        for (int h = 0, i = 0; h < L->heads; h++) {
+            if (i == (int)rows_.size() || rows_[(size_t)i].h != h)
+                fatal("--layout-file %s: the per-head layout names heads up to %d but not head %d: give every head its 'H/Q: K K ...' "
+                      "rows (heads 0 to %d; an empty row 'H/Q:' keeps nothing), or use 'Q: K K ...' rows for one layout for all heads",
+                      path_.c_str(), L->heads - 1, h, L->heads - 1);
+            while (i < (int)rows_.size() && rows_[(size_t)i].h == h) i++;
+        }
         L->row_ptr.assign((size_t)L->heads * L->n_blocks + 1, 0);
         for (const Row& r : rows_) L->row_ptr[(size_t)r.h * L->n_blocks + r.q + 1] = (int)r.k.size();
         for (size_t i = 1; i < L->row_ptr.size(); i++) L->row_ptr[i] += L->row_ptr[i - 1];

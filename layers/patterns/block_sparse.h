@@ -49,10 +49,22 @@ struct BlockSparsePattern {
         return "";
     }
 
-    // An explicit layout has one set of rows for every head, or one per head.
+    // An explicit layout has one set of rows for every head, or one per head: a file in the
+    // per-head form names each of the H heads (0 to H-1), no fewer (a missing head kept nothing,
+    // and one naming only head 0 gave its rows to every head: issue 41) and no more.
     static std::string heads_error(const AttnPattern& p, int H) {
         const std::shared_ptr<const BlockLayout>& L = p.block_sparse.layout;
-        if (!L || L->heads == 1 || L->heads == H) return "";
+        if (!L || L->heads == H) return "";
+        if (L->per_head && L->heads < H)
+            return "the per-head layout " + L->source + " names " +
+                   (L->heads == 1 ? std::string("only head 0") : "heads 0 to " + std::to_string(L->heads - 1)) + " but not head " +
+                   std::to_string(L->heads) + " of the " + std::to_string(H) + ": give every head its 'H/Q: ...' rows (heads 0 to " +
+                   std::to_string(H - 1) + "), or one layout for all heads ('Q: ...' rows)";
+        if (L->per_head)
+            return "the per-head layout " + L->source + " names head " + std::to_string(L->heads - 1) + " but there are " +
+                   std::to_string(H) + " heads (0 to " + std::to_string(H - 1) + "): give rows for heads 0 to " + std::to_string(H - 1) +
+                   " only, or one layout for all heads ('Q: ...' rows)";
+        if (L->heads == 1) return "";
         return "the block-sparse layout " + L->source + " has rows for " + std::to_string(L->heads) + " heads but there are " +
                std::to_string(H) + ": give one layout for all heads ('Q: ...' rows) or one per head";
     }
