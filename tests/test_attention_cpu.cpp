@@ -412,7 +412,8 @@ static void test_block_sparse(SplitMix64& rng) {
                                   {"above.txt", "0: 0\n1: 0 2\n", "line 2: a key block above the diagonal"},
                                   {"number.txt", "0: 0\nx: 1\n", "line 2: a bad query block number"},
                                   {"mixed.txt", "0: 0\n1/1: 1\n", "mixes 'Q:' and 'H/Q:' rows"},
-                                  {"twice.txt", "0: 0\n0: 0\n", "listed twice"}};
+                                  {"twice.txt", "0: 0\n0: 0\n", "listed twice"},
+                                  {"head_gap.txt", "0/0: 0\n2/0: 0\n", "names heads up to 2 but not head 1"}};
     for (const auto& bf : bad_files) {
         std::string what;
         try {
@@ -422,6 +423,12 @@ static void test_block_sparse(SplitMix64& rng) {
         }
         check_err(what.find(bf[2]) != std::string::npos, std::string("layout file refused: ") + what, 0, 0);
     }
+    // Issue 41: a per-head file naming only head 0 is per-head, not shared: it fits one head, not two.
+    AttnPattern head0;
+    head0.kind = AttnKind::BlockSparse, head0.causal = true, head0.block_sparse.block = 4;
+    head0.block_sparse.layout = BlockSparsePattern::read_layout_file(file("head0.txt", "0/0: 0\n0/1: 0 1\n"), true);
+    check_err(pattern_heads_error(head0, 1).empty() && pattern_heads_error(head0, 2).find("but not head 1 of the 2") != std::string::npos,
+              "a per-head layout naming only head 0: one head fits, two are refused: " + pattern_heads_error(head0, 2), 0, 0);
     AttnPattern none;
     none.kind = AttnKind::BlockSparse;
     none.block_sparse.block = 48;
