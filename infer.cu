@@ -315,7 +315,7 @@ static std::vector<std::vector<int>> documents_to_score(const std::string& path,
         return docs;
     }
     const TokenShard shard = read_shard(path, "--perplexity");
-    require_shard_tokenizer(shard, tok.fingerprint(), (uint32_t)tok.vocab_size(), "of the checkpoint", "--perplexity " + path,
+    require_shard_tokenizer(shard, tok.fingerprint(), (uint32_t)tok.vocab_size(), "the checkpoint's tokenizer", "--perplexity " + path,
                             "score the val.bin of the corpus the model was trained on");
     for (size_t d = 0; d < shard.n_docs(); d++) {
         const uint64_t begin = shard.doc_starts[d], end = d + 1 < shard.n_docs() ? shard.doc_starts[d + 1] : shard.n_tokens();

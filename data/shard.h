@@ -181,12 +181,13 @@ inline TokenShard read_shard(const std::string& path, const char* flag = nullptr
 }
 
 // Refuses (one line naming the shard as `what`, e.g. "--mix a.bin") a shard that was not encoded
-// with the tokenizer at hand (`fingerprint`, `vocab_size`; `tokenizer` names it), ending with
+// with the tokenizer at hand (`fingerprint`, `vocab_size`; `tokenizer` names it: its path, or
+// e.g. "the checkpoint's tokenizer"), ending with
 // `fix`. A version-1 shard has no fingerprint and is checked by its vocabulary size alone.
 inline void require_shard_tokenizer(const TokenShard& s, uint64_t fingerprint, uint32_t vocab_size,
                                     const std::string& tokenizer, const std::string& what, const std::string& fix) {
     if (s.vocab_size != vocab_size)
-        fatal("%s declares a vocabulary of %u but the tokenizer %s has %u: it was made with another tokenizer; %s",
+        fatal("%s declares a vocabulary of %u but %s has %u: it was made with another tokenizer; %s",
               what.c_str(), s.vocab_size, tokenizer.c_str(), vocab_size, fix.c_str());
     if (s.version >= 2 && s.tokenizer_fingerprint != fingerprint)
         fatal("%s was made with another tokenizer (fingerprint %016llx) than %s (%016llx), one of the same vocabulary "

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Every input by identity (issue 41, items 3 and 4): a token shard records the fingerprint of the
-# tokenizer it was encoded with (data/FORMAT.md, version 2), and train --mix, data_tool tasks
-# --haystack and task-shard --haystack refuse a shard of another tokenizer: one of a smaller
-# vocabulary (whose ids are all in range and decode to garbage) and one of the same size. data_tool
-# --out never replaces its own --haystack, nor a corpus's train.bin without a tokenizer beside it.
+# tokenizer it was encoded with (data/FORMAT.md, version 2), and train (its corpus and --mix),
+# infer --perplexity, data_tool tasks --haystack and task-shard --haystack refuse a shard of
+# another tokenizer: one of a smaller vocabulary (whose ids are all in range and decode to
+# garbage) and one of the same size. data_tool --out never replaces its own --haystack, nor a
+# corpus's train.bin without a tokenizer beside it.
 # Each refusal has a control: the same command with the right input runs.
 # Usage: tests/test_shard_identity.sh [CORPUS_DIR]   Prints PASS/FAIL lines and "N passed, M failed".
 set -uo pipefail
@@ -12,7 +13,7 @@ work=build/test_shard_identity
 rm -rf "$work" && mkdir -p "$work"
 # shellcheck source=tests/lib.sh
 source tests/lib.sh
-need_programs build/train build/data_tool
+need_programs build/train build/infer build/data_tool
 need_corpus "$corpus"
 
 tiny=(--device cpu --data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 2 --steps 2 --warmup 1
@@ -96,4 +97,12 @@ refused "train --mix a tokenizer: not a token shard" "--mix $corpus/tokenizer.mo
 ! grep -qF "make data" <<< "$last_error" && pass "the bad-magic --mix message does not say 'make data'" || fail "bad magic --mix message: $last_error"
 for r in run1 run2 run3 run4 run5; do [ -e "$work/$r" ] && fail "the refused run made $work/$r"; done
 pass "the refused runs made no --out"
+
+# ---- infer --perplexity of a shard: compared with the checkpoint's tokenizer
+ppl=(./build/infer --device cpu --checkpoint "$work/run_ok" --ctx 32 --windows fresh)
+accepted "infer --perplexity this corpus's val.bin" "${ppl[@]}" --perplexity "$corpus/val.bin"
+refused "infer --perplexity a shard of another tokenizer, same vocabulary" "--perplexity $same/val.bin was made with another tokenizer" \
+    "${ppl[@]}" --perplexity "$same/val.bin"
+refused "infer --perplexity a shard of a smaller vocabulary" "--perplexity $small/val.bin declares a vocabulary of" \
+    "${ppl[@]}" --perplexity "$small/val.bin"
 finish
