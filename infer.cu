@@ -314,10 +314,9 @@ static std::vector<std::vector<int>> documents_to_score(const std::string& path,
         docs.back().insert(docs.back().begin(), tok.bos_id());
         return docs;
     }
-    const TokenShard shard = read_shard(path);
-    if ((int)shard.vocab_size != tok.vocab_size())
-        fatal("--perplexity %s has vocab %u but the checkpoint's tokenizer has %d: score the val.bin of the corpus the "
-              "model was trained on", path.c_str(), shard.vocab_size, tok.vocab_size());
+    const TokenShard shard = read_shard(path, "--perplexity");
+    require_shard_tokenizer(shard, tok.fingerprint(), (uint32_t)tok.vocab_size(), "the checkpoint's tokenizer", "--perplexity " + path,
+                            "score the val.bin of the corpus the model was trained on");
     for (size_t d = 0; d < shard.n_docs(); d++) {
         const uint64_t begin = shard.doc_starts[d], end = d + 1 < shard.n_docs() ? shard.doc_starts[d + 1] : shard.n_tokens();
         if ((long long)(end - begin) >= std::max(2LL, min_tokens))  // a lone BOS has nothing to score

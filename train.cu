@@ -331,8 +331,12 @@ static void check_resume_state(const TrainState& st, const TrainArgs& a, const B
 }
 
 // The model's vocabulary is the tokenizer's: a shard's id past it would index the embedding and
-// the logits out of bounds (read_shard checked every token against the shard's own vocabulary).
-static bool fits_tokenizer(const TokenShard& shard, const Tokenizer& tok) { return shard.vocab_size <= (uint32_t)tok.vocab_size(); }
+// the logits out of bounds (read_shard checked every token against the shard's own vocabulary),
+// and a shard of another tokenizer, even a smaller one, trains on ids that mean other text.
+// Every shard must carry this tokenizer's fingerprint (a version-1 shard: its vocabulary size).
+static void require_tokenizer(const TokenShard& shard, const Tokenizer& tok, const std::string& what, const std::string& fix) {
+    require_shard_tokenizer(shard, tok.fingerprint(), (uint32_t)tok.vocab_size(), tok.source(), what, fix);
+}
 
 struct Corpus {
     Tokenizer tok;
@@ -345,9 +349,7 @@ static Corpus load_corpus(const TrainArgs& a) {
     c.train = read_shard(a.data + "/train.bin");
     c.val = read_shard(a.data + "/val.bin");
     for (const TokenShard* sh : {&c.train, &c.val})
-        if (!fits_tokenizer(*sh, c.tok))
-            fatal("%s declares a vocabulary of %u but %s/tokenizer.model has %d: the shard was made with another tokenizer; "
-                  "re-run `make data`", sh->path.c_str(), sh->vocab_size, a.data.c_str(), c.tok.vocab_size());
+        require_tokenizer(*sh, c.tok, sh->path, "re-run `make data` (data_tool prepare) to regenerate the corpus");
     return c;
 }
 
@@ -480,11 +482,10 @@ static MixedShards read_mixed_shards(const std::vector<std::vector<MixedShard>>&
                 if (same_file(m.path, a.data + "/train.bin"))
                     fatal("--mix %s is the corpus's own train.bin, which the run draws from already: drop it, or lower the other "
                           "--mix fractions to give the corpus more", m.path.c_str());
-                const TokenShard& shard = out.files[m.path] = read_shard(m.path);
-                if (!fits_tokenizer(shard, tok))
-                    fatal("--mix %s declares a vocabulary of %u but %s/tokenizer.model has %d: make it with this corpus's tokenizer "
-                          "(data_tool task-shard --data %s)", m.path.c_str(), shard.vocab_size, a.data.c_str(), tok.vocab_size(),
-                          a.data.c_str());
+                const TokenShard& shard = out.files[m.path] = read_shard(m.path, "--mix");
+                require_tokenizer(shard, tok, "--mix " + m.path,
+                                  "regenerate it with this corpus's tokenizer (data_tool task-shard --data " + a.data +
+                                      "), or train with --data the corpus it came from");
             }
             out.per_stage[k].push_back({&out.files.at(m.path), m.fraction});
         }

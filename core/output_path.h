@@ -8,7 +8,9 @@
 //     any other non-empty file that this output's writer did not write (a text the user feeds
 //     as --perplexity, a source file, ...);
 //   - cannot be written: its directory is missing or not writable (tried by creating and
-//     removing a probe file next to it, so it holds for root and read-only file systems too).
+//     removing a probe file next to it, so it holds for root and read-only file systems too);
+//   - is one of this command's own inputs (check_output_not_input: data_tool --haystack S --out S
+//     would overwrite S even where S is of the output's own kind, e.g. an earlier task shard).
 // A file of the same kind is overwritten as before (e.g. --save-cache over an older KV cache,
 // attention_tool --out over an older dump, infer --tasks-out over an earlier report): re-running
 // a command must keep working. An empty file (e.g. from mktemp) counts as no file.
@@ -18,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -32,7 +35,7 @@ enum class OutputKind {
     KvCache,        // safetensors, metadata "format" "longnet-gpt-kv/..." (model/kv_cache_file.h)
     AttentionDump,  // safetensors, metadata "pattern" and "scale" (attention_tool --out)
     Safetensors,    // any other safetensors file
-    CorpusShard,    // a LNGSHARD file next to a tokenizer.model (a prepared corpus's train.bin, val.bin)
+    CorpusShard,    // a LNGSHARD file named train.bin or val.bin, or next to a tokenizer.model (a prepared corpus's split)
     TokenShard,     // any other LNGSHARD file (data_tool task-shard --out)
     Tokenizer,      // a SentencePiece model (tokenizer.model)
     Metrics,        // a run's metrics.csv
@@ -52,7 +55,7 @@ inline const char* output_kind_name(OutputKind k) {
     case OutputKind::KvCache: return "a KV cache (safetensors with format longnet-gpt-kv, from infer --save-cache)";
     case OutputKind::AttentionDump: return "an attention_tool --out file (safetensors with a pattern)";
     case OutputKind::Safetensors: return "a safetensors file";
-    case OutputKind::CorpusShard: return "a corpus shard (LNGSHARD tokens next to a tokenizer.model)";
+    case OutputKind::CorpusShard: return "a corpus shard (LNGSHARD tokens named train.bin or val.bin, or next to a tokenizer.model)";
     case OutputKind::TokenShard: return "a token shard (LNGSHARD)";
     case OutputKind::Tokenizer: return "a tokenizer model (SentencePiece)";
     case OutputKind::Metrics: return "a run's metrics.csv";
@@ -105,9 +108,13 @@ inline OutputKind output_kind_of(const std::string& path) {
     }
     std::fclose(f);
     if (output_starts_with(head, "LNGSHARD")) {
+        // A corpus split by its name too: a train.bin copied away from its tokenizer is still one.
         const std::string dir = output_dir_of(path);
+        const size_t slash = path.find_last_of('/');
+        const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
         struct stat t;
-        return ::stat((dir + "/tokenizer.model").c_str(), &t) == 0 ? OutputKind::CorpusShard : OutputKind::TokenShard;
+        const bool corpus = name == "train.bin" || name == "val.bin" || ::stat((dir + "/tokenizer.model").c_str(), &t) == 0;
+        return corpus ? OutputKind::CorpusShard : OutputKind::TokenShard;
     }
     if (output_starts_with(head, "\x89PNG\r\n\x1a\n")) return OutputKind::Png;
     if (output_starts_with(head, "step,split,loss,")) return OutputKind::Metrics;
@@ -153,6 +160,25 @@ inline void check_output_path(const std::string& path, OutputKind kind, const ch
         fatal("%s %s is %s: give another path", flag, path.c_str(), output_kind_name(found));
     }
     check_directory_writable(output_dir_of(path), path, flag);
+}
+
+// Refuses an output path that names the same file (any spelling, links included) as one of the
+// command's inputs, given as {flag, path} pairs (an empty path is skipped). Called with
+// check_output_path, before any work, so the input is left as it was.
+struct OutputInput {
+    const char* flag;
+    std::string path;
+};
+
+inline void check_output_not_input(const std::string& path, const char* flag, std::initializer_list<OutputInput> inputs) {
+    struct stat out;
+    if (path.empty() || ::stat(path.c_str(), &out) != 0) return;  // no file there yet: it cannot be an input
+    for (const OutputInput& in : inputs) {
+        struct stat st;
+        if (!in.path.empty() && ::stat(in.path.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino)
+            fatal("%s %s is also the input %s %s: writing it would replace what this command reads; give another path", flag,
+                  path.c_str(), in.flag, in.path.c_str());
+    }
 }
 
 // The check for train --out: a run directory (made with its parents if missing). Refuses a path

@@ -35,6 +35,13 @@ inline uint64_t identity_fnv1a(const char* p, size_t n, uint64_t h) {
 
 constexpr size_t kIdentityEndBytes = 1 << 20;
 
+// A tokenizer's fingerprint: FNV-1a 64 of its whole .model bytes (a few hundred KB, read anyway).
+// Every token shard records the fingerprint of the tokenizer it was encoded with (data/shard.h,
+// version 2), and every reader that also holds a tokenizer compares the two.
+inline uint64_t tokenizer_fingerprint(const std::string& model_bytes) {
+    return identity_fnv1a(model_bytes.data(), model_bytes.size(), 0xcbf29ce484222325ULL);
+}
+
 inline FileIdentity file_identity(const std::string& path) {
     FileIdentity id;
     FILE* f = std::fopen(path.c_str(), "rb");

@@ -235,14 +235,14 @@ static int cmd_prepare(const std::vector<std::string>& args) {
     const auto t0 = std::chrono::steady_clock::now();
     const EncodedDocs train = encode_documents(tok, corpus.train);
     const EncodedDocs val = encode_documents(tok, corpus.val);
-    write_shard(o.out + "/val.bin", val.tokens, val.doc_starts, V);
+    write_shard(o.out + "/val.bin", val.tokens, val.doc_starts, V, tok.fingerprint());
     std::printf("prepare: encoded %zu train + %zu val tokens in %.1fs\n", train.tokens.size(), val.tokens.size(), seconds_since(t0));
 
     const double baseline = unigram_baseline(train.tokens, val.tokens, V);
     write_file_atomic(o.out + "/manifest.txt", manifest_text(o, corpus.bytes_read, tok, model, train, val, baseline));
     // train.bin goes last: make treats it as the target for all four files, so its presence
     // (and timestamp) must mean the others are complete too.
-    write_shard(o.out + "/train.bin", train.tokens, train.doc_starts, V);
+    write_shard(o.out + "/train.bin", train.tokens, train.doc_starts, V, tok.fingerprint());
     std::printf("prepare: %.3f bytes/token, unigram baseline %.4f nats/token\n", bytes_per_token(train), baseline);
     std::printf("prepare: wrote %s/{tokenizer.model,train.bin,val.bin,manifest.txt} in %.1fs total\n", o.out.c_str(),
                 seconds_since(t_start));
@@ -273,8 +273,9 @@ static int cmd_inspect(const std::vector<std::string>& args) {
     if (file.empty()) fatal("inspect needs a shard file, e.g. `data_tool inspect corpus/train.bin`");
 
     const TokenShard s = read_shard(file);
-    std::printf("file: %s\nversion: %u\ntoken_bytes: %u\nvocab_size: %u\nn_tokens: %llu\nn_docs: %llu\n", file.c_str(),
-                kShardVersion, s.token_bytes, s.vocab_size, (unsigned long long)s.n_tokens(), (unsigned long long)s.n_docs());
+    std::printf("file: %s\nversion: %u\n", file.c_str(), s.version);
+    if (s.version >= 2) std::printf("tokenizer: %016llx\n", (unsigned long long)s.tokenizer_fingerprint);
+    std::printf("token_bytes: %u\nvocab_size: %u\nn_tokens: %llu\nn_docs: %llu\n", s.token_bytes, s.vocab_size, (unsigned long long)s.n_tokens(), (unsigned long long)s.n_docs());
     print_doc_lengths(s);
     const size_t n = std::min<uint64_t>(uint64_t(n_show), s.n_tokens());
     const std::vector<int> head(s.tokens.begin(), s.tokens.begin() + long(n));
@@ -284,9 +285,8 @@ static int cmd_inspect(const std::vector<std::string>& args) {
     if (tok_path.empty()) return 0;
     Tokenizer tok;
     tok.load_file(tok_path);
-    if (uint32_t(tok.vocab_size()) != s.vocab_size)
-        fatal("--tokenizer %s has vocab %d but %s has vocab %u: use the tokenizer.model made "
-              "with this shard", tok_path.c_str(), tok.vocab_size(), file.c_str(), s.vocab_size);
+    require_shard_tokenizer(s, tok.fingerprint(), (uint32_t)tok.vocab_size(), "--tokenizer " + tok_path, file,
+                            "use the tokenizer.model made with this shard");
     std::printf("decoded: %s\n", tok.decode(head).c_str());
     return 0;
 }
@@ -381,6 +381,8 @@ static TasksOptions tasks_flags(const std::vector<std::string>& args) {
         if (o.data.empty()) fatal("tasks needs --haystack SRC (filler, a token shard, a text file or a directory) or --data DIR");
         o.haystack = o.data + "/val.bin";
     }
+    check_output_not_input(o.out, "--out", {{"--haystack", o.haystack}, {"--tokenizer", o.tokenizer},
+                                            {"--data", o.data.empty() ? "" : o.data + "/tokenizer.model"}});
     for (const std::string& t : split_commas("--tasks", tasks)) o.kinds.push_back(parse_task_kind(t));
     for (const std::string& l : split_commas("--lengths", lengths)) o.lengths.push_back(parse_tokens("--lengths", l));
     for (const std::string& d : split_commas("--depths", depths)) o.depths.push_back(parse_depth("--depths", d));
@@ -505,6 +507,7 @@ static void check_task_shard_options(TaskShardOptions& o) {
     if (o.lead_kind != "any" && o.lead_needle == 0)
         fatal("--lead-kind %s has no effect without --lead-needle F > 0: give both, or drop it", o.lead_kind.c_str());
     if (o.haystack.empty()) o.haystack = o.data + "/train.bin";
+    check_output_not_input(o.out, "--out", {{"--haystack", o.haystack}, {"--data", o.data + "/tokenizer.model"}});
 }
 
 // The documents, made in parallel, each from its own seed; the first error ends the run.
@@ -547,7 +550,7 @@ static int cmd_task_shard(const std::vector<std::string>& args) {
         starts.push_back(all.size());
         all.insert(all.end(), d.begin(), d.end());
     }
-    write_shard(o.out, all, starts, (uint32_t)tok.vocab_size());
+    write_shard(o.out, all, starts, (uint32_t)tok.vocab_size(), tok.fingerprint());
     std::printf("task-shard: wrote %zu documents of %lld tokens (%zu tokens; haystack %s, %.0f%% filler, %.0f%% opening with a needle) to %s in %.1fs\n",
                 docs.size(), o.doc_tokens, all.size(), text.source.c_str(), 100 * o.filler_fraction, 100 * o.lead_needle, o.out.c_str(),
                 seconds_since(t0));

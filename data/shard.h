@@ -4,12 +4,13 @@
 //
 //   offset  size  field
 //   0       8     magic "LNGSHARD" (no terminating NUL)
-//   8       4     uint32 version      = 1
+//   8       4     uint32 version      = 2 (1 is still read: see below)
 //   12      4     uint32 token_bytes  = 2 if vocab_size <= 65536, else 4
 //   16      8     uint64 n_tokens
 //   24      8     uint64 n_docs
 //   32      4     uint32 vocab_size   (> 0)
-//   36      28    zero padding up to the 64-byte header size
+//   36      8     uint64 tokenizer    fingerprint of the tokenizer it was encoded with (version 2)
+//   44      20    zero padding up to the 64-byte header size (version 1: 28 bytes from 36)
 //   64      8*n_docs            uint64 doc_starts[n_docs]
 //   ...     token_bytes*n_tokens  tokens (uint16 or uint32 each)
 //
@@ -20,6 +21,12 @@
 //
 // read_shard checks all of this up front so that the training loop never has to: a bad shard
 // stops the program with one line naming the file and the defect.
+//
+// The tokenizer fingerprint (tokenizer_fingerprint in data/identity.h: FNV-1a 64 of the
+// tokenizer.model bytes) ties the ids to their meaning: ids of another tokenizer are in range
+// whenever its vocabulary is no larger, and decode to garbage. Every reader that also holds a
+// tokenizer calls require_shard_tokenizer. Version-1 shards carry no fingerprint: they are only
+// checked by vocab_size, so a v1 shard of another tokenizer with the same vocabulary size passes.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -30,12 +37,14 @@
 #include "core/error.h"
 
 constexpr char kShardMagic[8] = {'L', 'N', 'G', 'S', 'H', 'A', 'R', 'D'};
-constexpr uint32_t kShardVersion = 1;
+constexpr uint32_t kShardVersion = 2;  // what write_shard writes; read_shard reads 1 and 2
 constexpr size_t kShardHeaderBytes = 64;
 
 struct TokenShard {
     std::string path;                 // where it was read from, for error messages
+    uint32_t version = 0;             // 1: no tokenizer fingerprint; 2: tokenizer_fingerprint is set
     uint32_t vocab_size = 0;
+    uint64_t tokenizer_fingerprint = 0;
     uint32_t token_bytes = 0;         // width on disk; in memory tokens are always uint32
     std::vector<uint32_t> tokens;
     std::vector<uint64_t> doc_starts;
@@ -61,7 +70,7 @@ inline uint64_t shard_get_le(const char* p, int bytes) {
 // Write a shard atomically (<path>.tmp, then rename). Inputs that would produce a file
 // read_shard rejects are a bug in the caller, so they are fatal here too.
 inline void write_shard(const std::string& path, const std::vector<uint32_t>& tokens,
-                        const std::vector<uint64_t>& doc_starts, uint32_t vocab_size) {
+                        const std::vector<uint64_t>& doc_starts, uint32_t vocab_size, uint64_t tokenizer_fingerprint) {
     if (vocab_size == 0) fatal("write_shard %s: vocab_size must be > 0", path.c_str());
     if (!tokens.empty() && (doc_starts.empty() || doc_starts[0] != 0))
         fatal("write_shard %s: doc_starts must begin with 0", path.c_str());
@@ -79,6 +88,7 @@ inline void write_shard(const std::string& path, const std::vector<uint32_t>& to
     shard_put_le(out, tokens.size(), 8);
     shard_put_le(out, doc_starts.size(), 8);
     shard_put_le(out, vocab_size, 4);
+    shard_put_le(out, tokenizer_fingerprint, 8);
     out.resize(kShardHeaderBytes, '\0');
     for (uint64_t s : doc_starts) shard_put_le(out, s, 8);
     for (size_t i = 0; i < tokens.size(); i++) {
@@ -91,11 +101,21 @@ inline void write_shard(const std::string& path, const std::vector<uint32_t>& to
 }
 
 // Read and fully validate a shard; any defect is fatal with the file name and the fix.
-inline TokenShard read_shard(const std::string& path) {
-    const char* fix = "re-run `make data` to regenerate it";
+// `flag` names the flag that gave the path (e.g. "--mix"), for a shard that is not a corpus's
+// train.bin or val.bin: its messages then name the flag and the commands that make shards.
+inline TokenShard read_shard(const std::string& path, const char* flag = nullptr) {
+    const char* fix = flag ? "regenerate it (data_tool prepare makes a corpus's train.bin and val.bin, data_tool "
+                             "task-shard a task shard)"
+                           : "re-run `make data` to regenerate it";
+    if (flag && !file_exists(path))
+        fatal("%s %s does not exist: give an existing token shard (data_tool task-shard --data DIR --out FILE.bin makes one; "
+              "data_tool prepare makes a corpus's train.bin and val.bin)", flag, path.c_str());
     const std::string bytes = read_file(path, "run `make data` to create it");
     const char* p = bytes.data();
     const uint64_t size = bytes.size();
+    if (flag && (size < 8 || std::memcmp(p, kShardMagic, 8) != 0))
+        fatal("%s %s is not a token shard (bad magic: no LNGSHARD header): give a shard made by data_tool task-shard or "
+              "prepare", flag, path.c_str());
     if (size < kShardHeaderBytes)
         fatal("%s: truncated: %llu bytes, smaller than the 64-byte header; %s", path.c_str(),
               (unsigned long long)size, fix);
@@ -105,19 +125,22 @@ inline TokenShard read_shard(const std::string& path) {
     TokenShard shard;
     shard.path = path;
     const uint64_t version = shard_get_le(p + 8, 4);
+    shard.version = uint32_t(version);
     shard.token_bytes = uint32_t(shard_get_le(p + 12, 4));
     const uint64_t n_tokens = shard_get_le(p + 16, 8);
     const uint64_t n_docs = shard_get_le(p + 24, 8);
     shard.vocab_size = uint32_t(shard_get_le(p + 32, 4));
 
-    if (version != kShardVersion)
-        fatal("%s: unsupported shard version %llu (this build reads version %u); %s",
-              path.c_str(), (unsigned long long)version, kShardVersion, fix);
+    if (version != 1 && version != 2)
+        fatal("%s: unsupported shard version %llu (this build reads versions 1 and 2); %s",
+              path.c_str(), (unsigned long long)version, fix);
+    // Version 1 has no fingerprint: its 28 bytes from 36 are padding (checked zero below).
+    if (version >= 2) shard.tokenizer_fingerprint = shard_get_le(p + 36, 8);
     if (shard.vocab_size == 0) fatal("%s: header has vocab_size 0; %s", path.c_str(), fix);
     if (shard.token_bytes != shard_token_bytes(shard.vocab_size))
         fatal("%s: token_bytes %u does not match vocab_size %u (expected %u); %s", path.c_str(),
               shard.token_bytes, shard.vocab_size, shard_token_bytes(shard.vocab_size), fix);
-    for (size_t i = 36; i < kShardHeaderBytes; i++)
+    for (size_t i = version >= 2 ? 44 : 36; i < kShardHeaderBytes; i++)
         if (p[i] != 0) fatal("%s: nonzero header padding at byte %zu; %s", path.c_str(), i, fix);
 
     // Compare counts against the real size before multiplying, so a corrupt header with huge
@@ -155,4 +178,19 @@ inline TokenShard read_shard(const std::string& path) {
         shard.tokens[i] = t;
     }
     return shard;
+}
+
+// Refuses (one line naming the shard as `what`, e.g. "--mix a.bin") a shard that was not encoded
+// with the tokenizer at hand (`fingerprint`, `vocab_size`; `tokenizer` names it: its path, or
+// e.g. "the checkpoint's tokenizer"), ending with
+// `fix`. A version-1 shard has no fingerprint and is checked by its vocabulary size alone.
+inline void require_shard_tokenizer(const TokenShard& s, uint64_t fingerprint, uint32_t vocab_size,
+                                    const std::string& tokenizer, const std::string& what, const std::string& fix) {
+    if (s.vocab_size != vocab_size)
+        fatal("%s declares a vocabulary of %u but %s has %u: it was made with another tokenizer; %s",
+              what.c_str(), s.vocab_size, tokenizer.c_str(), vocab_size, fix.c_str());
+    if (s.version >= 2 && s.tokenizer_fingerprint != fingerprint)
+        fatal("%s was made with another tokenizer (fingerprint %016llx) than %s (%016llx), one of the same vocabulary "
+              "size; %s", what.c_str(), (unsigned long long)s.tokenizer_fingerprint, tokenizer.c_str(),
+              (unsigned long long)fingerprint, fix.c_str());
 }

@@ -172,10 +172,10 @@ inline Haystack load_haystack(const std::string& spec, const Tokenizer& tok, con
     } else {
         const std::string bytes = read_file(spec, "give --haystack filler, a token shard (val.bin), a text file or a directory");
         if (bytes.compare(0, 8, "LNGSHARD") == 0) {
-            const TokenShard s = read_shard(spec);
-            if ((int)s.vocab_size > tok.vocab_size())
-                fatal("--haystack %s was made with a vocabulary of %u but the tokenizer %s has %d: use the shard of that tokenizer's corpus",
-                      spec.c_str(), s.vocab_size, tok.source().c_str(), tok.vocab_size());
+            const TokenShard s = read_shard(spec, "--haystack");
+            require_shard_tokenizer(s, tok.fingerprint(), (uint32_t)tok.vocab_size(), tok.source(), "--haystack " + spec,
+                                    "regenerate it with this corpus's tokenizer, or use a shard of this tokenizer's corpus (its val.bin or "
+                                    "train.bin)");
             for (size_t d = 0; d < s.n_docs(); d++) {
                 const uint64_t b = s.doc_starts[d], e = d + 1 < s.n_docs() ? s.doc_starts[d + 1] : s.n_tokens();
                 std::vector<int> doc;

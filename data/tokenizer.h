@@ -13,6 +13,7 @@
 
 #include "core/io.h"
 #include "core/error.h"
+#include "data/identity.h"
 
 class Tokenizer {
 public:
@@ -28,6 +29,8 @@ public:
 
     // The .model file's bytes, exactly as loaded.
     const std::string& serialized_model() const { return model_bytes_; }
+    // What a token shard records of the tokenizer it was made with (data/identity.h).
+    uint64_t fingerprint() const { return tokenizer_fingerprint(model_bytes_); }
 
     std::vector<int> encode(const std::string& text) const {
         std::vector<int> ids;

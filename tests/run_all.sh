@@ -40,6 +40,7 @@ run hostile_inputs tests/test_hostile_inputs.sh
 run tasks ./build/test_tasks
 run plot_heatmap tests/test_plot_heatmap.sh
 run tasks_cli tests/test_tasks_cli.sh
+run shard_identity tests/test_shard_identity.sh
 run retrieval_study tests/test_retrieval_study.sh
 run attention_tool tests/test_attention_tool.sh
 run layout_files tests/test_layout_files.sh

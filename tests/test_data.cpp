@@ -40,11 +40,12 @@ static void test_shard_roundtrip(uint32_t vocab, const std::string& tag) {
     for (uint32_t i = 0; i < 1000; i++) tokens.push_back((i * 2654435761u) % vocab);
     tokens.back() = vocab - 1;  // the largest legal id must survive the narrow width
     const std::vector<uint64_t> starts = {0, 10, 11, 500, 999};
-    write_shard(path, tokens, starts, vocab);
+    write_shard(path, tokens, starts, vocab, 0x0123456789abcdefull);
     const TokenShard s = read_shard(path);
     const uint32_t tb = vocab <= 65536 ? 2 : 4;
     check(s.token_bytes == tb && s.vocab_size == vocab && s.tokens == tokens &&
-              s.doc_starts == starts && s.path == path,
+              s.doc_starts == starts && s.path == path && s.version == 2 &&
+              s.tokenizer_fingerprint == 0x0123456789abcdefull,
           "shard roundtrip, " + tag);
     check(read_file(path, "").size() == 64 + 8 * starts.size() + tb * tokens.size(),
           "shard file size is exact, " + tag);
@@ -55,7 +56,7 @@ static void test_shard_roundtrip(uint32_t vocab, const std::string& tag) {
 static void expect_corrupt(const std::string& name, const std::function<void(std::string&)>& edit,
                            const std::string& expect) {
     const std::string path = tmp_dir() + "/bad.bin";
-    write_shard(path, {1, 2, 3, 4, 5, 6}, {0, 3}, 100);
+    write_shard(path, {1, 2, 3, 4, 5, 6}, {0, 3}, 100, 42);
     std::string bytes = read_file(path, "");
     edit(bytes);
     write_file_atomic(path, bytes);
@@ -72,9 +73,10 @@ static void test_shard_corruption() {
     expect_corrupt("one byte too many", [](std::string& b) { b.push_back('x'); }, "corrupt");
     expect_corrupt("shorter than the header", [](std::string& b) { b.resize(10); }, "truncated");
     expect_corrupt("bad magic", [](std::string& b) { b[0] = 'X'; }, "bad magic");
-    expect_corrupt("bad version", [](std::string& b) { b[8] = 2; }, "version");
+    expect_corrupt("bad version", [](std::string& b) { b[8] = 3; }, "version");
     expect_corrupt("wrong token width", [](std::string& b) { b[12] = 4; }, "token_bytes");
-    expect_corrupt("nonzero padding", [](std::string& b) { b[40] = 1; }, "padding");
+    expect_corrupt("nonzero padding", [](std::string& b) { b[50] = 1; }, "padding");
+    expect_corrupt("version 1 with a fingerprint (its padding)", [](std::string& b) { b[8] = 1; }, "padding");
     expect_corrupt("huge n_tokens", [](std::string& b) { put_u64(b, 16, ~0ull); }, "corrupt");
     expect_corrupt("token >= vocab", [](std::string& b) { b[64 + 16 + 2] = 100; }, "vocab_size");
     expect_corrupt("unsorted doc_starts", [](std::string& b) {
@@ -88,11 +90,47 @@ static void test_shard_corruption() {
 
     // A failed rewrite must not destroy the previous good file.
     const std::string path = tmp_dir() + "/keep.bin";
-    write_shard(path, {1, 2, 3}, {0}, 10);
-    expect_fatal_exit("write_shard rejects token >= vocab", [&] { write_shard(path, {1, 20}, {0}, 10); },
+    write_shard(path, {1, 2, 3}, {0}, 10, 42);
+    expect_fatal_exit("write_shard rejects token >= vocab", [&] { write_shard(path, {1, 20}, {0}, 10, 42); },
                  {"vocab_size"});
     check(read_shard(path).tokens == std::vector<uint32_t>({1, 2, 3}),
           "failed write leaves the previous shard intact");
+}
+
+// Shards carry their tokenizer's fingerprint (version 2); version 1 is read, checked by vocab only.
+static void test_shard_tokenizer() {
+    const std::string path = tmp_dir() + "/fp.bin", v1 = tmp_dir() + "/v1.bin";
+    write_shard(path, {1, 2, 3}, {0}, 100, 7);
+    const TokenShard s = read_shard(path);
+    require_shard_tokenizer(s, 7, 100, "tok.model", path, "fix");
+    check(true, "a shard of the same tokenizer is accepted");
+    expect_fatal_exit("a shard of another tokenizer (same vocab) is refused", [&] {
+        require_shard_tokenizer(s, 8, 100, "tok.model", "--mix " + path, "regenerate it");
+    }, {"--mix " + path, "made with another tokenizer", "tok.model", "regenerate it"});
+    expect_fatal_exit("a shard of a larger vocabulary is refused", [&] {
+        require_shard_tokenizer(s, 7, 200, "tok.model", path, "fix");
+    }, {path, "declares a vocabulary of 100", "200", "another tokenizer"});
+    // A version-1 file: fingerprint bytes zero, version 1.
+    std::string b = read_file(path, "");
+    b[8] = 1;
+    for (int i = 36; i < 44; i++) b[i] = 0;
+    write_file_atomic(v1, b);
+    const TokenShard old = read_shard(v1);
+    check(old.version == 1 && old.tokenizer_fingerprint == 0 && old.tokens == std::vector<uint32_t>({1, 2, 3}),
+          "a version-1 shard is still read");
+    require_shard_tokenizer(old, 12345, 100, "tok.model", v1, "fix");
+    check(true, "a version-1 shard of the same vocabulary size is accepted (no fingerprint to compare)");
+    expect_fatal_exit("a version-1 shard of a smaller vocabulary is refused", [&] {
+        require_shard_tokenizer(old, 12345, 512, "tok.model", v1, "fix");
+    }, {v1, "declares a vocabulary of 100", "another tokenizer"});
+    // The messages of a shard named by a flag.
+    expect_fatal_exit("a missing --mix shard: does not exist, and how shards are made", [] {
+        read_shard(tmp_dir() + "/none.bin", "--mix");
+    }, {"--mix", "none.bin", "does not exist", "data_tool task-shard"});
+    write_file_atomic(tmp_dir() + "/not_shard.model", std::string("\x0a\x09\x0a\x05<unk>", 9) + std::string(100, 'x'));
+    expect_fatal_exit("a non-shard as --mix: not a token shard (bad magic)", [] {
+        read_shard(tmp_dir() + "/not_shard.model", "--mix");
+    }, {"--mix", "not_shard.model", "is not a token shard (bad magic"});
 }
 
 // ---------------------------------------------------------------- file identities (data/identity.h)
@@ -576,6 +614,7 @@ static int main_body() {
     test_shard_roundtrip(65536, "2-byte tokens at vocab 65536");
     test_shard_roundtrip(70000, "4-byte tokens");
     test_shard_corruption();
+    test_shard_tokenizer();
     test_identity();
     test_rng();
     test_loader();

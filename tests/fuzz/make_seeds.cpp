@@ -104,7 +104,7 @@ static void shard_seeds(const std::string& out) {
     const std::string tmp = out + "tmp.bin";
     auto save = [&](const char* name, const std::string& settings, const std::vector<uint32_t>& tokens,
                     const std::vector<uint64_t>& starts, uint32_t vocab) {
-        write_shard(tmp, tokens, starts, vocab);
+        write_shard(tmp, tokens, starts, vocab, 0x5eed);
         const std::string shard = read_file(tmp, "");
         (void)read_shard(tmp);
         std::remove(tmp.c_str());
