@@ -4,7 +4,7 @@
 #   scripts/pack_subsystems.sh SRC MAX_BYTES OUTDIR DIR [DIR ...]
 # Each DIR (relative to SRC) becomes OUTDIR/DIR.txt (slashes as dashes), its text files packed
 # like scripts/pack_tree.sh: a `# ==== path ====` line per file, paths relative to SRC, in
-# C-locale order. A directory with more than MAX_BYTES of text is split instead: its own files
+# C-locale order. A directory whose document would pass MAX_BYTES is split instead: its own files
 # make one document, and each subdirectory is packed the same way (recursively). Binary files
 # (grep -I) are skipped. Every text file lands in exactly one document.
 set -euo pipefail
@@ -16,8 +16,10 @@ shift 3
 [[ "$max" =~ ^[0-9]+$ ]] && [ "$max" -gt 0 ] || { echo "error: MAX_BYTES must be a positive integer (got '$max')" >&2; exit 1; }
 mkdir -p "$out"
 
-text_bytes() {  # bytes of the text files under $1 (relative to $src)
-    (cd "$src" && find "$1" -type f -print0 | xargs -0 -r grep -lIZ . 2>/dev/null | xargs -0 -r cat | wc -c)
+text_bytes() {  # bytes of $1's document as pack_files writes it (relative to $src): each text file
+    # with its header line and newline, so that a document under the cap stays under it
+    (cd "$src" && find "$1" -type f -print0 | xargs -0 -r grep -lIZ . 2>/dev/null | xargs -0 -r stat -c '%s %n' |
+        awk '{ path = substr($0, index($0, " ") + 1); s += $1 + length(path) + 14 } END { print s + 0 }')
 }
 pack_files() {  # the text files given (relative to $src), one document on stdout
     local f
