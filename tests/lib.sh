@@ -16,6 +16,9 @@
 #                                  the stderr first goes through the function stderr_filter when
 #                                  the test defines one (e.g. to drop progress lines); the
 #                                  message is left in $last_error
+#   refused NAME WANT CMD...       expect_error -F "refused: NAME" WANT on CMD under a 60 s kill
+#                                  (a test may define a narrower refused of its own after sourcing)
+#   accepted NAME CMD...           CMD exits 0 within 60 s: the control beside a refusal
 # shellcheck shell=bash
 passed=0 failed=0
 pass() { echo "PASS $*"; passed=$((passed + 1)); }
@@ -50,4 +53,14 @@ expect_error() {
     else
         fail "$name (exit $code$([ $code -eq 124 ] && echo ': timed out'), $lines lines): $err"
     fi
+}
+refused() {  # name, what the message must contain, command...
+    local name=$1 want=$2; shift 2
+    expect_error -F "refused: $name" "$want" timeout -s KILL 60 "$@"
+}
+accepted() {
+    local name=$1; shift
+    local err code
+    err=$(timeout -s KILL 60 "$@" 2>&1 >/dev/null); code=$?
+    if [ $code -eq 0 ]; then pass "accepted: $name"; else fail "accepted: $name (exit $code): $(tail -n 1 <<< "$err")"; fi
 }

@@ -15,17 +15,6 @@ for bin in build/train build/infer build/data_tool; do [ -x $bin ] || bail "$bin
 tiny=(--device cpu --data "$corpus" --layers 2 --width 64 --heads 1 --seq-len 32 --batch 2 --steps 2 --warmup 1
       --val-every 0 --val-batches 1 --ckpt-every 1 --log-every 1 --sample-tokens 0)
 
-# name, command...: runs to exit 0 (the control of a refusal).
-refused() {  # name, what the message must contain, command...
-    local name=$1 want=$2; shift 2
-    expect_error -F "refused: $name" "$want" timeout -s KILL 60 "$@"
-}
-accepted() {
-    local name=$1; shift
-    local err code
-    err=$(timeout -s KILL 60 "$@" 2>&1 >/dev/null); code=$?
-    if [ $code -eq 0 ]; then pass "accepted: $name"; else fail "accepted: $name (exit $code): $(tail -n 1 <<< "$err")"; fi
-}
 
 # ---- train: flags that would do nothing
 refused "train --rope-theta with every layer NoPE" "--rope-theta has no effect: every layer is NoPE" \
