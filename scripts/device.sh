@@ -303,12 +303,12 @@ for stage in "${stages[@]}"; do
                summary+=("nccl ring P=$P: exit $?: $(grep -E '\] [0-9]+ passed' "$OUT/nccl_ring.log" | tr '\n' ' ')")
                grep -E 'FAIL' "$OUT/nccl_ring.log" | head -5
                T=$((4096 * P))
-               common="--device cuda --data $DATA --steps 20 --seq-len $T --batch 2 --val-every 10 --ckpt-every 10 --seed 7"
+               common="--device cuda --data $DATA --seq-len $T --batch 2 --val-every 10 --seed 7"  # no --steps/--ckpt-every: each run gives its own (a flag twice is refused)
                for attn in "dense" "dilated --segments 1024,2048,4096 --dilations 1,2,4" "block-sparse --block 64 --window 512 --global 64"; do
                    tag=${attn%% *}
-                   "$BIN/train" $common --attn $attn --out "$OUT/cp1_$tag" > "$OUT/cp1_$tag.log" 2>&1
+                   "$BIN/train" $common --steps 20 --ckpt-every 10 --attn $attn --out "$OUT/cp1_$tag" > "$OUT/cp1_$tag.log" 2>&1
                    c1=$?
-                   $L "$P" "$BIN/train" $common --attn $attn --cp "$P" --out "$OUT/cpP_$tag" > "$OUT/cpP_$tag.log" 2>&1
+                   $L "$P" "$BIN/train" $common --steps 20 --ckpt-every 10 --attn $attn --cp "$P" --out "$OUT/cpP_$tag" > "$OUT/cpP_$tag.log" 2>&1
                    c2=$?
                    l1=$(grep -oE 'step +20/20 \| loss [0-9.]+' "$OUT/cp1_$tag.log" | grep -oE '[0-9.]+$')
                    l2=$(grep -oE 'step +20/20 \| loss [0-9.]+' "$OUT/cpP_$tag.log" | head -1 | grep -oE '[0-9.]+$')
