@@ -3,7 +3,8 @@
 # to 8M tokens, block-sparse attention from 16K to 1M, ring attention's per-rank compute and
 # predicted ring time, the training throughput of the GPT-2 124M shape, and, where PyTorch is
 # installed (as on the lent GPU machines), its peers: the PyTorch flash/cuDNN reference,
-# FlexAttention on the block-sparse pattern and a PyTorch LongNet on the dilated one. One run;
+# FlexAttention on the block-sparse pattern and a PyTorch LongNet on the dilated one; on a host of
+# several GPUs, the scaling of whole training steps (bench/bench_scaling.sh). One run;
 # tables go to build/bench/ and the screen.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,5 +24,10 @@ if python3 -c "import torch" 2>/dev/null && [ -f scripts/check_attention_torch.p
     python3 scripts/bench_flex_attention.py --out "$OUTDIR/attention_block_sparse_flex.md"
     # A PyTorch LongNet on the dilated benchmark's problem (it checks itself against the spec first)
     python3 scripts/bench_longnet_torch.py --out "$OUTDIR/attention_dilated_torch.md"
+fi
+# Several GPUs on this host: whole training steps at P = 1, 2, 4 and the efficiency (issue 42);
+# the long-document corpus (make data CORPUS=long) holds the 1M-token windows of 4 GPUs.
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+    DATA=${SCALING_DATA:-corpus-long} BIN=$BIN OUTDIR=$OUTDIR bench/bench_scaling.sh
 fi
 echo; for f in "$OUTDIR"/*.md; do echo "== $f"; cat "$f"; echo; done

@@ -28,6 +28,7 @@ run attention ./build/test_attention_cpu
 run ring ./build/test_ring_cpu
 run cp_train ./build/test_cp_train_cpu
 run launch tests/test_launch.sh
+run bench_scaling tests/test_bench_scaling.sh
 run data ./build/test_data
 run data_cli tests/test_data_cli.sh
 run train_cli tests/test_train_cli.sh

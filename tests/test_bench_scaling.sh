@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# bench/bench_scaling.sh on the CPU with stand-ins: a fake nvidia-smi (4 GPUs) and a fake train
+# that writes the metrics.csv rows a real run would, at a tokens/s the test chooses per run. The
+# table must give the median after the skipped steps, the model FLOPs, and the efficiency
+# against P = 1 (on FLOPs, so a causal dense window that grows with P is not flattered), run
+# every rank through scripts/launch.sh, and show a failed run as failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+work=$PWD/build/test_bench_scaling
+rm -rf "$work" && mkdir -p "$work/bin" "$work/path" "$work/data"
+cat > "$work/path/nvidia-smi" <<'EOF'
+#!/usr/bin/env bash
+if [ "${1:-}" = -L ]; then for i in 0 1 2 3; do echo "GPU $i: Stand-in GPU (UUID: GPU-$i)"; done; else echo "Stand-in GPU"; fi
+EOF
+# The fake train: rank 0 (or a lone process) writes 6 rows; tokens/s = 1000 x P x the run's
+# factor, except step 1 (slow, must be skipped) and one outlier the median must ignore.
+cat > "$work/bin/train" <<'EOF'
+#!/usr/bin/env bash
+cp=1 batch=1 T=0 out="" attn=""
+while [ $# -gt 0 ]; do case $1 in --cp) cp=$2; shift;; --batch) batch=$2; shift;; --seq-len) T=$2; shift;;
+    --out) out=$2; shift;; --attn) attn=$2; shift;; esac; shift; done
+P=${WORLD_SIZE:-1}
+[ "$attn" = dense ] && [ "$T" = 131072 ] && [ "$P" = 2 ] && { echo "error: stand-in out of memory" >&2; exit 1; }
+[ "${RANK:-0}" = 0 ] || exit 0
+factor=${FACTOR:-1}
+mkdir -p "$out"
+{ echo "step,split,loss,lr,norm,tokens_per_s,elapsed_s"
+  for s in 1 2 3 4 5 6; do
+      v=$(awk -v P="$P" -v f="$factor" -v s="$s" 'BEGIN { x = 1000 * P * f; if (s == 1) x /= 10; if (s == 5) x *= 3; printf "%.1f", x }')
+      echo "$s,train,5.0,1e-3,1.0,$v,$s.0"
+  done; } > "$out/metrics.csv"
+EOF
+chmod +x "$work/path/nvidia-smi" "$work/bin/train"
+# The fake's tokens/s is 1000 x P x 0.9 at every P: the same per-GPU rate, 100% for weak scaling.
+PATH=$work/path:$PATH STEPS=6 SKIP=1 FACTOR=0.9 SCALING_P="1 2 4" BIN=$work/bin OUTDIR=$work/out DATA=$work/data \
+    bench/bench_scaling.sh dilated dp dense > "$work/out.log" 2>&1
+code=$?
+table=$(cat "$work/out/scaling.md" 2>/dev/null)
+row() { grep -qE -- "$1" <<< "$table"; }
+check "the bench exits 0 (exit $code)" test $code -eq 0
+# P = 1: steps 2..6 = {900, 900, 900, 2700, 900}, median 900 tokens/s; P = 2: 1800; P = 4: 3600.
+check "P = 1: the median after the skipped step (900 tokens/s; step 1 and the outlier ignored)" row '^\| dilated \| 1 \| 262144 \| 900 \|'
+check "dilated P = 2: a window of 2 x 256K, twice the tokens/s, is 100% (weak scaling)" row '^\| dilated \| 2 \| 524288 \| 1800 \| [0-9.]+ \| 100.0% \|'
+check "dilated P = 4: 100%" row '^\| dilated \| 4 \| 1048576 \| 3600 \| [0-9.]+ \| 100.0% \|'
+check "data parallel P = 4: 100%" row '^\| dp \| 4 \| 1024 \| 3600 \| [0-9.]+ \| 100.0% \|'
+# Dense causal: the P = 4 window is 4x longer, so a token costs more FLOPs, and 4x the tokens/s is
+# more than 100% on FLOPs. Model FLOPs per token at T: 546M + 12 x 3.5 x 4 x 768 x T/2.
+f1=$(awk 'BEGIN { printf "%.1f", 900 * (546e6 + 12 * 3.5 * 4 * 768 * 32768) / 1e12 }')
+f4=$(awk 'BEGIN { printf "%.1f", 3600 * (546e6 + 12 * 3.5 * 4 * 768 * 131072) / 1e12 }')
+e4=$(awk 'BEGIN { printf "%.1f%%", 100 * 3600 * (546e6 + 12 * 3.5 * 4 * 768 * 131072) / (4 * 900 * (546e6 + 12 * 3.5 * 4 * 768 * 32768)) }')
+check "dense P = 1: $f1 model TFLOP/s" row "^\| dense \| 1 \| 65536 \| 900 \| $f1 \|"
+check "dense P = 4: the efficiency on FLOPs ($e4), not on tokens" row "^\| dense \| 4 \| 262144 \| 3600 \| $f4 \| $e4 \|"
+check "a failed run is a failed row naming its error, and the others still run" row '^\| dense \| 2 \| - \| failed \|.*stand-in out of memory'
+# No GPU: one line, a non-zero exit.
+err=$(PATH=/usr/bin:/bin DATA=$work/data BIN=$work/bin OUTDIR=$work/none bench/bench_scaling.sh dilated 2>&1)
+code=$?
+check "no GPU: one line and a non-zero exit: $err" test $code -ne 0 -a "$(grep -c . <<< "$err")" -eq 1
+finish
