@@ -43,6 +43,7 @@ struct TrainArgs {
     bool resume = false, doc_mask = true, deterministic = false;
     int sample_tokens = 160, keep_ckpts = 3, max_bad_steps = 5;
     int cp = 1, simulate_ranks = 0;  // context-parallel degree; ranks run as threads of this process
+    bool grad_overlap = true;        // data parallel: gradients summed block by block during the backward
     std::string sample_prompt = "And it came to pass";
     std::string schedule;   // later stages of the window and batch: "8192x16@300,32768x4@600"
     std::string mix;        // token shards mixed into the corpus by fraction: "tasks.bin:0.5"
@@ -144,6 +145,8 @@ static void add_run_flags(Flags& flags, TrainArgs& a) {
                                "the job's ranks are data-parallel groups of --cp");
     flags.add_int("simulate-ranks", &a.simulate_ranks, "run this many ranks as threads of one process, sharing "
                                                        "its device (tests; 0: the launcher's ranks, scripts/launch.sh)");
+    flags.add_bool("grad-overlap", &a.grad_overlap, "data parallel (--cp 1, several ranks): sum each block's gradients over "
+                                                    "the ranks while the backward goes on (off: all at once after it)");
 }
 
 // The flags in the order --help lists them.
@@ -1041,6 +1044,9 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
 
     std::unique_ptr<ModelBackend> model = make_backend(device, cfg, attn, a.deterministic);
     model->set_context_parallel(px.cp);
+    // Only without context parallelism: the ring's transfers run on a communicator of their own,
+    // and two communicators' kernels at once can wait on each other across ranks.
+    if (px.world && px.cp_size == 1 && a.grad_overlap) model->set_gradient_comm(px.world);
     const std::vector<StagePlan> plans = plan_stages(train, a, shape.recompute, corpus.val, *model, px, device, say);
     int updates = 0;
     const int step = load_model_state(*model, cfg, a, std::move(init_params), resume, say, &updates);

@@ -71,6 +71,11 @@ class ModelBackend {
     virtual void set_loss_count(int n) = 0;
     virtual double last_loss_sum() const = 0;
     virtual void all_reduce_grads(Comm& comm) = 0;
+    // Data parallelism: sum each block's gradients over `comm` as soon as the backward has made
+    // them, while it goes on to the block below (the buckets of PyTorch's DDP and llm.c);
+    // all_reduce_grads then only waits for the last. nullptr, or a backend that cannot overlap:
+    // everything is summed in all_reduce_grads.
+    virtual void set_gradient_comm(Comm* comm) { (void)comm; }
     // Context parallelism: this rank holds its zigzag rows of each window (layers/ring_plan.h)
     // and attention runs over the ring of `comm` (nullptr: the whole window is here).
     virtual void set_context_parallel(Comm* comm) = 0;

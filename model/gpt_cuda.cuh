@@ -138,6 +138,7 @@ class CudaBackend : public ModelBackend {
         matmul_context();  // its workspaces now, so that the memory planner finds them held
     }
     ~CudaBackend() override {
+        for (cudaEvent_t e : bucket_done_) cudaEventDestroy(e);
         acts_.release();
         state_.release();
         cudaStreamDestroy(stream_);
@@ -211,7 +212,20 @@ class CudaBackend : public ModelBackend {
         return free_b + acts_.size();
     }
     const char* memory_name() const override { return "GPU"; }
-    void zero_grad() override { CUDA_CHECK(cudaMemsetAsync(grad_, 0, n_ * 4, stream_)); }
+    void zero_grad() override {
+        join_buckets();  // a backward whose sums nobody waited for must not race the memset
+        CUDA_CHECK(cudaMemsetAsync(grad_, 0, n_ * 4, stream_));
+    }
+    // Only a communicator with a stream (NCCL) can run beside the backward; context parallel
+    // runs keep the sum in one piece (train.cu), so that no two communicators run at once.
+    void set_gradient_comm(Comm* comm) override {
+        join_buckets();
+        grad_comm_ = comm && comm->stream() ? comm : nullptr;
+        if (grad_comm_ && bucket_done_.empty()) {
+            bucket_done_.resize(cfg_.n_layer + 2);
+            for (cudaEvent_t& e : bucket_done_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        }
+    }
 
     void backward() override {
         if (!has_targets_) fatal("internal: backward() needs a forward() with targets");
@@ -229,6 +243,11 @@ class CudaBackend : public ModelBackend {
     // A communicator with a stream (NCCL) runs the sum there, ordered after the backward by an
     // event; one without (the in-process one of the tests) gets the finished gradients.
     void all_reduce_grads(Comm& comm) override {
+        if (buckets_in_flight_) {  // run_backward_from_dlnf summed them already, block by block
+            if (&comm != grad_comm_) fatal("internal: the gradients were summed over another communicator");
+            join_buckets();
+            return;
+        }
         cudaStream_t cs = (cudaStream_t)comm.stream();
         if (!cs) {
             CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -305,6 +324,9 @@ class CudaBackend : public ModelBackend {
     // Activations, sized for (B_, T_).
     int B_ = 0, T_ = 0, counted_ = 0;
     Comm* cp_ = nullptr;       // context parallel: attention over this ring
+    Comm* grad_comm_ = nullptr;  // data parallel: each block's gradients summed during the backward
+    std::vector<cudaEvent_t> bucket_done_;  // per block, the embedding, and the join
+    bool buckets_in_flight_ = false;
     int loss_count_ = 0;       // > 0: the mean loss's denominator over all ranks
     double last_loss_sum_ = 0;
     float loss_scale() const {
@@ -598,8 +620,30 @@ class CudaBackend : public ModelBackend {
             rope_backward_cuda(dqkv_, dqkv_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_rope_theta(l), stream_);
             matmul_backward_cuda(dln_, dw.qkvw, dw.qkvb, dqkv_, a.ln1, w.qkvw, BT, C, 3 * C, stream_);
             layernorm_backward_cuda(dresid_, dw.ln1w, dw.ln1b, dln_, x_in, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, C, ln_scratch, stream_);
+            // Block l's gradients are final (and, for the last block, the final LayerNorm's,
+            // which follow it in the buffer): their sum runs under the blocks below.
+            if (grad_comm_) sum_bucket(l, dw.ln1w, l + 1 < cfg_.n_layer ? g_.blocks[l + 1].ln1w : grad_ + n_);
         }
         encoder_backward_cuda(g_.wte, dresid_, tokens_d_, B_, T_, C, stream_);
+        if (grad_comm_) sum_bucket(cfg_.n_layer, g_.wte, g_.blocks[0].ln1w);  // the tied embedding, classifier and encoder
+    }
+
+    // The data-parallel sum of grad_[begin, end) on the communicator's stream, after what
+    // stream_ has queued so far (the kernels that wrote those gradients).
+    void sum_bucket(int i, float* begin, float* end) {
+        CUDA_CHECK(cudaEventRecord(bucket_done_[i], stream_));
+        CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)grad_comm_->stream(), bucket_done_[i], 0));
+        grad_comm_->all_reduce_sum(begin, (size_t)(end - begin));
+        buckets_in_flight_ = true;
+    }
+    // stream_ waits for every bucket's sum: the optimizer, the norm and the next step's
+    // zero_grad read or write what the sums write.
+    void join_buckets() {
+        if (!buckets_in_flight_) return;
+        cudaEvent_t all = bucket_done_[cfg_.n_layer + 1];
+        CUDA_CHECK(cudaEventRecord(all, (cudaStream_t)grad_comm_->stream()));
+        CUDA_CHECK(cudaStreamWaitEvent(stream_, all, 0));
+        buckets_in_flight_ = false;
     }
 
     float mean_loss() {

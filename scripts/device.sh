@@ -27,6 +27,7 @@
 #                  BENCH_ATTENTION_ARGS, BENCH_DILATED_ARGS, BENCH_BLOCK_SPARSE_ARGS,
 #                  BENCH_TRAIN_ARGS pass flags; scripts/compare_bench_tables.py gives new/old per row
 #   train          a GPU training run on $DATA (TRAIN_ARGS); infer and long_prompt use its checkpoint
+#   dp             data parallel over this host's GPUs, --grad-overlap on and off, against one GPU
 #   infer, long_prompt, errors, recompute, kv_cache, block_sparse, nccl (several GPUs: NCCL ring
 #   attention, --cp training and perplexity against one GPU, a hung rank), attn_perf (the
 #   harness's perf mode), dilated_bench, compare (dense and dilated at 32K, COMPARE_STEPS),
@@ -331,6 +332,23 @@ for stage in "${stages[@]}"; do
                "$BIN/infer" --device cuda --checkpoint "$OUT/hang" --perplexity "$DATA/val_text.txt" --ctx 1024 > "$OUT/hang_ppl.log" 2>&1
                summary+=("hung rank $((P - 1)) (pid $victim): job exit $code after $((SECONDS - t_stop)) s: $(grep -iE 'rank|timed out|error' "$OUT/hang.log" | grep -v ' step ' | tail -2 | tr '\n' ' ') | checkpoint after: $(grep -E '^file' "$OUT/hang_ppl.log")")
                tail -3 "$OUT/hang.log" ;;
+        dp)    # data parallel over this host's GPUs (issue 42): the gradients summed block by block
+               # during the backward (--grad-overlap on) or after it (off), against one GPU with the
+               # same global batch; the step-20 validation losses must agree within 0.5%
+               P=$(nvidia-smi -L | wc -l)
+               dp=(--device cuda --data "$DATA" --steps 20 --seq-len 1024 --batch $((4 * P)) --val-every 10 --ckpt-every 0
+                   --seed 7 --sample-tokens 0)
+               "$BIN/train" "${dp[@]}" --out "$OUT/dp_1gpu" > "$OUT/dp_1gpu.log" 2>&1
+               line="dp: 1 GPU exit $?"
+               for ov in on off; do
+                   scripts/launch.sh "$P" "$BIN/train" "${dp[@]}" --grad-overlap $ov --out "$OUT/dp_$ov" > "$OUT/dp_$ov.log" 2>&1
+                   line+=", P=$P --grad-overlap $ov exit $?"
+               done
+               vals=$(for r in 1gpu on off; do awk -F, '$1 == 20 && $2 == "val" { print $3 }' "$OUT/dp_$r/metrics.csv" 2>/dev/null | tail -1; done | tr '\n' ' ')
+               summary+=("$line; step-20 val loss (1 GPU, on, off): $vals")
+               awk -v v="$vals" 'BEGIN { n = split(v, x, " "); if (n < 3) exit 1
+                   for (i = 2; i <= 3; i++) if (x[i] - x[1] > 0.005 * x[1] || x[1] - x[i] > 0.005 * x[1]) exit 1 }' ||
+                   failed_stages+=("dp: val losses $vals disagree or are missing") ;;
         attn_perf) "$BIN/test_attention" --perf > "$OUT/attn_perf.log" 2>&1
                summary+=("attn_perf: exit $? ($((SECONDS - t0)) s)")
                cat "$OUT/attn_perf.log" ;;

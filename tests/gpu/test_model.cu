@@ -4,7 +4,9 @@
 // bf16 weights and activations put the GPU within about 1e-2 of the fp32/fp64 reference;
 // a negative control (gradients of another batch) shows the comparison can fail.
 // Also: deterministic mode (two runs of a few AdamW steps bit-identical, dense, dilated and block-sparse, at
-// T = 1024), the same bits under every recompute policy (model/recompute.h), and out-of-vocabulary tokens and targets refused with the row and position named.
+// T = 1024), the same bits under every recompute policy (model/recompute.h), out-of-vocabulary tokens and targets refused with the row and position named,
+// and data parallelism's gradient buckets against one sum after the backward.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -254,6 +256,68 @@ static void check_vocab_errors(uint64_t seed) {
     expect_fatal("cudnn attention with deterministic", [&] { CudaBackend x(cfg, AttnBackend::Cudnn, true); }, {"--attention flash"});
 }
 
+// Data parallelism's gradient buckets (set_gradient_comm): a stand-in communicator of two ranks
+// that hold the same gradients doubles each bucket on its own stream, so the summed gradients
+// must be exactly twice the unsummed ones (deterministic mode: the same bits each run), every
+// element in exactly one bucket, for two steps in a row (the second's zero_grad waits for the
+// first's sums).
+__global__ static void double_in_place(float* x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] *= 2.0f;
+}
+struct DoublingComm : Comm {
+    cudaStream_t s{};
+    std::vector<std::pair<const float*, size_t>> calls;
+    DoublingComm() { CUDA_CHECK(cudaStreamCreate(&s)); }
+    ~DoublingComm() override { cudaStreamDestroy(s); }
+    int rank() const override { return 0; }
+    int size() const override { return 2; }
+    std::string name() const override { return "doubling stand-in"; }
+    void sendrecv(const void*, size_t, int, void*, size_t, int) override { fatal("test: no sendrecv here"); }
+    void* stream() const override { return s; }
+    void all_reduce_sum(float* x, size_t n) override {
+        calls.push_back({x, n});
+        double_in_place<<<256, 256, 0, s>>>(x, n);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    void broadcast(void*, size_t, int) override {}
+    void barrier() override {}
+    void abort(const std::string&) override {}
+};
+
+static void check_gradient_buckets(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig cfg;
+    cfg.vocab_size = 512, cfg.n_layer = 3, cfg.n_embd = 128, cfg.n_head = 2;
+    const std::vector<Batch> batches = {make_batch(rng, 2, 256, cfg.vocab_size, true), make_batch(rng, 2, 256, cfg.vocab_size, false)};
+    CudaBackend plain(cfg, AttnBackend::Flash, true), bucketed(cfg, AttnBackend::Flash, true);
+    std::vector<float> w(plain.num_params());
+    init_gpt_weights(w.data(), cfg, seed);
+    plain.set_params(w.data()), bucketed.set_params(w.data());
+    DoublingComm comm;
+    bucketed.set_gradient_comm(&comm);
+    const size_t n = plain.num_params();
+    for (size_t s = 0; s < batches.size(); s++) {
+        const Batch& b = batches[s];
+        comm.calls.clear();
+        plain.forward_backward(b.tokens.data(), b.targets.data(), b.doc_start.data(), b.B, b.T);
+        bucketed.forward_backward(b.tokens.data(), b.targets.data(), b.doc_start.data(), b.B, b.T);
+        bucketed.all_reduce_grads(comm);
+        std::vector<float> g(n), g2(n);
+        plain.get_grads(g.data()), bucketed.get_grads(g2.data());
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; i++) wrong += g2[i] != 2.0f * g[i];
+        check(wrong == 0, strf("gradient buckets, step %zu: summed gradients are exactly twice the unsummed (%zu of %zu differ)", s + 1, wrong, n));
+        // The buckets tile the buffer: sorted by start, each begins where the last ended.
+        std::vector<std::pair<const float*, size_t>> c = comm.calls;
+        std::sort(c.begin(), c.end());
+        bool tiled = c.size() == (size_t)cfg.n_layer + 1;
+        size_t at = 0;
+        for (const auto& [p, len] : c) tiled = tiled && len > 0 && p == c.front().first + at, at += len;
+        check(tiled && at == n, strf("gradient buckets, step %zu: %zu sums (a block each and the embedding) cover the %zu gradients once",
+                                     s + 1, comm.calls.size(), n));
+    }
+}
+
 static int main_body(int argc, char** argv) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -284,6 +348,7 @@ static int main_body(int argc, char** argv) {
     compare_model(AttnBackend::Flash, "flash, dense + NoPE dense layer with log-n attention from 40", seed + 12, {}, {1}, 40);
     compare_training(seed + 2);
     check_vocab_errors(seed + 4);
+    check_gradient_buckets(seed + 13);
     {
         GPTConfig dense;  // D = 64
         dense.vocab_size = 2048, dense.n_layer = 2, dense.n_embd = 256, dense.n_head = 4;
