@@ -190,7 +190,7 @@ inline std::string rendezvous_job_id() {
 
 // --- the file: what it holds is a tag (a stale or foreign file fails clearly), the world size (a
 // file of a job of another size fails at once, not at the timeout), the blob's size, the blob.
-static const char kRendezvousFileTag[16] = "longnet-rdzv-v2";
+inline constexpr char kRendezvousFileTag[16] = "longnet-rdzv-v2";
 
 inline void rendezvous_file_write(const std::string& path, const void* blob, size_t bytes, int world) {
     std::string rec(kRendezvousFileTag, sizeof kRendezvousFileTag);
@@ -261,7 +261,7 @@ inline void rendezvous_file_read(const std::string& path, void* blob, size_t byt
 // --- TCP
 
 enum : uint32_t { kRdzvVersion = 1, kRdzvOk = 0, kRdzvRefused = 1, kRdzvGaveUp = 2, kRdzvMaxText = 4096 };
-static const char kRdzvMagic[8] = {'L', 'N', 'G', 'T', 'R', 'D', 'Z', 'V'};
+inline constexpr char kRdzvMagic[8] = {'L', 'N', 'G', 'T', 'R', 'D', 'Z', 'V'};
 // hello (rank -> rank 0): magic, version, world, rank, blob bytes, job id length, then the job id
 // reply (rank 0 -> rank): magic, status, world, length, then the blob (ok) or a line (refused, gave up)
 constexpr size_t kRdzvHelloBytes = 8 + 5 * 4, kRdzvReplyBytes = 8 + 3 * 4;

@@ -9,6 +9,7 @@
 //   build/test_rendezvous --probe   one rank from the environment (for real launchers,
 //                                   tests/test_launch.sh): prints "probe rank R of W local L
 //                                   launcher NAME via METHOD blob HEX", exit 1 on an error line
+//   build/test_rendezvous --free-port   prints a port free on 127.0.0.1 now (for the launchers' tests)
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -492,8 +493,13 @@ static void env_checks() {
 
 int main(int argc, char** argv) {
     if (argc == 2 && std::strcmp(argv[1], "--probe") == 0) return probe();
+    if (argc == 2 && std::strcmp(argv[1], "--free-port") == 0) {
+        const int port = free_port();
+        std::printf("%d\n", port);
+        return port ? 0 : 1;
+    }
     if (argc != 1) {
-        std::fprintf(stderr, "usage: test_rendezvous [--probe]\n");
+        std::fprintf(stderr, "usage: test_rendezvous [--probe | --free-port]\n");
         return 2;
     }
     signal(SIGPIPE, SIG_DFL);  // the code must not need SIG_IGN: MSG_NOSIGNAL
