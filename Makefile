@@ -143,7 +143,7 @@ include data/rules.mk
 include tests/rules.mk
 include tests/fuzz/rules.mk
 
-BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_tasks build/test_ops_cpu build/test_model_cpu build/test_inputs_cpu build/test_attention_cpu build/test_ring_cpu build/test_cp_train_cpu $(GPU_BINARIES)
+BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_tasks build/test_ops_cpu build/test_model_cpu build/test_inputs_cpu build/test_attention_cpu build/test_ring_cpu build/test_cp_train_cpu build/test_rendezvous $(GPU_BINARIES)
 all: deps
 	$(MAKE) -j2 $(BINARIES)
 

@@ -1,9 +1,6 @@
 // The NCCL communicator (comm/nccl.h says what and why) and its start-up from the environment.
 #include "comm/nccl.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -11,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <thread>
+#include "comm/rendezvous.h"
 #include "layers/cuda/common.cuh"
 
 using Clock = std::chrono::steady_clock;
@@ -148,7 +146,8 @@ void NcclComm::wait(bool stream_too, const char* what) {
         if (state != ncclSuccess && state != ncclInProgress)
             fail("rank %d: NCCL %s failed: %s (%s)%s", rank_, what, ncclGetErrorString(state), last_error(comm_),
                  up_ ? "; if another rank failed first, its error is the cause"
-                     : "; check that every rank has a GPU of its own, the same WORLD_SIZE and a fresh LONGNET_RENDEZVOUS");
+                     : "; check that every rank has a GPU of its own, the same world size and one rendezvous (a fresh "
+                       "LONGNET_RENDEZVOUS, or MASTER_ADDR/MASTER_PORT), and that the hosts reach each other");
         if (state == ncclSuccess) {
             if (!stream_too) return;
             const cudaError_t e = cudaStreamQuery(stream_);
@@ -161,7 +160,8 @@ void NcclComm::wait(bool stream_too, const char* what) {
             fail("rank %d: NCCL %s waited %.0f s for the other ranks (a rank died or hangs): aborted the "
                  "communicator; see the other ranks' errors%s (LONGNET_COMM_TIMEOUT_S sets the limit)",
                  rank_, what, waited,
-                 up_ ? "" : ", and check that they all started and read the same, fresh LONGNET_RENDEZVOUS file");
+                 up_ ? "" : ", and check that they all started with one rendezvous (a fresh LONGNET_RENDEZVOUS, or "
+                      "MASTER_ADDR/MASTER_PORT) and that the hosts reach each other (NCCL_SOCKET_IFNAME)");
         pause_after(waited);
     }
 }
@@ -230,116 +230,13 @@ void NcclComm::check_same_everywhere(uint64_t hash, const char* what) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Start-up from the environment
+// Start-up from the environment (comm/rendezvous.h: the launcher's variables, the rendezvous)
 
-static const char* const kLaunchHint = "launch with scripts/launch.sh P program args (or mpirun -np P, or srun)";
-
-// false when unset; a set but malformed value is an error, never a silent default.
-static bool env_int(const char* name, int* out) {
-    const char* s = std::getenv(name);
-    if (!s) return false;
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(s, &end, 10);
-    if (!*s || *end || errno || v < 0 || v > 1000000)
-        fatal("%s=\"%s\" is not a whole number from 0 to 1000000: %s", name, s, kLaunchHint);
-    *out = (int)v;
-    return true;
-}
-
-double nccl_timeout_from_env() {
-    const char* s = std::getenv("LONGNET_COMM_TIMEOUT_S");
-    if (!s) return 60;
-    char* end = nullptr;
-    const double v = std::strtod(s, &end);
-    if (!*s || *end || !std::isfinite(v) || v <= 0)
-        fatal("LONGNET_COMM_TIMEOUT_S=\"%s\" is not a positive number of seconds: unset it (60 s) or give e.g. 300", s);
-    return v;
-}
-
-// What the rendezvous file holds: a tag, so that a stale or foreign file fails clearly, the world
-// size (a file from a job of another size fails at once, not at the timeout), and NCCL's id.
-struct RendezvousRecord {
-    char tag[16];
-    int32_t world_size;
-    ncclUniqueId id;
-};
-static const char kTag[16] = "longnet-nccl-v1";
-
-static void write_rendezvous(const std::string& path, const RendezvousRecord& rec) {
-    // Written aside, flushed, then renamed: the others never see a half-written file.
-    const std::string tmp = path + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        fatal("rank 0: cannot create the rendezvous file %s (LONGNET_RENDEZVOUS): %s: point it into a writable "
-              "folder that every rank sees",
-              tmp.c_str(), std::strerror(errno));
-    const bool ok = ::write(fd, &rec, sizeof rec) == (ssize_t)sizeof rec && ::fsync(fd) == 0;
-    const int err = errno;
-    ::close(fd);
-    if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
-        fatal("rank 0: cannot write the rendezvous file %s (LONGNET_RENDEZVOUS): %s", path.c_str(),
-              std::strerror(ok ? errno : err));
-}
-
-static RendezvousRecord read_rendezvous(const std::string& path, int rank, int world, double timeout_s) {
-    const Clock::time_point t0 = Clock::now();
-    for (;;) {
-        const int fd = ::open(path.c_str(), O_RDONLY);
-        if (fd >= 0) {
-            RendezvousRecord rec;
-            const ssize_t n = ::read(fd, &rec, sizeof rec);
-            ::close(fd);
-            if (n == (ssize_t)sizeof rec) {
-                if (std::memcmp(rec.tag, kTag, sizeof kTag) != 0)
-                    fatal("rank %d: %s (LONGNET_RENDEZVOUS) is not a rendezvous file: give every job a fresh path",
-                          rank, path.c_str());
-                if (rec.world_size != world)
-                    fatal("rank %d: the rendezvous file %s was written for %d ranks, this job has %d: a stale file "
-                          "from another job? give every job a fresh LONGNET_RENDEZVOUS",
-                          rank, path.c_str(), (int)rec.world_size, world);
-                return rec;
-            }
-        } else if (errno != ENOENT) {
-            fatal("rank %d: cannot read the rendezvous file %s (LONGNET_RENDEZVOUS): %s", rank, path.c_str(),
-                  std::strerror(errno));
-        }
-        const double waited = seconds_since(t0);
-        if (waited > timeout_s)
-            fatal("rank %d: waited %.0f s for rank 0 to write the rendezvous file %s (LONGNET_RENDEZVOUS): rank 0 did "
-                  "not start, failed before it, or sees another filesystem",
-                  rank, waited, path.c_str());
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-}
+double nccl_timeout_from_env() { return comm_timeout_from_env(); }
 
 std::unique_ptr<NcclComm> nccl_comm_from_env() {
-    // The variables of our launcher, then mpirun's, then srun's: the first world size found wins,
-    // and rank and local rank come from the same family (never mixed with a stale export).
-    struct Family {
-        const char *rank, *size, *local;
-    };
-    static const Family families[] = {{"RANK", "WORLD_SIZE", "LOCAL_RANK"},
-                                      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-                                      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}};
-    int rank = 0, world = 1, local = 0;
-    const Family* fam = nullptr;
-    for (const Family& f : families)
-        if (env_int(f.size, &world)) {
-            fam = &f;
-            break;
-        }
-    if (!fam && std::getenv("RANK")) fatal("RANK is set but WORLD_SIZE is not: %s", kLaunchHint);
-    if (fam) {
-        if (world < 1) fatal("%s=0: a job needs at least 1 rank: %s", fam->size, kLaunchHint);
-        if (!env_int(fam->rank, &rank) && world > 1)
-            fatal("%s is set but %s is not: %s", fam->size, fam->rank, kLaunchHint);
-        if (rank >= world) fatal("%s=%d is outside %s=%d: %s", fam->rank, rank, fam->size, world, kLaunchHint);
-        if (!env_int(fam->local, &local)) {
-            if (world > 1) fatal("%s is not set (which GPU of this host?): %s", fam->local, kLaunchHint);
-            local = 0;
-        }
-    }
+    const LauncherRanks me = launcher_ranks_from_env();
+    const int rank = me.rank, world = me.world, local = me.local_rank;
     // NVLink multicast (NVLS) can put a shared host's GPUs out of service (../shared/gpu-machine.md);
     // off unless the user turns it on explicitly. Set before NCCL's first call reads it.
     setenv("NCCL_NVLS_ENABLE", "0", 0);
@@ -352,32 +249,17 @@ std::unique_ptr<NcclComm> nccl_comm_from_env() {
     if (local >= devices)
         fatal("rank %d: %s=%d but this host shows %d CUDA device(s): start at most %d ranks per host, one per GPU, "
               "with every GPU visible to every rank",
-              rank, fam ? fam->local : "LOCAL_RANK", local, devices, devices);
+              rank, me.local_var, local, devices, devices);
     CUDA_CHECK(cudaSetDevice(local));  // before anything else touches CUDA: one context, on our GPU
 
     const double timeout_s = nccl_timeout_from_env();
-    RendezvousRecord rec;
-    std::memset(&rec, 0, sizeof rec);
-    std::memcpy(rec.tag, kTag, sizeof kTag);
-    rec.world_size = world;
-    std::string path;
-    if (world > 1) {
-        const char* p = std::getenv("LONGNET_RENDEZVOUS");
-        if (!p || !*p)
-            fatal("rank %d: LONGNET_RENDEZVOUS is not set: %d ranks meet through a file that all of them see; "
-                  "scripts/launch.sh sets it, or export LONGNET_RENDEZVOUS=/shared/path/job-id before mpirun or srun",
-                  rank, world);
-        path = p;
-    }
-    if (rank == 0) {
-        NCCL_CHECK(ncclGetUniqueId(&rec.id));
-        if (world > 1) write_rendezvous(path, rec);
-    } else {
-        rec = read_rendezvous(path, rank, world, timeout_s);
-    }
-    auto comm = std::make_unique<NcclComm>(rec.id, rank, world, timeout_s);
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof id);
+    if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    const Rendezvous how = rendezvous_share(&id, sizeof id, rank, world, timeout_s);
+    auto comm = std::make_unique<NcclComm>(id, rank, world, timeout_s);
     // Every rank has read the file once set-up is done (it needs them all), so a later job that
     // reuses the path cannot pick up this job's id.
-    if (rank == 0 && world > 1) ::unlink(path.c_str());
+    rendezvous_file_remove(how, rank);
     return comm;
 }

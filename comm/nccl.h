@@ -4,7 +4,8 @@
 //   auto comm = nccl_comm_from_env();   // rank, world and GPU from the launcher's environment
 //   comm->sendrecv(...); ...            // enqueued on comm->stream(), returns at once
 //   comm->synchronize();                // waits, but never forever
-// Start P ranks on one host with scripts/launch.sh P program args (or mpirun -np P, or srun).
+// Start P ranks with scripts/launch.sh P program args, torchrun --nproc-per-node P, mpirun -np P or
+// srun -n P (docs/ring.md: the commands, one host or several).
 //
 // Why the waiting is done by hand: a rank that dies or never starts leaves NCCL's kernels on the
 // others spinning for ever, and a blocking communicator blocks inside NCCL where nothing can time
@@ -87,9 +88,10 @@ class NcclComm : public Comm {
 // Seconds a wait may take: LONGNET_COMM_TIMEOUT_S (a positive number), else 60.
 double nccl_timeout_from_env();
 
-// This process's rank of the job, from RANK / WORLD_SIZE / LOCAL_RANK (scripts/launch.sh), or
-// mpirun's OMPI_COMM_WORLD_*, or srun's SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID; no
-// WORLD_SIZE at all means one rank. Selects GPU LOCAL_RANK, then meets the other ranks through
-// the file LONGNET_RENDEZVOUS (on a filesystem every rank sees; needed for 2+ ranks): rank 0
-// writes NCCL's unique id there, the others wait for it. Sets NCCL_NVLS_ENABLE=0 unless it is set.
+// This process's rank of the job from the launcher's environment (torchrun, mpirun of Open MPI or
+// MPICH, srun, scripts/launch.sh: comm/rendezvous.h lists the variables); no world size at all means
+// one rank. Selects GPU local rank, then meets the other ranks (2 or more): rank 0 makes NCCL's
+// unique id and hands it to the others through the file LONGNET_RENDEZVOUS (on a filesystem every
+// rank sees; scripts/launch.sh sets it) or, when that is unset, over TCP at MASTER_ADDR:MASTER_PORT
+// (torchrun sets them). Sets NCCL_NVLS_ENABLE=0 unless it is set.
 std::unique_ptr<NcclComm> nccl_comm_from_env();

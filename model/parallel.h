@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 #include "comm/comm.h"
+#include "comm/rendezvous.h"
 #include "layers/ring_plan.h"
 
 struct ParallelContext {
@@ -89,18 +90,10 @@ struct ParallelContext {
     }
 };
 
-// The ranks a launcher started: WORLD_SIZE (scripts/launch.sh), OMPI_COMM_WORLD_SIZE (mpirun) or
-// SLURM_NTASKS (srun); 1 when none is set. comm/nccl.h reads the rest (rank, GPU, rendezvous).
-inline int launcher_world_size() {
-    for (const char* name : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"})
-        if (const char* v = std::getenv(name)) {
-            char* end = nullptr;
-            const long n = std::strtol(v, &end, 10);
-            if (end == v || *end || n < 1 || n > 1 << 20) fatal("%s='%s' is not a number of ranks: fix the launcher's environment", name, v);
-            return (int)n;
-        }
-    return 1;
-}
+// The ranks a launcher started (torchrun, mpirun, srun, scripts/launch.sh: comm/rendezvous.h reads
+// their variables, and fails with one line on a partial or inconsistent set); 1 when none is set.
+// comm/nccl.h reads the rest (rank, GPU, rendezvous).
+inline int launcher_world_size() { return launcher_ranks_from_env().world; }
 
 // FNV-1a over bytes: the start-up and checkpoint checks.
 inline uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {

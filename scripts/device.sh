@@ -28,6 +28,10 @@
 #                  BENCH_TRAIN_ARGS pass flags; scripts/compare_bench_tables.py gives new/old per row
 #   train          a GPU training run on $DATA (TRAIN_ARGS); infer and long_prompt use its checkpoint
 #   dp             data parallel over this host's GPUs, --grad-overlap on and off, against one GPU
+#   launchers      test_comm_nccl's P ranks (one per GPU; LAUNCH_P) started as people start them
+#                  (issue 42): scripts/launch.sh (the rendezvous file), torchrun --standalone and
+#                  torchrun --master_port (TCP; its agent holds MASTER_PORT), mpirun -np P (Open MPI
+#                  or MPICH; MASTER_ADDR/MASTER_PORT exported), each where installed; one row each
 #   infer, long_prompt, errors, recompute, kv_cache, block_sparse, nccl (several GPUs: NCCL ring
 #   attention, --cp training and perplexity against one GPU, a hung rank), attn_perf (the
 #   harness's perf mode), dilated_bench, compare (dense and dilated at 32K, COMPARE_STEPS),
@@ -123,6 +127,50 @@ stage_sanitizers() {
     # racecheck cannot model cuBLASLt's own Hopper kernels (it flags hazards inside nvjet_sm90_*),
     # so it runs on our reduction kernels only.
     sanitize racecheck_layernorm racecheck "$BIN/test_ops" --small --filter layernorm
+}
+
+# ---- launchers (issue 42): the communicator's ranks started by each launcher at hand
+
+launcher_run() {  # name, P, command...: passes when it exits 0 and all P ranks print "N passed, 0 failed"
+    local name=$1 P=$2; shift 2
+    local t=$SECONDS log="$LOGS/launcher_$name.log" code ok
+    timeout -s KILL 300 "$@" > "$log" 2>&1
+    code=$?
+    ok=$(grep -cE '(^|[] :])[0-9]+ passed, 0 failed$' "$log")
+    if [ $code -eq 0 ] && [ "$ok" -eq "$P" ]; then
+        total_pass=$((total_pass + 1))
+    else
+        total_fail=$((total_fail + 1))
+        grep -E 'FAIL|error' "$log" | head -5
+    fi
+    rows+=("$(printf '%-28s %s of %s ranks passed  exit %-3s %4ss' "$name" "$ok" "$P" "$code" $((SECONDS - t)))")
+}
+
+stage_launchers() {
+    local P=${LAUNCH_P:-$(nvidia-smi -L | wc -l)} prog=$BIN/test_comm_nccl m
+    free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])' 2>/dev/null \
+                  || echo $((20000 + RANDOM % 30000)); }
+    launcher_run launch_sh "$P" scripts/launch.sh "$P" "$prog"
+    if command -v torchrun > /dev/null; then
+        # torchrun sets MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK (and LOCAL_WORLD_SIZE)
+        launcher_run torchrun_standalone "$P" env NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node "$P" \
+            --no_python "$prog"
+        launcher_run torchrun_master_port "$P" env NCCL_NVLS_ENABLE=0 torchrun --nnodes 1 --nproc_per_node "$P" \
+            --master_addr 127.0.0.1 --master_port "$(free_port)" --no_python "$prog"
+    else
+        summary+=("launchers: torchrun not installed (pip install torch), skipped")
+    fi
+    for m in mpirun.openmpi mpirun.mpich mpirun; do
+        command -v "$m" > /dev/null || continue
+        if [[ $("$m" --version 2>&1) == *@(Open MPI|OpenRTE)* ]]; then
+            launcher_run "$m" "$P" env MASTER_ADDR=127.0.0.1 MASTER_PORT="$(free_port)" "$m" -np "$P" --allow-run-as-root \
+                --oversubscribe -x MASTER_ADDR -x MASTER_PORT -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH "$prog"
+        else
+            launcher_run "$m" "$P" env MASTER_ADDR=127.0.0.1 MASTER_PORT="$(free_port)" NCCL_NVLS_ENABLE=0 "$m" -np "$P" "$prog"
+        fi
+        break  # one mpirun is enough (Debian's mpirun is an alternative of the other two)
+    done
+    command -v mpirun > /dev/null || summary+=("launchers: no mpirun (apt-get install openmpi-bin), skipped")
 }
 
 # ---- ops: the non-attention kernels in one call
@@ -225,6 +273,7 @@ for stage in "${stages[@]}"; do
         pack) stage_pack ;;
         tests) stage_tests ;;
         sanitizers) stage_sanitizers ;;
+        launchers) stage_launchers ;;
         ops) stage_ops ;;
         attention) stage_attention ;;
         bench) BIN=$BIN OUTDIR=$OUT bench/run_bench.sh > "$OUT/bench.log" 2>&1

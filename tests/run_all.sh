@@ -27,6 +27,7 @@ run inputs ./build/test_inputs_cpu
 run attention ./build/test_attention_cpu
 run ring ./build/test_ring_cpu
 run cp_train ./build/test_cp_train_cpu
+run rendezvous ./build/test_rendezvous
 run launch tests/test_launch.sh
 run bench_scaling tests/test_bench_scaling.sh
 run data ./build/test_data

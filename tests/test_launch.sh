@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # scripts/launch.sh on the CPU with stand-in ranks: each rank gets its environment, output lines
 # carry the rank, the first rank to fail stops the others at once (a dead rank never leaves the
-# job hanging) with its exit code, and bad P values give the usage line.
+# job hanging) with its exit code, and bad P values give the usage line. Then the rendezvous of
+# comm/rendezvous.h under real launchers (build/test_rendezvous --probe: the launcher's variables
+# mapped, rank 0's 128 bytes on every rank): scripts/launch.sh (the file), and where they are
+# installed Open MPI's and MPICH's mpirun and torchrun (TCP at MASTER_ADDR:MASTER_PORT); a
+# launcher that is not installed is named as skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tests/lib.sh
@@ -42,4 +46,70 @@ for bad in 0 -1 two 99999; do
         fail "P=$bad: exit $code: $err"
     fi
 done
+
+# The probe's lines of one launcher's run: P ranks of launcher NAME via METHOD, all holding rank
+# 0's bytes. Prints why not and fails otherwise.
+probes_agree() {  # P, launcher name, method, output
+    local P=$1 name=$2 method=$3 out=$4 r lines blobs
+    lines=$(grep -o "probe rank .*" <<< "$out")
+    for ((r = 0; r < P; r++)); do
+        grep -q "^probe rank $r of $P local $r launcher $name via $method blob [0-9a-f]\{256\}$" <<< "$lines" || {
+            echo "no line of rank $r: $out" | head -c 2000; return 1; }
+    done
+    blobs=$(sed 's/.* blob //' <<< "$lines" | sort -u | wc -l)
+    [ "$blobs" -eq 1 ] || { echo "the ranks hold $blobs different blobs"; return 1; }
+}
+probe=build/test_rendezvous
+need_programs "$probe"
+free_port() { "$probe" --free-port; }
+for P in 2 4; do
+    out=$(LONGNET_COMM_TIMEOUT_S=20 timeout -s KILL 60 scripts/launch.sh "$P" "$probe" --probe 2>&1)
+    if why=$(probes_agree "$P" torchrun file "$out"); then
+        pass "scripts/launch.sh $P: every rank holds rank 0's bytes through the rendezvous file"
+    else
+        fail "scripts/launch.sh $P: $why"
+    fi
+done
+
+# Open MPI and MPICH installed side by side (Debian: mpirun.openmpi, mpirun.mpich), or one mpirun.
+launchers=()
+for m in mpirun.openmpi mpirun.mpich mpirun; do command -v "$m" > /dev/null && launchers+=("$m"); done
+[ ${#launchers[@]} -gt 0 ] || echo "skipped: mpirun (not installed: apt-get install openmpi-bin or mpich)"
+for m in "${launchers[@]}"; do
+    [ "$m" = mpirun ] && [ ${#launchers[@]} -gt 1 ] && continue  # the alternative of one of the two
+    if [[ $("$m" --version 2>&1) == *@(Open MPI|OpenRTE)* ]]; then  # 4.x says OpenRTE
+        name="mpirun (Open MPI)" args=(--allow-run-as-root --oversubscribe -x MASTER_ADDR -x MASTER_PORT)
+    else
+        name="mpirun (MPICH, Intel MPI)" args=()
+    fi
+    for P in 2 3; do
+        out=$(MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) LONGNET_COMM_TIMEOUT_S=20 \
+              timeout -s KILL 60 "$m" "${args[@]}" -np "$P" "$probe" --probe 2>&1)
+        if why=$(probes_agree "$P" "$name" tcp "$out"); then
+            pass "$m -np $P: $name's ranks meet over TCP at 127.0.0.1"
+        else
+            fail "$m -np $P: $why"
+        fi
+    done
+done
+
+# torchrun: --standalone (its own free MASTER_PORT), and --master-port as on a cluster (its agent
+# serves MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE=True: rank 0 listens on the next port).
+# "-r 1 -t 1": stdout to a log and to the console (Debian's torch 1.13 on Python 3.11 fails on the
+# default, 0).
+if command -v torchrun > /dev/null; then
+    logs=$work/torchrun-logs
+    for how in standalone master-port; do
+        if [ $how = standalone ]; then where=(--standalone); else where=(--nnodes 1 --master_addr 127.0.0.1 --master_port "$(free_port)"); fi
+        out=$(LONGNET_COMM_TIMEOUT_S=20 timeout -s KILL 120 torchrun "${where[@]}" --nproc_per_node 3 -r 1 -t 1 \
+              --log_dir "$logs/$how" --no_python "$probe" --probe 2>&1)
+        if why=$(probes_agree 3 torchrun tcp "$out"); then
+            pass "torchrun ${where[*]} --nproc_per_node 3: the ranks meet over TCP"
+        else
+            fail "torchrun $how: $why"
+        fi
+    done
+else
+    echo "skipped: torchrun (not installed)"
+fi
 summary
