@@ -150,7 +150,7 @@ held "data_tool tasks --out" "$locks/t.jsonl" --out \
 held "data_tool task-shard --out" "$locks/s.bin" --out \
     build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --needle-every 512 --passkey-every 1024 --out "$locks/s.bin"
 head -c 30000 "$corpus/bible.txt" > "$work/text.txt" 2>/dev/null || head -c 30000 /dev/urandom | base64 > "$work/text.txt"
-held "data_tool prepare --out" "$locks/corpus/" --out build/data_tool prepare --text "$work/text.txt" --vocab 300 --out "$locks/corpus/"
+held "data_tool prepare --out" "$locks/corpus/" --out build/data_tool prepare --text "$work/text.txt" --vocab 1000 --out "$locks/corpus/"
 held "infer --tasks-out" "$locks/report" --tasks-out \
     build/infer --device cpu --checkpoint "$work/solo" --tasks "$locks/t.jsonl" --ctx 300 --tasks-out "$locks/report"
 [ -s "$locks/report.csv" ] && [ -s "$locks/report_items.csv" ] && pass "infer --tasks-out wrote its CSVs" || fail "infer --tasks-out wrote no CSVs"
