@@ -8,6 +8,7 @@
 // shares weight_decay_error (layers/adamw.h).
 // Each *_error returns "" when the value is allowed, else the message (naming the flag).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -65,6 +66,9 @@ inline std::string recorded_train_args_error(const Json& args) {
         if (args.at(key).kind != Json::Number) throw JsonError(std::string(key) + " is not a number");
         return args.at(key).num;
     };
+    // A float of a recorded value: past float's range it is an infinity (a plain cast would be
+    // undefined), which every rule refuses.
+    auto as_float = [](double v) { return v > 3.4e38 ? HUGE_VALF : v < -3.4e38 ? -HUGE_VALF : (float)v; };
     auto say = [](const char* key, const std::string& why) { return why.empty() ? why : std::string(key) + ": " + why; };
     std::string e;
     if (e.empty() && args.has("steps")) e = say("steps", steps_error(integer("steps")));
@@ -73,7 +77,7 @@ inline std::string recorded_train_args_error(const Json& args) {
     if (e.empty() && args.has("lr")) e = say("lr", lr_error(number("lr")));
     if (e.empty() && args.has("min_lr_frac")) e = say("min_lr_frac", min_lr_frac_error(number("min_lr_frac")));
     if (e.empty() && args.has("weight_decay"))
-        e = say("weight_decay", weight_decay_error((float)number("weight_decay"), args.has("lr") ? (float)number("lr") : 0.0f));
+        e = say("weight_decay", weight_decay_error(as_float(number("weight_decay")), args.has("lr") ? as_float(number("lr")) : 0.0f));
     if (e.empty() && args.has("grad_clip")) e = say("grad_clip", grad_clip_error(number("grad_clip")));
     if (e.empty() && args.has("warmup")) e = say("warmup", warmup_error(integer("warmup")));
     if (e.empty() && args.has("val_every")) e = say("val_every", val_every_error(integer("val_every")));
