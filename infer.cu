@@ -16,6 +16,7 @@
 #include "core/flags.h"
 #include "core/io.h"
 #include "core/output_path.h"
+#include "core/run_lock.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "eval/task_eval.h"
@@ -665,6 +666,8 @@ static int main_body(int argc, char** argv) {
     InferFlags f = parse_flags(argc, argv);
     validate_flags(f);
     check_output_paths(f);
+    OutputLock tasks_out_lock;  // one writer per --tasks-out PREFIX (PREFIX.lock beside its CSVs)
+    if (!f.tasks_out.empty()) tasks_out_lock.acquire(f.tasks_out, "--tasks-out");
     const Device dev = resolve_device(f.device);
     const AttnBackend attn = parse_attention_backend(f.attention, /*doc_mask=*/false);
     const InferInputs in = read_inputs(f);

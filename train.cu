@@ -188,19 +188,15 @@ struct RunShape {
 
 static RunShape validate_args(const TrainArgs& a, Device device) {
     RunShape shape;
-    if (a.steps < 1) fatal("--steps must be at least 1 (got %d)", a.steps);
+    // Each value's rule is the one the checkpoint reader applies to a recorded run (model/train_rules.h).
+    for (const std::string& e : {steps_error(a.steps), lr_error(a.lr), min_lr_frac_error(a.min_lr_frac), weight_decay_error(a.weight_decay, a.lr),
+                                 grad_clip_error(a.grad_clip), warmup_error(a.warmup), val_every_error(a.val_every),
+                                 val_batches_error(a.val_batches)})
+        if (!e.empty()) fatal("%s", e.c_str());
     shape.stages = parse_schedule(a.schedule, {0, a.seq_len, a.batch}, a.steps, kMaxSeqLen);
     shape.mix = parse_mix(a.mix, shape.stages.size());
-    // An AdamW step moves each weight by about lr: above 1 a step or two leaves weights that give
-    // no finite loss, and a checkpoint nothing can use.
-    if (!(a.lr > 0 && a.lr <= 1)) fatal("--lr must be in (0, 1] (got %g)", a.lr);
-    if (!(a.min_lr_frac >= 0 && a.min_lr_frac <= 1)) fatal("--min-lr-frac must be in [0, 1] (got %g)", a.min_lr_frac);
-    const std::string wd = weight_decay_error(a.weight_decay, a.lr);  // layers/adamw.h
-    if (!wd.empty()) fatal("%s", wd.c_str());
-    if (!(a.grad_clip >= 0)) fatal("--grad-clip must be >= 0 (got %g)", a.grad_clip);
-    if (a.warmup < 0 || a.val_batches < 1 || a.log_every < 1 || a.val_every < 0 || a.ckpt_every < 0 || a.keep_ckpts < 0 ||
-        a.sample_tokens < 0)
-        fatal("--warmup, --val-every, --ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --val-batches, --log-every >= 1");
+    if (a.log_every < 1 || a.ckpt_every < 0 || a.keep_ckpts < 0 || a.sample_tokens < 0)
+        fatal("--ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --log-every >= 1");
     if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
     if (a.stop_at < 0 || a.stop_at > a.steps) fatal("--stop-at must be in [0, --steps %d] (got %d)", a.steps, a.stop_at);
     if (!(a.time_limit >= 0)) fatal("--time-limit must be >= 0 minutes (got %g)", a.time_limit);

@@ -21,6 +21,36 @@
 
 #include "core/error.h"
 
+// The pid holding the flock on fd's file: /proc/locks says, where it can be read; else the
+// pid the file records; "" when neither does.
+inline std::string lock_holder_pid(int fd) {
+    struct stat st;
+    if (::fstat(fd, &st) == 0) {
+        if (std::FILE* f = std::fopen("/proc/locks", "r")) {
+            char line[256];
+            long found = -1;
+            while (found < 0 && std::fgets(line, sizeof line, f)) {
+                long pid;
+                unsigned maj, min;
+                unsigned long ino;
+                char kind[16];  // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; waiters' lines hold "->"
+                if (std::strstr(line, "->")) continue;
+                if (std::sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%lu", kind, &pid, &maj, &min, &ino) == 5 &&
+                    std::strcmp(kind, "FLOCK") == 0 && ino == (unsigned long)st.st_ino && maj == major(st.st_dev) &&
+                    min == minor(st.st_dev) && pid > 0)
+                    found = pid;
+            }
+            std::fclose(f);
+            if (found > 0) return std::to_string(found);
+        }
+    }
+    char buf[32] = {0};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    std::string s(buf, n > 0 ? (size_t)n : 0);
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos ? s : "";
+}
+
 class RunLock {
   public:
     RunLock() = default;
@@ -50,7 +80,7 @@ class RunLock {
         while (rc != 0 && errno == EINTR);
         if (rc != 0) {
             const int e = errno;
-            const std::string holder = e == EWOULDBLOCK ? holder_pid(fd) : "";
+            const std::string holder = e == EWOULDBLOCK ? lock_holder_pid(fd) : "";
             ::close(fd);
             if (e != EWOULDBLOCK)
                 fatal("%s %s: cannot lock %s (%s): use a local directory for %s", flag, dir.c_str(), path_.c_str(), std::strerror(e), flag);
@@ -69,36 +99,78 @@ class RunLock {
     }
 
   private:
-    // The pid holding the flock on fd's file: /proc/locks says, where it can be read; else the
-    // pid the file records; "" when neither does.
-    static std::string holder_pid(int fd) {
-        struct stat st;
-        if (::fstat(fd, &st) == 0) {
-            if (std::FILE* f = std::fopen("/proc/locks", "r")) {
-                char line[256];
-                long found = -1;
-                while (found < 0 && std::fgets(line, sizeof line, f)) {
-                    long pid;
-                    unsigned maj, min;
-                    unsigned long ino;
-                    char kind[16];  // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; waiters' lines hold "->"
-                    if (std::strstr(line, "->")) continue;
-                    if (std::sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%lu", kind, &pid, &maj, &min, &ino) == 5 &&
-                        std::strcmp(kind, "FLOCK") == 0 && ino == (unsigned long)st.st_ino && maj == major(st.st_dev) &&
-                        min == minor(st.st_dev) && pid > 0)
-                        found = pid;
-                }
-                std::fclose(f);
-                if (found > 0) return std::to_string(found);
+    std::string path_;
+    int fd_ = -1;
+};
+
+// One writer per output file (issue 41): infer --tasks-out P and data_tool's --out X (tasks,
+// task-shard, prepare) hold an exclusive flock on "P.lock" / "X.lock" beside the output from
+// right after their flags are checked until they exit; a second writer of the same output is
+// refused in one line naming the holder's pid, before it changes anything. Unlike RunLock's
+// folder lock, the file is removed when the holder exits (normally or by an error), so a
+// finished run leaves only its output; kill -9 leaves a stale file that blocks nothing. A
+// taker checks, once it holds the flock, that the path still names the file it locked (the
+// holder may have removed it in between) and starts over if not.
+class OutputLock {
+  public:
+    OutputLock() = default;
+    OutputLock(const OutputLock&) = delete;
+    OutputLock& operator=(const OutputLock&) = delete;
+    ~OutputLock() { release(); }
+
+    bool held() const { return fd_ >= 0; }
+    const std::string& path() const { return path_; }
+
+    // Locks `output` (the value of `flag`) through the file output + ".lock" (trailing slashes
+    // of a folder dropped), or fails in one line naming the holder.
+    void acquire(std::string output, const char* flag) {
+        if (fd_ >= 0) return;
+        const std::string shown = output;
+        while (output.size() > 1 && output.back() == '/') output.pop_back();
+        const std::string path = output + ".lock";
+        for (int attempt = 0;; attempt++) {
+            int fd;
+            do fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+            while (fd < 0 && errno == EINTR);
+            if (fd < 0)
+                fatal("%s %s: cannot create its lock file %s (%s): check the permissions of its directory", flag, shown.c_str(),
+                      path.c_str(), std::strerror(errno));
+            int rc;
+            do rc = ::flock(fd, LOCK_EX | LOCK_NB);
+            while (rc != 0 && errno == EINTR);
+            if (rc != 0) {
+                const int e = errno;
+                const std::string holder = e == EWOULDBLOCK ? lock_holder_pid(fd) : "";
+                ::close(fd);
+                if (e != EWOULDBLOCK)
+                    fatal("%s %s: cannot lock %s (%s): write %s on a local file system", flag, shown.c_str(), path.c_str(), std::strerror(e),
+                          flag);
+                fatal("%s %s is in use by another run (%s, which holds %s): wait for it to finish, or choose another %s", flag,
+                      shown.c_str(), holder.empty() ? "pid unknown" : ("pid " + holder).c_str(), path.c_str(), flag);
             }
+            struct stat mine, now;
+            if (::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &now) == 0 && mine.st_dev == now.st_dev && mine.st_ino == now.st_ino) {
+                fd_ = fd;
+                path_ = path;
+                break;
+            }
+            ::close(fd);  // the holder removed the file we opened: lock the one the path names now
+            if (attempt == 100) fatal("%s %s: its lock file %s keeps changing: is another run starting there?", flag, shown.c_str(), path.c_str());
         }
-        char buf[32] = {0};
-        const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-        std::string s(buf, n > 0 ? (size_t)n : 0);
-        while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-        return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos ? s : "";
+        const std::string pid = std::to_string((long)::getpid()) + "\n";
+        if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != (ssize_t)pid.size())
+            fatal("cannot write the lock file %s (%s): free space and re-run", path_.c_str(), std::strerror(errno));
     }
 
+    // Removes the lock file (while still holding it), then lets go.
+    void release() {
+        if (fd_ < 0) return;
+        ::unlink(path_.c_str());
+        ::close(fd_);
+        fd_ = -1;
+    }
+
+  private:
     std::string path_;
     int fd_ = -1;
 };

@@ -20,6 +20,7 @@
 #include "data/encode_docs.h"
 #include "core/io.h"
 #include "core/output_path.h"
+#include "core/run_lock.h"
 #include "data/shard.h"
 #include "data/tasks.h"
 #include "data/tokenizer.h"
@@ -224,6 +225,8 @@ static std::string manifest_text(const PrepareOptions& o, uint64_t bytes_read, c
 
 static int cmd_prepare(const std::vector<std::string>& args) {
     const PrepareOptions o = prepare_flags(args);
+    OutputLock lock;  // one writer per --out (OUT.lock beside the folder)
+    lock.acquire(o.out, "--out");
     const auto t_start = std::chrono::steady_clock::now();
     const SplitCorpus corpus = read_corpus(o);
     const std::string model = train_corpus_tokenizer(o, corpus);
@@ -434,6 +437,8 @@ static std::vector<std::vector<TaskItem>> make_cells(const std::vector<TaskCell>
 
 static int cmd_tasks(const std::vector<std::string>& args) {
     const TasksOptions o = tasks_flags(args);
+    OutputLock lock;  // one writer per --out (FILE.lock beside it)
+    lock.acquire(o.out, "--out");
     const Tokenizer tok = load_task_tokenizer(o.data, o.tokenizer);
     const PieceKinds kinds_of_pieces(tok);
     const Haystack hay = load_haystack(o.haystack, tok, kinds_of_pieces, *std::max_element(o.lengths.begin(), o.lengths.end()));
@@ -535,6 +540,8 @@ static std::vector<std::vector<int>> make_documents(const TaskShardOptions& o, c
 static int cmd_task_shard(const std::vector<std::string>& args) {
     TaskShardOptions o = task_shard_flags(args);
     check_task_shard_options(o);
+    OutputLock lock;  // one writer per --out (FILE.lock beside it)
+    lock.acquire(o.out, "--out");
     const Tokenizer tok = load_task_tokenizer(o.data, "");
     const PieceKinds kinds_of_pieces(tok);
     const Haystack text = load_haystack(o.haystack, tok, kinds_of_pieces, o.doc_tokens);

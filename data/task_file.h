@@ -3,7 +3,14 @@
 //   context   the text before the question (a haystack with needles)
 //   question  the question, ending where the answer starts
 //   answer    what the continuation must start with (leading spaces removed)
-//   length    the item's length in tokens, for the report (an integer >= 1)
+//   length    the item's length class in tokens: the report's column and the batches' key (an
+//             integer >= 1). Its prompt (BOS, context, newline, question, under the scoring
+//             model's tokenizer) may be shorter (a label of a bucket: scripts/tasks_from_shard.py
+//             gives the whole document's length to a prompt cut at its first question) but not
+//             longer than length + task_length_slack(length) = length + length/4 + 32 tokens (room
+//             for another tokenizer's count, or a hand-written item's estimate); infer --tasks
+//             refuses a longer one naming its line (eval/task_eval.h). data_tool tasks builds
+//             items of exactly `length` tokens (their text encoded again: within a few tokens).
 //   depth     where the asked needle lies, in [0, 1], for the report
 // Other fields are allowed and ignored (data_tool tasks adds `needle_token` and `seed`). A model
 // reads BOS, the context, a newline, then the question (as Landmark Attention joins its lines),
@@ -25,6 +32,9 @@ struct TaskItem {
     int line = 0;  // where it was read from (1-based), for messages; 0 when made in memory
     long long needle_token = -1;  // optional: index of the asked needle's first token in the prompt (BOS = 0)
 };
+
+// How many tokens an item's prompt may have past its `length` (see `length` above).
+inline long long task_length_slack(long long length) { return length / 4 + 32; }
 
 // The text a model reads for an item (after BOS): context, a newline, question.
 inline std::string task_prompt_text(const TaskItem& it) { return it.context + "\n" + it.question; }

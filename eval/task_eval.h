@@ -57,6 +57,12 @@ inline std::vector<TaskPrompt> tokenize_tasks(const std::vector<TaskItem>& items
             whole.resize(split);
             p.context = std::move(whole);
             const long long n = (long long)(p.context.size() + p.question.size());
+            // `length` is the column the item is reported in: a prompt far longer than it would
+            // be scored as a shorter item (data/task_file.h states the rule).
+            if (n > items[i].length + task_length_slack(items[i].length))
+                fatal("%s line %d: the prompt is %lld tokens, more than its \"length\" %lld allows (at most length + length/4 + 32 = "
+                      "%lld): give the item's length in tokens, %lld",
+                      opt.path.c_str(), items[i].line, n, items[i].length, items[i].length + task_length_slack(items[i].length), n);
             if (n > opt.ctx) {
                 if (!opt.truncate)
                     fatal("%s line %d: the prompt is %lld tokens, longer than the model reads (--ctx %lld): give --ctx %lld or more "

@@ -191,6 +191,24 @@ inline std::string pattern_to_json(const AttnPattern& p) {
            fields + "}";
 }
 
+// The first key of `given` (an object, and objects inside it) that `known` lacks, as "layout.x";
+// "" when there is none.
+inline std::string pattern_json_unknown_key(const Json& given, const Json& known, const std::string& prefix) {
+    if (given.kind != Json::Object || known.kind != Json::Object) return "";
+    for (const auto& [key, value] : given.obj) {
+        if (!known.has(key)) return prefix + key.substr(0, 40);
+        const std::string inner = pattern_json_unknown_key(value, known.at(key), prefix + key + ".");
+        if (!inner.empty()) return inner;
+    }
+    return "";
+}
+// "causal, kind, segments, dilations": the keys of a pattern's JSON object.
+inline std::string pattern_json_keys(const Json& known) {
+    std::string keys;
+    for (const auto& kv : known.obj) keys += (keys.empty() ? "" : ", ") + kv.first;
+    return keys;
+}
+
 // Throws JsonError on a malformed entry (validation is the caller's: pattern_error).
 inline AttnPattern pattern_from_json(const Json& j) {
     AttnPattern p;
@@ -198,5 +216,13 @@ inline AttnPattern pattern_from_json(const Json& j) {
     if (!attn_kind_from_name(kind, &p.kind)) throw JsonError("unknown attention kind " + kind);
     p.causal = j.at("causal").as_bool("causal");  // first: a block-sparse layout is checked against the mask
     with_pattern_module(p.kind, [&](auto m) { decltype(m)::from_json(j, p); });
+    // A key this build does not read is refused, not dropped (issue 41), as the config's own keys
+    // are: a pattern written by a newer build or edited by hand would otherwise run as another
+    // pattern. The keys read are those this build writes for the pattern just read, nested
+    // objects (a block-sparse layout) included.
+    const std::string unknown = pattern_json_unknown_key(j, JsonParser(pattern_to_json(p)).parse(), "");
+    if (!unknown.empty())
+        throw JsonError("unknown key \"" + unknown + "\" in a " + attn_kind_name(p.kind) + " layer's pattern (this build reads " +
+                        pattern_json_keys(JsonParser(pattern_to_json(p)).parse()) + "): use the build that wrote it, or remove the key");
     return p;
 }

@@ -14,6 +14,7 @@
 #include "data/batch_source.h"
 #include "model/backend.h"
 #include "model/safetensors.h"
+#include "model/train_rules.h"
 
 inline std::string base64_encode(const std::string& in) {
     static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -196,11 +197,17 @@ inline Checkpoint load_checkpoint(const std::string& path, bool allow_any_head_d
         c.state.loader_epoch = parse_metadata_uint(meta("loader_epoch"), 1ull << 40, path, "loader_epoch");
         c.state.loader_cursor = parse_metadata_uint(meta("loader_cursor"), 1ull << 40, path, "loader_cursor");
         c.state.train_args = meta("train_args");
+        std::string rule;
         try {
-            if (JsonParser(c.state.train_args).parse().kind != Json::Object) throw JsonError("not an object");
+            const Json args = JsonParser(c.state.train_args).parse();
+            if (args.kind != Json::Object) throw JsonError("not an object");
+            rule = recorded_train_args_error(args);  // each value held to its flag's rule (model/train_rules.h)
         } catch (const JsonError& e) {
             fatal("checkpoint %s: its train_args are corrupt (%s): use another checkpoint", path.c_str(), e.what());
         }
+        if (!rule.empty())
+            fatal("checkpoint %s: its recorded train_args break train's rules (%s): the file is corrupt, use another checkpoint",
+                  path.c_str(), rule.c_str());
         // Checked where it is used (train --resume), which names the file; infer does not need it.
         if (f.metadata.count("recipe")) c.state.recipe = meta("recipe");
     }

@@ -33,7 +33,10 @@ def main():
             context, question = text[:cut].rsplit("\n", 1)
             answer = text[cut:].split(".")[0].strip()
             items.append({"task": "train-" + task, "context": context, "question": question, "answer": answer,
-                          "length": end - starts[d], "depth": 0.5})  # the document's tokens: the report's column
+                          "length": end - starts[d], "depth": 0.5})
+            # length: the document's tokens, the report's column. The prompt (cut at the first
+            # question) is shorter, which data/task_file.h allows: `length` is a length class; a
+            # prompt may fall short of it, never pass length + length/4 + 32 tokens.
     open(out, "w").write("".join(json.dumps(i) + "\n" for i in items))
     print(f"{len(items)} items from {min(n, n_docs)} documents of {shard} to {out}")
 

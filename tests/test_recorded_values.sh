@@ -79,6 +79,82 @@ else
     fail "resume with other --nope-layers (exit $code): $err"
 fi
 
+# One rule per value, both ways (issue 41): a value train refuses as a flag is refused in the same
+# words when a checkpoint records it (its config or its train_args, edited here) by infer and by
+# train --resume (the loader they share: model/train_rules.h, validate_config, each pattern's
+# validate), which leave the files as they were. The checkpoint edited to an allowed value is the
+# accepted control; unknown keys inside a layer's pattern are refused like unknown config keys.
+rules_base="$work/rules_base"
+tests/last_wins.sh ./build/train "${tiny[@]}" --out "$rules_base" > "$work/rules_base.log" 2>&1 || fail "training the rules' base: $(tail -n 1 "$work/rules_base.log")"
+rules_ck="$rules_base/ckpt_00000002.safetensors"
+# dir, config key, JSON value: a copy of the base checkpoint with that config field replaced
+config_edit() {
+    mkdir -p "$1"
+    local c; c=$(python3 -c 'import json,struct,sys
+b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]
+c=json.loads(json.loads(b[8:8+n])["__metadata__"]["config"]); c[sys.argv[2]]=json.loads(sys.argv[3])
+print(json.dumps(json.dumps(c,separators=(",",":"))))' "$rules_ck" "$2" "$3")
+    python3 tests/edit_checkpoint.py "$rules_ck" "$1/ckpt_00000002.safetensors" meta config "$c"
+}
+arg_edit() { mkdir -p "$1"; python3 tests/edit_checkpoint.py "$rules_ck" "$1/ckpt_00000002.safetensors" train_arg "$2" "$3"; }
+# name, message, edit (config|arg), key, JSON value, flags...: the flag refused by train, the
+# recorded value refused by infer and by --resume (which change nothing)
+both_ways() {
+    local name=$1 want=$2 how=$3 key=$4 value=$5; shift 5
+    refused "flag_$name" "$want" "$@"
+    local dir="$work/rule_$name"
+    "${how}_edit" "$dir" "$key" "$value"
+    local keep; keep=$(md5sum "$dir"/*)
+    expect_error -F "refused: infer, a checkpoint recording $key $value" "$want" \
+        ./build/infer --device cpu --checkpoint "$dir" --prompt "In" --max-new 2
+    expect_error -F "refused: train --resume, a checkpoint recording $key $value" "$want" \
+        tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --resume --out "$dir"
+    [ "$(md5sum "$dir"/*)" = "$keep" ] && pass "$name: the refused runs left $dir as it was" || fail "$name: a refused run changed $dir"
+}
+both_ways layers_0 "--layers must be in [1, 1024] (got 0)" config n_layer 0 --layers 0
+both_ways heads_3 "--heads 3 does not divide --width 64" config n_head 3 --heads 3
+both_ways theta_half "--rope-theta must be in (1, 1e+12] (got 0.5)" config rope_theta 0.5 --rope-theta 0.5
+both_ways dilation_0 "segment 32 and dilation 0 must be positive" config layer_attn \
+    '[{"kind":"dilated","causal":true,"segments":[32],"dilations":[0]},{"kind":"dense","causal":true}]' --attn dilated --segments 32 --dilations 0
+both_ways block_3 "--block 3 must be a power of two in [1, 4096]" config layer_attn \
+    '[{"kind":"block-sparse","causal":true,"block":3,"window":8,"global":0,"dilated_r":0,"dilated_window":0,"random_count":0,"random_seed":0},{"kind":"dense","causal":true}]' \
+    --attn block-sparse --block 3 --window 8
+both_ways window_negative "--window, --global, --dilated-blocks and --random-blocks must not be negative" config layer_attn \
+    '[{"kind":"block-sparse","causal":true,"block":16,"window":-8,"global":0,"dilated_r":0,"dilated_window":0,"random_count":0,"random_seed":0},{"kind":"dense","causal":true}]' \
+    --attn block-sparse --block 16 --window -8
+both_ways summary_past "--summary 17 must be in [1, --stride 16]" config layer_attn \
+    '[{"kind":"fixed","causal":true,"stride":16,"summary":17},{"kind":"dense","causal":true}]' --attn fixed --stride 16 --summary 17
+both_ways lr_negative "--lr must be in (0, 1] (got -0.001)" arg lr -0.001 --lr -0.001
+both_ways lr_1_5 "--lr must be in (0, 1] (got 1.5)" arg lr 1.5 --lr 1.5
+both_ways warmup_negative "--warmup must be >= 0 (got -1)" arg warmup -1 --warmup -1
+both_ways min_lr_frac_2 "--min-lr-frac must be in [0, 1] (got 2)" arg min_lr_frac 2 --min-lr-frac 2
+both_ways weight_decay_20 "--weight-decay must be in [0, 10] (got 20)" arg weight_decay 20 --weight-decay 20
+both_ways grad_clip_negative "--grad-clip must be >= 0 (got -1)" arg grad_clip -1 --grad-clip -1
+both_ways batch_0 "the batch must be >= 1 and the window (--seq-len) >= 2 (got 0, 32)" arg batch 0 --batch 0
+both_ways steps_0 "--steps must be at least 1 (got 0)" arg steps 0 --steps 0
+both_ways val_batches_0 "--val-batches must be at least 1 (got 0)" arg val_batches 0 --val-batches 0
+# The controls: the same edits to allowed values load and generate.
+config_edit "$work/rule_ok_fixed" layer_attn '[{"kind":"fixed","causal":true,"stride":16,"summary":4},{"kind":"dense","causal":true}]'
+accepted "infer, a checkpoint edited to an allowed fixed pattern" ./build/infer --device cpu --checkpoint "$work/rule_ok_fixed" --prompt "In" --max-new 2
+config_edit "$work/rule_ok_dilated" layer_attn '[{"kind":"dilated","causal":true,"segments":[16,32],"dilations":[1,2]},{"kind":"dense","causal":true}]'
+accepted "infer, a checkpoint edited to an allowed dilated pattern" ./build/infer --device cpu --checkpoint "$work/rule_ok_dilated" --prompt "In" --max-new 2
+arg_edit "$work/rule_ok_args" lr 0.5
+accepted "infer, a checkpoint whose recorded --lr is edited to 0.5" ./build/infer --device cpu --checkpoint "$work/rule_ok_args" --prompt "In" --max-new 2
+# Unknown keys inside a layer's pattern (nested ones too): refused naming the key.
+config_edit "$work/rule_key_dense" layer_attn '[{"kind":"dense","causal":true,"window":64},{"kind":"dense","causal":true}]'
+expect_error -F "refused: infer, a dense layer's pattern with a key it lacks" 'unknown key "window" in a dense layer'"'"'s pattern (this build reads causal, kind)' \
+    ./build/infer --device cpu --checkpoint "$work/rule_key_dense" --prompt "In" --max-new 2
+config_edit "$work/rule_key_fixed" layer_attn '[{"kind":"fixed","causal":true,"stride":16,"summary":4,"strde":3},{"kind":"dense","causal":true}]'
+expect_error -F "refused: infer, a fixed layer's pattern with a misspelt key" 'unknown key "strde" in a fixed layer'"'"'s pattern (this build reads causal, kind, stride, summary)' \
+    ./build/infer --device cpu --checkpoint "$work/rule_key_fixed" --prompt "In" --max-new 2
+expect_error -F "refused: train --resume, a fixed layer's pattern with a misspelt key" 'unknown key "strde"' \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --resume --out "$work/rule_key_fixed"
+config_edit "$work/rule_key_layout" layer_attn '[{"kind":"block-sparse","causal":true,"block":16,"window":0,"global":0,"dilated_r":0,"dilated_window":0,"random_count":0,"random_seed":0,"layout":{"n_blocks":2,"heads":1,"row_ptr":[0,1,3],"cols":[0,0,1],"per_head":true}},{"kind":"dense","causal":true}]'
+expect_error -F "refused: infer, a block-sparse layout with a key it lacks" 'unknown key "layout.per_head" in a block-sparse layer'"'"'s pattern' \
+    ./build/infer --device cpu --checkpoint "$work/rule_key_layout" --prompt "In" --max-new 2
+config_edit "$work/rule_ok_layout" layer_attn '[{"kind":"block-sparse","causal":true,"block":16,"window":0,"global":0,"dilated_r":0,"dilated_window":0,"random_count":0,"random_seed":0,"layout":{"n_blocks":2,"heads":1,"row_ptr":[0,1,3],"cols":[0,0,1]}},{"kind":"dense","causal":true}]'
+accepted "infer, the same layout without it" ./build/infer --device cpu --checkpoint "$work/rule_ok_layout" --prompt "In" --max-new 2
+
 # A checkpoint is never written with NaN weights: the run stops at the checkpoint it would have
 # written, with one line, and the checkpoint before stays the latest (and loads).
 dir="$work/poisoned"

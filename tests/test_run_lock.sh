@@ -121,4 +121,51 @@ else
     fail "the run under ulimit -f 100000: $(tail -n 1 "$work/limit_ok.log")"
 fi
 
+
+# 4. One writer per output file: infer --tasks-out P and data_tool's --out X (tasks, task-shard,
+#    prepare) hold a flock on P.lock / X.lock while they run and remove it when they end. While
+#    another process holds it (flock here, as a first run would), the command is refused in one
+#    line naming that pid and writes nothing; once the holder is gone the same command runs (its
+#    accepted twin: the stale P.lock left behind does not block) and leaves no lock file.
+need_programs build/infer build/data_tool
+locks="$work/locks"
+mkdir -p "$locks"
+held() {  # name, output (as the flag gives it), flag, command...
+    local name=$1 out=$2 flag=$3; shift 3
+    local lock="${out%/}.lock"
+    flock -o "$lock" sleep 30 & local holder=$!
+    for _ in $(seq 50); do grep -q " $holder " /proc/locks 2>/dev/null && break; sleep 0.1; done
+    local before; before=$(ls -A "$locks" | tr '\n' ' ')
+    expect_error -F "$name while another process holds its lock" \
+        "$flag $out is in use by another run (pid $holder, which holds $lock): wait for it to finish, or choose another $flag" \
+        timeout -s KILL 60 "$@"
+    [ "$(ls -A "$locks" | tr '\n' ' ')" = "$before" ] && pass "$name: the refused run wrote nothing ($before)" \
+        || fail "$name: the refused run changed $locks: $(ls -A "$locks" | tr '\n' ' ')"
+    pkill -P "$holder" sleep; kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+    accepted "$name once the holder is gone (its stale lock file left)" "$@"
+    [ ! -e "$lock" ] && pass "$name: the run removed $lock when it ended" || fail "$name left $lock behind"
+}
+held "data_tool tasks --out" "$locks/t.jsonl" --out \
+    build/data_tool tasks --data "$corpus" --task passkey --lengths 256 --depths 0.5 --out "$locks/t.jsonl"
+held "data_tool task-shard --out" "$locks/s.bin" --out \
+    build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --needle-every 512 --passkey-every 1024 --out "$locks/s.bin"
+head -c 30000 "$corpus/bible.txt" > "$work/text.txt" 2>/dev/null || head -c 30000 /dev/urandom | base64 > "$work/text.txt"
+held "data_tool prepare --out" "$locks/corpus/" --out build/data_tool prepare --text "$work/text.txt" --vocab 1000 --out "$locks/corpus/"
+held "infer --tasks-out" "$locks/report" --tasks-out \
+    build/infer --device cpu --checkpoint "$work/solo" --tasks "$locks/t.jsonl" --ctx 300 --tasks-out "$locks/report"
+[ -s "$locks/report.csv" ] && [ -s "$locks/report_items.csv" ] && pass "infer --tasks-out wrote its CSVs" || fail "infer --tasks-out wrote no CSVs"
+# Two writers of one task file started together: exactly one writes it, the other is refused.
+T=(build/data_tool tasks --data "$corpus" --task passkey --lengths 4K --depths 0,0.5,1 --samples 8 --out "$locks/two.jsonl")
+"${T[@]}" > "$work/two_a.log" 2>&1 & pa=$!
+"${T[@]}" > "$work/two_b.log" 2>&1 & pb=$!
+wait $pa; ca=$?; wait $pb; cb=$?
+if [ $((ca == 0)) -ne $((cb == 0)) ] && grep -qF "is in use by another run (pid" "$work/two_a.log" "$work/two_b.log"; then
+    pass "two data_tool tasks on one --out together: one writes (exits $ca, $cb), the other is refused naming it"
+elif [ $ca -eq 0 ] && [ $cb -eq 0 ]; then
+    pass "two data_tool tasks on one --out together ran one after the other (exits 0, 0: the first ended before the second began)"
+else
+    fail "two data_tool tasks on one --out: exits $ca and $cb: $(cat "$work/two_a.log" "$work/two_b.log" | grep error)"
+fi
+[ ! -e "$locks/two.jsonl.lock" ] && pass "no lock file left after both" || fail "$locks/two.jsonl.lock left behind"
+
 summary

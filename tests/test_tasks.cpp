@@ -535,6 +535,29 @@ static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
     check(table2.find("0.501") != std::string::npos && table2.find("0.502") != std::string::npos && table2.find("0.51") != std::string::npos,
           "depths 0.501 and 0.502 print as two rows", table2);
 
+    // Issue 41: `length` against the prompt's tokens (data/task_file.h). Items data_tool tasks
+    // makes are `length` tokens as made (their text re-encoded: a few more or less); a shorter prompt (a bucket's label, as
+    // scripts/tasks_from_shard.py writes) is scored; one past length + length/4 + 32 is refused.
+    long long most_over = -1000000, most_under = 1000000;
+    for (size_t i = 0; i < items.size(); i++) {
+        const long long d = (long long)(prompts[i].context.size() + prompts[i].question.size()) - items[i].length;
+        most_over = std::max(most_over, d), most_under = std::min(most_under, d);
+    }
+    check(most_over <= 32 && most_under >= -32,
+          "the items data_tool tasks makes read back within a few tokens of their length (their text re-encoded moves a few "
+          "boundaries: " + std::to_string(most_under) + " to +" + std::to_string(most_over) + " tokens), well inside the slack");
+    std::vector<TaskItem> labelled(1, items[0]);
+    labelled[0].length = 4 * items[0].length;  // a document's length for a prompt cut short
+    check(tokenize_tasks(labelled, tok, opt).size() == 1, "a prompt shorter than its length (a bucket's label) is accepted");
+    const long long n0 = (long long)(prompts[0].context.size() + prompts[0].question.size());
+    labelled[0].length = n0 * 4 / 5 - 32;  // just inside: length + length/4 + 32 >= the prompt
+    while (labelled[0].length + task_length_slack(labelled[0].length) < n0) labelled[0].length++;
+    check(tokenize_tasks(labelled, tok, opt).size() == 1, "a prompt within length + length/4 + 32 is accepted");
+    labelled[0].length--;
+    expect_fatal("a prompt one token past length + length/4 + 32", [&] { tokenize_tasks(labelled, tok, opt); },
+                 {"mem line 1: the prompt is " + std::to_string(n0) + " tokens, more than its \"length\" " +
+                  std::to_string(labelled[0].length) + " allows"});
+
     // A prompt longer than --ctx: refused naming its line, or read in its last tokens.
     expect_fatal("a prompt longer than --ctx", [&] { tokenize_tasks(items, tok, TaskEvalOptions{1000, false, "tasks.jsonl"}); },
                    {"tasks.jsonl line", "longer than the model reads (--ctx 1000)", "--truncate"});

@@ -242,12 +242,13 @@ struct BlockSparsePattern {
     static void from_json(const Json& j, AttnPattern& p) {
         BlockSparseParams& s = p.block_sparse;
         const long long kInt = 2147483647;
-        s.block = (int)j.at("block").as_int("block", 1, 4096);
-        s.window = (int)j.at("window").as_int("window", 0, kInt);
-        s.global = (int)j.at("global").as_int("global", 0, kInt);
-        s.dilated_r = (int)j.at("dilated_r").as_int("dilated_r", 0, kInt);
-        s.dilated_window = (int)j.at("dilated_window").as_int("dilated_window", 0, kInt);
-        s.random_count = (int)j.at("random_count").as_int("random_count", 0, kInt);
+        // Any int: validate (the rule the flags have) refuses the rest in the flags' words.
+        s.block = (int)j.at("block").as_int("block", -kInt, kInt);
+        s.window = (int)j.at("window").as_int("window", -kInt, kInt);
+        s.global = (int)j.at("global").as_int("global", -kInt, kInt);
+        s.dilated_r = (int)j.at("dilated_r").as_int("dilated_r", -kInt, kInt);
+        s.dilated_window = (int)j.at("dilated_window").as_int("dilated_window", -kInt, kInt);
+        s.random_count = (int)j.at("random_count").as_int("random_count", -kInt, kInt);
         s.random_seed = (uint64_t)j.at("random_seed").as_int("random_seed", 0, kInt);
         if (j.has("layout")) s.layout = layout_from_json(j.at("layout"), p.causal);
     }

@@ -151,8 +151,14 @@ struct DilatedPattern {
     static void from_json(const Json& j, AttnPattern& p) {
         DilatedParams& d = p.dilated;
         const long long kInt = 2147483647;
-        for (const Json& w : j.at("segments").as_array("segments")) d.segments.push_back((int)w.as_int("a segment", 1, kInt));
-        for (const Json& r : j.at("dilations").as_array("dilations")) d.dilations.push_back((int)r.as_int("a dilation", 1, kInt));
+        // Any int: validate (the rule the flags have) refuses what the model cannot run, in the
+        // flags' words (one rule per value, issue 41).
+        const std::vector<Json>& segments = j.at("segments").as_array("segments");
+        const std::vector<Json>& dilations = j.at("dilations").as_array("dilations");
+        if (segments.size() > (size_t)kMaxDilatedBranches || dilations.size() > (size_t)kMaxDilatedBranches)
+            throw JsonError("a dilated pattern has more than " + std::to_string(kMaxDilatedBranches) + " segments or dilations");
+        for (const Json& w : segments) d.segments.push_back((int)w.as_int("a segment", -kInt, kInt));
+        for (const Json& r : dilations) d.dilations.push_back((int)r.as_int("a dilation", -kInt, kInt));
     }
 
    private:
