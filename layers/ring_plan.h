@@ -90,6 +90,16 @@ struct RingPlan {
         return n;
     }
     long long chunks_moved_plain() const { return 2LL * P * (P - 1); }
+    // Does every query chunk meet no key chunk but its own? Then nothing moves and each rank's
+    // ring is attention within each of its two chunks (dilated attention whose segments stay
+    // inside chunks): the GPU driver runs it so, without the ring's received blocks, fp32
+    // partial outputs and dK/dV accumulators (layers/cuda/ring_attention.cuh).
+    bool local() const {
+        for (int qc = 0; qc < 2 * P; qc++)
+            for (int kc = 0; kc < 2 * P; kc++)
+                if (qc != kc && pair_meets(qc, kc)) return false;
+        return true;
+    }
     // Pairs computed over all ranks and steps, of the 4 P^2 a plain ring computes.
     long long pairs_computed() const {
         long long n = 0;

@@ -133,6 +133,16 @@ static void test_plan() {
     full.causal = false;
     const RingPlan pf(full, 3, 6 * 10);
     check(pf.pairs_computed() == 4 * 9 && pf.chunks_moved() == pf.chunks_moved_plain(), "dense non-causal, P = 3: every pair, every transfer");
+    // local(): the GPU driver's in-place path. Only plans whose chunks meet themselves alone.
+    check(pl.local() && RingPlan(local, 1, 128).local(), "dilated, segments inside chunks: a local plan (P = 4, and P = 1)");
+    AttnPattern local_full = local;  // non-causal too: a segment never reaches past its chunk
+    local_full.causal = false;
+    check(RingPlan(local_full, 3, 384).local(), "dilated non-causal, segments inside chunks: local (P = 3)");
+    check(!ps.local(), "dilated, a segment over 4 chunks: not local");
+    check(!RingPlan(dense, 1, 128).local() && !RingPlan(dense, 4, 512).local(),
+          "dense causal: not local (the late chunk attends the early one), P = 1 and 4");
+    AttnPattern misaligned = local;  // chunks of 48: the segment of 64 at 0..63 spans chunks 0 and 1
+    check(!RingPlan(misaligned, 2, 192).local(), "dilated, segments cut by the chunk boundary (chunks of 48): not local");
 }
 
 static void test_comm_failures() {

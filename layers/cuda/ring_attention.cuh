@@ -191,6 +191,72 @@ struct RingInputs {
     size_t chunk_kv() const { return (size_t)B * c * 2 * HD; }
 };
 
+// A local plan (RingPlan::local): each of the rank's chunks attends only itself, so each chunk
+// of each batch row is one attention call on its own rows, in place: out and dq, dk, dv written
+// once, in bf16, nothing received, no fp32 partial outputs or dK/dV accumulators. The lse of a
+// chunk is (H, c) in a call's layout and (H, 2c)-strided in the ring's, hence L.
+struct LocalChunk {
+    size_t row;  // its first local row: b 2c + j c
+    AttnQueries<bf16> qs;
+    AttnKeys<bf16> ks;
+};
+inline LocalChunk local_chunk(const RingPlan& plan, int r, int b, int j, const bf16* q, const bf16* k, const bf16* v,
+                              int stride, const int* doc_start, const int* pos) {
+    const int c = plan.c, p0 = plan.pos0(plan.chunk(r, j));
+    const size_t row = (size_t)b * 2 * c + (size_t)j * c;
+    return {row, AttnQueries<bf16>{q + row * stride, stride, c, pos + p0, doc_start ? doc_start + row : nullptr, p0},
+            AttnKeys<bf16>{k + row * stride, v + row * stride, stride, c, pos + p0, p0}};
+}
+inline float* lse_rows(float* lse, const RingPlan& plan, int b, int j, int H) {
+    return lse + (size_t)b * H * 2 * plan.c + (size_t)j * plan.c;
+}
+// What the general ring would have recorded: nothing sent, the plain ring's bytes, 4P pairs.
+inline RingStats local_stats(const RingPlan& plan, int r, int B, int H, int D) {
+    RingStats st;
+    const long long nkv = (long long)B * plan.c * 2 * H * D, P = plan.P;
+    st.fwd_bytes_plain = (P - 1) * 2 * nkv * (long long)sizeof(bf16);
+    st.bwd_bytes_plain = (P - 1) * 2 * nkv * (long long)(sizeof(bf16) + sizeof(float)) + 2 * nkv * (long long)sizeof(float);
+    st.pairs_plain = 4 * plan.P;
+    for (int j = 0; j < 2; j++) st.pairs += plan.pair_meets(plan.chunk(r, j), plan.chunk(r, j));
+    return st;
+}
+
+inline void local_forward(const RingPlan& plan, int r, bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                          int stride, const int* doc_start, int B, int H, int D, float scale, cudaStream_t st) {
+    const int c = plan.c, HD = H * D;
+    const int* pos = ring_positions(plan.N, st);
+    const AttnDims dm{1, H, D, plan.N};
+    Buf<float> L((size_t)H * c);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < 2; j++) {
+            const LocalChunk ch = local_chunk(plan, r, b, j, q, k, v, stride, doc_start, pos);
+            attention_forward_cuda(out + ch.row * HD, L.p, ch.qs, ch.ks, plan.pattern, dm, scale, st);
+            CUDA_CHECK(cudaMemcpy2DAsync(lse_rows(lse, plan, b, j, H), 2 * c * sizeof(float), L.p, c * sizeof(float),
+                                         c * sizeof(float), H, cudaMemcpyDeviceToDevice, st));
+        }
+}
+
+inline void local_backward(const RingPlan& plan, int r, bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out,
+                           const float* lse, const bf16* q, const bf16* k, const bf16* v, int stride, const int* doc_start,
+                           int B, int H, int D, float scale, cudaStream_t st) {
+    const int c = plan.c, HD = H * D;
+    const int* pos = ring_positions(plan.N, st);
+    const AttnDims dm{1, H, D, plan.N};
+    Buf<float> L((size_t)H * c), ws(attention_backward_pieces_workspace_bytes(dm, c) / sizeof(float) + 1);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < 2; j++) {
+            const LocalChunk ch = local_chunk(plan, r, b, j, q, k, v, stride, doc_start, pos);
+            CUDA_CHECK(cudaMemcpy2DAsync(L.p, c * sizeof(float), lse_rows(const_cast<float*>(lse), plan, b, j, H),
+                                         2 * c * sizeof(float), c * sizeof(float), H, cudaMemcpyDeviceToDevice, st));
+            const bf16* g = dout + ch.row * HD;
+            attention_backward_begin_cuda(ws.p, g, out + ch.row * HD, L.p, ch.qs, dm, st);
+            // dK, dV in the key side's layout (row stride `stride`), dQ in the query side's.
+            attention_backward_block_cuda(dk + ch.row * stride, dv + ch.row * stride, /*accumulate=*/false, g, L.p, ch.qs,
+                                          ch.ks, plan.pattern, dm, scale, ws.p, st);
+            attention_backward_end_cuda(dq + ch.row * stride, /*accumulate=*/false, ch.qs, dm, ws.p, st);
+        }
+}
+
 }  // namespace ring_gpu
 
 // out (B, 2c, H, D) bf16 and lse (B, H, 2c) of this rank's queries against the whole sequence.
@@ -200,6 +266,15 @@ inline void ring_attention_forward_cuda(Comm& comm, const RingPlan& plan, bf16* 
     using namespace ring_gpu;
     const int r = comm.rank(), P = plan.P, c = plan.c;
     if (comm.size() != P) fatal("ring attention: the plan is for %d ranks, the communicator has %d", P, comm.size());
+    if (plan.local()) {
+        local_forward(plan, r, out, lse, q, k, v, stride, doc_start, B, H, D, scale, st);
+        if (stats) {
+            const RingStats ls = local_stats(plan, r, B, H, D);
+            stats->fwd_bytes = 0, stats->fwd_bytes_plain = ls.fwd_bytes_plain, stats->pairs = ls.pairs,
+            stats->pairs_plain = ls.pairs_plain;
+        }
+        return;
+    }
     RingInputs in(plan, r, q, k, v, stride, doc_start, B, H, D, st);
     const int HD = in.HD;
     Buf<float> O[2], L[2];
@@ -266,6 +341,11 @@ inline void ring_attention_backward_cuda(Comm& comm, const RingPlan& plan, bf16*
     using namespace ring_gpu;
     const int r = comm.rank(), P = plan.P, c = plan.c;
     if (comm.size() != P) fatal("ring attention: the plan is for %d ranks, the communicator has %d", P, comm.size());
+    if (plan.local()) {
+        local_backward(plan, r, dq, dk, dv, dout, out, lse, q, k, v, stride, doc_start, B, H, D, scale, st);
+        if (stats) stats->bwd_bytes = 0, stats->bwd_bytes_plain = local_stats(plan, r, B, H, D).bwd_bytes_plain;
+        return;
+    }
     RingInputs in(plan, r, q, k, v, stride, doc_start, B, H, D, st);
     const int HD = in.HD;
     const size_t nkv = in.chunk_kv();
@@ -425,6 +505,14 @@ inline size_t ring_attention_pool_bytes_needed(const RingPlan& plan, int rank, i
         for (size_t b : held) in_pool[b]++;
         held.clear();
     };
+    if (plan.local()) {  // local_forward's L, then local_backward's L (the same buffer again) and workspace
+        const size_t ws = attention_backward_pieces_workspace_bytes(AttnDims{1, H, D, plan.N}, (int)c) / sizeof(float) + 1;
+        hold((size_t)H * c, sizeof(float));
+        call_returns();
+        hold((size_t)H * c, sizeof(float)), hold(ws, sizeof(float));
+        call_returns();
+        return malloced;
+    }
     auto inputs = [&] {  // RingInputs
         for (int j = 0; j < 2; j++) {
             hold((size_t)B * c * HD, sizeof(bf16));  // q[j]

@@ -364,6 +364,8 @@ static std::vector<PatternCase> pattern_cases() {
         {dilated_pattern(true, {128, 512, 2048}, {1, 2, 4}), false, "dilated (128,1)(512,2)(2048,4) causal"},
         {dilated_pattern(false, {128, 512, 2048}, {1, 2, 4}), true, "dilated (128,1)(512,2)(2048,4) full docs"},
         {dilated_pattern(true, {64, 128}, {1, 2}), false, "dilated (64,1)(128,2) causal", 128, true},
+        // A local plan with documents and no causal mask (the in-place path, RingPlan::local).
+        {dilated_pattern(false, {64, 128}, {1, 2}), true, "dilated (64,1)(128,2) full docs, local", 128, true},
         {block_sparse(true, 64, 200, 16), true, "block-sparse b64 window 200 global 16 causal docs"},
         {block_sparse(false, 32, 0, 0, 2, 512, 1), false, "block-sparse b32 blocks r2 within 512 random 1 full"},
         {block_sparse(true, 128, 100, 0), false, "block-sparse b128 window 100 causal"},
