@@ -742,10 +742,9 @@ static double validation_loss(ModelBackend& model, DataLoader& val, int n, const
         px.take_rows(li.data(), in.data(), Bg, T), px.take_rows(lt.data(), tg.data(), Bg, T), px.take_rows(ld.data(), ds.data(), Bg, T);
         model.forward(li.data(), lt.data(), doc_mask ? ld.data() : nullptr, Bl, Tl, pos.data());
         double nats = model.last_loss_sum();
-        long long own = 0;
-        for (int t : lt) own += t >= 0;
+        long long counted = 0;  // over the whole batch, which every rank holds: no collective
+        for (int t : tg) counted += t >= 0;
         px.sum(&nats, 1);
-        const long long counted = px.sum_count(own);
         mean += counted > 0 ? nats / (double)counted : 0;
     }
     return mean / n;
@@ -877,16 +876,18 @@ class TrainLoop {
         return r;
     }
 
-    // This step's batch, this rank's rows of it; returns the targets counted over every rank.
+    // This step's batch, this rank's rows of it; returns the targets counted over every rank:
+    // counted in the whole batch, which every rank draws, so no collective (and no wait for one)
+    // starts the step.
     long long draw_batch() {
         const int Bg = plan().stage.batch, T = plan().stage.seq_len;
         in_.train.next_batch(step_, in_ids_.data(), tg_.data(), ds_.data());
         in_.px.take_rows(li_.data(), in_ids_.data(), Bg, T);
         in_.px.take_rows(lt_.data(), tg_.data(), Bg, T);
         in_.px.take_rows(ld_.data(), ds_.data(), Bg, T);
-        long long own = 0;
-        for (int t : lt_) own += t >= 0;
-        return in_.px.sum_count(own);
+        long long counted = 0;
+        for (size_t i = 0; i < (size_t)Bg * T; i++) counted += tg_[i] >= 0;
+        return counted;
     }
 
     // The step's mean loss spans every rank's targets, and so do the gradients.

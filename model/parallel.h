@@ -46,13 +46,6 @@ struct ParallelContext {
         copy(h, scalars, n * sizeof(float));
         for (int i = 0; i < n; i++) x[i] = h[i];
     }
-    // A count summed over every rank, exactly: the float reduction holds integers exactly only
-    // below 2^24, so the count travels as two parts of 12 and 24 bits (exact below 2^36 tokens).
-    long long sum_count(long long n) const {
-        double parts[2] = {(double)(n >> 12), (double)(n & 4095)};
-        sum(parts, 2);
-        return ((long long)parts[0] << 12) + (long long)parts[1];
-    }
     void barrier() const {
         if (world) world->barrier();
     }
