@@ -44,6 +44,7 @@ struct TrainArgs {
     int sample_tokens = 160, keep_ckpts = 3, max_bad_steps = 5;
     int cp = 1, simulate_ranks = 0;  // context-parallel degree; ranks run as threads of this process
     bool grad_overlap = true;        // data parallel: gradients summed block by block during the backward
+    bool time_comm = false;          // time the compute stream's waits for communication each step
     std::string sample_prompt = "And it came to pass";
     std::string schedule;   // later stages of the window and batch: "8192x16@300,32768x4@600"
     std::string mix;        // token shards mixed into the corpus by fraction: "tasks.bin:0.5"
@@ -145,6 +146,8 @@ static void add_run_flags(Flags& flags, TrainArgs& a) {
                                "the job's ranks are data-parallel groups of --cp");
     flags.add_int("simulate-ranks", &a.simulate_ranks, "run this many ranks as threads of one process, sharing "
                                                        "its device (tests; 0: the launcher's ranks, scripts/launch.sh)");
+    flags.add_bool("time-comm", &a.time_comm, "several ranks: time how long each step's compute waits for communication "
+                                              "(the ring's transfers, the gradient and loss sums) and print it");
     flags.add_bool("grad-overlap", &a.grad_overlap, "data parallel (--cp 1, several ranks): sum each block's gradients over "
                                                     "the ranks while the backward goes on (off: all at once after it)");
 }
@@ -782,6 +785,7 @@ struct LoopInputs {
 struct StepResult {
     float loss = 0, lr = 0;
     double norm = 0, seconds = 0;
+    double comm_wait_ms = 0;  // --time-comm: the compute stream's waits for communication
     long long tokens = 0;
     bool skipped = false;
 };
@@ -819,8 +823,14 @@ class TrainLoop {
     }
 
     void report_done() const {
-        if (say()) std::printf("done: %d steps, val loss %.4f, %.0f tokens/s, %s in training steps\n", step_, last_val_,
-                               tokens_timed_ / std::max(t_train_, 1e-9), fmt_duration(t_train_).c_str());
+        if (!say()) return;
+        std::printf("done: %d steps, val loss %.4f, %.0f tokens/s, %s in training steps\n", step_, last_val_,
+                    tokens_timed_ / std::max(t_train_, 1e-9), fmt_duration(t_train_).c_str());
+        // Rank 0's view: its compute stream's waits for transfers, and its host's for the loss sum.
+        if (a_.time_comm)
+            std::printf("time split: %.1f ms a step, of which %.1f ms waiting for communication (%.1f%%)\n",
+                        1e3 * t_train_ / std::max(steps_timed_, 1), 1e3 * comm_wait_s_ / std::max(steps_timed_, 1),
+                        100.0 * comm_wait_s_ / std::max(t_train_, 1e-9));
     }
 
     int window() const { return in_.plans[stage_].stage.seq_len; }  // the stage in force's
@@ -852,6 +862,7 @@ class TrainLoop {
         StepResult r;
         r.tokens = (long long)plan().stage.batch * plan().stage.seq_len;
         const double t0 = now_s();
+        if (a_.time_comm) comm_wait_timer().take_ms(), host_wait_ms_ = 0;  // this step's waits only
         r.lr = lr_at(step_, a_.warmup, a_.steps, a_.lr, a_.lr * a_.min_lr_frac);
         r.loss = forward_backward(draw_batch());
         if (injected_nan(step_ + 1)) r.loss = NAN;
@@ -872,6 +883,7 @@ class TrainLoop {
             w[w.size() / 2] = NAN;
             in_.model.set_params(w.data());
         }
+        if (a_.time_comm) r.comm_wait_ms = comm_wait_timer().take_ms() + host_wait_ms_;
         r.seconds = now_s() - t0;
         return r;
     }
@@ -897,7 +909,9 @@ class TrainLoop {
                                                 positions_.data());
         if (in_.px.world) {
             double sum = in_.model.last_loss_sum();
-            in_.px.sum(&sum, 1);
+            const double t_sum = now_s();
+            in_.px.sum(&sum, 1);  // the host waits for it (and for the slowest rank)
+            host_wait_ms_ += 1e3 * (now_s() - t_sum);
             loss = counted > 0 ? (float)(sum / (double)counted) : 0.f;
             in_.model.all_reduce_grads(*in_.px.world);
         }
@@ -923,13 +937,16 @@ class TrainLoop {
         // stage to stage (dense 128K windows train ~27x slower per token than 2K ones on an H200),
         // and a run average would promise an ETA minutes too short.
         recent_s_ += r.seconds, recent_tokens_ += (double)r.tokens;
+        comm_wait_s_ += 1e-3 * r.comm_wait_ms, steps_timed_++;
         const double tok_s = recent_tokens_ / std::max(recent_s_, 1e-9);
         if (r.skipped) return;
         // %.9g prints a float exactly, so a resumed run can be compared bit for bit.
         in_.metrics.row("%d,train,%.9g,%.6g,%.6g,%.1f,%.3f\n", step_, r.loss, r.lr, r.norm, r.tokens / r.seconds, now_s() - t_start_);
         if (say() && (step_ % a_.log_every == 0 || step_ == 1 || step_ == a_.steps)) {
-            std::printf("step %5d/%d | loss %.6f | lr %.2e | norm %6.3f | %7.0f tok/s | ETA %s\n", step_, a_.steps, r.loss, r.lr, r.norm,
+            std::printf("step %5d/%d | loss %.6f | lr %.2e | norm %6.3f | %7.0f tok/s | ETA %s", step_, a_.steps, r.loss, r.lr, r.norm,
                         tok_s, fmt_duration((double)tokens_left_ / tok_s).c_str());
+            if (a_.time_comm) std::printf(" | step %.1f ms, comm wait %.1f ms", 1e3 * r.seconds, r.comm_wait_ms);
+            std::printf("\n");
             recent_s_ = 0, recent_tokens_ = 0;
         }
     }
@@ -997,6 +1014,8 @@ class TrainLoop {
     long long tokens_left_ = 0;  // for the ETA
     double t_start_ = 0, t_train_ = 0, tokens_timed_ = 0;  // time and tokens in steps (not validation): the run's tokens/s
     double recent_s_ = 0, recent_tokens_ = 0;              // the same since the last printed step: its tokens/s and the ETA
+    double comm_wait_s_ = 0, host_wait_ms_ = 0;            // --time-comm: the run's waits, and this step's on the host
+    int steps_timed_ = 0;                                  // steps this process ran (a resumed run starts past 0)
     int bad_in_a_row_ = 0;
     double last_val_ = NAN;
     int kill_at_step_ = -1;
@@ -1053,6 +1072,7 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
         report_parallel(a, cfg, plans[0], px);
     }
 
+    comm_wait_timer().enable(a.time_comm);  // this rank's thread (simulated ranks are threads)
     TrainLoop loop({a, device_used, recipe, px, *model, train, plans, corpus, metrics}, step, updates);
     const bool stopped = loop.run();
     metrics.close();

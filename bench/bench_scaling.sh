@@ -35,9 +35,9 @@ read -r -a kinds <<< "${*:-dilated dense strong dp dp_serial}"
 model=(--layers 12 --width 768 --heads 12)
 longnet=(--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12)
 common=(--device cuda --data "$DATA" --steps "$STEPS" --warmup 2 --val-every 0 --val-batches 1 --ckpt-every 0
-        --log-every 1 --sample-tokens 0)
+        --log-every 1 --sample-tokens 0 --time-comm)
 
-run_one() {  # kind P: prints "tokens/s T" (median after SKIP steps) or "failed"
+run_one() {  # kind P: prints "tokens/s T wait_ms step_ms kv_mb" (median after SKIP steps) or "failed ..."
     local kind=$1 P=$2 T args dir
     case $kind in
         dilated) T=$((262144 * P)); args=("${longnet[@]}" --seq-len $T --batch 1 --cp "$P") ;;
@@ -56,10 +56,19 @@ run_one() {  # kind P: prints "tokens/s T" (median after SKIP steps) or "failed"
     fi
     local code=$?
     [ $code -eq 0 ] || { echo "failed (exit $code: $(grep -m1 'error' "$dir.log" | cut -c1-160))"; return; }
-    awk -F, -v skip="$SKIP" -v T="$T" '$2 == "train" && $1 > skip { v[n++] = $6 }
+    # rank 0's step lines: "| step X ms, comm wait Y ms" (train --time-comm), medians after SKIP;
+    # its ring line: "per forward, Z MB of K/V sent per rank"
+    local split kv
+    split=$(grep -E 'step +[0-9]+/[0-9]+ \|.*comm wait' "$dir.log" | sed -E 's/.*step +([0-9]+)\/.*\| step ([0-9.]+) ms, comm wait ([0-9.]+) ms.*/\1 \2 \3/' |
+        awk -v skip="$SKIP" '$1 > skip { s[n] = $2; w[n++] = $3 }
+            function med(a, n,   i, j, t) { for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+                                          return n % 2 ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }
+            END { if (n) printf "%.1f %.1f", med(w, n), med(s, n); else printf "- -" }')
+    kv=$(grep -oE 'per forward, [0-9.]+ MB of K/V' "$dir.log" | head -1 | grep -oE '[0-9.]+' | head -1)
+    awk -F, -v skip="$SKIP" -v T="$T" -v sp="$split" -v kv="${kv:-0}" '$2 == "train" && $1 > skip { v[n++] = $6 }
         END { if (!n) { print "failed (no rows)"; exit }
               for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-              printf "%.0f %d\n", (n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2), T }' "$dir/metrics.csv"
+              printf "%.0f %d %s %.0f\n", (n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2), T, sp, kv }' "$dir/metrics.csv"
 }
 
 flops_per_token() {  # kind T: the model's FLOPs per token, forward + backward
@@ -74,21 +83,24 @@ flops_per_token() {  # kind T: the model's FLOPs per token, forward + backward
     echo
     echo "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $gpus; $STEPS steps a run, median tokens/s after step $SKIP"
     echo
-    echo "| run | P | window | tokens/s (job) | model TFLOP/s (job) | efficiency vs P = 1 |"
-    echo "| --- | --- | --- | --- | --- | --- |"
+    echo "Step and wait: rank 0's median step time and the part its compute stream (and host, for the"
+    echo "loss sum) waited for communication (train --time-comm); K/V: MB each rank sends per forward."
+    echo
+    echo "| run | P | window | tokens/s (job) | model TFLOP/s (job) | efficiency vs P = 1 | step ms | wait ms | K/V MB |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 } > "$OUTDIR/scaling.md"
 for kind in "${kinds[@]}"; do
     base=""
     for P in "${Ps[@]}"; do
-        read -r tps T rest <<< "$(run_one "$kind" "$P")"
+        read -r tps T wait step kv rest <<< "$(run_one "$kind" "$P")"
         if [ "$tps" = failed ]; then
-            echo "| $kind | $P | - | failed | - | $T $rest |" >> "$OUTDIR/scaling.md"; continue
+            echo "| $kind | $P | - | failed | - | $T $wait $step $kv $rest | | | |" >> "$OUTDIR/scaling.md"; continue
         fi
         flops=$(awk -v t="$tps" -v f="$(flops_per_token "$kind" "$T")" 'BEGIN { printf "%.6e", t * f }')
         tf=$(awk -v x="$flops" 'BEGIN { printf "%.1f", x / 1e12 }')
         [ "$P" -eq 1 ] && base=$flops
         eff=$(awk -v a="$flops" -v b="$base" -v P="$P" 'BEGIN { if (b > 0) printf "%.1f%%", 100 * a / (P * b); else print "-" }')
-        echo "| $kind | $P | $T | $tps | $tf | $eff |" >> "$OUTDIR/scaling.md"
+        echo "| $kind | $P | $T | $tps | $tf | $eff | $step | $wait | $kv |" >> "$OUTDIR/scaling.md"
     done
 done
 cat "$OUTDIR/scaling.md"

@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+#include "comm/wait_timer.cuh"
 #include "layers/cuda/adamw.cuh"
 #include "layers/cuda/attention_cudnn.h"
 #include "layers/cuda/attention_flash.h"
@@ -260,7 +261,7 @@ class CudaBackend : public ModelBackend {
         CUDA_CHECK(cudaStreamWaitEvent(cs, ev, 0));
         comm.all_reduce_sum(grad_, n_);
         CUDA_CHECK(cudaEventRecord(ev, cs));
-        CUDA_CHECK(cudaStreamWaitEvent(stream_, ev, 0));
+        comm_wait_timer().wait(stream_, ev);
         CUDA_CHECK(cudaEventDestroy(ev));
     }
 
@@ -642,7 +643,7 @@ class CudaBackend : public ModelBackend {
         if (!buckets_in_flight_) return;
         cudaEvent_t all = bucket_done_[cfg_.n_layer + 1];
         CUDA_CHECK(cudaEventRecord(all, (cudaStream_t)grad_comm_->stream()));
-        CUDA_CHECK(cudaStreamWaitEvent(stream_, all, 0));
+        comm_wait_timer().wait(stream_, all);
         buckets_in_flight_ = false;
     }
 

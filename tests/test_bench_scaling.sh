@@ -31,6 +31,9 @@ mkdir -p "$out"
       v=$(awk -v P="$P" -v f="$factor" -v s="$s" 'BEGIN { x = 1000 * P * f; if (s == 1) x /= 10; if (s == 5) x *= 3; printf "%.1f", x }')
       echo "$s,train,5.0,1e-3,1.0,$v,$s.0"
   done; } > "$out/metrics.csv"
+# rank 0's log lines as train --time-comm prints them (wait 1, 2, ... ms: the median after step 1 is 4)
+[ "$cp" -gt 1 ] && echo "ring: per forward, 123.456 MB of K/V sent per rank (a plain ring: 999 MB); 8 of 64 chunk pairs computed"
+for s in 1 2 3 4 5 6; do echo "step     $s/6 | loss 5.0 | lr 1e-3 | norm 1.0 |  1000 tok/s | ETA 0m01s | step $((10 * s)).0 ms, comm wait $s.0 ms"; done
 EOF
 chmod +x "$work/path/nvidia-smi" "$work/bin/train"
 # The fake's tokens/s is 1000 x P x 0.9 at every P: the same per-GPU rate, 100% for weak scaling.
@@ -42,6 +45,8 @@ row() { grep -qE -- "$1" <<< "$table"; }
 check "the bench exits 0 (exit $code)" test $code -eq 0
 # P = 1: steps 2..6 = {900, 900, 900, 2700, 900}, median 900 tokens/s; P = 2: 1800; P = 4: 3600.
 check "P = 1: the median after the skipped step (900 tokens/s; step 1 and the outlier ignored)" row '^\| dilated \| 1 \| 262144 \| 900 \|'
+check "the time split: median step 40.0 ms, wait 4.0 ms after the skipped step; the ring's K/V MB (0 at P = 1)" row '^\| dilated \| 1 \| 262144 \| 900 \| [0-9.]+ \| 100.0% \| 40.0 \| 4.0 \| 0 \|$'
+check "P = 4 reads the ring's K/V line: 123 MB" row '^\| dilated \| 4 \| 1048576 \| 3600 \| [0-9.]+ \| 100.0% \| 40.0 \| 4.0 \| 123 \|$'
 check "dilated P = 2: a window of 2 x 256K, twice the tokens/s, is 100% (weak scaling)" row '^\| dilated \| 2 \| 524288 \| 1800 \| [0-9.]+ \| 100.0% \|'
 check "dilated P = 4: 100%" row '^\| dilated \| 4 \| 1048576 \| 3600 \| [0-9.]+ \| 100.0% \|'
 check "data parallel P = 4: 100%" row '^\| dp \| 4 \| 1024 \| 3600 \| [0-9.]+ \| 100.0% \|'

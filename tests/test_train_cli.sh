@@ -239,6 +239,16 @@ if tests/last_wins.sh ./build/train "${tiny[@]}" --steps 20 --cp 2 --simulate-ra
 else
     fail "--cp 2 --simulate-ranks 4: $(cat "$work/cp.cmp" 2>/dev/null) $(tail -2 "$work/cp.log")"
 fi
+# --time-comm: the split of a step into compute and waiting for the other ranks, printed by
+# rank 0 (here the waits are the in-process loss sums; the GPU's stream waits need NCCL ranks).
+if tests/last_wins.sh ./build/train "${tiny[@]}" --steps 4 --simulate-ranks 2 --time-comm --out "$work/timed" > "$work/timed.log" 2>&1 \
+   && grep -qE '^step +4/4 .* \| step [0-9.]+ ms, comm wait [0-9.]+ ms$' "$work/timed.log" \
+   && grep -qE '^time split: [0-9.]+ ms a step, of which [0-9.]+ ms waiting for communication \([0-9.]+%\)$' "$work/timed.log" \
+   && ! grep -q 'comm wait' "$work/cp.log"; then
+    pass "--time-comm prints each step's time and its waits, and the run's split: $(grep '^time split' "$work/timed.log")"
+else
+    fail "--time-comm: $(grep -E 'step +4/4|time split|error' "$work/timed.log")"
+fi
 # The 8-GPU shapes (issue 13) as 8 simulated ranks: --cp 8, and 2 data-parallel groups x --cp 4
 # at the same tokens per step, each following the one-process run.
 for shape in "8 8" "4 8"; do

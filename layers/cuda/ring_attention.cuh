@@ -19,6 +19,7 @@
 #include <map>
 #include <vector>
 #include "comm/comm.h"
+#include "comm/wait_timer.cuh"
 #include "layers/cuda/attention_flash_two_sided.h"
 #include "layers/cuda/common.cuh"
 #include "layers/ring_plan.h"
@@ -152,7 +153,7 @@ struct CommOrder {
     void after_comm() {  // the compute stream may now read what was received
         if (!comm_stream()) return;
         CUDA_CHECK(cudaEventRecord(ev, comm_stream()));
-        CUDA_CHECK(cudaStreamWaitEvent(compute, ev, 0));
+        comm_wait_timer().wait(compute, ev);  // train --time-comm counts how long it stands still
     }
 };
 
