@@ -156,21 +156,6 @@ struct Rendezvous {
     std::string where;   // the file, or ADDR:PORT
 };
 
-inline std::string strprintf_rdzv(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-inline std::string strprintf_rdzv(const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    const int n = std::vsnprintf(nullptr, 0, fmt, ap);
-    va_end(ap);
-    if (n <= 0) return std::string();
-    std::string out((size_t)n + 1, '\0');
-    va_start(ap, fmt);
-    std::vsnprintf(&out[0], out.size(), fmt, ap);
-    va_end(ap);
-    out.resize((size_t)n);
-    return out;
-}
-
 inline double rdzv_now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -415,7 +400,7 @@ inline void rendezvous_tcp_serve(const void* blob, size_t bytes, int world, doub
                 if (held[r] < 0) missing.push_back(r);
             std::string extra;
             for (const std::string& s : notes) extra += "; " + s;
-            const std::string msg = strprintf_rdzv(
+            const std::string msg = strf(
                 "rank 0: waited %.1f s (LONGNET_COMM_TIMEOUT_S) on port %d (%s) for rank%s %s of %d to arrive: they "
                 "did not start, failed before it, or cannot reach this host at MASTER_ADDR=%s (firewall, wrong "
                 "address)%s",
@@ -465,7 +450,7 @@ inline void rendezvous_tcp_serve(const void* blob, size_t bytes, int world, doub
                            n = rdzv_get32(h + 20), job_len = rdzv_get32(h + 24);
             if (version != kRdzvVersion || job_len > 1024) {
                 note("a rank from " + p.from + " speaks rendezvous version " + std::to_string(version));
-                refuse(p, strprintf_rdzv("rank 0 speaks rendezvous version %u, this rank %u: run the same binary "
+                refuse(p, strf("rank 0 speaks rendezvous version %u, this rank %u: run the same binary "
                                          "on every rank",
                                          (unsigned)kRdzvVersion, (unsigned)version));
                 continue;
@@ -474,21 +459,21 @@ inline void rendezvous_tcp_serve(const void* blob, size_t bytes, int world, doub
             const std::string their_job = p.got.substr(kRdzvHelloBytes, job_len);
             std::string why;
             if ((int)w != world)
-                why = strprintf_rdzv("rank 0 runs a job of %d ranks, this rank was started for %u: start every rank "
+                why = strf("rank 0 runs a job of %d ranks, this rank was started for %u: start every rank "
                                      "with the same world size (or give this job another MASTER_PORT)",
                                      world, (unsigned)w);
             else if (their_job != job)
-                why = strprintf_rdzv("this rank belongs to job \"%s\", rank 0 to job \"%s\": give each job its own "
+                why = strf("this rank belongs to job \"%s\", rank 0 to job \"%s\": give each job its own "
                                      "MASTER_PORT (or the same LONGNET_JOB_ID to every rank of one job)",
                                      their_job.c_str(), job.c_str());
             else if (n != bytes)
-                why = strprintf_rdzv("rank 0 shares %zu bytes, this rank expects %u: run the same binary on every "
+                why = strf("rank 0 shares %zu bytes, this rank expects %u: run the same binary on every "
                                      "rank",
                                      bytes, (unsigned)n);
             else if (r < 1 || (int)r >= world)
-                why = strprintf_rdzv("rank %u is not a rank 1 to %d of this job", (unsigned)r, world - 1);
+                why = strf("rank %u is not a rank 1 to %d of this job", (unsigned)r, world - 1);
             else if (held[r] >= 0)
-                why = strprintf_rdzv("rank %u already arrived from %s: two processes have the same rank (check the "
+                why = strf("rank %u already arrived from %s: two processes have the same rank (check the "
                                      "launcher's RANK)",
                                      (unsigned)r, from[r].c_str());
             if (!why.empty()) {

@@ -16,19 +16,33 @@ struct FatalError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// printf into a std::string: messages built in pieces, and fatal()'s line.
+inline std::string vstrf(const char* fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+    std::string out(n > 0 ? (size_t)n + 1 : 1, '\0');
+    if (n > 0) std::vsnprintf(&out[0], out.size(), fmt, again);
+    va_end(again);
+    out.resize(n > 0 ? (size_t)n : 0);
+    return n < 0 ? std::string(fmt) : out;
+}
+inline std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+inline std::string strf(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::string out = vstrf(fmt, ap);
+    va_end(ap);
+    return out;
+}
+
+[[noreturn]] inline void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] inline void fatal(const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    char small[512];
-    const int n = std::vsnprintf(small, sizeof small, fmt, ap);
+    std::string line = vstrf(fmt, ap);
     va_end(ap);
-    if (n < (int)sizeof small) throw FatalError(n < 0 ? std::string(fmt) : std::string(small));
-    std::string big((size_t)n + 1, '\0');
-    va_start(ap, fmt);
-    std::vsnprintf(&big[0], big.size(), fmt, ap);
-    va_end(ap);
-    big.resize((size_t)n);
-    throw FatalError(big);
+    throw FatalError(line);
 }
 
 inline void print_error_line(const char* message) {

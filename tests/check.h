@@ -1,7 +1,7 @@
 // The check helpers every C++ test (tests/*.cpp, tests/gpu/*.cu) shares:
 //   check(ok, name[, detail])   prints "PASS name" or "FAIL name" (": detail" after it when given)
 //                               and counts it; returns ok
-//   strf(fmt, ...)              printf into a std::string, for check lines with numbers
+//   strf(fmt, ...)              printf into a std::string (core/error.h), for check lines with numbers
 //   check_report()              prints "N passed, M failed" (the line tests/run_all.sh sums) and
 //                               returns the exit status: 0 when nothing failed, else 1
 //   expect_fatal(name, body, want)       passes when body throws FatalError (core/error.h) with a
@@ -27,21 +27,6 @@ inline bool check(bool ok, const std::string& name, const std::string& detail = 
     std::fflush(stdout);
     (ok ? g_passed : g_failed)++;
     return ok;
-}
-
-inline std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-inline std::string strf(const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    const int n = std::vsnprintf(nullptr, 0, fmt, ap);
-    va_end(ap);
-    if (n <= 0) return std::string();
-    std::string out((size_t)n + 1, '\0');
-    va_start(ap, fmt);
-    std::vsnprintf(&out[0], out.size(), fmt, ap);
-    va_end(ap);
-    out.resize((size_t)n);
-    return out;
 }
 
 inline int check_report() {

@@ -146,7 +146,7 @@ struct CheckpointFixture {
         CpuBackend m(cfg);
         m.init_weights(3);
         path = checkpoint_path(dir, 5);
-        TrainState st{5, 5, 0, 20, "{\"seq_len\":32}"};
+        TrainState st{5, 5, 0, 20, "{\"seq_len\":32}", ""};
         save_checkpoint(path, m, "tok", &st);
         file = read_safetensors(path);
     }

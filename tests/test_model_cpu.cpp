@@ -244,7 +244,7 @@ static void test_checkpoint_roundtrip(uint64_t seed) {
     char dir[] = "/tmp/ckpt_testXXXXXX";
     if (!mkdtemp(dir)) std::abort();
     const std::string path = checkpoint_path(dir, 1);
-    TrainState st{1, 1, 2, 3, "{\"x\":1}"};
+    TrainState st{1, 1, 2, 3, "{\"x\":1}", ""};
     save_checkpoint(path, m, std::string("tok\0bytes\xff", 10), &st);
     const Checkpoint ck = load_checkpoint(path, /*allow_any_head_dim=*/true);
     std::vector<float> p(m.num_params()), mm(m.num_params()), vv(m.num_params());
