@@ -51,6 +51,23 @@ inline std::string lock_holder_pid(int fd) {
     return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos ? s : "";
 }
 
+// flock(fd) without waiting, or one line: the holder's pid when another run holds it, else the
+// file system's refusal and `fix_unlockable`. `shown` is the flag's value as the user gave it.
+inline void lock_or_refuse(int fd, const std::string& path, const char* flag, const std::string& shown,
+                           const std::string& fix_unlockable) {
+    int rc;
+    do rc = ::flock(fd, LOCK_EX | LOCK_NB);
+    while (rc != 0 && errno == EINTR);
+    if (rc == 0) return;
+    const int e = errno;
+    const std::string holder = e == EWOULDBLOCK ? lock_holder_pid(fd) : "";
+    ::close(fd);
+    if (e != EWOULDBLOCK)
+        fatal("%s %s: cannot lock %s (%s): %s", flag, shown.c_str(), path.c_str(), std::strerror(e), fix_unlockable.c_str());
+    fatal("%s %s is in use by another run (%s, which holds %s): wait for it to finish, or choose another %s", flag, shown.c_str(),
+          holder.empty() ? "pid unknown" : ("pid " + holder).c_str(), path.c_str(), flag);
+}
+
 class RunLock {
   public:
     RunLock() = default;
@@ -75,18 +92,7 @@ class RunLock {
         if (fd < 0 && errno == ENOENT && only_if_present) return;
         if (fd < 0) fatal("%s %s: cannot open its lock file %s (%s): check the permissions of %s", flag, dir.c_str(), path_.c_str(),
                           std::strerror(errno), dir.c_str());
-        int rc;
-        do rc = ::flock(fd, LOCK_EX | LOCK_NB);
-        while (rc != 0 && errno == EINTR);
-        if (rc != 0) {
-            const int e = errno;
-            const std::string holder = e == EWOULDBLOCK ? lock_holder_pid(fd) : "";
-            ::close(fd);
-            if (e != EWOULDBLOCK)
-                fatal("%s %s: cannot lock %s (%s): use a local directory for %s", flag, dir.c_str(), path_.c_str(), std::strerror(e), flag);
-            fatal("%s %s is in use by another run (%s, which holds %s): wait for it to finish, or choose another %s", flag, dir.c_str(),
-                  holder.empty() ? "pid unknown" : ("pid " + holder).c_str(), path_.c_str(), flag);
-        }
+        lock_or_refuse(fd, path_, flag, dir, std::string("use a local directory for ") + flag);
         fd_ = fd;
     }
 
@@ -135,19 +141,7 @@ class OutputLock {
             if (fd < 0)
                 fatal("%s %s: cannot create its lock file %s (%s): check the permissions of its directory", flag, shown.c_str(),
                       path.c_str(), std::strerror(errno));
-            int rc;
-            do rc = ::flock(fd, LOCK_EX | LOCK_NB);
-            while (rc != 0 && errno == EINTR);
-            if (rc != 0) {
-                const int e = errno;
-                const std::string holder = e == EWOULDBLOCK ? lock_holder_pid(fd) : "";
-                ::close(fd);
-                if (e != EWOULDBLOCK)
-                    fatal("%s %s: cannot lock %s (%s): write %s on a local file system", flag, shown.c_str(), path.c_str(), std::strerror(e),
-                          flag);
-                fatal("%s %s is in use by another run (%s, which holds %s): wait for it to finish, or choose another %s", flag,
-                      shown.c_str(), holder.empty() ? "pid unknown" : ("pid " + holder).c_str(), path.c_str(), flag);
-            }
+            lock_or_refuse(fd, path, flag, shown, std::string("write ") + flag + " on a local file system");
             struct stat mine, now;
             if (::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &now) == 0 && mine.st_dev == now.st_dev && mine.st_ino == now.st_ino) {
                 fd_ = fd;
