@@ -768,6 +768,19 @@ static bool poison_after(int step) {
     return env && std::sscanf(env, "%d", &at) == 1 && step == at;
 }
 
+// Test hook: LNGPT_GPU_FAULT_AT_STEP=n makes one rank (LNGPT_GPU_FAULT_RANK, default the last)
+// hit a device-side trap after step n, as a failing GPU would: its CUDA context is lost, it stops
+// with one line, and the others must not wait on it forever (issue 42: faults across ranks).
+__global__ static void gpu_fault_kernel() { __trap(); }
+static void inject_gpu_fault_if_due(int step, const ParallelContext& px, bool on_gpu) {
+    const char* at = std::getenv("LNGPT_GPU_FAULT_AT_STEP");
+    const char* who = std::getenv("LNGPT_GPU_FAULT_RANK");
+    if (!on_gpu || !at || std::atoi(at) != step || px.rank != (who ? std::atoi(who) : px.size - 1)) return;
+    std::fprintf(stderr, "rank %d: LNGPT_GPU_FAULT_AT_STEP=%d: a device-side trap (test hook)\n", px.rank, step);
+    gpu_fault_kernel<<<1, 1>>>();
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // What the loop works on; train_rank owns it all.
 struct LoopInputs {
     const TrainArgs& a;
@@ -812,6 +825,7 @@ class TrainLoop {
             std::fflush(stdout);
             // Test hook: die here as `kill -9` would (no cleanup), to prove resume is exact.
             if (kill_at_step_ == step_) raise(SIGKILL);
+            inject_gpu_fault_if_due(step_, in_.px, std::strcmp(in_.device_used, "cuda") == 0);
             if (stop) return true;
         }
         return false;

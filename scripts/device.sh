@@ -33,7 +33,7 @@
 #                  torchrun --master_port (TCP; its agent holds MASTER_PORT), mpirun -np P (Open MPI
 #                  or MPICH; MASTER_ADDR/MASTER_PORT exported), each where installed; one row each
 #   infer, long_prompt, errors, recompute, kv_cache, block_sparse, nccl (several GPUs: NCCL ring
-#   attention, --cp training and perplexity against one GPU, a hung rank), attn_perf (the
+#   attention, --cp training and perplexity against one GPU, a hung rank, a rank's GPU failing), attn_perf (the
 #   harness's perf mode), dilated_bench, compare (dense and dilated at 32K, COMPARE_STEPS),
 #   long_context (issue 12's study on $CARRY/corpus-long: the 91M model trained at equal tokens as
 #   dense at 2K and dilated at 32K and 256K, from scratch or after 2K (LC_MODELS picks some:
@@ -380,7 +380,15 @@ for stage in "${stages[@]}"; do
                kill -KILL "$victim" 2>/dev/null
                "$BIN/infer" --device cuda --checkpoint "$OUT/hang" --perplexity "$DATA/val_text.txt" --ctx 1024 > "$OUT/hang_ppl.log" 2>&1
                summary+=("hung rank $((P - 1)) (pid $victim): job exit $code after $((SECONDS - t_stop)) s: $(grep -iE 'rank|timed out|error' "$OUT/hang.log" | grep -v ' step ' | tail -2 | tr '\n' ' ') | checkpoint after: $(grep -E '^file' "$OUT/hang_ppl.log")")
-               tail -3 "$OUT/hang.log" ;;
+               tail -3 "$OUT/hang.log"
+               # A rank whose GPU fails (a device-side trap after step 7, LNGPT_GPU_FAULT_AT_STEP):
+               # one line from it, the job ended at once, the step-5 checkpoint loadable.
+               t_fault=$SECONDS
+               LNGPT_GPU_FAULT_AT_STEP=7 $L "$P" "$BIN/train" $common --steps 100000 --ckpt-every 5 --attn dense --cp "$P" \
+                   --out "$OUT/fault" > "$OUT/fault.log" 2>&1
+               code=$?
+               "$BIN/infer" --device cuda --checkpoint "$OUT/fault" --perplexity "$DATA/val_text.txt" --ctx 1024 > "$OUT/fault_ppl.log" 2>&1
+               summary+=("GPU fault on rank $((P - 1)) after step 7: job exit $code after $((SECONDS - t_fault)) s: $(grep -E 'error|launch:' "$OUT/fault.log" | head -2 | tr '\n' ' ') | checkpoint after: $(grep -E '^file' "$OUT/fault_ppl.log")") ;;
         dp)    # data parallel over this host's GPUs (issue 42): the gradients summed block by block
                # during the backward (--grad-overlap on) or after it (off), against one GPU with the
                # same global batch; the step-20 validation losses must agree within 0.5%
