@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 #include "comm/comm.h"
-#include "comm/rendezvous.h"
+#include "comm/launcher_env.h"
 #include "layers/ring_plan.h"
 
 struct ParallelContext {
@@ -83,7 +83,7 @@ struct ParallelContext {
     }
 };
 
-// The ranks a launcher started (torchrun, mpirun, srun, scripts/launch.sh: comm/rendezvous.h reads
+// The ranks a launcher started (torchrun, mpirun, srun, scripts/launch.sh: comm/launcher_env.h reads
 // their variables, and fails with one line on a partial or inconsistent set); 1 when none is set.
 // comm/nccl.h reads the rest (rank, GPU, rendezvous).
 inline int launcher_world_size() { return launcher_ranks_from_env().world; }
