@@ -3,15 +3,113 @@
 // batch sizes, for each attention backend. A step is what train.cu does: forward + backward,
 // gradient norm, AdamW. Random tokens (the speed does not depend on them).
 //   bench_train [--layers 12 --width 768 --heads 12 --vocab 50257 --seq-len 1024]
-//               [--batches 8,16,32] [--steps 10] [--attention flash,cudnn] [--out FILE]
+//               [--batches 8,16,32] [--steps 10] [--attention flash,cudnn] [--split on] [--out FILE]
+// --split on: also one step's time by kind of op (model/op_timer.cuh), each beside its floor:
+// its FLOPs at this GPU's measured bf16 matrix rate, or the bytes it must read and write at the
+// measured device copy rate (counted below; dense causal attention, no recompute).
 #include <cuda_runtime.h>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
 #include "model/gpt_cuda.cuh"
 #include "bench/bench_table.h"
+
+// This GPU's ceilings, measured: a bf16 matrix product of 8192^3 (TFLOP/s) and a 1 GiB device copy
+// (GB/s of bytes read plus written).
+static void measure_peaks(double* tflops, double* copy_gbs) {
+    const int n = 8192;
+    bf16 *a, *b, *c;
+    CUDA_CHECK(cudaMalloc(&a, (size_t)n * n * 2));
+    CUDA_CHECK(cudaMalloc(&b, (size_t)n * n * 2));
+    CUDA_CHECK(cudaMalloc(&c, (size_t)n * n * 2));
+    CUDA_CHECK(cudaMemset(a, 0, (size_t)n * n * 2));
+    CUDA_CHECK(cudaMemset(b, 0, (size_t)n * n * 2));
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    float best = 1e30f, ms = 0;
+    for (int r = 0; r < 6; r++) {
+        CUDA_CHECK(cudaEventRecord(e0, 0));
+        matmul_forward_cuda(c, a, b, nullptr, n, n, n, 0);
+        CUDA_CHECK(cudaEventRecord(e1, 0));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (r > 0 && ms < best) best = ms;  // the first run warms up
+    }
+    *tflops = 2.0 * n * n * (double)n / (best * 1e-3) / 1e12;
+    const size_t bytes = (size_t)1 << 30;
+    void *x, *y;
+    CUDA_CHECK(cudaMalloc(&x, bytes));
+    CUDA_CHECK(cudaMalloc(&y, bytes));
+    best = 1e30f;
+    for (int r = 0; r < 6; r++) {
+        CUDA_CHECK(cudaEventRecord(e0, 0));
+        CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, 0));
+        CUDA_CHECK(cudaEventRecord(e1, 0));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (r > 0 && ms < best) best = ms;
+    }
+    *copy_gbs = 2.0 * bytes / (best * 1e-3) / 1e9;
+    for (void* p : {(void*)a, (void*)b, (void*)c, x, y}) CUDA_CHECK(cudaFree(p));
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+}
+
+// A kind of op's floor for one step of B x T tokens: FLOPs at the matrix rate or bytes at the copy
+// rate (forward + backward; dense causal attention; no recompute). 0: none counted (upload).
+struct Floor {
+    double flops = 0, bytes = 0;
+};
+static Floor floor_of(const std::string& kind, const GPTConfig& c, int B, int T, size_t params) {
+    const double BT = (double)B * T, C = c.n_embd, L = c.n_layer, V = c.vocab_size, P = (double)params;
+    Floor f;
+    if (kind == "matmul") f.flops = 3 * 2 * BT * (3 * C * C + C * C + 4 * C * C + 4 * C * C) * L;  // backward = 2 x forward
+    else if (kind == "classifier") f.flops = 3 * 2 * BT * C * V;
+    else if (kind == "attention") f.flops = 3.5 * 2 * (double)B * T * (double)T * C * L;  // causal forward 2 B T^2 C
+    else if (kind == "layernorm") f.bytes = (4 + 8) * BT * C * (2 * L + 1);    // fwd: x, y; bwd: x, dy, dx, dresid in/out
+    else if (kind == "residual") f.bytes = 6 * BT * C * 2 * L;                 // two inputs, one output, bf16, twice a block
+    else if (kind == "rope") f.bytes = 2 * 12 * BT * C * L;                    // the (B, T, 3C) q/k/v in and out, fwd and bwd
+    else if (kind == "encoder") f.bytes = 4 * BT * C + 10 * BT * C;            // fwd: rows in, out; bwd: dresid in, fp32 rows
+    else if (kind == "zero grad") f.bytes = 4 * P;
+    else if (kind == "grad norm") f.bytes = 4 * P;
+    else if (kind == "adamw") f.bytes = 30 * P;  // grad, master, m, v in; master, m, v, bf16 weight out
+    return f;
+}
+
+static std::string split_table(CudaBackend& model, const GPTConfig& cfg, int B, int T, double tflops, double copy_gbs,
+                                const std::function<void(int)>& step) {
+    OpTimer& t = model.op_timer();
+    t.enable(true);
+    step(1000);
+    const std::vector<std::pair<std::string, double>> kinds = t.take();
+    t.enable(false);
+    double total = 0, total_floor = 0;
+    for (const auto& [k, ms] : kinds) total += ms;
+    std::string out;
+    char line[512];
+    snprintf(line, sizeof line, "\none step by kind of op, B = %d, T = %d (floors at %.0f TFLOP/s and %.0f GB/s, measured here)\n\n",
+             B, T, tflops, copy_gbs);
+    out += line;
+    out += "| op | ms | share | floor ms | bound by | x floor |\n| --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& [k, ms] : kinds) {
+        const Floor f = floor_of(k, cfg, B, T, model.num_params());
+        const double fl = f.flops > 0 ? f.flops / (tflops * 1e12) * 1e3 : f.bytes / (copy_gbs * 1e9) * 1e3;
+        total_floor += fl;
+        const char* bound = f.flops > 0 ? "FLOPs" : f.bytes > 0 ? "bytes" : "-";
+        if (fl > 0)
+            snprintf(line, sizeof line, "| %s | %.3f | %.1f%% | %.3f | %s | %.2f |\n", k.c_str(), ms, 100 * ms / total, fl, bound, ms / fl);
+        else
+            snprintf(line, sizeof line, "| %s | %.3f | %.1f%% | - | - | - |\n", k.c_str(), ms, 100 * ms / total);
+        out += line;
+    }
+    snprintf(line, sizeof line, "| step | %.3f | 100%% | %.3f | | %.2f |\n", total, total_floor, total / total_floor);
+    out += line;
+    return out;
+}
 
 static std::vector<std::string> split(const std::string& s) {
     std::vector<std::string> out;
@@ -29,7 +127,7 @@ static int main_body(int argc, char** argv) {
     GPTConfig cfg;
     cfg.n_layer = 12, cfg.n_embd = 768, cfg.n_head = 12, cfg.vocab_size = 50257;
     int T = 1024, steps = 10;
-    std::string batches = "8,16,32", attentions = "flash,cudnn", out_path;
+    std::string batches = "8,16,32", attentions = "flash,cudnn", out_path, split_on = "off";
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
         if (a == "--layers") cfg.n_layer = std::stoi(v);
@@ -41,9 +139,14 @@ static int main_body(int argc, char** argv) {
         else if (a == "--steps") steps = std::stoi(v);
         else if (a == "--attention") attentions = v;
         else if (a == "--out") out_path = v;
+        else if (a == "--split") split_on = v;
         else fatal("bench_train: unknown flag %s", a.c_str());
     }
     validate_config(cfg);
+    if (split_on != "on" && split_on != "off") fatal("bench_train: --split must be on or off (got '%s')", split_on.c_str());
+    double tflops = 0, copy_gbs = 0;
+    if (split_on == "on") measure_peaks(&tflops, &copy_gbs);
+    std::string splits;
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::string table;
@@ -79,6 +182,7 @@ static int main_body(int argc, char** argv) {
                 for (int s = 0; s < steps; s++) step(4 + s);
                 CUDA_CHECK(cudaDeviceSynchronize());
                 ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
+                if (split_on == "on") splits += "\n" + attn_name + " attention:" + split_table(model, cfg, B, T, tflops, copy_gbs, step);
                 size_t free1 = 0;
                 CUDA_CHECK(cudaMemGetInfo(&free1, &total));
                 peak_gib = (free0 - free1) / 1073741824.0;  // everything is allocated up front: used == peak
@@ -90,6 +194,7 @@ static int main_body(int argc, char** argv) {
             std::fflush(stdout);
         }
     }
+    table += splits;
     std::printf("\n%s", table.c_str());
     write_table(out_path, table);
     return 0;

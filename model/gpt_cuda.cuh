@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 #include "comm/wait_timer.cuh"
+#include "model/op_timer.cuh"
 #include "layers/cuda/adamw.cuh"
 #include "layers/cuda/attention_cudnn.h"
 #include "layers/cuda/attention_flash.h"
@@ -174,12 +175,16 @@ class CudaBackend : public ModelBackend {
 
     float forward_backward(const int* inputs, const int* targets, const int* doc_start, int B, int T,
                            const int* positions = nullptr) override {
+        ops_.start(stream_);
         upload_batch(inputs, targets, doc_start, B, T, positions);
+        mark("upload");
         run_forward();
         zero_grad();
+        mark("zero grad");
         // The LM head runs once: loss, dlnf and dwte together.
         classifier_forward_backward_cuda(losses_, dln_, g_.wte, lnf_, p_.wte, targets_d_, B_ * T_, cfg_.n_embd,
                                          cfg_.vocab_size, loss_scale(), classifier_scratch_, stream_);
+        mark("classifier");
         run_backward_from_dlnf();
         return mean_loss();
     }
@@ -267,6 +272,7 @@ class CudaBackend : public ModelBackend {
 
     double grad_norm() override {
         grad_norm_squared_cuda(scalars_, grad_, n_, reduce_scratch_, stream_);
+        mark("grad norm");
         float sq = 0;
         CUDA_CHECK(cudaMemcpyAsync(&sq, scalars_, 4, cudaMemcpyDeviceToHost, stream_));
         CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -278,6 +284,7 @@ class CudaBackend : public ModelBackend {
         for (const ParamTensor& t : layout_)
             adamw_update_cuda(master_ + t.offset, param_ + t.offset, m_ + t.offset, v_ + t.offset, grad_ + t.offset, t.size,
                               lr, o.beta1, o.beta2, o.eps, t.decay ? o.weight_decay : 0.0f, step, scalars_ + 1, stream_);
+        mark("adamw");
     }
 
     void logits_at(float* out, int b, int t) override {
@@ -308,6 +315,7 @@ class CudaBackend : public ModelBackend {
     void get_grads(float* dst) { copy_to_host(dst, grad_); }
     // Bytes of activation memory for (B, T): what `--batch` and `--seq-len` cost.
     size_t activation_bytes() const { return acts_.size(); }
+    OpTimer& op_timer() { return ops_; }
 
    private:
     GPTConfig cfg_;
@@ -325,6 +333,7 @@ class CudaBackend : public ModelBackend {
     // Activations, sized for (B_, T_).
     int B_ = 0, T_ = 0, counted_ = 0;
     Comm* cp_ = nullptr;       // context parallel: attention over this ring
+    OpTimer ops_;                // bench_train --split: each op's kind marked on stream_
     Comm* grad_comm_ = nullptr;  // data parallel: each block's gradients summed during the backward
     std::vector<cudaEvent_t> bucket_done_;  // per block, the embedding, and the join
     bool buckets_in_flight_ = false;
@@ -552,8 +561,10 @@ class CudaBackend : public ModelBackend {
     void run_forward() {
         const int C = cfg_.n_embd, BT = B_ * T_;
         encoder_forward_cuda(encoded_, tokens_d_, p_.wte, B_, T_, C, stream_);
+        mark("encoder");
         for (int l = 0; l < cfg_.n_layer; l++) block_forward(l, block_input(l), layers_[l], BlockStage::Output);
         layernorm_forward_cuda(lnf_, lnf_mean_, lnf_rstd_, block_input(cfg_.n_layer), p_.lnfw, p_.lnfb, BT, C, stream_);
+        mark("layernorm");
     }
 
     // The residual stream entering block l (l = n_layer: the last block's output).
@@ -567,16 +578,24 @@ class CudaBackend : public ModelBackend {
         const int C = cfg_.n_embd, BT = B_ * T_;
         const BlockParams<bf16>& w = p_.blocks[l];
         layernorm_forward_cuda(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, w.ln1w, w.ln1b, BT, C, stream_);
+        mark("layernorm");
         matmul_forward_cuda(qkv_pre_, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C, stream_);  // (B, T, 3, H, D)
+        mark("matmul");
         rope_forward_cuda(a.qkv, qkv_pre_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_rope_theta(l), stream_);
         logn_scale_queries_cuda(a.qkv, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_);
+        mark("rope");
         attention_forward(a.atty, a.lse, a.qkv, cfg_.attn(l));                       // (B, T, H, D)
+        mark("attention");
         matmul_forward_cuda(tmp_, a.atty, w.projw, w.projb, BT, C, C, stream_);
+        mark("matmul");
         residual_forward_cuda(a.resid_attn, x_in, tmp_, (size_t)BT * C, stream_);
+        mark("residual");
         mlp_up_forward(l, a);
         if (stage == BlockStage::Gelu) return;
         matmul_forward_cuda(tmp_, a.fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, stream_);
+        mark("matmul");
         residual_forward_cuda(a.resid_out, a.resid_attn, tmp_, (size_t)BT * C, stream_);
+        mark("residual");
     }
 
     // ln2, the MLP's up projection and its GELU (fused into the matmul's epilogue).
@@ -584,7 +603,9 @@ class CudaBackend : public ModelBackend {
         const int C = cfg_.n_embd, BT = B_ * T_;
         const BlockParams<bf16>& w = p_.blocks[l];
         layernorm_forward_cuda(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_attn, w.ln2w, w.ln2b, BT, C, stream_);
+        mark("layernorm");
         matmul_forward_cuda(a.fch_gelu, a.ln2, w.fcw, w.fcb, BT, C, 4 * C, stream_, a.fch_pre);  // (B, T, 4C)
+        mark("matmul");  // the GELU rides in its epilogue
     }
 
     // Before block l's backward: recomputes what it did not keep (model/recompute.h).
@@ -593,6 +614,7 @@ class CudaBackend : public ModelBackend {
         if (recompute_ == Recompute::Full) block_forward(l, x_in, a, BlockStage::Gelu);
         if (recompute_ != Recompute::Selective) return;
         layernorm_forward_cuda(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, w.ln1w, w.ln1b, B_ * T_, cfg_.n_embd, stream_);
+        mark("layernorm");
         mlp_up_forward(l, a);
     }
 
@@ -603,6 +625,7 @@ class CudaBackend : public ModelBackend {
         float* ln_scratch = static_cast<float*>(ln_scratch_);
         layernorm_backward_cuda(dresid_, g_.lnfw, g_.lnfb, dln_, block_input(cfg_.n_layer), p_.lnfw, lnf_mean_, lnf_rstd_,
                                 BT, C, ln_scratch, stream_);
+        mark("layernorm");
         for (int l = cfg_.n_layer - 1; l >= 0; l--) {
             const Layer& a = layers_[l];
             const BlockParams<bf16>& w = p_.blocks[l];
@@ -613,21 +636,30 @@ class CudaBackend : public ModelBackend {
             // a.fch_gelu itself (recompute policies): the matmul reads it first.
             matmul_backward_cuda(dfch_, dw.fcprojw, dw.fcprojb, dresid_, a.fch_gelu, w.fcprojw, BT, 4 * C, C, stream_, a.fch_pre);
             matmul_backward_cuda(dln_, dw.fcw, dw.fcb, dfch_, a.ln2, w.fcw, BT, C, 4 * C, stream_);
+            mark("matmul");
             layernorm_backward_cuda(dresid_, dw.ln2w, dw.ln2b, dln_, a.resid_attn, w.ln2w, a.ln2_mean, a.ln2_rstd, BT, C, ln_scratch, stream_);
+            mark("layernorm");
             // Attention.
             matmul_backward_cuda(datty_, dw.projw, dw.projb, dresid_, a.atty, w.projw, BT, C, C, stream_);
+            mark("matmul");
             attention_backward(dqkv_, datty_, a.atty, a.lse, a.qkv, cfg_.attn(l));
+            mark("attention");
             logn_scale_queries_cuda(dqkv_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_);
             rope_backward_cuda(dqkv_, dqkv_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_rope_theta(l), stream_);
+            mark("rope");
             matmul_backward_cuda(dln_, dw.qkvw, dw.qkvb, dqkv_, a.ln1, w.qkvw, BT, C, 3 * C, stream_);
+            mark("matmul");
             layernorm_backward_cuda(dresid_, dw.ln1w, dw.ln1b, dln_, x_in, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, C, ln_scratch, stream_);
+            mark("layernorm");
             // Block l's gradients are final (and, for the last block, the final LayerNorm's,
             // which follow it in the buffer): their sum runs under the blocks below.
             if (grad_comm_) sum_bucket(l, dw.ln1w, l + 1 < cfg_.n_layer ? g_.blocks[l + 1].ln1w : grad_ + n_);
         }
         encoder_backward_cuda(g_.wte, dresid_, tokens_d_, B_, T_, C, stream_);
+        mark("encoder");
         if (grad_comm_) sum_bucket(cfg_.n_layer, g_.wte, g_.blocks[0].ln1w);  // the tied embedding, classifier and encoder
     }
+    void mark(const char* kind) { ops_.mark(kind, stream_); }
 
     // The data-parallel sum of grad_[begin, end) on the communicator's stream, after what
     // stream_ has queued so far (the kernels that wrote those gradients).

@@ -28,6 +28,7 @@
 #                  BENCH_TRAIN_ARGS pass flags; scripts/compare_bench_tables.py gives new/old per row
 #   train          a GPU training run on $DATA (TRAIN_ARGS); infer and long_prompt use its checkpoint
 #   dp             data parallel over this host's GPUs, --grad-overlap on and off, against one GPU
+#   split          one training step (GPT-2 124M, T = 1024) by kind of op beside its floor
 #   launchers      test_comm_nccl's P ranks (one per GPU; LAUNCH_P) started as people start them
 #                  (issue 42): scripts/launch.sh (the rendezvous file), torchrun --standalone and
 #                  torchrun --master_port (TCP; its agent holds MASTER_PORT), mpirun -np P (Open MPI
@@ -406,6 +407,10 @@ for stage in "${stages[@]}"; do
                awk -v v="$vals" 'BEGIN { n = split(v, x, " "); if (n < 3) exit 1
                    for (i = 2; i <= 3; i++) if (x[i] - x[1] > 0.005 * x[1] || x[1] - x[i] > 0.005 * x[1]) exit 1 }' ||
                    failed_stages+=("dp: val losses $vals disagree or are missing") ;;
+        split) # issue 43: one training step by kind of op beside its floor (bench_train --split on)
+               "$BIN/bench_train" --split on --batches "${SPLIT_BATCHES:-32}" --attention flash --out "$OUT/split.md" > "$OUT/split.log" 2>&1
+               summary+=("split: exit $? ($((SECONDS - t0)) s)")
+               cat "$OUT/split.md" ;;
         attn_perf) "$BIN/test_attention" --perf > "$OUT/attn_perf.log" 2>&1
                summary+=("attn_perf: exit $? ($((SECONDS - t0)) s)")
                cat "$OUT/attn_perf.log" ;;
