@@ -666,8 +666,12 @@ static int main_body(int argc, char** argv) {
     InferFlags f = parse_flags(argc, argv);
     validate_flags(f);
     check_output_paths(f);
-    OutputLock tasks_out_lock;  // one writer per --tasks-out PREFIX (PREFIX.lock beside its CSVs)
+    // One writer per output (issue 41): PREFIX.lock beside --tasks-out's CSVs, FILE.lock beside
+    // the others; a second run writing the same file is refused naming the holder.
+    OutputLock tasks_out_lock, save_cache_lock, per_position_lock;
     if (!f.tasks_out.empty()) tasks_out_lock.acquire(f.tasks_out, "--tasks-out");
+    if (!f.save_cache.empty()) save_cache_lock.acquire(f.save_cache, "--save-cache");
+    if (!f.per_position.empty()) per_position_lock.acquire(f.per_position, "--per-position");
     const Device dev = resolve_device(f.device);
     const AttnBackend attn = parse_attention_backend(f.attention, /*doc_mask=*/false);
     const InferInputs in = read_inputs(f);

@@ -154,6 +154,14 @@ held "data_tool prepare --out" "$locks/corpus/" --out build/data_tool prepare --
 held "infer --tasks-out" "$locks/report" --tasks-out \
     build/infer --device cpu --checkpoint "$work/solo" --tasks "$locks/t.jsonl" --ctx 300 --tasks-out "$locks/report"
 [ -s "$locks/report.csv" ] && [ -s "$locks/report_items.csv" ] && pass "infer --tasks-out wrote its CSVs" || fail "infer --tasks-out wrote no CSVs"
+held "infer --save-cache" "$locks/kv.safetensors" --save-cache \
+    build/infer --device cpu --checkpoint "$work/solo" --prompt "And" --max-new 1 --save-cache "$locks/kv.safetensors"
+held "infer --per-position" "$locks/pos.csv" --per-position \
+    build/infer --device cpu --checkpoint "$work/solo" --perplexity "$work/text.txt" --ctx 64 --per-position "$locks/pos.csv"
+held "attention_tool --out" "$locks/attn.safetensors" --out \
+    build/attention_tool --N 67 --H 3 --D 64 --dtype fp64 --seed 3 --out "$locks/attn.safetensors"
+[ -s "$locks/kv.safetensors" ] && [ -s "$locks/pos.csv" ] && [ -s "$locks/attn.safetensors" ] \
+    && pass "infer --save-cache, --per-position and attention_tool --out wrote their files" || fail "a locked output was not written: $(ls "$locks")"
 # Two writers of one task file started together: exactly one writes it, the other is refused.
 T=(build/data_tool tasks --data "$corpus" --task passkey --lengths 4K --depths 0,0.5,1 --samples 8 --out "$locks/two.jsonl")
 "${T[@]}" > "$work/two_a.log" 2>&1 & pa=$!

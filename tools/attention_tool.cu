@@ -21,6 +21,7 @@
 #include <vector>
 #include "core/flags.h"
 #include "core/output_path.h"
+#include "core/run_lock.h"
 #include "core/rng.h"
 #include "layers/attention.h"
 #include "layers/cuda/attention_cudnn.h"
@@ -612,6 +613,8 @@ static int main_body(int argc, char** argv) {
     const Args args = parse_args(argc, argv);
     validate_flags(args);
     check_output_path(args.out, OutputKind::AttentionDump, "--out");  // again with the free space, in plan_run
+    OutputLock out_lock;  // one writer per --out (FILE.lock beside it, issue 41)
+    if (!args.out.empty()) out_lock.acquire(args.out, "--out");
     const Plan plan = plan_run(args, build_pattern(args));
     const Result result = run(plan);
     print_timings(args, plan, result);
