@@ -245,93 +245,124 @@ inline std::string rdzv_rank_list(const std::vector<int>& ranks) {
     return s;
 }
 
-// Rank 0: listens, takes every other rank's hello, sends the blob to all once all have arrived.
-inline void rendezvous_tcp_serve(const void* blob, size_t bytes, int world, double timeout_s) {
-    const RendezvousAddress a = rendezvous_tcp_address();
-    const std::string job = rendezvous_job_id();
-    const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (lfd < 0) fatal("rank 0: cannot open a TCP socket for the rendezvous: %s", std::strerror(errno));
-    const int one = 1;
-    ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // a port of a job just ended is usable
-    sockaddr_in any{};
-    any.sin_family = AF_INET;
-    any.sin_addr.s_addr = htonl(INADDR_ANY);
-    any.sin_port = htons((uint16_t)a.port);
-    if (::bind(lfd, (sockaddr*)&any, sizeof any) != 0 || ::listen(lfd, SOMAXCONN) != 0) {
-        const int err = errno;
-        ::close(lfd);
-        if (err == EADDRINUSE)
-            fatal("rank 0: port %d on this host is taken (%s): another job or program listens there: pick another "
-                  "MASTER_PORT",
-                  a.port, a.port_text.c_str());
-        fatal("rank 0: cannot listen on port %d (%s) for the other ranks: %s: pick another MASTER_PORT (1024-65535)",
-              a.port, a.port_text.c_str(), std::strerror(err));
+// Rank 0's side, in its phases: listen; until every other rank has arrived (or the time is up)
+// accept connections, read their hellos and keep the ranks that pass, notice the ones that went
+// away; then send the blob to all. Every descriptor is closed when it ends, by an error too.
+class RendezvousServer {
+   public:
+    RendezvousServer(size_t bytes, int world)
+        : a_(rendezvous_tcp_address()), job_(rendezvous_job_id()), bytes_(bytes), world_(world), held_(world, -1), from_(world) {
+        listen_on_port();
     }
-    rdzv_nonblocking(lfd);
+    RendezvousServer(const RendezvousServer&) = delete;
+    RendezvousServer& operator=(const RendezvousServer&) = delete;
+    ~RendezvousServer() { close_all(); }
 
+    void serve(const void* blob, double timeout_s) {
+        const double t0 = rdzv_now(), deadline = t0 + timeout_s;
+        while (arrived_ < world_) {
+            if (rdzv_now() >= deadline) give_up(t0);
+            wait_for_news(deadline);
+            accept_new();
+            read_hellos();
+            drop_departed();
+        }
+        send_blob(blob, deadline + 5);
+    }
+
+   private:
     struct Pending {
         int fd;
         std::string from, got;  // peer address; bytes of its hello so far
     };
-    std::vector<Pending> pending;
-    std::vector<int> held(world, -1);  // the connection of each rank that arrived
-    std::vector<std::string> from(world);
-    std::vector<std::string> notes;  // refusals and departures, for the time-out line
-    int arrived = 1;
-    auto note = [&](const std::string& s) {
-        if (notes.size() < 4) notes.push_back(s);
-    };
-    auto refuse = [&](Pending& p, const std::string& why) {
-        const std::string r = rdzv_reply(kRdzvRefused, world, why.data(), why.size());
+    RendezvousAddress a_;
+    std::string job_;
+    size_t bytes_;
+    int world_, lfd_ = -1, arrived_ = 1;
+    std::vector<Pending> pending_;
+    std::vector<int> held_;            // the connection of each rank that arrived
+    std::vector<std::string> from_;    // and where it came from
+    std::vector<std::string> notes_;   // refusals and departures, for the time-out line
+
+    void listen_on_port() {
+        lfd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (lfd_ < 0) fatal("rank 0: cannot open a TCP socket for the rendezvous: %s", std::strerror(errno));
+        const int one = 1;
+        ::setsockopt(lfd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // a port of a job just ended is usable
+        sockaddr_in any{};
+        any.sin_family = AF_INET;
+        any.sin_addr.s_addr = htonl(INADDR_ANY);
+        any.sin_port = htons((uint16_t)a_.port);
+        if (::bind(lfd_, (sockaddr*)&any, sizeof any) != 0 || ::listen(lfd_, SOMAXCONN) != 0) {
+            const int err = errno;
+            ::close(lfd_), lfd_ = -1;  // a constructor that throws runs no destructor
+            if (err == EADDRINUSE)
+                fatal("rank 0: port %d on this host is taken (%s): another job or program listens there: pick another "
+                      "MASTER_PORT",
+                      a_.port, a_.port_text.c_str());
+            fatal("rank 0: cannot listen on port %d (%s) for the other ranks: %s: pick another MASTER_PORT (1024-65535)",
+                  a_.port, a_.port_text.c_str(), std::strerror(err));
+        }
+        rdzv_nonblocking(lfd_);
+    }
+
+    void note(const std::string& s) {
+        if (notes_.size() < 4) notes_.push_back(s);
+    }
+    void refuse(Pending& p, const std::string& why) {
+        const std::string r = rdzv_reply(kRdzvRefused, world_, why.data(), why.size());
         rdzv_send_all(p.fd, r.data(), r.size(), rdzv_now() + 1);
         ::close(p.fd);
         p.fd = -1;
-    };
-    auto close_all = [&] {
-        for (Pending& p : pending) ::close(p.fd);
-        for (int& fd : held)
-            if (fd >= 0) ::close(fd), fd = -1;
-        ::close(lfd);
-    };
-    const double t0 = rdzv_now(), deadline = t0 + timeout_s;
-    while (arrived < world) {
-        if (rdzv_now() >= deadline) {
-            std::vector<int> missing;
-            for (int r = 1; r < world; r++)
-                if (held[r] < 0) missing.push_back(r);
-            std::string extra;
-            for (const std::string& s : notes) extra += "; " + s;
-            const std::string msg = strf(
-                "rank 0: waited %.1f s (LONGNET_COMM_TIMEOUT_S) on port %d (%s) for rank%s %s of %d to arrive: they "
-                "did not start, failed before it, or cannot reach this host at MASTER_ADDR=%s (firewall, wrong "
-                "address)%s",
-                rdzv_now() - t0, a.port, a.port_text.c_str(), missing.size() > 1 ? "s" : "",
-                rdzv_rank_list(missing).c_str(), world, a.host.c_str(), extra.c_str());
-            const std::string r = rdzv_reply(kRdzvGaveUp, world, msg.data(), msg.size());
-            for (int fd : held)
-                if (fd >= 0) rdzv_send_all(fd, r.data(), r.size(), rdzv_now() + 1);
-            close_all();
-            fatal("%s", msg.c_str());
-        }
+    }
+
+    // The time is up: the ranks that came are told why, and rank 0 fails naming those that did not.
+    [[noreturn]] void give_up(double t0) {
+        std::vector<int> missing;
+        for (int r = 1; r < world_; r++)
+            if (held_[r] < 0) missing.push_back(r);
+        std::string extra;
+        for (const std::string& s : notes_) extra += "; " + s;
+        const std::string msg = strf(
+            "rank 0: waited %.1f s (LONGNET_COMM_TIMEOUT_S) on port %d (%s) for rank%s %s of %d to arrive: they "
+            "did not start, failed before it, or cannot reach this host at MASTER_ADDR=%s (firewall, wrong "
+            "address)%s",
+            rdzv_now() - t0, a_.port, a_.port_text.c_str(), missing.size() > 1 ? "s" : "", rdzv_rank_list(missing).c_str(),
+            world_, a_.host.c_str(), extra.c_str());
+        const std::string r = rdzv_reply(kRdzvGaveUp, world_, msg.data(), msg.size());
+        for (int fd : held_)
+            if (fd >= 0) rdzv_send_all(fd, r.data(), r.size(), rdzv_now() + 1);
+        fatal("%s", msg.c_str());
+    }
+
+    // Until a connection, a hello's bytes or a departure comes, or the deadline.
+    void wait_for_news(double deadline) {
         std::vector<pollfd> fds;
-        fds.push_back({lfd, POLLIN, 0});
-        for (const Pending& p : pending) fds.push_back({p.fd, POLLIN, 0});
-        for (int r = 1; r < world; r++)
-            if (held[r] >= 0) fds.push_back({held[r], POLLIN, 0});  // readable only when it went away
+        fds.push_back({lfd_, POLLIN, 0});
+        for (const Pending& p : pending_) fds.push_back({p.fd, POLLIN, 0});
+        for (int r = 1; r < world_; r++)
+            if (held_[r] >= 0) fds.push_back({held_[r], POLLIN, 0});  // readable only when it went away
         if (::poll(fds.data(), fds.size(), rdzv_ms_left(deadline)) < 0 && errno != EINTR)
             fatal("rank 0: poll during the rendezvous: %s", std::strerror(errno));
+    }
+
+    void accept_new() {
         for (;;) {  // every connection waiting
             sockaddr_in peer{};
             socklen_t len = sizeof peer;
-            const int fd = ::accept(lfd, (sockaddr*)&peer, &len);
-            if (fd < 0) break;
+            const int fd = ::accept(lfd_, (sockaddr*)&peer, &len);
+            if (fd < 0) return;
             ::fcntl(fd, F_SETFD, FD_CLOEXEC);
             rdzv_nonblocking(fd);
             char ip[INET_ADDRSTRLEN] = "?";
             ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
-            pending.push_back({fd, ip, std::string()});
+            pending_.push_back({fd, ip, std::string()});
         }
-        for (Pending& p : pending) {  // hellos, as far as they came
+    }
+
+    // The hellos, as far as they came: a whole one passes (the rank is held) or is refused.
+    void read_hellos() {
+        for (Pending& p : pending_) {
             char buf[512];
             const ssize_t k = ::recv(p.fd, buf, sizeof buf, 0);
             if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
@@ -340,75 +371,87 @@ inline void rendezvous_tcp_serve(const void* blob, size_t bytes, int world, doub
                 continue;
             }
             p.got.append(buf, (size_t)k);
-            if (p.got.size() >= 8 && std::memcmp(p.got.data(), kRdzvMagic, 8) != 0) {
-                note("a connection from " + p.from + " was not a rank of this program (another program on the port?)");
-                refuse(p, "not a rendezvous hello of this program");
-                continue;
-            }
-            if (p.got.size() < kRdzvHelloBytes) continue;
-            const char* h = p.got.data();
-            const uint32_t version = rdzv_get32(h + 8), w = rdzv_get32(h + 12), r = rdzv_get32(h + 16),
-                           n = rdzv_get32(h + 20), job_len = rdzv_get32(h + 24);
-            if (version != kRdzvVersion || job_len > 1024) {
-                note("a rank from " + p.from + " speaks rendezvous version " + std::to_string(version));
-                refuse(p, strf("rank 0 speaks rendezvous version %u, this rank %u: run the same binary "
-                                         "on every rank",
-                                         (unsigned)kRdzvVersion, (unsigned)version));
-                continue;
-            }
-            if (p.got.size() < kRdzvHelloBytes + job_len) continue;
-            const std::string their_job = p.got.substr(kRdzvHelloBytes, job_len);
-            std::string why;
-            if ((int)w != world)
-                why = strf("rank 0 runs a job of %d ranks, this rank was started for %u: start every rank "
-                                     "with the same world size (or give this job another MASTER_PORT)",
-                                     world, (unsigned)w);
-            else if (their_job != job)
-                why = strf("this rank belongs to job \"%s\", rank 0 to job \"%s\": give each job its own "
-                                     "MASTER_PORT (or the same LONGNET_JOB_ID to every rank of one job)",
-                                     their_job.c_str(), job.c_str());
-            else if (n != bytes)
-                why = strf("rank 0 shares %zu bytes, this rank expects %u: run the same binary on every "
-                                     "rank",
-                                     bytes, (unsigned)n);
-            else if (r < 1 || (int)r >= world)
-                why = strf("rank %u is not a rank 1 to %d of this job", (unsigned)r, world - 1);
-            else if (held[r] >= 0)
-                why = strf("rank %u already arrived from %s: two processes have the same rank (check the "
-                                     "launcher's RANK)",
-                                     (unsigned)r, from[r].c_str());
-            if (!why.empty()) {
-                note("refused rank " + std::to_string(r) + " from " + p.from + ": " + why);
-                refuse(p, why);
-                continue;
-            }
-            held[r] = p.fd, from[r] = p.from, arrived++;
-            p.fd = -1;
+            take_hello(p);
         }
-        pending.erase(std::remove_if(pending.begin(), pending.end(), [](const Pending& p) { return p.fd < 0; }),
-                      pending.end());
-        for (int r = 1; r < world; r++) {  // a rank that arrived and went away is missing again
-            if (held[r] < 0) continue;
-            pollfd pf{held[r], POLLIN, 0};
-            if (::poll(&pf, 1, 0) == 1) {
-                char c;
-                const ssize_t k = ::recv(held[r], &c, 1, MSG_DONTWAIT);
-                if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-                note("rank " + std::to_string(r) + " arrived from " + from[r] + " and went away");
-                ::close(held[r]), held[r] = -1, arrived--;
-            }
+        pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](const Pending& p) { return p.fd < 0; }),
+                       pending_.end());
+    }
+
+    void take_hello(Pending& p) {
+        if (p.got.size() >= 8 && std::memcmp(p.got.data(), kRdzvMagic, 8) != 0) {
+            note("a connection from " + p.from + " was not a rank of this program (another program on the port?)");
+            return refuse(p, "not a rendezvous hello of this program");
+        }
+        if (p.got.size() < kRdzvHelloBytes) return;
+        const char* h = p.got.data();
+        const uint32_t version = rdzv_get32(h + 8), w = rdzv_get32(h + 12), r = rdzv_get32(h + 16), n = rdzv_get32(h + 20),
+                       job_len = rdzv_get32(h + 24);
+        if (version != kRdzvVersion || job_len > 1024) {
+            note("a rank from " + p.from + " speaks rendezvous version " + std::to_string(version));
+            return refuse(p, strf("rank 0 speaks rendezvous version %u, this rank %u: run the same binary on every rank",
+                                  (unsigned)kRdzvVersion, (unsigned)version));
+        }
+        if (p.got.size() < kRdzvHelloBytes + job_len) return;
+        const std::string why = hello_refusal(w, r, n, p.got.substr(kRdzvHelloBytes, job_len));
+        if (!why.empty()) {
+            note("refused rank " + std::to_string(r) + " from " + p.from + ": " + why);
+            return refuse(p, why);
+        }
+        held_[r] = p.fd, from_[r] = p.from, arrived_++;
+        p.fd = -1;
+    }
+
+    // Why a whole hello (world size, rank, blob size, job) is not a rank of this job; "" if it is.
+    std::string hello_refusal(uint32_t w, uint32_t r, uint32_t n, const std::string& their_job) const {
+        if ((int)w != world_)
+            return strf("rank 0 runs a job of %d ranks, this rank was started for %u: start every rank with the same "
+                        "world size (or give this job another MASTER_PORT)",
+                        world_, (unsigned)w);
+        if (their_job != job_)
+            return strf("this rank belongs to job \"%s\", rank 0 to job \"%s\": give each job its own MASTER_PORT (or "
+                        "the same LONGNET_JOB_ID to every rank of one job)",
+                        their_job.c_str(), job_.c_str());
+        if (n != bytes_) return strf("rank 0 shares %zu bytes, this rank expects %u: run the same binary on every rank", bytes_, (unsigned)n);
+        if (r < 1 || (int)r >= world_) return strf("rank %u is not a rank 1 to %d of this job", (unsigned)r, world_ - 1);
+        if (held_[r] >= 0)
+            return strf("rank %u already arrived from %s: two processes have the same rank (check the launcher's RANK)",
+                        (unsigned)r, from_[r].c_str());
+        return "";
+    }
+
+    // A rank that arrived and went away is missing again.
+    void drop_departed() {
+        for (int r = 1; r < world_; r++) {
+            if (held_[r] < 0) continue;
+            pollfd pf{held_[r], POLLIN, 0};
+            if (::poll(&pf, 1, 0) != 1) continue;
+            char c;
+            const ssize_t k = ::recv(held_[r], &c, 1, MSG_DONTWAIT);
+            if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+            note("rank " + std::to_string(r) + " arrived from " + from_[r] + " and went away");
+            ::close(held_[r]), held_[r] = -1, arrived_--;
         }
     }
-    const std::string ok = rdzv_reply(kRdzvOk, world, blob, bytes);
-    for (int r = 1; r < world; r++)
-        if (!rdzv_send_all(held[r], ok.data(), ok.size(), deadline + 5)) {
-            const int err = errno;
-            const std::string where = from[r];
-            close_all();
-            fatal("rank 0: rank %d (from %s) went away during the rendezvous: %s", r, where.c_str(), std::strerror(err));
-        }
-    for (int r = 1; r < world; r++) ::shutdown(held[r], SHUT_WR);
-    close_all();
+
+    void send_blob(const void* blob, double deadline) {
+        const std::string ok = rdzv_reply(kRdzvOk, world_, blob, bytes_);
+        for (int r = 1; r < world_; r++)
+            if (!rdzv_send_all(held_[r], ok.data(), ok.size(), deadline))
+                fatal("rank 0: rank %d (from %s) went away during the rendezvous: %s", r, from_[r].c_str(), std::strerror(errno));
+        for (int r = 1; r < world_; r++) ::shutdown(held_[r], SHUT_WR);
+    }
+
+    void close_all() {
+        for (Pending& p : pending_)
+            if (p.fd >= 0) ::close(p.fd), p.fd = -1;
+        for (int& fd : held_)
+            if (fd >= 0) ::close(fd), fd = -1;
+        if (lfd_ >= 0) ::close(lfd_), lfd_ = -1;
+    }
+};
+
+inline void rendezvous_tcp_serve(const void* blob, size_t bytes, int world, double timeout_s) {
+    RendezvousServer(bytes, world).serve(blob, timeout_s);
 }
 
 // Every other rank: connects to rank 0 (retrying until it listens), says who it is, takes the blob.
