@@ -6,7 +6,8 @@
 //               [--batches 8,16,32] [--steps 10] [--attention flash,cudnn] [--split on] [--out FILE]
 // --split on: also one step's time by kind of op (model/op_timer.cuh), each beside its floor:
 // its FLOPs at this GPU's measured bf16 matrix rate, or the bytes it must read and write at the
-// measured device copy rate (counted below; dense causal attention, no recompute).
+// measured device copy rate (bench/ceilings.cuh; counted below: dense causal attention, no
+// recompute).
 #include <cuda_runtime.h>
 #include <chrono>
 #include <functional>
@@ -16,48 +17,7 @@
 #include <vector>
 #include "model/gpt_cuda.cuh"
 #include "bench/bench_table.h"
-
-// This GPU's ceilings, measured: a bf16 matrix product of 8192^3 (TFLOP/s) and a 1 GiB device copy
-// (GB/s of bytes read plus written).
-static void measure_peaks(double* tflops, double* copy_gbs) {
-    const int n = 8192;
-    bf16 *a, *b, *c;
-    CUDA_CHECK(cudaMalloc(&a, (size_t)n * n * 2));
-    CUDA_CHECK(cudaMalloc(&b, (size_t)n * n * 2));
-    CUDA_CHECK(cudaMalloc(&c, (size_t)n * n * 2));
-    CUDA_CHECK(cudaMemset(a, 0, (size_t)n * n * 2));
-    CUDA_CHECK(cudaMemset(b, 0, (size_t)n * n * 2));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    float best = 1e30f, ms = 0;
-    for (int r = 0; r < 6; r++) {
-        CUDA_CHECK(cudaEventRecord(e0, 0));
-        matmul_forward_cuda(c, a, b, nullptr, n, n, n, 0);
-        CUDA_CHECK(cudaEventRecord(e1, 0));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (r > 0 && ms < best) best = ms;  // the first run warms up
-    }
-    *tflops = 2.0 * n * n * (double)n / (best * 1e-3) / 1e12;
-    const size_t bytes = (size_t)1 << 30;
-    void *x, *y;
-    CUDA_CHECK(cudaMalloc(&x, bytes));
-    CUDA_CHECK(cudaMalloc(&y, bytes));
-    best = 1e30f;
-    for (int r = 0; r < 6; r++) {
-        CUDA_CHECK(cudaEventRecord(e0, 0));
-        CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, 0));
-        CUDA_CHECK(cudaEventRecord(e1, 0));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (r > 0 && ms < best) best = ms;
-    }
-    *copy_gbs = 2.0 * bytes / (best * 1e-3) / 1e9;
-    for (void* p : {(void*)a, (void*)b, (void*)c, x, y}) CUDA_CHECK(cudaFree(p));
-    CUDA_CHECK(cudaEventDestroy(e0));
-    CUDA_CHECK(cudaEventDestroy(e1));
-}
+#include "bench/ceilings.cuh"
 
 // A kind of op's floor for one step of B x T tokens: FLOPs at the matrix rate or bytes at the copy
 // rate (forward + backward; dense causal attention; no recompute). 0: none counted (upload).
@@ -145,7 +105,10 @@ static int main_body(int argc, char** argv) {
     validate_config(cfg);
     if (split_on != "on" && split_on != "off") fatal("bench_train: --split must be on or off (got '%s')", split_on.c_str());
     double tflops = 0, copy_gbs = 0;
-    if (split_on == "on") measure_peaks(&tflops, &copy_gbs);
+    if (split_on == "on") {
+        const Ceilings ce = measure_ceilings();
+        tflops = ce.flops_per_s() / 1e12, copy_gbs = ce.bytes_per_s() / 1e9;
+    }
     std::string splits;
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

@@ -46,6 +46,7 @@
 #include "layers/cuda/matmul.cuh"
 #include "layers/cuda/residual.cuh"
 #include "layers/cuda/rope.cuh"
+#include "bench/ceilings.cuh"
 
 typedef std::vector<float> VF;
 typedef std::vector<double> VD;
@@ -754,25 +755,11 @@ static void run_perf(const char* out_path) {
         std::printf("  measured %-28s %10.1f us\n", op.c_str(), us);
         std::fflush(stdout);
     };
-    // Ceilings measured here: a device-to-device copy and a large bf16 product.
-    double bw, peak;
-    {
-        const size_t bytes = (size_t)1 << 30;
-        DBuf<char> a(bytes), b(bytes);
-        CUDA_CHECK(cudaMemset(a.p, 1, bytes));
-        const double us = time_us([&] { CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, g_stream)); });
-        bw = 2.0 * bytes / (us * 1e-6);
-        add("ceiling: copy d2d", "1 GiB", us, 2.0 * bytes, 0);
-        const int M = 8192;
-        DBuf<bf16> x((size_t)M * M), y((size_t)M * M), z((size_t)M * M);
-        fill(x.p, x.n), fill(y.p, y.n);
-        const double us2 = time_us([&] {
-            matmul_cublaslt_or_die(z.p, CUDA_R_16BF, M, x.p, true, M, y.p, false, M, M, M, M, 0.0f, CUBLASLT_EPILOGUE_DEFAULT,
-                                   nullptr, g_stream);
-        });
-        peak = 2.0 * M * M * (double)M / (us2 * 1e-6);
-        add("ceiling: bf16 gemm", "8192^3", us2, 0, 2.0 * M * M * (double)M);
-    }
+    // Ceilings measured here: a device-to-device copy and a large bf16 product (bench/ceilings.cuh).
+    const Ceilings ce = measure_ceilings();
+    const double bw = ce.bytes_per_s(), peak = ce.flops_per_s();
+    add("ceiling: copy d2d", "1 GiB", 1e3 * ce.copy_ms, ce.copy_bytes, 0);
+    add("ceiling: bf16 gemm", "8192^3", 1e3 * ce.gemm_ms, 0, ce.gemm_flops);
     const size_t NC = (size_t)N * C;
     const std::string sh = strf("N=%d C=%d", N, C);
     {  // encoder
