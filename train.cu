@@ -44,7 +44,9 @@ struct TrainArgs {
     int sample_tokens = 160, keep_ckpts = 3, max_bad_steps = 5;
     int cp = 1, simulate_ranks = 0;  // context-parallel degree; ranks run as threads of this process
     bool grad_overlap = true;        // data parallel: gradients summed block by block during the backward
+    bool shard_update = false;       // data parallel: each rank updates 1/P of the weights and shares them
     bool time_comm = false;          // time the compute stream's waits for communication each step
+    int op_split = 0;                // time this step op by op and print where it went (0: none)
     std::string sample_prompt = "And it came to pass";
     std::string schedule;   // later stages of the window and batch: "8192x16@300,32768x4@600"
     std::string mix;        // token shards mixed into the corpus by fraction: "tasks.bin:0.5"
@@ -148,6 +150,12 @@ static void add_run_flags(Flags& flags, TrainArgs& a) {
                                                        "its device (tests; 0: the launcher's ranks, scripts/launch.sh)");
     flags.add_bool("time-comm", &a.time_comm, "several ranks: time how long each step's compute waits for communication "
                                               "(the ring's transfers, the gradient and loss sums) and print it");
+    flags.add_int("op-split", &a.op_split, "time this step (counted from 1) op by op on rank 0's GPU and print its time by "
+                                           "kind of op: matrix products, attention, layer norms, ... (0: none)");
+    flags.add_bool("shard-update", &a.shard_update, "data parallel (--cp 1, several ranks): each rank applies AdamW to 1/P of "
+                                                    "the weights and sends them to the others (off, the default: every rank "
+                                                    "updates every weight; the same bits either way; on was 0.8 points "
+                                                    "slower at 4 GPUs, notes/ring-attention.md)");
     flags.add_bool("grad-overlap", &a.grad_overlap, "data parallel (--cp 1, several ranks): sum each block's gradients over "
                                                     "the ranks while the backward goes on (off: all at once after it)");
 }
@@ -201,6 +209,7 @@ static RunShape validate_args(const TrainArgs& a, Device device) {
     if (a.log_every < 1 || a.ckpt_every < 0 || a.keep_ckpts < 0 || a.sample_tokens < 0)
         fatal("--ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --log-every >= 1");
     if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
+    if (a.op_split < 0 || a.op_split > a.steps) fatal("--op-split must be a step in [1, --steps %d], or 0 for none (got %d)", a.steps, a.op_split);
     if (a.stop_at < 0 || a.stop_at > a.steps) fatal("--stop-at must be in [0, --steps %d] (got %d)", a.steps, a.stop_at);
     if (!(a.time_limit >= 0)) fatal("--time-limit must be >= 0 minutes (got %g)", a.time_limit);
     parse_recompute(a.recompute, &shape.recompute.policy, &shape.recompute.is_auto);
@@ -718,6 +727,9 @@ static void report_parallel(const TrainArgs& a, const GPTConfig& cfg, const Stag
     if (px.size > 1)
         std::printf("parallel: %d ranks = %d data-parallel groups x --cp %d (%d windows of %d tokens per rank per step)\n",
                     px.size, px.dp_size, px.cp_size, first.Bl, first.Tl);
+    if (px.size > 1 && px.cp_size == 1)
+        std::printf("data parallel: AdamW %s\n", a.shard_update ? "split over the ranks (each updates 1/P of the weights and sends them on: "
+                                                                  "--shard-update)" : "on every rank for every weight (--shard-update off)");
     if (px.cp_size == 1) return;
     // What the ring moves, against a plain ring, layer by layer.
     long long moved = 0, plain = 0, pairs = 0;
@@ -878,6 +890,8 @@ class TrainLoop {
         const double t0 = now_s();
         if (a_.time_comm) comm_wait_timer().take_ms(), host_wait_ms_ = 0;  // this step's waits only
         r.lr = lr_at(step_, a_.warmup, a_.steps, a_.lr, a_.lr * a_.min_lr_frac);
+        const bool split = a_.op_split == step_ + 1;
+        in_.model.time_ops(split);
         r.loss = forward_backward(draw_batch());
         if (injected_nan(step_ + 1)) r.loss = NAN;
         r.norm = std::isfinite(r.loss) ? in_.model.grad_norm() : NAN;
@@ -892,6 +906,7 @@ class TrainLoop {
             in_.model.adamw_step(r.lr, clip_scale(r.norm, a_.grad_clip), opt_, ++updates_);
         }
         if (poison_after(step_)) {
+            in_.model.gather_state();
             std::vector<float> w(in_.model.num_params());
             in_.model.get_params(w.data());
             w[w.size() / 2] = NAN;
@@ -899,7 +914,22 @@ class TrainLoop {
         }
         if (a_.time_comm) r.comm_wait_ms = comm_wait_timer().take_ms() + host_wait_ms_;
         r.seconds = now_s() - t0;
+        if (split) print_op_split(in_.model.take_op_split(), r.seconds), in_.model.time_ops(false);
         return r;
+    }
+
+    // --op-split: each kind of op's share of the step, as the GPU's events between ops saw it
+    // (a host wait shows as the time of the op after it).
+    void print_op_split(const std::vector<std::pair<std::string, double>>& kinds, double step_s) const {
+        if (!say()) return;
+        if (kinds.empty()) {
+            std::printf("op split: this backend does not time its ops (the GPU backend does)\n");
+            return;
+        }
+        double total = 0;
+        for (const auto& [k, ms] : kinds) total += ms;
+        std::printf("op split of step %d (%.1f ms on the GPU, %.1f ms on the host's clock):\n", step_, total, 1e3 * step_s);
+        for (const auto& [k, ms] : kinds) std::printf("  %-12s %10.3f ms %6.1f%%\n", k.c_str(), ms, 100 * ms / std::max(total, 1e-9));
     }
 
     // This step's batch, this rank's rows of it; returns the targets counted over every rank:
@@ -981,6 +1011,7 @@ class TrainLoop {
     }
 
     void save(int at_step) {
+        in_.model.gather_state();  // every rank: a split update's moments whole again
         if (in_.px.size > 1) {  // the ranks' weights must be the same bits: compare a checksum first
             std::vector<float> w(in_.model.num_params());
             in_.model.get_params(w.data());
@@ -1077,6 +1108,7 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
     // Only without context parallelism: the ring's transfers run on a communicator of their own,
     // and two communicators' kernels at once can wait on each other across ranks.
     if (px.world && px.cp_size == 1 && a.grad_overlap) model->set_gradient_comm(px.world);
+    if (px.world && px.cp_size == 1 && a.shard_update) model->set_update_comm(px.world);
     const std::vector<StagePlan> plans = plan_stages(train, a, shape.recompute, corpus.val, *model, px, device, say);
     int updates = 0;
     const int step = load_model_state(*model, cfg, a, std::move(init_params), resume, say, &updates);

@@ -11,6 +11,8 @@
 #   dp       T = 1024, 16 windows per GPU, data parallel (P groups of --cp 1), each block's
 #            gradients summed during the backward (--grad-overlap on, the default)
 #   dp_serial  the same with the gradients summed after the backward (--grad-overlap off)
+#   dp_sharded  dp with each rank applying AdamW to 1/P of the weights and sending them on
+#            (--shard-update on, model/update_shard.h; by default every rank updates every weight)
 # Each run trains STEPS (8) steps on $DATA (a prepared corpus whose train.bin holds at least
 # 256K x P tokens; .carry/s14/corpus-long is one) and takes the median tokens/s of its metrics.csv
 # rows after the first SKIP (3). FLOPs per token, forward + backward: 546M for the matrix products
@@ -18,7 +20,7 @@
 # forward, 4 x 768 x the keys a query sees: T/2 causal dense; for the dilated branches (w, r)
 # sum w / (2 r^2), since 1 query in r takes part in a branch (2020 keys here). Weak-scaling
 # efficiency of the dilated run is the same on tokens and on FLOPs.
-# Usage: DATA=dir BIN=dir bench/bench_scaling.sh [dilated dense strong dp dp_serial]; tables to $OUTDIR/scaling.md
+# Usage: DATA=dir BIN=dir bench/bench_scaling.sh [dilated dense strong dp dp_serial dp_sharded]; tables to $OUTDIR/scaling.md
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 BIN=${BIN:-build}
@@ -31,7 +33,7 @@ source scripts/gpu_lib_paths.sh "$(cd "$BIN" && pwd)"
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$gpus" -ge 1 ] || { echo "bench_scaling: no GPU: nothing to run" >&2; exit 1; }
 if [ -n "${SCALING_P:-}" ]; then read -r -a Ps <<< "$SCALING_P"; else Ps=(); for p in 1 2 4 8; do [ $p -le "$gpus" ] && Ps+=($p); done; fi
-read -r -a kinds <<< "${*:-dilated dense strong dp dp_serial}"
+read -r -a kinds <<< "${*:-dilated dense strong dp dp_serial dp_sharded}"
 model=(--layers 12 --width 768 --heads 12)
 longnet=(--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12)
 common=(--device cuda --data "$DATA" --steps "$STEPS" --warmup 2 --val-every 0 --val-batches 1 --ckpt-every 0
@@ -45,6 +47,7 @@ run_one() {  # kind P: prints "tokens/s T wait_ms step_ms kv_mb" (median after S
         strong) T=131072; args=(--attn dense --seq-len $T --batch 1 --cp "$P") ;;
         dp) T=1024; args=(--attn dense --seq-len $T --batch $((16 * P))) ;;
         dp_serial) T=1024; args=(--attn dense --seq-len $T --batch $((16 * P)) --grad-overlap off) ;;
+        dp_sharded) T=1024; args=(--attn dense --seq-len $T --batch $((16 * P)) --shard-update on) ;;
         *) echo "unknown kind $kind"; return ;;
     esac
     dir=$OUTDIR/scaling/${kind}_p$P

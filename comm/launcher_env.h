@@ -38,14 +38,15 @@ inline bool launcher_env_int(const char* name, int* out, long lo = 0, long hi = 
     return true;
 }
 
-// Seconds a rendezvous or a communicator wait may take: LONGNET_COMM_TIMEOUT_S, else 60.
+// Seconds a rendezvous or a communicator wait may take: LONGNET_COMM_TIMEOUT_S, else 45: a hung rank's
+// job ends within a minute (issue 42), the abort and the launcher's teardown included.
 inline double comm_timeout_from_env() {
     const char* s = std::getenv("LONGNET_COMM_TIMEOUT_S");
-    if (!s) return 60;
+    if (!s) return 45;
     char* end = nullptr;
     const double v = std::strtod(s, &end);
     if (!*s || *end || !std::isfinite(v) || v <= 0)
-        fatal("LONGNET_COMM_TIMEOUT_S=\"%s\" is not a positive number of seconds: unset it (60 s) or give e.g. 300", s);
+        fatal("LONGNET_COMM_TIMEOUT_S=\"%s\" is not a positive number of seconds: unset it (45 s) or give e.g. 300", s);
     return v;
 }
 

@@ -106,6 +106,14 @@ NcclComm::~NcclComm() {
     if (stream_) cudaStreamDestroy(stream_);
 }
 
+// Whom a stuck wait waits for: the rank its last ring step receives from, the other rank of two,
+// else any of the others (a collective cannot tell which one is missing).
+std::string NcclComm::waited_for() const {
+    if (last_from_ >= 0) return "rank " + std::to_string(last_from_) + " (its ring step receives from it)";
+    if (size_ == 2) return "rank " + std::to_string(1 - rank_);
+    return "one of the other " + std::to_string(size_ - 1) + " ranks";
+}
+
 void NcclComm::fail(const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -121,6 +129,7 @@ void NcclComm::fail(const char* fmt, ...) {
 }
 
 void NcclComm::live(const char* what) const {
+    last_from_ = -1;  // a new op: sendrecv sets its source once enqueued
     if (!comm_) fatal("rank %d: NCCL %s: the job was aborted (%s)", rank_, what, abort_why_.c_str());
 }
 
@@ -157,9 +166,9 @@ void NcclComm::wait(bool stream_too, const char* what) {
         }
         const double waited = seconds_since(t0);
         if (waited > timeout_s_)
-            fail("rank %d: NCCL %s waited %.0f s for the other ranks (a rank died or hangs): aborted the "
-                 "communicator; see the other ranks' errors%s (LONGNET_COMM_TIMEOUT_S sets the limit)",
-                 rank_, what, waited,
+            fail("rank %d: NCCL %s waited %.0f s for %s (it died or hangs): aborted the communicator; see the other "
+                 "ranks' errors%s (LONGNET_COMM_TIMEOUT_S sets the limit)",
+                 rank_, what, waited, waited_for().c_str(),
                  up_ ? "" : ", and check that they all started with one rendezvous (a fresh LONGNET_RENDEZVOUS, or "
                       "MASTER_ADDR/MASTER_PORT) and that the hosts reach each other (NCCL_SOCKET_IFNAME)");
         pause_after(waited);
@@ -178,6 +187,7 @@ void NcclComm::sendrecv(const void* src, size_t send_bytes, int to, void* dst, s
     if (send_bytes) enqueued(ncclSend(src, send_bytes, ncclUint8, to, comm_, stream_), "send", __FILE__, __LINE__);
     if (recv_bytes) enqueued(ncclRecv(dst, recv_bytes, ncclUint8, from, comm_, stream_), "receive", __FILE__, __LINE__);
     enqueued(ncclGroupEnd(), "sendrecv", __FILE__, __LINE__);
+    last_from_ = recv_bytes ? from : -1;
 }
 
 void NcclComm::all_reduce_sum(float* x, size_t n) {

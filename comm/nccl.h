@@ -10,7 +10,7 @@
 // Why the waiting is done by hand: a rank that dies or never starts leaves NCCL's kernels on the
 // others spinning for ever, and a blocking communicator blocks inside NCCL where nothing can time
 // out. So the communicator is non-blocking (its set-up too), and every wait here polls the stream
-// and NCCL's asynchronous error state; after timeout_s (LONGNET_COMM_TIMEOUT_S, 60 s by default)
+// and NCCL's asynchronous error state; after timeout_s (LONGNET_COMM_TIMEOUT_S, 45 s by default)
 // or on an asynchronous error it aborts the communicator and fails with one line naming the rank.
 // Not thread-safe: one thread drives one NcclComm.
 #pragma once
@@ -74,18 +74,20 @@ class NcclComm : public Comm {
     // Aborts the communicator (so NCCL stops and frees it), then fails with the message.
     [[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
     void check_peer(int r, const char* role) const;
+    std::string waited_for() const;
 
     int rank_, size_;  // a split child learns its own from NCCL
     const double timeout_s_;
     ncclComm_t comm_ = nullptr;  // nullptr once aborted
     bool up_ = false;            // set-up finished (errors before it hint at the rendezvous)
     std::string abort_why_;
+    mutable int last_from_ = -1;  // the rank the last op received from (a ring step), -1 after a collective
     cudaStream_t stream_ = nullptr;
     uint64_t* scratch_ = nullptr;       // device: [0] the barrier's float, [1] a hash, [2..] the gathered hashes
     uint64_t* host_scratch_ = nullptr;  // pinned: a copy to pageable memory blocks in CUDA, past our timeout
 };
 
-// Seconds a wait may take: LONGNET_COMM_TIMEOUT_S (a positive number), else 60.
+// Seconds a wait may take: LONGNET_COMM_TIMEOUT_S (a positive number), else 45.
 double nccl_timeout_from_env();
 
 // This process's rank of the job from the launcher's environment (torchrun, mpirun of Open MPI or

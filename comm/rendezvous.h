@@ -21,7 +21,7 @@
 //                              waits until every rank arrived, then sends the blob to all. Under
 //                              torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True: torchrun
 //                              itself serves MASTER_PORT) rank 0 listens on MASTER_PORT + 1.
-// Both wait at most timeout_s (LONGNET_COMM_TIMEOUT_S, 60 s by default): then rank 0 fails naming
+// Both wait at most timeout_s (LONGNET_COMM_TIMEOUT_S, 45 s by default): then rank 0 fails naming
 // the ranks that never arrived (and tells the ranks that did), a rank fails naming the ADDR:PORT it
 // could not reach. Nothing assumes one host. No signal can come of a closed peer (MSG_NOSIGNAL).
 #pragma once

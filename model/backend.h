@@ -4,11 +4,13 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 #include "layers/adamw.h"
 #include "model/gpt.h"
 #include "model/host_memory.h"
 #include "model/recompute.h"
+#include "model/update_shard.h"
 
 // Memory a training step of (B, T) needs under a recompute policy (model/memory_plan.h).
 struct MemoryNeeds {
@@ -76,11 +78,23 @@ class ModelBackend {
     // all_reduce_grads then only waits for the last. nullptr, or a backend that cannot overlap:
     // everything is summed in all_reduce_grads.
     virtual void set_gradient_comm(Comm* comm) { (void)comm; }
+    // Data parallelism: each rank of `comm` applies AdamW to its 1/P of the weights and sends them
+    // to the others (model/update_shard.h; nullptr: every rank updates every weight). The weights
+    // are the same bits either way. After a split update only the rank's own shard of the moments
+    // (and of the GPU's master weights) is current: every rank calls gather_state() together
+    // before anything reads them (a checkpoint); get_params / get_opt_state refuse until then.
+    virtual void set_update_comm(Comm* comm) { (void)comm; }
+    virtual void gather_state() {}
     // Context parallelism: this rank holds its zigzag rows of each window (layers/ring_plan.h)
     // and attention runs over the ring of `comm` (nullptr: the whole window is here).
     virtual void set_context_parallel(Comm* comm) = 0;
     virtual void adamw_step(float lr, float grad_scale, const AdamWConfig& opt, int step) = 0;
     virtual void logits_at(float* out, int b, int t) = 0;  // (V) after a forward
+    // Where one step's time goes (train --op-split, bench_train --split): on, the next
+    // forward_backward to adamw_step marks each op's end; take_op_split returns ms per kind of
+    // op in the order each first came (empty where the backend cannot time its ops).
+    virtual void time_ops(bool on) { (void)on; }
+    virtual std::vector<std::pair<std::string, double>> take_op_split() { return {}; }
 
     // fp32 host copies of the state, in param_layout order, for checkpoints.
     virtual void get_params(float* dst) = 0;
@@ -127,20 +141,36 @@ class CpuBackend : public ModelBackend {
     void all_reduce_grads(Comm& comm) override { comm.all_reduce_sum(model_.grads.data(), model_.num_params); }
     void set_context_parallel(Comm* comm) override { model_.cp = comm; }
     void adamw_step(float lr, float grad_scale, const AdamWConfig& o, int step) override {
-        for (const ParamTensor& t : model_.layout) {
-            const size_t at = t.offset;
-            adamw_update(model_.params.data() + at, m_.data() + at, v_.data() + at, model_.grads.data() + at, t.size,
-                         lr, o.beta1, o.beta2, o.eps, t.decay ? o.weight_decay : 0.0f, step, grad_scale);
-        }
+        const size_t n = model_.num_params;
+        const UpdateShard mine = upd_ ? update_shard(n, upd_->size(), upd_->rank()) : UpdateShard{0, n};
+        for_each_in_shard(model_.layout, mine, [&](const ParamTensor& t, size_t at, size_t count) {
+            adamw_update(model_.params.data() + at, m_.data() + at, v_.data() + at, model_.grads.data() + at, count, lr,
+                         o.beta1, o.beta2, o.eps, t.decay ? o.weight_decay : 0.0f, step, grad_scale);
+        });
+        if (!upd_) return;
+        share_shards(*upd_, model_.params.data(), n, sizeof(float));  // the owners' weights to every rank
+        moments_split_ = true;
+    }
+    void set_update_comm(Comm* comm) override {
+        if (moments_split_) fatal("internal: set_update_comm while the moments are split: gather_state() first");
+        upd_ = comm && comm->size() > 1 ? comm : nullptr;
+    }
+    void gather_state() override {
+        if (!moments_split_) return;
+        share_shards(*upd_, m_.data(), m_.size(), sizeof(float));
+        share_shards(*upd_, v_.data(), v_.size(), sizeof(float));
+        moments_split_ = false;
     }
     void logits_at(float* out, int b, int t) override { model_.logits_at(out, b, t); }
     void get_params(float* dst) override { std::copy(model_.params.begin(), model_.params.end(), dst); }
     void set_params(const float* src) override { std::copy(src, src + model_.num_params, model_.params.begin()); }
     void get_opt_state(float* m, float* v) override {
+        if (moments_split_) fatal("internal: get_opt_state while the AdamW moments are split over the ranks: call gather_state() on every rank first");
         std::copy(m_.begin(), m_.end(), m);
         std::copy(v_.begin(), v_.end(), v);
     }
     void set_opt_state(const float* m, const float* v) override {
+        moments_split_ = false;
         std::copy(m, m + m_.size(), m_.begin());
         std::copy(v, v + v_.size(), v_.begin());
     }
@@ -153,4 +183,6 @@ class CpuBackend : public ModelBackend {
     }
     GPT<float> model_;
     std::vector<float> m_, v_;  // AdamW moments, fp32
+    Comm* upd_ = nullptr;       // data parallel: the update split over its ranks (model/update_shard.h)
+    bool moments_split_ = false;
 };

@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+#include "comm/host_wait.cuh"
 #include "comm/wait_timer.cuh"
 #include "model/op_timer.cuh"
 #include "layers/cuda/adamw.cuh"
@@ -24,6 +25,7 @@
 #include "layers/cuda/rope.cuh"
 #include "model/backend.h"
 #include "model/recompute.h"
+#include "model/update_shard.h"
 
 __global__ void float_to_bf16_kernel(bf16* out, const float* in, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -141,6 +143,7 @@ class CudaBackend : public ModelBackend {
     }
     ~CudaBackend() override {
         for (cudaEvent_t e : bucket_done_) cudaEventDestroy(e);
+        if (upd_done_) cudaEventDestroy(upd_done_);
         acts_.release();
         state_.release();
         cudaStreamDestroy(stream_);
@@ -260,6 +263,7 @@ class CudaBackend : public ModelBackend {
             comm.all_reduce_sum(grad_, n_);
             return;
         }
+        sum_comm_ = &comm;  // the host's waits now watch it (wait_host)
         cudaEvent_t ev;
         CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
         CUDA_CHECK(cudaEventRecord(ev, stream_));
@@ -275,16 +279,51 @@ class CudaBackend : public ModelBackend {
         mark("grad norm");
         float sq = 0;
         CUDA_CHECK(cudaMemcpyAsync(&sq, scalars_, 4, cudaMemcpyDeviceToHost, stream_));
-        CUDA_CHECK(cudaStreamSynchronize(stream_));
+        wait_host("the gradient norm");
         return std::sqrt((double)sq);
     }
 
     void adamw_step(float lr, float grad_scale, const AdamWConfig& o, int step) override {
         CUDA_CHECK(cudaMemcpyAsync(scalars_ + 1, &grad_scale, 4, cudaMemcpyHostToDevice, stream_));
-        for (const ParamTensor& t : layout_)
-            adamw_update_cuda(master_ + t.offset, param_ + t.offset, m_ + t.offset, v_ + t.offset, grad_ + t.offset, t.size,
-                              lr, o.beta1, o.beta2, o.eps, t.decay ? o.weight_decay : 0.0f, step, scalars_ + 1, stream_);
+        // Every weight, or with a split update this rank's shard (model/update_shard.h).
+        const UpdateShard mine = upd_ ? update_shard(n_, upd_->size(), upd_->rank()) : UpdateShard{0, n_};
+        for_each_in_shard(layout_, mine, [&](const ParamTensor& t, size_t at, size_t count) {
+            adamw_update_cuda(master_ + at, param_ + at, m_ + at, v_ + at, grad_ + at, count, lr, o.beta1, o.beta2, o.eps,
+                              t.decay ? o.weight_decay : 0.0f, step, scalars_ + 1, stream_);
+        });
         mark("adamw");
+        if (!upd_) return;
+        // The owners' bf16 weights to every rank before the next forward reads them.
+        if (cudaStream_t cs = (cudaStream_t)upd_->stream()) {
+            CUDA_CHECK(cudaEventRecord(upd_done_, stream_));
+            CUDA_CHECK(cudaStreamWaitEvent(cs, upd_done_, 0));
+            share_shards(*upd_, param_, n_, sizeof(bf16));
+            CUDA_CHECK(cudaEventRecord(upd_done_, cs));
+            comm_wait_timer().wait(stream_, upd_done_);
+        } else {  // the in-process communicator copies at once
+            wait_host("the update");
+            share_shards(*upd_, param_, n_, sizeof(bf16));
+        }
+        state_split_ = true;
+        mark("share weights");
+    }
+    void set_update_comm(Comm* comm) override {
+        if (state_split_) fatal("internal: set_update_comm while the state is split: gather_state() first");
+        upd_ = comm && comm->size() > 1 ? comm : nullptr;
+        if (upd_ && !upd_done_) CUDA_CHECK(cudaEventCreateWithFlags(&upd_done_, cudaEventDisableTiming));
+    }
+    // Every rank together: the owners' fp32 master weights and moments to every rank.
+    void gather_state() override {
+        if (!state_split_) return;
+        if (cudaStream_t cs = (cudaStream_t)upd_->stream()) {
+            CUDA_CHECK(cudaEventRecord(upd_done_, stream_));
+            CUDA_CHECK(cudaStreamWaitEvent(cs, upd_done_, 0));
+        } else {
+            wait_host("the update");
+        }
+        for (float* x : {master_, m_, v_}) share_shards(*upd_, x, n_, sizeof(float));
+        upd_->barrier();  // waits (with the communicator's time-out) for the broadcasts on its stream
+        state_split_ = false;
     }
 
     void logits_at(float* out, int b, int t) override {
@@ -293,14 +332,19 @@ class CudaBackend : public ModelBackend {
         CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
 
-    void get_params(float* dst) override { copy_to_host(dst, master_); }
+    void get_params(float* dst) override {
+        refuse_split_state("get_params");
+        copy_to_host(dst, master_);
+    }
     void set_params(const float* src) override {
+        state_split_ = false;  // every weight written, and the moments are set_opt_state's
         CUDA_CHECK(cudaMemcpy(master_, src, n_ * 4, cudaMemcpyHostToDevice));
         float_to_bf16_kernel<<<1024, 256, 0, stream_>>>(param_, master_, n_);
         CUDA_CHECK_LAST();
         CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
     void get_opt_state(float* m, float* v) override {
+        refuse_split_state("get_opt_state");
         copy_to_host(m, m_);
         copy_to_host(v, v_);
     }
@@ -316,6 +360,8 @@ class CudaBackend : public ModelBackend {
     // Bytes of activation memory for (B, T): what `--batch` and `--seq-len` cost.
     size_t activation_bytes() const { return acts_.size(); }
     OpTimer& op_timer() { return ops_; }
+    void time_ops(bool on) override { ops_.enable(on); }
+    std::vector<std::pair<std::string, double>> take_op_split() override { return ops_.take(); }
 
    private:
     GPTConfig cfg_;
@@ -335,6 +381,10 @@ class CudaBackend : public ModelBackend {
     Comm* cp_ = nullptr;       // context parallel: attention over this ring
     OpTimer ops_;                // bench_train --split: each op's kind marked on stream_
     Comm* grad_comm_ = nullptr;  // data parallel: each block's gradients summed during the backward
+    Comm* upd_ = nullptr;        // data parallel: the AdamW update split over its ranks (model/update_shard.h)
+    Comm* sum_comm_ = nullptr;   // the last all_reduce_grads' communicator
+    cudaEvent_t upd_done_ = nullptr;
+    bool state_split_ = false;   // only this rank's shard of master_, m_, v_ is current (gather_state)
     std::vector<cudaEvent_t> bucket_done_;  // per block, the embedding, and the join
     bool buckets_in_flight_ = false;
     int loss_count_ = 0;       // > 0: the mean loss's denominator over all ranks
@@ -404,7 +454,7 @@ class CudaBackend : public ModelBackend {
     size_t reduce_scratch_bytes() const { return grad_norm_squared_scratch_bytes(); }
 
     void copy_to_host(float* dst, const float* src) {
-        CUDA_CHECK(cudaStreamSynchronize(stream_));
+        wait_host("a copy to the host");
         CUDA_CHECK(cudaMemcpy(dst, src, n_ * 4, cudaMemcpyDeviceToHost));
     }
 
@@ -522,7 +572,7 @@ class CudaBackend : public ModelBackend {
             CUDA_CHECK(cudaMemcpyAsync(targets_d_, targets, BT * 4, cudaMemcpyHostToDevice, stream_));
         }
         // The host buffers may change once we return: wait for the copies.
-        CUDA_CHECK(cudaStreamSynchronize(stream_));
+        wait_host("the batch's upload");
     }
 
     void attention_forward(bf16* out, float* lse, const bf16* qkv, const AttnPattern& pattern) {
@@ -679,9 +729,15 @@ class CudaBackend : public ModelBackend {
         buckets_in_flight_ = false;
     }
 
+    // The host waits for the compute stream, which may wait on other ranks (comm/host_wait.cuh).
+    void wait_host(const char* what) { host_wait(stream_, {cp_, grad_comm_, upd_, sum_comm_}, what); }
+    void refuse_split_state(const char* what) const {
+        if (state_split_) fatal("internal: %s while the AdamW state is split over the ranks: call gather_state() on every rank first", what);
+    }
+
     float mean_loss() {
         CUDA_CHECK(cudaMemcpyAsync(losses_host_.data(), losses_, losses_host_.size() * 4, cudaMemcpyDeviceToHost, stream_));
-        CUDA_CHECK(cudaStreamSynchronize(stream_));
+        wait_host("the loss");
         double total = 0;
         for (float l : losses_host_) total += l;
         last_loss_sum_ = total;

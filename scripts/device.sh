@@ -34,7 +34,8 @@
 #                  torchrun --master_port (TCP; its agent holds MASTER_PORT), mpirun -np P (Open MPI
 #                  or MPICH; MASTER_ADDR/MASTER_PORT exported), each where installed; one row each
 #   infer, long_prompt, errors, recompute, kv_cache, block_sparse, nccl (several GPUs: NCCL ring
-#   attention, --cp training and perplexity against one GPU, a hung rank, a rank's GPU failing), attn_perf (the
+#   attention, --cp training and perplexity against one GPU; DATA's val.bin must hold 4096 x P
+#   tokens), faults (several GPUs: a hung rank, a rank's GPU failing), attn_perf (the
 #   harness's perf mode), dilated_bench, compare (dense and dilated at 32K, COMPARE_STEPS),
 #   long_context (issue 12's study on $CARRY/corpus-long: the 91M model trained at equal tokens as
 #   dense at 2K and dilated at 32K and 256K, from scratch or after 2K (LC_MODELS picks some:
@@ -369,8 +370,15 @@ for stage in "${stages[@]}"; do
                "$BIN/infer" --device cuda --checkpoint "$OUT/cp1_dense" --perplexity "$DATA/val_text.txt" --ctx $T > "$OUT/ppl1.log" 2>&1
                $L "$P" "$BIN/infer" --device cuda --checkpoint "$OUT/cp1_dense" --perplexity "$DATA/val_text.txt" --ctx $T --cp "$P" > "$OUT/pplP.log" 2>&1
                summary+=("perplexity 1 GPU: $(grep -E '^file' "$OUT/ppl1.log") | --cp $P: $(grep -E '\] file' "$OUT/pplP.log" | head -1)")
+               ;;
+        faults) # several GPUs (issue 42): a rank that hangs and a rank whose GPU fails, each while
+               # the job trains at --cp P; the others must end within a minute, naming it
+               P=$(nvidia-smi -L | wc -l)
+               L=scripts/launch.sh
+               T=$((4096 * P))
+               common="--device cuda --data $DATA --seq-len $T --batch 2 --val-every 10 --seed 7"
                # A rank that hangs (SIGSTOP) mid-training: the others must stop with a message
-               # naming it within the NCCL timeout (60 s), and the checkpoints stay readable.
+               # naming it within a minute (the NCCL timeout is 45 s), and the checkpoints stay readable.
                $L "$P" "$BIN/train" $common --steps 100000 --ckpt-every 5 --attn dense --cp "$P" --out "$OUT/hang" > "$OUT/hang.log" 2>&1 &
                lpid=$!
                for i in $(seq 90); do grep -qs '^7,train' "$OUT/hang/metrics.csv" && break; sleep 1; done
@@ -378,9 +386,12 @@ for stage in "${stages[@]}"; do
                for p in $(pgrep -f "$BIN/train"); do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "RANK=$((P - 1))" && victim=$p; done
                t_stop=$SECONDS; kill -STOP "$victim"
                wait $lpid; code=$?
+               took=$((SECONDS - t_stop))
+               { [ "$code" -ne 0 ] && [ $took -le 60 ] && grep -E 'error|launch:' "$OUT/hang.log" | grep -q "rank $((P - 1))"; } ||
+                   failed_stages+=("faults: the hung rank: exit $code after $took s, or no line names rank $((P - 1))")
                kill -KILL "$victim" 2>/dev/null
                "$BIN/infer" --device cuda --checkpoint "$OUT/hang" --perplexity "$DATA/val_text.txt" --ctx 1024 > "$OUT/hang_ppl.log" 2>&1
-               summary+=("hung rank $((P - 1)) (pid $victim): job exit $code after $((SECONDS - t_stop)) s: $(grep -iE 'rank|timed out|error' "$OUT/hang.log" | grep -v ' step ' | tail -2 | tr '\n' ' ') | checkpoint after: $(grep -E '^file' "$OUT/hang_ppl.log")")
+               summary+=("hung rank $((P - 1)) (pid $victim): job exit $code after $took s: $(grep -iE 'rank|timed out|error' "$OUT/hang.log" | grep -v ' step ' | tail -2 | tr '\n' ' ') | checkpoint after: $(grep -E '^file' "$OUT/hang_ppl.log")")
                tail -3 "$OUT/hang.log"
                # A rank whose GPU fails (a device-side trap after step 7, LNGPT_GPU_FAULT_AT_STEP):
                # one line from it, the job ended at once, the step-5 checkpoint loadable.

@@ -5,7 +5,8 @@
 # multicast can put a shared host's GPUs out of service: ../shared/gpu-machine.md). Every output
 # line is prefixed "[rank r] ". The first rank to exit non-zero ends the job: the others get TERM
 # at once (a rank blocked in NCCL would otherwise wait for it until its timeout), KILL 10 s later,
-# and the launcher exits with that rank's code.
+# and the launcher exits with that rank's code. A rank found stopped (SIGSTOP, a debugger, a
+# suspended shell) is named, and continued so that its TERM lands now rather than at the KILL.
 set -uo pipefail
 usage() { echo "usage: scripts/launch.sh P command [args...]   (P = number of ranks, a positive integer)" >&2; exit 2; }
 [ $# -ge 2 ] || usage
@@ -20,10 +21,18 @@ ranks=() rank_of=()
 # prefixers of its output. Stopping the group stops whatever the rank started, and waiting for
 # the subshell waits until its last line is printed.
 set -m
+stopped_ranks() {  # the ranks of which some process is stopped (state T), for the last line
+    local p q
+    for p in "${ranks[@]}"; do
+        for q in $(pgrep -g "$p" 2>/dev/null); do
+            [[ $(ps -o stat= -p "$q" 2>/dev/null) == T* ]] && { printf ' %s' "${rank_of[$p]}"; break; }
+        done
+    done
+}
 stop_ranks() {  # TERM now, KILL after 10 s, to every rank still running
     [ ${#ranks[@]} -gt 0 ] || return 0
     local p
-    for p in "${ranks[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+    for p in "${ranks[@]}"; do kill -TERM -- "-$p" 2>/dev/null; kill -CONT -- "-$p" 2>/dev/null; done
     (sleep 10; for p in "${ranks[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done) &
     local killer=$!
     wait "${ranks[@]}" 2>/dev/null
@@ -64,8 +73,9 @@ while [ ${#ranks[@]} -gt 0 ]; do
     for p in "${ranks[@]}"; do [ "$p" = "$done_pid" ] || left+=("$p"); done
     ranks=("${left[@]+"${left[@]}"}")
     if [ "$code" -ne 0 ]; then
+        stopped=$(stopped_ranks)
         stop_ranks
-        echo "launch: rank ${rank_of[$done_pid]} exited with code $code; stopped the others" >&2
+        echo "launch: rank ${rank_of[$done_pid]} exited with code $code; stopped the others${stopped:+ (rank${stopped} had been stopped: SIGSTOP or a debugger, so it could not answer)}" >&2
         finish "$code"
     fi
 done

@@ -20,7 +20,8 @@ cat > "$work/bin/train" <<'EOF'
 #!/usr/bin/env bash
 cp=1 batch=1 T=0 out="" attn=""
 while [ $# -gt 0 ]; do case $1 in --cp) cp=$2; shift;; --batch) batch=$2; shift;; --seq-len) T=$2; shift;;
-    --out) out=$2; shift;; --attn) attn=$2; shift;; --grad-overlap) [ "$2" = off ] && FACTOR=0.45; shift;; esac; shift; done
+    --out) out=$2; shift;; --attn) attn=$2; shift;; --grad-overlap) [ "$2" = off ] && FACTOR=0.45; shift;;
+    --shard-update) [ "$2" = on ] && FACTOR=0.3; shift;; esac; shift; done
 P=${WORLD_SIZE:-1}
 [ "$attn" = dense ] && [ "$T" = 131072 ] && [ "$P" = 2 ] && { echo "error: stand-in out of memory" >&2; exit 1; }
 [ "${RANK:-0}" = 0 ] || exit 0
@@ -38,7 +39,7 @@ EOF
 chmod +x "$work/path/nvidia-smi" "$work/bin/train"
 # The fake's tokens/s is 1000 x P x 0.9 at every P: the same per-GPU rate, 100% for weak scaling.
 PATH=$work/path:$PATH STEPS=6 SKIP=1 FACTOR=0.9 SCALING_P="1 2 4" BIN=$work/bin OUTDIR=$work/out DATA=$work/data \
-    bench/bench_scaling.sh dilated dp dense dp_serial > "$work/out.log" 2>&1
+    bench/bench_scaling.sh dilated dp dense dp_serial dp_sharded > "$work/out.log" 2>&1
 code=$?
 table=$(cat "$work/out/scaling.md" 2>/dev/null)
 row() { grep -qE -- "$1" <<< "$table"; }
@@ -51,6 +52,7 @@ check "dilated P = 2: a window of 2 x 256K, twice the tokens/s, is 100% (weak sc
 check "dilated P = 4: 100%" row '^\| dilated \| 4 \| 1048576 \| 3600 \| [0-9.]+ \| 100.0% \|'
 check "data parallel P = 4: 100%" row '^\| dp \| 4 \| 1024 \| 3600 \| [0-9.]+ \| 100.0% \|'
 check "dp_serial passes --grad-overlap off (the stand-in halves its rate for it: 900 x 4 / 2)" row '^\| dp_serial \| 4 \| 1024 \| 1800 \|'
+check "dp_sharded passes --shard-update on (the stand-in's rate 300 x 4)" row '^\| dp_sharded \| 4 \| 1024 \| 1200 \|'
 # Dense causal: the P = 4 window is 4x longer, so a token costs more FLOPs, and 4x the tokens/s is
 # more than 100% on FLOPs. Model FLOPs per token at T: 546M + 12 x 3.5 x 4 x 768 x T/2.
 f1=$(awk 'BEGIN { printf "%.1f", 900 * (546e6 + 12 * 3.5 * 4 * 768 * 32768) / 1e12 }')

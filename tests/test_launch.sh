@@ -37,6 +37,19 @@ fi
 left=$(for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f" 2>/dev/null | grep -xF "sleep $nap "; done)
 if [ -z "$left" ]; then pass "no rank left running"; else fail "ranks left running: $left"; fi
 
+# A rank that stops answering (SIGSTOP: here it stops itself) while another fails: the launcher
+# names it and continues it, so its TERM lands at once (not at the KILL 10 s later).
+start=$SECONDS
+out=$(scripts/launch.sh 3 bash -c 'if [ "$RANK" = 2 ]; then kill -STOP $$; sleep 60; fi
+                                   if [ "$RANK" = 0 ]; then sleep 1; echo "error: rank 0 gave up" >&2; exit 4; fi; sleep 60' 2>&1)
+code=$?
+took=$((SECONDS - start))
+if [ $code -eq 4 ] && [ $took -lt 6 ] && grep -q "launch: rank 0 exited with code 4; stopped the others (rank 2 had been stopped" <<< "$out"; then
+    pass "a stopped rank is named and the job ends in ${took} s: $(tail -1 <<< "$out")"
+else
+    fail "stopped rank: exit $code after ${took} s: $out"
+fi
+
 for bad in 0 -1 two 99999; do
     err=$(scripts/launch.sh "$bad" true 2>&1)
     code=$?

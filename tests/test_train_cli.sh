@@ -249,6 +249,40 @@ if tests/last_wins.sh ./build/train "${tiny[@]}" --steps 4 --simulate-ranks 2 --
 else
     fail "--time-comm: $(grep -E 'step +4/4|time split|error' "$work/timed.log")"
 fi
+# --shard-update (data parallel): each of 2 simulated ranks applies AdamW to half the weights and
+# sends them on; the losses and the checkpoints (weights and both moments, gathered for the save)
+# are the same bits as with every rank updating every weight, and such a checkpoint resumes.
+if tests/last_wins.sh ./build/train "${tiny[@]}" --simulate-ranks 2 --shard-update on --out "$work/shard_on" > "$work/shard_on.log" 2>&1 \
+   && tests/last_wins.sh ./build/train "${tiny[@]}" --simulate-ranks 2 --shard-update off --out "$work/shard_off" > "$work/shard_off.log" 2>&1 \
+   && grep -q 'AdamW split over the ranks' "$work/shard_on.log" && grep -q 'AdamW on every rank' "$work/shard_off.log" \
+   && diff <(cut -d, -f1-5 "$work/shard_on/metrics.csv") <(cut -d, -f1-5 "$work/shard_off/metrics.csv") > /dev/null \
+   && cmp -s "$work/shard_on/ckpt_00000010.safetensors" "$work/shard_off/ckpt_00000010.safetensors" \
+   && cmp -s "$work/shard_on/ckpt_00000020.safetensors" "$work/shard_off/ckpt_00000020.safetensors"; then
+    pass "--shard-update: the split AdamW update gives the same losses and checkpoints, bit for bit ($(grep -c ',train,' "$work/shard_on/metrics.csv") steps)"
+else
+    fail "--shard-update: $(grep -E 'error|AdamW' "$work/shard_on.log" "$work/shard_off.log" | head -4)"
+fi
+rm "$work/shard_on/ckpt_00000020.safetensors"
+if tests/last_wins.sh ./build/train "${tiny[@]}" --simulate-ranks 2 --shard-update on --resume --out "$work/shard_on" > "$work/shard_resume.log" 2>&1 \
+   && cmp -s "$work/shard_on/ckpt_00000020.safetensors" "$work/shard_off/ckpt_00000020.safetensors"; then
+    pass "a split update's step-10 checkpoint resumes to the same step-20 checkpoint"
+else
+    fail "resume of a split update: $(grep -E 'error' "$work/shard_resume.log" | head -2)"
+fi
+# --op-split: on the CPU backend the step cannot be timed op by op, and says so (the GPU's table
+# is checked by the GPU suite); a step outside the run is refused.
+if tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --op-split 2 --out "$work/split" > "$work/split.log" 2>&1 \
+   && grep -q '^op split: this backend does not time its ops' "$work/split.log"; then
+    pass "--op-split on the CPU says the backend cannot time its ops"
+else
+    fail "--op-split on the CPU: $(grep -E 'op split|error' "$work/split.log")"
+fi
+if ! tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --op-split 4 --out "$work/split4" > "$work/split4.log" 2>&1 \
+   && grep -q 'op-split must be a step in \[1, --steps 3\]' "$work/split4.log" && [ ! -e "$work/split4/metrics.csv" ]; then
+    pass "--op-split past --steps is refused before the run: $(grep error "$work/split4.log")"
+else
+    fail "--op-split 4 of 3 steps: $(tail -2 "$work/split4.log")"
+fi
 # The 8-GPU shapes (issue 13) as 8 simulated ranks: --cp 8, and 2 data-parallel groups x --cp 4
 # at the same tokens per step, each following the one-process run.
 for shape in "8 8" "4 8"; do
