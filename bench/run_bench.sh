@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: the attention benchmark (ours and cuDNN side by side), dilated attention from 16K
 # to 8M tokens, block-sparse attention from 16K to 1M, ring attention's per-rank compute and
-# predicted ring time, the training throughput of the GPT-2 124M shape, and, where PyTorch is
+# predicted ring time, the training throughput of the GPT-2 124M shape and where its step and a
+# decode step go, and, where PyTorch is
 # installed (as on the lent GPU machines), its peers: the PyTorch flash/cuDNN reference,
 # FlexAttention on the block-sparse pattern and a PyTorch LongNet on the dilated one; on a host of
 # several GPUs, the scaling of whole training steps (bench/bench_scaling.sh). One run;
@@ -17,6 +18,19 @@ source scripts/gpu_lib_paths.sh "$(cd "$BIN" && pwd)"
 "$BIN/bench_attention_dilated" --out "$OUTDIR/attention_dilated.md" ${BENCH_DILATED_ARGS:-}
 "$BIN/bench_attention_block_sparse" --out "$OUTDIR/attention_block_sparse.md" ${BENCH_BLOCK_SPARSE_ARGS:-}
 "$BIN/bench_train" --out "$OUTDIR/train_124m.md" --batches 8,16,32,64 ${BENCH_TRAIN_ARGS:-}
+# Where a training step and a decode step go (issue 43): the GPT-2 shape's step by kind of op beside
+# its floor, each piece of a 1M-context decode step, and where the long-document corpus exists the
+# 91M dilated model's step at T = 256K (train --op-split) with no floor counted (its attention's
+# FLOPs depend on the branches).
+"$BIN/bench_train" --split on --batches 32 --attention flash,cudnn --out "$OUTDIR/train_split.md" > /dev/null
+"$BIN/bench_kv_cache" --breakdown > "$OUTDIR/decode_split.md"
+if [ -f "${SCALING_DATA:-corpus-long}/train.bin" ]; then
+    "$BIN/train" --device cuda --data "${SCALING_DATA:-corpus-long}" --layers 12 --width 768 --heads 12 --attn dilated \
+        --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12 --seq-len 262144 --batch 1 --steps 6 --warmup 2 \
+        --val-every 0 --val-batches 1 --ckpt-every 0 --sample-tokens 0 --op-split 5 --out "$OUTDIR/split_256k" > "$OUTDIR/split_256k.log" 2>&1
+    { echo "91M dilated model, T = 262144, one step by kind of op (train --op-split 5):"; echo; echo '```'
+      grep -A14 '^op split' "$OUTDIR/split_256k.log"; echo '```'; } > "$OUTDIR/train_split_256k.md"
+fi
 # Ring attention: per-rank compute measured here, the ring time predicted for a link (--bw)
 "$BIN/bench_ring" --out "$OUTDIR/ring.md" ${BENCH_RING_ARGS:-}
 if python3 -c "import torch" 2>/dev/null && [ -f scripts/check_attention_torch.py ]; then

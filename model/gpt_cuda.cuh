@@ -129,11 +129,14 @@ class CudaBackend : public ModelBackend {
         // Parameters and optimizer state: bf16 weights, fp32 master weights, grads, m, v.
         const size_t o_param = state_.reserve(n_ * sizeof(bf16)), o_master = state_.reserve(n_ * 4),
                      o_grad = state_.reserve(n_ * 4), o_m = state_.reserve(n_ * 4), o_v = state_.reserve(n_ * 4),
-                     o_norm = state_.reserve(256), o_red = state_.reserve(reduce_scratch_bytes());
+                     o_norm = state_.reserve(256), o_red = state_.reserve(reduce_scratch_bytes()),
+                     o_chunks = state_.reserve(max_adamw_chunks() * sizeof(AdamWChunk));
         state_.allocate("the model's weights and optimizer state", "use a smaller model (--layers, --width)");
         param_ = state_.at<bf16>(o_param), master_ = state_.at<float>(o_master), grad_ = state_.at<float>(o_grad);
         m_ = state_.at<float>(o_m), v_ = state_.at<float>(o_v), scalars_ = state_.at<float>(o_norm);
         reduce_scratch_ = state_.at<float>(o_red);
+        adamw_chunks_ = state_.at<AdamWChunk>(o_chunks);
+        set_adamw_shard(UpdateShard{0, n_});
         CUDA_CHECK(cudaMemset(m_, 0, n_ * 4));
         CUDA_CHECK(cudaMemset(v_, 0, n_ * 4));
         CUDA_CHECK(cudaMemset(grad_, 0, n_ * 4));
@@ -285,12 +288,9 @@ class CudaBackend : public ModelBackend {
 
     void adamw_step(float lr, float grad_scale, const AdamWConfig& o, int step) override {
         CUDA_CHECK(cudaMemcpyAsync(scalars_ + 1, &grad_scale, 4, cudaMemcpyHostToDevice, stream_));
-        // Every weight, or with a split update this rank's shard (model/update_shard.h).
-        const UpdateShard mine = upd_ ? update_shard(n_, upd_->size(), upd_->rank()) : UpdateShard{0, n_};
-        for_each_in_shard(layout_, mine, [&](const ParamTensor& t, size_t at, size_t count) {
-            adamw_update_cuda(master_ + at, param_ + at, m_ + at, v_ + at, grad_ + at, count, lr, o.beta1, o.beta2, o.eps,
-                              t.decay ? o.weight_decay : 0.0f, step, scalars_ + 1, stream_);
-        });
+        // Every weight, or with a split update this rank's shard (model/update_shard.h): one launch.
+        adamw_update_chunks_cuda(master_, param_, m_, v_, grad_, adamw_chunks_, n_adamw_chunks_, lr, o.beta1, o.beta2, o.eps,
+                                 o.weight_decay, step, scalars_ + 1, stream_);
         mark("adamw");
         if (!upd_) return;
         // The owners' bf16 weights to every rank before the next forward reads them.
@@ -310,6 +310,7 @@ class CudaBackend : public ModelBackend {
     void set_update_comm(Comm* comm) override {
         if (state_split_) fatal("internal: set_update_comm while the state is split: gather_state() first");
         upd_ = comm && comm->size() > 1 ? comm : nullptr;
+        set_adamw_shard(upd_ ? update_shard(n_, upd_->size(), upd_->rank()) : UpdateShard{0, n_});
         if (upd_ && !upd_done_) CUDA_CHECK(cudaEventCreateWithFlags(&upd_done_, cudaEventDisableTiming));
     }
     // Every rank together: the owners' fp32 master weights and moments to every rank.
@@ -384,6 +385,8 @@ class CudaBackend : public ModelBackend {
     Comm* upd_ = nullptr;        // data parallel: the AdamW update split over its ranks (model/update_shard.h)
     Comm* sum_comm_ = nullptr;   // the last all_reduce_grads' communicator
     cudaEvent_t upd_done_ = nullptr;
+    AdamWChunk* adamw_chunks_ = nullptr;  // in state_: the table of the weights this rank updates
+    int n_adamw_chunks_ = 0;
     bool state_split_ = false;   // only this rank's shard of master_, m_, v_ is current (gather_state)
     std::vector<cudaEvent_t> bucket_done_;  // per block, the embedding, and the join
     bool buckets_in_flight_ = false;
@@ -727,6 +730,17 @@ class CudaBackend : public ModelBackend {
         CUDA_CHECK(cudaEventRecord(all, (cudaStream_t)grad_comm_->stream()));
         comm_wait_timer().wait(stream_, all);
         buckets_in_flight_ = false;
+    }
+
+    // AdamW's chunk table (layers/cuda/adamw.cuh) for the weights this rank updates.
+    size_t max_adamw_chunks() const { return n_ / ADAMW_CHUNK + layout_.size() + 2; }
+    void set_adamw_shard(UpdateShard shard) {
+        std::vector<AdamWPiece> pieces;
+        for_each_in_shard(layout_, shard, [&](const ParamTensor& t, size_t at, size_t count) { pieces.push_back({at, count, t.decay}); });
+        const std::vector<AdamWChunk> chunks = adamw_chunks(pieces);
+        if (chunks.size() > max_adamw_chunks()) fatal("internal: %zu AdamW chunks, room for %zu", chunks.size(), max_adamw_chunks());
+        CUDA_CHECK(cudaMemcpy(adamw_chunks_, chunks.data(), chunks.size() * sizeof(AdamWChunk), cudaMemcpyHostToDevice));
+        n_adamw_chunks_ = (int)chunks.size();
     }
 
     // The host waits for the compute stream, which may wait on other ranks (comm/host_wait.cuh).

@@ -691,6 +691,44 @@ static void test_adamw() {
             mr = to_d(down(d_m)), vr = to_d(down(d_v));
         }
     }
+    {  // one launch over a chunk table: pieces of odd sizes and offsets, decay on some, one longer than
+       // a chunk, gaps that must stay untouched; against the CPU update piece by piece
+        const size_t n = (size_t)S(200003, 20011);
+        const std::vector<AdamWPiece> pieces = {{0, 767, false}, {767, 5, true}, {781, (size_t)S(9001, 4099) * 2 + 3, true},
+                                                {n / 2 + 1, 1, false}, {n / 2 + 9, n / 2 - 9, true}};
+        const std::vector<AdamWChunk> table = adamw_chunks(pieces);
+        VF master = rand_f32(n, rng, -1, 1), m = rand_f32(n, rng, -1e-2, 1e-2), v = rand_f32(n, rng, 0, 1e-4);
+        VF grad = rand_f32(n, rng, -2e-2, 2e-2);
+        const float lr = 3e-4f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, scale = 0.7f;
+        DBuf<float> d_master(n), d_m(n), d_v(n), d_g(n), d_scale(1);
+        DBuf<bf16> d_param(n);
+        DBuf<AdamWChunk> d_table(table.size());
+        CUDA_CHECK(cudaMemcpy(d_table.p, table.data(), table.size() * sizeof(AdamWChunk), cudaMemcpyHostToDevice));
+        up(d_master, master), up(d_m, m), up(d_v, v), up(d_g, grad), up(d_scale, VF{scale});
+        d_param.poison();
+        adamw_update_chunks_cuda(d_master.p, d_param.p, d_m.p, d_v.p, d_g.p, d_table.p, (int)table.size(), lr, b1, b2, eps, wd, 3,
+                                 d_scale.p, g_stream);
+        VD pr = to_d(master), mr = to_d(m), vr = to_d(v), gr = to_d(grad);
+        const VD pr_before = pr;
+        std::vector<char> inside(n, 0);
+        for (const AdamWPiece& pc : pieces) {
+            adamw_update(pr.data() + pc.offset, mr.data() + pc.offset, vr.data() + pc.offset, gr.data() + pc.offset, pc.count, lr,
+                         b1, b2, eps, pc.decay ? wd : 0.0f, 3, scale);
+            std::fill(inside.begin() + pc.offset, inside.begin() + pc.offset + pc.count, 1);
+        }
+        const VF after = down(d_master), param = down(d_param), m_after = down(d_m);
+        const std::string shape = strf("n=%zu pieces=%zu chunks=%zu", n, pieces.size(), table.size());
+        check_adam("upd", "adamw_chunks.master", shape, after, pr, pr_before);
+        check_f32("upd", "adamw_chunks.m", shape, m_after, mr, 1e-6, 1e-5);
+        check_f32("upd", "adamw_chunks.v", shape, down(d_v), vr, 1e-6, 1e-5);
+        size_t bad_param = 0, touched_gap = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (inside[i]) bad_param += !(param[i] == bfr(after[i]));  // a poisoned (NaN) element counts
+            else touched_gap += after[i] != master[i] || m_after[i] != m[i];
+        }
+        check_bits("upd", "adamw_chunks.param", shape, bad_param, "bf16 copy == rn(master) inside the pieces");
+        check_bits("upd", "adamw_chunks.gaps", shape, touched_gap, "weights and moments outside every piece unchanged");
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -924,6 +962,19 @@ static void run_perf(const char* out_path) {
         clip_scale_cuda(scale.p, nsq.p, 1.0f, g_stream);
         add("adamw_update", strf("n=%zu", n), time_us([&] {
                 adamw_update_cuda(master.p, param.p, m.p, v.p, g.p, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, scale.p, g_stream);
+            }),
+            30.0 * n, 0);
+        std::vector<AdamWPiece> pieces;  // GPT-2's alternation of matrices and vectors, one launch
+        for (size_t at = 0; at < n;) {
+            const size_t len = std::min(n - at, pieces.size() % 2 ? (size_t)768 : (size_t)768 * 3072);
+            pieces.push_back({at, len, len > 768}), at += len;
+        }
+        const std::vector<AdamWChunk> table = adamw_chunks(pieces);
+        DBuf<AdamWChunk> d_table(table.size());
+        CUDA_CHECK(cudaMemcpy(d_table.p, table.data(), table.size() * sizeof(AdamWChunk), cudaMemcpyHostToDevice));
+        add("adamw_update_chunks", strf("n=%zu, %zu pieces", n, pieces.size()), time_us([&] {
+                adamw_update_chunks_cuda(master.p, param.p, m.p, v.p, g.p, d_table.p, (int)table.size(), 1e-4f, 0.9f, 0.95f, 1e-8f,
+                                         0.1f, 10, scale.p, g_stream);
             }),
             30.0 * n, 0);
     }
