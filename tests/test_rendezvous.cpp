@@ -470,7 +470,7 @@ static void env_checks() {
     expect_fatal("LONGNET_COMM_TIMEOUT_S=0", [&] { set_env({{"LONGNET_COMM_TIMEOUT_S", "0"}}), comm_timeout_from_env(); },
                  {"LONGNET_COMM_TIMEOUT_S=\"0\" is not a positive number"});
     set_env({});
-    check(comm_timeout_from_env() == 60, "LONGNET_COMM_TIMEOUT_S unset: 60 s");
+    check(comm_timeout_from_env() == 45, "LONGNET_COMM_TIMEOUT_S unset: 45 s");
 
     // The file: a stale one of another world size fails at once; rank 0 absent times out.
     char path[] = "/tmp/test_rendezvous_file.XXXXXX";

@@ -69,12 +69,10 @@ __global__ void clip_scale_kernel(float* scale_out, const float* norm_squared, f
 // AdamW: the arithmetic of adamw_update in layers/adamw.h, in fp32, with the bias corrections
 // computed in double on the host (as the reference does) and divided in double here too.
 
-__global__ void adamw_update_kernel(float* master, bf16* param, float* m, float* v, const float* grad, size_t n,
-                                    float lr, float beta1, float beta2, float eps, float weight_decay, double bc1,
-                                    double bc2, const float* grad_scale) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const float scale = grad_scale ? *grad_scale : 1.0f;
+// Element i's update: both kernels below run exactly this, so they give the same bits.
+__device__ __forceinline__ void adamw_element(size_t i, float* master, bf16* param, float* m, float* v, const float* grad,
+                                              float scale, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                              double bc1, double bc2) {
     const float g = grad[i] * scale;
     const float mi = beta1 * m[i] + (1 - beta1) * g;
     const float vi = beta2 * v[i] + (1 - beta2) * g * g;
@@ -87,10 +85,19 @@ __global__ void adamw_update_kernel(float* master, bf16* param, float* m, float*
     param[i] = __float2bfloat16(p);
 }
 
+__global__ void adamw_update_kernel(float* master, bf16* param, float* m, float* v, const float* grad, size_t n,
+                                    float lr, float beta1, float beta2, float eps, float weight_decay, double bc1,
+                                    double bc2, const float* grad_scale) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float scale = grad_scale ? *grad_scale : 1.0f;
+    adamw_element(i, master, param, m, v, grad, scale, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+}
+
 // The same update over many tensors in one launch (the training step's 147 launches, one per
 // tensor, were 1.6 ms against a 0.9 ms floor for GPT-2 124M: bench_train --split). A table of
 // chunks, each at most ADAMW_CHUNK elements of one tensor with its weight decay, one block each;
-// the arithmetic is adamw_update_kernel's, element for element, so the bits are the same.
+// the arithmetic is adamw_element's, as adamw_update_kernel's, so the bits are the same.
 constexpr int ADAMW_CHUNK = 4096, ADAMW_THREADS = 256;
 struct AdamWChunk {
     unsigned long long offset;  // first element in the flat buffers
@@ -105,19 +112,8 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
     const AdamWChunk c = chunks[blockIdx.x];
     const float scale = grad_scale ? *grad_scale : 1.0f;
     const float wd = c.decay ? weight_decay : 0.0f;
-    for (unsigned int j = threadIdx.x; j < c.count; j += ADAMW_THREADS) {
-        const size_t i = c.offset + j;
-        const float g = grad[i] * scale;
-        const float mi = beta1 * m[i] + (1 - beta1) * g;
-        const float vi = beta2 * v[i] + (1 - beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        const float m_hat = (float)(mi / bc1), v_hat = (float)(vi / bc2);
-        float p = master[i];
-        p -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * p);
-        master[i] = p;
-        param[i] = __float2bfloat16(p);
-    }
+    for (unsigned int j = threadIdx.x; j < c.count; j += ADAMW_THREADS)
+        adamw_element(c.offset + j, master, param, m, v, grad, scale, lr, beta1, beta2, eps, wd, bc1, bc2);
 }
 
 // ------------------------------------------------------------------------------------------------
