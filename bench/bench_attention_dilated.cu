@@ -10,8 +10,13 @@
 // Time: median of --reps timed runs (cudaEvents) after --warmup runs, inputs random normal.
 //
 // Usage: bench_attention_dilated [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants]
+//                                [--segments w,.. --dilations r,..] [--sizes N,..] [--branches]
 //   --variants also times every forward and backward tile variant on the dilated pattern at 1M.
+//   --segments/--dilations: another pattern (the 91M model's: 2048,4096,8192,16384,32768 and
+//   1,2,4,6,12); --sizes: these N only; --branches: each branch alone too, so that a slow branch
+//   and the cost of merging them show (the branches' times against the whole's).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -20,19 +25,51 @@
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/attention_flash_variants.h"  // every tile variant
 #include "bench/bench_pattern.cuh"
+#include "core/error.h"
 
 static int main_body(int argc, char** argv) {
     const char* out_path = nullptr;
     int reps = 5, warmup = 2;
     long long max_n = 8LL << 20;
-    bool variants = false;
+    bool variants = false, branches = false;
+    std::vector<int> segments = {2048, 4096, 8192}, dilations = {1, 2, 4};
+    std::vector<long long> sizes = {16LL << 10, 64LL << 10, 256LL << 10, 1LL << 20, 2LL << 20, 4LL << 20, 8LL << 20};
+    auto list = [](const char* text) {
+        std::vector<long long> out;
+        for (const char* p = text; *p;) {
+            char* end = nullptr;
+            const long long v = std::strtoll(p, &end, 10);
+            if (end == p || v <= 0 || (*end && *end != ',')) fatal("bench_attention_dilated: \"%s\" is not a comma list of positive integers", text);
+            out.push_back(v);
+            p = *end ? end + 1 : end;
+        }
+        return out;
+    };
+    auto ints = [&](const char* text) {
+        std::vector<int> out;
+        for (long long v : list(text)) {
+            if (v > (1LL << 30)) fatal("bench_attention_dilated: %lld is too large in \"%s\"", v, text);
+            out.push_back((int)v);
+        }
+        return out;
+    };
     for (int i = 1; i < argc; i++) {
         if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
         else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--max-n") && i + 1 < argc) max_n = std::atoll(argv[++i]);
         else if (!std::strcmp(argv[i], "--variants")) variants = true;
-        else fatal("usage: bench_attention_dilated [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants]");
+        else if (!std::strcmp(argv[i], "--branches")) branches = true;
+        else if (!std::strcmp(argv[i], "--segments") && i + 1 < argc) segments = ints(argv[++i]);
+        else if (!std::strcmp(argv[i], "--dilations") && i + 1 < argc) dilations = ints(argv[++i]);
+        else if (!std::strcmp(argv[i], "--sizes") && i + 1 < argc) sizes = list(argv[++i]);
+        else fatal("usage: bench_attention_dilated [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants] "
+                   "[--segments w,.. --dilations r,..] [--sizes N,..] [--branches]");
+    }
+    {  // a bad pattern is refused with or without a GPU
+        AttnPattern p;
+        p.kind = AttnKind::Dilated, p.causal = true, p.dilated.segments = segments, p.dilated.dilations = dilations;
+        if (const std::string e = pattern_error(p); !e.empty()) fatal("bench_attention_dilated: %s", e.c_str());
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -45,8 +82,10 @@ static int main_body(int argc, char** argv) {
     AttnPattern dil;
     dil.kind = AttnKind::Dilated;
     dil.causal = true;
-    dil.dilated.segments = {2048, 4096, 8192};
-    dil.dilated.dilations = {1, 2, 4};
+    dil.dilated.segments = segments;
+    dil.dilated.dilations = dilations;
+    std::string branch_list;
+    for (size_t i = 0; i < segments.size(); i++) branch_list += strf("%s(%d,%d)", i ? "," : "", segments[i], dilations[i]);
     AttnPattern dense;
     dense.causal = true;
 
@@ -58,10 +97,10 @@ static int main_body(int argc, char** argv) {
         std::fflush(stdout);
     };
     std::snprintf(line, sizeof line,
-                  "# dilated attention, causal, bf16, B=%d H=%d D=%d, (w,r) = (2048,1),(4096,2),(8192,4), %s\n"
+                  "# dilated attention, causal, bf16, B=%d H=%d D=%d, (w,r) = %s, %s\n"
                   "# TF/s = 4*B*D*pairs_kept / time (x3.5 for fwd+bwd); MiB/1K = device memory of one layer's "
                   "fwd+bwd per 1K tokens\n",
-                  B, H, D, prop.name);
+                  B, H, D, branch_list.c_str(), prop.name);
     emit(line);
     std::snprintf(line, sizeof line, "%-8s %-13s %9s %9s %9s %10s %10s %9s %9s %9s\n", "N", "pattern", "fwd ms",
                   "fwd TF/s", "f+b ms", "f+b TF/s", "Mtok/s f+b", "us/1Ktok", "bwd TF/s", "MiB/1K");
@@ -76,8 +115,9 @@ static int main_body(int argc, char** argv) {
         const AttnShape s{B, (int)N, H, D, 3 * H * D};
         row(N, "dense", time_pattern(s, dense, 0, 0, warmup, reps));
     }
-    for (long long N : {16LL << 10, 64LL << 10, 256LL << 10, 1LL << 20, 2LL << 20, 4LL << 20, 8LL << 20}) {
+    for (long long N : sizes) {
         if (N > max_n) break;
+        if (N > (1LL << 30)) fatal("bench_attention_dilated: N = %lld is past the kernels' int sizes", N);
         const AttnShape s{B, (int)N, H, D, 3 * H * D};
         size_t free_b = 0, total = 0;
         CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
@@ -89,6 +129,12 @@ static int main_body(int argc, char** argv) {
         }
         const int w = N >= (4LL << 20) ? 1 : warmup, n = N >= (4LL << 20) ? 3 : reps;  // the largest take seconds
         row(N, "dilated", time_pattern(s, dil, 0, 0, w, n));
+        for (size_t b = 0; branches && b < segments.size(); b++) {  // each branch alone
+            AttnPattern one = dil;
+            one.dilated.segments = {segments[b]};
+            one.dilated.dilations = {dilations[b]};
+            row(N, strf("w%d r%d", segments[b], dilations[b]).c_str(), time_pattern(s, one, 0, 0, w, n));
+        }
         if (N == (64LL << 10) || N == (1LL << 20)) {
             row(N, "dilated det", time_pattern(s, dil, 0, flash::kDeterministicBackwardVariant, w, n));
             // The plain grid order (no launch-order groups, resolve_block), for comparison.
