@@ -1089,6 +1089,9 @@ static void print_sample(ModelBackend& model, const Tokenizer& tok, const TrainA
 static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& shape, Device device, ParallelContext& px) {
     const char* device_used = device == Device::Cuda ? "cuda" : "cpu";
     const bool say = px.leader();
+    if (a.shard_update && (px.size == 1 || px.cp_size > 1))
+        fatal("--shard-update splits AdamW over data-parallel ranks at --cp 1, and this job has %d rank%s at --cp %d, where it "
+              "does nothing: drop it", px.size, px.size == 1 ? "" : "s", px.cp_size);
     lock_existing_out(a, say);
     const Corpus corpus = load_corpus(a);
     GPTConfig cfg = config_from_flags(a, flags, corpus.tok.vocab_size());

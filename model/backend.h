@@ -82,7 +82,8 @@ class ModelBackend {
     // to the others (model/update_shard.h; nullptr: every rank updates every weight). The weights
     // are the same bits either way. After a split update only the rank's own shard of the moments
     // (and of the GPU's master weights) is current: every rank calls gather_state() together
-    // before anything reads them (a checkpoint); get_params / get_opt_state refuse until then.
+    // before anything reads or replaces them (a checkpoint); get_params / get_opt_state (and the
+    // GPU's set_params / set_opt_state) refuse until then.
     virtual void set_update_comm(Comm* comm) { (void)comm; }
     virtual void gather_state() {}
     // Context parallelism: this rank holds its zigzag rows of each window (layers/ring_plan.h)
@@ -170,7 +171,7 @@ class CpuBackend : public ModelBackend {
         std::copy(v_.begin(), v_.end(), v);
     }
     void set_opt_state(const float* m, const float* v) override {
-        moments_split_ = false;
+        if (moments_split_) fatal("internal: set_opt_state while the AdamW moments are split over the ranks: call gather_state() on every rank first");
         std::copy(m, m + m_.size(), m_.begin());
         std::copy(v, v + v_.size(), v_.begin());
     }

@@ -338,7 +338,7 @@ class CudaBackend : public ModelBackend {
         copy_to_host(dst, master_);
     }
     void set_params(const float* src) override {
-        state_split_ = false;  // every weight written, and the moments are set_opt_state's
+        refuse_split_state("set_params");  // it would leave the moments split and say nothing
         CUDA_CHECK(cudaMemcpy(master_, src, n_ * 4, cudaMemcpyHostToDevice));
         float_to_bf16_kernel<<<1024, 256, 0, stream_>>>(param_, master_, n_);
         CUDA_CHECK_LAST();
@@ -350,6 +350,7 @@ class CudaBackend : public ModelBackend {
         copy_to_host(v, v_);
     }
     void set_opt_state(const float* m, const float* v) override {
+        refuse_split_state("set_opt_state");
         CUDA_CHECK(cudaMemcpy(m_, m, n_ * 4, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(v_, v, n_ * 4, cudaMemcpyHostToDevice));
     }

@@ -269,6 +269,13 @@ if tests/last_wins.sh ./build/train "${tiny[@]}" --simulate-ranks 2 --shard-upda
 else
     fail "resume of a split update: $(grep -E 'error' "$work/shard_resume.log" | head -2)"
 fi
+if ! tests/last_wins.sh ./build/train "${tiny[@]}" --shard-update on --out "$work/shard_one" > "$work/shard_one.log" 2>&1 \
+   && grep -q 'shard-update splits AdamW over data-parallel ranks at --cp 1, and this job has 1 rank at --cp 1' "$work/shard_one.log" \
+   && [ ! -e "$work/shard_one/metrics.csv" ]; then
+    pass "--shard-update on one rank is refused before the run: $(grep error "$work/shard_one.log")"
+else
+    fail "--shard-update on one rank: $(tail -2 "$work/shard_one.log")"
+fi
 # --op-split: on the CPU backend the step cannot be timed op by op, and says so (the GPU's table
 # is checked by the GPU suite); a step outside the run is refused.
 if tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --op-split 2 --out "$work/split" > "$work/split.log" 2>&1 \
