@@ -389,6 +389,7 @@ class CudaBackend : public ModelBackend {
     AdamWChunk* adamw_chunks_ = nullptr;  // in state_: the table of the weights this rank updates
     int n_adamw_chunks_ = 0;
     bool state_split_ = false;   // only this rank's shard of master_, m_, v_ is current (gather_state)
+    ProgressMarks progress_;     // wait_host: how far stream_ has got (comm/host_wait.cuh)
     std::vector<cudaEvent_t> bucket_done_;  // per block, the embedding, and the join
     bool buckets_in_flight_ = false;
     int loss_count_ = 0;       // > 0: the mean loss's denominator over all ranks
@@ -616,7 +617,10 @@ class CudaBackend : public ModelBackend {
         const int C = cfg_.n_embd, BT = B_ * T_;
         encoder_forward_cuda(encoded_, tokens_d_, p_.wte, B_, T_, C, stream_);
         mark("encoder");
-        for (int l = 0; l < cfg_.n_layer; l++) block_forward(l, block_input(l), layers_[l], BlockStage::Output);
+        for (int l = 0; l < cfg_.n_layer; l++) {
+            block_forward(l, block_input(l), layers_[l], BlockStage::Output);
+            progress_mark();
+        }
         layernorm_forward_cuda(lnf_, lnf_mean_, lnf_rstd_, block_input(cfg_.n_layer), p_.lnfw, p_.lnfb, BT, C, stream_);
         mark("layernorm");
     }
@@ -708,6 +712,7 @@ class CudaBackend : public ModelBackend {
             // Block l's gradients are final (and, for the last block, the final LayerNorm's,
             // which follow it in the buffer): their sum runs under the blocks below.
             if (grad_comm_) sum_bucket(l, dw.ln1w, l + 1 < cfg_.n_layer ? g_.blocks[l + 1].ln1w : grad_ + n_);
+            progress_mark();
         }
         encoder_backward_cuda(g_.wte, dresid_, tokens_d_, B_, T_, C, stream_);
         mark("encoder");
@@ -745,7 +750,13 @@ class CudaBackend : public ModelBackend {
     }
 
     // The host waits for the compute stream, which may wait on other ranks (comm/host_wait.cuh).
-    void wait_host(const char* what) { host_wait(stream_, {cp_, grad_comm_, upd_, sum_comm_}, what); }
+    void wait_host(const char* what) {
+        host_wait(stream_, {cp_, grad_comm_, upd_, sum_comm_}, what, [this] { return progress_.done(); });
+    }
+    // With other ranks, an event after each block (forward and backward): wait_host's progress.
+    void progress_mark() {
+        if (cp_ || grad_comm_ || upd_ || sum_comm_) progress_.mark(stream_);
+    }
     void refuse_split_state(const char* what) const {
         if (state_split_) fatal("internal: %s while the AdamW state is split over the ranks: call gather_state() on every rank first", what);
     }
