@@ -4,9 +4,9 @@
 // rank is running to notice. So with a communicator of 2+ ranks the host polls the stream,
 // spinning for the first 100 ms (a training step's waits are short, and a sleep would add its
 // wake-up to every step) and sleeping 1 ms at a time after that. A wait may be long and healthy
-// (one step of a dense 4M-token window takes over a minute), so the limit is on time without
-// progress: the caller's probe says when the stream has passed another of its marks (an event
-// after each block, ProgressMarks). Past LONGNET_COMM_TIMEOUT_S without progress it aborts the
+// (a dense ring's step grows with the window's square: over a minute at 1M tokens), so the
+// limit is on time without progress: the caller's probe says when the stream has passed another
+// of its marks (an event after each block, ProgressMarks). Past LONGNET_COMM_TIMEOUT_S without progress it aborts the
 // communicators, so that NCCL's kernels let go of the GPU, and fails with one line.
 #pragma once
 #include <chrono>
