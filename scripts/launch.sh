@@ -21,11 +21,11 @@ ranks=() rank_of=()
 # prefixers of its output. Stopping the group stops whatever the rank started, and waiting for
 # the subshell waits until its last line is printed.
 set -m
-stopped_ranks() {  # the ranks of which some process is stopped (state T), for the last line
+stopped_ranks() {  # the ranks of which some process is stopped (state T, or t under a debugger), for the last line
     local p q
     for p in "${ranks[@]}"; do
         for q in $(pgrep -g "$p" 2>/dev/null); do
-            [[ $(ps -o stat= -p "$q" 2>/dev/null) == T* ]] && { printf ' %s' "${rank_of[$p]}"; break; }
+            [[ $(ps -o stat= -p "$q" 2>/dev/null) == [Tt]* ]] && { printf ' %s' "${rank_of[$p]}"; break; }
         done
     done
 }
