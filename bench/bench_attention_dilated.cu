@@ -11,10 +11,12 @@
 //
 // Usage: bench_attention_dilated [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants]
 //                                [--segments w,.. --dilations r,..] [--sizes N,..] [--branches]
+//                                [--doc-tokens L,..]
 //   --variants also times every forward and backward tile variant on the dilated pattern at 1M.
 //   --segments/--dilations: another pattern (the 91M model's: 2048,4096,8192,16384,32768 and
 //   1,2,4,6,12); --sizes: these N only; --branches: each branch alone too, so that a slow branch
-//   and the cost of merging them show (the branches' times against the whole's).
+//   and the cost of merging them show (the branches' times against the whole's); --doc-tokens:
+//   the same again with documents of L tokens masked (the model's --doc-mask), row "docs L".
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +35,7 @@ static int main_body(int argc, char** argv) {
     long long max_n = 8LL << 20;
     bool variants = false, branches = false;
     std::vector<int> segments = {2048, 4096, 8192}, dilations = {1, 2, 4};
+    std::vector<int> doc_lengths;
     std::vector<long long> sizes = {16LL << 10, 64LL << 10, 256LL << 10, 1LL << 20, 2LL << 20, 4LL << 20, 8LL << 20};
     auto list = [](const char* text) {
         std::vector<long long> out;
@@ -63,8 +66,9 @@ static int main_body(int argc, char** argv) {
         else if (!std::strcmp(argv[i], "--segments") && i + 1 < argc) segments = ints(argv[++i]);
         else if (!std::strcmp(argv[i], "--dilations") && i + 1 < argc) dilations = ints(argv[++i]);
         else if (!std::strcmp(argv[i], "--sizes") && i + 1 < argc) sizes = list(argv[++i]);
+        else if (!std::strcmp(argv[i], "--doc-tokens") && i + 1 < argc) doc_lengths = ints(argv[++i]);
         else fatal("usage: bench_attention_dilated [--out FILE] [--reps N] [--warmup N] [--max-n N] [--variants] "
-                   "[--segments w,.. --dilations r,..] [--sizes N,..] [--branches]");
+                   "[--segments w,.. --dilations r,..] [--sizes N,..] [--branches] [--doc-tokens L,..]");
     }
     {  // a bad pattern is refused with or without a GPU
         AttnPattern p;
@@ -128,12 +132,16 @@ static int main_body(int argc, char** argv) {
             break;
         }
         const int w = N >= (4LL << 20) ? 1 : warmup, n = N >= (4LL << 20) ? 3 : reps;  // the largest take seconds
-        row(N, "dilated", time_pattern(s, dil, 0, 0, w, n));
-        for (size_t b = 0; branches && b < segments.size(); b++) {  // each branch alone
-            AttnPattern one = dil;
-            one.dilated.segments = {segments[b]};
-            one.dilated.dilations = {dilations[b]};
-            row(N, strf("w%d r%d", segments[b], dilations[b]).c_str(), time_pattern(s, one, 0, 0, w, n));
+        std::vector<int> docs = {0};  // 0: no documents
+        docs.insert(docs.end(), doc_lengths.begin(), doc_lengths.end());
+        for (int L : docs) {
+            row(N, L ? strf("docs %d", L).c_str() : "dilated", time_pattern(s, dil, 0, 0, w, n, L));
+            for (size_t b = 0; branches && b < segments.size(); b++) {  // each branch alone
+                AttnPattern one = dil;
+                one.dilated.segments = {segments[b]};
+                one.dilated.dilations = {dilations[b]};
+                row(N, strf("w%d r%d", segments[b], dilations[b]).c_str(), time_pattern(s, one, 0, 0, w, n, L));
+            }
         }
         if (N == (64LL << 10) || N == (1LL << 20)) {
             row(N, "dilated det", time_pattern(s, dil, 0, flash::kDeterministicBackwardVariant, w, n));

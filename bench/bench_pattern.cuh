@@ -15,6 +15,11 @@ __global__ void iota_kernel(int* x, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = i;
 }
 
+// Documents of `len` tokens: each token's document start, as the model's doc masks pass them.
+__global__ void doc_start_kernel(int* x, int n, int len) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = i / len * len;
+}
+
 inline double median_ms(const std::function<void()>& f, int warmup, int reps) {
     cudaEvent_t a, b;
     CUDA_CHECK(cudaEventCreate(&a));
@@ -38,14 +43,14 @@ inline double median_ms(const std::function<void()>& f, int warmup, int reps) {
 struct Buffers {
     bf16 *qkv = nullptr, *dqkv = nullptr, *out = nullptr, *dout = nullptr;
     float *lse = nullptr, *ws = nullptr;
-    int* pos = nullptr;
+    int *pos = nullptr, *doc_start = nullptr;  // doc_start: only with documents (doc_tokens > 0)
     double mib_per_1k = 0;  // measured with cudaMemGetInfo around the allocations
 
     static size_t need(const AttnShape& s, const AttnPattern& pat) {
         const size_t t = (size_t)s.B * s.N, hd = (size_t)s.H * s.D;
         return t * hd * 2 * 8 + t * s.H * 4 + s.N * 4 + attention_backward_workspace_bytes(s, pat);
     }
-    Buffers(const AttnShape& s, const AttnPattern& pat) {
+    Buffers(const AttnShape& s, const AttnPattern& pat, int doc_tokens = 0) {
         const size_t t = (size_t)s.B * s.N, hd = (size_t)s.H * s.D;
         size_t free0 = 0, free1 = 0, total = 0;
         CUDA_CHECK(cudaMemGetInfo(&free0, &total));
@@ -64,10 +69,15 @@ struct Buffers {
         CUDA_CHECK_LAST();
         iota_kernel<<<1024, 256>>>(pos, s.N);
         CUDA_CHECK_LAST();
+        if (doc_tokens > 0) {  // B = 1 here, as in every pattern benchmark
+            CUDA_CHECK(cudaMalloc(&doc_start, (size_t)s.B * s.N * 4));
+            doc_start_kernel<<<1024, 256>>>(doc_start, s.B * s.N, doc_tokens);
+            CUDA_CHECK_LAST();
+        }
         CUDA_CHECK(cudaDeviceSynchronize());
     }
     ~Buffers() {
-        cudaFree(qkv), cudaFree(dqkv), cudaFree(out), cudaFree(dout), cudaFree(lse), cudaFree(pos), cudaFree(ws);
+        cudaFree(qkv), cudaFree(dqkv), cudaFree(out), cudaFree(dout), cudaFree(lse), cudaFree(pos), cudaFree(ws), cudaFree(doc_start);
     }
 };
 
@@ -75,18 +85,19 @@ struct Result {
     double fwd_ms, fb_ms, fwd_tf, fb_tf, mib_per_1k;
 };
 
+// doc_tokens > 0: documents of that many tokens, masked as the model's --doc-mask does.
 inline Result time_pattern(const AttnShape& s, const AttnPattern& pat, int fwd_variant, int bwd_variant, int warmup,
-                           int reps) {
-    Buffers buf(s, pat);
+                           int reps, int doc_tokens = 0) {
+    Buffers buf(s, pat, doc_tokens);
     const int HD = s.H * s.D;
     const float scale = 1.f / std::sqrt((float)s.D);
     const bf16 *q = buf.qkv, *k = buf.qkv + HD, *v = buf.qkv + 2 * HD;
     auto fwd = [&] {
-        attention_forward_cuda_variant(fwd_variant, buf.out, buf.lse, q, k, v, buf.pos, nullptr, pat, s, scale, 0);
+        attention_forward_cuda_variant(fwd_variant, buf.out, buf.lse, q, k, v, buf.pos, buf.doc_start, pat, s, scale, 0);
     };
     auto bwd = [&] {
         attention_backward_cuda_variant(bwd_variant, buf.dqkv, buf.dqkv + HD, buf.dqkv + 2 * HD, buf.dout, buf.out,
-                                        buf.lse, q, k, v, buf.pos, nullptr, pat, s, scale, buf.ws, 0);
+                                        buf.lse, q, k, v, buf.pos, buf.doc_start, pat, s, scale, buf.ws, 0);
     };
     // The first calls allocate what the launchers cache (a block-sparse pattern's tile lists):
     // counted in the memory column too.

@@ -24,9 +24,10 @@ source scripts/gpu_lib_paths.sh "$(cd "$BIN" && pwd)"
 # FLOPs depend on the branches).
 "$BIN/bench_train" --split on --batches 32 --attention flash,cudnn --out "$OUTDIR/train_split.md" > /dev/null
 "$BIN/bench_kv_cache" --breakdown > "$OUTDIR/decode_split.md"
-# The 91M model's dilated pattern at 256K, whole and branch by branch (its attention is two thirds
-# of that model's step).
+# The 91M model's dilated pattern at 256K, whole and branch by branch (its attention is half of
+# that model's step), without and with documents (training masks them: --doc-mask).
 "$BIN/bench_attention_dilated" --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12 --sizes 262144 --branches \
+    --doc-tokens 65536 \
     --out "$OUTDIR/attention_dilated_91m.md" > /dev/null
 if [ -f "${SCALING_DATA:-corpus-long}/train.bin" ]; then
     "$BIN/train" --device cuda --data "${SCALING_DATA:-corpus-long}" --layers 12 --width 768 --heads 12 --attn dilated \

@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
         // P^T = 2^(S^T scale_log2 - L_log2[query]); masked pairs 0.
         float Lq[QB][2];
         load_query_cols<QB>(Lq, Ls);
-        probs_t_masked<MT, QB, Schedule>(s, p, Lq, query_first_pos(p, q0), kt, kn, BN, queries, it, b, k0 + warp * 16 * MT,
-                                         q0, qn, h);
+        probs_t_masked<MT, QB, Schedule>(s, p, Lq, query_first_pos(p, q0), query_rows_doc_max_warp(p, b, q0, qn), kt, kn,
+                                         BN, queries, it, b, k0 + warp * 16 * MT, q0, qn, h);
         // dV += P^T dO
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {
@@ -284,7 +284,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
             mma_rows_times_tile<MT, NB, D, true>(dp, a, Vs, kc * 16);
         }
         const bool cut = keys.cut(it);
-        if (cut || pair_needs_mask(p, qt, kt, BN)) mask_scores<MT, NB, Schedule>(s, p, b, q0 + warp * 16 * MT, k0, kt.n, h, cut);
+        if (cut || pair_needs_mask(p, qt, kt, BN))
+            mask_scores<MT, NB, Schedule>(s, p, b, q0 + warp * 16 * MT, k0, kt.n, h, cut, docs_cut(p, qt.doc_max, kt));
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll

@@ -68,7 +68,8 @@ __device__ __forceinline__ void bwd_wg_issue_sdp(float (&s)[1][QB][4], float (&d
 // warp-specialized one, backward_ws.cuh, run the same step; they differ in how tiles arrive and
 // how the two warpgroups meet), once bwd_wg_issue_sdp issued S^T and dP^T into s and dp (the
 // only products still pending). key_row0: the first key of the calling warp's 16-row slice; Qs,
-// dOs, Ls, Deltas: this step's query tile; dSs: the block's dS^T tile. Waits for S^T and dP^T,
+// dOs, Ls, Deltas, doc_max (the largest document start among its rows, query_rows_doc_max_warp):
+// this step's query tile; dSs: the block's dS^T tile. Waits for S^T and dP^T,
 // computes P^T and dS^T (into the A fragments pa and dsa, and dS^T's rows into dSs for dQ), and
 // issues dV += P^T dO, dK += dS^T Q (committed, not waited for: pa, dsa, dk and dv stay in use
 // until the next wait).
@@ -77,7 +78,7 @@ __device__ __forceinline__ void bwd_wg_step_dkdv_from_sdp(float (&s)[1][QB][4], 
                                                           const Queries& queries, int it, const KeyTile& kt, int kn, int b,
                                                           int h, int wg, int key_row0, int q0, int qn, uint32_t Qs,
                                                           uint32_t dOs, uint32_t dSs, const float* Ls, const float* Deltas,
-                                                          uint32_t (&pa)[QB / 2][4], uint32_t (&dsa)[QB / 2][4],
+                                                          int doc_max, uint32_t (&pa)[QB / 2][4], uint32_t (&dsa)[QB / 2][4],
                                                           float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
     constexpr int BN = 128, BM = 8 * QB, DB = D / 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -94,7 +95,7 @@ __device__ __forceinline__ void bwd_wg_step_dkdv_from_sdp(float (&s)[1][QB][4], 
     if constexpr (!kEarlyL) load_query_cols<QB>(Lq, Ls);
 
     // P^T = 2^(S^T scale_log2 - L_log2[query]) (masked: 0); dS^T = P^T (dP^T - delta) scale, in dp.
-    probs_t_masked<1, QB, Schedule>(s, p, Lq, q_first_pos, kt, kn, BN, queries, it, b, key_row0, q0, qn, h);
+    probs_t_masked<1, QB, Schedule>(s, p, Lq, q_first_pos, doc_max, kt, kn, BN, queries, it, b, key_row0, q0, qn, h);
     ds_t_from_probs<1, QB>(dp, s, dp, Deltas, p.scale);
 #pragma unroll
     for (int kk = 0; kk < BM / 16; kk++) {
@@ -132,13 +133,13 @@ template <int D, class Schedule, int KQ, class Queries>
 __device__ __forceinline__ void bwd_wg_step_dkdv(const Params& p, const Queries& queries, int it, const KeyTile& kt, int kn,
                                                  int b, int h, int wg, int key_row0, int q0, int qn, uint32_t sK, uint32_t sV,
                                                  uint32_t Qs, uint32_t dOs, uint32_t dSs, const float* Ls, const float* Deltas,
-                                                 uint32_t (&pa)[KQ][4], uint32_t (&dsa)[KQ][4], float (&dk)[D / 8][4],
-                                                 float (&dv)[D / 8][4]) {
+                                                 int doc_max, uint32_t (&pa)[KQ][4], uint32_t (&dsa)[KQ][4],
+                                                 float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
     constexpr int QB = 2 * KQ;
     float s[1][QB][4], dp[1][QB][4];
     bwd_wg_issue_sdp<D>(s, dp, wg, sK, sV, Qs, dOs);
     bwd_wg_step_dkdv_from_sdp<D, Schedule>(s, dp, p, queries, it, kt, kn, b, h, wg, key_row0, q0, qn, Qs, dOs, dSs, Ls, Deltas,
-                                           pa, dsa, dk, dv);
+                                           doc_max, pa, dsa, dk, dv);
 }
 
 // dQ[:, wg*D/2 ..] = dS K over all 128 keys (both warpgroups' dS^T must be in dSs), issued and

@@ -100,8 +100,9 @@ __global__ void __launch_bounds__(256, 1) attention_backward_dkdv_wgmma_kernel(P
         const int q0 = queries.tile(it) * BM, qn = min(BM, p.qrows.len - q0);
 
         uint32_t pa[BM / 16][4], dsa[BM / 16][4];
-        bwd_wg_step_dkdv<D, Schedule>(p, queries, it, kt, kn, b, h, wg, key_row0, q0, qn, sK, sV, Qs, dOs, sdS, Ls, Deltas, pa,
-                                      dsa, dk, dv);
+        const int doc_max = query_rows_doc_max_warp(p, b, q0, qn);
+        bwd_wg_step_dkdv<D, Schedule>(p, queries, it, kt, kn, b, h, wg, key_row0, q0, qn, sK, sV, Qs, dOs, sdS, Ls, Deltas,
+                                      doc_max, pa, dsa, dk, dv);
 
         // dQ[:, wg*D/2 ..] = dS K over all BN keys: dS^T of both warpgroups must be in place.
         fence_proxy_async();

@@ -80,6 +80,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
     constexpr uint32_t kTileQ = BM * D * 2;  // bytes of one Q (or dO) stage
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t bars[1 + 2 * STAGES];
+    __shared__ int doc_max_of_stage[STAGES];  // with documents: the largest start among the tile's rows
     const uint32_t base = (smem_u32(smem) + 1023) & ~1023u;
     const uint32_t sK = base;                     // [D/64][BN][64]
     const uint32_t sV = sK + BN * D * 2;          // [D/64][BN][64]
@@ -139,6 +140,9 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
                 Lr[i] = ok ? __ldg(p.lse_log2 + at) : INFINITY;
                 Dr[i] = ok ? __ldg(p.delta + at) : 0.f;
             }
+            // With documents, the consumers skip the element masks of a step no document cuts
+            // (docs_cut): the tile's largest document start, found here off their path.
+            const int doc_max = query_rows_doc_max_warp(p, b, q0, qn);
             if (use > 0) mbar_wait(q_empty + 8 * s, (use - 1) & 1);
             // Q and dO first: their copies run while the lanes store L and delta.
             if (lane == 0) {
@@ -151,7 +155,8 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
                 Lw[s * BM + lane + 32 * i] = Lr[i];
                 Dw[s * BM + lane + 32 * i] = Dr[i];
             }
-            mbar_arrive(q_full + 8 * s);  // every lane, releasing its L, delta stores
+            if (lane == 0) doc_max_of_stage[s] = doc_max;
+            mbar_arrive(q_full + 8 * s);  // every lane, releasing its L, delta (lane 0: doc_max) stores
         }
         return;
     }
@@ -188,7 +193,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         uint32_t pa[BM / 16][4], dsa[BM / 16][4];
         if constexpr (!kOverlap) issue_sdp(s, dp, it);
         bwd_wg_step_dkdv_from_sdp<D, Schedule>(s, dp, p, queries, it, kt, kn, b, h, cw, key_row0, q0, qn, Qs, dOs, dSs, Ls,
-                                               Deltas, pa, dsa, dk, dv);
+                                               Deltas, doc_max_of_stage[st], pa, dsa, dk, dv);
 
         // dQ[:, cw*D/2 ..] = dS K over all BN keys: both consumers' dS^T must be in place. (The
         // other buffer, written next step, was last read by the dQ of the step before, which

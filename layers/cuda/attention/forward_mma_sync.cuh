@@ -83,7 +83,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p)
             mma_rows_times_tile<MT, NB, D, true>(s, a, Ks, kc * 16);
         }
         const bool cut = keys.cut(it);
-        if (cut || pair_needs_mask(p, qt, kt, BN)) mask_scores<MT, NB, Schedule>(s, p, b, q0 + warp * 16 * MT, k0, kt.n, h, cut);
+        if (cut || pair_needs_mask(p, qt, kt, BN))
+            mask_scores<MT, NB, Schedule>(s, p, b, q0 + warp * 16 * MT, k0, kt.n, h, cut, docs_cut(p, qt.doc_max, kt));
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) online_softmax_update<NB, DB>(s[mt], m[mt], l[mt], acc[mt], p.scale_log2);
 

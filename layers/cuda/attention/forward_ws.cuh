@@ -152,7 +152,8 @@ __device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile
         const int k0 = keys.tile(it) * BN;
         const KeyTile kt = key_tile_info(p, k0, min(BN, p.krows.len - k0));
         const bool cut = keys.cut(it);
-        if (cut || pair_needs_mask(p, qt, kt, BN)) mask_scores<1, NB, Schedule>(s, p, b, row0, k0, kt.n, h, cut);
+        if (cut || pair_needs_mask(p, qt, kt, BN))
+            mask_scores<1, NB, Schedule>(s, p, b, row0, k0, kt.n, h, cut, docs_cut(p, qt.doc_max, kt));
         online_softmax_scores<NB>(s[0], m, l, alpha, p.scale_log2);
     };
     if (cw == 1) named_arrive(kWsSchedBarrier, 256);

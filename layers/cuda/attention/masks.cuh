@@ -77,6 +77,17 @@ struct TileRange {
     __device__ constexpr bool cut(int) const { return false; }  // a range's pattern keeps whole tiles
 };
 
+// The largest document start among query rows [q0, q0 + n) of sequence b (INT_MIN without
+// documents), from one warp: all 32 lanes call it. The backward steps read it per query tile
+// (docs_cut); a tile inside one document then skips the element masks.
+__device__ __forceinline__ int query_rows_doc_max_warp(const Params& p, int b, int q0, int n) {
+    if (!p.doc_start) return INT_MIN;
+    int hi = INT_MIN;
+    for (int i = threadIdx.x & 31; i < n; i += 32)
+        hi = max(hi, __ldg(p.doc_start + (size_t)b * p.q_tokens + p.qrows.token(q0 + i)));
+    return __reduce_max_sync(0xffffffffu, hi);
+}
+
 // Reads a query tile's positions and document bounds. Every thread of the block must call it
 // (block-wide reduction through shared memory).
 template <int NT>
@@ -168,7 +179,8 @@ __device__ __forceinline__ int causal_query_begin(const Params& p, const KeyTile
     return query_rows_with_pos_le(p, kt.first_pos - 1);
 }
 
-// The causal diagonal in row space, for one-sided launches without documents (rows_mask_ok):
+// The causal diagonal in row space, for one-sided launches whose pair no document cuts
+// (rows_mask_ok; docs: docs_cut's answer for the pair):
 // positions never decrease along a map, so the key rows up to a query row are at or before its
 // position, and if the next row is at a later one, so is every row after it. A query row then
 // sees key rows [0, row + 1) and a key row is seen by query rows [row, len): two loads per row
@@ -176,8 +188,8 @@ __device__ __forceinline__ int causal_query_begin(const Params& p, const KeyTile
 // neighbour shares the row's position (repeated positions): the caller compares positions.
 // Two-sided launches without documents take the same path, each row's bound computed from the
 // contiguous positions (contiguous_rows_le).
-__device__ __forceinline__ bool rows_mask_ok(const Params& p) {
-    return !p.doc_start && (!p.causal || same_rows(p));
+__device__ __forceinline__ bool rows_mask_ok(const Params& p, bool docs) {
+    return !docs && (!p.causal || same_rows(p));
 }
 __device__ __forceinline__ int causal_key_end_of_row(const Params& p, int row) {
     if (row + 1 >= p.krows.len) return p.krows.len;
@@ -189,11 +201,20 @@ __device__ __forceinline__ int causal_query_begin_of_row(const Params& p, int ro
     return __ldg(p.qpos + p.qrows.token(row - 1)) < kp ? row : -1;
 }
 
+// Does the document mask cut the (query tile, key tile) pair: does a query's document start
+// after the tile's first key? doc_max: the largest document start among the query tile's rows
+// (INT_MAX where a caller has not read it: every pair counts as cut). Keys sit at or after their
+// tile's first position, so an uncut pair's document rule keeps every element and its mask is
+// the causal one alone (by rows, two loads a row, where documents compare every element).
+__device__ __forceinline__ bool docs_cut(const Params& p, int doc_max, const KeyTile& kt) {
+    return p.doc_start && kt.first_pos < doc_max;
+}
+
 // Must the (query tile, key tile) pair be masked element by element? Only pairs on the causal
 // diagonal, at the end of the key sequence or straddling a document start are; the rest run
 // the plain path.
 __device__ __forceinline__ bool pair_needs_mask(const Params& p, const QueryTile& qt, const KeyTile& kt, int BN) {
-    return kt.n < BN || (p.causal && kt.last_pos > qt.first_pos) || (p.doc_start && kt.first_pos < qt.doc_max);
+    return kt.n < BN || (p.causal && kt.last_pos > qt.first_pos) || docs_cut(p, qt.doc_max, kt);
 }
 
 // ---- The element masks every kernel applies to a tile pair that needs them: to its score
@@ -218,15 +239,16 @@ struct RowRuleOf<Schedule, true> {
 
 // Sets s[mt][j][*] = -inf where the key is not allowed for the row (or lies past the keys), and,
 // when the schedule's list says the pattern cuts this tile pair, where head h's pattern drops it.
-// Row positions are re-read here rather than kept in registers: few tiles need a mask.
+// Row positions are re-read here rather than kept in registers: few tiles need a mask. docs:
+// does the document mask cut the pair (docs_cut)? Only then are document starts compared.
 template <int MT, int NB, class Schedule>
 __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params& p, int b, int row0, int k0,
-                                            int kn, int h = 0, bool cut = false) {
+                                            int kn, int h, bool cut, bool docs) {
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     // Dense and dilated rows: a column bound per row (masks.cuh: causal_key_end_of_row one-sided;
-    // two-sided, from the contiguous positions, with no documents).
+    // two-sided, from the contiguous positions, where no document cuts the pair).
     if constexpr (!Schedule::kOwnElementMask) {
-        if (Schedule::kTwoSided ? !p.doc_start : rows_mask_ok(p)) {
+        if (Schedule::kTwoSided ? !docs : rows_mask_ok(p, docs)) {
             int lim[MT][2];  // keep columns 2t + c with c < lim
             bool by_rows = true;
 #pragma unroll
@@ -267,7 +289,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
             // Two-sided and block-sparse sides hold contiguous positions (pos0 + token, masks.cuh):
             // no loads (a block-sparse list's many cut tiles, a two-sided launch's diagonals).
             qp[mt][r] = Schedule::kTwoSided ? p.q_pos0 + tok : __ldg(p.qpos + tok);
-            qd[mt][r] = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
+            qd[mt][r] = docs ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
         }
     // The pattern's rules for each row (cut pairs): its per-row rule, and the rules of head h
     // not tested per element (Schedule::kept_bits) as a bit per key column (column c at position
@@ -296,7 +318,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int r = 0; r < 2; r++) {
-                    bool drop = !valid || !key_allowed(p.causal, p.doc_start != nullptr, qp[mt][r], qd[mt][r], kp);
+                    bool drop = !valid || !key_allowed(p.causal, docs, qp[mt][r], qd[mt][r], kp);
                     if constexpr (Schedule::kOwnElementMask)
                         drop = drop || (cut && !(rule[mt][r].keeps(kp) || ((block_bits[mt][r] >> (2 * j + e)) & 1u)));
                     if (drop) s[mt][j][2 * r + e] = -INFINITY;
@@ -307,10 +329,10 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params&
 
 // Zeroes P^T (keys as rows from key_row0, queries as columns from q0) where the pair is masked,
 // the key lies past the keys or the query past the queries, and (cut) where head h's pattern
-// drops it.
+// drops it. docs: does the document mask cut the pair (docs_cut)?
 template <int MT, int QB, class Schedule>
 __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params& p, int b, int key_row0, int q0,
-                                             int qn, int h = 0, bool cut = false) {
+                                             int qn, int h, bool cut, bool docs) {
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     int kp[MT][2];
     bool kok[MT][2];
@@ -326,9 +348,9 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
             kp[mt][r] = Schedule::kTwoSided ? p.k_pos0 + tok : __ldg(p.kpos + tok);
         }
     // Dense and dilated rows: a column range per key row (masks.cuh: causal_query_begin_of_row
-    // one-sided; two-sided, from the contiguous positions, with no documents).
+    // one-sided; two-sided, from the contiguous positions, where no document cuts the pair).
     if constexpr (!Schedule::kOwnElementMask) {
-        if (Schedule::kTwoSided ? !p.doc_start : rows_mask_ok(p)) {
+        if (Schedule::kTwoSided ? !docs : rows_mask_ok(p, docs)) {
             int lo[MT][2];  // keep columns 2t + c with lo <= c < hi
             const int hi = qn - 2 * t;
             bool by_rows = true;
@@ -382,12 +404,12 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
             const bool qok = col < qn;
             const int tok = p.qrows.token(qok ? q0 + col : q0);
             const int qpos = Schedule::kTwoSided ? p.q_pos0 + tok : __ldg(p.qpos + tok);
-            const int qdoc = p.doc_start ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
+            const int qdoc = docs ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int r = 0; r < 2; r++) {
-                    bool drop = !(qok && kok[mt][r] && key_allowed(p.causal, p.doc_start != nullptr, qpos, qdoc, kp[mt][r]));
+                    bool drop = !(qok && kok[mt][r] && key_allowed(p.causal, docs, qpos, qdoc, kp[mt][r]));
                     if constexpr (Schedule::kOwnElementMask)
                         drop = drop || (cut && !(RowRuleOf<Schedule>::make(p, qpos).keeps(kp[mt][r]) ||
                                                  ((block_bits[mt][r] >> (2 * j + e)) & 1u)));  // the query's rule: cut pairs only
@@ -401,13 +423,14 @@ __device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params
 // L_log2[query]), masked element by element where the (key tile, query tile) pair needs it (the
 // pattern cuts it, the key tile is partial, there are documents, or the causal diagonal crosses
 // it). Lq: the query tile's L in log2 at this thread's columns (load_query_cols); q_first_pos:
-// the position of its first row (read only when causal); kt, kn: the key tile; queries.cut(it):
+// the position of its first row (read only when causal); doc_max: the largest document start
+// among its rows (query_rows_doc_max_warp; read only with documents); kt, kn: the key tile; queries.cut(it):
 // does the pattern cut the pair (read after the exponentials, where the step read it before it
 // was shared).
 template <int MT, int QB, class Schedule, class Queries>
 __device__ __forceinline__ void probs_t_masked(float (&s)[MT][QB][4], const Params& p, const float (&Lq)[QB][2],
-                                               int q_first_pos, const KeyTile& kt, int kn, int BN, const Queries& queries,
-                                               int it, int b, int key_row0, int q0, int qn, int h) {
+                                               int q_first_pos, int doc_max, const KeyTile& kt, int kn, int BN,
+                                               const Queries& queries, int it, int b, int key_row0, int q0, int qn, int h) {
 #pragma unroll
     for (int j = 0; j < QB; j++)
 #pragma unroll
@@ -417,9 +440,10 @@ __device__ __forceinline__ void probs_t_masked(float (&s)[MT][QB][4], const Para
 #pragma unroll
                 for (int r = 0; r < 2; r++) s[mt][j][2 * r + e] = ex2(fmaf(s[mt][j][2 * r + e], p.scale_log2, -Lq[j][e]));
     const bool cut = queries.cut(it);
-    bool need_mask = cut || kn < BN || p.doc_start != nullptr;
+    const bool docs = docs_cut(p, doc_max, kt);
+    bool need_mask = cut || kn < BN || docs;
     if (p.causal && !need_mask) need_mask = kt.last_pos > q_first_pos;
-    if (need_mask) mask_probs_t<MT, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut);
+    if (need_mask) mask_probs_t<MT, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut, docs);
 }
 
 // The position of a query tile's first row, for probs_t_masked (causal launches only).
