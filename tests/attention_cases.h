@@ -212,6 +212,7 @@ inline void add_sized_cases(std::vector<AttnCase>& v, bool small) {
         add({2, 300, 5, 64, attn_dilated(true, {{64, 1}, {40, 2}})}).min_chunk = 100;  // dQ chunks per branch
         AttnCase& d = add({2, 300, 5, 128, attn_dilated(false, {{64, 2}, {96, 3}})});      // no r = 1 branch
         d.docs = DE, d.min_chunk = 64;
+        add({2, 300, 5, 64, attn_dilated(true, {{64, 1}, {300, 12}})}).docs = DE;  // r = 12: folded TMA maps
         add({2, 300, 3, 64, attn_block_sparse(true, 64, 100, 16, 2, 256)}).docs = DE;  // tile lists, element masks
         add({1, 300, 3, 128, attn_fixed(128, 16)});                                 // computed tiles, summary cut
         return;
@@ -255,6 +256,13 @@ inline void add_sized_cases(std::vector<AttnCase>& v, bool small) {
     add({2, 1000, 5, 64, attn_dilated(true, {{256, 2}, {512, 1}, {7, 7}})}).docs = DE;
     AttnCase& d6 = add({2, 1000, 5, 128, attn_dilated(false, {{100, 3}, {64, 64}})});
     d6.docs = DE, d6.min_chunk = 200;
+    // Dilations past the TMA's stride of 8, read through folded maps (tma_rows.cuh: ws_fold): r = 12
+    // over 2048 tokens (fold 4) with documents, the 12 offsets of r = 12 at D = 128 with dQ in
+    // chunks, r = 9 (fold 9), and r = 12 over 1001 tokens, which no fold divides (no TMA).
+    add({2, 2048, 5, 64, attn_dilated(true, {{512, 1}, {1536, 12}})}).docs = DS;
+    add({1, 4096, 12, 128, attn_dilated(true, {{1024, 1}, {4096, 12}})}).min_chunk = 1024;
+    add({2, 999, 5, 64, attn_dilated(true, {{333, 1}, {999, 9}})}).docs = DE;
+    add({2, 1001, 5, 64, attn_dilated(false, {{143, 1}, {1001, 12}})});
     add({2, 1500, 5, 64, attn_dilated(true, {{4096, 1}})}).identity = Identity{"(w>=N,1) == dense", attn_dense(true)};
     add({2, 1500, 5, 128, attn_dilated(false, {{1500, 1}})}).identity = Identity{"(w=N,1) == dense", attn_dense(false)};
     // A document per segment is block-diagonal only under the causal mask.

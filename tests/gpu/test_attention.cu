@@ -47,6 +47,7 @@
 #include "bench/bench_common.cuh"
 #include "tests/gpu/attention_test_common.cuh"
 #include "tests/gradcheck.h"
+#include "layers/cuda/attention/tma_rows.cuh"  // check_tma_folds
 
 // ------------------------------------------------------------------------------------------------
 // One case.
@@ -363,6 +364,26 @@ static void check_cudnn_refusals() {
     check(good, "cudnn refuses a dilated pattern: " + why);
 }
 
+// The forward's TMA reads a dilated branch's rows past step 8 through folded 4-D maps
+// (tma_rows.cuh, ws_fold): which fold a launch takes, and that the driver encodes such maps
+// (were it to refuse them, those launches would quietly run the kernel without TMA, correct
+// and slower).
+static void check_tma_folds() {
+    check(flash::ws_fold(12, 262144, 262144) == 4, "ws_fold: r = 12 over 2^k tokens folds by 4 (stride 3, boxes of 64)");
+    check(flash::ws_fold(6, 1000, 1000) == 1, "ws_fold: a step up to 8 is not folded");
+    check(flash::ws_fold(64, 1000, 1000) == 8, "ws_fold: r = 64 over 1000 tokens folds by 8 (16 does not divide 1000)");
+    check(flash::ws_fold(12, 1001, 1001) == 0, "ws_fold: no fold of 12 divides 1001 tokens (the kernels without TMA)");
+    check(flash::ws_fold(12, 4096, 1002) == 0, "ws_fold: the fold must divide both sides' tokens");
+    const int N = 4096, HD = 768;
+    bf16* rows = nullptr;
+    CUDA_CHECK(cudaMalloc(&rows, (size_t)N * 3 * HD * sizeof(bf16)));
+    CUtensorMap m;
+    check(flash::make_row_tensor_map(&m, rows, HD, N, 3 * HD, 1, 64, 12, 4), "a folded row map (r = 12, fold 4) encodes");
+    check(!flash::make_row_tensor_map(&m, rows, HD, N - 2, 3 * HD, 1, 64, 12, 4), "a fold that does not divide the tokens is refused");
+    check(!flash::make_row_tensor_map(&m, rows, HD, N, 3 * HD, 1, 64, 12, 1), "r = 12 unfolded is refused (stride over 8)");
+    CUDA_CHECK(cudaFree(rows));
+}
+
 // ------------------------------------------------------------------------------------------------
 // Perf mode.
 
@@ -441,6 +462,7 @@ static int main_body(int argc, char** argv) {
                 perf ? " (perf)" : "");
     if (perf) return run_perf(filter, backend);
     if (!small && filter.empty() && backend.empty()) check_cudnn_refusals();
+    if (filter.empty() && backend.empty()) check_tma_folds();
     const std::vector<AttnCase> all = attn_sized_cases(small);
     for (size_t i = 0; i < all.size(); i++) {
         const std::string name = attn_case_name(all[i]);

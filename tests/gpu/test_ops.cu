@@ -910,6 +910,27 @@ static void run_perf(const char* out_path) {
         }
         g_classifier_split = default_split;
     }
+    {  // rows per chunk at the 91M model's vocabulary (8192): the chunk's products against its size
+        const int Vs = 8192, Ns = 65536;
+        DBuf<bf16> x((size_t)Ns * C), wte((size_t)Vs * C), dx((size_t)Ns * C);
+        DBuf<float> losses(Ns), dwte((size_t)Vs * C);
+        DBuf<int> tgt(Ns);
+        std::vector<int> t(Ns);
+        for (int i = 0; i < Ns; i++) t[i] = (i * 7919) % Vs;
+        up(tgt, t);
+        fill(x.p, x.n), fill(wte.p, wte.n, -0.1f, 0.1f), fill(dwte.p, dwte.n);
+        const int default_chunk = g_classifier_chunk;
+        for (int chunk : {4096, 8192, 16384, 32768}) {
+            g_classifier_chunk = chunk;
+            DBuf<char> scratch(classifier_scratch_bytes(Ns, Vs));
+            add(strf("classifier fwd+bwd chunk=%d", chunk), strf("N=%d C=%d V=%d", Ns, C, Vs), time_us([&] {
+                    classifier_forward_backward_cuda(losses.p, dx.p, dwte.p, x.p, wte.p, tgt.p, Ns, C, Vs, 1.0f / Ns, scratch.p,
+                                                     g_stream);
+                }),
+                (double)Ns * classifier_ldl(Vs) * (4 + 4 + 2 + 2 + 2), 6.0 * Ns * (double)C * Vs);
+        }
+        g_classifier_chunk = default_chunk;
+    }
     {  // the classifier's pieces on one chunk of 4096 rows, by vocabulary size
         const int R = 4096, Vp = classifier_ldl(V);
         DBuf<bf16> w((size_t)Vp * C), xc((size_t)R * C), dxc((size_t)R * C);

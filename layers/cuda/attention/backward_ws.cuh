@@ -66,7 +66,12 @@ constexpr int backward_ws_smem_bytes() {
 // a dilated branch's rows at its step), with dQ gathered in the fp32 accumulator (reduce-add boxes
 // at the rows' step, or atomics: bws_dq_by_tma) and dK, dV written or, where the schedule may
 // merge and the launch asks (an earlier branch, an earlier key block), added.
-inline bool backward_ws_serves(const Params& p) { return ws_serves(p) && p.dq_accum != nullptr; }
+// Not a branch past step 8: read through folded maps (tma_rows.cuh: ws_fold) it measured 7% slower
+// than the wgmma kernel on the 91M model's (32768, 12) branch, whose short walks (11 query tiles
+// a key tile) the latter's two blocks per SM hide better (notes/training.md, session 17).
+inline bool backward_ws_serves(const Params& p) {
+    return ws_serves(p) && (p.seqs.len == 0 || p.seqs.step <= kWsMaxStep) && p.dq_accum != nullptr;
+}
 
 template <int D, int STAGES, int BM, class Schedule>
 __global__ void __launch_bounds__(kBwsThreads, 1)

@@ -19,8 +19,9 @@
 // each launch's own schedule (the one of AllSchedules that serves it, as every kernel family
 // does): dense rows, block-sparse tile lists, the fixed pattern's computed tiles, and dilated
 // branches, whose virtual sequences the TMA reads at their step (merged into the branches
-// before). Two-sided launches write or merge, into bf16 O or the fp32 O of a run of merges. What
-// TMA cannot read (rows not 16-byte aligned, a dilation above 8) runs on forward_wgmma.cuh
+// before; past a step of 8 through a 4-D view, tma_rows.cuh: ws_fold). Two-sided launches write
+// or merge, into bf16 O or the fp32 O of a run of merges. What TMA cannot read (rows not 16-byte
+// aligned, a dilation above 8 whose folds do not divide the tokens) runs on forward_wgmma.cuh
 // (launch_template.cuh, launch_forward_ws). Masks, the softmax update and the epilogue are the
 // other kernels' (masks.cuh, softmax.cuh, epilogue.cuh).
 #pragma once
@@ -111,8 +112,9 @@ __device__ __forceinline__ void ws_load_tile(const CUtensorMap* tm_q, const CUte
                                              const Params& p, const Keys& keys, int n, int b, int h, int q0,
                                              const WsSmem<D, BN, STAGES>& sm, const WsBarriers& w, int g, int qj) {
     constexpr uint32_t kTileK = WsSmem<D, BN, STAGES>::kTileK;
+    const int fold = STRIDED ? ws_fold_of(p) : 1;  // the maps' (launch_forward_ws made them with it)
     auto load_rows = [&](uint32_t dst, const CUtensorMap* tm, const RowMap& map, int r0, int rows, uint32_t bar) {
-        ws_load_rows<D, STRIDED>(dst, tm, map, r0, rows, h, b, bar);
+        ws_load_rows<D, STRIDED>(dst, tm, map, r0, rows, h, b, bar, fold);
     };
     if (qj > 0) mbar_wait(w.q_empty, (qj - 1) & 1);
     mbar_arrive_expect_tx(w.q_full, kWsBM * D * 2);

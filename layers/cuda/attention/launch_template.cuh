@@ -176,10 +176,11 @@ template <int D, int BN, int STAGES>
 void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv;
     const int step = p.seqs.len > 0 ? p.seqs.step : 1;  // virtual sequences' rows (a dilated branch's): every step-th token
+    const int fold = ws_fold_of(p), box = ws_box_rows(fold > 0 ? step / fold : step);  // past step 8: folded maps
     const bool ok = ws_serves(p) &&
-                    make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, std::min(ws_box_rows(step), kWsBM), step) &&
-                    make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, std::min(ws_box_rows(step), BN), step) &&
-                    make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, std::min(ws_box_rows(step), BN), step);
+                    make_row_tensor_map(&tq, p.q, p.H * D, p.q_tokens, p.q_stride, B, std::min(box, kWsBM), step, fold) &&
+                    make_row_tensor_map(&tk, p.k, p.H * D, p.kv_tokens, p.kv_stride, B, std::min(box, BN), step, fold) &&
+                    make_row_tensor_map(&tv, p.v, p.H * D, p.kv_tokens, p.kv_stride, B, std::min(box, BN), step, fold);
     if (!ok) return launch_forward_wgmma<D, 2, D == 64 ? 64 : 128>(p, B, stream);
     constexpr int smem = forward_ws_smem_bytes<D, BN, STAGES>();
     Params q = bind_tiles(p, kWsBM, BN);

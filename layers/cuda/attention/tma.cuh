@@ -51,6 +51,14 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
         "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(batch), "r"(bar)
         : "memory");
 }
+// The same from a 4-D map (a folded row map, make_row_tensor_map): column, phase, folded row, batch.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, int col, int phase, int row, int batch,
+                                            uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(phase), "r"(row), "r"(batch), "r"(bar)
+        : "memory");
+}
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
@@ -102,18 +110,29 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // canonical 128-byte-swizzled layout the wgmma descriptors read (wgmma.cuh,
 // smem_tiles.cuh's sw128_offset). With `step` > 1 a box takes every step-th row from its first one (the TMA's
 // element stride: a dilated branch's virtual sequence), still packed as box_rows rows in shared
-// memory. Rows past `tokens` read as zeros. Returns false when TMA cannot read the buffer this
-// way (an address or stride not a multiple of 16 bytes; box_rows * step over the TMA's 256, or
-// step over its 8): the caller uses a kernel without TMA.
+// memory. Rows past `tokens` read as zeros. With `fold` = a > 1 (a step over the TMA's 8,
+// tma_rows.cuh: ws_fold) the map is 4-D, token t at (column, t % a, t / a, batch), so that rows
+// `step` apart are step / a apart in its third dimension: a must divide step and tokens (rows
+// past `tokens` then still read as zeros). Returns false when TMA cannot read the buffer this
+// way (an address or stride not a multiple of 16 bytes; box_rows * step / fold over the TMA's
+// 256, or step / fold over its 8): the caller uses a kernel without TMA.
 inline bool make_row_tensor_map(CUtensorMap* map, const bf16* base, int cols, int tokens, int stride, int batch, int box_rows,
-                                int step = 1) {
+                                int step = 1, int fold = 1) {
     if ((reinterpret_cast<uintptr_t>(base) & 15) || (stride * 2) % 16 || cols % 64) return false;
-    if (step < 1 || step > 8 || box_rows * step > 256) return false;
-    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)tokens, (cuuint64_t)batch};
-    const cuuint64_t strides[2] = {(cuuint64_t)stride * 2, (cuuint64_t)tokens * stride * 2};  // bytes, dims 1 and 2
-    const cuuint32_t box[3] = {64, (cuuint32_t)(box_rows * step), 1}, steps[3] = {1, (cuuint32_t)step, 1};
-    const CUresult r = tensor_map_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(base), dims, strides, box,
-                                            steps, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+    if (fold < 1 || step % fold || tokens % fold) return false;
+    const int s = step / fold;  // the element stride
+    if (s < 1 || s > 8 || box_rows * s > 256) return false;
+    const cuuint64_t row = (cuuint64_t)stride * 2;  // bytes
+    const cuuint64_t dims[4] = {(cuuint64_t)cols, (cuuint64_t)fold, (cuuint64_t)(tokens / fold), (cuuint64_t)batch};
+    const cuuint64_t strides[3] = {row, row * fold, row * tokens};  // dims 1, 2, 3
+    const cuuint32_t box[4] = {64, 1, (cuuint32_t)(box_rows * s), 1}, steps[4] = {1, 1, (cuuint32_t)s, 1};
+    // Unfolded: the 3-D map of the same rows (dimension 1 of size 1 dropped).
+    const cuuint64_t dims3[3] = {dims[0], (cuuint64_t)tokens, dims[3]}, strides3[2] = {row, row * tokens};
+    const cuuint32_t box3[3] = {64, box[2], 1}, steps3[3] = {1, steps[2], 1};
+    const bool folded = fold > 1;
+    const CUresult r = tensor_map_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, folded ? 4 : 3, const_cast<bf16*>(base),
+                                            folded ? dims : dims3, folded ? strides : strides3, folded ? box : box3,
+                                            folded ? steps : steps3, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS;
 }
