@@ -4,7 +4,9 @@
 // same context replicated into B sequences decoded at once (tokens/s over all of them). Default model: the 91M GPU default (12 layers, width 768, 12 heads,
 // vocab 8192), every layer dilated in the LongNet setting (--dense: every layer dense, whose
 // cache keeps every row). Random weights and tokens (the speed does not depend on them).
-//   bench_kv_cache [--contexts 65536,1048576] [--chunk 16384] [--decode 32] [--batches 1,8] [--dense] [--out FILE]
+//   bench_kv_cache [--contexts 65536,1048576] [--chunk 16384] [--decode 32] [--batches 1,8] [--dense] [--unfused] [--out FILE]
+//   (--unfused: each LayerNorm and residual add its own launch, as before they were fused into
+//   the products beside them, matmul.cuh: g_matmul_fuse_rows)
 //   bench_kv_cache --breakdown [--dense]: the pieces of one decode step at position 1M - 1
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -53,13 +55,25 @@ static void decode_breakdown(const GPTConfig& cfg, const AttnPattern& pattern, l
         int per_step;
         std::function<void()> run;
     };
+    // The step as decoding runs it (model/kv_cache_cuda.cuh: each LayerNorm fused into the product
+    // after it, each residual add into the product before it), then the unfused pieces they
+    // replaced (0 calls a step: for comparison).
     const std::vector<Piece> pieces = {
-        {"matmul qkv (1 x 768 -> 2304)", cfg.n_layer, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, 3 * C, st); }},
-        {"matmul proj (768 -> 768)", cfg.n_layer, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, C, st); }},
-        {"matmul fc + GELU (768 -> 3072)", cfg.n_layer, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, 4 * C, st, pre); }},
-        {"matmul fcproj (3072 -> 768)", cfg.n_layer, [&] { matmul_forward_cuda(y, x, w, bias, 1, 4 * C, C, st); }},
-        {"layernorm", 2 * cfg.n_layer + 1, [&] { layernorm_forward_cuda(y, stats, stats + 8, x, bias, bias, 1, C, st); }},
-        {"residual", 2 * cfg.n_layer, [&] { residual_forward_cuda(y, y, x, C, st); }},
+        {"layernorm + matmul qkv (1 x 768 -> 2304)", cfg.n_layer,
+         [&] { layernorm_matmul_forward_cuda(y, y, stats, stats + 8, x, bias, bias, w, bias, 1, C, 3 * C, st); }},
+        {"matmul proj + residual (768 -> 768)", cfg.n_layer,
+         [&] { matmul_residual_forward_cuda(y, pre, x, w, bias, 1, C, C, st); }},
+        {"layernorm + matmul fc + GELU (768 -> 3072)", cfg.n_layer,
+         [&] { layernorm_matmul_forward_cuda(y, y, stats, stats + 8, x, bias, bias, w, bias, 1, C, 4 * C, st, pre); }},
+        {"matmul fcproj + residual (3072 -> 768)", cfg.n_layer,
+         [&] { matmul_residual_forward_cuda(y, pre, x, w, bias, 1, 4 * C, C, st); }},
+        {"layernorm (final)", 1, [&] { layernorm_forward_cuda(y, stats, stats + 8, x, bias, bias, 1, C, st); }},
+        {"unfused: matmul qkv (1 x 768 -> 2304)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, 3 * C, st); }},
+        {"unfused: matmul proj (768 -> 768)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, C, st); }},
+        {"unfused: matmul fc + GELU (768 -> 3072)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, 4 * C, st, pre); }},
+        {"unfused: matmul fcproj (3072 -> 768)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, 4 * C, C, st); }},
+        {"unfused: layernorm", 0, [&] { layernorm_forward_cuda(y, stats, stats + 8, x, bias, bias, 1, C, st); }},
+        {"unfused: residual", 0, [&] { residual_forward_cuda(y, y, x, C, st); }},
         {"rope", cfg.n_layer, [&] { rope_forward_cuda(qkv, qkv, p_dev, 1, 1, H, D, cfg.rope_theta, st); }},
         {"cache append", cfg.n_layer, [&] { cache_append_cuda(branches, qkv, p_dev, 1, 1, H, D, st); }},
         {"attention decode + merge", cfg.n_layer,
@@ -127,6 +141,7 @@ static int main_body(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--dense") { dense = true; continue; }
+        if (a == "--unfused") { g_matmul_fuse_rows = false; continue; }
         if (a == "--breakdown") { breakdown = true; continue; }
         if (i + 1 >= argc) fatal("bench_kv_cache: %s needs a value", a.c_str());
         const std::string v = argv[++i];

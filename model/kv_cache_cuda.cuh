@@ -270,8 +270,9 @@ class KVCacheCuda : public IncrementalModel {
         const float scale = 1.0f / std::sqrt((float)D);
         for (int l = 0; l < cfg_.n_layer; l++) {
             const BlockParams<bf16>& w = p.blocks[l];
-            layernorm_forward_cuda(ln_, mean_, rstd_, x_, w.ln1w, w.ln1b, BN, C, st);
-            matmul_forward_cuda(qkv_pre_, ln_, w.qkvw, w.qkvb, BN, C, 3 * C, st);
+            // Decoding fuses each LayerNorm into the product after it and each residual add into
+            // the product before it (matmul.cuh: matmul_rows_kernel; a chunk runs them apart).
+            layernorm_matmul_forward_cuda(qkv_pre_, ln_, mean_, rstd_, x_, w.ln1w, w.ln1b, w.qkvw, w.qkvb, BN, C, 3 * C, st);
             rope_forward_cuda(qkv_, qkv_pre_, qpos, B_, n, H, D, cfg_.layer_rope_theta(l), st);  // (B, n, 3, H, D)
             logn_scale_queries_cuda(qkv_, qpos, B_, n, H, D, cfg_.layer_logn_base(l), st);
             if (decoding) {
@@ -281,12 +282,9 @@ class KVCacheCuda : public IncrementalModel {
             } else {
                 attend_chunk(layers_[l], cfg_.attn(l), n, pos, scale, st);
             }
-            matmul_forward_cuda(tmp_, atty_, w.projw, w.projb, BN, C, C, st);
-            residual_forward_cuda(x_, x_, tmp_, (size_t)BN * C, st);
-            layernorm_forward_cuda(ln_, mean_, rstd_, x_, w.ln2w, w.ln2b, BN, C, st);
-            matmul_forward_cuda(fch_gelu_, ln_, w.fcw, w.fcb, BN, C, 4 * C, st, fch_);
-            matmul_forward_cuda(tmp_, fch_gelu_, w.fcprojw, w.fcprojb, BN, 4 * C, C, st);
-            residual_forward_cuda(x_, x_, tmp_, (size_t)BN * C, st);
+            matmul_residual_forward_cuda(x_, tmp_, atty_, w.projw, w.projb, BN, C, C, st);
+            layernorm_matmul_forward_cuda(fch_gelu_, ln_, mean_, rstd_, x_, w.ln2w, w.ln2b, w.fcw, w.fcb, BN, C, 4 * C, st, fch_);
+            matmul_residual_forward_cuda(x_, tmp_, fch_gelu_, w.fcprojw, w.fcprojb, BN, 4 * C, C, st);
         }
         layernorm_forward_cuda(lnf_, mean_, rstd_, x_, p.lnfw, p.lnfb, BN, C, st);
     }

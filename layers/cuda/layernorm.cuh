@@ -9,18 +9,10 @@
 // ------------------------------------------------------------------------------------------------
 // Kernels
 
-// Two passes over the row (mean, then centred variance, like the CPU reference) so a large mean
-// does not cancel the variance; the second and third reads of the row hit L1.
-__global__ void layernorm_forward_kernel(bf16* out,     // (N, C)
-                                         float* mean,   // (N)
-                                         float* rstd,   // (N)
-                                         const bf16* inp,  // (N, C)
-                                         const bf16* weight, const bf16* bias,  // (C)
-                                         int N, int C) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (row >= N) return;
-    const bf16* x = inp + (size_t)row * C;
+// One warp's statistics of a row x (C): two passes (mean, then centred variance, like the CPU
+// reference) so a large mean does not cancel the variance; the second read hits L1. Shared with
+// decoding's fused products (matmul.cuh: matmul_rows_kernel), which then normalize to the same bits.
+__device__ __forceinline__ void layernorm_row_stats(const bf16* x, int C, int lane, float& mean, float& rstd) {
     float sum = 0;
     for (int c = lane * 8; c < C; c += 256) {
         const x128 v = load128(x + c);
@@ -35,13 +27,33 @@ __global__ void layernorm_forward_kernel(bf16* out,     // (N, C)
             var += d * d;
         }
     }
-    const float s = 1.0f / sqrtf(warp_sum(var) / C + 1e-5f);
+    mean = m;
+    rstd = 1.0f / sqrtf(warp_sum(var) / C + 1e-5f);
+}
+
+// One element of a normalized row, as the forward writes it (bf16).
+__device__ __forceinline__ bf16 layernorm_value(bf16 x, float mean, float rstd, bf16 w, bf16 b) {
+    return __float2bfloat16((__bfloat162float(x) - mean) * rstd * __bfloat162float(w) + __bfloat162float(b));
+}
+
+// One warp per row (layernorm_row_stats), the third read of the row from L1.
+__global__ void layernorm_forward_kernel(bf16* out,     // (N, C)
+                                         float* mean,   // (N)
+                                         float* rstd,   // (N)
+                                         const bf16* inp,  // (N, C)
+                                         const bf16* weight, const bf16* bias,  // (C)
+                                         int N, int C) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= N) return;
+    const bf16* x = inp + (size_t)row * C;
+    float m, s;
+    layernorm_row_stats(x, C, lane, m, s);
     bf16* o = out + (size_t)row * C;
     for (int c = lane * 8; c < C; c += 256) {
         const x128 v = load128cs(x + c), w = load128(weight + c), b = load128(bias + c);
         x128 r;
-        for (int j = 0; j < 8; j++)
-            r[j] = __float2bfloat16((__bfloat162float(v[j]) - m) * s * __bfloat162float(w[j]) + __bfloat162float(b[j]));
+        for (int j = 0; j < 8; j++) r[j] = layernorm_value(v[j], m, s, w[j], b[j]);
         store128(o + c, r);
     }
     if (lane == 0) {

@@ -20,7 +20,9 @@
 #include <tuple>
 #include "layers/cuda/common.cuh"
 #include "layers/cuda/gelu.cuh"
+#include "layers/cuda/layernorm.cuh"
 #include "layers/cuda/pack.cuh"
+#include "layers/cuda/residual.cuh"
 
 // GELU through cuBLASLt's epilogues (forward GELU_AUX_BIAS, backward DGELU) or through the
 // separate kernels of gelu.cuh: tests compare both against the CPU reference; set false to
@@ -202,52 +204,103 @@ __global__ void matmul_dbias_reduce_kernel(float* dbias,          // (OC) +=
 // whose weights are read in ~1 us (bench_kv_cache --breakdown), so a warp per output column
 // reads that column's weights once with 16-byte loads, four in flight, against every row (from
 // L1/L2), sums in fp32 and rounds once; bias and GELU applied to the fp32 sum.
+// Decoding also fuses a product with its neighbours, each a launch of ~1-3 us at one token
+// (bench_kv_cache --breakdown): LN, the LayerNorm before it (inp is then the residual stream,
+// each warp normalizing the rows on the way in as layernorm_forward_kernel does: the same
+// statistics and bf16 values, so the same bits as the two launches), and RESID, the residual
+// add after it (out is then the residual stream, added into in place: the product rounded to
+// bf16, then the sum, as residual_forward_cuda).
 constexpr int kMatmulRowsMax = 4;  // at 8 rows (decoding 8 sequences) cuBLASLt was ~10% faster per step
 inline bool g_matmul_rows = true;  // tests turn it off to compare with cuBLASLt
+inline bool g_matmul_fuse_rows = true;  // false: the fused products run as their two launches (bench_kv_cache --unfused)
 
-template <int NR>
+template <int NR, bool LN, bool RESID>
 __global__ void __launch_bounds__(256) matmul_rows_kernel(bf16* out, bf16* pre_gelu, const bf16* __restrict__ inp,
                                                           const bf16* __restrict__ weight, const bf16* __restrict__ bias,
+                                                          const bf16* __restrict__ ln_w, const bf16* __restrict__ ln_b,
                                                           int C, int OC) {
+    static_assert(!(LN && RESID), "LN reads the residual stream RESID writes");
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, oc = blockIdx.x * 8 + warp;
     if (oc >= OC) return;
     const bf16* w = weight + (size_t)oc * C;
     float acc[NR];
     for (int n = 0; n < NR; n++) acc[n] = 0.0f;
+    if constexpr (!LN) {
 #pragma unroll 4
-    for (int c = lane * 8; c < C; c += 256) {
-        const x128 wv = load128cs(w + c);  // read once: streamed past L2
-        for (int n = 0; n < NR; n++) {
-            const x128 xv = load128(inp + (size_t)n * C + c);
-            for (int k = 0; k < 8; k++) acc[n] += __bfloat162float(wv[k]) * __bfloat162float(xv[k]);
+        for (int c = lane * 8; c < C; c += 256) {
+            const x128 wv = load128cs(w + c);  // read once: streamed past L2
+            for (int n = 0; n < NR; n++) {
+                const x128 xv = load128(inp + (size_t)n * C + c);
+                for (int k = 0; k < 8; k++) acc[n] += __bfloat162float(wv[k]) * __bfloat162float(xv[k]);
+            }
+        }
+    } else {
+        // The lane's first four weight vectors are in flight while the row statistics' dependent
+        // reductions run (every lane takes part), then groups of four, the same sums in the same
+        // order. (This form measured 1.3x slower than the loop above at C = 3072 without LN,
+        // where the loop's loads are not held up: bench_kv_cache --breakdown, session 17.)
+        x128 wv[4];
+        float mean[NR], rstd[NR];
+        auto load_weights = [&](int c0) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                if (c0 + 256 * i < C) wv[i] = load128cs(w + c0 + 256 * i);
+        };
+        load_weights(lane * 8);
+        for (int n = 0; n < NR; n++) layernorm_row_stats(inp + (size_t)n * C, C, lane, mean[n], rstd[n]);
+        for (int c0 = lane * 8; c0 < C; c0 += 4 * 256) {
+            if (c0 != lane * 8) load_weights(c0);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int c = c0 + 256 * i;
+                if (c >= C) break;
+                const x128 lw = load128(ln_w + c), lb = load128(ln_b + c);
+                for (int n = 0; n < NR; n++) {
+                    x128 xv = load128(inp + (size_t)n * C + c);
+                    for (int k = 0; k < 8; k++) xv[k] = layernorm_value(xv[k], mean[n], rstd[n], lw[k], lb[k]);
+                    for (int k = 0; k < 8; k++) acc[n] += __bfloat162float(wv[i][k]) * __bfloat162float(xv[k]);
+                }
+            }
         }
     }
     for (int n = 0; n < NR; n++) {
         const float v = warp_sum(acc[n]) + (bias ? __bfloat162float(bias[oc]) : 0.0f);
         if (lane != n) continue;
+        bf16* o = out + (size_t)n * OC + oc;
         if (pre_gelu) {
             pre_gelu[(size_t)n * OC + oc] = __float2bfloat16(v);
-            out[(size_t)n * OC + oc] = __float2bfloat16(gelu_tanh(v));
+            *o = __float2bfloat16(gelu_tanh(v));
+        } else if constexpr (RESID) {
+            *o = __float2bfloat16(__bfloat162float(*o) + __bfloat162float(__float2bfloat16(v)));
         } else {
-            out[(size_t)n * OC + oc] = __float2bfloat16(v);
+            *o = __float2bfloat16(v);
         }
     }
+}
+
+template <bool LN, bool RESID>
+inline bool matmul_rows_launch(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, const bf16* ln_w,
+                               const bf16* ln_b, int N, int C, int OC, cudaStream_t stream, bf16* pre_gelu) {
+    if (!g_matmul_rows || N < 1 || N > kMatmulRowsMax || !is_aligned16(inp) || !is_aligned16(weight)) return false;
+    if (LN && (!is_aligned16(ln_w) || !is_aligned16(ln_b))) return false;
+    const int grid = ceil_div(OC, 8);
+    switch (N) {
+#define MATMUL_ROWS_CASE(R)                                                                                               \
+    case R:                                                                                                               \
+        matmul_rows_kernel<R, LN, RESID><<<grid, 256, 0, stream>>>(out, pre_gelu, inp, weight, bias, ln_w, ln_b, C, OC); \
+        break;
+        MATMUL_ROWS_CASE(1) MATMUL_ROWS_CASE(2) MATMUL_ROWS_CASE(3) MATMUL_ROWS_CASE(4)
+#undef MATMUL_ROWS_CASE
+    }
+    CUDA_CHECK_LAST();
+    return true;
 }
 
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias for N <= kMatmulRowsMax; false (nothing
 // done) for other shapes or misaligned buffers.
 inline bool matmul_forward_rows_cuda(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C, int OC,
                                      cudaStream_t stream, bf16* pre_gelu) {
-    if (!g_matmul_rows || N < 1 || N > kMatmulRowsMax || !is_aligned16(inp) || !is_aligned16(weight)) return false;
-    const int grid = ceil_div(OC, 8);
-    switch (N) {
-#define MATMUL_ROWS_CASE(R) \
-    case R: matmul_rows_kernel<R><<<grid, 256, 0, stream>>>(out, pre_gelu, inp, weight, bias, C, OC); break;
-        MATMUL_ROWS_CASE(1) MATMUL_ROWS_CASE(2) MATMUL_ROWS_CASE(3) MATMUL_ROWS_CASE(4)
-#undef MATMUL_ROWS_CASE
-    }
-    CUDA_CHECK_LAST();
-    return true;
+    return matmul_rows_launch<false, false>(out, inp, weight, bias, nullptr, nullptr, N, C, OC, stream, pre_gelu);
 }
 
 inline void matmul_check_(int C, int OC) {
@@ -274,6 +327,29 @@ inline void matmul_forward_cuda(bf16* out,           // (N, OC)
     matmul_cublaslt_or_die(dst, CUDA_R_16BF, OC, weight, true, C, inp, false, C, OC, N, C, 0.0f,
                            bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, stream);
     if (pre_gelu) gelu_forward_cuda(out, pre_gelu, (size_t)N * OC, stream);
+}
+
+// Decoding's fused products (matmul_rows_kernel), each the same bits as its two launches:
+// out (N, OC) = layernorm(x; ln_w, ln_b) @ weight^T + bias (and GELU with pre_gelu), and
+// x (N, OC) += inp (N, C) @ weight^T + bias. For N > kMatmulRowsMax (or with g_matmul_fuse_rows
+// off) they run as the two launches, whose LayerNorm writes ln_out, mean, rstd and whose product
+// writes tmp; fused, those are not touched.
+inline void layernorm_matmul_forward_cuda(bf16* out, bf16* ln_out, float* mean, float* rstd, const bf16* x, const bf16* ln_w,
+                                          const bf16* ln_b, const bf16* weight, const bf16* bias, int N, int C, int OC,
+                                          cudaStream_t stream, bf16* pre_gelu = nullptr) {
+    matmul_check_(C, OC);
+    if (N == 0) return;
+    if (g_matmul_fuse_rows && matmul_rows_launch<true, false>(out, x, weight, bias, ln_w, ln_b, N, C, OC, stream, pre_gelu)) return;
+    layernorm_forward_cuda(ln_out, mean, rstd, x, ln_w, ln_b, N, C, stream);
+    matmul_forward_cuda(out, ln_out, weight, bias, N, C, OC, stream, pre_gelu);
+}
+inline void matmul_residual_forward_cuda(bf16* x, bf16* tmp, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C,
+                                         int OC, cudaStream_t stream) {
+    matmul_check_(C, OC);
+    if (N == 0) return;
+    if (g_matmul_fuse_rows && matmul_rows_launch<false, true>(x, inp, weight, bias, nullptr, nullptr, N, C, OC, stream, nullptr)) return;
+    matmul_forward_cuda(tmp, inp, weight, bias, N, C, OC, stream);
+    residual_forward_cuda(x, x, tmp, (size_t)N * OC, stream);
 }
 
 // dinp (N, C) OVERWRITTEN, and may be inp itself; dweight (OC, C) and dbias (OC) ADDED INTO (dbias may be

@@ -370,6 +370,61 @@ static void test_matmul_forward() {
     }
 }
 
+// Decoding's fused products (matmul.cuh: layernorm_matmul_forward_cuda, matmul_residual_forward_cuda):
+// against the float64 composition (LayerNorm, its bf16 output, the product; the product, its bf16
+// rounding, the residual add), and bit for bit against the two launches they replace, at 1..4 rows
+// (the fused kernel) and 6 (the fallback, the same two launches).
+static void test_matmul_fused_rows() {
+    if (!selected("matmul")) return;
+    struct FusedCase {
+        int N, C, OC;
+        bool resid, gelu;
+    };
+    const FusedCase cases[] = {{1, 768, 2304, false, false}, {3, 768, 3072, false, true}, {4, 776, 104, false, false},
+                               {6, 96, 200, false, true},    {1, 768, 768, true, false},  {2, 3072, 768, true, false},
+                               {4, 96, 200, true, false},    {6, 776, 104, true, false}};
+    int variant = 0;
+    for (const FusedCase& fc : cases) {
+        gc::Rng rng = case_rng("matmul_fused", variant++);
+        const int N = fc.N, C = fc.C, OC = fc.OC;
+        const std::string op = fc.resid ? "matmul+residual(rows)" : fc.gelu ? "layernorm+matmul+gelu(rows)" : "layernorm+matmul(rows)";
+        const std::string shape = strf("N=%d C=%d OC=%d", N, C, OC);
+        const double a = 6.0 / std::sqrt((double)C);
+        // The residual stream with an offset and scale of its own (LayerNorm's two passes matter).
+        VF x = rand_bf16((size_t)N * C, rng, 2, 5), w = rand_bf16((size_t)OC * C, rng, -a, a), b = rand_bf16(OC, rng, -1, 1);
+        VF lw = rand_bf16(C, rng, 0.5, 1.5), lb = rand_bf16(C, rng, -0.5, 0.5), xo = rand_bf16((size_t)N * OC, rng, -3, 3);
+        DBuf<bf16> d_x((size_t)N * C), d_w((size_t)OC * C), d_b(OC), d_lw(C), d_lb(C), d_ln((size_t)N * C);
+        DBuf<bf16> d_out((size_t)N * OC), d_pre((size_t)N * OC), d_tmp((size_t)N * OC), d_out2((size_t)N * OC), d_pre2((size_t)N * OC);
+        DBuf<float> d_mean(N), d_rstd(N);
+        up(d_x, x), up(d_w, w), up(d_b, b), up(d_lw, lw), up(d_lb, lb);
+        VD ref((size_t)N * OC), base;
+        if (fc.resid) {
+            matmul_forward(ref.data(), to_d(x).data(), to_d(w).data(), to_d(b).data(), N, C, OC);
+            base = round_bf16(ref);
+            for (size_t i = 0; i < ref.size(); i++) ref[i] += xo[i], base[i] = bfr(base[i] + xo[i]);
+            up(d_out, xo), up(d_out2, xo);
+            matmul_residual_forward_cuda(d_out.p, d_tmp.p, d_x.p, d_w.p, d_b.p, N, C, OC, g_stream);
+            matmul_forward_cuda(d_tmp.p, d_x.p, d_w.p, d_b.p, N, C, OC, g_stream);  // the two launches
+            residual_forward_cuda(d_out2.p, d_out2.p, d_tmp.p, (size_t)N * OC, g_stream);
+        } else {
+            VD ln((size_t)N * C), mean(N), rstd(N);
+            layernorm_forward(ln.data(), mean.data(), rstd.data(), to_d(x).data(), to_d(lw).data(), to_d(lb).data(), N, C);
+            matmul_forward(ref.data(), round_bf16(ln).data(), to_d(w).data(), to_d(b).data(), N, C, OC);
+            if (fc.gelu)
+                for (double& v : ref) v = gelu_d(v);
+            base = round_bf16(ref);
+            d_out.poison(), d_pre.poison(), d_out2.poison(), d_pre2.poison();
+            bf16* pre = fc.gelu ? d_pre.p : nullptr;
+            layernorm_matmul_forward_cuda(d_out.p, d_ln.p, d_mean.p, d_rstd.p, d_x.p, d_lw.p, d_lb.p, d_w.p, d_b.p, N, C, OC, g_stream, pre);
+            layernorm_forward_cuda(d_ln.p, d_mean.p, d_rstd.p, d_x.p, d_lw.p, d_lb.p, N, C, g_stream);  // the two launches
+            matmul_forward_cuda(d_out2.p, d_ln.p, d_w.p, d_b.p, N, C, OC, g_stream, fc.gelu ? d_pre2.p : nullptr);
+        }
+        check_vs_base("fwd", op + ".out", shape, down(d_out), ref, base);
+        check_bits("bits", op + ".out", shape, bit_mismatch(down(d_out), down(d_out2)), "against the two launches");
+        if (fc.gelu) check_bits("bits", op + ".pre_gelu", shape, bit_mismatch(down(d_pre), down(d_pre2)), "against the two launches");
+    }
+}
+
 static void test_matmul_backward() {
     if (!selected("matmul")) return;
     // C here is the layer's input width: the gelu cases are the MLP projection (C = 4 * 768 -> 768).
@@ -1082,6 +1137,7 @@ static int main_body(int argc, char** argv) {
     test_encoder();
     test_layernorm();
     test_matmul_forward();
+    test_matmul_fused_rows();
     test_matmul_backward();
     test_rope();
     test_logn_scale();
