@@ -373,7 +373,7 @@ static void check_tma_folds() {
     check(flash::ws_fold(6, 1000, 1000) == 1, "ws_fold: a step up to 8 is not folded");
     check(flash::ws_fold(64, 1000, 1000) == 8, "ws_fold: r = 64 over 1000 tokens folds by 8 (16 does not divide 1000)");
     check(flash::ws_fold(12, 1001, 1001) == 0, "ws_fold: no fold of 12 divides 1001 tokens (the kernels without TMA)");
-    check(flash::ws_fold(12, 4096, 1002) == 0, "ws_fold: the fold must divide both sides' tokens");
+    check(flash::ws_fold(12, 4096, 1001) == 0, "ws_fold: the fold must divide both sides' tokens");
     const int N = 4096, HD = 768;
     bf16* rows = nullptr;
     CUDA_CHECK(cudaMalloc(&rows, (size_t)N * 3 * HD * sizeof(bf16)));
