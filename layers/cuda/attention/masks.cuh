@@ -203,9 +203,9 @@ __device__ __forceinline__ int causal_query_begin_of_row(const Params& p, int ro
 
 // Does the document mask cut the (query tile, key tile) pair: does a query's document start
 // after the tile's first key? doc_max: the largest document start among the query tile's rows
-// (INT_MAX where a caller has not read it: every pair counts as cut). Keys sit at or after their
-// tile's first position, so an uncut pair's document rule keeps every element and its mask is
-// the causal one alone (by rows, two loads a row, where documents compare every element).
+// (query_tile_info, query_rows_doc_max_warp). Keys sit at or after their tile's first position,
+// so an uncut pair's document rule keeps every element and its mask is the causal one alone (by
+// rows, two loads a row, where documents compare every element).
 __device__ __forceinline__ bool docs_cut(const Params& p, int doc_max, const KeyTile& kt) {
     return p.doc_start && kt.first_pos < doc_max;
 }
