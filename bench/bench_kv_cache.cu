@@ -4,9 +4,12 @@
 // same context replicated into B sequences decoded at once (tokens/s over all of them). Default model: the 91M GPU default (12 layers, width 768, 12 heads,
 // vocab 8192), every layer dilated in the LongNet setting (--dense: every layer dense, whose
 // cache keeps every row). Random weights and tokens (the speed does not depend on them).
-//   bench_kv_cache [--contexts 65536,1048576] [--chunk 16384] [--decode 32] [--batches 1,8] [--dense] [--unfused] [--out FILE]
+//   bench_kv_cache [--contexts 65536,1048576] [--chunk 16384] [--decode 32] [--batches 1,8] [--dense] [--unfused] [--no-pdl]
+//                  [--out FILE]
 //   (--unfused: each LayerNorm and residual add its own launch, as before they were fused into
-//   the products beside them, matmul.cuh: g_matmul_fuse_rows)
+//   the products beside them, matmul.cuh: g_matmul_fuse_rows; and a token's attention as four
+//   launches, rope, cache append, attention, merge, as before attention_decode_step_cuda; and
+//   every launch waiting for the one before, as before pdl.cuh); --no-pdl: that last part alone
 //   bench_kv_cache --breakdown [--dense]: the pieces of one decode step at position 1M - 1
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -49,6 +52,7 @@ static void decode_breakdown(const GPTConfig& cfg, const AttnPattern& pattern, l
     }
     const int S = attention_decode_pieces(branches, KVCacheCuda::kDecodePieceRows);
     float *po = (float*)dev((size_t)S * C * 4), *pl = (float*)dev((size_t)S * H * 4);
+    int* tickets = (int*)dev(H * 4);
     std::vector<float> host(V);
     struct Piece {
         const char* name;
@@ -74,9 +78,14 @@ static void decode_breakdown(const GPTConfig& cfg, const AttnPattern& pattern, l
         {"unfused: matmul fcproj (3072 -> 768)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, 4 * C, C, st); }},
         {"unfused: layernorm", 0, [&] { layernorm_forward_cuda(y, stats, stats + 8, x, bias, bias, 1, C, st); }},
         {"unfused: residual", 0, [&] { residual_forward_cuda(y, y, x, C, st); }},
-        {"rope", cfg.n_layer, [&] { rope_forward_cuda(qkv, qkv, p_dev, 1, 1, H, D, cfg.rope_theta, st); }},
-        {"cache append", cfg.n_layer, [&] { cache_append_cuda(branches, qkv, p_dev, 1, 1, H, D, st); }},
-        {"attention decode + merge", cfg.n_layer,
+        {"attention step: rope + append + decode + merge, one launch", cfg.n_layer,
+         [&] {
+             attention_decode_step_cuda(o, lse, qkv, branches, p_dev, 1, H, D, 0.125f, cfg.rope_theta, 0,
+                                        KVCacheCuda::kDecodePieceRows, po, pl, tickets, st);
+         }},
+        {"unfused: rope", 0, [&] { rope_forward_cuda(qkv, qkv, p_dev, 1, 1, H, D, cfg.rope_theta, st); }},
+        {"unfused: cache append", 0, [&] { cache_append_cuda(branches, qkv, p_dev, 1, 1, H, D, st); }},
+        {"unfused: attention decode + merge", 0,
          [&] { attention_decode_cuda(o, lse, qkv, 3 * C, branches, p_dev, 1, H, D, 0.125f, KVCacheCuda::kDecodePieceRows, po, pl, st); }},
         {"logits (768 -> vocab, fp32)", 1, [&] { logits_cuda(logits, x, wte, C, V, st); }},
     };
@@ -141,7 +150,8 @@ static int main_body(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--dense") { dense = true; continue; }
-        if (a == "--unfused") { g_matmul_fuse_rows = false; continue; }
+        if (a == "--unfused") { g_matmul_fuse_rows = false, KVCacheCuda::kDecodeOneLaunch = false, g_pdl = false; continue; }
+        if (a == "--no-pdl") { g_pdl = false; continue; }
         if (a == "--breakdown") { breakdown = true; continue; }
         if (i + 1 >= argc) fatal("bench_kv_cache: %s needs a value", a.c_str());
         const std::string v = argv[++i];

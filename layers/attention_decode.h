@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 #include "layers/attention_pattern.h"
+#include "layers/rope.h"
 
 // The packed row of head h that holds position p in a (w, r) branch, or -1 when head h's offset
 // class does not keep p. Segments are aligned to multiples of w, so p's offset is p mod w.
@@ -111,6 +112,20 @@ void attention_decode(T* out,  // (B, H, D)
             for (size_t i = 0; i < branches.size() && mx != neg_inf; i++)
                 for (int d = 0; d < D; d++) oh[d] += std::exp(l_br[i] - L) * o_br[i * D + d];
         }
+}
+
+// One token per sequence through a layer's attention, from its q, k, v before rope (qkv_pre
+// (B, 3, H, D)): q and k rotated (rope_forward, theta: the layer's base), q scaled (log-n base),
+// K and V appended, then attention_decode. attention_decode_step_cuda does all of it in one launch.
+template <typename T>
+void attention_decode_step(T* out, T* lse, const T* qkv_pre, std::vector<CacheBranch<T>>& branches, long long p, int B, int H,
+                           int D, T scale, float theta, int logn_base) {
+    std::vector<T> qkv((size_t)B * 3 * H * D);
+    const int pos = (int)p;
+    rope_forward(qkv.data(), qkv_pre, &pos, B, 1, H, D, theta);
+    logn_scale_queries(qkv.data(), &pos, B, 1, H, D, logn_base);
+    cache_append(branches, qkv.data(), p, 1, B, H, D);
+    attention_decode(out, lse, qkv.data(), 3 * H * D, branches, p, B, H, D, scale);
 }
 
 // The rows a chunk of queries from position p0 needs from before it, unpacked into ordinary

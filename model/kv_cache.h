@@ -146,15 +146,15 @@ class KVCache {
             const BlockParams<T>& w = m_.p.blocks[l];
             layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(), w.ln1w, w.ln1b, BN, C);
             matmul_forward(qkv_pre_.data(), ln_.data(), w.qkvw, w.qkvb, BN, C, 3 * C);
-            rope_forward(qkv_.data(), qkv_pre_.data(), qpos, B_, n, H, D, cfg.layer_rope_theta(l));  // (B, n, 3, H, D)
-            logn_scale_queries(qkv_.data(), qpos, B_, n, H, D, cfg.layer_logn_base(l));
             Layer& c = layers_[l];
             const AttnPattern& pat = cfg.attn(l);
-            if (n == 1 && pattern_decodes_one_token(pat)) {  // one token: straight against the branches
+            if (n == 1 && pattern_decodes_one_token(pat)) {  // one token: rope, append and attend against the branches
                 grow(c, next_pos_ + 1);
-                cache_append(c.branches, qkv_.data(), next_pos_, 1, B_, H, D);
-                attention_decode(atty_.data(), lse_.data(), qkv_.data(), 3 * C, c.branches, next_pos_, B_, H, D, scale);
+                attention_decode_step(atty_.data(), lse_.data(), qkv_pre_.data(), c.branches, next_pos_, B_, H, D, scale,
+                                      cfg.layer_rope_theta(l), cfg.layer_logn_base(l));
             } else {
+                rope_forward(qkv_.data(), qkv_pre_.data(), qpos, B_, n, H, D, cfg.layer_rope_theta(l));  // (B, n, 3, H, D)
+                logn_scale_queries(qkv_.data(), qpos, B_, n, H, D, cfg.layer_logn_base(l));
                 attend_chunk(c, pat, n, scale);
             }
             matmul_forward(tmp_.data(), atty_.data(), w.projw, w.projb, BN, C, C);

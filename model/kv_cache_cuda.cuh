@@ -25,6 +25,10 @@ class KVCacheCuda : public IncrementalModel {
     // kUseGraphs: false decodes with a launch per kernel (the test checks both give the same bits).
     static inline int kDecodePieceRows = 128;
     static inline bool kUseGraphs = true;
+    // kDecodeOneLaunch: false runs a decoded token's attention as its four launches (rope, log-n,
+    // cache append, attention_decode_cuda) instead of attention_decode_step_cuda: the same bits
+    // (the test checks it; bench_kv_cache --unfused times it).
+    static inline bool kDecodeOneLaunch = true;
 
     KVCacheCuda(const CudaBackend& model, int B, int max_chunk)
         : m_(model), cfg_(model.config()), B_(B), max_chunk_(max_chunk), layers_(cfg_.n_layer) {
@@ -41,6 +45,7 @@ class KVCacheCuda : public IncrementalModel {
                      o_fch = arena_.reserve(BN * 4 * C * 2), o_gelu = arena_.reserve(BN * 4 * C * 2),
                      o_lnf = arena_.reserve(BN * C * 2), o_losses = arena_.reserve(BN * 4),
                      o_logits = arena_.reserve((size_t)cfg_.vocab_size * 4), o_pos = arena_.reserve(4),
+                     o_tickets = arena_.reserve((size_t)B * H * 4),
                      o_cls = arena_.reserve(classifier_scratch_bytes((int)BN, cfg_.vocab_size));
         arena_.allocate("the KV cache's chunk buffers", "use a smaller --chunk or batch");
         tokens_ = arena_.at<int>(o_tok), targets_ = arena_.at<int>(o_tgt), x_ = arena_.at<bf16>(o_x), ln_ = arena_.at<bf16>(o_ln);
@@ -48,7 +53,8 @@ class KVCacheCuda : public IncrementalModel {
         qkv_ = arena_.at<bf16>(o_qkv), atty_ = arena_.at<bf16>(o_atty), lse_ = arena_.at<float>(o_lse);
         tmp_ = arena_.at<bf16>(o_tmp), fch_ = arena_.at<bf16>(o_fch), fch_gelu_ = arena_.at<bf16>(o_gelu);
         lnf_ = arena_.at<bf16>(o_lnf), losses_ = arena_.at<float>(o_losses), logits_ = arena_.at<float>(o_logits);
-        decode_pos_ = arena_.at<int>(o_pos), cls_scratch_ = arena_.at<void>(o_cls);
+        decode_pos_ = arena_.at<int>(o_pos), cls_scratch_ = arena_.at<void>(o_cls), tickets_ = arena_.at<int>(o_tickets);
+        CUDA_CHECK(cudaMemset(tickets_, 0, (size_t)B * H * 4));  // attention_decode_step_cuda leaves them zero
         decode_direct_ = true;
         const size_t row = 2 * C;
         for (int l = 0; l < cfg_.n_layer; l++) {
@@ -213,7 +219,7 @@ class KVCacheCuda : public IncrementalModel {
     long long next_pos_ = 0;
     std::vector<Layer> layers_;
     DeviceArena arena_;
-    int *tokens_, *targets_, *decode_pos_;  // decode_pos_: the position of the token being decoded
+    int *tokens_, *targets_, *decode_pos_, *tickets_;  // decode_pos_: the position of the token being decoded
     bf16 *x_, *ln_, *qkv_pre_, *qkv_, *atty_, *tmp_, *fch_, *fch_gelu_, *lnf_;
     float *mean_, *rstd_, *lse_, *losses_, *logits_;
     void* cls_scratch_;
@@ -273,14 +279,21 @@ class KVCacheCuda : public IncrementalModel {
             // Decoding fuses each LayerNorm into the product after it and each residual add into
             // the product before it (matmul.cuh: matmul_rows_kernel; a chunk runs them apart).
             layernorm_matmul_forward_cuda(qkv_pre_, ln_, mean_, rstd_, x_, w.ln1w, w.ln1b, w.qkvw, w.qkvb, BN, C, 3 * C, st);
-            rope_forward_cuda(qkv_, qkv_pre_, qpos, B_, n, H, D, cfg_.layer_rope_theta(l), st);  // (B, n, 3, H, D)
-            logn_scale_queries_cuda(qkv_, qpos, B_, n, H, D, cfg_.layer_logn_base(l), st);
-            if (decoding) {
-                cache_append_cuda(layers_[l], qkv_, decode_pos_, 1, B_, H, D, st);
-                attention_decode_cuda(atty_, lse_, qkv_, 3 * C, layers_[l], decode_pos_, B_, H, D, scale, kDecodePieceRows,
-                                      part_o_, part_l_, st);
+            const float theta = cfg_.layer_rope_theta(l);
+            const int logn = cfg_.layer_logn_base(l);
+            if (decoding && kDecodeOneLaunch) {  // rope, log-n, append, attention and merge: one launch
+                attention_decode_step_cuda(atty_, lse_, qkv_pre_, layers_[l], decode_pos_, B_, H, D, scale, theta, logn,
+                                           kDecodePieceRows, part_o_, part_l_, tickets_, st);
             } else {
-                attend_chunk(layers_[l], cfg_.attn(l), n, pos, scale, st);
+                rope_forward_cuda(qkv_, qkv_pre_, qpos, B_, n, H, D, theta, st);  // (B, n, 3, H, D)
+                logn_scale_queries_cuda(qkv_, qpos, B_, n, H, D, logn, st);
+                if (decoding) {
+                    cache_append_cuda(layers_[l], qkv_, decode_pos_, 1, B_, H, D, st);
+                    attention_decode_cuda(atty_, lse_, qkv_, 3 * C, layers_[l], decode_pos_, B_, H, D, scale, kDecodePieceRows,
+                                          part_o_, part_l_, st);
+                } else {
+                    attend_chunk(layers_[l], cfg_.attn(l), n, pos, scale, st);
+                }
             }
             matmul_residual_forward_cuda(x_, tmp_, atty_, w.projw, w.projb, BN, C, C, st);
             layernorm_matmul_forward_cuda(fch_gelu_, ln_, mean_, rstd_, x_, w.ln2w, w.ln2b, w.fcw, w.fcb, BN, C, 4 * C, st, fch_);

@@ -10,6 +10,14 @@
 //                         small, so that its few active heads still spread over many blocks; a
 //                         dense one at 1M rows into pieces of 4096, enough blocks to keep every
 //                         SM reading
+//   attention_decode_step_cuda
+//                         the whole of one token's attention in one launch (decoding's default):
+//                         each block rotates the token's q (rope, log-n) itself, the block whose
+//                         piece holds the token's own row rotates its k and appends K and V, and
+//                         the last block of each (head, sequence) to finish merges the pieces.
+//                         The same bits as rope_forward_cuda + logn_scale_queries_cuda +
+//                         cache_append_cuda + attention_decode_cuda (test_kv_cache checks it);
+//                         three launches of a few microseconds each fewer per layer
 //   cache_unpack_cuda     a chunk's earlier rows, unpacked into ordinary rows for the flash kernels
 //
 // The position of the token comes from device memory, never from a kernel argument, so the
@@ -24,13 +32,14 @@
 #include "layers/attention_decode.h"
 #include "layers/cuda/common.cuh"
 #include "layers/cuda/pack.cuh"
+#include "layers/cuda/pdl.cuh"
+#include "layers/cuda/rope.cuh"
 
 namespace decode {
 
 constexpr int kMaxBranches = 8;
 constexpr int kMaxPieces = 256;    // per branch
-constexpr int kThreads = 128;      // threads of attention_decode_kernel: one key row each per tile
-constexpr int kMergeThreads = 256;
+constexpr int kThreads = 128;  // threads of attention_decode_kernel: one key row each per tile; the merge's too
 
 // Packed rows per piece of a branch of `rows` rows.
 inline long long piece_rows(long long rows, int min_rows) { return std::max<long long>(min_rows, (rows + kMaxPieces - 1) / kMaxPieces); }
@@ -86,117 +95,27 @@ __global__ void cache_append_kernel(Branches br, const bf16* qkv, const int* p0_
     }
 }
 
-// Block (piece, head h, sequence b), kThreads threads. Tiles of kThreads packed rows: each thread
-// scores one row (scores in log2 units; its 8 16-byte loads in flight at once), the tile's
-// softmax weights go through shared memory, then each thread adds 8 dims of V for every RG-th row
-// of the tile, its loads again all issued before the sums: a decode step is a chain of memory
-// latencies, not of bandwidth, unless the loads of a thread overlap.
-template <int D>
-__global__ void __launch_bounds__(kThreads) attention_decode_kernel(float* po, float* pl, const bf16* __restrict__ q,
-                                                                     int q_stride, Branches br, const int* pos,
-                                                                     float scale_log2) {
-    constexpr int NW = kThreads / 32, DC = D / 8, RG = kThreads / DC, RPT = kThreads / RG;
-    const int piece = blockIdx.x, h = blockIdx.y, b = blockIdx.z, H = br.H, S = br.first_piece[br.n];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c = tid % DC, g = tid / DC;
-    int i = 0;
-    while (i + 1 < br.n && piece >= br.first_piece[i + 1]) i++;
-    const long long p = *pos, k = cache_row(p, br.w[i], br.r[i], h);
-    const long long row0 = (long long)(piece - br.first_piece[i]) * br.piece_rows[i];
-    const long long end = min(row0 + br.piece_rows[i], k + 1);  // k < 0: no row
-    float* o = po + (((size_t)b * S + piece) * H + h) * D;
-    float* l = pl + ((size_t)b * S + piece) * H + h;
-    if (end <= row0) {  // this head does not keep p in this branch, or the piece lies past p's row
-        for (int d = tid; d < D; d += kThreads) o[d] = 0;
-        if (tid == 0) *l = -INFINITY;
-        return;
-    }
-    __shared__ float qs[D], ps[kThreads], red[NW], acc_s[RG][D];
-    const size_t C = (size_t)H * D;
-    const bf16* qh = q + (size_t)b * q_stride + (size_t)h * D;
-    for (int d = tid; d < D; d += kThreads) qs[d] = __bfloat162float(qh[d]) * scale_log2;
-    __syncthreads();
-    const bf16* __restrict__ base = br.kv[i] + (size_t)b * br.rows[i] * 2 * C + (size_t)h * D;  // row t's K at base + t 2C
-    float m = -INFINITY, lsum = 0, acc[8];
-    for (int j = 0; j < 8; j++) acc[j] = 0;
-    for (long long t0 = row0; t0 < end; t0 += kThreads) {
-        const int nt = (int)min((long long)kThreads, end - t0);
-        float s = -INFINITY;
-        if (tid < nt) {
-            const uint4* kr = (const uint4*)(base + (size_t)(t0 + tid) * 2 * C);
-            uint4 u[DC];
-#pragma unroll
-            for (int cc = 0; cc < DC; cc++) u[cc] = __ldg(kr + cc);
-            float dot = 0;
-#pragma unroll
-            for (int cc = 0; cc < DC; cc++) {
-                const __nv_bfloat162* e = (const __nv_bfloat162*)&u[cc];
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float2 f = __bfloat1622float2(e[j]);
-                    dot += qs[cc * 8 + 2 * j] * f.x + qs[cc * 8 + 2 * j + 1] * f.y;
-                }
-            }
-            s = dot;
-        }
-        float mx = warp_max(s);
-        if (lane == 0) red[warp] = mx;
-        __syncthreads();
-        mx = red[0];
-        for (int w = 1; w < NW; w++) mx = fmaxf(mx, red[w]);
-        __syncthreads();
-        const float m_new = fmaxf(m, mx), corr = exp2f(m - m_new);  // m = -inf at first: corr 0
-        const float e = tid < nt ? exp2f(s - m_new) : 0.0f;
-        ps[tid] = e;
-        const float ws = warp_sum(e);
-        if (lane == 0) red[warp] = ws;
-        __syncthreads();
-        float sum = 0;
-        for (int w = 0; w < NW; w++) sum += red[w];
-        lsum = lsum * corr + sum, m = m_new;
-        for (int j = 0; j < 8; j++) acc[j] *= corr;
-        uint4 v[RPT];
-#pragma unroll
-        for (int u = 0; u < RPT; u++) {
-            const int t = g + u * RG;
-            if (t < nt) v[u] = __ldg((const uint4*)(base + (size_t)(t0 + t) * 2 * C + C) + c);
-        }
-#pragma unroll
-        for (int u = 0; u < RPT; u++) {
-            const int t = g + u * RG;
-            if (t >= nt) continue;
-            const float pt = ps[t];
-            const __nv_bfloat162* e = (const __nv_bfloat162*)&v[u];
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const float2 f = __bfloat1622float2(e[j]);
-                acc[2 * j] += pt * f.x, acc[2 * j + 1] += pt * f.y;
-            }
-        }
-        __syncthreads();  // ps and red are rewritten by the next tile
-    }
-    for (int j = 0; j < 8; j++) acc_s[g][c * 8 + j] = acc[j];
-    __syncthreads();
-    for (int d = tid; d < D; d += kThreads) {
-        float a = 0;
-        for (int r = 0; r < RG; r++) a += acc_s[r][d];
-        o[d] = a / lsum;
-    }
-    if (tid == 0) *l = (m + log2f(lsum)) * 0.69314718055994531f;  // log2 units back to natural
-}
+// What the one-launch step (attention_decode_step_kernel) takes beyond the plain kernel.
+struct StepArgs {
+    float theta;     // rope base of the layer (0: NoPE, nothing rotates)
+    int logn_base;   // log-n base of its queries (0: none)
+    int* tickets;    // (B, H), zeros: pieces finished; the last one merges and sets it back to 0
+    bf16* out;       // (B, H, D) and (B, H): the merged O and log-sum-exp
+    float* lse;
+};
 
-// Block (head h, sequence b): out (B, H, D) bf16 and lse (B, H) from the S partials by
-// log-sum-exp; a thread takes 8 dims of every G-th piece.
+// The merge of a (head h, sequence b)'s S partials by log-sum-exp into out (B, H, D) bf16 and
+// lse (B, H), by kThreads threads: a thread takes 8 dims of every G-th piece. The partials are
+// read through L2 (__ldcg): in the one-launch step other blocks of the same launch wrote them.
 template <int D>
-__global__ void __launch_bounds__(kMergeThreads) attention_decode_merge_kernel(bf16* out, float* lse, const float* __restrict__ po,
-                                                                                const float* __restrict__ pl, int S) {
-    constexpr int NW = kMergeThreads / 32, DC = D / 8, G = kMergeThreads / DC;
-    const int h = blockIdx.x, b = blockIdx.y, H = gridDim.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int c = tid % DC, g = tid / DC;
+__device__ void merge_pieces(bf16* out, float* lse, const float* po, const float* pl, int S, int h, int b, int H) {
+    constexpr int NW = kThreads / 32, DC = D / 8, G = kThreads / DC;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c = tid % DC, g = tid / DC;
     const float* L = pl + (size_t)b * S * H + h;  // piece s's at L[s H]
     __shared__ float red[NW], wsum_s[G], acc_s[G][D];
     float mx = -INFINITY;
 #pragma unroll 4
-    for (int s = tid; s < S; s += kMergeThreads) mx = fmaxf(mx, L[(size_t)s * H]);
+    for (int s = tid; s < S; s += kThreads) mx = fmaxf(mx, __ldcg(L + (size_t)s * H));
     mx = warp_max(mx);
     if (lane == 0) red[warp] = mx;
     __syncthreads();
@@ -204,7 +123,7 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge_kernel(b
     for (int w = 1; w < NW; w++) mx = fmaxf(mx, red[w]);
     bf16* oh = out + ((size_t)b * H + h) * D;
     if (mx == -INFINITY) {  // no branch keeps the query for this head
-        for (int d = tid; d < D; d += kMergeThreads) oh[d] = __float2bfloat16(0.0f);
+        for (int d = tid; d < D; d += kThreads) oh[d] = __float2bfloat16(0.0f);
         if (tid == 0) lse[(size_t)b * H + h] = -INFINITY;
         return;
     }
@@ -212,9 +131,9 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge_kernel(b
     for (int j = 0; j < 8; j++) acc[j] = 0;
 #pragma unroll 4
     for (int s = g; s < S; s += G) {
-        const float ls = L[(size_t)s * H];
+        const float ls = __ldcg(L + (size_t)s * H);
         const float4* o = (const float4*)(po + (((size_t)b * S + s) * H + h) * D + c * 8);
-        const float4 x = o[0], y = o[1];
+        const float4 x = __ldcg(o), y = __ldcg(o + 1);
         const float w = ls == -INFINITY ? 0.0f : __expf(ls - mx);  // an empty piece's O is 0
         wsum += w;
         acc[0] += w * x.x, acc[1] += w * x.y, acc[2] += w * x.z, acc[3] += w * x.w;
@@ -225,12 +144,200 @@ __global__ void __launch_bounds__(kMergeThreads) attention_decode_merge_kernel(b
     __syncthreads();
     float total = 0;
     for (int r = 0; r < G; r++) total += wsum_s[r];
-    for (int d = tid; d < D; d += kMergeThreads) {
+    for (int d = tid; d < D; d += kThreads) {
         float a = 0;
         for (int r = 0; r < G; r++) a += acc_s[r][d];
         oh[d] = __float2bfloat16(a / total);
     }
     if (tid == 0) lse[(size_t)b * H + h] = mx + logf(total);
+}
+
+// Block (piece, head h, sequence b), kThreads threads. Tiles of kThreads packed rows: each thread
+// scores one row (scores in log2 units; its 8 16-byte loads in flight at once), the tile's
+// softmax weights go through shared memory, then each thread adds 8 dims of V for every RG-th row
+// of the tile, its loads again all issued before the sums: a decode step is a chain of memory
+// latencies, not of bandwidth, unless the loads of a thread overlap.
+//
+// STEP (attention_decode_step_kernel): q is the token's row of q, k, v before rope (q_stride
+// 3 H D): the first D/2 threads rotate q's pairs of head h (rope_pair, then log-n), as
+// rope_forward_cuda and logn_scale_queries_cuda would; the block whose piece ends at the token's
+// own row k rotates the token's k too, stores K and V there (cache_append_cuda's one row) and
+// scores that row from shared memory (a row written in this launch is not read through the
+// read-only cache). Every block then takes a ticket; the (head, sequence)'s last merges.
+template <int D, bool STEP>
+__device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* __restrict__ q, int q_stride, const Branches& br,
+                                             const int* pos, float scale_log2, const StepArgs& st) {
+    constexpr int NW = kThreads / 32, DC = D / 8, RG = kThreads / DC, RPT = kThreads / RG, HALF = D / 2;
+    const int piece = blockIdx.x, h = blockIdx.y, b = blockIdx.z, H = br.H, S = br.first_piece[br.n];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c = tid % DC, g = tid / DC;
+    int i = 0;
+    while (i + 1 < br.n && piece >= br.first_piece[i + 1]) i++;
+    if constexpr (STEP) pdl_trigger();
+    const int p = *pos;  // set before the step's first launch
+    const long long k = cache_row(p, br.w[i], br.r[i], h);
+    const long long row0 = (long long)(piece - br.first_piece[i]) * br.piece_rows[i];
+    const long long end = min(row0 + br.piece_rows[i], k + 1);  // k < 0: no row
+    float* o = po + (((size_t)b * S + piece) * H + h) * D;
+    float* l = pl + ((size_t)b * S + piece) * H + h;
+    __shared__ float qs[D], ps[kThreads], red[NW], acc_s[RG][D];
+    __shared__ __align__(16) bf16 newest[2][D];  // STEP: the token's K (rotated) and V
+    const size_t C = (size_t)H * D;
+    if constexpr (STEP) {
+        // Launched with launch_pdl: the first tile's rows (earlier steps wrote them) into L2 while
+        // the qkv product before still runs; the token's q, k, v only after pdl_wait.
+        if (row0 + tid < end) {
+            const bf16* r = br.kv[i] + ((size_t)b * br.rows[i] + row0 + tid) * 2 * C + (size_t)h * D;
+            for (int x = 0; x < D * 2; x += 128) prefetch_l2((const char*)r + x), prefetch_l2((const char*)(r + C) + x);
+        }
+        pdl_wait();
+    }
+    if (end <= row0) {  // this head does not keep p in this branch, or the piece lies past p's row
+        for (int d = tid; d < D; d += kThreads) o[d] = 0;
+        if (tid == 0) *l = -INFINITY;
+    } else {
+        bf16* base = br.kv[i] + (size_t)b * br.rows[i] * 2 * C + (size_t)h * D;  // row t's K at base + t 2C
+        const bf16* qh = q + (size_t)b * q_stride + (size_t)h * D;
+        const bool holds_token = STEP && end == k + 1;  // this piece ends at the token's own row
+        if constexpr (STEP) {
+            if (tid < HALF) {
+                float cs = 1, sn = 0;
+                if (st.theta != 0.0f) rope_angle(p, tid, D, st.theta, cs, sn);
+                const float f = logn_factor(p, st.logn_base);
+                for (int slot = 0; slot < (holds_token ? 2 : 1); slot++) {
+                    const bf16* x = qh + slot * C;
+                    bf16 o1 = x[tid], o2 = x[tid + HALF];
+                    if (st.theta != 0.0f) rope_pair(__bfloat162float(o1), __bfloat162float(o2), cs, sn, o1, o2);
+                    if (slot == 0) {
+                        if (f != 1.0f) o1 = __float2bfloat16(__bfloat162float(o1) * f), o2 = __float2bfloat16(__bfloat162float(o2) * f);
+                        qs[tid] = __bfloat162float(o1) * scale_log2, qs[tid + HALF] = __bfloat162float(o2) * scale_log2;
+                    } else {
+                        newest[0][tid] = o1, newest[0][tid + HALF] = o2;
+                    }
+                }
+            } else if (holds_token && tid < HALF + DC) {
+                ((uint4*)newest[1])[tid - HALF] = *(const uint4*)(qh + 2 * C + (tid - HALF) * 8);
+            }
+            __syncthreads();
+            if (holds_token && tid < 2 * DC)  // K and V into the token's row
+                *(uint4*)(base + (size_t)k * 2 * C + (tid / DC) * C + (tid % DC) * 8) = ((const uint4*)newest[tid / DC])[tid % DC];
+        } else {
+            for (int d = tid; d < D; d += kThreads) qs[d] = __bfloat162float(qh[d]) * scale_log2;
+            __syncthreads();
+        }
+        float m = -INFINITY, lsum = 0, acc[8];
+        for (int j = 0; j < 8; j++) acc[j] = 0;
+        for (long long t0 = row0; t0 < end; t0 += kThreads) {
+            const int nt = (int)min((long long)kThreads, end - t0);
+            float s = -INFINITY;
+            if (tid < nt) {
+                uint4 u[DC];
+                if (holds_token && t0 + tid == k) {
+#pragma unroll
+                    for (int cc = 0; cc < DC; cc++) u[cc] = ((const uint4*)newest[0])[cc];
+                } else {
+                    const uint4* kr = (const uint4*)(base + (size_t)(t0 + tid) * 2 * C);
+#pragma unroll
+                    for (int cc = 0; cc < DC; cc++) u[cc] = __ldg(kr + cc);
+                }
+                float dot = 0;
+#pragma unroll
+                for (int cc = 0; cc < DC; cc++) {
+                    const __nv_bfloat162* e = (const __nv_bfloat162*)&u[cc];
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const float2 f = __bfloat1622float2(e[j]);
+                        dot += qs[cc * 8 + 2 * j] * f.x + qs[cc * 8 + 2 * j + 1] * f.y;
+                    }
+                }
+                s = dot;
+            }
+            float mx = warp_max(s);
+            if (lane == 0) red[warp] = mx;
+            __syncthreads();
+            mx = red[0];
+            for (int w = 1; w < NW; w++) mx = fmaxf(mx, red[w]);
+            __syncthreads();
+            const float m_new = fmaxf(m, mx), corr = exp2f(m - m_new);  // m = -inf at first: corr 0
+            const float e = tid < nt ? exp2f(s - m_new) : 0.0f;
+            ps[tid] = e;
+            const float ws = warp_sum(e);
+            if (lane == 0) red[warp] = ws;
+            __syncthreads();
+            float sum = 0;
+            for (int w = 0; w < NW; w++) sum += red[w];
+            lsum = lsum * corr + sum, m = m_new;
+            for (int j = 0; j < 8; j++) acc[j] *= corr;
+            uint4 v[RPT];
+#pragma unroll
+            for (int u = 0; u < RPT; u++) {
+                const int t = g + u * RG;
+                if (t >= nt) continue;
+                if (holds_token && t0 + t == k) v[u] = ((const uint4*)newest[1])[c];
+                else v[u] = __ldg((const uint4*)(base + (size_t)(t0 + t) * 2 * C + C) + c);
+            }
+#pragma unroll
+            for (int u = 0; u < RPT; u++) {
+                const int t = g + u * RG;
+                if (t >= nt) continue;
+                const float pt = ps[t];
+                const __nv_bfloat162* e = (const __nv_bfloat162*)&v[u];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float2 f = __bfloat1622float2(e[j]);
+                    acc[2 * j] += pt * f.x, acc[2 * j + 1] += pt * f.y;
+                }
+            }
+            __syncthreads();  // ps and red are rewritten by the next tile
+        }
+        for (int j = 0; j < 8; j++) acc_s[g][c * 8 + j] = acc[j];
+        __syncthreads();
+        for (int d = tid; d < D; d += kThreads) {
+            float a = 0;
+            for (int r = 0; r < RG; r++) a += acc_s[r][d];
+            o[d] = a / lsum;
+        }
+        if (tid == 0) *l = (m + log2f(lsum)) * 0.69314718055994531f;  // log2 units back to natural
+    }
+    if constexpr (STEP) {
+        // Last block done (CUDA's threadFenceReduction sample): each thread's partial writes are
+        // made visible device-wide before the block's ticket is taken.
+        __shared__ bool last;
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) {
+            int* ticket = st.tickets + (size_t)b * H + h;
+            last = atomicAdd(ticket, 1) == S - 1;
+            if (last) *ticket = 0;  // every piece of this launch has counted: ready for the next step
+        }
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        merge_pieces<D>(st.out, st.lse, po, pl, S, h, b, H);
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_decode_kernel(float* po, float* pl, const bf16* __restrict__ q,
+                                                                     int q_stride, Branches br, const int* pos,
+                                                                     float scale_log2) {
+    decode_piece<D, false>(po, pl, q, q_stride, br, pos, scale_log2, StepArgs{});
+}
+
+// At D = 64, 4 blocks an SM (<= 128 registers: 123, no spills; 150 unbounded): a decode step's
+// ~1,100 blocks, mostly short, stay resident beside the launch before (pdl.cuh). At D = 128 the
+// bound spilled, so none.
+template <int D>
+__global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 1) attention_decode_step_kernel(float* po, float* pl, const bf16* __restrict__ qkv_pre,
+                                                                          Branches br, const int* pos, float scale_log2,
+                                                                          StepArgs st) {
+    decode_piece<D, true>(po, pl, qkv_pre, 3 * br.H * D, br, pos, scale_log2, st);
+}
+
+// Block (head h, sequence b): the S partials merged (merge_pieces).
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_decode_merge_kernel(bf16* out, float* lse, const float* po, const float* pl,
+                                                                           int S) {
+    merge_pieces<D>(out, lse, po, pl, S, blockIdx.x, blockIdx.y, gridDim.x);
 }
 
 // One thread per (sequence, position in [lo, p0), head, 8 values of D): the first branch whose
@@ -291,13 +398,30 @@ inline void attention_decode_cuda(bf16* out, float* lse, const bf16* q, int q_st
     if (D == 64) {
         decode::attention_decode_kernel<64><<<grid, decode::kThreads, 0, stream>>>(po, pl, q, q_stride, br, pos_dev, scale_log2);
         CUDA_CHECK_LAST();
-        decode::attention_decode_merge_kernel<64><<<dim3(H, B), decode::kMergeThreads, 0, stream>>>(out, lse, po, pl, S);
+        decode::attention_decode_merge_kernel<64><<<dim3(H, B), decode::kThreads, 0, stream>>>(out, lse, po, pl, S);
     } else {
         decode::attention_decode_kernel<128><<<grid, decode::kThreads, 0, stream>>>(po, pl, q, q_stride, br, pos_dev, scale_log2);
         CUDA_CHECK_LAST();
-        decode::attention_decode_merge_kernel<128><<<dim3(H, B), decode::kMergeThreads, 0, stream>>>(out, lse, po, pl, S);
+        decode::attention_decode_merge_kernel<128><<<dim3(H, B), decode::kThreads, 0, stream>>>(out, lse, po, pl, S);
     }
     CUDA_CHECK_LAST();
+}
+
+// One token per sequence through a layer's attention in one launch, from qkv_pre (B, 3, H, D),
+// the qkv product's rows before rope: the same bits, in out, lse and the branches, as
+// rope_forward_cuda + logn_scale_queries_cuda (theta, logn_base: the layer's) +
+// cache_append_cuda + attention_decode_cuda. tickets: (B, H) ints, zero before the first call;
+// each call leaves them zero (one launch at a time may use them).
+inline void attention_decode_step_cuda(bf16* out, float* lse, const bf16* qkv_pre, const std::vector<CacheBranch<bf16>>& branches,
+                                       const int* pos_dev, int B, int H, int D, float scale, float theta, int logn_base,
+                                       int min_rows, float* po, float* pl, int* tickets, cudaStream_t stream) {
+    decode::check_head_dim(D, "attention_decode_step_cuda");
+    const decode::Branches br = decode::make_branches(branches, H, min_rows);
+    const dim3 grid(br.first_piece[br.n], H, B);
+    const float scale_log2 = scale * 1.4426950408889634f;
+    const decode::StepArgs st{theta, logn_base, tickets, out, lse};
+    if (D == 64) launch_pdl(decode::attention_decode_step_kernel<64>, grid, decode::kThreads, 0, stream, po, pl, qkv_pre, br, pos_dev, scale_log2, st);
+    else launch_pdl(decode::attention_decode_step_kernel<128>, grid, decode::kThreads, 0, stream, po, pl, qkv_pre, br, pos_dev, scale_log2, st);
 }
 
 // The rows at positions lo .. p0 - 1 of each sequence, unpacked into rows (B, rows_per_seq, 2, H, D).

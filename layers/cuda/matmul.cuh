@@ -22,6 +22,7 @@
 #include "layers/cuda/gelu.cuh"
 #include "layers/cuda/layernorm.cuh"
 #include "layers/cuda/pack.cuh"
+#include "layers/cuda/pdl.cuh"
 #include "layers/cuda/residual.cuh"
 
 // GELU through cuBLASLt's epilogues (forward GELU_AUX_BIAS, backward DGELU) or through the
@@ -221,6 +222,11 @@ __global__ void __launch_bounds__(256) matmul_rows_kernel(bf16* out, bf16* pre_g
                                                           int C, int OC) {
     static_assert(!(LN && RESID), "LN reads the residual stream RESID writes");
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, oc = blockIdx.x * 8 + warp;
+    // Launched with launch_pdl (pdl.cuh): the block's weight rows, contiguous, are fetched into L2
+    // while the launch before still runs; inp and the residual stream only after pdl_wait.
+    pdl_trigger();
+    if (threadIdx.x == 0) prefetch_l2_bulk(weight + (size_t)blockIdx.x * 8 * C, (unsigned)(min(8, OC - blockIdx.x * 8) * C * 2));
+    pdl_wait();
     if (oc >= OC) return;
     const bf16* w = weight + (size_t)oc * C;
     float acc[NR];
@@ -285,9 +291,9 @@ inline bool matmul_rows_launch(bf16* out, const bf16* inp, const bf16* weight, c
     if (LN && (!is_aligned16(ln_w) || !is_aligned16(ln_b))) return false;
     const int grid = ceil_div(OC, 8);
     switch (N) {
-#define MATMUL_ROWS_CASE(R)                                                                                               \
-    case R:                                                                                                               \
-        matmul_rows_kernel<R, LN, RESID><<<grid, 256, 0, stream>>>(out, pre_gelu, inp, weight, bias, ln_w, ln_b, C, OC); \
+#define MATMUL_ROWS_CASE(R)                                                                                        \
+    case R:                                                                                                        \
+        launch_pdl(matmul_rows_kernel<R, LN, RESID>, grid, 256, 0, stream, out, pre_gelu, inp, weight, bias, ln_w, ln_b, C, OC); \
         break;
         MATMUL_ROWS_CASE(1) MATMUL_ROWS_CASE(2) MATMUL_ROWS_CASE(3) MATMUL_ROWS_CASE(4)
 #undef MATMUL_ROWS_CASE

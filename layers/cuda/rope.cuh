@@ -11,6 +11,26 @@
 #include "layers/cuda/pack.cuh"
 
 // ------------------------------------------------------------------------------------------------
+// One rotated pair, shared by the few-token kernel below and the decode step's one launch
+// (layers/cuda/attention_decode.cuh), so that both round the same floats to the same bf16: the
+// cos and sin of pair i at position pos (double, rounded to float), and the pair rotated with
+// explicit roundings (no fused multiply-add the compiler might form in one place and not the
+// other).
+__device__ __forceinline__ void rope_angle(int pos, int i, int D, float theta, float& c, float& s) {
+    double sd, cd;
+    sincos((double)pos * pow((double)theta, -2.0 * i / D), &sd, &cd);
+    c = (float)cd, s = (float)sd;
+}
+__device__ __forceinline__ void rope_pair(float x1, float x2, float c, float s, bf16& o1, bf16& o2) {
+    o1 = __float2bfloat16(__fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s)));
+    o2 = __float2bfloat16(__fadd_rn(__fmul_rn(x1, s), __fmul_rn(x2, c)));
+}
+// The factor logn_scale_queries_kernel multiplies a query at position p by (1: none).
+__device__ __forceinline__ float logn_factor(int p, int base) {
+    return base > 0 && (long long)p + 1 > base ? (float)(log((double)p + 1) / log((double)base)) : 1.0f;
+}
+
+// ------------------------------------------------------------------------------------------------
 // Kernels. SIGN = +1: forward rotation; -1: the inverse rotation (backward: rotation is orthogonal).
 
 template <int SIGN>
@@ -26,10 +46,8 @@ __device__ __forceinline__ void rope_rotate(bf16* out,        // (B, T, 3, H, D)
     const int t = (int)(bt % T);
     float c[8], s[8];
     for (int k = 0; k < 8; k++) {
-        double sd, cd;
-        sincos((double)pos[t] * pow((double)theta, -2.0 * (i0 + k) / D), &sd, &cd);
-        c[k] = (float)cd;
-        s[k] = (float)(SIGN * sd);
+        rope_angle(pos[t], i0 + k, D, theta, c[k], s[k]);
+        s[k] = SIGN > 0 ? s[k] : -s[k];
     }
     const bool copy_v = out != inp;
     const size_t row = (size_t)bt * 3 * H * D;
@@ -58,11 +76,8 @@ __device__ __forceinline__ void rope_rotate(bf16* out,        // (B, T, 3, H, D)
                     break;
                 }
                 x128 o1, o2;
-                for (int k = 0; k < 8; k++) {
-                    const float x1 = __bfloat162float(x[j][slot][0][k]), x2 = __bfloat162float(x[j][slot][1][k]);
-                    o1[k] = __float2bfloat16(x1 * c[k] - x2 * s[k]);
-                    o2[k] = __float2bfloat16(x1 * s[k] + x2 * c[k]);
-                }
+                for (int k = 0; k < 8; k++)
+                    rope_pair(__bfloat162float(x[j][slot][0][k]), __bfloat162float(x[j][slot][1][k]), c[k], s[k], o1[k], o2[k]);
                 store128(p, o1);
                 store128(p + half, o2);
             }
@@ -71,7 +86,7 @@ __device__ __forceinline__ void rope_rotate(bf16* out,        // (B, T, 3, H, D)
 }
 
 // A few tokens (decoding one token per sequence): one thread per (token, head, i < D/2), each
-// forming its one sincos (the same doubles as above: the same bits), so that the work spreads
+// forming its one sincos (the same rope_angle and rope_pair as above: the same bits), so that the work spreads
 // over B T H D / 2 threads instead of B T D / 16 (4 threads for one token of D = 64, each with
 // 8 double-precision sincos in a row).
 template <int SIGN>
@@ -83,15 +98,13 @@ __device__ __forceinline__ void rope_rotate_head(bf16* out, const bf16* inp, con
     const int i = (int)(idx % half), h = (int)(idx / half % H);
     const long long bt = idx / half / H;
     const int t = (int)(bt % T);
-    double sd, cd;
-    sincos((double)pos[t] * pow((double)theta, -2.0 * i / D), &sd, &cd);
-    const float c = (float)cd, s = (float)(SIGN * sd);
+    float c, s;
+    rope_angle(pos[t], i, D, theta, c, s);
+    s = SIGN > 0 ? s : -s;
     const size_t row = (size_t)bt * 3 * H * D;
     for (int slot = 0; slot < 2; slot++) {
         const size_t at = row + ((size_t)slot * H + h) * D + i;
-        const float x1 = __bfloat162float(inp[at]), x2 = __bfloat162float(inp[at + half]);
-        out[at] = __float2bfloat16(x1 * c - x2 * s);
-        out[at + half] = __float2bfloat16(x1 * s + x2 * c);
+        rope_pair(__bfloat162float(inp[at]), __bfloat162float(inp[at + half]), c, s, out[at], out[at + half]);
     }
     if (out != inp) {
         const size_t at = row + ((size_t)2 * H + h) * D + i;
@@ -168,7 +181,7 @@ __global__ void logn_scale_queries_kernel(bf16* qkv, const int* pos, int B, int 
     const long long bt = idx / groups;
     const int p = pos[bt % T];
     if ((long long)p + 1 <= base) return;
-    const float s = (float)(log((double)p + 1) / log((double)base));
+    const float s = logn_factor(p, base);
     bf16* q = qkv + (size_t)bt * 3 * H * D + (size_t)(idx % groups) * 8;
     x128 x = load128(q);
     for (int k = 0; k < 8; k++) x[k] = __float2bfloat16(__bfloat162float(x[k]) * s);

@@ -4,11 +4,13 @@
 //     (layers/attention_decode.h) moves; attention_decode_cuda matches the CPU reference in
 //     float64 within bf16 tolerance, for D = 64 and 128, odd batch and piece sizes, dense and
 //     dilated branches (segments that do not divide one another, a dilation above the head count),
-//     at positions on and across segment borders.
+//     at positions on and across segment borders; attention_decode_step_cuda gives the bits of
+//     the four launches it replaces (rope, log-n, append, attention), NoPE and log-n included.
 //   Models: a prompt prefilled in chunks, then decoded one token at a time, gives the logits of
 //     the GPU's full forward over the whole sequence within bf16 tolerance: dense + dilated +
 //     block-sparse layers (chunk path for every token), and dense + two dilated patterns (decoding
-//     through attention_decode_cuda, as a CUDA graph and without: the same bits); the dilated
+//     through attention_decode_step_cuda, as a CUDA graph and without, and through the four
+//     launches it replaced: the same bits); the dilated
 //     cache holds its bound from the start and never more; a saved and loaded cache decodes the
 //     same bits; a control (a sequence missing its first token) shows the check can fail.
 // Prints PASS/FAIL lines and "N passed, M failed". --kernels: the kernel tests alone (for the
@@ -105,6 +107,89 @@ static void test_decode_kernels(gc::Rng& rng, int D, int B, int H, const std::ve
     }
 }
 
+// attention_decode_step_cuda (one launch: rope, log-n, append, attention, merge) against the
+// four launches it replaces, on two copies of the same cache: the same bits in O, the
+// log-sum-exp and every cached row; and O against the CPU reference in float64. Two tokens in a row (p, p + 1): the second finds the tickets the first left at zero.
+static void test_decode_step(gc::Rng& rng, int D, int B, int H, const std::vector<CacheBranchShape>& shapes, long long p,
+                             int min_rows, float theta, int logn_base, const std::string& what) {
+    const int C = H * D;
+    DevArena mem;
+    std::vector<std::vector<double>> host(shapes.size());
+    std::vector<CacheBranch<double>> ref;
+    std::vector<CacheBranch<bf16>> four, one;  // the four launches' cache, the one launch's
+    const bool dense = shapes[0].rows < 0;
+    for (size_t i = 0; i < shapes.size(); i++) {
+        const long long rows = shapes[i].rows > 0 ? shapes[i].rows : p + 2;
+        host[i].assign((size_t)B * rows * 2 * C, 0.0);
+        ref.push_back({shapes[i].w, shapes[i].r, host[i].data(), rows});
+        four.push_back({shapes[i].w, shapes[i].r, mem.upload(to_bf16(host[i])), rows});
+        one.push_back({shapes[i].w, shapes[i].r, mem.upload(to_bf16(host[i])), rows});
+    }
+    const long long first = dense ? 0 : std::max(0LL, p - 300);
+    for (long long at = first; at < p;) {  // rows before p: random K/V, in both copies
+        const int n = (int)std::min<long long>(37, p - at);
+        std::vector<double> qkv((size_t)B * n * 3 * C);
+        gc::fill_uniform(qkv.data(), qkv.size(), rng, -1.0, 1.0);
+        const std::vector<bf16> qkv_bf = to_bf16(qkv);
+        cache_append(ref, as_double(qkv_bf).data(), at, n, B, H, D);
+        const int* at_dev = mem.upload(std::vector<int>{(int)at});
+        cache_append_cuda(four, mem.upload(qkv_bf), at_dev, n, B, H, D, 0);
+        cache_append_cuda(one, mem.upload(qkv_bf), at_dev, n, B, H, D, 0);
+        at += n;
+    }
+    const int S = attention_decode_pieces(four, min_rows);
+    float *po = mem.alloc<float>((size_t)B * S * C, 0xff), *pl = mem.alloc<float>((size_t)B * S * H, 0xff);
+    int* tickets = mem.alloc<int>((size_t)B * H, 0);
+    bf16* qkv = mem.alloc<bf16>((size_t)B * 3 * C, 0xff);
+    const double scale = 1.0 / std::sqrt((double)D);
+    double worst = 0;
+    size_t diff = 0;
+    for (long long pt = p; pt <= p + 1; pt++) {
+        std::vector<double> pre((size_t)B * 3 * C);
+        gc::fill_uniform(pre.data(), pre.size(), rng, -1.0, 1.0);
+        const std::vector<bf16> pre_bf = to_bf16(pre);
+        // The reference: attention_decode_step's pieces in float64, with the model's roundings of
+        // the rotated (and scaled) q and k to bf16; without them the rounding of q and k alone
+        // moves O's small elements by ~3% of the floor rel_error judges them by (measured).
+        std::vector<double> want_o((size_t)B * C), want_l((size_t)B * H), qkv_r((size_t)B * 3 * C);
+        const int pi = (int)pt;
+        rope_forward(qkv_r.data(), as_double(pre_bf).data(), &pi, B, 1, H, D, theta);
+        qkv_r = as_double(to_bf16(qkv_r));
+        if (logn_base) {
+            logn_scale_queries(qkv_r.data(), &pi, B, 1, H, D, logn_base);
+            qkv_r = as_double(to_bf16(qkv_r));
+        }
+        cache_append(ref, qkv_r.data(), pt, 1, B, H, D);
+        attention_decode(want_o.data(), want_l.data(), qkv_r.data(), 3 * C, ref, pt, B, H, D, scale);
+        const bf16* pre_dev = mem.upload(pre_bf);
+        const int* pos = mem.upload(std::vector<int>{(int)pt});
+        bf16 *o4 = mem.alloc<bf16>((size_t)B * C, 0xff), *o1 = mem.alloc<bf16>((size_t)B * C, 0xff);
+        float *l4 = mem.alloc<float>((size_t)B * H, 0xff), *l1 = mem.alloc<float>((size_t)B * H, 0xff);
+        rope_forward_cuda(qkv, pre_dev, pos, B, 1, H, D, theta, 0);
+        logn_scale_queries_cuda(qkv, pos, B, 1, H, D, logn_base, 0);
+        cache_append_cuda(four, qkv, pos, 1, B, H, D, 0);
+        attention_decode_cuda(o4, l4, qkv, 3 * C, four, pos, B, H, D, (float)scale, min_rows, po, pl, 0);
+        CUDA_CHECK(cudaMemset(po, 0xff, (size_t)B * S * C * 4));  // poison again: the one launch writes its own
+        CUDA_CHECK(cudaMemset(pl, 0xff, (size_t)B * S * H * 4));
+        attention_decode_step_cuda(o1, l1, pre_dev, one, pos, B, H, D, (float)scale, theta, logn_base, min_rows, po, pl, tickets, 0);
+        const std::vector<bf16> a = download(o4, (size_t)B * C), b = download(o1, (size_t)B * C);
+        const std::vector<float> la = download(l4, (size_t)B * H), lb = download(l1, (size_t)B * H);
+        diff += gc::count_bit_mismatch(a.data(), b.data(), a.size()) + gc::count_bit_mismatch(la.data(), lb.data(), la.size());
+        const std::vector<double> got = as_double(b);
+        worst = std::max(worst, gc::rel_error(got.data(), want_o.data(), got.size(), 1e-2));
+    }
+    for (size_t i = 0; i < shapes.size(); i++) {
+        const size_t n = (size_t)B * four[i].rows * 2 * C;
+        const std::vector<bf16> a = download(four[i].kv, n), b = download(one[i].kv, n);
+        diff += gc::count_bit_mismatch(a.data(), b.data(), n);
+    }
+    const std::vector<int> left = download(tickets, (size_t)B * H);
+    for (int t : left) diff += t != 0;
+    report(diff == 0, "attention_decode_step_cuda == rope + log-n + append + attention_decode_cuda, bit for bit (O, L, cache, "
+                      "tickets back at 0): " + what, (double)diff, 0);
+    report(worst < 8e-3, "attention_decode_step_cuda == float64 CPU (rope, log-n, append, attention_decode): " + what, worst, 8e-3);
+}
+
 // Logits of every position through the cache (prefill in chunks of `chunk` up to `prompt`, then
 // one token at a time) against the full forward's; the largest error.
 static double cached_vs_full(CudaBackend& full, const std::vector<std::vector<float>>& want, const std::vector<int>& tokens,
@@ -151,6 +236,13 @@ static int main_body(bool kernels_only) {
             test_decode_kernels(rng, D, 2, 3, dense, 1030, 100, "D " + std::to_string(D) + ", dense, p 1030, pieces of >= 100");
         }
         test_decode_kernels(rng, 64, 1, 12, dense, 5000, 7, "D 64, dense, 12 heads, p 5000: 251 pieces of 20 (at most 256)");
+        for (int D : {64, 128}) {
+            const std::string d = "D " + std::to_string(D);
+            test_decode_step(rng, D, 3, 5, longnet, 599, 7, 10000.0f, 0, d + ", dilated 64/96/200 r 1/3/16, p 599, 600");
+            test_decode_step(rng, D, 2, 5, longnet, 191, 16, 0.0f, 100, d + ", dilated, NoPE with log-n from 100, p 191, 192");
+            test_decode_step(rng, D, 2, 3, dense, 1030, 100, 500.0f, 0, d + ", dense, theta 500, p 1030, 1031");
+        }
+        test_decode_step(rng, 64, 1, 12, dense, 5000, 7, 10000.0f, 300, "D 64, dense, 12 heads, p 5000: 251 pieces, log-n from 300");
     }
     if (kernels_only) {  // what compute-sanitizer runs (scripts/device.sh sanitizers): our kernels, no cuBLASLt
         return check_report();
@@ -196,6 +288,21 @@ static int main_body(bool kernels_only) {
             const size_t diff = gc::count_bit_mismatch(graph_logits.data(), eager_logits.data(), graph_logits.size());
             report(diff == 0 && graph_logits.size() == eager_logits.size(), "decode as a CUDA graph == a launch per kernel, bit for bit",
                    (double)diff, 0);
+            std::vector<float> four_logits;
+            KVCacheCuda::kDecodeOneLaunch = false;
+            cached_vs_full(full, want, tokens, B, N, chunk, prompt, &four_logits, cfg, &fixed);
+            KVCacheCuda::kDecodeOneLaunch = true;
+            const size_t diff4 = gc::count_bit_mismatch(graph_logits.data(), four_logits.data(), graph_logits.size());
+            report(diff4 == 0 && graph_logits.size() == four_logits.size(),
+                   "decode with a token's attention in one launch == in four (rope, log-n, append, attention), bit for bit",
+                   (double)diff4, 0);
+            std::vector<float> plain_logits;
+            g_pdl = false;
+            cached_vs_full(full, want, tokens, B, N, chunk, prompt, &plain_logits, cfg, &fixed);
+            g_pdl = true;
+            const size_t diffp = gc::count_bit_mismatch(graph_logits.data(), plain_logits.data(), graph_logits.size());
+            report(diffp == 0 && graph_logits.size() == plain_logits.size(),
+                   "decode with early launches (pdl.cuh) == every launch after the one before, bit for bit", (double)diffp, 0);
         }
         // Saved to a file, loaded into a fresh cache: decodes the same bits.
         KVCacheCuda cache(full, B, chunk);
