@@ -4,12 +4,13 @@
 // same context replicated into B sequences decoded at once (tokens/s over all of them). Default model: the 91M GPU default (12 layers, width 768, 12 heads,
 // vocab 8192), every layer dilated in the LongNet setting (--dense: every layer dense, whose
 // cache keeps every row). Random weights and tokens (the speed does not depend on them).
-//   bench_kv_cache [--contexts 65536,1048576] [--chunk 16384] [--decode 32] [--batches 1,8] [--dense] [--unfused] [--no-pdl]
-//                  [--out FILE]
+//   bench_kv_cache [--contexts 65536,1048576] [--chunk 65536] [--decode 32] [--batches 1,8] [--dense] [--unfused] [--no-pdl]
+//                  [--no-row-fusion] [--four-launches] [--out FILE]
 //   (--unfused: each LayerNorm and residual add its own launch, as before they were fused into
 //   the products beside them, matmul.cuh: g_matmul_fuse_rows; and a token's attention as four
 //   launches, rope, cache append, attention, merge, as before attention_decode_step_cuda; and
-//   every launch waiting for the one before, as before pdl.cuh); --no-pdl: that last part alone
+//   every launch waiting for the one before, as before pdl.cuh); --no-pdl, --no-row-fusion,
+//   --four-launches: each of the three alone
 //   bench_kv_cache --breakdown [--dense]: the pieces of one decode step at position 1M - 1
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -145,13 +146,15 @@ static int main_body(int argc, char** argv) {
     GPTConfig cfg;
     cfg.n_layer = 12, cfg.n_embd = 768, cfg.n_head = 12, cfg.vocab_size = 8192;
     std::string contexts = "65536,1048576", batches = "1", out_path;
-    int chunk = 16384, decode = 32;
+    int chunk = 65536, decode = 32;  // infer's chunk on the GPU
     bool dense = false, breakdown = false;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--dense") { dense = true; continue; }
         if (a == "--unfused") { g_matmul_fuse_rows = false, KVCacheCuda::kDecodeOneLaunch = false, g_pdl = false; continue; }
         if (a == "--no-pdl") { g_pdl = false; continue; }
+        if (a == "--no-row-fusion") { g_matmul_fuse_rows = false; continue; }
+        if (a == "--four-launches") { KVCacheCuda::kDecodeOneLaunch = false; continue; }
         if (a == "--breakdown") { breakdown = true; continue; }
         if (i + 1 >= argc) fatal("bench_kv_cache: %s needs a value", a.c_str());
         const std::string v = argv[++i];

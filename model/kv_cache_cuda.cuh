@@ -29,6 +29,9 @@ class KVCacheCuda : public IncrementalModel {
     // cache append, attention_decode_cuda) instead of attention_decode_step_cuda: the same bits
     // (the test checks it; bench_kv_cache --unfused times it).
     static inline bool kDecodeOneLaunch = true;
+    // ... up to this many sequences: at 8 the four launches decoded 8% faster (each block rotates
+    // its own q; notes/kv-cache.md, session 18, call 7), at 2 14% slower.
+    static constexpr int kDecodeOneLaunchMaxBatch = 4;
 
     KVCacheCuda(const CudaBackend& model, int B, int max_chunk)
         : m_(model), cfg_(model.config()), B_(B), max_chunk_(max_chunk), layers_(cfg_.n_layer) {
@@ -281,7 +284,7 @@ class KVCacheCuda : public IncrementalModel {
             layernorm_matmul_forward_cuda(qkv_pre_, ln_, mean_, rstd_, x_, w.ln1w, w.ln1b, w.qkvw, w.qkvb, BN, C, 3 * C, st);
             const float theta = cfg_.layer_rope_theta(l);
             const int logn = cfg_.layer_logn_base(l);
-            if (decoding && kDecodeOneLaunch) {  // rope, log-n, append, attention and merge: one launch
+            if (decoding && kDecodeOneLaunch && B_ <= kDecodeOneLaunchMaxBatch) {  // rope, log-n, append, attention and merge: one launch
                 attention_decode_step_cuda(atty_, lse_, qkv_pre_, layers_[l], decode_pos_, B_, H, D, scale, theta, logn,
                                            kDecodePieceRows, part_o_, part_l_, tickets_, st);
             } else {

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <map>
 #include <tuple>
+#include <type_traits>
 #include "layers/cuda/common.cuh"
 #include "layers/cuda/gelu.cuh"
 #include "layers/cuda/layernorm.cuh"
@@ -212,6 +213,10 @@ __global__ void matmul_dbias_reduce_kernel(float* dbias,          // (OC) +=
 // add after it (out is then the residual stream, added into in place: the product rounded to
 // bf16, then the sum, as residual_forward_cuda).
 constexpr int kMatmulRowsMax = 4;  // at 8 rows (decoding 8 sequences) cuBLASLt was ~10% faster per step
+// The fused products only up to 2 rows: at 4 (decoding 4 sequences at 1M) they made the whole
+// step 22% slower than the separate launches (each warp computes every row's statistics before
+// its sums), at 2 1-3% faster (notes/kv-cache.md, session 18, call 7).
+constexpr int kMatmulFuseRowsMax = 2;
 inline bool g_matmul_rows = true;  // tests turn it off to compare with cuBLASLt
 inline bool g_matmul_fuse_rows = true;  // false: the fused products run as their two launches (bench_kv_cache --unfused)
 
@@ -287,16 +292,20 @@ __global__ void __launch_bounds__(256) matmul_rows_kernel(bf16* out, bf16* pre_g
 template <bool LN, bool RESID>
 inline bool matmul_rows_launch(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, const bf16* ln_w,
                                const bf16* ln_b, int N, int C, int OC, cudaStream_t stream, bf16* pre_gelu) {
-    if (!g_matmul_rows || N < 1 || N > kMatmulRowsMax || !is_aligned16(inp) || !is_aligned16(weight)) return false;
+    constexpr bool fused = LN || RESID;
+    if (!g_matmul_rows || N < 1 || N > (fused ? kMatmulFuseRowsMax : kMatmulRowsMax) || !is_aligned16(inp) || !is_aligned16(weight))
+        return false;
     if (LN && (!is_aligned16(ln_w) || !is_aligned16(ln_b))) return false;
     const int grid = ceil_div(OC, 8);
+    auto go = [&](auto rows) {
+        launch_pdl(matmul_rows_kernel<decltype(rows)::value, LN, RESID>, grid, 256, 0, stream, out, pre_gelu, inp, weight, bias,
+                   ln_w, ln_b, C, OC);
+    };
     switch (N) {
-#define MATMUL_ROWS_CASE(R)                                                                                        \
-    case R:                                                                                                        \
-        launch_pdl(matmul_rows_kernel<R, LN, RESID>, grid, 256, 0, stream, out, pre_gelu, inp, weight, bias, ln_w, ln_b, C, OC); \
-        break;
-        MATMUL_ROWS_CASE(1) MATMUL_ROWS_CASE(2) MATMUL_ROWS_CASE(3) MATMUL_ROWS_CASE(4)
-#undef MATMUL_ROWS_CASE
+        case 1: go(std::integral_constant<int, 1>{}); break;
+        case 2: go(std::integral_constant<int, 2>{}); break;
+        case 3: if constexpr (!fused) go(std::integral_constant<int, 3>{}); break;
+        case 4: if constexpr (!fused) go(std::integral_constant<int, 4>{}); break;
     }
     CUDA_CHECK_LAST();
     return true;
@@ -337,7 +346,7 @@ inline void matmul_forward_cuda(bf16* out,           // (N, OC)
 
 // Decoding's fused products (matmul_rows_kernel), each the same bits as its two launches:
 // out (N, OC) = layernorm(x; ln_w, ln_b) @ weight^T + bias (and GELU with pre_gelu), and
-// x (N, OC) += inp (N, C) @ weight^T + bias. For N > kMatmulRowsMax (or with g_matmul_fuse_rows
+// x (N, OC) += inp (N, C) @ weight^T + bias. For N > kMatmulFuseRowsMax (or with g_matmul_fuse_rows
 // off) they run as the two launches, whose LayerNorm writes ln_out, mean, rstd and whose product
 // writes tmp; fused, those are not touched.
 inline void layernorm_matmul_forward_cuda(bf16* out, bf16* ln_out, float* mean, float* rstd, const bf16* x, const bf16* ln_w,

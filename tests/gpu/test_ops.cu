@@ -372,17 +372,19 @@ static void test_matmul_forward() {
 
 // Decoding's fused products (matmul.cuh: layernorm_matmul_forward_cuda, matmul_residual_forward_cuda):
 // against the float64 composition (LayerNorm, its bf16 output, the product; the product, its bf16
-// rounding, the residual add), and bit for bit against the two launches they replace, at 1..4 rows
-// (the fused kernel) and 6 (the fallback, the same two launches).
+// rounding, the residual add), and bit for bit against the two launches they replace, at 1 and 2
+// rows (the fused kernel, odd widths included); at 3, 4 and 6 rows they are those two launches
+// (kMatmulFuseRowsMax), checked against float64 only (a bit check there would compare them with
+// themselves).
 static void test_matmul_fused_rows() {
     if (!selected("matmul")) return;
     struct FusedCase {
         int N, C, OC;
         bool resid, gelu;
     };
-    const FusedCase cases[] = {{1, 768, 2304, false, false}, {3, 768, 3072, false, true}, {4, 776, 104, false, false},
-                               {6, 96, 200, false, true},    {1, 768, 768, true, false},  {2, 3072, 768, true, false},
-                               {4, 96, 200, true, false},    {6, 776, 104, true, false}};
+    const FusedCase cases[] = {{1, 768, 2304, false, false}, {2, 768, 3072, false, true}, {2, 776, 104, false, false},
+                               {3, 96, 200, false, true},    {6, 96, 200, false, true},   {1, 768, 768, true, false},
+                               {2, 3072, 768, true, false},  {1, 96, 200, true, false},   {4, 776, 104, true, false}};
     int variant = 0;
     for (const FusedCase& fc : cases) {
         gc::Rng rng = case_rng("matmul_fused", variant++);
@@ -420,6 +422,7 @@ static void test_matmul_fused_rows() {
             matmul_forward_cuda(d_out2.p, d_ln.p, d_w.p, d_b.p, N, C, OC, g_stream, fc.gelu ? d_pre2.p : nullptr);
         }
         check_vs_base("fwd", op + ".out", shape, down(d_out), ref, base);
+        if (N > kMatmulFuseRowsMax) continue;
         check_bits("bits", op + ".out", shape, bit_mismatch(down(d_out), down(d_out2)), "against the two launches");
         if (fc.gelu) check_bits("bits", op + ".pre_gelu", shape, bit_mismatch(down(d_pre), down(d_pre2)), "against the two launches");
     }
