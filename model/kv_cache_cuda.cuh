@@ -279,8 +279,9 @@ class KVCacheCuda : public IncrementalModel {
         const float scale = 1.0f / std::sqrt((float)D);
         for (int l = 0; l < cfg_.n_layer; l++) {
             const BlockParams<bf16>& w = p.blocks[l];
-            // Decoding fuses each LayerNorm into the product after it and each residual add into
-            // the product before it (matmul.cuh: matmul_rows_kernel; a chunk runs them apart).
+            // Decoding 1-2 sequences fuses each LayerNorm into the product after it and each
+            // residual add into the product before it (matmul.cuh: matmul_rows_kernel,
+            // kMatmulFuseRowsMax); more sequences and a chunk run them apart.
             layernorm_matmul_forward_cuda(qkv_pre_, ln_, mean_, rstd_, x_, w.ln1w, w.ln1b, w.qkvw, w.qkvb, BN, C, 3 * C, st);
             const float theta = cfg_.layer_rope_theta(l);
             const int logn = cfg_.layer_logn_base(l);
