@@ -28,35 +28,52 @@ static void report(bool ok, const std::string& what, double err, double tol) {
     check(ok, what + strf(" err %.3g tol %.2g", err, tol));
 }
 
+// Branches of the given shapes (a dense one with dense_rows rows), empty, in float64 on the host
+// (ref) and in `copies` bf16 copies on the device; then positions up to `last` appended to every
+// one in chunks of 37, K/V/Q random, rounded to bf16 (from 0 for a dense layer; a dilated one
+// from last - 300: earlier rows lie in other segments).
+struct TestCaches {
+    std::vector<std::vector<double>> host;  // (B, rows, 2C) per branch
+    std::vector<CacheBranch<double>> ref;
+    std::vector<std::vector<CacheBranch<bf16>>> dev;
+};
+static TestCaches filled_caches(gc::Rng& rng, DevArena& mem, const std::vector<CacheBranchShape>& shapes, int B, int H, int D,
+                                long long dense_rows, long long last, int copies) {
+    const int C = H * D;
+    TestCaches t;
+    t.host.resize(shapes.size());
+    t.dev.resize(copies);
+    for (size_t i = 0; i < shapes.size(); i++) {
+        const long long rows = shapes[i].rows > 0 ? shapes[i].rows : dense_rows;
+        t.host[i].assign((size_t)B * rows * 2 * C, 0.0);
+        t.ref.push_back({shapes[i].w, shapes[i].r, t.host[i].data(), rows});
+        for (auto& d : t.dev) d.push_back({shapes[i].w, shapes[i].r, mem.upload(to_bf16(t.host[i])), rows});
+    }
+    const bool dense = shapes[0].rows < 0;
+    for (long long at = dense ? 0 : std::max(0LL, last - 300); at <= last;) {
+        const int n = (int)std::min<long long>(37, last + 1 - at);
+        std::vector<double> qkv((size_t)B * n * 3 * C);
+        gc::fill_uniform(qkv.data(), qkv.size(), rng, -1.0, 1.0);
+        const std::vector<bf16> qkv_bf = to_bf16(qkv);
+        cache_append(t.ref, as_double(qkv_bf).data(), at, n, B, H, D);
+        const int* at_dev = mem.upload(std::vector<int>{(int)at});
+        for (auto& d : t.dev) cache_append_cuda(d, mem.upload(qkv_bf), at_dev, n, B, H, D, 0);
+        at += n;
+    }
+    return t;
+}
+
 // The three kernels against the CPU reference: branches filled by appending chunks of random
 // K/V rows up to position p, then one query row decoded at p.
 static void test_decode_kernels(gc::Rng& rng, int D, int B, int H, const std::vector<CacheBranchShape>& shapes, long long p,
                                 int min_rows, const std::string& what) {
     const int C = H * D;
     DevArena mem;
-    std::vector<std::vector<double>> host(shapes.size());  // (B, rows, 2C) per branch, as doubles
-    std::vector<CacheBranch<double>> ref;
-    std::vector<CacheBranch<bf16>> dev;
-    for (size_t i = 0; i < shapes.size(); i++) {
-        const long long rows = shapes[i].rows > 0 ? shapes[i].rows : p + 1;  // a dense branch: every row
-        host[i].assign((size_t)B * rows * 2 * C, 0.0);
-        ref.push_back({shapes[i].w, shapes[i].r, host[i].data(), rows});
-        dev.push_back({shapes[i].w, shapes[i].r, mem.upload(to_bf16(host[i])), rows});
-    }
-    // Positions 0 .. p in chunks of 37 (the last one ends at p), K/V/Q random, rounded to bf16.
-    const bool dense = shapes[0].rows < 0;
-    const long long first = dense ? 0 : std::max(0LL, p - 300);  // dilated: earlier rows lie in other segments
+    TestCaches t = filled_caches(rng, mem, shapes, B, H, D, p + 1, p, 1);
+    const std::vector<std::vector<double>>& host = t.host;
+    std::vector<CacheBranch<double>>& ref = t.ref;
+    const std::vector<CacheBranch<bf16>>& dev = t.dev[0];
     bool append_ok = true;
-    for (long long at = first; at <= p;) {
-        const int n = (int)std::min<long long>(37, p + 1 - at);
-        std::vector<double> qkv((size_t)B * n * 3 * C);
-        gc::fill_uniform(qkv.data(), qkv.size(), rng, -1.0, 1.0);
-        const std::vector<bf16> qkv_bf = to_bf16(qkv);
-        const std::vector<double> qkv_r = as_double(qkv_bf);
-        cache_append(ref, qkv_r.data(), at, n, B, H, D);
-        cache_append_cuda(dev, mem.upload(qkv_bf), mem.upload(std::vector<int>{(int)at}), n, B, H, D, 0);
-        at += n;
-    }
     for (size_t i = 0; i < shapes.size(); i++)
         append_ok = append_ok && as_double(download(dev[i].kv, host[i].size())) == host[i];
     report(append_ok, "cache_append_cuda == CPU, bit for bit: " + what, append_ok ? 0 : 1, 0);
@@ -114,29 +131,9 @@ static void test_decode_step(gc::Rng& rng, int D, int B, int H, const std::vecto
                              int min_rows, float theta, int logn_base, const std::string& what) {
     const int C = H * D;
     DevArena mem;
-    std::vector<std::vector<double>> host(shapes.size());
-    std::vector<CacheBranch<double>> ref;
-    std::vector<CacheBranch<bf16>> four, one;  // the four launches' cache, the one launch's
-    const bool dense = shapes[0].rows < 0;
-    for (size_t i = 0; i < shapes.size(); i++) {
-        const long long rows = shapes[i].rows > 0 ? shapes[i].rows : p + 2;
-        host[i].assign((size_t)B * rows * 2 * C, 0.0);
-        ref.push_back({shapes[i].w, shapes[i].r, host[i].data(), rows});
-        four.push_back({shapes[i].w, shapes[i].r, mem.upload(to_bf16(host[i])), rows});
-        one.push_back({shapes[i].w, shapes[i].r, mem.upload(to_bf16(host[i])), rows});
-    }
-    const long long first = dense ? 0 : std::max(0LL, p - 300);
-    for (long long at = first; at < p;) {  // rows before p: random K/V, in both copies
-        const int n = (int)std::min<long long>(37, p - at);
-        std::vector<double> qkv((size_t)B * n * 3 * C);
-        gc::fill_uniform(qkv.data(), qkv.size(), rng, -1.0, 1.0);
-        const std::vector<bf16> qkv_bf = to_bf16(qkv);
-        cache_append(ref, as_double(qkv_bf).data(), at, n, B, H, D);
-        const int* at_dev = mem.upload(std::vector<int>{(int)at});
-        cache_append_cuda(four, mem.upload(qkv_bf), at_dev, n, B, H, D, 0);
-        cache_append_cuda(one, mem.upload(qkv_bf), at_dev, n, B, H, D, 0);
-        at += n;
-    }
+    TestCaches t = filled_caches(rng, mem, shapes, B, H, D, p + 2, p - 1, 2);  // rows before p, in both copies
+    std::vector<CacheBranch<double>>& ref = t.ref;
+    std::vector<CacheBranch<bf16>> &four = t.dev[0], &one = t.dev[1];  // the four launches' cache, the one launch's
     const int S = attention_decode_pieces(four, min_rows);
     float *po = mem.alloc<float>((size_t)B * S * C, 0xff), *pl = mem.alloc<float>((size_t)B * S * H, 0xff);
     int* tickets = mem.alloc<int>((size_t)B * H, 0);
