@@ -128,7 +128,8 @@ static void add_training_flags(Flags& flags, TrainArgs& a) {
     flags.add_string("init-from", &a.init_from, "start from the weights of this checkpoint (a file, or a directory's latest), e.g. a "
                                                 "model trained at a shorter --seq-len: step 0, a new optimizer state and schedule; "
                                                 "--layers, --width, --heads, --rope-theta must match it, the attention pattern may differ");
-    flags.add_bool("deterministic", &a.deterministic, "cuda: bit-reproducible steps (deterministic attention backward, slower); the CPU always is");
+    flags.add_bool("deterministic", &a.deterministic, "cuda: bit-reproducible steps (deterministic attention backward, slower; "
+                                                      "not with --cp); the CPU always is");
     flags.add_int("max-bad-steps", &a.max_bad_steps, "consecutive steps with a non-finite loss or gradient (each skipped) that stop the run");
 }
 
@@ -216,6 +217,12 @@ static RunShape validate_args(const TrainArgs& a, Device device) {
     // 0 means no cap; a cap under a MiB would round to 0 bytes, which the planner reads as none.
     if (!(a.memory_cap_gib == 0 || (a.memory_cap_gib >= 1.0 / 1024 && a.memory_cap_gib <= 1e6)))
         fatal("--memory-cap must be 0 (no cap) or in [1/1024, 1e6] GiB (got %g)", a.memory_cap_gib);
+    // The ring's backward (layers/cuda/ring_attention.cuh) sums each query chunk's dQ over the
+    // key blocks with fp32 atomics: two runs at --cp 2 differed at step 2 (notes/training.md).
+    if (a.deterministic && a.cp > 1 && device == Device::Cuda)
+        fatal("--deterministic with --cp %d: the ring's attention backward adds dQ with fp32 atomics, so its steps are not "
+              "bit-reproducible on the GPU: drop --deterministic, or train without --cp",
+              a.cp);
     if (a.simulate_ranks > 1 && device == Device::Cuda && a.attention != "flash")
         fatal("--simulate-ranks runs its ranks as threads of one process, and cuDNN's plans are per process: use --attention flash");
     return shape;
@@ -1109,7 +1116,9 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
     std::unique_ptr<ModelBackend> model = make_backend(device, cfg, attn, a.deterministic);
     model->set_context_parallel(px.cp);
     // Only without context parallelism: the ring's transfers run on a communicator of their own,
-    // and two communicators' kernels at once can wait on each other across ranks.
+    // and two communicators' kernels at once can wait on each other across ranks. (Where the job
+    // is one ring, the sums on the ring's own stream were tried: 5 ms a step slower at --cp 2,
+    // notes/training.md, session 19.)
     if (px.world && px.cp_size == 1 && a.grad_overlap) model->set_gradient_comm(px.world);
     if (px.world && px.cp_size == 1 && a.shard_update) model->set_update_comm(px.world);
     const std::vector<StagePlan> plans = plan_stages(train, a, shape.recompute, corpus.val, *model, px, device, say);

@@ -5,13 +5,22 @@
 // vocab 8192), every layer dilated in the LongNet setting (--dense: every layer dense, whose
 // cache keeps every row). Random weights and tokens (the speed does not depend on them).
 //   bench_kv_cache [--contexts 65536,1048576] [--chunk 65536] [--decode 32] [--batches 1,8] [--dense] [--unfused] [--no-pdl]
-//                  [--no-row-fusion] [--four-launches] [--out FILE]
+//                  [--no-row-fusion] [--four-launches] [--piece-rows N] [--dense-piece-rows N] [--dense-pieces N]
+//                  [--prefetch-rows N] [--graph-only] [--out FILE]
 //   (--unfused: each LayerNorm and residual add its own launch, as before they were fused into
 //   the products beside them, matmul.cuh: g_matmul_fuse_rows; and a token's attention as four
 //   launches, rope, cache append, attention, merge, as before attention_decode_step_cuda; and
 //   every launch waiting for the one before, as before pdl.cuh); --no-pdl, --no-row-fusion,
-//   --four-launches: each of the three alone
-//   bench_kv_cache --breakdown [--dense]: the pieces of one decode step at position 1M - 1
+//   --four-launches: each of the three alone; how the decode kernels cut the rows into blocks
+//   (KVCacheCuda::kDecodePieces): --piece-rows, a dilated branch's rows a block; --dense-piece-rows
+//   and --dense-pieces, a dense layer's fewest rows a block and most blocks a head;
+//   --prefetch-rows, how many rows a dense layer's block fetches into L2 before its wait;
+//   --graph-only: no launch-per-kernel column.
+//   The dilated model's decode cost depends on where a token falls in its segments: decoding
+//   from T = 2^20 starts every segment empty, and --decode 32768 walks the longest segment once,
+//   every shorter one whole (the average over positions); T = 2^20 - 64 decodes each segment's last rows
+//   bench_kv_cache --breakdown [--dense]: the pieces of one decode step at position 1M - 1, where
+//   every segment of the dilated model is full (its slowest position)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <chrono>
@@ -51,7 +60,7 @@ static void decode_breakdown(const GPTConfig& cfg, const AttnPattern& pattern, l
         const long long rows = sh.rows > 0 ? sh.rows : pos + 1;
         branches.push_back({sh.w, sh.r, (bf16*)dev((size_t)rows * 2 * C * 2), rows});
     }
-    const int S = attention_decode_pieces(branches, KVCacheCuda::kDecodePieceRows);
+    const int S = attention_decode_pieces(branches, KVCacheCuda::kDecodePieces);
     float *po = (float*)dev((size_t)S * C * 4), *pl = (float*)dev((size_t)S * H * 4);
     int* tickets = (int*)dev(H * 4);
     std::vector<float> host(V);
@@ -82,15 +91,15 @@ static void decode_breakdown(const GPTConfig& cfg, const AttnPattern& pattern, l
         {"attention step: rope + append + decode + merge, one launch", cfg.n_layer,
          [&] {
              attention_decode_step_cuda(o, lse, qkv, branches, p_dev, 1, H, D, 0.125f, cfg.rope_theta, 0,
-                                        KVCacheCuda::kDecodePieceRows, po, pl, tickets, st);
+                                        KVCacheCuda::kDecodePieces, po, pl, tickets, st);
          }},
         {"unfused: rope", 0, [&] { rope_forward_cuda(qkv, qkv, p_dev, 1, 1, H, D, cfg.rope_theta, st); }},
         {"unfused: cache append", 0, [&] { cache_append_cuda(branches, qkv, p_dev, 1, 1, H, D, st); }},
         {"unfused: attention decode + merge", 0,
-         [&] { attention_decode_cuda(o, lse, qkv, 3 * C, branches, p_dev, 1, H, D, 0.125f, KVCacheCuda::kDecodePieceRows, po, pl, st); }},
+         [&] { attention_decode_cuda(o, lse, qkv, 3 * C, branches, p_dev, 1, H, D, 0.125f, KVCacheCuda::kDecodePieces, po, pl, st); }},
         {"logits (768 -> vocab, fp32)", 1, [&] { logits_cuda(logits, x, wte, C, V, st); }},
     };
-    std::printf("\ndecode step breakdown at position %lld (each piece %d times in a graph, the best of 5 replays):\n\n| piece | us per call | calls per step | us per step |\n| --- | --- | --- | --- |\n", pos, reps);
+    std::printf("\ndecode step breakdown at position %lld (a dilated layer's segments all full: its slowest position; each piece %d times in a graph, the best of 5 replays):\n\n| piece | us per call | calls per step | us per step |\n| --- | --- | --- | --- |\n", pos, reps);
     double total = 0;
     cudaEvent_t ev0, ev1;
     CUDA_CHECK(cudaEventCreate(&ev0));
@@ -147,7 +156,7 @@ static int main_body(int argc, char** argv) {
     cfg.n_layer = 12, cfg.n_embd = 768, cfg.n_head = 12, cfg.vocab_size = 8192;
     std::string contexts = "65536,1048576", batches = "1", out_path;
     int chunk = 65536, decode = 32;  // infer's chunk on the GPU
-    bool dense = false, breakdown = false;
+    bool dense = false, breakdown = false, graph_only = false;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--dense") { dense = true; continue; }
@@ -156,12 +165,17 @@ static int main_body(int argc, char** argv) {
         if (a == "--no-row-fusion") { g_matmul_fuse_rows = false; continue; }
         if (a == "--four-launches") { KVCacheCuda::kDecodeOneLaunch = false; continue; }
         if (a == "--breakdown") { breakdown = true; continue; }
+        if (a == "--graph-only") { graph_only = true; continue; }
         if (i + 1 >= argc) fatal("bench_kv_cache: %s needs a value", a.c_str());
         const std::string v = argv[++i];
         if (a == "--contexts") contexts = v;
         else if (a == "--chunk") chunk = std::stoi(v);
         else if (a == "--decode") decode = std::stoi(v);
         else if (a == "--batches") batches = v;
+        else if (a == "--piece-rows") KVCacheCuda::kDecodePieces.segment_rows = std::stoi(v);
+        else if (a == "--dense-piece-rows") KVCacheCuda::kDecodePieces.dense_rows = std::stoi(v);
+        else if (a == "--dense-pieces") KVCacheCuda::kDecodePieces.dense_max = std::stoi(v);
+        else if (a == "--prefetch-rows") g_decode_prefetch_rows = std::stoi(v);
         else if (a == "--out") out_path = v;
         else fatal("bench_kv_cache: unknown flag %s", a.c_str());
     }
@@ -177,9 +191,11 @@ static int main_body(int argc, char** argv) {
     model.init_weights(1);
     std::string table;
     char line[400];
-    snprintf(line, sizeof line, "KV cache inference, %s: %d layers, width %d, %d heads, vocab %d, %s, batch 1, chunk %d\n\n",
-             prop.name, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size,
-             dense ? "dense causal" : "dilated w 2048..32768 r 1..12", chunk);
+    snprintf(line, sizeof line,
+             "KV cache inference, %s: %d layers, width %d, %d heads, vocab %d, %s, chunk %d; decoding %d tokens from "
+             "position context + 2\n\n",
+             prop.name, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size, dense ? "dense causal" : "dilated w 2048..32768 r 1..12",
+             chunk, decode);
     table += line;
     table += "| context | batch | prefill s | prefill tokens/s | decode tokens/s (graph) | decode tokens/s (launch per kernel) | "
              "KV cache GiB | unpacked rows GiB |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n";
@@ -214,8 +230,9 @@ static int main_body(int argc, char** argv) {
             }
             KVCacheCuda& c = nb > 1 ? *copies : cache;
             std::vector<int> toks(nb);
-            double rate[2];
+            double rate[2] = {0, 0};
             for (int graph : {1, 0}) {
+                if (!graph && graph_only) continue;
                 KVCacheCuda::kUseGraphs = graph;
                 for (int& t : toks) t = next_token();
                 c.append(toks.data(), 1);  // untimed: the first step after a change runs eagerly, then the graph is captured
@@ -232,7 +249,9 @@ static int main_body(int argc, char** argv) {
             KVCacheCuda::kUseGraphs = true;
             char pre[64] = " | ";  // prefill columns: on the batch-1 row only
             if (nb == 1) snprintf(pre, sizeof pre, "%.3f | %.0f", prefill, T / prefill);
-            snprintf(line, sizeof line, "| %d | %d | %s | %.1f | %.1f | %.3f | %.3f |\n", T, nb, pre, rate[1], rate[0],
+            char per_kernel[32] = "-";  // --graph-only: not run
+            if (!graph_only) snprintf(per_kernel, sizeof per_kernel, "%.1f", rate[0]);
+            snprintf(line, sizeof line, "| %d | %d | %s | %.1f | %s | %.3f | %.3f |\n", T, nb, pre, rate[1], per_kernel,
                      c.bytes() / 1073741824.0, c.unpack_bytes() / 1073741824.0);
             table += line;
             std::fputs(line, stdout);

@@ -20,10 +20,10 @@
 
 class KVCacheCuda : public IncrementalModel {
    public:
-    // The fewest packed rows of a piece of decoding (layers/cuda/attention_decode.cuh; a branch
-    // takes at most 256 pieces); the test lowers it so that short sequences take many pieces.
+    // How decoding cuts each layer's rows into blocks (layers/cuda/attention_decode.cuh); the test
+    // makes the pieces short so that short sequences take many of them.
     // kUseGraphs: false decodes with a launch per kernel (the test checks both give the same bits).
-    static inline int kDecodePieceRows = 128;
+    static inline DecodePieces kDecodePieces{};
     static inline bool kUseGraphs = true;
     // kDecodeOneLaunch: false runs a decoded token's attention as its four launches (rope, log-n,
     // cache append, attention_decode_cuda) instead of attention_decode_step_cuda: the same bits
@@ -287,13 +287,13 @@ class KVCacheCuda : public IncrementalModel {
             const int logn = cfg_.layer_logn_base(l);
             if (decoding && kDecodeOneLaunch && B_ <= kDecodeOneLaunchMaxBatch) {  // rope, log-n, append, attention and merge: one launch
                 attention_decode_step_cuda(atty_, lse_, qkv_pre_, layers_[l], decode_pos_, B_, H, D, scale, theta, logn,
-                                           kDecodePieceRows, part_o_, part_l_, tickets_, st);
+                                           kDecodePieces, part_o_, part_l_, tickets_, st);
             } else {
                 rope_forward_cuda(qkv_, qkv_pre_, qpos, B_, n, H, D, theta, st);  // (B, n, 3, H, D)
                 logn_scale_queries_cuda(qkv_, qpos, B_, n, H, D, logn, st);
                 if (decoding) {
                     cache_append_cuda(layers_[l], qkv_, decode_pos_, 1, B_, H, D, st);
-                    attention_decode_cuda(atty_, lse_, qkv_, 3 * C, layers_[l], decode_pos_, B_, H, D, scale, kDecodePieceRows,
+                    attention_decode_cuda(atty_, lse_, qkv_, 3 * C, layers_[l], decode_pos_, B_, H, D, scale, kDecodePieces,
                                           part_o_, part_l_, st);
                 } else {
                     attend_chunk(layers_[l], cfg_.attn(l), n, pos, scale, st);
@@ -315,7 +315,7 @@ class KVCacheCuda : public IncrementalModel {
         std::vector<const void*> key;
         for (Layer& c : layers_) {
             grow(c, next_pos_ + 1);
-            pieces = std::max(pieces, attention_decode_pieces(c, kDecodePieceRows));
+            pieces = std::max(pieces, attention_decode_pieces(c, kDecodePieces));
             for (const CacheBranch<bf16>& br : c) key.push_back(br.kv);
         }
         if (pieces > part_pieces_) {
@@ -325,7 +325,8 @@ class KVCacheCuda : public IncrementalModel {
             CUDA_CHECK(cudaMalloc(&part_o_, (size_t)B_ * pieces * cfg_.n_embd * sizeof(float)));
             CUDA_CHECK(cudaMalloc(&part_l_, (size_t)B_ * pieces * cfg_.n_head * sizeof(float)));
         }
-        key.push_back(part_o_), key.push_back((const void*)(size_t)kDecodePieceRows);
+        key.push_back(part_o_);
+        for (int v : {kDecodePieces.dense_rows, kDecodePieces.dense_max, kDecodePieces.segment_rows}) key.push_back((const void*)(size_t)v);
         const int p = (int)next_pos_;
         CUDA_CHECK(cudaMemcpyAsync(decode_pos_, &p, sizeof(int), cudaMemcpyHostToDevice, st));
         if (!kUseGraphs || eager_steps_ == 0) {

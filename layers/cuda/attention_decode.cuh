@@ -3,13 +3,12 @@
 //
 //   cache_append_cuda     the K and V of n new tokens into each branch's packed rows
 //   attention_decode_cuda one query row per sequence against the branches: each branch cut into
-//                         at most kMaxPieces pieces of at least min_rows packed rows, one thread
-//                         block per (piece, head, sequence), each writing an fp32 partial O and
-//                         its log-sum-exp; a second kernel merges the pieces (and so the
-//                         branches) by log-sum-exp. A dilated branch (a few thousand rows) is cut
-//                         small, so that its few active heads still spread over many blocks; a
-//                         dense one at 1M rows into pieces of 4096, enough blocks to keep every
-//                         SM reading
+//                         pieces (DecodePieces), one thread block per (piece, head, sequence),
+//                         each writing an fp32 partial O and its log-sum-exp; a second kernel
+//                         merges the pieces (and so the branches) by log-sum-exp. A branch of
+//                         segments (a few thousand rows) is cut into pieces of 256 rows, a dense
+//                         one into at most 128 pieces: enough blocks to keep every SM reading,
+//                         few enough to start early beside the product before
 //   attention_decode_step_cuda
 //                         the whole of one token's attention in one launch (decoding's default):
 //                         each block rotates the token's q (rope, log-n) itself, the block whose
@@ -38,11 +37,30 @@
 namespace decode {
 
 constexpr int kMaxBranches = 8;
-constexpr int kMaxPieces = 256;    // per branch
 constexpr int kThreads = 128;  // threads of attention_decode_kernel: one key row each per tile; the merge's too
 
-// Packed rows per piece of a branch of `rows` rows.
-inline long long piece_rows(long long rows, int min_rows) { return std::max<long long>(min_rows, (rows + kMaxPieces - 1) / kMaxPieces); }
+}  // namespace decode
+
+// How the decode kernels cut a layer's cached rows into pieces, a block each (a block walks its
+// piece a tile of 128 rows at a time; the last block of a head merges the pieces' partials).
+// Fewer, longer pieces mean fewer blocks, tickets and partials but longer walks, one tile after
+// another. Measured (notes/kv-cache.md, session 19): a branch of segments, whose rows fill from
+// 0 to w / r as a segment goes by, at 1024 rows decoded 20% faster than at 128 right after a
+// segment starts and 35% slower at its end; 256 was the best over a whole segment. A dense
+// layer (its rows grow with the context) did best in at most 128 pieces.
+struct DecodePieces {
+    int dense_rows = 128;    // a dense layer: pieces of at least this many rows,
+    int dense_max = 128;     // and at most this many pieces
+    int segment_rows = 256;  // a branch of segments: pieces of this many rows
+};
+
+namespace decode {
+
+// Packed rows per piece of a branch of `rows` rows (w: its segment length).
+inline long long piece_rows(long long rows, long long w, const DecodePieces& cut) {
+    if (w != kWholeSequence) return cut.segment_rows;
+    return std::max<long long>(cut.dense_rows, (rows + cut.dense_max - 1) / cut.dense_max);
+}
 
 // The branches of one layer as a kernel argument.
 struct Branches {
@@ -55,14 +73,14 @@ struct Branches {
     int first_piece[kMaxBranches + 1];
 };
 
-inline Branches make_branches(const std::vector<CacheBranch<bf16>>& br, int H, int min_rows) {
+inline Branches make_branches(const std::vector<CacheBranch<bf16>>& br, int H, const DecodePieces& cut = {}) {
     if (br.empty() || br.size() > (size_t)kMaxBranches)
         fatal("attention_decode_cuda: %zu branches, the kernel takes 1 to %d", br.size(), kMaxBranches);
     Branches b{};
     b.n = (int)br.size(), b.H = H;
     for (int i = 0; i < b.n; i++) {
         b.w[i] = br[i].w, b.r[i] = br[i].r, b.kv[i] = br[i].kv, b.rows[i] = br[i].rows;
-        b.piece_rows[i] = (int)piece_rows(br[i].rows, min_rows);
+        b.piece_rows[i] = (int)piece_rows(br[i].rows, br[i].w, cut);
         b.first_piece[i + 1] = b.first_piece[i] + ceil_div(br[i].rows, b.piece_rows[i]);
     }
     return b;
@@ -102,6 +120,7 @@ struct StepArgs {
     int* tickets;    // (B, H), zeros: pieces finished; the last one merges and sets it back to 0
     bf16* out;       // (B, H, D) and (B, H): the merged O and log-sum-exp
     float* lse;
+    int prefetch_rows;  // how many of its piece's rows a dense layer's block fetches into L2 before the wait
 };
 
 // The merge of a (head h, sequence b)'s S partials by log-sum-exp into out (B, H, D) bf16 and
@@ -182,12 +201,22 @@ __device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* _
     __shared__ float qs[D], ps[kThreads], red[NW], acc_s[RG][D];
     __shared__ __align__(16) bf16 newest[2][D];  // STEP: the token's K (rotated) and V
     const size_t C = (size_t)H * D;
+    float cs = 1, sn = 0, f = 1;  // STEP: the rotation of pair tid (tid < D/2) and the log-n factor at p
     if constexpr (STEP) {
-        // Launched with launch_pdl: the first tile's rows (earlier steps wrote them) into L2 while
-        // the qkv product before still runs; the token's q, k, v only after pdl_wait.
-        if (row0 + tid < end) {
-            const bf16* r = br.kv[i] + ((size_t)b * br.rows[i] + row0 + tid) * 2 * C + (size_t)h * D;
+        // Launched with launch_pdl: the piece's rows (earlier steps wrote them) into L2, and the
+        // token's rotation angle and log-n factor (double precision: dependent math) worked out,
+        // while the qkv product before still runs; its q, k, v only after pdl_wait. A branch of
+        // segments holds at most a segment's rows (a layer's kept rows ~13 MB at 1M, 1/4 of L2),
+        // so all of them; a dense layer's pieces only their first st.prefetch_rows, since its
+        // cache (3 GB at 1M) would flood L2.
+        const long long fetch = br.w[i] == kWholeSequence ? st.prefetch_rows : br.piece_rows[i];
+        for (long long t = row0 + tid; t < min(end, row0 + fetch); t += kThreads) {
+            const bf16* r = br.kv[i] + ((size_t)b * br.rows[i] + t) * 2 * C + (size_t)h * D;
             for (int x = 0; x < D * 2; x += 128) prefetch_l2((const char*)r + x), prefetch_l2((const char*)(r + C) + x);
+        }
+        if (tid < HALF && end > row0) {
+            if (st.theta != 0.0f) rope_angle(p, tid, D, st.theta, cs, sn);
+            f = logn_factor(p, st.logn_base);
         }
         pdl_wait();
     }
@@ -200,9 +229,6 @@ __device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* _
         const bool holds_token = STEP && end == k + 1;  // this piece ends at the token's own row
         if constexpr (STEP) {
             if (tid < HALF) {
-                float cs = 1, sn = 0;
-                if (st.theta != 0.0f) rope_angle(p, tid, D, st.theta, cs, sn);
-                const float f = logn_factor(p, st.logn_base);
                 for (int slot = 0; slot < (holds_token ? 2 : 1); slot++) {
                     const bf16* x = qh + slot * C;
                     bf16 o1 = x[tid], o2 = x[tid + HALF];
@@ -369,17 +395,17 @@ inline void check_head_dim(int D, const char* who) {
 
 }  // namespace decode
 
-// The pieces attention_decode_cuda cuts a layer's branches into (min_rows: the fewest rows of a
-// piece): its partials are (B, pieces, H, D) and (B, pieces, H) fp32.
-inline int attention_decode_pieces(const std::vector<CacheBranch<bf16>>& branches, int min_rows) {
-    return decode::make_branches(branches, 1, min_rows).first_piece[branches.size()];
+// The pieces attention_decode_cuda cuts a layer's branches into: its partials are
+// (B, pieces, H, D) and (B, pieces, H) fp32.
+inline int attention_decode_pieces(const std::vector<CacheBranch<bf16>>& branches, const DecodePieces& cut) {
+    return decode::make_branches(branches, 1, cut).first_piece[branches.size()];
 }
 
 // The K and V of n tokens (qkv (B, n, 3, H, D)) at positions *p0_dev .. + n - 1 into the branches.
 inline void cache_append_cuda(const std::vector<CacheBranch<bf16>>& branches, const bf16* qkv, const int* p0_dev, int n,
                               int B, int H, int D, cudaStream_t stream) {
     decode::check_head_dim(D, "cache_append_cuda");
-    const decode::Branches br = decode::make_branches(branches, H, 1);
+    const decode::Branches br = decode::make_branches(branches, H);
     const size_t total = (size_t)B * n * H * (D / 8);
     decode::cache_append_kernel<<<(int)std::min<size_t>((total + 255) / 256, 8192), 256, 0, stream>>>(br, qkv, p0_dev, n, B, D);
     CUDA_CHECK_LAST();
@@ -389,9 +415,9 @@ inline void cache_append_cuda(const std::vector<CacheBranch<bf16>>& branches, co
 // against the branches, after cache_append_cuda stored that position. po, pl: the partials.
 inline void attention_decode_cuda(bf16* out, float* lse, const bf16* q, int q_stride,
                                   const std::vector<CacheBranch<bf16>>& branches, const int* pos_dev, int B, int H, int D,
-                                  float scale, int min_rows, float* po, float* pl, cudaStream_t stream) {
+                                  float scale, const DecodePieces& cut, float* po, float* pl, cudaStream_t stream) {
     decode::check_head_dim(D, "attention_decode_cuda");
-    const decode::Branches br = decode::make_branches(branches, H, min_rows);
+    const decode::Branches br = decode::make_branches(branches, H, cut);
     const int S = br.first_piece[br.n];
     const dim3 grid(S, H, B);
     const float scale_log2 = scale * 1.4426950408889634f;
@@ -407,6 +433,8 @@ inline void attention_decode_cuda(bf16* out, float* lse, const bf16* q, int q_st
     CUDA_CHECK_LAST();
 }
 
+inline int g_decode_prefetch_rows = decode::kThreads;  // StepArgs::prefetch_rows (bench_kv_cache --prefetch-rows)
+
 // One token per sequence through a layer's attention in one launch, from qkv_pre (B, 3, H, D),
 // the qkv product's rows before rope: the same bits, in out, lse and the branches, as
 // rope_forward_cuda + logn_scale_queries_cuda (theta, logn_base: the layer's) +
@@ -414,12 +442,12 @@ inline void attention_decode_cuda(bf16* out, float* lse, const bf16* q, int q_st
 // each call leaves them zero (one launch at a time may use them).
 inline void attention_decode_step_cuda(bf16* out, float* lse, const bf16* qkv_pre, const std::vector<CacheBranch<bf16>>& branches,
                                        const int* pos_dev, int B, int H, int D, float scale, float theta, int logn_base,
-                                       int min_rows, float* po, float* pl, int* tickets, cudaStream_t stream) {
+                                       const DecodePieces& cut, float* po, float* pl, int* tickets, cudaStream_t stream) {
     decode::check_head_dim(D, "attention_decode_step_cuda");
-    const decode::Branches br = decode::make_branches(branches, H, min_rows);
+    const decode::Branches br = decode::make_branches(branches, H, cut);
     const dim3 grid(br.first_piece[br.n], H, B);
     const float scale_log2 = scale * 1.4426950408889634f;
-    const decode::StepArgs st{theta, logn_base, tickets, out, lse};
+    const decode::StepArgs st{theta, logn_base, tickets, out, lse, g_decode_prefetch_rows};
     if (D == 64) launch_pdl(decode::attention_decode_step_kernel<64>, grid, decode::kThreads, 0, stream, po, pl, qkv_pre, br, pos_dev, scale_log2, st);
     else launch_pdl(decode::attention_decode_step_kernel<128>, grid, decode::kThreads, 0, stream, po, pl, qkv_pre, br, pos_dev, scale_log2, st);
 }
@@ -429,7 +457,7 @@ inline void cache_unpack_cuda(bf16* rows, long long rows_per_seq, const std::vec
                               long long lo, long long p0, int B, int H, int D, cudaStream_t stream) {
     if (p0 <= lo) return;
     decode::check_head_dim(D, "cache_unpack_cuda");
-    const decode::Branches br = decode::make_branches(branches, H, 1);
+    const decode::Branches br = decode::make_branches(branches, H);
     const size_t total = (size_t)B * (p0 - lo) * H * (D / 8);
     decode::cache_unpack_kernel<<<(int)std::min<size_t>((total + 255) / 256, 8192), 256, 0, stream>>>(rows, rows_per_seq, br, lo,
                                                                                                     p0, B, D);

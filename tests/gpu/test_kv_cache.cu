@@ -66,7 +66,7 @@ static TestCaches filled_caches(gc::Rng& rng, DevArena& mem, const std::vector<C
 // The three kernels against the CPU reference: branches filled by appending chunks of random
 // K/V rows up to position p, then one query row decoded at p.
 static void test_decode_kernels(gc::Rng& rng, int D, int B, int H, const std::vector<CacheBranchShape>& shapes, long long p,
-                                int min_rows, const std::string& what) {
+                                const DecodePieces& cut, const std::string& what) {
     const int C = H * D;
     DevArena mem;
     TestCaches t = filled_caches(rng, mem, shapes, B, H, D, p + 1, p, 1);
@@ -86,12 +86,12 @@ static void test_decode_kernels(gc::Rng& rng, int D, int B, int H, const std::ve
     const double scale = 1.0 / std::sqrt((double)D);
     std::vector<double> want_o((size_t)B * C), want_l((size_t)B * H);
     attention_decode(want_o.data(), want_l.data(), q_r.data(), C, ref, p, B, H, D, scale);
-    const int S = attention_decode_pieces(dev, min_rows);
+    const int S = attention_decode_pieces(dev, cut);
     float *po = mem.alloc<float>((size_t)B * S * C, 0xff), *pl = mem.alloc<float>((size_t)B * S * H, 0xff);  // NaN poison
     bf16* d_o = mem.alloc<bf16>((size_t)B * C, 0xff);
     float* d_l = mem.alloc<float>((size_t)B * H, 0xff);
     attention_decode_cuda(d_o, d_l, mem.upload(q_bf), C, dev, mem.upload(std::vector<int>{(int)p}), B, H, D, (float)scale,
-                          min_rows, po, pl, 0);
+                          cut, po, pl, 0);
     const std::vector<double> got_o = as_double(download(d_o, (size_t)B * C));
     const std::vector<double> got_l = as_double(download(d_l, (size_t)B * H));
     // bf16 output: rounding alone is up to 2^-9 relative; fp32 sums of <= 2K terms add far less.
@@ -128,13 +128,13 @@ static void test_decode_kernels(gc::Rng& rng, int D, int B, int H, const std::ve
 // four launches it replaces, on two copies of the same cache: the same bits in O, the
 // log-sum-exp and every cached row; and O against the CPU reference in float64. Two tokens in a row (p, p + 1): the second finds the tickets the first left at zero.
 static void test_decode_step(gc::Rng& rng, int D, int B, int H, const std::vector<CacheBranchShape>& shapes, long long p,
-                             int min_rows, float theta, int logn_base, const std::string& what) {
+                             const DecodePieces& cut, float theta, int logn_base, const std::string& what) {
     const int C = H * D;
     DevArena mem;
     TestCaches t = filled_caches(rng, mem, shapes, B, H, D, p + 2, p - 1, 2);  // rows before p, in both copies
     std::vector<CacheBranch<double>>& ref = t.ref;
     std::vector<CacheBranch<bf16>> &four = t.dev[0], &one = t.dev[1];  // the four launches' cache, the one launch's
-    const int S = attention_decode_pieces(four, min_rows);
+    const int S = attention_decode_pieces(four, cut);
     float *po = mem.alloc<float>((size_t)B * S * C, 0xff), *pl = mem.alloc<float>((size_t)B * S * H, 0xff);
     int* tickets = mem.alloc<int>((size_t)B * H, 0);
     bf16* qkv = mem.alloc<bf16>((size_t)B * 3 * C, 0xff);
@@ -165,10 +165,10 @@ static void test_decode_step(gc::Rng& rng, int D, int B, int H, const std::vecto
         rope_forward_cuda(qkv, pre_dev, pos, B, 1, H, D, theta, 0);
         logn_scale_queries_cuda(qkv, pos, B, 1, H, D, logn_base, 0);
         cache_append_cuda(four, qkv, pos, 1, B, H, D, 0);
-        attention_decode_cuda(o4, l4, qkv, 3 * C, four, pos, B, H, D, (float)scale, min_rows, po, pl, 0);
+        attention_decode_cuda(o4, l4, qkv, 3 * C, four, pos, B, H, D, (float)scale, cut, po, pl, 0);
         CUDA_CHECK(cudaMemset(po, 0xff, (size_t)B * S * C * 4));  // poison again: the one launch writes its own
         CUDA_CHECK(cudaMemset(pl, 0xff, (size_t)B * S * H * 4));
-        attention_decode_step_cuda(o1, l1, pre_dev, one, pos, B, H, D, (float)scale, theta, logn_base, min_rows, po, pl, tickets, 0);
+        attention_decode_step_cuda(o1, l1, pre_dev, one, pos, B, H, D, (float)scale, theta, logn_base, cut, po, pl, tickets, 0);
         const std::vector<bf16> a = download(o4, (size_t)B * C), b = download(o1, (size_t)B * C);
         const std::vector<float> la = download(l4, (size_t)B * H), lb = download(l1, (size_t)B * H);
         diff += gc::count_bit_mismatch(a.data(), b.data(), a.size()) + gc::count_bit_mismatch(la.data(), lb.data(), la.size());
@@ -216,6 +216,9 @@ static double cached_vs_full(CudaBackend& full, const std::vector<std::vector<fl
     return worst;
 }
 
+// Pieces of `rows` rows in every branch (a dense one in at most 256): short sequences in many.
+static DecodePieces pieces_of(int rows) { return DecodePieces{rows, 256, rows}; }
+
 static int main_body(bool kernels_only) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -228,18 +231,24 @@ static int main_body(bool kernels_only) {
             dilated_pattern(true, {64, 96, 200}, {1, 3, 16}));  // 200 / 16 with 5 heads: classes no head keeps
         const std::vector<CacheBranchShape> dense = pattern_cache_branches(AttnPattern{});
         for (int D : {64, 128}) {
-            test_decode_kernels(rng, D, 3, 5, longnet, 599, 7, "D " + std::to_string(D) + ", dilated 64/96/200 r 1/3/16, p 599");
-            test_decode_kernels(rng, D, 3, 5, longnet, 600, 16, "D " + std::to_string(D) + ", dilated, p 600 (a border of all three)");
-            test_decode_kernels(rng, D, 2, 3, dense, 1030, 100, "D " + std::to_string(D) + ", dense, p 1030, pieces of >= 100");
+            test_decode_kernels(rng, D, 3, 5, longnet, 599, pieces_of(7), "D " + std::to_string(D) + ", dilated 64/96/200 r 1/3/16, p 599");
+            test_decode_kernels(rng, D, 3, 5, longnet, 600, pieces_of(16), "D " + std::to_string(D) + ", dilated, p 600 (a border of all three)");
+            test_decode_kernels(rng, D, 2, 3, dense, 1030, pieces_of(100), "D " + std::to_string(D) + ", dense, p 1030, pieces of >= 100");
         }
-        test_decode_kernels(rng, 64, 1, 12, dense, 5000, 7, "D 64, dense, 12 heads, p 5000: 251 pieces of 20 (at most 256)");
+        test_decode_kernels(rng, 64, 1, 12, dense, 5000, pieces_of(7), "D 64, dense, 12 heads, p 5000: 251 pieces of 20 (at most 256)");
         for (int D : {64, 128}) {
             const std::string d = "D " + std::to_string(D);
-            test_decode_step(rng, D, 3, 5, longnet, 599, 7, 10000.0f, 0, d + ", dilated 64/96/200 r 1/3/16, p 599, 600");
-            test_decode_step(rng, D, 2, 5, longnet, 191, 16, 0.0f, 100, d + ", dilated, NoPE with log-n from 100, p 191, 192");
-            test_decode_step(rng, D, 2, 3, dense, 1030, 100, 500.0f, 0, d + ", dense, theta 500, p 1030, 1031");
+            test_decode_step(rng, D, 3, 5, longnet, 599, pieces_of(7), 10000.0f, 0, d + ", dilated 64/96/200 r 1/3/16, p 599, 600");
+            test_decode_step(rng, D, 2, 5, longnet, 191, pieces_of(16), 0.0f, 100, d + ", dilated, NoPE with log-n from 100, p 191, 192");
+            test_decode_step(rng, D, 2, 3, dense, 1030, pieces_of(100), 500.0f, 0, d + ", dense, theta 500, p 1030, 1031");
         }
-        test_decode_step(rng, 64, 1, 12, dense, 5000, 7, 10000.0f, 300, "D 64, dense, 12 heads, p 5000: 251 pieces, log-n from 300");
+        test_decode_step(rng, 64, 1, 12, dense, 5000, pieces_of(7), 10000.0f, 300, "D 64, dense, 12 heads, p 5000: 251 pieces, log-n from 300");
+        // The model's cut (DecodePieces{}): dilated pieces of 256 rows, walked in 2 tiles each,
+        // both fetched into L2 before the wait; the dense layer's 40 pieces of 128.
+        const std::vector<CacheBranchShape> long_segments = pattern_cache_branches(dilated_pattern(true, {2048, 4096}, {1, 2}));
+        test_decode_kernels(rng, 64, 2, 4, long_segments, 4095, DecodePieces{}, "D 64, dilated 2048/4096 r 1/2, p 4095, the model's cut");
+        test_decode_step(rng, 64, 2, 4, long_segments, 6000, DecodePieces{}, 10000.0f, 0, "D 64, dilated 2048/4096 r 1/2, p 6000, 6001, the model's cut");
+        test_decode_step(rng, 64, 1, 4, dense, 5000, DecodePieces{}, 10000.0f, 0, "D 64, dense, p 5000, 5001, the model's cut");
     }
     if (kernels_only) {  // what compute-sanitizer runs (scripts/device.sh sanitizers): our kernels, no cuBLASLt
         return check_report();
@@ -254,7 +263,7 @@ static int main_body(bool kernels_only) {
     AttnPattern fx = make_pattern(AttnKind::Fixed, true);  // blocks of 32: chunks cross them
     fx.fixed.stride = 32, fx.fixed.summary = 4;
     const int B = 2, N = 300, chunk = 48, prompt = 150;  // chunks cross segment borders
-    KVCacheCuda::kDecodePieceRows = 16;                  // the dense layer and every branch in several pieces
+    KVCacheCuda::kDecodePieces = pieces_of(16);          // the dense layer and every branch in several pieces
     std::vector<int> tokens(B * N);
     for (int& t : tokens) t = rng.randint(0, cfg.vocab_size - 1);
     for (int with_bs = 2; with_bs >= 0; with_bs--) {
