@@ -179,6 +179,9 @@ static int main_body(int argc, char** argv) {
         else if (a == "--out") out_path = v;
         else fatal("bench_kv_cache: unknown flag %s", a.c_str());
     }
+    const DecodePieces& cut = KVCacheCuda::kDecodePieces;
+    if (cut.segment_rows < 1 || cut.dense_rows < 1 || cut.dense_max < 1 || g_decode_prefetch_rows < 0 || decode < 1)
+        fatal("bench_kv_cache: --piece-rows, --dense-piece-rows, --dense-pieces and --decode must be >= 1, --prefetch-rows >= 0");
     if (!dense)
         cfg.layer_attn.assign(cfg.n_layer, dilated_pattern(true, {2048, 4096, 8192, 16384, 32768}, {1, 2, 4, 6, 12}));
     if (breakdown) {
@@ -190,7 +193,7 @@ static int main_body(int argc, char** argv) {
     CudaBackend model(cfg, AttnBackend::Flash);
     model.init_weights(1);
     std::string table;
-    char line[400];
+    char line[640];
     snprintf(line, sizeof line,
              "KV cache inference, %s: %d layers, width %d, %d heads, vocab %d, %s, chunk %d; decoding %d tokens from "
              "position context + 2\n\n",
