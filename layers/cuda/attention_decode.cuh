@@ -45,8 +45,9 @@ constexpr int kThreads = 128;  // threads of attention_decode_kernel: one key ro
 // piece a tile of 128 rows at a time; the last block of a head merges the pieces' partials).
 // Fewer, longer pieces mean fewer blocks, tickets and partials but longer walks, one tile after
 // another. Measured (notes/kv-cache.md, session 19): a branch of segments, whose rows fill from
-// 0 to w / r as a segment goes by, at 1024 rows decoded 20% faster than at 128 right after a
-// segment starts and 35% slower at its end; 256 was the best over a whole segment. A dense
+// 0 to w / r as a segment goes by, at 1024 rows decoded 10-20% faster than at 128 right after a
+// segment starts (1 and 4 sequences) and 35% slower at its end; 256 was the best over a whole
+// segment at one sequence. A dense
 // layer (its rows grow with the context) did best in at most 128 pieces.
 struct DecodePieces {
     int dense_rows = 128;    // a dense layer: pieces of at least this many rows,
@@ -201,7 +202,7 @@ __device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* _
     __shared__ float qs[D], ps[kThreads], red[NW], acc_s[RG][D];
     __shared__ __align__(16) bf16 newest[2][D];  // STEP: the token's K (rotated) and V
     const size_t C = (size_t)H * D;
-    float cs = 1, sn = 0, f = 1;  // STEP: the rotation of pair tid (tid < D/2) and the log-n factor at p
+    float cs = 1, sn = 0, logn = 1;  // STEP: the rotation of pair tid (tid < D/2) and the log-n factor at p
     if constexpr (STEP) {
         // Launched with launch_pdl: the piece's rows (earlier steps wrote them) into L2, and the
         // token's rotation angle and log-n factor (double precision: dependent math) worked out,
@@ -216,7 +217,7 @@ __device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* _
         }
         if (tid < HALF && end > row0) {
             if (st.theta != 0.0f) rope_angle(p, tid, D, st.theta, cs, sn);
-            f = logn_factor(p, st.logn_base);
+            logn = logn_factor(p, st.logn_base);
         }
         pdl_wait();
     }
@@ -234,7 +235,8 @@ __device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* _
                     bf16 o1 = x[tid], o2 = x[tid + HALF];
                     if (st.theta != 0.0f) rope_pair(__bfloat162float(o1), __bfloat162float(o2), cs, sn, o1, o2);
                     if (slot == 0) {
-                        if (f != 1.0f) o1 = __float2bfloat16(__bfloat162float(o1) * f), o2 = __float2bfloat16(__bfloat162float(o2) * f);
+                        if (logn != 1.0f)
+                            o1 = __float2bfloat16(__bfloat162float(o1) * logn), o2 = __float2bfloat16(__bfloat162float(o2) * logn);
                         qs[tid] = __bfloat162float(o1) * scale_log2, qs[tid + HALF] = __bfloat162float(o2) * scale_log2;
                     } else {
                         newest[0][tid] = o1, newest[0][tid + HALF] = o2;
