@@ -129,7 +129,7 @@ static void add_training_flags(Flags& flags, TrainArgs& a) {
                                                 "model trained at a shorter --seq-len: step 0, a new optimizer state and schedule; "
                                                 "--layers, --width, --heads, --rope-theta must match it, the attention pattern may differ");
     flags.add_bool("deterministic", &a.deterministic, "cuda: bit-reproducible steps (deterministic attention backward, slower; "
-                                                      "not with --cp); the CPU always is");
+                                                      "the ring's too under --cp); the CPU always is");
     flags.add_int("max-bad-steps", &a.max_bad_steps, "consecutive steps with a non-finite loss or gradient (each skipped) that stop the run");
 }
 
@@ -217,12 +217,6 @@ static RunShape validate_args(const TrainArgs& a, Device device) {
     // 0 means no cap; a cap under a MiB would round to 0 bytes, which the planner reads as none.
     if (!(a.memory_cap_gib == 0 || (a.memory_cap_gib >= 1.0 / 1024 && a.memory_cap_gib <= 1e6)))
         fatal("--memory-cap must be 0 (no cap) or in [1/1024, 1e6] GiB (got %g)", a.memory_cap_gib);
-    // The ring's backward (layers/cuda/ring_attention.cuh) sums each query chunk's dQ over the
-    // key blocks with fp32 atomics: two runs at --cp 2 differed at step 2 (notes/training.md).
-    if (a.deterministic && a.cp > 1 && device == Device::Cuda)
-        fatal("--deterministic with --cp %d: the ring's attention backward adds dQ with fp32 atomics, so its steps are not "
-              "bit-reproducible on the GPU: drop --deterministic, or train without --cp",
-              a.cp);
     if (a.simulate_ranks > 1 && device == Device::Cuda && a.attention != "flash")
         fatal("--simulate-ranks runs its ranks as threads of one process, and cuDNN's plans are per process: use --attention flash");
     return shape;

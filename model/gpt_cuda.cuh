@@ -93,7 +93,9 @@ class DeviceArena {
 //   - flash attention forward (dense and dilated): no atomics, fixed tile order;
 //   - flash attention backward: flash::kDeterministicBackwardVariant (mma.sync dK/dV pass, then
 //     a separate query-parallel dQ pass: no atomics; dense and dilated, D = 64 and 128); the
-//     dilated branches add into dQ/dK/dV in launch order on one stream;
+//     dilated branches add into dQ/dK/dV in launch order on one stream; under --cp the ring's
+//     pieces run the same pair, each key block's dQ added into an fp32 accumulator in ring
+//     order, and dK/dV travel and add in the plan's fixed order (ring_attention.cuh);
 //   - cuBLASLt products (matmul, LM head): the algorithm is the heuristic's first choice for a
 //     key of shapes, layouts, epilogue and pointer alignments (matmul.cuh), asked once per
 //     process. The heuristic estimates rather than times, so on one GPU model and library
@@ -603,7 +605,7 @@ class CudaBackend : public ModelBackend {
         if (cp_)
             ring_attention_backward_cuda(*cp_, RingPlan(pattern, cp_->size(), T_ * cp_->size()), dqkv, dqkv + C,
                                          dqkv + 2 * C, dout, out, lse, qkv, qkv + C, qkv + 2 * C, 3 * C, ds, B_,
-                                         cfg_.n_head, cfg_.head_dim(), scale, stream_);
+                                         cfg_.n_head, cfg_.head_dim(), scale, stream_, nullptr, deterministic_);
         else if (attn_ == AttnBackend::Flash)
             attention_backward_cuda_variant(deterministic_ ? flash::kDeterministicBackwardVariant : 0, dqkv, dqkv + C,
                                             dqkv + 2 * C, dout, out, lse, qkv, qkv + C, qkv + 2 * C, pos_d_, ds, pattern,

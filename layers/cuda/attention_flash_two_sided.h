@@ -24,8 +24,10 @@ void attention_forward_merge_cuda(float* out, float* lse, const AttnQueries<bf16
 size_t attention_backward_pieces_workspace_bytes(AttnDims dm, int nq);
 void attention_backward_begin_cuda(float* workspace, const bf16* dout, const bf16* out, const float* lse,
                                    const AttnQueries<bf16>& qs, AttnDims dm, cudaStream_t stream);
+// deterministic: dQ without atomics (a separate pass, slower), the same bits every run.
 void attention_backward_block_cuda(bf16* dk, bf16* dv, bool accumulate, const bf16* dout, const float* lse,
                                    const AttnQueries<bf16>& qs, const AttnKeys<bf16>& ks, const AttnPattern& pattern,
-                                   AttnDims dm, float scale, float* workspace, cudaStream_t stream);
+                                   AttnDims dm, float scale, float* workspace, cudaStream_t stream,
+                                   bool deterministic = false);
 void attention_backward_end_cuda(bf16* dq, bool accumulate, const AttnQueries<bf16>& qs, AttnDims dm, float* workspace,
                                  cudaStream_t stream);

@@ -253,7 +253,7 @@ inline void local_forward(const RingPlan& plan, int r, bf16* out, float* lse, co
 
 inline void local_backward(const RingPlan& plan, int r, bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out,
                            const float* lse, const bf16* q, const bf16* k, const bf16* v, int stride, const int* doc_start,
-                           int B, int H, int D, float scale, cudaStream_t st) {
+                           int B, int H, int D, float scale, cudaStream_t st, bool deterministic) {
     const int c = plan.c, HD = H * D;
     const int* pos = ring_positions(plan.N, st);
     const AttnDims dm{1, H, D, plan.N};
@@ -267,7 +267,7 @@ inline void local_backward(const RingPlan& plan, int r, bf16* dq, bf16* dk, bf16
             attention_backward_begin_cuda(ws.p, g, out + ch.row * HD, L.p, ch.qs, dm, st);
             // dK, dV in the key side's layout (row stride `stride`), dQ in the query side's.
             attention_backward_block_cuda(dk + ch.row * stride, dv + ch.row * stride, /*accumulate=*/false, g, L.p, ch.qs,
-                                          ch.ks, plan.pattern, dm, scale, ws.p, st);
+                                          ch.ks, plan.pattern, dm, scale, ws.p, st, deterministic);
             attention_backward_end_cuda(dq + ch.row * stride, /*accumulate=*/false, ch.qs, dm, ws.p, st);
         }
 }
@@ -348,16 +348,19 @@ inline void ring_attention_forward_cuda(Comm& comm, const RingPlan& plan, bf16* 
 }
 
 // dq, dk, dv (B, 2c, H, D), row stride `stride`, OVERWRITTEN (as attention_backward_cuda), from
-// dout, the forward's bf16 out (B, 2c, H, D) and lse (B, H, 2c).
+// dout, the forward's bf16 out (B, 2c, H, D) and lse (B, H, 2c). deterministic: the same bits every
+// run (train --deterministic): each block's dQ by the deterministic variant's separate pass, not
+// fp32 atomics; everything else the ring adds is already in a fixed order.
 inline void ring_attention_backward_cuda(Comm& comm, const RingPlan& plan, bf16* dq, bf16* dk, bf16* dv,
                                          const bf16* dout, const bf16* out, const float* lse, const bf16* q,
                                          const bf16* k, const bf16* v, int stride, const int* doc_start, int B, int H,
-                                         int D, float scale, cudaStream_t st, RingStats* stats = nullptr) {
+                                         int D, float scale, cudaStream_t st, RingStats* stats = nullptr,
+                                         bool deterministic = false) {
     using namespace ring_gpu;
     const int r = comm.rank(), P = plan.P, c = plan.c;
     if (comm.size() != P) fatal("ring attention: the plan is for %d ranks, the communicator has %d", P, comm.size());
     if (plan.local()) {
-        local_backward(plan, r, dq, dk, dv, dout, out, lse, q, k, v, stride, doc_start, B, H, D, scale, st);
+        local_backward(plan, r, dq, dk, dv, dout, out, lse, q, k, v, stride, doc_start, B, H, D, scale, st, deterministic);
         if (stats) stats->bwd_bytes = 0, stats->bwd_bytes_plain = local_stats(plan, r, B, H, D).bwd_bytes_plain;
         return;
     }
@@ -414,7 +417,7 @@ inline void ring_attention_backward_cuda(Comm& comm, const RingPlan& plan, bf16*
                 attention_backward_block_cuda(scratch.p, scratch.p + HD, /*accumulate=*/false, g[qj].p, Lc[qj].p,
                                               in.queries(qj), AttnKeys<bf16>{blk[cur][kj].p, blk[cur][kj].p + HD, 2 * HD, c,
                                                                              in.pos + plan.pos0(kc), plan.pos0(kc)},
-                                              plan.pattern, in.dm, scale, ws[qj].p, st);
+                                              plan.pattern, in.dm, scale, ws[qj].p, st, deterministic);
                 // The block writes dK, dV rows of stride 2HD into scratch: exactly the (B, c, 2, H, D) layout.
                 add_bf16_to_f32<<<grid_for(nkv), 256, 0, st>>>(dacc[cur][kj].p, scratch.p, nkv);
                 CUDA_CHECK_LAST();

@@ -3,7 +3,8 @@
 // dQKV buffer) and a refusal that says, in words, which cases it does not take:
 //   flash <variant>   our kernels, one-sided launchers, every tile variant (attention_flash.h)
 //   flash two-sided   the same kernels through the two-sided interface (attention_flash_two_sided.h):
-//                     one Write call, the backward as begin / one block / end
+//                     one Write call, the backward as begin / one block / end; "deterministic"
+//                     (backward only): the block's dQ by the separate pass, reruns bit-identical
 //   cudnn             cuDNN's SDPA engine (attention_cudnn.h): dense, no documents
 //   naive             the plain CUDA kernel (attention_naive.cuh), one warp per query row; its
 //                     fp32 gradients are rounded to bf16 into the same slices
@@ -163,26 +164,27 @@ inline std::vector<AttnBackend> attention_backends(int D) {
         b.deterministic_backward = i == flash::kDeterministicBackwardVariant;  // variant 0 adds dQ atomically
         out.push_back(b);
     }
-    {
+    for (bool det : {false, true}) {  // the pieces' backward with dQ by atomics, then by its own pass
         AttnBackend b;
-        b.name = "flash two-sided";
+        b.name = det ? "flash two-sided deterministic" : "flash two-sided";
         b.refuses = [](const AttnPattern& p, const AttnDevCase& c, bool) {
             return refuse_gapped_positions(c);
         };
-        b.forward = [](bf16* o, float* l, const AttnDevCase& c, const AttnPattern& p, const int* doc, float scale) {
-            attention_forward_cuda(o, l, c.queries(doc), c.keys(), p, c.dims(), scale, 0);
-        };
-        b.backward = [](bf16* dq, bf16* dk, bf16* dv, const float* l, const AttnDevCase& c, const AttnPattern& p,
-                        const int* doc, float scale) {
+        if (!det)  // the same forward either way
+            b.forward = [](bf16* o, float* l, const AttnDevCase& c, const AttnPattern& p, const int* doc, float scale) {
+                attention_forward_cuda(o, l, c.queries(doc), c.keys(), p, c.dims(), scale, 0);
+            };
+        b.backward = [det](bf16* dq, bf16* dk, bf16* dv, const float* l, const AttnDevCase& c, const AttnPattern& p,
+                           const int* doc, float scale) {
             const AttnQueries<bf16> qs = c.queries(doc);
             Scratch ws(attention_backward_pieces_workspace_bytes(c.dims(), c.s.N));
             attention_backward_begin_cuda(ws.f(), c.dout, c.out, l, qs, c.dims(), 0);
             attention_backward_block_cuda(dk, dv, /*accumulate=*/false, c.dout, l, qs, c.keys(), p, c.dims(), scale,
-                                          ws.f(), 0);
+                                          ws.f(), 0, det);
             attention_backward_end_cuda(dq, /*accumulate=*/false, qs, c.dims(), ws.f(), 0);
             CUDA_CHECK(cudaDeviceSynchronize());
         };
-        b.deterministic_backward = false;  // dQ accumulates with atomics, as flash variant 0
+        b.deterministic_backward = det;  // without: dQ accumulates with atomics, as flash variant 0
         out.push_back(b);
     }
     {

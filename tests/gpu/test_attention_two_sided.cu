@@ -9,7 +9,8 @@
 //    cut where the whole sequence cuts them) against its keys split into R = 1..5 uneven blocks,
 //    merged into fp32 O and L, equals the reference rows;
 //  - the backward in pieces (begin, one block step per key block, end) equals the reference's
-//    dQ, dK, dV of that query block;
+//    dQ, dK, dV of that query block, with dQ by atomics and by the deterministic pass (whose
+//    rerun must give the same bits);
 //  - the same comparison with a 10% wrong scale fails (the tolerances can catch an error).
 // Tolerances are set by bf16: P is rounded to bf16 before P V, dS before dS K, outputs are bf16.
 // Usage: test_attention_two_sided [SEED] [--small] (D = 64 only, for compute-sanitizer). Prints PASS/FAIL lines and a summary.
@@ -52,7 +53,8 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
     }
 
     // 2. Merge and the pieced backward: queries [qa, qb) against R key blocks.
-    double worst_o = 0, worst_l = 0, worst_g = 0, wrong_scale = INFINITY;
+    double worst_o = 0, worst_l = 0, worst_g = 0, worst_gd = 0, wrong_scale = INFINITY;
+    bool det_same = true;  // the deterministic pieces gave the same bits twice
     bool wrong_scale_has_keys = false;  // some query row of the R = 3 piece has a key
     for (int R = 1; R <= 5; R++) {
         const AttnSplit sp = attn_split(P, c, qkv_bf, R, rng, dev);
@@ -80,24 +82,45 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
         std::vector<bf16> Ob = to_bf16(as_double(download(O, ref.O.size())));
         const bf16* Od = dev.upload(Ob);
         const bf16* g = dev.upload(P.rows(dout_bf, qa, qb, HD));
-        float* ws = dev.alloc<float>(attention_backward_pieces_workspace_bytes(dm, nq) / 4 + 4, 0xff);
-        attention_backward_begin_cuda(ws, g, Od, L, qs, dm, 0);
-        std::vector<std::vector<double>> kb, vb;  // each block's dK, dV (B, n_r, H, D)
-        for (int r = 0; r < R; r++) {
-            const int nk = blocks[r].n;
-            bf16* dkv = dev.alloc<bf16>((size_t)B * nk * S, 0xff);  // the block's rows, the K layout
-            attention_backward_block_cuda(dkv + HD, dkv + 2 * HD, false, g, L, qs, blocks[r], c.pattern, dm, scale, ws, 0);
-            const std::vector<double> h = as_double(download(dkv, (size_t)B * nk * S));
-            kb.push_back(strided_part(h, S, HD, HD));
-            vb.push_back(strided_part(h, S, 2 * HD, HD));
-        }
-        bf16* dq = dev.alloc<bf16>((size_t)B * nq * S, 0xff);
-        attention_backward_end_cuda(dq, false, qs, dm, ws, 0);
-        const std::vector<double> dk_all = attn_blocks_in_order(kb, sp.cut, B, HD), dv_all = attn_blocks_in_order(vb, sp.cut, B, HD);
-        const std::vector<double> dqg = strided_part(as_double(download(dq, (size_t)B * nq * S)), S, 0, HD);
-        worst_g = std::max({worst_g, error_vs(dqg.data(), ref.dq.data(), dqg.size()).norm,
-                            error_vs(dk_all.data(), ref.dk.data(), dk_all.size()).norm,
-                            error_vs(dv_all.data(), ref.dv.data(), dv_all.size()).norm});
+        // The pieces' backward, dQ by atomics (det false) or by the separate pass: every block's
+        // dK/dV rows, then dQ, as bf16 bits (blocks in order).
+        auto pieced = [&](bool det) {
+            float* ws = dev.alloc<float>(attention_backward_pieces_workspace_bytes(dm, nq) / 4 + 4, 0xff);
+            attention_backward_begin_cuda(ws, g, Od, L, qs, dm, 0);
+            std::vector<bf16> bits;
+            for (int r = 0; r < R; r++) {
+                const int nk = blocks[r].n;
+                bf16* dkv = dev.alloc<bf16>((size_t)B * nk * S, 0xff);  // the block's rows, the K layout
+                attention_backward_block_cuda(dkv + HD, dkv + 2 * HD, false, g, L, qs, blocks[r], c.pattern, dm, scale, ws, 0, det);
+                const std::vector<bf16> h = download(dkv, (size_t)B * nk * S);
+                bits.insert(bits.end(), h.begin(), h.end());
+            }
+            bf16* dq = dev.alloc<bf16>((size_t)B * nq * S, 0xff);
+            attention_backward_end_cuda(dq, false, qs, dm, ws, 0);
+            const std::vector<bf16> h = download(dq, (size_t)B * nq * S);
+            bits.insert(bits.end(), h.begin(), h.end());
+            return bits;
+        };
+        auto grad_error = [&](const std::vector<bf16>& bits) {
+            std::vector<std::vector<double>> kb, vb;  // each block's dK, dV (B, n_r, H, D)
+            size_t at = 0;
+            for (int r = 0; r < R; r++) {
+                const size_t n = (size_t)B * blocks[r].n * S;
+                const std::vector<double> h = as_double(std::vector<bf16>(bits.begin() + at, bits.begin() + at + n));
+                at += n;
+                kb.push_back(strided_part(h, S, HD, HD));
+                vb.push_back(strided_part(h, S, 2 * HD, HD));
+            }
+            const std::vector<double> dk_all = attn_blocks_in_order(kb, sp.cut, B, HD), dv_all = attn_blocks_in_order(vb, sp.cut, B, HD);
+            const std::vector<double> dqg = strided_part(as_double(std::vector<bf16>(bits.begin() + at, bits.end())), S, 0, HD);
+            return std::max({error_vs(dqg.data(), ref.dq.data(), dqg.size()).norm,
+                             error_vs(dk_all.data(), ref.dk.data(), dk_all.size()).norm,
+                             error_vs(dv_all.data(), ref.dv.data(), dv_all.size()).norm});
+        };
+        worst_g = std::max(worst_g, grad_error(pieced(false)));
+        const std::vector<bf16> d1 = pieced(true), d2 = pieced(true);
+        worst_gd = std::max(worst_gd, grad_error(d1));
+        det_same &= std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(bf16)) == 0;
     }
     char buf[300];
     std::snprintf(buf, sizeof buf, "merge R = 1..5 blocks, fp32 O: %-50s rel %.2e (tol %.0e)", tag.c_str(), worst_o, kTolO);
@@ -106,6 +129,9 @@ static void run_case(const AttnCase& c, int D, SplitMix64& rng) {
     check(worst_l <= kTolL, buf);
     std::snprintf(buf, sizeof buf, "pieced backward R = 1..5, dQ dK dV: %-45s rel %.2e (tol %.0e)", tag.c_str(), worst_g, kTolGrad);
     check(worst_g <= kTolGrad, buf);
+    std::snprintf(buf, sizeof buf, "pieced backward, deterministic dQ: %-46s rel %.2e (tol %.0e)", tag.c_str(), worst_gd, kTolGrad);
+    check(worst_gd <= kTolGrad, buf);
+    check(det_same, "pieced backward, deterministic dQ: a rerun gives the same bits: " + tag);
     // A piece whose rows all have no key (a layout that ends before it) has O = 0, L = -inf at any
     // scale: nothing for this control to see there (the checks above hold O, L to that).
     if (!wrong_scale_has_keys) {

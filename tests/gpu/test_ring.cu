@@ -5,7 +5,8 @@
 // documents, D = 64 and 128, chunks of odd length, outputs poisoned. Also: the bytes each ring
 // moved against a plain ring's (INFO lines); dilated segments inside chunks move none; a negative
 // control (the ring run with the wrong mask) must fail the comparison; the ring's buffer pool after
-// one forward and backward holds what ring_attention_pool_bytes_needed predicts, on every rank.
+// one forward and backward holds what ring_attention_pool_bytes_needed predicts, on every rank;
+// the deterministic backward (train --deterministic --cp P) gives the same bits when run again.
 // Two modes, one rank body:
 //   simulated (default)  P = 1..4 ranks as threads of this process on one GPU (comm/in_process.h,
 //                        device buffers copied with cudaMemcpy); compares every row.
@@ -41,6 +42,7 @@ struct RingCase {
     std::string name;
     bool expect_no_bytes = false;
     bool negative = false;  // run the ring with the mask flipped: the comparison must fail
+    bool deterministic = false;  // the deterministic backward: run twice, the same bits
 };
 
 // One case's inputs, global rows. Drawn from the shared generator in a fixed order, so ranks
@@ -152,7 +154,7 @@ static void wait_comm(Comm& comm) {
 // has selected this rank's device.
 // pool_bytes: this thread's ring_pool_bytes() after the forward and backward, from an empty pool.
 static void run_rank(Comm& comm, const RingPlan& plan, const CaseInputs& in, const Outputs& one, Outputs& ring,
-                     RingStats& stats, size_t& pool_bytes) {
+                     RingStats& stats, size_t& pool_bytes, bool deterministic) {
     const int B = in.B, H = in.H, D = in.D, HD = in.HD, S = in.S, N = in.N;
     const int r = comm.rank(), n = 2 * plan.c;
     const bool docs = !in.doc.empty();
@@ -194,7 +196,7 @@ static void run_rank(Comm& comm, const RingPlan& plan, const CaseInputs& in, con
     bf16* yq = yd.as<bf16>();
     RingStats sb;
     ring_attention_backward_cuda(comm, plan, yq, yq + HD, yq + 2 * HD, xg.as<bf16>(), xo.as<bf16>(), xl.as<float>(), lqp,
-                                 lqp + HD, lqp + 2 * HD, S, ldp, B, H, D, in.scale, st, &sb);
+                                 lqp + HD, lqp + 2 * HD, S, ldp, B, H, D, in.scale, st, &sb, deterministic);
     stats.bwd_bytes = sb.bwd_bytes, stats.bwd_bytes_plain = sb.bwd_bytes_plain;
     pool_bytes = ring_pool_bytes();
     wait_comm(comm);
@@ -218,12 +220,12 @@ static void run_rank(Comm& comm, const RingPlan& plan, const CaseInputs& in, con
 
 // Every rank of the plan as a thread of this process, all on device 0.
 static void ring_simulated(const RingPlan& plan, const CaseInputs& in, const Outputs& one, Outputs& ring,
-                           std::vector<RingStats>& stats, std::vector<size_t>& pool_bytes) {
+                           std::vector<RingStats>& stats, std::vector<size_t>& pool_bytes, bool deterministic) {
     InProcessWorld world(plan.P);
     world.copy = in_process_device_copy;
     run_ranks(world, [&](Comm& comm) {
         CUDA_CHECK(cudaSetDevice(0));
-        run_rank(comm, plan, in, one, ring, stats[comm.rank()], pool_bytes[comm.rank()]);
+        run_rank(comm, plan, in, one, ring, stats[comm.rank()], pool_bytes[comm.rank()], deterministic);
     });
 }
 
@@ -309,17 +311,26 @@ static void run(const RingCase& rc, gc::Rng& rng, Comm* nccl) {
     std::vector<RingStats> stats(rc.P);  // simulated: every rank's; NCCL: this rank's only
     std::vector<size_t> pool_bytes(rc.P);  // the same
     std::string tag = rc.name + " D" + std::to_string(rc.D) + " P=" + std::to_string(rc.P) + " c=" + std::to_string(rc.c);
+    if (rc.deterministic) tag += " deterministic";
     bool ok;
+    // The ring once more into `again` (deterministic cases): its rows must be the same bits.
+    Outputs again = ring;
     if (!nccl) {
-        ring_simulated(plan, in, one, ring, stats, pool_bytes);
+        ring_simulated(plan, in, one, ring, stats, pool_bytes, rc.deterministic);
         ok = compare_ring(rc, tag, ring, one, ref);
+        if (rc.deterministic) ring_simulated(plan, in, one, again, stats, pool_bytes, true);
     } else {
         const int r = nccl->rank();
-        run_rank(*nccl, plan, in, one, ring, stats[r], pool_bytes[r]);
+        run_rank(*nccl, plan, in, one, ring, stats[r], pool_bytes[r], rc.deterministic);
+        if (rc.deterministic) run_rank(*nccl, plan, in, one, again, stats[r], pool_bytes[r], true);
         const std::vector<int> mine = plan.positions(r);
         tag += " rank " + std::to_string(r);
         ok = compare_ring(rc, tag, pick_rows(ring, in, mine), pick_rows(one, in, mine), pick_rows(ref, in, mine));
+        if (rc.deterministic) ring = pick_rows(ring, in, mine), again = pick_rows(again, in, mine);
     }
+    if (rc.deterministic)
+        check(std::memcmp(ring.dqkv.data(), again.dqkv.data(), ring.dqkv.size() * sizeof(bf16)) == 0,
+              "ring backward rerun gives the same bits " + tag);
     if (rc.negative) {
         check(!ok, "negative control: the ring with the mask flipped fails the comparison " + tag);
         return;
@@ -381,6 +392,21 @@ static void add_cases(std::vector<RingCase>& cases, int D, int P, gc::Rng& rng) 
         cases.push_back({pc.pattern, pc.docs, P, pc.c ? pc.c : c, D, pc.name, pc.expect_no_bytes});
 }
 
+// train --deterministic under --cp: every pattern at D = 64 and (unless small) one at D = 128, P
+// ranks, with the deterministic backward (run twice: the same bits).
+static void add_deterministic_cases(std::vector<RingCase>& cases, int P, bool small, gc::Rng& rng) {
+    const int c = 136 + 8 * rng.randint(0, 9);
+    for (const PatternCase& pc : pattern_cases()) {
+        RingCase rc{pc.pattern, pc.docs, P, pc.c ? pc.c : c, 64, pc.name, pc.expect_no_bytes};
+        rc.deterministic = true;
+        cases.push_back(rc);
+    }
+    if (small) return;
+    RingCase rc{dilated_pattern(true, {128, 512, 2048}, {1, 2, 4}), true, P, c, 128, "dilated (128,1)(512,2)(2048,4) causal docs"};
+    rc.deterministic = true;
+    cases.push_back(rc);
+}
+
 static std::vector<RingCase> simulated_cases(bool small, gc::Rng& rng) {
     std::vector<RingCase> cases;
     for (int D : {64, 128})
@@ -389,6 +415,8 @@ static std::vector<RingCase> simulated_cases(bool small, gc::Rng& rng) {
             add_cases(cases, D, P, rng);
         }
     if (!small) cases.push_back({make_pattern(AttnKind::Dense, true), false, 3, 136, 64, "dense causal", false, true});
+    add_deterministic_cases(cases, small ? 3 : 2, small, rng);
+    if (!small) add_deterministic_cases(cases, 4, small, rng);
     return cases;
 }
 
@@ -405,6 +433,7 @@ static std::vector<RingCase> nccl_cases(int P, bool small, gc::Rng& rng) {
     for (int D : {64, 128})
         if (!small || D == 64) add_cases(cases, D, P, rng);
     if (!small) cases.push_back({make_pattern(AttnKind::Dense, true), false, P, 136, 64, "dense causal", false, true});
+    add_deterministic_cases(cases, P, small, rng);
     return cases;
 }
 

@@ -7,7 +7,7 @@
 //  3a. (atomic) attention_backward_dq_convert_kernel: dQ accumulator -> bf16 dq;
 //  3b. (deterministic) attention_backward_dq_kernel: one block per (query tile, b, h) recomputes
 //     P and dS and accumulates dQ in registers: two more matrix products per tile, no atomics,
-//     bit-identical results run to run.
+//     bit-identical results run to run (written to dq, or added into the fp32 accumulator).
 // With dS = P * (dP - delta) * scale:  dV = P^T dO,  dK = dS^T Q,  dQ = dS K. Kernels 1 and 3a are
 // backward_pre_post.cuh's (every rung runs them); 2 and 3b are this file's.
 #pragma once
@@ -307,12 +307,25 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
         }
     }
 
+    // Into dq (bf16), or, when dq is null (the two-sided pieces: a ring adds several key blocks'
+    // dQ before rounding once), added into the fp32 accumulator: a plain read-add-write, since
+    // every query row belongs to one block of the launch and launches are ordered.
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int row = q0 + warp * 16 * MT + mt * 16 + g + 8 * r;
             if (row >= p.qrows.len) continue;
+            if (p.dq == nullptr) {
+                float* acc = dq_accum_row(p, b, p.qrows.token(row), h, D) + 2 * t;
+#pragma unroll
+                for (int db = 0; db < DB; db++) {
+                    float2* at = reinterpret_cast<float2*>(acc + db * 8);
+                    const float2 o = *at;
+                    *at = make_float2(o.x + dq[mt][db][2 * r], o.y + dq[mt][db][2 * r + 1]);
+                }
+                continue;
+            }
             bf16* dst = p.dq + ((size_t)b * p.q_tokens + p.qrows.token(row)) * p.q_stride + h * D + 2 * t;
 #pragma unroll
             for (int db = 0; db < DB; db++) store_grad2(dst + db * 8, dq[mt][db][2 * r], dq[mt][db][2 * r + 1], Schedule::kMayMerge && p.accumulate);

@@ -132,11 +132,16 @@ __device__ __forceinline__ void ws_load_tile(const CUtensorMap* tm_q, const CUte
 }
 
 // Consumer warpgroup cw (0 or 1), one query tile with n > 0 key tiles: the flash loop into acc, m,
-// l (zero, -inf, 0 on entry). RELEASE_Q: hand Q back after its last use (a persistent block loads
-// the next tile's Q into it). Turns: warpgroup 0 goes first (warpgroup 1 gives it the first
-// arrival); each takes its turn before issuing its products and hands it over right after, n + 1
-// times each; warpgroup 1 skips its last hand-over, which nobody waits for.
-template <int D, int BN, int STAGES, bool RELEASE_Q, class Schedule, class Keys>
+// l (zero, -inf, 0 on entry). PERSISTENT: the block walks more tiles after this one; Q is handed
+// back after its last use (the producer loads the next tile's Q into it), and the turns run on
+// across tiles (below). Turns: warpgroup 0 goes first; each takes its turn before issuing its
+// products and hands it over right after, n + 1 times each. Warpgroup 1's last hand-over, right
+// after it issues its last P V, gives warpgroup 0 the next tile's first turn, so that warpgroup 0
+// starts the next tile's Q K^T while warpgroup 1 finishes this tile's P V and writes its rows;
+// that arrival, after the block's last tile, is taken by ws_turns_end. Warpgroup 1 gives the
+// first turn of the block's first tile (qj == 0) at its start. A block per tile (not PERSISTENT)
+// has one tile: warpgroup 1 gives the first turn and skips its last hand-over.
+template <int D, int BN, int STAGES, bool PERSISTENT, class Schedule, class Keys>
 __device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile& qt, const Keys& keys, int n, int b, int h,
                                                 int row0, int cw, const WsSmem<D, BN, STAGES>& sm, const WsBarriers& w,
                                                 int g, int qj, float (&acc)[D / 8][4], float (&m)[2], float (&l)[2]) {
@@ -158,7 +163,7 @@ __device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile
             mask_scores<1, NB, Schedule>(s, p, b, row0, k0, kt.n, h, cut, docs_cut(p, qt.doc_max, kt));
         online_softmax_scores<NB>(s[0], m, l, alpha, p.scale_log2);
     };
-    if (cw == 1) named_arrive(kWsSchedBarrier, 256);
+    if (cw == 1 && (!PERSISTENT || qj == 0)) named_arrive(kWsSchedBarrier, 256);
     mbar_wait(w.q_full, qj & 1);
 
     // Tile 0: S = Q K0^T, its softmax (the accumulator is still zero).
@@ -176,7 +181,7 @@ __device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile
     wgmma_wait_all();
     pin<NB>(s[0]);
     release(w.k_empty + 8 * s0);
-    if constexpr (RELEASE_Q) release(w.q_empty, n == 1);  // after the tile's last use of Q
+    if constexpr (PERSISTENT) release(w.q_empty, n == 1);  // after the tile's last use of Q
     mask_and_softmax(s, 0, alpha);
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++) scores_to_a<NB>(pa[kk], s[0], kk);
@@ -199,7 +204,7 @@ __device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile
         wgmma_wait_one();  // S(it) done; P V still running
         pin<NB>(s[0]);
         release(w.k_empty + 8 * st);
-        if constexpr (RELEASE_Q) release(w.q_empty, it == n - 1);
+        if constexpr (PERSISTENT) release(w.q_empty, it == n - 1);
         mask_and_softmax(s, it, alpha);  // under P V
         wgmma_wait_all();
         pin<DB>(acc);
@@ -219,11 +224,17 @@ __device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile
     wgmma_fence();
     issue_pv<D, BN>(acc, pa, sm.v + sl * kTileK);
     wgmma_commit();
-    if (cw == 0) named_arrive(other_turn, 256);
+    if (cw == 0 || PERSISTENT) named_arrive(other_turn, 256);
     wgmma_wait_all();
     pin<DB>(acc);
     pin<BN / 16>(pa);
     release(w.v_empty + 8 * sl);
+}
+
+// After a persistent block's last tile: warpgroup 0 takes warpgroup 1's last hand-over (a named
+// barrier must not be left with arrivals pending when the block exits).
+__device__ __forceinline__ void ws_turns_end(int cw, int tiles) {
+    if (cw == 0 && tiles > 0) named_sync(kWsSchedBarrier, 256);
 }
 
 // A block per query tile (the grid of the other kernels: x = (b, h) or a virtual sequence, y =
@@ -329,6 +340,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         }
         store_output<D, Schedule::kMayMerge, Schedule::kTwoSided>(pt, tile.b, tile.h, row0, acc, m, l);
     }
+    ws_turns_end(cw, qj);
 }
 
 }  // namespace flash

@@ -15,7 +15,7 @@
 //   attention_backward_begin_cuda    delta = rowsum(dO * O) once, L in log2, dQ accumulator = 0
 //   attention_backward_block_cuda    one key/value block: its dK, dV (written or added, bf16,
 //                                    the key side's layout); dS K added into the fp32 dQ
-//                                    accumulator with atomics
+//                                    accumulator, with atomics or (deterministic) by a dQ pass
 //   attention_backward_end_cuda      dQ (bf16, the query side's layout) from the accumulator
 // Workspace of the three: attention_backward_pieces_workspace_bytes.
 //
@@ -158,11 +158,13 @@ void attention_backward_begin_cuda(float* workspace, const bf16* dout, const bf1
 }
 
 // One key/value block: dK, dV (the key side's layout, bf16) written, or added when accumulate;
-// dS K added into the workspace's dQ accumulator.
+// dS K added into the workspace's dQ accumulator: with fp32 atomics by the dK/dV kernel, or, when
+// deterministic, by the deterministic variant's separate dQ pass (a plain add per row, in launch
+// order: the same bits every run, at the mma.sync kernels' speed).
 void attention_backward_block_cuda(bf16* dk, bf16* dv, bool accumulate, const bf16* dout, const float* lse,
                                    const AttnQueries<bf16>& qs, const AttnKeys<bf16>& ks,
                                    const AttnPattern& pattern, AttnDims dm, float scale, float* workspace,
-                                   cudaStream_t stream) {
+                                   cudaStream_t stream, bool deterministic) {
     if ((long long)dm.B * ks.n == 0) return;
     flash::Params p = flash::make_two_sided_params(qs, ks, pattern, dm, scale);
     p.dout = dout;
@@ -178,9 +180,11 @@ void attention_backward_block_cuda(bf16* dk, bf16* dv, bool accumulate, const bf
         if (qs.n == 0) return;
     }
     int count = 0;
-    const flash::Variant& v = flash::backward_variants(dm.D, &count)[0];  // dK/dV + atomic dQ
-    flash::for_each_launch(p, pattern, dm, accumulate, flash::dilated_backward_group,
-                           [&](const flash::Params& q) { v.dkdv(q, dm.B, stream); });
+    const flash::Variant& v = flash::backward_variants(dm.D, &count)[deterministic ? flash::kDeterministicBackwardVariant : 0];
+    flash::for_each_launch(p, pattern, dm, accumulate, flash::dilated_backward_group, [&](const flash::Params& q) {
+        v.dkdv(q, dm.B, stream);  // the deterministic variant's adds no dQ
+        if (deterministic) v.dq(q, dm.B, stream);  // q.dq is null: into the accumulator
+    });
 }
 
 // dQ (bf16, the query side's layout, row stride qs.stride) from the accumulator; added to what

@@ -64,8 +64,8 @@ struct Params {
     const bf16* dout;        // (B, q_tokens, H, D)
     float* lse_log2;         // (B, H, q_tokens): L * log2(e), +inf where L = -inf (so P = 0)
     float* delta;            // (B, H, q_tokens): rowsum(dO * O)
-    float* dq_accum;         // (B, q_tokens, H, D) fp32, only for the atomic dQ variant
-    bf16* dq;                // (B, q_tokens, H, D), row stride q_stride
+    float* dq_accum;         // (B, q_tokens, H, D) fp32: the atomic dQ variants', and the two-sided pieces'
+    bf16* dq;                // (B, q_tokens, H, D), row stride q_stride (null: the dQ pass adds into dq_accum)
     bf16* dk;                // (B, kv_tokens, H, D), row stride kv_stride
     bf16* dv;                // (B, kv_tokens, H, D), row stride kv_stride
     // Which virtual sequence each block runs (SequenceGrid above).
