@@ -44,6 +44,10 @@ build:
 build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
+# The copy loss (eval/copy_loss.h) over a haystack of a tokenizer it trains: SentencePiece's libraries.
+build/test_copy_loss_cpu: tests/test_copy_loss_cpu.cpp $(wildcard core/*.h comm/*.h data/*.h eval/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build build/.deps-data
+	$(CXX) $(CXXFLAGS) -o $@ $< $(SPM_LIBS)
+
 build/test_inputs_cpu: tests/test_inputs_cpu.cpp tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
@@ -143,7 +147,7 @@ include data/rules.mk
 include tests/rules.mk
 include tests/fuzz/rules.mk
 
-BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_tasks build/test_ops_cpu build/test_model_cpu build/test_inputs_cpu build/test_attention_cpu build/test_ring_cpu build/test_cp_train_cpu build/test_rendezvous $(GPU_BINARIES)
+BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_tasks build/test_ops_cpu build/test_model_cpu build/test_copy_loss_cpu build/test_inputs_cpu build/test_attention_cpu build/test_ring_cpu build/test_cp_train_cpu build/test_rendezvous $(GPU_BINARIES)
 all: deps
 	$(MAKE) -j2 $(BINARIES)
 

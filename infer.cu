@@ -1,7 +1,8 @@
 // infer: loads a checkpoint (with its tokenizer) and either generates text from a prompt,
 // streaming it as it comes, or measures perplexity over a whole file. `infer --help`.
 // main_body is the order of events: the flags parsed and checked, the input files read, the
-// checkpoint loaded, then one mode run (tasks, perplexity or generation), each a section below.
+// checkpoint loaded, then one mode run (tasks, copy loss, perplexity or generation), each a
+// section below.
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cerrno>
@@ -19,6 +20,7 @@
 #include "core/run_lock.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "eval/copy_loss.h"
 #include "eval/task_eval.h"
 #include "eval/task_report.h"
 #include "model/backend.h"
@@ -37,6 +39,9 @@ struct InferFlags {
     std::string windows = "auto", per_position, save_cache, load_cache, prompts_file, tasks, tasks_out;
     int task_batch = 16, logn_attn = 0;
     bool truncate = false;
+    std::string copy_loss, gaps, copy_out;  // --copy-loss: the haystack, the gaps as given, the CSVs' prefix
+    int copy_passage = 256, copy_samples = 4;
+    std::vector<long long> gap_tokens;      // --gaps parsed (validate_flags)
     float temperature = 0.8f, top_p = 0.95f;
     std::vector<std::string> given;  // the flags on the command line, for the flags that do nothing in some modes
     bool was_given(const char* name) const { return std::find(given.begin(), given.end(), name) != given.end(); }
@@ -54,7 +59,7 @@ static InferFlags parse_flags(int argc, char** argv) {
     flags.add_float("temperature", &f.temperature, "sampling temperature (0: greedy)");
     flags.add_int("top-k", &f.top_k, "sample among the k most likely tokens (0: all)");
     flags.add_float("top-p", &f.top_p, "sample among the smallest set with this much probability (1: all)");
-    flags.add_int("seed", &f.seed, "sampling seed");
+    flags.add_int("seed", &f.seed, "sampling seed; --copy-loss: with the gap and the sample, where each passage starts");
     flags.add_int("ctx", &f.ctx, "context window in tokens (0: the training --seq-len)");
     flags.add_string("perplexity", &f.ppl_file, "score this whole file instead of generating: a text file, or a token shard "
                                                 "(a corpus's val.bin) whose documents are scored one by one");
@@ -84,10 +89,22 @@ static InferFlags parse_flags(int argc, char** argv) {
                                              "ln(p + 1) / ln(N), N best the longest window trained on (0: off; default: the "
                                              "checkpoint's)");
     flags.add_bool("truncate", &f.truncate, "--tasks: read a prompt longer than --ctx in its last --ctx tokens (else it is an error)");
+    flags.add_string("copy-loss", &f.copy_loss, "the copy loss by gap over this haystack (a token shard such as a corpus's val.bin, "
+                                                "a text file or a directory): a passage, G tokens of the text after it, the passage "
+                                                "again; the loss per token on the repeat against the first occurrence");
+    flags.add_string("gaps", &f.gaps, "--copy-loss: the gaps G in tokens, with K and M suffixes (a comma list, e.g. 2K,8K,32K,128K,512K,1M)");
+    flags.add_int("copy-passage", &f.copy_passage, "--copy-loss: tokens of the passage (at least 2)");
+    flags.add_int("copy-samples", &f.copy_samples, "--copy-loss: passages per gap, each at its own place in the haystack");
+    flags.add_string("copy-out", &f.copy_out, "--copy-loss: write PREFIX.csv (a row per gap) and PREFIX_items.csv (a row per passage)");
     flags.parse(argc, argv);
     for (const std::string& name : flags.names())
         if (flags.was_set(name.c_str())) f.given.push_back(name);
     return f;
+}
+
+// --copy-loss's options from the flags (--gaps parsed by validate_flags).
+static CopyLossOptions copy_loss_options(const InferFlags& f) {
+    return CopyLossOptions{f.gap_tokens, f.copy_passage, f.copy_samples, (uint64_t)f.seed};
 }
 
 // Every rule on the flags alone, before any file is read. Their order is the order of the
@@ -98,6 +115,21 @@ static void validate_flags(InferFlags& f) {
         fatal("--tasks scores a task file alone: drop --prompt, --prompt-file, --prompts-file, --perplexity, the cache files and --cp");
     if (f.tasks.empty() && (!f.tasks_out.empty() || f.truncate)) fatal("--tasks-out and --truncate are for --tasks");
     if (f.task_batch < 1) fatal("--task-batch must be at least 1 (got %d)", f.task_batch);
+    if (!f.copy_loss.empty() && (!f.prompt.empty() || !f.prompt_file.empty() || !f.prompts_file.empty() || !f.ppl_file.empty() ||
+                                 !f.tasks.empty() || !f.save_cache.empty() || !f.load_cache.empty() || f.cp != 1))
+        fatal("--copy-loss scores a haystack alone: drop --prompt, --prompt-file, --prompts-file, --perplexity, --tasks, the cache "
+              "files and --cp");
+    if (f.copy_loss.empty())
+        for (const char* g : {"gaps", "copy-passage", "copy-samples", "copy-out"})
+            if (f.was_given(g)) fatal("--%s is for --copy-loss: drop it, or add --copy-loss HAYSTACK", g);
+    if (!f.copy_loss.empty()) {
+        // --seed places the passages here; the sampling flags have nothing to sample.
+        for (const char* g : {"max-new", "temperature", "top-k", "top-p"})
+            if (f.was_given(g)) fatal("--%s is for generation, not --copy-loss (it scores, it does not sample): drop it", g);
+        if (!f.was_given("gaps")) fatal("--copy-loss needs --gaps, e.g. --gaps 2K,8K,32K,128K");
+        f.gap_tokens = parse_gaps(f.gaps);
+        check_copy_loss_options(copy_loss_options(f));
+    }
     // A flag the chosen mode never reads is refused: silently ignored, it would leave the user
     // believing it shaped the result (a --prompt scored with --perplexity, a --seed under greedy).
     if (!f.ppl_file.empty() || !f.tasks.empty())
@@ -178,6 +210,7 @@ static InferInputs read_inputs(const InferFlags& f) {
     if (!f.load_cache.empty()) check_regular_file(f.load_cache, kReadFileMaxBytes, "--load-cache", "check the --load-cache path");
     if (!f.ppl_file.empty()) in.ppl_text = read_regular_file(f.ppl_file, kReadFileMaxBytes, "--perplexity", "check the --perplexity path");
     if (!f.tasks.empty()) in.task_items = read_task_file(f.tasks);
+    if (!f.copy_loss.empty()) check_copy_haystack_path(f.copy_loss);  // read once the tokenizer is known
     if (!f.prompt_file.empty()) check_regular_file(f.prompt_file, kMaxPromptFileBytes, "--prompt-file", kPromptFileFix);
     if (!f.prompts_file.empty()) in.batch_prompts = read_batch_prompts(f.prompts_file);
     if (!f.ppl_file.empty() && in.ppl_text.empty()) fatal("--perplexity %s is empty", f.ppl_file.c_str());
@@ -446,6 +479,54 @@ static int score_perplexity(const InferFlags& f, const InferPlan& plan, const Lo
                         [&](ParallelContext& px) { return score_on_rank(px, f, plan, m, text); });
 }
 
+// ---- --copy-loss --------------------------------------------------------------------------
+
+// infer --copy-loss: each gap's passages placed in the haystack (which fails at once when it is too
+// small), each sequence scored through the KV cache (eval/copy_loss.h), the table, the CSVs.
+static int score_copy_loss(const InferFlags& f, const InferPlan& plan, const LoadedModel& m) {
+    const CopyLossOptions opt = copy_loss_options(f);
+    const PieceKinds kinds(m.tok);
+    const Haystack hay = load_copy_haystack(f.copy_loss, m.tok, kinds);
+    const std::vector<CopyItem> items = place_copy_items(hay, opt);
+    std::unique_ptr<ModelBackend> model = make_forward_model(m, plan);
+    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d, on %s; haystack %s: %zu tokens; %zu "
+                 "sequences (%zu gaps x %d passages of %d tokens)\n", m.path.c_str(), m.ck.cfg.n_layer, m.ck.cfg.n_embd,
+                 model->num_params() / 1e6, plan.ctx, model->name().c_str(), f.copy_loss.c_str(), hay.tokens.size(),
+                 items.size(), opt.gaps.size(), opt.samples, opt.passage);
+    // A sequence longer than the window is scored in windows of --ctx overlapping by half: its
+    // repeat is then read without its first occurrence when the gap passes the window. Right for
+    // a control; a mistake for a long-context model given too small a --ctx, so it is said.
+    long long longest = 0;
+    std::string cut;
+    for (const CopyItem& it : items)
+        if (it.sample == 0 && !copy_reads_whole(m.ck.cfg, it, plan.ctx))
+            cut += (cut.empty() ? "" : ",") + format_length(it.gap), longest = std::max(longest, it.length() - 1);
+    if (!cut.empty())
+        std::fprintf(stderr, "note: gaps %s: their sequences are longer than --ctx %d and are scored in windows of %d overlapping "
+                     "by half, so a repeat more than %d tokens after its first occurrence is read without it (--ctx %lld reads "
+                     "them whole)\n", cut.c_str(), plan.ctx, plan.ctx, plan.ctx / 2, longest);
+    const auto t0 = std::chrono::steady_clock::now();
+    long long total = 0;
+    for (const CopyItem& it : items) total += it.length() - 1;
+    ScoreProgress progress(total);
+    const std::vector<CopyScore> scores = run_copy_loss(
+        hay, items, m.tok.bos_id(), [&] { return make_kv_cache(*model, 1, plan.chunk); }, m.ck.cfg, plan.ctx, progress.callback());
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (const CopyScore& c : scores)
+        if (!std::isfinite(c.first) || !std::isfinite(c.repeat))  // finite weights can still overflow: a diverged run
+            fatal("--copy-loss %s: the checkpoint's model gives a non-finite loss (its weights have diverged): use an earlier "
+                  "checkpoint", f.copy_loss.c_str());
+    const std::vector<CopyLossRow> rows = summarize_copy_loss(items, scores);
+    std::printf("%s", format_copy_loss_table(rows).c_str());
+    std::printf("copy loss %s: %zu sequences, %lld tokens in %.1f s (%.0f tokens/s)\n", f.copy_loss.c_str(), items.size(), total,
+                secs, (double)total / secs);
+    if (f.copy_out.empty()) return 0;
+    write_file_atomic(f.copy_out + ".csv", copy_loss_csv(rows));
+    write_file_atomic(f.copy_out + "_items.csv", copy_items_csv(items, scores));
+    std::printf("wrote %s.csv, %s_items.csv\n", f.copy_out.c_str(), f.copy_out.c_str());
+    return 0;
+}
+
 // ---- generation (--prompt, --prompt-file, --prompts-file, --save-cache, --load-cache) ---------
 
 // --prompt-file's text, then --prompt, as tokens; after BOS unless a loaded cache holds the
@@ -663,16 +744,19 @@ static void check_output_paths(const InferFlags& f) {
         check_output_path(f.tasks_out + ".csv", OutputKind::TaskReportCsv, "--tasks-out");
         check_output_path(f.tasks_out + "_items.csv", OutputKind::TaskItemsCsv, "--tasks-out");
     }
+    check_copy_loss_outputs(f.copy_out, "--copy-out");
+    if (!f.copy_out.empty()) check_output_not_input(f.copy_out + ".csv", "--copy-out", {{"--copy-loss", f.copy_loss}});
 }
 
 static int main_body(int argc, char** argv) {
     InferFlags f = parse_flags(argc, argv);
     validate_flags(f);
     check_output_paths(f);
-    // One writer per output (issue 41): PREFIX.lock beside --tasks-out's CSVs, FILE.lock beside
-    // the others; a second run writing the same file is refused naming the holder.
-    OutputLock tasks_out_lock, save_cache_lock, per_position_lock;
+    // One writer per output (issue 41): PREFIX.lock beside --tasks-out's and --copy-out's CSVs,
+    // FILE.lock beside the others; a second run writing the same file is refused naming the holder.
+    OutputLock tasks_out_lock, copy_out_lock, save_cache_lock, per_position_lock;
     if (!f.tasks_out.empty()) tasks_out_lock.acquire(f.tasks_out, "--tasks-out");
+    if (!f.copy_out.empty()) copy_out_lock.acquire(f.copy_out, "--copy-out");
     if (!f.save_cache.empty()) save_cache_lock.acquire(f.save_cache, "--save-cache");
     if (!f.per_position.empty()) per_position_lock.acquire(f.per_position, "--per-position");
     const Device dev = resolve_device(f.device);
@@ -682,6 +766,7 @@ static int main_body(int argc, char** argv) {
     apply_logn_attn(f, m);
     const InferPlan plan = make_plan(f, dev, attn, m);
     if (!f.tasks.empty()) return score_task_file(f, plan, m, in.task_items);
+    if (!f.copy_loss.empty()) return score_copy_loss(f, plan, m);
     if (!f.ppl_file.empty()) return score_perplexity(f, plan, m, in.ppl_text);
     return generate_text(f, plan, m, in);
 }

@@ -22,6 +22,7 @@
 #include "core/output_path.h"
 #include "core/run_lock.h"
 #include "data/shard.h"
+#include "data/quote_tasks.h"
 #include "data/tasks.h"
 #include "data/tokenizer.h"
 #include "data/train_tokenizer.h"
@@ -39,17 +40,23 @@ static const char* kUsage =
     "      --max-bytes caps the raw text read (0 = all), for quick tests.\n"
     "  inspect FILE.bin [--tokenizer FILE.model] [--n 32]\n"
     "      Validate a shard and print its header, documents and first tokens.\n"
-    "  tasks --data DIR | --tokenizer FILE.model [--haystack SRC] --task passkey[,multikey,multiquery]\n"
+    "  tasks --data DIR | --tokenizer FILE.model [--haystack SRC] --task passkey[,multikey,multiquery,quote]\n"
     "        --lengths 2K,8K,... [--depths 0,0.25,0.5,0.75,1] [--samples 1] [--needles 4] [--seed 1] --out FILE.jsonl\n"
     "      Retrieval items (data/task_file.h), each exactly its length in tokens with the asked needle at its\n"
     "      depth to the token. SRC: filler (the classic repeated sentences), a token shard (default DIR/val.bin:\n"
     "      held-out documents), a text file or a directory of text files. Lengths take K (1024) and M suffixes.\n"
+    "      quote: the first part of one of the haystack's own lines at the depth, answered by its next word or\n"
+    "      two; each comes with its control (task quote-control: the same item, that line taken out).\n"
     "  task-shard --data DIR [--haystack SRC] --doc-tokens 32768 --tokens N [--needle-every 1024]\n"
-    "        [--passkey-every 4096] [--filler-fraction 0.1] [--lead-needle 0] [--lead-kind any] [--seed 1] --out FILE.bin\n"
+    "        [--passkey-every 4096] [--filler-fraction 0.1] [--lead-needle 0] [--lead-kind any] [--quote-every 0]\n"
+    "        [--repeat-every 0] [--repeat-tokens 256] [--seed 1] --out FILE.bin\n"
     "      Training documents of --doc-tokens tokens (haystack: default DIR/train.bin) carrying many needles and\n"
     "      their questions, as a token shard that train --mix FILE.bin:FRACTION mixes with the corpus.\n"
     "      --lead-needle F: a fraction F of the documents open with a needle (depth 0), asked from anywhere later;\n"
     "      --lead-kind multikey: that needle is always a multi-key one (any: the pass key in pass-key documents).\n"
+    "      --quote-every N: an earlier whole line of the document again, as a line of its own, per N tokens;\n"
+    "      --repeat-every N: a passage of 16 to --repeat-tokens earlier tokens again per N tokens (0: none; from\n"
+    "      near, far and the document's first lines, never a needle or question).\n"
     "  encode --tokenizer FILE.model     text on stdin -> space-separated ids on stdout\n"
     "  decode --tokenizer FILE.model     space-separated ids on stdin -> text on stdout\n";
 
@@ -366,7 +373,7 @@ static TasksOptions tasks_flags(const std::vector<std::string>& args) {
     f.add_string("data", &o.data, "a prepared corpus: its tokenizer and val.bin as the haystack");
     f.add_string("tokenizer", &o.tokenizer, "the tokenizer, without --data");
     f.add_string("haystack", &o.haystack, "filler, a token shard, a text file or a directory of them");
-    f.add_string("task", &tasks, "passkey, multikey, multiquery (a comma list)");
+    f.add_string("task", &tasks, "passkey, multikey, multiquery, quote (a comma list)");
     f.add_string("lengths", &lengths, "item lengths in tokens, with K and M suffixes (a comma list)");
     f.add_string("depths", &depths, "needle depths in [0, 1] (a comma list)");
     f.add_string("samples", &samples, "items per cell");
@@ -394,8 +401,9 @@ static TasksOptions tasks_flags(const std::vector<std::string>& args) {
     refuse_repeats("--task", o.kinds);
     refuse_repeats("--lengths", o.lengths);
     refuse_repeats("--depths", o.depths);
-    if (f.was_set("needles") && std::count(o.kinds.begin(), o.kinds.end(), TaskKind::Passkey) == (long)o.kinds.size())
-        fatal("--needles has no effect on passkey items (one needle each): drop it, or add multikey or multiquery to --task");
+    if (f.was_set("needles") && std::count(o.kinds.begin(), o.kinds.end(), TaskKind::MultiKey) +
+                                        std::count(o.kinds.begin(), o.kinds.end(), TaskKind::MultiQuery) == 0)
+        fatal("--needles has no effect on passkey and quote items: drop it, or add multikey or multiquery to --task");
     return o;
 }
 
@@ -425,7 +433,8 @@ static std::vector<std::vector<TaskItem>> make_cells(const std::vector<TaskCell>
 #pragma omp parallel for schedule(dynamic)
     for (long long i = 0; i < (long long)cells.size(); i++) {
         try {
-            made[i] = make_task_items(cells[i].spec, hay, tok, kinds_of_pieces);
+            made[i] = cells[i].spec.kind == TaskKind::Quote ? make_quote_items(cells[i].spec, hay, tok, kinds_of_pieces)
+                                                            : make_task_items(cells[i].spec, hay, tok, kinds_of_pieces);
         } catch (const FatalError& e) {
             errors[i] = e.what();
         }
@@ -463,6 +472,9 @@ struct TaskShardOptions {
     std::string data, haystack, out, lead_kind = "any";
     long long doc_tokens = 32768, tokens = 0, seed = 1;
     double needle_every = 1024, passkey_every = 4096, filler_fraction = 0.1, lead_needle = 0;
+    double quote_every = 0, repeat_every = 0;
+    long long repeat_tokens = 256;
+    bool repeat_tokens_given = false;
 };
 
 // A number of at least lo (a finite one).
@@ -473,9 +485,19 @@ static double parse_at_least(const std::string& flag, const std::string& s, doub
     return v;
 }
 
+// 0 (none) or a number of tokens of at least 16: a copy every 5 tokens would be most of a document.
+static double parse_every(const std::string& flag, const std::string& s) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !std::isfinite(v) || !(v == 0 || v >= 16))
+        fatal("%s '%s' must be 0 (none) or a number of tokens >= 16", flag.c_str(), s.c_str());
+    return v;
+}
+
 static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     TaskShardOptions o;
     std::string doc_tokens = "32768", tokens = "0", seed = "1", needle_every = "1024", passkey_every = "4096", filler = "0.1", lead = "0";
+    std::string quote_every = "0", repeat_every = "0", repeat_tokens = "256";
     Flags f("data_tool task-shard", "training documents carrying needles, as a token shard");
     f.add_string("data", &o.data, "a prepared corpus: its tokenizer and train.bin as the haystack");
     f.add_string("haystack", &o.haystack, "a token shard, a text file or a directory of them");
@@ -486,6 +508,9 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     f.add_string("filler-fraction", &filler, "the fraction of documents on the filler haystack");
     f.add_string("lead-needle", &lead, "the fraction of documents that open with a needle");
     f.add_string("lead-kind", &o.lead_kind, "any or multikey: the opening needle's kind");
+    f.add_string("quote-every", &quote_every, "an earlier line quoted again every this many tokens (0: none)");
+    f.add_string("repeat-every", &repeat_every, "an earlier passage repeated every this many tokens (0: none)");
+    f.add_string("repeat-tokens", &repeat_tokens, "a repeated passage's longest length (16 to 4096)");
     f.add_string("seed", &seed, "the run's seed");
     f.add_string("out", &o.out, "the token shard");
     parse_flags(f, "task-shard", args);
@@ -495,6 +520,10 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     o.passkey_every = parse_at_least("--passkey-every", passkey_every, 16);
     o.filler_fraction = parse_at_least("--filler-fraction", filler, 0);
     o.lead_needle = parse_at_least("--lead-needle", lead, 0);
+    o.quote_every = parse_every("--quote-every", quote_every);
+    o.repeat_every = parse_every("--repeat-every", repeat_every);
+    o.repeat_tokens = parse_int("--repeat-tokens", repeat_tokens, 16, 4096);
+    o.repeat_tokens_given = f.was_set("repeat-tokens");
     o.seed = parse_int("--seed", seed, 0, LLONG_MAX);
     return o;
 }
@@ -511,29 +540,38 @@ static void check_task_shard_options(TaskShardOptions& o) {
     if (o.lead_kind != "any" && o.lead_kind != "multikey") fatal("--lead-kind must be any or multikey (got '%s')", o.lead_kind.c_str());
     if (o.lead_kind != "any" && o.lead_needle == 0)
         fatal("--lead-kind %s has no effect without --lead-needle F > 0: give both, or drop it", o.lead_kind.c_str());
+    if (o.repeat_tokens_given && o.repeat_every == 0)
+        fatal("--repeat-tokens %lld has no effect without --repeat-every N > 0: give both, or drop it", o.repeat_tokens);
     if (o.haystack.empty()) o.haystack = o.data + "/train.bin";
     check_output_not_input(o.out, "--out", {{"--haystack", o.haystack}, {"--data", o.data + "/tokenizer.model"}});
 }
 
 // The documents, made in parallel, each from its own seed; the first error ends the run.
+// *copied: the tokens that are copies (a quote's newline included), for the summary.
 static std::vector<std::vector<int>> make_documents(const TaskShardOptions& o, const Haystack& text, const Haystack& filler,
-                                                    const Tokenizer& tok, const PieceKinds& kinds_of_pieces) {
-    const TrainDocSpec spec{(int)o.doc_tokens, o.needle_every, o.passkey_every, o.lead_needle, o.lead_kind == "multikey"};
+                                                    const Tokenizer& tok, const PieceKinds& kinds_of_pieces, long long* copied) {
+    const TrainDocSpec spec{(int)o.doc_tokens, o.needle_every, o.passkey_every, o.lead_needle, o.lead_kind == "multikey",
+                            o.quote_every, o.repeat_every, (int)o.repeat_tokens};
     const long long n_docs = (o.tokens + o.doc_tokens - 1) / o.doc_tokens;
     std::vector<std::vector<int>> docs(n_docs);
     std::vector<std::string> errors(n_docs);
+    std::vector<long long> copied_in(n_docs, 0);
 #pragma omp parallel for schedule(dynamic)
     for (long long d = 0; d < n_docs; d++) {
         try {
             SplitMix64 rng(item_seed((uint64_t)o.seed, 99, o.doc_tokens, 0, (int)d));
             const bool use_filler = (double)(rng.next() >> 11) * 0x1.0p-53 < o.filler_fraction;
-            docs[d] = make_training_document(spec, use_filler ? filler : text, tok, kinds_of_pieces, rng);
+            std::vector<CopyRecord> copies;
+            docs[d] = make_training_document(spec, use_filler ? filler : text, tok, kinds_of_pieces, rng, &copies);
+            for (const CopyRecord& c : copies) copied_in[d] += c.length + (c.kind == CopyRecord::QuotedLine);
         } catch (const FatalError& e) {
             errors[d] = e.what();
         }
     }
     for (const std::string& e : errors)
         if (!e.empty()) fatal("%s", e.c_str());
+    *copied = 0;
+    for (long long c : copied_in) *copied += c;
     return docs;
 }
 
@@ -548,7 +586,8 @@ static int cmd_task_shard(const std::vector<std::string>& args) {
     const Haystack filler = filler_haystack(tok, kinds_of_pieces, o.doc_tokens);
 
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<std::vector<int>> docs = make_documents(o, text, filler, tok, kinds_of_pieces);
+    long long copied = 0;
+    const std::vector<std::vector<int>> docs = make_documents(o, text, filler, tok, kinds_of_pieces, &copied);
 
     std::vector<uint32_t> all;
     std::vector<uint64_t> starts;
@@ -558,8 +597,14 @@ static int cmd_task_shard(const std::vector<std::string>& args) {
         all.insert(all.end(), d.begin(), d.end());
     }
     write_shard(o.out, all, starts, (uint32_t)tok.vocab_size(), tok.fingerprint());
-    std::printf("task-shard: wrote %zu documents of %lld tokens (%zu tokens; haystack %s, %.0f%% filler, %.0f%% opening with a needle) to %s in %.1fs\n",
-                docs.size(), o.doc_tokens, all.size(), text.source.c_str(), 100 * o.filler_fraction, 100 * o.lead_needle, o.out.c_str(),
+    char quotes[64] = "", passages[96] = "", copies[256] = "";
+    if (o.quote_every > 0) std::snprintf(quotes, sizeof quotes, ", a quoted line every %g tokens", o.quote_every);
+    if (o.repeat_every > 0)
+        std::snprintf(passages, sizeof passages, ", a repeated passage of 16-%lld tokens every %g tokens", o.repeat_tokens, o.repeat_every);
+    if (o.quote_every > 0 || o.repeat_every > 0)
+        std::snprintf(copies, sizeof copies, "%s%s (copies: %.1f%% of the tokens)", quotes, passages, 100.0 * (double)copied / (double)all.size());
+    std::printf("task-shard: wrote %zu documents of %lld tokens (%zu tokens; haystack %s, %.0f%% filler, %.0f%% opening with a needle%s) to %s in %.1fs\n",
+                docs.size(), o.doc_tokens, all.size(), text.source.c_str(), 100 * o.filler_fraction, 100 * o.lead_needle, copies, o.out.c_str(),
                 seconds_since(t0));
     return 0;
 }

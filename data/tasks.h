@@ -58,16 +58,19 @@ inline std::string multikey_question(const std::string& word) {
 inline const char* const kFiller = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
 }  // namespace task_text
 
-enum class TaskKind { Passkey, MultiKey, MultiQuery };
+// Quote items (a line of the haystack itself, asked by its first part) are made by
+// data/quote_tasks.h; the others here.
+enum class TaskKind { Passkey, MultiKey, MultiQuery, Quote };
 
 inline const char* task_kind_name(TaskKind k) {
-    return k == TaskKind::Passkey ? "passkey" : k == TaskKind::MultiKey ? "multikey" : "multiquery";
+    return k == TaskKind::Passkey ? "passkey" : k == TaskKind::MultiKey ? "multikey" : k == TaskKind::MultiQuery ? "multiquery" : "quote";
 }
 inline TaskKind parse_task_kind(const std::string& s) {
     if (s == "passkey") return TaskKind::Passkey;
     if (s == "multikey") return TaskKind::MultiKey;
     if (s == "multiquery") return TaskKind::MultiQuery;
-    fatal("--task '%s' is unknown: use passkey, multikey or multiquery", s.c_str());
+    if (s == "quote") return TaskKind::Quote;
+    fatal("--task '%s' is unknown: use passkey, multikey, multiquery or quote", s.c_str());
 }
 
 // The keys of multi-key needles, RULER-style "adjective-noun" (80 x 80 = 6400 of them).
@@ -237,6 +240,7 @@ inline std::vector<int> slice(const Haystack& h, long long from, long long to) {
 // asked needle at spec.depth, the others where they fell). Deterministic in spec.seed.
 inline std::vector<TaskItem> make_task_items(const TaskSpec& spec, const Haystack& hay, const Tokenizer& tok, const PieceKinds& k) {
     using namespace task_detail;
+    if (spec.kind == TaskKind::Quote) fatal("internal: quote items are made by make_quote_items (data/quote_tasks.h)");
     SplitMix64 rng(spec.seed);
     const bool passkey = spec.kind == TaskKind::Passkey;
     const int n_needles = passkey ? 1 : spec.needles;
@@ -370,15 +374,145 @@ struct TrainDocSpec {
     // Lead needles of the multi-key kind only (asked by their word), never a pass key: a leading pass
     // key taught a shortcut ("a far pass-key question asks the first key", v9 of the notes).
     bool lead_multikey_only = false;
+    // Copies of the document's own text, asked again from far: the task a book or a source tree
+    // in the context poses (continue one of its lines as written), which needles alone never
+    // train. 0: none, and no draw at all, so such documents are the same as before these existed.
+    double quote_every = 0;   // one quoted line (an earlier whole line, again as a line) per this many tokens
+    double repeat_every = 0;  // one repeated passage (earlier tokens from a cut point) per this many tokens
+    int repeat_tokens = 256;  // a repeated passage's longest length (its length is uniform in [16, this])
 };
+
+// One copy in a finished training document: tokens [source, source + length) appear again at
+// [dest, dest + length), positions in the document (BOS is token 0).
+struct CopyRecord {
+    enum Kind { QuotedLine, RepeatedPassage } kind = QuotedLine;
+    long long source = 0, dest = 0, length = 0;
+};
+
+namespace task_detail {
+// The copies of a finished training document `base` (TrainDocSpec's quote_every, repeat_every).
+// A copy is written over the haystack text at its destination, so the document keeps its length
+// and every needle and question keeps its place (inserting copies would push the document's tail,
+// and with it a quarter of its questions, the far ones most, out of the window). `events`: the
+// [start, end) of its needles and questions, never copied from nor written over; `body`: its first
+// token after the intro. A destination never covers an event, a source or another destination, and
+// a source never lies in a destination: every copy is of the original text, and stays whole.
+// `distance` draws how far back a source lies, as a question's distance is drawn.
+template <typename Distance>
+std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& base, const std::vector<std::pair<long long, long long>>& events,
+                            long long body, const PieceKinds& k, SplitMix64& rng, Distance& distance, std::vector<CopyRecord>* records) {
+    const long long N = (long long)base.size();
+    const long long kLongestLine = 128, kFirstLines = 4, kFirstTokens = 64, kTries = 4;
+    enum : uint8_t { Free, Event, Source, Dest };
+    std::vector<uint8_t> use((size_t)N, Free);
+    for (const auto& e : events)
+        for (long long i = e.first; i < e.second; i++) use[(size_t)i] = Event;
+    // [s, e) may be a source (others may read it too) or a destination (nothing else may touch it).
+    auto free_for = [&](long long s, long long e, bool source) {
+        if (s < body - 1 || e > N) return false;
+        for (long long i = s; i < e; i++)
+            if (use[(size_t)i] == Event || use[(size_t)i] == Dest || (!source && use[(size_t)i] == Source)) return false;
+        return true;
+    };
+    auto mark = [&](long long s, long long e, uint8_t what) {
+        for (long long i = s; i < e; i++) use[(size_t)i] = what;
+    };
+    Haystack cuts;  // where the document may be cut: a passage starts there, and is written there
+    cuts.tokens = base;
+    mark_cuts(cuts, k);
+
+    // Quote sources: whole lines of the body, short, of words (not a lone brace or number).
+    struct Line { long long start, length; };
+    std::vector<Line> lines;
+    for (long long s = body; s < N;) {
+        long long e = s, words = 0;
+        for (; e < N && base[(size_t)e] != k.newline; e++) words += k.word_start[base[(size_t)e]];
+        if (e < N && e - s <= kLongestLine && words >= 4) lines.push_back({s, e - s});
+        s = e + 1;
+    }
+    std::vector<long long> line_starts, cut_points;  // destinations
+    for (long long p = body + 1; p < N; p++) {
+        if (base[(size_t)p - 1] == k.newline && !lines.empty() && p > lines[0].start + lines[0].length) line_starts.push_back(p);
+        if (cuts.cut_ok[(size_t)p]) cut_points.push_back(p);
+    }
+    const long long n_quotes = spec.quote_every > 0 ? std::lround((double)N / spec.quote_every) : 0;
+    const long long n_passages = spec.repeat_every > 0 ? std::lround((double)N / spec.repeat_every) : 0;
+    std::vector<int> doc = base;
+    std::vector<CopyRecord> made;
+    auto write = [&](CopyRecord c) {
+        const bool quote = c.kind == CopyRecord::QuotedLine;
+        // The token before a source (a newline, or what makes its start a cut) and the newline
+        // before a quote stay as they are.
+        mark(c.source - 1, c.source + c.length + quote, Source);
+        if (quote && use[(size_t)c.dest - 1] == Free) use[(size_t)c.dest - 1] = Source;
+        mark(c.dest, c.dest + c.length + quote, Dest);
+        std::copy(base.begin() + c.source, base.begin() + c.source + c.length, doc.begin() + c.dest);
+        if (quote) doc[(size_t)(c.dest + c.length)] = k.newline;
+        made.push_back(c);
+    };
+    // Quoted lines: a line start d, then the free line nearest before d - distance (or after it), or
+    // one in 8 among the first lines; written at d with its newline, when that room is free.
+    for (long long i = 0; i < n_quotes && !line_starts.empty(); i++) {
+        const long long d = line_starts[rng.below(line_starts.size())];
+        const long long before = std::lower_bound(lines.begin(), lines.end(), d, [](const Line& l, long long p) { return l.start < p; }) -
+                                 lines.begin();  // the lines that start before d
+        auto usable = [&](const Line& l) {
+            return l.start + l.length + 1 <= d && free_for(l.start - 1, l.start + l.length + 1, true) &&
+                   free_for(d, d + l.length + 1, false) && doc[(size_t)d - 1] == k.newline;
+        };
+        long long pick = -1;
+        if (rng.below(8) == 0) {  // depth 0: one of the first lines after the intro
+            std::vector<long long> first;
+            for (long long j = 0; j < before && (long long)first.size() < kFirstLines; j++)
+                if (usable(lines[(size_t)j])) first.push_back(j);
+            if (!first.empty()) pick = first[rng.below(first.size())];
+        } else {
+            const long long t = d - distance(d - body);
+            const long long at = std::upper_bound(lines.begin(), lines.begin() + before, t, [](long long p, const Line& l) { return p < l.start; }) -
+                                 lines.begin() - 1;
+            for (long long j = at, n = 0; j >= 0 && pick < 0 && n < 64; j--, n++)
+                if (usable(lines[(size_t)j])) pick = j;
+            for (long long j = at + 1, n = 0; j < before && pick < 0 && n < 64; j++, n++)
+                if (usable(lines[(size_t)j])) pick = j;
+        }
+        if (pick >= 0) write({CopyRecord::QuotedLine, lines[(size_t)pick].start, d, lines[(size_t)pick].length});
+    }
+    // Repeated passages: a cut point d, then a source of L tokens starting at a cut point near
+    // d - distance (or near the intro, one in 8), both free; a few draws of d before giving up.
+    for (long long i = 0; i < n_passages && !cut_points.empty(); i++) {
+        const long long L = 16 + (long long)rng.below((uint64_t)std::max(1, spec.repeat_tokens - 15));
+        for (long long attempt = 0; attempt < kTries; attempt++) {
+            const long long d = cut_points[rng.below(cut_points.size())];
+            if (d - body < L || !free_for(d, d + L, false)) continue;
+            const long long t = rng.below(8) == 0 ? std::min(d - L, body + (long long)rng.below(kFirstTokens))
+                                                  : d - std::max(L, distance(d - body));
+            long long found = -1;
+            for (long long s = t, n = 0; s >= body && found < 0 && n < 256; s--, n++)
+                if (cuts.cut_ok[(size_t)s] && free_for(s - 1, s + L, true)) found = s;
+            for (long long s = t + 1, n = 0; s + L <= d && found < 0 && n < 256; s++, n++)
+                if (cuts.cut_ok[(size_t)s] && free_for(s - 1, s + L, true)) found = s;
+            if (found >= 0) {
+                write({CopyRecord::RepeatedPassage, found, d, L});
+                break;
+            }
+        }
+    }
+    if (records) *records = made;
+    return doc;
+}
+}  // namespace task_detail
 
 // One training document: BOS, an intro, haystack text carrying multi-key needles and pass-key
 // needles, each followed somewhere later by its question and answer ("... is 1234567."). A
 // question's distance to its needle is drawn half log-uniform and half uniform over what the
 // document leaves, so a long window holds retrieval examples at every distance. Pass-key episodes
 // do not overlap (a question asks the latest pass key); multi-key words are distinct in a document.
+// Then, when spec asks for them, copies of its own text written over its haystack text
+// (task_detail::add_copies), drawn from rng only after the document above is whole, so that its
+// needles and questions are the same with or without them; `copies` (when given) receives where
+// each copy lies.
 inline std::vector<int> make_training_document(const TrainDocSpec& spec, const Haystack& hay, const Tokenizer& tok,
-                                               const PieceKinds& k, SplitMix64& rng) {
+                                               const PieceKinds& k, SplitMix64& rng, std::vector<CopyRecord>* copies = nullptr) {
     using namespace task_detail;
     struct Event {
         long long at;      // haystack tokens before it
@@ -464,15 +598,22 @@ inline std::vector<int> make_training_document(const TrainDocSpec& spec, const H
     std::vector<int> doc{tok.bos_id()};
     doc.insert(doc.end(), intro.begin(), intro.end());
     doc.push_back(k.newline);
+    const long long body = (long long)doc.size();
+    std::vector<std::pair<long long, long long>> spans;  // each event's [start, end) in doc
     long long done = 0;
     for (const Event& e : ev) {
         long long at = next_cut(hay, s + std::max(e.at, done), s + M);  // events may move to the next cut
         at = at < 0 ? M : at - s;
         doc.insert(doc.end(), hay.tokens.begin() + s + done, hay.tokens.begin() + s + at);
+        spans.push_back({(long long)doc.size(), (long long)(doc.size() + e.ids.size())});
         doc.insert(doc.end(), e.ids.begin(), e.ids.end());
         done = at;
     }
     doc.insert(doc.end(), hay.tokens.begin() + s + done, hay.tokens.begin() + s + M);
     if ((long long)doc.size() != spec.doc_tokens) fatal("internal: a training document came out %zu tokens, not %d", doc.size(), spec.doc_tokens);
-    return doc;
+    if (copies) copies->clear();
+    if (spec.quote_every <= 0 && spec.repeat_every <= 0) return doc;  // no draw: the document as before copies existed
+    if (spec.repeat_every > 0 && spec.repeat_tokens < 16)
+        fatal("--repeat-tokens %d: a repeated passage is at least 16 tokens; give 16 to 4096", spec.repeat_tokens);
+    return add_copies(spec, doc, spans, body, k, rng, distance, copies);
 }

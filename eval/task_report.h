@@ -125,6 +125,25 @@ inline std::string format_task_report(const TaskReport& r) {
     };
     for (const std::string& task : r.tasks) line(task, {task});
     if (r.tasks.size() > 1) line("all", r.tasks);
+    // A task beside its control (the same items with what they ask taken out of the context,
+    // data/quote_tasks.h): the guess rate the task's score has to stand above.
+    for (const std::string& task : r.tasks) {
+        const std::string control = task + "-control";
+        if (std::find(r.tasks.begin(), r.tasks.end(), control) == r.tasks.end()) continue;
+        s += "  " + task + " against " + control + " (%):";
+        for (long long l : r.lengths) {
+            TaskCell t[2];
+            for (int c = 0; c < 2; c++) {
+                auto a = r.cells.at(c ? control : task).find(l);
+                if (a == r.cells.at(c ? control : task).end()) continue;
+                for (const auto& [d, cell] : a->second) t[c].items += cell.items, t[c].correct += cell.correct;
+            }
+            if (t[0].items && t[1].items) snprintf(buf, sizeof buf, " | %s %.0f vs %.0f", format_length(l).c_str(), 100 * t[0].accuracy(), 100 * t[1].accuracy());
+            else snprintf(buf, sizeof buf, " | %s -", format_length(l).c_str());
+            s += buf;
+        }
+        s += "\n";
+    }
     return s;
 }
 

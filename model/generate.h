@@ -3,6 +3,8 @@
 // a KV cache (model/kv_cache.h): the prompt or document prefilled in chunks, tokens decoded one
 // at a time, every token at its global position.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -161,13 +163,17 @@ struct PositionLosses {
 // each a fresh cache, scoring the second half (the first window: all of it), so every token
 // sees at least ctx / 2 tokens before it (or all of them). factory() gives a fresh cache.
 // sliding: windows of ctx overlapping by half even when one window would do (a long-context
-// model scored with a short context, to measure what its context is worth).
+// model scored with a short context, to measure what its context is worth). per_token, when
+// given, gets every token's loss: (*per_token)[i] is the loss of predicting ids[i + 1], from the
+// window that scored it (the copy loss, eval/copy_loss.h, reads spans of it).
 template <class Factory>
 PerplexityResult perplexity_cached(Factory factory, const GPTConfig& cfg, const std::vector<int>& ids, int ctx,
                                    PositionLosses* by_position = nullptr,
-                                   const ProgressFn& progress = nullptr, bool sliding = false) {
+                                   const ProgressFn& progress = nullptr, bool sliding = false,
+                                   std::vector<float>* per_token = nullptr) {
     PerplexityResult r;
     const long long total = (long long)ids.size() - 1;
+    if (per_token) per_token->assign((size_t)std::max(0LL, total), std::nanf(""));  // every entry is set below
     bool bounded = true;
     for (int l = 0; l < cfg.n_layer; l++) bounded = bounded && kv_cache_rows(cfg.attn(l)) >= 0;
     const bool one_window = (bounded && !sliding) || total <= ctx;
@@ -189,6 +195,7 @@ PerplexityResult perplexity_cached(Factory factory, const GPTConfig& cfg, const 
                 if (tg[i] < 0) continue;
                 r.total_nats += losses[i], r.tokens++;
                 if (by_position) by_position->add(at + i, losses[i]);
+                if (per_token) (*per_token)[(size_t)(at + i)] = losses[i];
             }
             at += n;
             if (progress) progress(r.tokens, total);

@@ -54,12 +54,19 @@
 #   hybrid128k-nologn  the same without the log-n scaling: what the scaling adds
 #   hybrid128k-pkfar, hybrid128k-whole, hybrid128k-leadmk  hybrid128k with one change to its data each, for
 #              depth 0 (see mix_variant below; `data` makes their shards when VARIANTS names them)
+#   hybrid128k-read  hybrid128k-pkfar whose training documents (every stage's) also carry quoted lines of
+#              their own text (one per QUOTE_EVERY = 256 tokens) and repeated passages (one per REPEAT_EVERY =
+#              2048), from every distance: natural text asked again from far (issue 53, notes/reading.md)
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
 #   hybrid1m-pkfar, hybrid1m-whole, hybrid1m-leadmk  the same from hybrid128k-V@S, its 1M documents
 #              changed as V changed the shorter ones (whole: as hybrid1m's, already whole documents)
-# SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, DEMOS narrow or
+# Quote items (data_tool tasks --task quote, each with its control) are scored beside the needles at every
+# length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
+# a model reading only the last N tokens of each prompt, as the run ctlN-M.
+# SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, DEMOS,
+# QUOTE_EVERY, REPEAT_EVERY, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS, QUOTE_SAMPLES narrow or
 # change what `data` makes and the runs take (tests/test_retrieval_study.sh runs every step on the CPU).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
@@ -117,11 +124,12 @@ mix_variant() {
     case $1 in
         pkfar|leadmk) echo "$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(vshard "$W3" "$1"):0.5;$(vshard $((2 * W4)) "$1"):0.5" ;;
         whole) echo "$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(shard "$W3"):0.5;$(shard "$W4"):0.5" ;;
+        read) echo "$(vshard "$W1" read):0.5;$(vshard "$W2" read):0.5;$(vshard "$W3" read):0.5;$(vshard $((2 * W4)) read):0.5" ;;
     esac
 }
 mix_variant_1m() {  # the 1M stage's shard of variant $1 (whole: the recipe's own, its documents are whole)
     case $1 in
-        pkfar|leadmk) vshard "$W1M" "$1" ;;
+        pkfar|leadmk|read) vshard "$W1M" "$1" ;;
         *) shard "$W1M" ;;
     esac
 }
@@ -157,11 +165,11 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                        "--steps $STEPS --schedule 262144x1@$S32K --mix $D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
         hybrid128k) echo "$HYBRID --logn-attn 512 $CURRICULUM128K $OPT" ;;
         hybrid128k-nologn) echo "$HYBRID $CURRICULUM128K $OPT" ;;
-        hybrid128k-pkfar|hybrid128k-whole|hybrid128k-leadmk)
+        hybrid128k-pkfar|hybrid128k-whole|hybrid128k-leadmk|hybrid128k-read)
                   echo "$HYBRID --logn-attn 512 ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
-        hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk)
+        hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read)
                   echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
@@ -216,7 +224,8 @@ for step in "$@"; do
                         pkfar) extra=(--passkey-every "$far") ;;
                         leadmk) extra=(--passkey-every "$pk" --lead-needle 0.5 --lead-kind multikey) ;;
                         whole) [ "$len" -ne $((2 * W4)) ] && continue; len=$W4; extra=(--passkey-every "$pk") ;;
-                        *) echo "data: unknown variant $v (pkfar, whole, leadmk)"; fail_if 1; continue ;;
+                        read) continue ;;  # below
+                        *) echo "data: unknown variant $v (pkfar, whole, leadmk, read)"; fail_if 1; continue ;;
                     esac
                     f=$(vshard "$len" "$v"); [ "$v" = whole ] && f=$(shard "$len")
                     [[ $made == *" $f "* ]] && continue
@@ -225,6 +234,42 @@ for step in "$@"; do
                         --needle-every "$every" "${extra[@]}" --seed 7 --out "$f" > "$f.log" 2>&1 &
                     pids+=($!)
                 done
+            done
+            # read: pkfar's shards at every window, each document also carrying quoted lines of its own
+            # text and repeated passages (data_tool task-shard --quote-every, --repeat-every)
+            if [[ " ${VARIANTS:-} " == *" read "* ]]; then
+                # the two short windows as the recipe's own shards (SHARDS), the long ones as pkfar's
+                short_specs=""
+                for spec in ${SHARDS:-2048:512:1024 8192:512:2048}; do
+                    IFS=: read -r len every pk <<< "$spec"
+                    { [ "$len" -eq "$W1" ] || [ "$len" -eq "$W2" ]; } && short_specs+=" $len:$every:$pk"
+                done
+                for spec in $short_specs "$W3:512:$((W3 / 2))" "$((2 * W4)):1024:$((W4 / 2))" "$W1M:1024:$((W1M / 2))"; do
+                    IFS=: read -r len every far <<< "$spec"
+                    f=$(vshard "$len" read)
+                    [[ $made == *" $f "* ]] && continue
+                    made+="$f "
+                    [ -f "$f" ] || "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$len" --tokens "${SHARD_TOKENS:-50M}" \
+                        --needle-every "$every" --passkey-every "$far" --quote-every "${QUOTE_EVERY:-256}" \
+                        --repeat-every "${REPEAT_EVERY:-2048}" --seed 7 --out "$f" > "$f.log" 2>&1 &
+                    pids+=($!)
+                done
+            fi
+            # Quote items (and their controls) over the held-out documents, at the grid's lengths; over a
+            # book and a source tree no model trained on (QUOTE_BOOK, QUOTE_TREE), at lengths and depths
+            # off the grid.
+            for L in "${LENGTHS[@]}"; do
+                [ -f "$D/eval_quote_$L.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task quote --lengths "$L" \
+                    --depths 0,0.25,0.5,0.75,1 --samples "$(samples_at "$L")" --seed 31 --out "$D/eval_quote_$L.jsonl" > /dev/null &
+                pids+=($!)
+            done
+            for q in "qbook:${QUOTE_BOOK:-$CARRY/demo/debian-policy.txt}:${QBOOK_LENGTHS:-6000,50000,200000}" \
+                     "qtree:${QUOTE_TREE:-$CARRY/demo/fs-nfs.txt}:${QTREE_LENGTHS:-6000,100000,600000}"; do
+                IFS=: read -r kind src lens <<< "$q"
+                [ -e "$src" ] || continue
+                [ -f "$D/eval_$kind.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --haystack "$src" --task quote --lengths "$lens" \
+                    --depths 0,0.1,0.33,0.6,0.9 --samples "${QUOTE_SAMPLES:-2}" --seed 37 --out "$D/eval_$kind.jsonl" > /dev/null &
+                pids+=($!)
             done
             for L in "${LENGTHS[@]}"; do
                 [ -f "$D/eval_$L.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task passkey,multikey --lengths "$L" \
@@ -275,15 +320,21 @@ for step in "$@"; do
             lo=${EVAL_MIN:-0} hi=$(( ${EVAL_MAX:-$maxlen} < maxlen ? ${EVAL_MAX:-$maxlen} : maxlen )) tag=${EVAL_TAG:-}
             ctxargs=${ctxargs/--ctx $maxlen/--ctx $hi}  # a cache no longer than the longest item
             pre=$OUT/${model}
+            # CTL=N: the same model reading only the last N tokens of each prompt (a model that cannot
+            # see far), reported as the run ctlN-MODEL
+            [ -n "${CTL:-}" ] && ctxargs="--ctx $CTL --truncate" && pre=$OUT/ctl$CTL-${model}
             # The grid's files, then the off-grid and source-tree ones, cut to the lengths in range.
             : > "${pre}_tasks.jsonl"
-            for L in "${LENGTHS[@]}"; do [ "$L" -ge "$lo" ] && [ "$L" -le "$hi" ] && cat "$D/eval_$L.jsonl" >> "${pre}_tasks.jsonl"; done
-            for f in offgrid tree; do
+            for L in "${LENGTHS[@]}"; do
+                [ "$L" -ge "$lo" ] && [ "$L" -le "$hi" ] && cat "$D/eval_$L.jsonl" "$D/eval_quote_$L.jsonl" >> "${pre}_tasks.jsonl" 2>/dev/null
+            done
+            for f in offgrid tree qbook qtree; do
+                [ -f "$D/eval_$f.jsonl" ] || { : > "${pre}_$f.jsonl"; continue; }
                 awk -v lo="$lo" -v hi="$hi" 'match($0, /"length": *[0-9]+/) { n = substr($0, RSTART, RLENGTH); sub(/.*: */, "", n); if (n + 0 >= lo && n + 0 <= hi) print }' \
                     "$D/eval_$f.jsonl" > "${pre}_$f.jsonl"
             done
             code=0 scored=()
-            for f in tasks offgrid tree; do
+            for f in tasks offgrid tree qbook qtree; do
                 [ -s "${pre}_$f.jsonl" ] || continue
                 out=${pre}_${f/tasks/needles}$tag
                 # shellcheck disable=SC2086
@@ -292,7 +343,7 @@ for step in "$@"; do
                 command -v gnuplot > /dev/null && [ -s "$out.csv" ] && "$HERE/plot_heatmap.sh" "$out.csv" > /dev/null 2>> "${pre}_eval$tag.err"  # $out.png
                 scored+=("${f/tasks/grid} $(grep -hE '^tasks' "$out.log" | grep -oE '[0-9]+ of [0-9]+ correct')")
             done
-            if [ "$lo" -eq 0 ]; then  # the classic filler haystack, at 2K and 32K
+            if [ "$lo" -eq 0 ] && [ -z "${CTL:-}" ]; then  # the classic filler haystack, at 2K and 32K
                 # shellcheck disable=SC2086
                 "$BIN/infer" --device "$DEVICE" --checkpoint "$WORK/$model" --tasks "$D/eval_filler.jsonl" ${ctxargs/1048576/32768} \
                     --tasks-out "${pre}_filler" > "${pre}_filler.log" 2>> "${pre}_eval$tag.err"
@@ -300,9 +351,9 @@ for step in "$@"; do
                 scored+=("filler $(grep -hE '^tasks' "${pre}_filler.log" | grep -oE '[0-9]+ of [0-9]+ correct')")
             fi
             fail_if $code
-            rm -f "${pre}_tasks.jsonl" "${pre}_offgrid.jsonl" "${pre}_tree.jsonl"
+            rm -f "${pre}_tasks.jsonl" "${pre}_offgrid.jsonl" "${pre}_tree.jsonl" "${pre}_qbook.jsonl" "${pre}_qtree.jsonl"
             summary+=("eval $model [$lo, $hi]: exit $code ($((SECONDS - t0)) s): $(IFS='|'; echo "${scored[*]}")")
-            grep -E '^  (passkey|multikey|all) ' "${pre}_needles$tag.log" 2>/dev/null; tail -2 "${pre}_eval$tag.err" ;;
+            grep -E '^  (passkey|multikey|quote|all) ' "${pre}_needles$tag.log" 2>/dev/null; tail -2 "${pre}_eval$tag.err" ;;
         positions)
             read -r maxlen ctxargs <<< "$(M_EVAL "$name")"
             # shellcheck disable=SC2086

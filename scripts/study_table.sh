@@ -6,7 +6,8 @@
 #      and by depth at each length (a result is the median and the worst of several runs); a cell
 #      that fewer of the runs were scored at says how many;
 #   3. the same over the files off the grid (RUN_offgrid*.csv: other lengths, depths and seed;
-#      RUN_tree*.csv: a source tree no model trained on).
+#      RUN_tree*.csv: a source tree no model trained on; RUN_qbook*.csv, RUN_qtree*.csv: quote items
+#      over a book and a source tree no model trained on).
 # The median of an even count is the mean of the middle two.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: scripts/study_table.sh DIR LENGTH..." >&2; exit 2; }
@@ -82,7 +83,7 @@ table() {  # kind (needles, offgrid, tree), then the CSV files
     }' "$@"
 }
 shopt -s nullglob
-for kind in needles offgrid tree; do
+for kind in needles offgrid tree qbook qtree; do
     files=()
     for f in "$dir"/*_"$kind"*.csv; do [[ $f == *_items.csv ]] || files+=("$f"); done
     [ ${#files[@]} -eq 0 ] || table "$kind" "${files[@]}"

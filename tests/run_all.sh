@@ -40,6 +40,8 @@ run output_paths tests/test_output_paths.sh
 run bounded_reads tests/test_bounded_reads.sh
 run hostile_inputs tests/test_hostile_inputs.sh
 run tasks ./build/test_tasks
+run copy_loss ./build/test_copy_loss_cpu
+run copy_loss_cli tests/test_copy_loss_cli.sh
 run plot_heatmap tests/test_plot_heatmap.sh
 run tasks_cli tests/test_tasks_cli.sh
 run shard_identity tests/test_shard_identity.sh

@@ -148,7 +148,7 @@ cmp -s "$work/t.jsonl" "$work/keep.jsonl" && pass "the refused tasks left --out 
 refused "data_tool tasks --lengths 1K,1024" "--lengths lists entry 1 again as entry 2" "${tasks[@]}" --task passkey --lengths 1K,1024 --out "$work/x.jsonl"
 refused "data_tool tasks --task passkey,passkey" "--task lists entry 1 again as entry 2" "${tasks[@]}" --task passkey,passkey --lengths 256 --out "$work/x.jsonl"
 refused "data_tool tasks --depths 0.5,0.5" "--depths lists entry 1 again as entry 2" tests/last_wins.sh "${tasks[@]}" --task passkey --lengths 256 --depths 0.5,0.5 --out "$work/x.jsonl"
-refused "data_tool tasks --needles with passkey only" "--needles has no effect on passkey items" "${tasks[@]}" --task passkey --lengths 256 --needles 3 --out "$work/x.jsonl"
+refused "data_tool tasks --needles with passkey only" "--needles has no effect on passkey and quote items" "${tasks[@]}" --task passkey --lengths 256 --needles 3 --out "$work/x.jsonl"
 accepted "data_tool tasks --needles with multikey" "${tasks[@]}" --task passkey,multikey --lengths 512,1K --needles 3 --out "$work/ok.jsonl"
 
 # ---- one rule per value (issue 41): each refusal beside a control that runs

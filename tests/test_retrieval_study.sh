@@ -23,16 +23,20 @@ export CARRY=$work/carry STUDY_OUT=$work/out WORK=$work/runs DEVICE=cpu OMP_NUM_
     MODEL_ARGS="--layers 6 --width 64 --heads 1 --rope-theta 1e7" WINDOWS="512 1024 2048 2048" TPS=2048 TOKENS=16384 \
     HBLOCK=64 HWINDOW=256 W1M=4096 STEPS_1M=2 SHARDS="512:2048:512 1024:1024:1024 2048:1024:2048 4096:1024:4096" \
     SHARD_TOKENS=40K LENGTHS="600 1200" SAMPLES=1 OFFGRID_LENGTHS=700,1500 TREE_LENGTHS=800 OFFGRID_TREE=$PWD/core FILLER_LENGTHS=700 \
-    MIN_DOC=1000
+    MIN_DOC=1000 QUOTE_BOOK=$PWD/$corpus/bible.txt QBOOK_LENGTHS=700 QUOTE_TREE=$PWD/core QTREE_LENGTHS=800 QUOTE_SAMPLES=1
 study=scripts/retrieval_study.sh
 
-out=$(VARIANTS="pkfar whole leadmk" $study data 2>&1)
+out=$(VARIANTS="pkfar whole leadmk read" $study data 2>&1)
 data_ok=1
 for f in tasks512.bin tasks1k.bin tasks2k.bin tasks4k.bin eval_600.jsonl eval_1200.jsonl eval_filler.jsonl eval_offgrid.jsonl eval_tree.jsonl \
-         tasks2k-pkfar.bin tasks4k-pkfar.bin tasks2k-leadmk.bin tasks4k-leadmk.bin; do
+         tasks2k-pkfar.bin tasks4k-pkfar.bin tasks2k-leadmk.bin tasks4k-leadmk.bin \
+         tasks512-read.bin tasks1k-read.bin tasks2k-read.bin tasks4k-read.bin eval_quote_600.jsonl eval_quote_1200.jsonl eval_qbook.jsonl eval_qtree.jsonl; do
     [ -s "$WORK/data/$f" ] || { data_ok=0; fail "data: $f missing ($(tail -1 <<< "$out"))"; }
 done
 [ $data_ok -eq 1 ] && pass "data: every shard (named by its document length) and task file, made side by side"
+grep -q 'quoted line every 256' "$WORK/data/tasks2k-read.bin.log" && grep -q '"task": *"quote-control"' "$WORK/data/eval_qtree.jsonl" &&
+    pass "data: the read shards carry quoted lines; quote items come with their controls" ||
+    fail "data: read shards or quote items: $(tail -1 "$WORK/data/tasks2k-read.bin.log")"
 grep -q '"length": *700' "$WORK/data/eval_offgrid.jsonl" && grep -q '"length": *800' "$WORK/data/eval_tree.jsonl" &&
     pass "data: the off-grid lengths, and the source tree's items" || fail "data: off-grid or tree items missing"
 
@@ -58,7 +62,7 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk; do
+for v in pkfar whole leadmk read; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
     grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "tasks4k-$v.bin" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
         { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
@@ -84,6 +88,14 @@ for m in hybrid128k@1 hybrid128k@2 hybrid1m@1; do
     for f in needles offgrid tree filler; do [ -s "$STUDY_OUT/${m}_$f.csv" ] || { ok=0; fail "eval $m: no ${m}_$f.csv ($(tail -2 "$work/eval_$m.log"))"; }; done
 done
 [ $ok -eq 1 ] && pass "eval: the grid, off the grid, the source tree and the filler, for every run"
+grep -q '^quote,600,all,' "$STUDY_OUT/hybrid128k@1_needles.csv" && grep -q '^quote-control,1200,all,' "$STUDY_OUT/hybrid128k@1_needles.csv" &&
+    [ -s "$STUDY_OUT/hybrid128k@1_qbook.csv" ] && [ -s "$STUDY_OUT/hybrid128k@1_qtree.csv" ] && grep -q 'quote against quote-control' "$STUDY_OUT/hybrid128k@1_needles.log" &&
+    pass "eval: quotes and their controls on the grid, over the book and the source tree, side by side in the report" ||
+    fail "eval quotes: $(grep quote "$STUDY_OUT/hybrid128k@1_needles.csv" | head -3)"
+CTL=400 $study eval:hybrid128k@1 > "$work/eval_ctl.log" 2>&1
+grep -q '^quote,1200,all,' "$STUDY_OUT/ctl400-hybrid128k@1_needles.csv" 2>/dev/null && [ ! -e "$STUDY_OUT/ctl400-hybrid128k@1_filler.csv" ] &&
+    pass "eval CTL=400: the same model reading its last 400 tokens, reported as its own run" || fail "eval CTL: $(tail -3 "$work/eval_ctl.log")"
+rm -f "$STUDY_OUT"/ctl400-*
 if command -v gnuplot > /dev/null; then  # the heatmaps (scripts/plot_heatmap.sh), drawn where gnuplot is installed
     [ -s "$STUDY_OUT/hybrid128k@1_needles.png" ] && [ -s "$STUDY_OUT/hybrid128k@1_filler.png" ] && pass "eval: the heatmaps beside the CSVs" ||
         fail "eval: no heatmap PNG ($(find "$STUDY_OUT" -name '*.png' | wc -l) PNGs; $(tail -2 "$STUDY_OUT/hybrid128k@1_eval.err" 2>/dev/null))"

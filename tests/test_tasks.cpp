@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "data/batch_source.h"
+#include "data/quote_tasks.h"
 #include "core/rng.h"
 #include "data/task_file.h"
 #include "data/tasks.h"
@@ -307,6 +308,155 @@ static void test_training_documents(const Tokenizer& tok, const PieceKinds& k) {
     }, {"--doc-tokens 512", "too short"});
 }
 
+// Copies of a document's own text (TrainDocSpec's quote_every, repeat_every): each copy is its
+// source token for token, a quote is a whole earlier line on a line of its own, no needle or
+// question is copied, sources lie near, far and in the first lines; the needles and questions are
+// those of the document without copies, and without copies the document is the one made before
+// copies existed (pinned hashes).
+static void test_reading_documents(const Tokenizer& tok, const PieceKinds& k) {
+    std::vector<std::vector<int>> docs;
+    for (int d = 0; d < 8; d++) docs.push_back(tok.encode(test_text(200 + d, 400)));
+    const Haystack hay = haystack_from_docs(docs, "train text", k);
+    const Haystack filler = filler_haystack(tok, k, 8192);
+    auto fnv = [](const std::vector<int>& doc) { return fnv1a64(std::string((const char*)doc.data(), doc.size() * sizeof(int))); };
+
+    // Without copies: the documents (and the rng's next draw) as computed before copies existed.
+    struct Pinned {
+        TrainDocSpec spec;
+        const Haystack* hay;
+        uint64_t seed, hash, next;
+    };
+    const Pinned pins[] = {{TrainDocSpec{4096, 256, 1024}, &hay, 77, 0x39cd91aafdadc37dULL, 0xe0cc67d0ad2ea6daULL},
+                           {TrainDocSpec{8192, 512, 1024, 0.5}, &hay, 78, 0xcbdfb9faeccd963bULL, 0xd2521adffa13429aULL},
+                           {TrainDocSpec{4096, 256, 1024}, &filler, 79, 0x9130268d6a0d4fccULL, 0x50f3ccd80bf8352eULL}};
+    for (const Pinned& p : pins) {
+        TrainDocSpec spec = p.spec;
+        spec.repeat_tokens = 999;  // no effect without repeat_every
+        SplitMix64 rng(p.seed);
+        std::vector<CopyRecord> copies(3);
+        const std::vector<int> doc = make_training_document(spec, *p.hay, tok, k, rng, &copies);
+        const uint64_t hash = fnv(doc), next = rng.next();
+        char got[64];
+        std::snprintf(got, sizeof got, "%016llx, rng then %016llx", (unsigned long long)hash, (unsigned long long)next);
+        check(hash == p.hash && next == p.next && copies.empty(), "without copies a document on " + p.hay->source +
+                                                                      " is the one made before copies existed, its rng left as it was (FNV-1a " + got + ")");
+    }
+
+    bool exact = true, equal = true, whole = true, clean = true, kept = true, answers = true, same_seed = true;
+    std::string detail;
+    long long quotes = 0, passages = 0, asked_quotes = 0, asked_passages = 0, copied = 0, total = 0;
+    long long text_q = 0, text_p = 0, near_q = 0, far_q = 0, near_p = 0, far_p = 0, early_dest = 0, late_dest = 0, questions = 0;
+    long long first_q = 0, first_p = 0, late_q = 0, late_p = 0;  // of the copies in a text's second half: from its first lines
+    for (int d = 0; d < 28; d++) {
+        const bool on_filler = d >= 24;  // no newlines in the haystack: lines only between needles
+        TrainDocSpec spec{8192, 512, 2048, d % 3 == 0 ? 1.0 : 0};  // every third opens with a needle: never copied
+        spec.quote_every = 128, spec.repeat_every = 512, spec.repeat_tokens = d % 2 ? 256 : 48;
+        TrainDocSpec plain_spec = spec;
+        plain_spec.quote_every = plain_spec.repeat_every = 0;
+        SplitMix64 rng(900 + d), plain_rng(900 + d), rng2(900 + d);
+        std::vector<CopyRecord> copies, copies2;
+        const Haystack& h = on_filler ? filler : hay;
+        const std::vector<int> doc = make_training_document(spec, h, tok, k, rng, &copies);
+        const std::vector<int> plain = make_training_document(plain_spec, h, tok, k, plain_rng);
+        same_seed = same_seed && make_training_document(spec, h, tok, k, rng2, &copies2) == doc && copies2.size() == copies.size();
+        const long long N = spec.doc_tokens;
+        exact = exact && (long long)doc.size() == N && doc[0] == tok.bos_id();
+        const long long body = std::find(doc.begin(), doc.end(), k.newline) - doc.begin() + 1;  // after the intro's line
+        asked_quotes += N / 128, asked_passages += N / 512, total += N;
+        // The document is the one without copies everywhere but where a copy is written, and the
+        // copies' rooms do not overlap.
+        std::vector<uint8_t> written((size_t)N, 0);
+        for (const CopyRecord& c : copies)
+            for (long long i = c.dest; i < c.dest + c.length + (c.kind == CopyRecord::QuotedLine) && i < N; i++) {
+                kept = kept && !written[(size_t)i];
+                written[(size_t)i] = 1;
+            }
+        for (long long i = 0; i < N && (long long)plain.size() == N; i++) kept = kept && (written[(size_t)i] || doc[(size_t)i] == plain[(size_t)i]);
+        kept = kept && (long long)plain.size() == N;
+        for (const CopyRecord& c : copies) {
+            const bool quote = c.kind == CopyRecord::QuotedLine;
+            quotes += quote, passages += !quote, copied += c.length + quote;
+            const bool inside = c.source >= body && c.source + c.length + quote <= c.dest && c.dest + c.length + quote <= N;
+            if (!inside || !std::equal(doc.begin() + c.source, doc.begin() + c.source + c.length, doc.begin() + c.dest)) {
+                equal = false;
+                detail = "document " + std::to_string(d) + ": " + std::to_string(c.length) + " tokens from " + std::to_string(c.source) +
+                         " to " + std::to_string(c.dest);
+                continue;
+            }
+            const std::vector<int> src(doc.begin() + c.source, doc.begin() + c.source + c.length);
+            if (quote) {
+                const long long words = std::count_if(src.begin(), src.end(), [&](int t) { return k.word_start[t] != 0; });
+                whole = whole && doc[c.dest - 1] == k.newline && doc[c.dest + c.length] == k.newline && doc[c.source - 1] == k.newline &&
+                        doc[c.source + c.length] == k.newline && std::count(src.begin(), src.end(), k.newline) == 0 && c.length <= 128 &&
+                        words >= 4;
+            } else {  // a passage starts where the text may be cut, and is as long as asked
+                const int a = doc[c.source - 1], b = doc[c.source];
+                whole = whole && (a == k.newline || b == k.newline || (k.word_start[b] && !k.blank[a])) && c.length >= 16 &&
+                        c.length <= spec.repeat_tokens;
+            }
+            const std::string text = tok.decode(src);
+            for (const char* event : {"pass key", "magic number", "What is", "One of the", "Remember"})
+                if (text.find(event) != std::string::npos) clean = false, detail = "copied: " + text;
+            if (on_filler) continue;  // its few lines lie far apart: no measure of the distances drawn
+            const long long dist = c.dest - c.source;
+            const bool in_first_lines = c.source < body + 128;
+            (quote ? text_q : text_p)++;
+            (quote ? near_q : near_p) += dist < 64 && !in_first_lines;  // near and far by the distance drawn
+            (quote ? far_q : far_p) += dist > N / 2 && !in_first_lines;
+            if (c.dest > N / 2) (quote ? late_q : late_p)++, (quote ? first_q : first_p) += in_first_lines;
+            early_dest += c.dest < N / 4, late_dest += c.dest > 3 * N / 4;
+        }
+        // Every complete question is answered by its needle (the cut tail may end in a partial line).
+        const std::string text = tok.decode(std::vector<int>(doc.begin() + 1, doc.end()));
+        std::map<std::string, std::string> numbers;
+        std::string latest;
+        for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
+            const std::string line = text.substr(at, end - at);
+            const std::string mk = "One of the special magic numbers for ", pk = "The pass key is ";
+            if (line.rfind(mk, 0) == 0) {
+                const size_t is = line.find(" is: ");
+                numbers[line.substr(mk.size(), is - mk.size())] = line.substr(is + 5, line.size() - is - 6);
+            } else if (line.rfind(pk, 0) == 0) {
+                latest = line.substr(pk.size(), line.find('.') - pk.size());
+            } else if (line.rfind("What is the special magic number for ", 0) == 0) {
+                const size_t f = line.find(" for ") + 5, m = line.find(" mentioned");
+                const std::string word = line.substr(f, m - f), ans = line.substr(line.rfind(" is ") + 4, line.size() - line.rfind(" is ") - 5);
+                answers = answers && numbers.count(word) && numbers[word] == ans, questions++;
+            } else if (line.rfind("What is the pass key? The pass key is ", 0) == 0) {
+                answers = answers && !latest.empty() && line == "What is the pass key? The pass key is " + latest + ".", questions++;
+            }
+        }
+    }
+    check(exact, "documents with copies are exactly --doc-tokens long and start with BOS");
+    check(equal, "every copy is its source token for token, the source wholly before it", detail);
+    check(whole, "a quote is a whole earlier line of 4+ words on a line of its own; a passage starts at a cut, 16..repeat_tokens long");
+    check(clean, "no copy holds a needle, a question or the intro", detail);
+    check(kept && answers && questions > 100, "outside the rooms its copies are written in the document is the one without them, and its " + std::to_string(questions) +
+                                                  " questions are answered by their needles");
+    check(same_seed, "the same seed gives the same document and copies");
+    check(quotes * 2 > asked_quotes && passages * 2 > asked_passages,
+          "about doc_tokens / N copies of each kind (" + std::to_string(quotes) + " of " + std::to_string(asked_quotes) + " quotes, " +
+              std::to_string(passages) + " of " + std::to_string(asked_passages) + " passages written; " +
+              std::to_string(100 * copied / total) + "% of the tokens)");
+    check(std::min(near_q, far_q) * 50 > text_q && std::min(near_p, far_p) * 50 > text_p,
+          "quotes and passages from near (< 64 tokens back: " + std::to_string(near_q) + ", " + std::to_string(near_p) +
+              ") and far (> half the document: " + std::to_string(far_q) + ", " + std::to_string(far_p) + "), not counting those from " +
+              "the first lines, of " + std::to_string(text_q) + " quotes and " + std::to_string(text_p) + " passages");
+    // By the distance alone a copy in a document's second half comes from its first 128 tokens
+    // about once in 60.
+    check(first_q * 16 > late_q && first_p * 16 > late_p,
+          "one copy in 8 or so from the document's first lines (of those in a document's second half, within 128 tokens of the "
+          "intro: " + std::to_string(first_q) + " of " + std::to_string(late_q) + " quotes, " + std::to_string(first_p) + " of " +
+              std::to_string(late_p) + " passages)");
+    check(early_dest > 0 && late_dest > 0, "copies land all over the document (first and last quarter)");
+    expect_fatal("a repeated passage shorter than 16 tokens", [&] {
+        TrainDocSpec spec{4096, 256, 1024};
+        spec.repeat_every = 512, spec.repeat_tokens = 8;
+        SplitMix64 rng(1);
+        make_training_document(spec, hay, tok, k, rng);
+    }, {"--repeat-tokens 8"});
+}
+
 // ---- the batches of a mixed, scheduled run
 
 static TokenShard counting_shard(uint32_t base, size_t n, size_t doc) {
@@ -567,6 +717,122 @@ static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
     check(within, "--truncate reads a long prompt in its last --ctx tokens");
 }
 
+// A mock that copies: it continues the prompt's last line as the context's line with that
+// start goes on (or stops, when no line of its context starts so). It scores every quote item
+// and no control: the controls' contexts hold no such line.
+class CopyReader : public IncrementalModel {
+   public:
+    CopyReader(const Tokenizer& tok, int B, int chunk) : tok_(tok), seqs_(B), chunk_(chunk) {}
+    void append(const int* tokens, int n) override {
+        for (size_t b = 0; b < seqs_.size(); b++) seqs_[b].insert(seqs_[b].end(), tokens + b * n, tokens + (b + 1) * n);
+        n_ = n;
+    }
+    void logits(float* out, int b, int i) override {
+        const std::vector<int>& s = seqs_[b];
+        const std::string text = tok_.decode(std::vector<int>(s.begin(), s.end() - n_ + i + 1));
+        const size_t nl = text.rfind('\n');
+        int next = tok_.eos_id();
+        if (nl != std::string::npos) {
+            const std::string cur = text.substr(nl + 1), before = text.substr(0, nl);
+            size_t at = before.find("\n" + cur);
+            at = before.compare(0, cur.size(), cur) == 0 ? 0 : at == std::string::npos ? at : at + 1;
+            if (at != std::string::npos && !cur.empty()) {
+                const std::vector<int> whole = tok_.encode(before.substr(at, before.find('\n', at) - at)), start = tok_.encode(cur);
+                if (whole.size() > start.size() && std::equal(start.begin(), start.end(), whole.begin())) next = whole[start.size()];
+            }
+        }
+        for (int v = 0; v < tok_.vocab_size(); v++) out[v] = v == next ? 1.0f : 0.0f;
+    }
+    void losses(float*, const int*) override { fatal("CopyReader: no losses"); }
+    long long position() const override { return seqs_.empty() ? 0 : (long long)seqs_[0].size(); }
+    size_t bytes() const override { return 0; }
+    int max_chunk() const override { return chunk_; }
+    State export_state() override { fatal("CopyReader: no state"); }
+    void import_state(const State&) override { fatal("CopyReader: no state"); }
+    int batch() const override { return (int)seqs_.size(); }
+    void gather(const IncrementalModel& src, const std::vector<int>& from) override {
+        const CopyReader& r = dynamic_cast<const CopyReader&>(src);
+        for (size_t b = 0; b < seqs_.size(); b++) seqs_[b] = r.seqs_[from[b]];
+        n_ = 1;
+    }
+
+   private:
+    const Tokenizer& tok_;
+    std::vector<std::vector<int>> seqs_;
+    int chunk_, n_ = 0;
+};
+
+// Quote items (data/quote_tasks.h): exact lengths, a question that occurs once and goes on as
+// the answer says, the line at its depth, the control without it; scored end to end by a mock
+// that copies (100% on quotes, 0% on their controls) and reported side by side.
+static void test_quote_items(const Tokenizer& tok, const PieceKinds& k) {
+    std::vector<std::vector<int>> docs;
+    for (int d = 0; d < 6; d++) docs.push_back(tok.encode(test_text(500 + d, 300)));
+    const Haystack hay = haystack_from_docs(docs, "book", k);
+    bool exact = true, once = true, goes_on = true, control_ok = true, near_depth = true, at_line = true;
+    std::string detail;
+    std::vector<TaskItem> items;
+    for (long long L : {300LL, 1237LL, 3000LL})
+        for (double d : {0.0, 0.3, 0.5, 1.0}) {
+            const std::vector<TaskItem> two = make_quote_items({TaskKind::Quote, L, d, 4, 77 + (uint64_t)L}, hay, tok, k);
+            if (two.size() != 2) { exact = false; continue; }
+            const TaskItem &q = two[0], &c = two[1];
+            std::vector<int> ids = tok.encode(task_prompt_text(q));
+            ids.insert(ids.begin(), tok.bos_id());
+            exact = exact && (long long)ids.size() == L && q.task == "quote" && c.task == "quote-control";
+            const size_t at = q.context.find(q.question);
+            once = once && at != std::string::npos && q.context.find(q.question, at + 1) == std::string::npos;
+            at_line = at_line && (at == 0 || q.context[at - 1] == '\n');
+            goes_on = goes_on && q.context.compare(at + q.question.size(), q.answer.size() + 1, " " + q.answer) == 0;
+            // The control is the context less that line and its newline.
+            const size_t end = q.context.find('\n', at);
+            control_ok = control_ok && c.question == q.question && c.answer == q.answer && c.length == q.length &&
+                         c.context == q.context.substr(0, at) + q.context.substr(end + 1) && c.context.find(q.question) == std::string::npos;
+            // needle_token is the line's first token: the line starts where depth x M says, give or
+            // take the lines that cannot be quoted (short ones, or starts that recur).
+            const long long M = L - 1 - (long long)tok.encode(q.question).size() - 1;
+            const long long line_at = q.needle_token - 1, want = std::llround(d * (double)M);
+            const long long slack = d == 1.0 ? 300 : 150;
+            if (std::llabs(line_at - want) > slack || tok.decode(std::vector<int>(ids.begin() + q.needle_token, ids.end())).rfind(q.question, 0) != 0) {
+                near_depth = false;
+                detail = "L " + std::to_string(L) + " depth " + std::to_string(d) + ": line at token " + std::to_string(line_at) +
+                         ", depth x M = " + std::to_string(want);
+            }
+            items.push_back(q), items.push_back(c);
+        }
+    check(exact, "quote items are exactly their length in tokens, each followed by its control");
+    check(once && at_line, "a quote's question is the start of a line and occurs once in its context");
+    check(goes_on, "the context goes on after the question as \" \" + the answer");
+    check(control_ok, "the control is the same item with the quoted line taken out of the context");
+    check(near_depth, "the quoted line lies at its depth", detail);
+    const std::vector<TaskItem> a = make_quote_items({TaskKind::Quote, 2000, 0.5, 4, 9}, hay, tok, k),
+                                b = make_quote_items({TaskKind::Quote, 2000, 0.5, 4, 9}, hay, tok, k),
+                                c = make_quote_items({TaskKind::Quote, 2000, 0.5, 4, 10}, hay, tok, k);
+    check(task_item_to_json(a[0], 9) == task_item_to_json(b[0], 9) && a[0].context != c[0].context, "the same seed gives the same quote item, another seed another");
+    expect_fatal("a haystack with no line to quote", [&] { make_quote_items({TaskKind::Quote, 500, 0.5, 4, 1}, filler_haystack(tok, k, 5000), tok, k); },
+                 {"no line to quote"});
+    expect_fatal("a haystack too short for the length", [&] { make_quote_items({TaskKind::Quote, 1 << 20, 0.5, 4, 1}, hay, tok, k); },
+                 {"--haystack", "fewer than", "lower --lengths"});
+
+    // Scored: a copying reader answers every quote and no control; the report pairs them.
+    for (size_t i = 0; i < items.size(); i++) items[i].line = (int)i + 1;
+    const std::vector<TaskPrompt> prompts = tokenize_tasks(items, tok, TaskEvalOptions{4096, false, "quotes"});
+    const std::vector<TaskOutcome> out = run_tasks(items, prompts, tok, tok.vocab_size(), 256,
+                                                   [&](int B, int ch) { return std::make_unique<CopyReader>(tok, B, ch); },
+                                                   [&](long long) { return 4; }, nullptr);
+    int quotes = 0, quotes_right = 0, controls_right = 0;
+    for (size_t i = 0; i < items.size(); i++) {
+        const bool is_control = items[i].task == "quote-control";
+        quotes += !is_control;
+        (is_control ? controls_right : quotes_right) += out[i].correct;
+    }
+    check(quotes > 0 && quotes_right == quotes && controls_right == 0,
+          "a reader that copies answers every quote (" + std::to_string(quotes_right) + " of " + std::to_string(quotes) +
+              ") and no control (" + std::to_string(controls_right) + ")");
+    const std::string table = format_task_report(summarize_tasks(items, out));
+    check(table.find("quote against quote-control (%): | 300 100 vs 0") != std::string::npos, "the report shows a quote beside its control", table);
+}
+
 static int main_body() {
     Tokenizer tok;
     tok.load_serialized(trained_tokenizer());
@@ -577,9 +843,11 @@ static int main_body() {
     test_task_file();
     test_scoring_rule();
     test_training_documents(tok, k);
+    test_reading_documents(tok, k);
     test_batch_source();
     test_format_length();
     test_scoring(tok, k);
+    test_quote_items(tok, k);
     return check_report();
 }
 

@@ -47,6 +47,22 @@ expect_error "bad input: task-shard: --lead-needle above 1" "--lead-needle 2 mus
 expect_error "bad input: task-shard: an unknown --lead-kind" "--lead-kind must be any or multikey" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-needle 0.5 --lead-kind passkey --out "$work/y.bin"
 expect_error "bad input: task-shard: --lead-kind without --lead-needle" "no effect without --lead-needle" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --lead-kind multikey --out "$work/y.bin"
 expect_error "bad input: task-shard: fewer tokens than a document" "--tokens" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 100 --out "$work/y.bin"
+# Copies of the documents' own text: a valid shard of the same shape; the flags' bad values refused.
+if build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --quote-every 256 --repeat-every 1024 --out "$work/copies.bin" > "$work/copies.log" 2>&1 \
+   && build/data_tool inspect "$work/copies.bin" > "$work/copies_inspect.log" 2>&1; then
+    grep -q "^n_docs: 32" "$work/copies_inspect.log" && grep -q "doc_tokens: min 2048, mean 2048.0, max 2048" "$work/copies_inspect.log" \
+        && grep -q "a quoted line every 256 tokens, a repeated passage of 16-256 tokens every 1024 tokens (copies: [1-9]" "$work/copies.log" \
+        && ! cmp -s "$work/tasks.bin" "$work/copies.bin" \
+        && pass "task-shard --quote-every 256 --repeat-every 1024: 32 documents of 2048 tokens with copies, a shard inspect accepts" \
+        || fail "task-shard with copies: $(cat "$work/copies.log") $(head -8 "$work/copies_inspect.log" | tr '\n' ' ')"
+else
+    fail "task-shard with copies failed: $(tail -2 "$work/copies.log")"
+fi
+expect_error "bad input: task-shard: --repeat-tokens without --repeat-every" "no effect without --repeat-every" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --repeat-tokens 64 --out "$work/y.bin"
+expect_error "bad input: task-shard: --quote-every 5" "--quote-every '5' must be 0 (none) or a number of tokens >= 16" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --quote-every 5 --out "$work/y.bin"
+expect_error "bad input: task-shard: --quote-every abc" "--quote-every 'abc' must be 0" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --quote-every abc --out "$work/y.bin"
+expect_error "bad input: task-shard: --repeat-tokens past 4096" "--repeat-tokens '5000'" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --repeat-every 512 --repeat-tokens 5000 --out "$work/y.bin"
+[ ! -e "$work/y.bin" ] && pass "a refused task-shard command writes nothing" || fail "a refused task-shard command wrote $work/y.bin"
 
 # 3. train with retrieval documents mixed in and a length curriculum: killed and resumed, or run
 # in pieces (--stop-at, --time-limit), it gives the losses and checkpoint of one run.

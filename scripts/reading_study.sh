@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The reading study (issue 53; notes/reading.md) on ONE H200: does a model quote a book or a source
+# tree it never saw? Three device calls of at most 9 minutes, back to back inside one hold (the
+# machine keeps out/ and build/ between them); several runs share the GPU side by side (the
+# 13.8M-parameter model leaves most of an H200 idle, so runs side by side cost less than in turn).
+#
+#   scripts/reading_study.sh pack   (on the CPU machine, after `make all` and `make data CORPUS=long`)
+#                                   writes $CARRY (binaries, corpus, the held-out book and source trees)
+#   scripts/reading_study.sh 1      data (the read shards, quote items); hybrid128k-read@1, @2, @3 and
+#                                   the baseline hybrid128k-pkfar@1 side by side
+#   scripts/reading_study.sh 2      their ends; each scored at <= 128K (needles, quotes and their controls,
+#                                   the book and the source tree), the copy loss by gap, read@1 reading
+#                                   only its last 2K tokens (the control); beside them hybrid1m-read@1
+#                                   (read@1 trained on at 1M-token windows)
+#   scripts/reading_study.sh 3      hybrid1m-read@1 to its end, scored at every length with the copy
+#                                   loss to 1M; the demonstration; the tables
+#
+# The recipe: scripts/retrieval_study.sh's hybrid128k-pkfar with one change, its training documents
+# carrying quoted lines and repeated passages of their own text (variant `read`); TOKENS (default
+# 100M) per 128K run. Outputs: build/rs (logs, CSVs, tables), packed into $OUT/rs_CALL.tgz.
+set -uo pipefail
+call=${1:-}
+CARRY=${CARRY:-.carry/read}
+T0=$SECONDS
+study=scripts/retrieval_study.sh
+export STUDY_OUT=build/rs WORK=out/study TOKENS=${TOKENS:-104857600} VARIANTS="pkfar read"
+if [ "$call" = pack ]; then
+    CARRY=$CARRY exec scripts/retrieval_demo.sh pack
+fi
+mkdir -p rs/bin rs/corpus-long rs/demo build/rs
+[ -x rs/bin/train ] || tar -xJf "$CARRY/bins.tar.xz" -C rs/bin
+[ -f rs/corpus-long/val.bin ] || { cp "$CARRY"/corpus-long/* rs/corpus-long/ && xz -d rs/corpus-long/*.xz; }
+[ -f rs/demo/net-sctp.txt ] || tar -xJf "$CARRY/demo.tar.xz" -C rs/demo
+export CARRY=rs
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
+pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$call.tgz" build/rs; echo "call $call: $((SECONDS - T0)) s"; }
+# Minutes until $1 s into the call (at least 0.3: train's --time-limit 0 would mean none).
+left() { echo "$1 $SECONDS $T0" | awk '{ m = ($1 - ($2 - $3)) / 60; printf "%.2f", m < 0.3 ? 0.3 : m }'; }
+# Commands side by side on the one GPU; each one's output in build/rs/side_N.log, its last lines shown.
+side() {
+    local pids=() i=0
+    for c in "$@"; do bash -c "$c" > "build/rs/side_$call.$i.log" 2>&1 < /dev/null & pids+=($!); i=$((i + 1)); done
+    for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "== ${*:$((i + 1)):1}: exit $?"; tail -n 4 "build/rs/side_$call.$i.log"; done
+}
+copy() {  # copy loss of model $1 at the gaps $2 (ctx $3)
+    echo "rs/bin/infer --device cuda --checkpoint $WORK/$1 --copy-loss rs/corpus-long/val.bin --gaps $2 --copy-samples ${COPY_SAMPLES:-4}" \
+         "--ctx $3 --copy-out build/rs/$1_copy > build/rs/$1_copy.log 2>&1"
+}
+source scripts/gpu_lib_paths.sh "$PWD/rs/bin"
+export DEMOS="rs/demo/debian-policy.txt:0.3 rs/demo/net-sctp.txt:0.5 rs/demo/fs-nfs.txt:0.1"
+export STEPS_1M=${STEPS_1M:-12} SAMPLES_LONG=${SAMPLES_LONG:-1} LENGTHS="2048 8192 32768 131072 524288 1048576"
+short="EVAL_MAX=131072 $study"
+case $call in
+    1)  # data, then four 128K runs side by side
+        $study data | tail -2
+        m=$(left 500)
+        side "$study train:hybrid128k-read@1:$m" "$study train:hybrid128k-read@2:$m" "$study train:hybrid128k-read@3:$m" \
+             "$study train:hybrid128k-pkfar@1:$m"
+        grep -hE '^(step +[0-9]+/[0-9]+ \| loss|done|stopped)' build/rs/hybrid128k-*_train.log | tail -8
+        pack ;;
+    2)  # the runs' ends; the 1M stage of read@1 beside their scores at <= 128K, the copy loss, the 2K control
+        side "$study train:hybrid128k-read@1:3" "$study train:hybrid128k-read@2:3" "$study train:hybrid128k-read@3:3" \
+             "$study train:hybrid128k-pkfar@1:3" > /dev/null
+        m=$(left 510)
+        side "$study train:hybrid1m-read@1:$m" \
+             "$short eval:hybrid128k-read@1; $(copy hybrid128k-read@1 2K,8K,32K,128K 140000)" \
+             "$short eval:hybrid128k-read@2; $(copy hybrid128k-read@2 2K,8K,32K,128K 140000)" \
+             "$short eval:hybrid128k-read@3; $(copy hybrid128k-read@3 2K,8K,32K,128K 140000)" \
+             "$short eval:hybrid128k-pkfar@1; $(copy hybrid128k-pkfar@1 2K,8K,32K,128K 140000)" \
+             "CTL=2048 $short eval:hybrid128k-read@1"
+        $study table | head -80
+        pack ;;
+    3)  # the 1M stage's end; its scores at every length, the copy loss to 1M, the demonstration
+        $study train:hybrid1m-read@1:2 | tail -2
+        side "EVAL_MIN=524288 EVAL_TAG=-long $study eval:hybrid1m-read@1" \
+             "$short eval:hybrid1m-read@1; $(copy hybrid1m-read@1 2K,128K,512K,1M 1100000); $study demo:hybrid1m-read@1"
+        $study table
+        pack ;;
+    *) echo "usage: scripts/reading_study.sh pack|1|2|3" >&2; exit 2 ;;
+esac
