@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # The reading study (issue 53; notes/reading.md) on ONE H200: does a model quote a book or a source
-# tree it never saw? Three device calls of at most 9 minutes, back to back inside one hold (the
-# machine keeps out/ and build/ between them); several runs share the GPU side by side (the
-# 13.8M-parameter model leaves most of an H200 idle, so runs side by side cost less than in turn).
+# tree it never saw? Runs share the GPU side by side (the 13.8M-parameter model leaves most of an
+# H200 idle at short windows, so two runs side by side cost little more than one).
 #
 #   scripts/reading_study.sh pack   (on the CPU machine, after `make all` and `make data CORPUS=long`)
 #                                   writes $CARRY (binaries, corpus, the held-out book and source trees)
-#   scripts/reading_study.sh 1      data (the read shards, quote items); hybrid128k-read@1, @2, @3 and
-#                                   the baseline hybrid128k-pkfar@1 side by side
-#   scripts/reading_study.sh 2      their ends; each scored at <= 128K (needles, quotes and their controls,
-#                                   the book and the source tree), the copy loss by gap, read@1 reading
-#                                   only its last 2K tokens (the control); beside them hybrid1m-read@1
-#                                   (read@1 trained on at 1M-token windows)
-#   scripts/reading_study.sh 3      hybrid1m-read@1 to its end, scored at every length with the copy
-#                                   loss to 1M; the demonstration; the tables
+#   scripts/reading_study.sh full   one call (~9.5 minutes): data; hybrid128k-read@4 and the baseline
+#                                   hybrid128k-pkfar@4 side by side at the recipe's 150M tokens, each
+#                                   scored at <= 128K (needles, quotes and their controls, the book and
+#                                   the source tree), the copy loss by gap, read@4 reading its last 2K
+#                                   tokens only (the control); the tables
+#   scripts/reading_study.sh 1 2 3  the first plan, three calls back to back in one hold, at TOKENS (100M)
+#                                   per run: four runs side by side (read@1-3, pkfar@1), their scores and
+#                                   controls, then the 1M stage of read@1 and its long scores. At 100M
+#                                   tokens no run formed retrieval, needles included (notes/reading.md).
 #
 # The recipe: scripts/retrieval_study.sh's hybrid128k-pkfar with one change, its training documents
-# carrying quoted lines and repeated passages of their own text (variant `read`); TOKENS (default
-# 100M) per 128K run. Outputs: build/rs (logs, CSVs, tables), packed into $OUT/rs_CALL.tgz.
+# carrying quoted lines and repeated passages of their own text (variant `read`). Outputs: build/rs
+# (logs, CSVs, tables), packed into $OUT/rs_CALL.tgz.
 set -uo pipefail
 call=${1:-}
 CARRY=${CARRY:-.carry/read}
@@ -76,5 +76,14 @@ case $call in
              "$short eval:hybrid1m-read@1; $(copy hybrid1m-read@1 2K,128K,512K,1M 1100000); $study demo:hybrid1m-read@1"
         $study table
         pack ;;
-    *) echo "usage: scripts/reading_study.sh pack|1|2|3" >&2; exit 2 ;;
+    full)  # (one call) read and pkfar at the recipe's own 150M tokens side by side, seed 4, scored at <= 128K
+        export TOKENS=157286400
+        $study data | tail -1
+        m=$(left 445)
+        side "$study train:hybrid128k-read@4:$m" "$study train:hybrid128k-pkfar@4:$m"
+        side "$short eval:hybrid128k-read@4; $(copy hybrid128k-read@4 2K,8K,32K,128K 140000); CTL=2048 $short eval:hybrid128k-read@4" \
+             "$short eval:hybrid128k-pkfar@4; $(copy hybrid128k-pkfar@4 2K,8K,32K,128K 140000)"
+        $study table | head -40
+        pack ;;
+    *) echo "usage: scripts/reading_study.sh pack|1|2|3|full" >&2; exit 2 ;;
 esac

@@ -23,21 +23,8 @@
 #include "model/gpt.h"
 #include "model/kv_cache.h"
 #include "tests/check.h"
+#include "tests/test_text.h"
 
-// Prose and code, deterministic, for a tokenizer and a haystack (as tests/test_tasks.cpp's).
-static std::string test_text(uint64_t seed, int lines) {
-    static const char* words[] = {"the", "river", "ran", "under", "a", "bridge", "and", "into", "old", "town", "while",
-                                  "children", "sang", "int", "return", "value", "for", "if", "else", "struct"};
-    SplitMix64 rng(seed);
-    std::string text;
-    for (int line = 0; line < lines; line++) {
-        text += std::string(4 * rng.below(3), ' ');
-        const int n = 4 + (int)rng.below(9);
-        for (int w = 0; w < n; w++) text += std::string(w ? " " : "") + words[rng.below(20)];
-        text += rng.below(3) ? ".\n" : "(x, 42);\n";
-    }
-    return text;
-}
 
 // A haystack of n distinct tokens (first, first + 1, ...), every place a cut: no two-token
 // sequence occurs twice in it, so only the copy repeats one.
