@@ -412,7 +412,8 @@ class RendezvousServer {
                         "the same LONGNET_JOB_ID to every rank of one job)",
                         their_job.c_str(), job_.c_str());
         if (n != bytes_) return strf("rank 0 shares %zu bytes, this rank expects %u: run the same binary on every rank", bytes_, (unsigned)n);
-        if (r < 1 || (int)r >= world_) return strf("rank %u is not a rank 1 to %d of this job", (unsigned)r, world_ - 1);
+        // Compared unsigned: a rank of 2^32 - 1 cast to int would pass as -1 and index held_ out of bounds.
+        if (r < 1 || r >= (uint32_t)world_) return strf("rank %u is not a rank 1 to %d of this job", (unsigned)r, world_ - 1);
         if (held_[r] >= 0)
             return strf("rank %u already arrived from %s: two processes have the same rank (check the launcher's RANK)",
                         (unsigned)r, from_[r].c_str());

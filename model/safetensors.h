@@ -6,6 +6,7 @@
 // Writes go to "<path>.tmp" and are renamed into place, so a crash never leaves a torn file
 // and never destroys the previous one.
 #pragma once
+#include <algorithm>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cerrno>
@@ -179,6 +180,21 @@ inline SafetensorsFile read_safetensors(const std::string& path, SafetensorsRole
                 throw JsonError("tensor " + name + " lies outside the file");
             out.tensors[name] = t;
         }
+        // The tensors tile the data exactly, as the format requires: no two share bytes (a
+        // weight read from the optimizer's state), no bytes lie between or after them.
+        std::vector<std::pair<size_t, std::string>> by_begin;
+        for (const auto& [name, t] : out.tensors) by_begin.push_back({t.begin, name});
+        std::sort(by_begin.begin(), by_begin.end());
+        for (size_t i = 1; i < by_begin.size(); i++)  // overlaps first: a moved tensor also leaves a gap
+            if (by_begin[i].first < out.tensors[by_begin[i - 1].second].end)
+                throw JsonError("tensor " + by_begin[i].second + " overlaps tensor " + by_begin[i - 1].second);
+        size_t at = 0;
+        std::string before = "the header";
+        for (const auto& [begin, name] : by_begin) {
+            if (begin > at) throw JsonError(std::to_string(begin - at) + " bytes between " + before + " and tensor " + name);
+            at = out.tensors[name].end, before = "tensor " + name;
+        }
+        if (at != data_size) throw JsonError(std::to_string(data_size - at) + " bytes after " + before);
     } catch (const JsonError& e) {
         fatal("%s %s is corrupt (%s): %s", role.noun, path.c_str(), e.what(), role.fix);
     }

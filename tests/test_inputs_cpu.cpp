@@ -210,6 +210,45 @@ static void test_checkpoint() {
     expect_refused("seq_len 1e12", [&] { seq_len_of("{\"seq_len\":1e12}"); }, "seq_len");
     expect_refused("seq_len missing", [&] { seq_len_of("{}"); }, "seq_len");
     expect_refused("a directory as checkpoint", [&] { load_checkpoint(f.dir); }, "not a regular file");
+
+    // The tensors must tile the data section exactly (issue 54): the file's bytes as written, then
+    // its header or data edited by hand.
+    const std::string bytes = read_file(f.path, "the test checkpoint");
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    const std::string header = bytes.substr(8, n), data = bytes.substr(8 + n);
+    auto raw = [&](const std::string& h, const std::string& d) {
+        const uint64_t len = h.size();
+        std::string out((const char*)&len, 8);
+        out += h + d;
+        const std::string path = f.dir + "/edited.safetensors";
+        write_file_atomic(path, out);
+        return path;
+    };
+    auto offsets_of = [&](const std::string& name) {  // the text "[b,e]" of a tensor's data_offsets
+        const size_t at = header.find("\"" + name + "\":{"), o = header.find("\"data_offsets\":", at) + 15;
+        return header.substr(o, header.find(']', o) + 1 - o);
+    };
+    check(load_checkpoint(raw(header, data)).state.step == 5, "the file's own bytes, written again, load (the control)");
+    std::string overlap = header;
+    const std::string wte = offsets_of("wte"), m_wte = offsets_of("optim.m.wte");
+    overlap.replace(overlap.find(wte, overlap.find("\"wte\":{")), wte.size(), m_wte);
+    expect_refused("wte's offsets moved onto optim.m.wte's bytes", [&] { load_checkpoint(raw(overlap, data)); }, "overlaps");
+    expect_refused("bytes after the last tensor", [&] { load_checkpoint(raw(header, data + std::string(4, '\0'))); }, "4 bytes after tensor");
+    std::string gap;  // every tensor 4 bytes further on, 4 bytes of nothing before them
+    for (size_t at = 0;;) {
+        const size_t o = header.find("\"data_offsets\":[", at);
+        if (o == std::string::npos) {
+            gap += header.substr(at);
+            break;
+        }
+        const size_t b = o + 16, comma = header.find(',', b), end = header.find(']', comma);
+        gap += header.substr(at, b - at) + std::to_string(std::stoull(header.substr(b, comma - b)) + 4) + "," +
+               std::to_string(std::stoull(header.substr(comma + 1, end - comma - 1)) + 4);
+        at = end;
+    }
+    expect_refused("4 bytes between the header and the first tensor", [&] { load_checkpoint(raw(gap, std::string(4, '\0') + data)); },
+                   "4 bytes between the header and tensor");
 }
 
 static void test_flags() {

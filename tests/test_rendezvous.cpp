@@ -350,6 +350,36 @@ static void failure_checks() {
                        {"refused this rank", "rank 1 already arrived", "two processes have the same rank"}},
                       5);
     }
+    {  // a stranger's hello naming rank 2^32 - 1 (or 2^31): refused, and the job still meets
+        const int port = free_port();
+        std::atomic<int> refused{0};
+        std::thread stranger([port, &refused] {
+            for (uint32_t bad : {0xFFFFFFFFu, 0x80000000u}) {
+                std::string hello(kRdzvMagic, 8);
+                for (uint32_t v : {(uint32_t)kRdzvVersion, 2u, bad, (uint32_t)kBlob, 0u}) rdzv_put32(hello, v);
+                for (int tries = 0; tries < 100; tries++) {  // until rank 0 listens
+                    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+                    sockaddr_in a{};
+                    a.sin_family = AF_INET, a.sin_addr.s_addr = htonl(INADDR_LOOPBACK), a.sin_port = htons((uint16_t)port);
+                    if (connect(fd, (sockaddr*)&a, sizeof a) != 0) {
+                        close(fd), rdzv_sleep(0.02);
+                        continue;
+                    }
+                    char reply[kRdzvReplyBytes] = {};
+                    if (rdzv_send_all(fd, hello.data(), hello.size(), rdzv_now() + 2) &&
+                        rdzv_recv_all(fd, reply, sizeof reply, rdzv_now() + 2) == 1 && rdzv_get32(reply + 8) == kRdzvRefused)
+                        refused++;
+                    close(fd);
+                    break;
+                }
+            }
+        });
+        std::string detail;
+        const bool met = all_met(run_ranks(world_envs(torchrun, 2, short_tcp(port, "5")), 15, {0, 0.6}), torchrun, "tcp", &detail);
+        stranger.join();
+        check(met && refused == 2, "a hello naming rank 2^32 - 1 or 2^31 is refused (no crash), and the real ranks meet after it",
+              detail + strf(" (%d of 2 refused)", refused.load()));
+    }
     {  // the port is taken
         const int port = free_port();
         const int held = listen_on(port);
