@@ -752,7 +752,7 @@ static int main_body(int argc, char** argv) {
     InferFlags f = parse_flags(argc, argv);
     validate_flags(f);
     check_output_paths(f);
-    // One writer per output (issue 41): PREFIX.lock beside --tasks-out's and --copy-out's CSVs,
+    // One writer per output: PREFIX.lock beside --tasks-out's and --copy-out's CSVs,
     // FILE.lock beside the others; a second run writing the same file is refused naming the holder.
     OutputLock tasks_out_lock, copy_out_lock, save_cache_lock, per_position_lock;
     if (!f.tasks_out.empty()) tasks_out_lock.acquire(f.tasks_out, "--tasks-out");

@@ -19,7 +19,7 @@ TOKENIZER_LDLIBS := -lsentencepiece -lpthread
 
 DATA_TOOL_HEADERS := data/corpus.h data/encode_docs.h core/io.h data/shard.h data/tokenizer.h \
                      data/train_tokenizer.h data/tasks.h data/quote_tasks.h data/task_file.h core/rng.h core/json.h core/error.h \
-                     core/output_path.h core/flags.h core/run_lock.h
+                     core/output_path.h core/flags.h core/run_lock.h core/lists.h
 TEST_DATA_HEADERS := $(DATA_TOOL_HEADERS) data/loader.h core/rng.h tests/check.h
 
 .PHONY: deps-data data test-data

@@ -1,4 +1,4 @@
-// The copy loss by gap (issue 53; infer --copy-loss): a measure of reading that needs no task
+// The copy loss by gap (infer --copy-loss): a measure of reading that needs no task
 // format. A passage of held-out text is repeated after a gap of G tokens, and the model's loss
 // per token on the repeat is set against its loss on the first occurrence, gap by gap. A model
 // that reads its context predicts the repeat from the first occurrence and drives its loss toward
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/lists.h"
 #include "core/io.h"
 #include "core/output_path.h"
 #include "core/rng.h"
@@ -80,25 +81,8 @@ struct CopyLossRow {
 // the same sequences twice; both are refused.
 inline std::vector<long long> parse_gaps(const std::string& text) {
     std::vector<long long> gaps;
-    for (size_t at = 0; at <= text.size();) {
-        const size_t comma = std::min(text.find(',', at), text.size());
-        const std::string item = text.substr(at, comma - at);
-        if (item.empty()) fatal("--gaps '%s': an empty item (a stray comma): give a comma list such as 2K,8K,32K", text.c_str());
-        const char unit = item.back();
-        const long long mult = unit == 'K' || unit == 'k' ? 1024 : unit == 'M' || unit == 'm' ? 1048576 : 1;
-        const std::string digits = mult == 1 ? item : item.substr(0, item.size() - 1);
-        char* end = nullptr;
-        errno = 0;
-        const long long v = std::strtoll(digits.c_str(), &end, 10);
-        if (digits.empty() || !std::isdigit((unsigned char)digits[0]) || *end != '\0' || errno != 0 || v < 1 ||
-            v > (long long)kMaxSeqLen / mult)
-            fatal("--gaps '%s': '%s' is not a gap: give a number of tokens from 1 to %d, with K or M for 1024 or 1048576 "
-                  "(e.g. 2K,8K,1M)", text.c_str(), item.c_str(), kMaxSeqLen);
-        for (size_t i = 0; i < gaps.size(); i++)
-            if (gaps[i] == v * mult) fatal("--gaps '%s' lists the gap %lld twice: give each once", text.c_str(), v * mult);
-        gaps.push_back(v * mult);
-        at = comma + 1;
-    }
+    for (const std::string& item : split_commas("--gaps", text)) gaps.push_back(parse_tokens("--gaps", item));
+    refuse_repeats("--gaps", gaps);
     return gaps;
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reading study (issue 53; notes/reading.md) on ONE H200: does a model quote a book or a source
+# The reading study (notes/reading.md) on ONE H200: does a model quote a book or a source
 # tree it never saw? Runs share the GPU side by side (the 13.8M-parameter model leaves most of an
 # H200 idle at short windows, so two runs side by side cost little more than one).
 #
@@ -10,10 +10,10 @@
 #                                   scored at <= 128K (needles, quotes and their controls, the book and
 #                                   the source tree), the copy loss by gap, read@4 reading its last 2K
 #                                   tokens only (the control); the tables
-#   scripts/reading_study.sh 1 2 3  the first plan, three calls back to back in one hold, at TOKENS (100M)
-#                                   per run: four runs side by side (read@1-3, pkfar@1), their scores and
-#                                   controls, then the 1M stage of read@1 and its long scores. At 100M
-#                                   tokens no run formed retrieval, needles included (notes/reading.md).
+#   scripts/reading_study.sh 1 2    the first plan, two calls back to back in one hold, at TOKENS (100M)
+#                                   per run: four runs side by side (read@1-3, pkfar@1), then their scores
+#                                   and controls beside the 1M stage of read@1 (cut by the call's end). At
+#                                   100M tokens no run formed retrieval, needles included (notes/reading.md).
 #
 # The recipe: scripts/retrieval_study.sh's hybrid128k-pkfar with one change, its training documents
 # carrying quoted lines and repeated passages of their own text (variant `read`). Outputs: build/rs
@@ -70,12 +70,6 @@ case $call in
              "CTL=2048 $short eval:hybrid128k-read@1"
         $study table | head -80
         pack ;;
-    3)  # the 1M stage's end; its scores at every length, the copy loss to 1M, the demonstration
-        $study train:hybrid1m-read@1:2 | tail -2
-        side "EVAL_MIN=524288 EVAL_TAG=-long $study eval:hybrid1m-read@1" \
-             "$short eval:hybrid1m-read@1; $(copy hybrid1m-read@1 2K,128K,512K,1M 1100000); $study demo:hybrid1m-read@1"
-        $study table
-        pack ;;
     full)  # (one call) read and pkfar at the recipe's own 150M tokens side by side, seed 4, scored at <= 128K
         export TOKENS=157286400
         $study data | tail -1
@@ -85,5 +79,5 @@ case $call in
              "$short eval:hybrid128k-pkfar@4; $(copy hybrid128k-pkfar@4 2K,8K,32K,128K 140000)"
         $study table | head -40
         pack ;;
-    *) echo "usage: scripts/reading_study.sh pack|1|2|3|full" >&2; exit 2 ;;
+    *) echo "usage: scripts/reading_study.sh pack|1|2|full" >&2; exit 2 ;;
 esac

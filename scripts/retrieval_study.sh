@@ -56,7 +56,7 @@
 #              depth 0 (see mix_variant below; `data` makes their shards when VARIANTS names them)
 #   hybrid128k-read  hybrid128k-pkfar whose training documents (every stage's) also carry quoted lines of
 #              their own text (one per QUOTE_EVERY = 256 tokens) and repeated passages (one per REPEAT_EVERY =
-#              2048), from every distance: natural text asked again from far (issue 53, notes/reading.md)
+#              2048), from every distance: natural text asked again from far (notes/reading.md)
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens

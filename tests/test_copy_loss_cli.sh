@@ -88,7 +88,7 @@ done
 bad=(--copy-loss "$corpus/val.bin" --copy-passage 16 --copy-out "$work/bad")
 expect_error "bad input: --gaps with a stray comma" "--gaps '256,,1K': an empty item" "${C[@]}" "${bad[@]}" --gaps 256,,1K
 expect_error "bad input: --gaps ending in a comma" "stray comma" "${C[@]}" "${bad[@]}" --gaps 256,
-expect_error "bad input: --gaps 0" "'0' is not a gap" "${C[@]}" "${bad[@]}" --gaps 0
+expect_error "bad input: --gaps 0" "--gaps '0' must be an integer" "${C[@]}" "${bad[@]}" --gaps 0
 expect_error "bad input: --copy-passage 0" "--copy-passage must be at least 2 (got 0)" "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256 --copy-passage 0
 expect_error "bad input: --copy-samples 0" "--copy-samples must be in" "${C[@]}" "${bad[@]}" --gaps 256 --copy-samples 0
 expect_error "bad input: a haystack smaller than passage + gap" "--copy-loss $corpus/val.bin holds [0-9]* tokens, fewer than the 8208 a passage of 16 and a gap of 8K need: give a larger haystack" \

@@ -211,7 +211,7 @@ static void test_checkpoint() {
     expect_refused("seq_len missing", [&] { seq_len_of("{}"); }, "seq_len");
     expect_refused("a directory as checkpoint", [&] { load_checkpoint(f.dir); }, "not a regular file");
 
-    // The tensors must tile the data section exactly (issue 54): the file's bytes as written, then
+    // The tensors must tile the data section exactly: the file's bytes as written, then
     // its header or data edited by hand.
     const std::string bytes = read_file(f.path, "the test checkpoint");
     uint64_t n = 0;

@@ -525,20 +525,55 @@ static void test_batch_source() {
 
 // ---- the scorer's whole path, with a mock model that reads the answer from its context
 
-// A cache whose "model" reads the text it holds (its last `window` tokens, or all): after a
-// question it answers with the pass key or magic number its context gives, token by token.
-class ReaderModel : public IncrementalModel {
+// A cache that holds the tokens of each sequence and lets a mock "model" read them: the
+// bookkeeping the mocks below share; each says only what it predicts (logits).
+class TextMock : public IncrementalModel {
    public:
-    ReaderModel(const Tokenizer& tok, int B, int chunk, long long window) : tok_(tok), seqs_(B), chunk_(chunk), window_(window) {}
+    TextMock(const Tokenizer& tok, int B, int chunk) : tok_(tok), seqs_(B), chunk_(chunk) {}
     void append(const int* tokens, int n) override {
-        if (n < 1 || n > chunk_) fatal("ReaderModel: chunk of %d", n);
+        if (n < 1 || n > chunk_) fatal("TextMock: chunk of %d", n);
         for (size_t b = 0; b < seqs_.size(); b++) seqs_[b].insert(seqs_[b].end(), tokens + b * n, tokens + (b + 1) * n);
         n_ = n;
     }
-    void logits(float* out, int b, int i) override {
+    void losses(float*, const int*) override { fatal("TextMock: no losses"); }
+    long long position() const override { return seqs_.empty() ? 0 : (long long)seqs_[0].size(); }
+    size_t bytes() const override { return 0; }
+    int max_chunk() const override { return chunk_; }
+    State export_state() override { fatal("TextMock: no state"); }
+    void import_state(const State&) override { fatal("TextMock: no state"); }
+    int batch() const override { return (int)seqs_.size(); }
+    void gather(const IncrementalModel& src, const std::vector<int>& from) override {
+        const TextMock& r = dynamic_cast<const TextMock&>(src);
+        for (size_t b = 0; b < seqs_.size(); b++) seqs_[b] = r.seqs_[from[b]];
+        n_ = 1;
+        gathers++;
+    }
+    static inline int gathers = 0;
+
+   protected:
+    // The text of sequence b up to and including the i-th token of the last append.
+    std::string text_through(int b, int i, long long window) const {
         const std::vector<int>& s = seqs_[b];
-        const long long end = (long long)s.size() - n_ + i + 1, from = window_ > 0 ? std::max(0LL, end - window_) : 0;
-        const std::string text = tok_.decode(std::vector<int>(s.begin() + from, s.begin() + end));
+        const long long end = (long long)s.size() - n_ + i + 1, from = window > 0 ? std::max(0LL, end - window) : 0;
+        return tok_.decode(std::vector<int>(s.begin() + from, s.begin() + end));
+    }
+    void one_hot(float* out, int next) const {
+        for (int v = 0; v < tok_.vocab_size(); v++) out[v] = v == next ? 1.0f : 0.0f;
+    }
+    const Tokenizer& tok_;
+
+   private:
+    std::vector<std::vector<int>> seqs_;
+    int chunk_, n_ = 0;
+};
+
+// A mock that reads the text it holds (its last `window` tokens, or all): after a question it
+// answers with the pass key or magic number its context gives, token by token.
+class ReaderModel : public TextMock {
+   public:
+    ReaderModel(const Tokenizer& tok, int B, int chunk, long long window) : TextMock(tok, B, chunk), window_(window) {}
+    void logits(float* out, int b, int i) override {
+        const std::string text = text_through(b, i, window_);
         int next = tok_.eos_id();
         for (const std::string& q : {std::string("The pass key is"), std::string("mentioned in the provided text is")}) {
             const size_t at = text.rfind(q);
@@ -560,27 +595,10 @@ class ReaderModel : public IncrementalModel {
             next = made < want.size() ? want[made] : tok_.eos_id();
             break;
         }
-        for (int v = 0; v < tok_.vocab_size(); v++) out[v] = v == next ? 1.0f : 0.0f;
+        one_hot(out, next);
     }
-    void losses(float*, const int*) override { fatal("ReaderModel: no losses"); }
-    long long position() const override { return seqs_.empty() ? 0 : (long long)seqs_[0].size(); }
-    size_t bytes() const override { return 0; }
-    int max_chunk() const override { return chunk_; }
-    State export_state() override { fatal("ReaderModel: no state"); }
-    void import_state(const State&) override { fatal("ReaderModel: no state"); }
-    int batch() const override { return (int)seqs_.size(); }
-    void gather(const IncrementalModel& src, const std::vector<int>& from) override {
-        const ReaderModel& r = dynamic_cast<const ReaderModel&>(src);
-        for (size_t b = 0; b < seqs_.size(); b++) seqs_[b] = r.seqs_[from[b]];
-        n_ = 1;
-        gathers++;
-    }
-    static inline int gathers = 0;
 
    private:
-    const Tokenizer& tok_;
-    std::vector<std::vector<int>> seqs_;
-    int chunk_, n_ = 0;
     long long window_;
 };
 
@@ -610,7 +628,7 @@ static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
     const std::vector<TaskPrompt> prompts = tokenize_tasks(items, tok, opt);
     size_t last_done = 0, last_correct = 0, reports = 0;  // what the progress callback last said
     auto run = [&](long long window, int batch, int chunk) {
-        ReaderModel::gathers = 0;
+        TextMock::gathers = 0;
         reports = 0;
         return run_tasks(items, prompts, tok, tok.vocab_size(), chunk,
                          [&](int B, int ch) { return std::make_unique<ReaderModel>(tok, B, ch, window); },
@@ -624,7 +642,7 @@ static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
         return n ? (double)c / n : -1.0;
     };
     const std::vector<TaskOutcome> all = run(0, 8, 300);
-    const int gathers = ReaderModel::gathers;
+    const int gathers = TextMock::gathers;
     check(accuracy(all, 600, -1) == 1.0 && accuracy(all, 2500, -1) == 1.0, "a reader of the whole context answers every item");
     check(gathers > 0, "multi-query items share their context's prefill (gathered into one sequence per item)");
     const std::vector<TaskOutcome> one = run(0, 1, 7);
@@ -707,16 +725,11 @@ static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
 // A mock that copies: it continues the prompt's last line as the context's line with that
 // start goes on (or stops, when no line of its context starts so). It scores every quote item
 // and no control: the controls' contexts hold no such line.
-class CopyReader : public IncrementalModel {
+class CopyReader : public TextMock {
    public:
-    CopyReader(const Tokenizer& tok, int B, int chunk) : tok_(tok), seqs_(B), chunk_(chunk) {}
-    void append(const int* tokens, int n) override {
-        for (size_t b = 0; b < seqs_.size(); b++) seqs_[b].insert(seqs_[b].end(), tokens + b * n, tokens + (b + 1) * n);
-        n_ = n;
-    }
+    CopyReader(const Tokenizer& tok, int B, int chunk) : TextMock(tok, B, chunk) {}
     void logits(float* out, int b, int i) override {
-        const std::vector<int>& s = seqs_[b];
-        const std::string text = tok_.decode(std::vector<int>(s.begin(), s.end() - n_ + i + 1));
+        const std::string text = text_through(b, i, 0);
         const size_t nl = text.rfind('\n');
         int next = tok_.eos_id();
         if (nl != std::string::npos) {
@@ -728,25 +741,8 @@ class CopyReader : public IncrementalModel {
                 if (whole.size() > start.size() && std::equal(start.begin(), start.end(), whole.begin())) next = whole[start.size()];
             }
         }
-        for (int v = 0; v < tok_.vocab_size(); v++) out[v] = v == next ? 1.0f : 0.0f;
+        one_hot(out, next);
     }
-    void losses(float*, const int*) override { fatal("CopyReader: no losses"); }
-    long long position() const override { return seqs_.empty() ? 0 : (long long)seqs_[0].size(); }
-    size_t bytes() const override { return 0; }
-    int max_chunk() const override { return chunk_; }
-    State export_state() override { fatal("CopyReader: no state"); }
-    void import_state(const State&) override { fatal("CopyReader: no state"); }
-    int batch() const override { return (int)seqs_.size(); }
-    void gather(const IncrementalModel& src, const std::vector<int>& from) override {
-        const CopyReader& r = dynamic_cast<const CopyReader&>(src);
-        for (size_t b = 0; b < seqs_.size(); b++) seqs_[b] = r.seqs_[from[b]];
-        n_ = 1;
-    }
-
-   private:
-    const Tokenizer& tok_;
-    std::vector<std::vector<int>> seqs_;
-    int chunk_, n_ = 0;
 };
 
 // Quote items (data/quote_tasks.h): exact lengths, a question that occurs once and goes on as
