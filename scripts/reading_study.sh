@@ -10,6 +10,8 @@
 #                                   scored at <= 128K (needles, quotes and their controls, the book and
 #                                   the source tree), the copy loss by gap, read@4 reading its last 2K
 #                                   tokens only (the control); the tables
+#   scripts/reading_study.sh pair A B  one call (~9.5 minutes): the same as full for runs A and B (say
+#                                   hybrid128k-readmore@1 hybrid128k-read@5), the 2K-sight control of A
 #   scripts/reading_study.sh 1 2    the first plan, two calls back to back in one hold, at TOKENS (100M)
 #                                   per run: four runs side by side (read@1-3, pkfar@1), then their scores
 #                                   and controls beside the 1M stage of read@1 (cut by the call's end). At
@@ -23,7 +25,7 @@ call=${1:-}
 CARRY=${CARRY:-.carry/read}
 T0=$SECONDS
 study=scripts/retrieval_study.sh
-export STUDY_OUT=build/rs WORK=out/study TOKENS=${TOKENS:-104857600} VARIANTS="pkfar read"
+export STUDY_OUT=build/rs WORK=out/study TOKENS=${TOKENS:-104857600} VARIANTS="pkfar read readmore"
 if [ "$call" = pack ]; then
     CARRY=$CARRY exec scripts/retrieval_demo.sh pack
 fi
@@ -33,14 +35,17 @@ mkdir -p rs/bin rs/corpus-long rs/demo build/rs
 [ -f rs/demo/net-sctp.txt ] || tar -xJf "$CARRY/demo.tar.xz" -C rs/demo
 export CARRY=rs
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
-pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$call.tgz" build/rs; echo "call $call: $((SECONDS - T0)) s"; }
+label=$call; [ "$call" = pair ] && label="pair_${2:-}_${3:-}"
+pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$label.tgz" build/rs; echo "call $label: $((SECONDS - T0)) s"; }
 # Minutes until $1 s into the call (at least 0.3: train's --time-limit 0 would mean none).
 left() { echo "$1 $SECONDS $T0" | awk '{ m = ($1 - ($2 - $3)) / 60; printf "%.2f", m < 0.3 ? 0.3 : m }'; }
 # Commands side by side on the one GPU; each one's output in build/rs/side_N.log, its last lines shown.
+sides=0
 side() {
     local pids=() i=0
-    for c in "$@"; do bash -c "$c" > "build/rs/side_$call.$i.log" 2>&1 < /dev/null & pids+=($!); i=$((i + 1)); done
-    for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "== ${*:$((i + 1)):1}: exit $?"; tail -n 4 "build/rs/side_$call.$i.log"; done
+    sides=$((sides + 1))
+    for c in "$@"; do bash -c "$c" > "build/rs/side_$label.$sides.$i.log" 2>&1 < /dev/null & pids+=($!); i=$((i + 1)); done
+    for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "== ${*:$((i + 1)):1}: exit $?"; tail -n 4 "build/rs/side_$label.$sides.$i.log"; done
 }
 copy() {  # copy loss of model $1 at the gaps $2 (ctx $3)
     echo "rs/bin/infer --device cuda --checkpoint $WORK/$1 --copy-loss rs/corpus-long/val.bin --gaps $2 --copy-samples ${COPY_SAMPLES:-4}" \
@@ -79,5 +84,15 @@ case $call in
              "$short eval:hybrid128k-pkfar@4; $(copy hybrid128k-pkfar@4 2K,8K,32K,128K 140000)"
         $study table | head -40
         pack ;;
-    *) echo "usage: scripts/reading_study.sh pack|1|2|full" >&2; exit 2 ;;
+    pair)  # (one call) runs $2 and $3 side by side at 150M tokens, scored at <= 128K; $2 also with 2K of sight
+        a=${2:?pair needs two runs, say hybrid128k-readmore@1 hybrid128k-read@5} b=${3:?pair needs two runs}
+        export TOKENS=157286400
+        $study data | tail -1
+        m=$(left 445)
+        side "$study train:$a:$m" "$study train:$b:$m"
+        side "$short eval:$a; $(copy "$a" 2K,8K,32K,128K 140000); CTL=2048 $short eval:$a" \
+             "$short eval:$b; $(copy "$b" 2K,8K,32K,128K 140000)"
+        $study table | head -60
+        pack ;;
+    *) echo "usage: scripts/reading_study.sh pack|1|2|full|pair A B" >&2; exit 2 ;;
 esac

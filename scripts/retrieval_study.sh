@@ -57,6 +57,9 @@
 #   hybrid128k-read  hybrid128k-pkfar whose training documents (every stage's) also carry quoted lines of
 #              their own text (one per QUOTE_EVERY = 256 tokens) and repeated passages (one per REPEAT_EVERY =
 #              2048), from every distance: natural text asked again from far (notes/reading.md)
+#   hybrid128k-readmore  hybrid128k-read with about twice the copies (a fifth of the task documents' tokens
+#              against a tenth): a quoted line per 64 tokens and a passage of up to 512 tokens per 1024
+#              (READMORE_QUOTE_EVERY, READMORE_REPEAT_EVERY, READMORE_REPEAT_TOKENS)
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
@@ -66,7 +69,7 @@
 # length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
 # a model reading only the last N tokens of each prompt, as the run ctlN-M.
 # SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, DEMOS,
-# QUOTE_EVERY, REPEAT_EVERY, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS, QUOTE_SAMPLES narrow or
+# QUOTE_EVERY, REPEAT_EVERY, READMORE_*, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS, QUOTE_SAMPLES narrow or
 # change what `data` makes and the runs take (tests/test_retrieval_study.sh runs every step on the CPU).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
@@ -124,12 +127,12 @@ mix_variant() {
     case $1 in
         pkfar|leadmk) echo "$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(vshard "$W3" "$1"):0.5;$(vshard $((2 * W4)) "$1"):0.5" ;;
         whole) echo "$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(shard "$W3"):0.5;$(shard "$W4"):0.5" ;;
-        read) echo "$(vshard "$W1" read):0.5;$(vshard "$W2" read):0.5;$(vshard "$W3" read):0.5;$(vshard $((2 * W4)) read):0.5" ;;
+        read|readmore) echo "$(vshard "$W1" "$1"):0.5;$(vshard "$W2" "$1"):0.5;$(vshard "$W3" "$1"):0.5;$(vshard $((2 * W4)) "$1"):0.5" ;;
     esac
 }
 mix_variant_1m() {  # the 1M stage's shard of variant $1 (whole: the recipe's own, its documents are whole)
     case $1 in
-        pkfar|leadmk|read) vshard "$W1M" "$1" ;;
+        pkfar|leadmk|read|readmore) vshard "$W1M" "$1" ;;
         *) shard "$W1M" ;;
     esac
 }
@@ -165,11 +168,11 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                        "--steps $STEPS --schedule 262144x1@$S32K --mix $D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
         hybrid128k) echo "$HYBRID --logn-attn 512 $CURRICULUM128K $OPT" ;;
         hybrid128k-nologn) echo "$HYBRID $CURRICULUM128K $OPT" ;;
-        hybrid128k-pkfar|hybrid128k-whole|hybrid128k-leadmk|hybrid128k-read)
+        hybrid128k-pkfar|hybrid128k-whole|hybrid128k-leadmk|hybrid128k-read|hybrid128k-readmore)
                   echo "$HYBRID --logn-attn 512 ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
-        hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read)
+        hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore)
                   echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
@@ -224,8 +227,8 @@ for step in "$@"; do
                         pkfar) extra=(--passkey-every "$far") ;;
                         leadmk) extra=(--passkey-every "$pk" --lead-needle 0.5 --lead-kind multikey) ;;
                         whole) [ "$len" -ne $((2 * W4)) ] && continue; len=$W4; extra=(--passkey-every "$pk") ;;
-                        read) continue ;;  # below
-                        *) echo "data: unknown variant $v (pkfar, whole, leadmk, read)"; fail_if 1; continue ;;
+                        read|readmore) continue ;;  # below
+                        *) echo "data: unknown variant $v (pkfar, whole, leadmk, read, readmore)"; fail_if 1; continue ;;
                     esac
                     f=$(vshard "$len" "$v"); [ "$v" = whole ] && f=$(shard "$len")
                     [[ $made == *" $f "* ]] && continue
@@ -235,9 +238,15 @@ for step in "$@"; do
                     pids+=($!)
                 done
             done
-            # read: pkfar's shards at every window, each document also carrying quoted lines of its own
-            # text and repeated passages (data_tool task-shard --quote-every, --repeat-every)
-            if [[ " ${VARIANTS:-} " == *" read "* ]]; then
+            # read, readmore: pkfar's shards at every window, each document also carrying quoted lines of
+            # its own text and repeated passages (data_tool task-shard --quote-every, --repeat-every)
+            for v in ${VARIANTS:-}; do
+                case $v in
+                    read) copies=(--quote-every "${QUOTE_EVERY:-256}" --repeat-every "${REPEAT_EVERY:-2048}") ;;
+                    readmore) copies=(--quote-every "${READMORE_QUOTE_EVERY:-64}" --repeat-every "${READMORE_REPEAT_EVERY:-1024}"
+                                      --repeat-tokens "${READMORE_REPEAT_TOKENS:-512}") ;;
+                    *) continue ;;
+                esac
                 # the two short windows as the recipe's own shards (SHARDS), the long ones as pkfar's
                 short_specs=""
                 for spec in ${SHARDS:-2048:512:1024 8192:512:2048}; do
@@ -246,15 +255,14 @@ for step in "$@"; do
                 done
                 for spec in $short_specs "$W3:512:$((W3 / 2))" "$((2 * W4)):1024:$((W4 / 2))" "$W1M:1024:$((W1M / 2))"; do
                     IFS=: read -r len every far <<< "$spec"
-                    f=$(vshard "$len" read)
+                    f=$(vshard "$len" "$v")
                     [[ $made == *" $f "* ]] && continue
                     made+="$f "
                     [ -f "$f" ] || "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$len" --tokens "${SHARD_TOKENS:-50M}" \
-                        --needle-every "$every" --passkey-every "$far" --quote-every "${QUOTE_EVERY:-256}" \
-                        --repeat-every "${REPEAT_EVERY:-2048}" --seed 7 --out "$f" > "$f.log" 2>&1 &
+                        --needle-every "$every" --passkey-every "$far" "${copies[@]}" --seed 7 --out "$f" > "$f.log" 2>&1 &
                     pids+=($!)
                 done
-            fi
+            done
             # Quote items (and their controls) over the held-out documents, at the grid's lengths; over a
             # book and a source tree no model trained on (QUOTE_BOOK, QUOTE_TREE), at lengths and depths
             # off the grid.

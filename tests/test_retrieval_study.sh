@@ -26,16 +26,16 @@ export CARRY=$work/carry STUDY_OUT=$work/out WORK=$work/runs DEVICE=cpu OMP_NUM_
     MIN_DOC=1000 QUOTE_BOOK=$PWD/$corpus/bible.txt QBOOK_LENGTHS=700 QUOTE_TREE=$PWD/core QTREE_LENGTHS=800 QUOTE_SAMPLES=1
 study=scripts/retrieval_study.sh
 
-out=$(VARIANTS="pkfar whole leadmk read" $study data 2>&1)
+out=$(VARIANTS="pkfar whole leadmk read readmore" $study data 2>&1)
 data_ok=1
 for f in tasks512.bin tasks1k.bin tasks2k.bin tasks4k.bin eval_600.jsonl eval_1200.jsonl eval_filler.jsonl eval_offgrid.jsonl eval_tree.jsonl \
          tasks2k-pkfar.bin tasks4k-pkfar.bin tasks2k-leadmk.bin tasks4k-leadmk.bin \
-         tasks512-read.bin tasks1k-read.bin tasks2k-read.bin tasks4k-read.bin eval_quote_600.jsonl eval_quote_1200.jsonl eval_qbook.jsonl eval_qtree.jsonl; do
+         tasks512-read.bin tasks1k-read.bin tasks2k-read.bin tasks4k-read.bin tasks512-readmore.bin tasks4k-readmore.bin eval_quote_600.jsonl eval_quote_1200.jsonl eval_qbook.jsonl eval_qtree.jsonl; do
     [ -s "$WORK/data/$f" ] || { data_ok=0; fail "data: $f missing ($(tail -1 <<< "$out"))"; }
 done
 [ $data_ok -eq 1 ] && pass "data: every shard (named by its document length) and task file, made side by side"
-grep -q 'quoted line every 256' "$WORK/data/tasks2k-read.bin.log" && grep -q '"task": *"quote-control"' "$WORK/data/eval_qtree.jsonl" &&
-    pass "data: the read shards carry quoted lines; quote items come with their controls" ||
+grep -q 'quoted line every 256' "$WORK/data/tasks2k-read.bin.log" && grep -q 'quoted line every 64 tokens, a repeated passage of 16-512' "$WORK/data/tasks2k-readmore.bin.log" && grep -q '"task": *"quote-control"' "$WORK/data/eval_qtree.jsonl" &&
+    pass "data: the read shards carry quoted lines (readmore more, and longer passages); quote items come with their controls" ||
     fail "data: read shards or quote items: $(tail -1 "$WORK/data/tasks2k-read.bin.log")"
 grep -q '"length": *700' "$WORK/data/eval_offgrid.jsonl" && grep -q '"length": *800' "$WORK/data/eval_tree.jsonl" &&
     pass "data: the off-grid lengths, and the source tree's items" || fail "data: off-grid or tree items missing"
@@ -62,7 +62,7 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk read; do
+for v in pkfar whole leadmk read readmore; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
     grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "tasks4k-$v.bin" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
         { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
