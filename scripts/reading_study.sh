@@ -10,8 +10,11 @@
 #                                   scored at <= 128K (needles, quotes and their controls, the book and
 #                                   the source tree), the copy loss by gap, read@4 reading its last 2K
 #                                   tokens only (the control); the tables
-#   scripts/reading_study.sh pair A B  one call (~9.5 minutes): the same as full for runs A and B (say
-#                                   hybrid128k-readmore@1 hybrid128k-read@5), the 2K-sight control of A
+#   scripts/reading_study.sh train A B  then  score A B   two calls back to back in one hold (~7 and
+#                                   ~3.5 minutes): runs A and B (say hybrid128k-readmore@1 hybrid128k-read@5)
+#                                   side by side at the recipe's 150M tokens (train resumes a run the call
+#                                   cut), then scored as full scores them, A also with 2K of sight. Only
+#                                   the variants A and B name get their shards.
 #   scripts/reading_study.sh 1 2    the first plan, two calls back to back in one hold, at TOKENS (100M)
 #                                   per run: four runs side by side (read@1-3, pkfar@1), then their scores
 #                                   and controls beside the 1M stage of read@1 (cut by the call's end). At
@@ -35,8 +38,8 @@ mkdir -p rs/bin rs/corpus-long rs/demo build/rs
 [ -f rs/demo/net-sctp.txt ] || tar -xJf "$CARRY/demo.tar.xz" -C rs/demo
 export CARRY=rs
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
-label=$call; [ "$call" = pair ] && label="pair_${2:-}_${3:-}"
-pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$label.tgz" build/rs; echo "call $label: $((SECONDS - T0)) s"; }
+label=$call; case $call in train|score) label="${call}_${2:-}_${3:-}" ;; esac
+pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$label.tgz" --exclude='*_items.csv' --exclude='*.jsonl' build/rs; echo "call $label: $((SECONDS - T0)) s"; }
 # Minutes until $1 s into the call (at least 0.3: train's --time-limit 0 would mean none).
 left() { echo "$1 $SECONDS $T0" | awk '{ m = ($1 - ($2 - $3)) / 60; printf "%.2f", m < 0.3 ? 0.3 : m }'; }
 # Commands side by side on the one GPU; each one's output in build/rs/side_N.log, its last lines shown.
@@ -84,15 +87,19 @@ case $call in
              "$short eval:hybrid128k-pkfar@4; $(copy hybrid128k-pkfar@4 2K,8K,32K,128K 140000)"
         $study table | head -40
         pack ;;
-    pair)  # (one call) runs $2 and $3 side by side at 150M tokens, scored at <= 128K; $2 also with 2K of sight
-        a=${2:?pair needs two runs, say hybrid128k-readmore@1 hybrid128k-read@5} b=${3:?pair needs two runs}
-        export TOKENS=157286400
+    train)  # (one call) runs $2 and $3 side by side at 150M tokens, each to its end or to 560 s into the call
+        a=${2:?train needs two runs, say hybrid128k-readmore@1 hybrid128k-read@5} b=${3:?train needs two runs}
+        export TOKENS=157286400 VARIANTS="${a#hybrid128k-}"; VARIANTS="${VARIANTS%@*} ${b#hybrid128k-}"; VARIANTS=${VARIANTS%@*}
         $study data | tail -1
-        m=$(left 445)
+        m=$(left 560)
         side "$study train:$a:$m" "$study train:$b:$m"
-        side "$short eval:$a; $(copy "$a" 2K,8K,32K,128K 140000); CTL=2048 $short eval:$a" \
-             "$short eval:$b; $(copy "$b" 2K,8K,32K,128K 140000)"
+        grep -hE '^(done|stopped)' "build/rs/${a}_train.log" "build/rs/${b}_train.log"
+        pack ;;
+    score)  # (one call) runs $2 and $3 scored at <= 128K with the copy loss; $2 also with 2K of sight
+        a=${2:?score needs two runs} b=${3:?score needs two runs}
+        side "$short eval:$a" "$short eval:$b" "$(copy "$a" 2K,8K,32K,128K 140000); $(copy "$b" 2K,8K,32K,128K 140000)" \
+             "CTL=2048 $short eval:$a"
         $study table | head -60
         pack ;;
-    *) echo "usage: scripts/reading_study.sh pack|1|2|full|pair A B" >&2; exit 2 ;;
+    *) echo "usage: scripts/reading_study.sh pack|1|2|full|train A B|score A B" >&2; exit 2 ;;
 esac

@@ -23,12 +23,17 @@ table() {  # kind (needles, offgrid, tree), then the CSV files
         for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
-    # median [worst] of the m runs scored there, and "(m of n runs)" when fewer than all n runs were
-    function cell(list, m, n) {
+    # median [worst] of the m runs scored there, and "(m of n runs)" when fewer than all n runs were;
+    # the worst of a control (task T-control, the guess rate) is its highest
+    function cell(list, m, n, task) {
         if (!m) return "-"
-        return fmt(median(substr(list, 2), m)) " [" fmt(worst(substr(list, 2), m)) "]" (m < n ? " (" m " of " n " runs)" : "")
+        return fmt(median(substr(list, 2), m)) " [" fmt(worst(substr(list, 2), m, task ~ /-control$/)) "]" (m < n ? " (" m " of " n " runs)" : "")
     }
-    function worst(list, n,   i, a, w) { split(list, a, " "); w = a[1]; for (i = 2; i <= n; i++) if (a[i] + 0 < w + 0) w = a[i]; return w }
+    function worst(list, n, high,   i, a, w) {
+        split(list, a, " "); w = a[1]
+        for (i = 2; i <= n; i++) if (high ? a[i] + 0 > w + 0 : a[i] + 0 < w + 0) w = a[i]
+        return w
+    }
     FNR == 1 { run = FILENAME; sub(/.*\//, "", run); sub("_" kind ".*", "", run); runs[run] = 1; next }
     $1 == "all" { next }
     {
@@ -63,7 +68,7 @@ table() {  # kind (needles, offgrid, tree), then the CSV files
             for (l = 1; l <= nl; l++) {
                 list = ""; m = 0
                 for (x = 1; x <= n; x++) { k = M[x] SUBSEP task SUBSEP L[l] SUBSEP "all"; if ((k in items) && items[k]) { list = list " " correct[k] / items[k]; m++ } }
-                row = row " " cell(list, m, n) " |"
+                row = row " " cell(list, m, n, task) " |"
             }
             print row
         }
@@ -76,7 +81,7 @@ table() {  # kind (needles, offgrid, tree), then the CSV files
             for (d = 1; d <= nd; d++) {
                 list = ""; m = 0
                 for (x = 1; x <= n; x++) { k = M[x] SUBSEP task SUBSEP L[l] SUBSEP D[d]; if ((k in items) && items[k]) { list = list " " correct[k] / items[k]; m++ } }
-                row = row " " cell(list, m, n) " |"; have += m
+                row = row " " cell(list, m, n, task) " |"; have += m
             }
             if (have) print row
         }

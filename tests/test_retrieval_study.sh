@@ -116,22 +116,24 @@ grep -q '^-- the text after the cue' "$STUDY_OUT/hybrid128k@1_demo.txt" && grep 
 # The table over the real runs has every section; its arithmetic is checked on made-up CSVs, where
 # the runs differ: 3 runs of r (passkey at length 100: 1/4, 3/4, 4/4; at depth 0: 0/2, 1/2, 2/2),
 # 2 of q (2/4, 3/4: an even count's median is the middle pair's mean), and a run of its own; only
-# r@1 was scored at length 400.
+# r@1 was scored at length 400. Each run's quote-control scores as its passkey: a control's worst is
+# its highest guess rate.
 table=$($study table 2>&1)
 grep -q '| hybrid128k (2 runs) | passkey |' <<< "$table" && grep -q 'median \[worst\] by depth' <<< "$table" &&
     grep -q '(offgrid)' <<< "$table" && grep -q '(tree)' <<< "$table" &&
     pass "table: the recipe's runs, by depth, off the grid and over the source tree" || fail "table: $(head -20 <<< "$table")"
 mkdir -p "$work/t"
 csv() {  # run, correct of 4 at length 100, correct of 2 at depth 0
-    printf 'task,length,depth,items,correct,accuracy\npasskey,100,0,2,%d,0\npasskey,100,1,2,%d,0\npasskey,100,all,4,%d,0\n' \
-        "$3" $(($2 - $3)) "$2" > "$work/t/$1_needles.csv"
+    printf 'task,length,depth,items,correct,accuracy\npasskey,100,0,2,%d,0\npasskey,100,1,2,%d,0\npasskey,100,all,4,%d,0\nquote-control,100,all,4,%d,0\n' \
+        "$3" $(($2 - $3)) "$2" "$2" > "$work/t/$1_needles.csv"
 }
 csv r@1 1 0; csv r@2 3 1; csv r@3 4 2; csv q@1 2 1; csv q@7 3 1; csv solo 4 2
 printf 'task,length,depth,items,correct,accuracy\npasskey,400,all,2,1,0\n' > "$work/t/r@1_needles-long.csv"  # one run scored at 400
 t=$(scripts/study_table.sh "$work/t" 100 400)
 grep -qF '| r (3 runs) | passkey | 75% [25%] | 50% [50%] (1 of 3 runs) |' <<< "$t" && grep -qF '| q (2 runs) | passkey | 62% [50%] |' <<< "$t" &&
+    grep -qF '| r (3 runs) | quote-control | 75% [100%] |' <<< "$t" &&
     grep -qF '| r | passkey | 100 | 50% [0%] |' <<< "$t" && ! grep -q '| solo (' <<< "$t" && grep -qF '| solo | passkey | 100% |' <<< "$t" &&
-    pass "study_table: median and worst of 3 and of 2 runs, by depth; a length fewer runs reached says so; a lone run only as itself" || fail "study_table: $t"
+    pass "study_table: median and worst of 3 and of 2 runs (a control's worst its highest), by depth; a length fewer runs reached says so; a lone run only as itself" || fail "study_table: $t"
 
 # Bad input: a lane naming one GPU twice, a demo depth out of range.
 scripts/run_lanes.sh "0|true" "0,1|true" > /dev/null 2>&1 && fail "run_lanes took GPU 0 in two lanes" || pass "run_lanes refuses a GPU in two lanes"
