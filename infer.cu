@@ -741,6 +741,7 @@ static void check_output_paths(const InferFlags& f) {
     check_output_path(f.save_cache, OutputKind::KvCache, "--save-cache");
     check_output_path(f.per_position, OutputKind::PositionCsv, "--per-position");
     if (!f.tasks_out.empty()) {
+        check_output_prefix(f.tasks_out, "--tasks-out");
         check_output_path(f.tasks_out + ".csv", OutputKind::TaskReportCsv, "--tasks-out");
         check_output_path(f.tasks_out + "_items.csv", OutputKind::TaskItemsCsv, "--tasks-out");
     }

@@ -162,6 +162,22 @@ inline void check_output_path(const std::string& path, OutputKind kind, const ch
     check_directory_writable(output_dir_of(path), path, flag);
 }
 
+// The check for a flag that takes a prefix P and writes P.csv and P_items.csv (infer
+// --tasks-out): P must name a file to be, not a folder. "run/", "run/.", "run/.." and an existing
+// directory "run" would give run/.csv, run/_items.csv (hidden, oddly named files inside it) or
+// run.csv beside it.
+inline void check_output_prefix(const std::string& prefix, const char* flag) {
+    if (prefix.empty()) return;
+    const size_t slash = prefix.find_last_of('/');
+    const std::string last = slash == std::string::npos ? prefix : prefix.substr(slash + 1);
+    struct stat st;
+    if (last.empty() || last == "." || last == ".." || (::stat(prefix.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+        const std::string eg = prefix + (last.empty() ? "" : "/") + "results";
+        fatal("%s %s names a folder; give a file name (%s writes %s.csv and %s_items.csv)", flag, prefix.c_str(), eg.c_str(),
+              eg.c_str(), eg.c_str());
+    }
+}
+
 // Refuses an output path that names the same file (any spelling, links included) as one of the
 // command's inputs, given as {flag, path} pairs (an empty path is skipped). Called with
 // check_output_path, before any work, so the input is left as it was.

@@ -76,6 +76,8 @@ inline bool cut_line(const std::string& line, const std::string& context, std::s
         if (a.size() > kMaxAnswerChars) return false;
         // An answer of punctuation alone ("{", "*/") is guessed from the code's shape, not read.
         if (std::none_of(a.begin(), a.end(), [](char ch) { return std::isalnum((unsigned char)ch); })) continue;
+        // A control character (an ESC in source text, say) is not in a task file's answer (data/task_file.h).
+        if (task_control_char(a) != std::string::npos) continue;
         question = q, answer = a;
         return true;
     }

@@ -21,8 +21,12 @@
 #include "data/tokenizer.h"
 #include "eval/task_outcome.h"
 #include "model/generate.h"
+#include "model/gpt_config.h"
 #include "model/kv_cache.h"
 #include "model/sampler.h"
+
+// A task file's `length` may be as long as any context a model reads (data/task_file.h).
+static_assert(kMaxTaskLength == kMaxSeqLen, "kMaxTaskLength is the longest context a model reads");
 
 struct TaskEvalOptions {
     long long ctx = 0;      // the longest prompt a model reads (tokens)

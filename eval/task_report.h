@@ -26,16 +26,23 @@ inline std::string format_length(long long tokens) {
     return buf;
 }
 
-// Rows and columns of the report: the values seen, or bins when there are too many (hand-written
-// files may have any lengths and depths): depths to the nearest 0.1, lengths to the nearest power of 2.
-// Unbinned, a depth is the value the CSV prints (%.6g): 0.5 and 0.5000001 print as one, so they
-// are one cell, not two cells of one name (issue 41).
-inline double printed_depth(double d) {
+// A depth as the CSVs and the table print it: the shortest decimal that reads back as the same
+// double (0.5, 0.25, 0.5000001, 0.50000000001), so that two depths of a file are never printed
+// alike, nor one depth two ways.
+inline std::string exact_depth(double d) {
     char buf[32];
-    snprintf(buf, sizeof buf, "%.6g", d);
-    return std::strtod(buf, nullptr);
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, d);
+        if (std::strtod(buf, nullptr) == d) break;
+    }
+    return buf;
 }
-inline double depth_bin(double d, bool binned) { return binned ? std::round(d * 10) / 10 : printed_depth(d); }
+
+// Rows and columns of the report: the values given, each exactly (depths 0.5 and 0.5000001 are
+// two rows, as a file that gives both asks), or bins when there are too many (hand-written files
+// may have any lengths and depths): depths to the nearest 0.1, lengths to the nearest power of 2.
+// The table says when it bins; P_items.csv keeps each item's own values.
+inline double depth_bin(double d, bool binned) { return binned ? std::round(d * 10) / 10 : d; }
 inline long long length_bin(long long n, bool binned) {
     return binned ? (long long)std::llround(std::exp2(std::round(std::log2((double)n)))) : n;
 }
@@ -51,13 +58,15 @@ struct TaskReport {
     std::vector<double> depths;                                            // sorted
     std::map<std::string, std::map<long long, std::map<double, TaskCell>>> cells;  // task -> length -> depth
     bool binned_lengths = false, binned_depths = false;
+    size_t distinct_lengths = 0, distinct_depths = 0;  // in the items, before any binning
 };
 
 inline TaskReport summarize_tasks(const std::vector<TaskItem>& items, const std::vector<TaskOutcome>& out) {
     TaskReport r;
     std::map<long long, int> lens;
     std::map<double, int> deps;
-    for (const TaskItem& it : items) lens[it.length]++, deps[printed_depth(it.depth)]++;
+    for (const TaskItem& it : items) lens[it.length]++, deps[it.depth]++;
+    r.distinct_lengths = lens.size(), r.distinct_depths = deps.size();
     r.binned_lengths = lens.size() > 16, r.binned_depths = deps.size() > 21;
     std::map<long long, int> L;
     std::map<double, int> D;
@@ -75,12 +84,11 @@ inline TaskReport summarize_tasks(const std::vector<TaskItem>& items, const std:
     return r;
 }
 
-// Two decimals (the grid's depths), or as the CSV prints it when two would merge rows (0.501, 0.502).
+// Two decimals (the grid's depths: 0.25 as 0.25, 0.5 as 0.50), else exact_depth (0.501, 0.5000001).
 inline std::string format_depth(double d) {
     char buf[32];
-    if (std::fabs(d * 100 - std::round(d * 100)) < 1e-9) snprintf(buf, sizeof buf, "%.2f", d);
-    else snprintf(buf, sizeof buf, "%.6g", d);
-    return buf;
+    snprintf(buf, sizeof buf, "%.2f", d);
+    return std::strtod(buf, nullptr) == d ? std::string(buf) : exact_depth(d);
 }
 
 // The table a person reads: per task, depths down and lengths across (as the heatmap that
@@ -89,13 +97,23 @@ inline std::string format_depth(double d) {
 inline std::string format_task_report(const TaskReport& r) {
     std::string s;
     char buf[64];
+    if (r.binned_depths)
+        s += "depths: " + std::to_string(r.distinct_depths) + " distinct values, shown to the nearest 0.1 (each item's own in the "
+             "items CSV)\n";
+    if (r.binned_lengths)
+        s += "lengths: " + std::to_string(r.distinct_lengths) + " distinct values, shown to the nearest power of 2 (each item's own "
+             "in the items CSV)\n";
+    // Row labels padded to the widest, so that the columns stay aligned.
+    size_t width = 5;
+    for (double d : r.depths) width = std::max(width, format_depth(d).size());
+    auto label = [&](const std::string& text) { return "  " + text + std::string(width - text.size(), ' ') + " "; };
     for (const std::string& task : r.tasks) {
         const auto& by_len = r.cells.at(task);
-        s += "task " + task + ": accuracy (%) by depth (rows) and length (columns)\n  depth ";
+        s += "task " + task + ": accuracy (%) by depth (rows) and length (columns)\n" + label("depth");
         for (long long l : r.lengths) snprintf(buf, sizeof buf, " %7s", format_length(l).c_str()), s += buf;
         s += "\n";
         for (double d : r.depths) {
-            s += "  " + format_depth(d) + "  ";
+            s += label(format_depth(d));
             for (long long l : r.lengths) {
                 auto a = by_len.find(l);
                 const TaskCell* c = nullptr;
@@ -164,7 +182,7 @@ inline std::string task_report_csv(const TaskReport& r) {
         for (const auto& [l, by_depth] : r.cells.at(task)) {
             TaskCell t;
             for (const auto& [d, c] : by_depth) {
-                snprintf(buf, sizeof buf, ",%lld,%.6g,%lld,%lld,%.6f\n", l, d, c.items, c.correct, c.accuracy());
+                snprintf(buf, sizeof buf, ",%lld,%s,%lld,%lld,%.6f\n", l, exact_depth(d).c_str(), c.items, c.correct, c.accuracy());
                 s += task + buf;
                 t.items += c.items, t.correct += c.correct;
             }
@@ -187,7 +205,7 @@ inline std::string task_items_csv(const std::vector<TaskItem>& items, const std:
     for (size_t i = 0; i < items.size(); i++) {
         snprintf(buf, sizeof buf, "%d,", items[i].line);
         s += buf + csv_field(items[i].task);
-        snprintf(buf, sizeof buf, ",%lld,%.6g,%lld,", items[i].length, items[i].depth, out[i].tokens);
+        snprintf(buf, sizeof buf, ",%lld,%s,%lld,", items[i].length, exact_depth(items[i].depth).c_str(), out[i].tokens);
         s += buf + csv_field(items[i].answer) + "," + csv_field(out[i].output) + (out[i].correct ? ",1\n" : ",0\n");
     }
     return s;

@@ -7,15 +7,18 @@
 // lies further back, so the test measures context. Prints PASS/FAIL lines and "N passed, M failed".
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+#include <unistd.h>
 
 #include "data/batch_source.h"
 #include "data/quote_tasks.h"
+#include "core/output_path.h"
 #include "core/rng.h"
 #include "data/task_file.h"
 #include "data/tasks.h"
@@ -182,9 +185,10 @@ static void test_task_file() {
     refused("an empty answer", "{\"task\":\"t\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"  \",\"length\":3,\"depth\":0}", "answer is empty");
     refused("a depth past 1", "{\"task\":\"t\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"1\",\"length\":3,\"depth\":1.5}", "depth must be in [0, 1]");
     refused("a length of 0", "{\"task\":\"t\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"1\",\"length\":0,\"depth\":0}", "length");
-    refused("a context that is a number", "{\"task\":\"t\",\"context\":5,\"question\":\"q\",\"answer\":\"1\",\"length\":3,\"depth\":0}", "expected a string");
+    refused("a context that is a number", "{\"task\":\"t\",\"context\":5,\"question\":\"q\",\"answer\":\"1\",\"length\":3,\"depth\":0}",
+            "\"context\" is a number; it must be a string");
     refused("a task name with a comma", "{\"task\":\"a,b\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"1\",\"length\":3,\"depth\":0}", "comma");
-    // Issue 41: a CR in a task name broke the CSV; a long answer cost answer-length decode steps.
+    // A CR in a task name would break the CSV; a long answer costs answer-length decode steps.
     refused("a task name with a CR", "{\"task\":\"a\\rb\",\"context\":\"c\",\"question\":\"q\",\"answer\":\"1\",\"length\":3,\"depth\":0}",
             "carriage return");
     auto with_answer = [](size_t n) {
@@ -192,6 +196,98 @@ static void test_task_file() {
     };
     check(parse_task_line(with_answer(kMaxTaskAnswerChars), "f", 1).answer.size() == kMaxTaskAnswerChars, "an answer at the cap is read");
     refused("an answer of 20,000 characters", with_answer(20000), "more than the 256");
+}
+
+// A task line from its fields, each given as JSON text (a field given as "" is left out).
+static std::string task_line(const std::string& task, const std::string& answer, const std::string& length = "3",
+                             const std::string& depth = "0", const std::string& extra = "") {
+    std::string s = "{\"context\":\"c\",\"question\":\"q\"";
+    if (!task.empty()) s += ",\"task\":" + task;
+    if (!answer.empty()) s += ",\"answer\":" + answer;
+    if (!length.empty()) s += ",\"length\":" + length;
+    if (!depth.empty()) s += ",\"depth\":" + depth;
+    return s + extra + "}";
+}
+
+// What a task file may hold, field by field: each case refused in one line naming the line and
+// the field, beside a control that is read.
+static void test_task_fields() {
+    auto refused = [&](const std::string& name, const std::string& line, const std::vector<std::string>& want) {
+        std::vector<std::string> all = {"tasks.jsonl line 4: "};
+        all.insert(all.end(), want.begin(), want.end());
+        expect_fatal(name, [&] { parse_task_line(line, "tasks.jsonl", 4); }, all);
+    };
+    auto read = [&](const std::string& line) { return parse_task_line(line, "tasks.jsonl", 4); };
+    // length: an integer number of tokens up to the longest context a model reads.
+    check(read(task_line("\"t\"", "\"1\"", "268435456")).length == kMaxTaskLength, "a length of 2^28 tokens is read");
+    refused("a length of 1e9", task_line("\"t\"", "\"1\"", "1e9"), {"\"length\" is 1000000000", "[1, 268435456]"});
+    refused("a length of 2^40", task_line("\"t\"", "\"1\"", "1099511627776"), {"\"length\" is 1099511627776", "[1, 268435456]"});
+    refused("a length of 2^28 + 1", task_line("\"t\"", "\"1\"", "268435457"), {"\"length\" is 268435457"});
+    refused("a length of 2.5", task_line("\"t\"", "\"1\"", "2.5"), {"\"length\" is 2.5; it must be an integer"});
+    // Known fields of the wrong JSON type: refused naming the field and the type, never skipped.
+    check(read(task_line("\"t\"", "\"1\"", "3", "0", ",\"needle_token\":2")).needle_token == 2, "a needle_token is read");
+    check(read(task_line("\"t\"", "\"1\"", "3", "0", ",\"needle_token\":null")).needle_token == -1 &&
+              read(task_line("\"t\"", "\"1\"", "3", "0")).needle_token == -1,
+          "a needle_token of null, or none, is -1");
+    refused("needle_token \"abc\"", task_line("\"t\"", "\"1\"", "3", "0", ",\"needle_token\":\"abc\""),
+            {"\"needle_token\" is a string; it must be an integer"});
+    refused("needle_token true", task_line("\"t\"", "\"1\"", "3", "0", ",\"needle_token\":true"), {"\"needle_token\" is true or false"});
+    refused("needle_token -2", task_line("\"t\"", "\"1\"", "3", "0", ",\"needle_token\":-2"), {"\"needle_token\" is -2"});
+    refused("needle_token past the prompt", task_line("\"t\"", "\"1\"", "3", "0", ",\"needle_token\":36"), {"\"needle_token\" is 36", "[-1, 35]"});
+    refused("length \"2048\"", task_line("\"t\"", "\"1\"", "\"2048\""), {"\"length\" is a string; it must be an integer"});
+    refused("depth \"0.5\"", task_line("\"t\"", "\"1\"", "3", "\"0.5\""), {"\"depth\" is a string; it must be a number in [0, 1]"});
+    refused("depth null", task_line("\"t\"", "\"1\"", "3", "null"), {"\"depth\" is null; it must be a number"});
+    refused("answer 5", task_line("\"t\"", "5"), {"\"answer\" is a number; it must be a string"});
+    refused("task [\"t\"]", task_line("[\"t\"]", "\"1\""), {"\"task\" is an array; it must be a string"});
+    refused("question {}", "{\"task\":\"t\",\"context\":\"c\",\"question\":{},\"answer\":\"1\",\"length\":3,\"depth\":0}",
+            {"\"question\" is an object; it must be a string"});
+    check(read(task_line("\"t\"", "\"1\"", "3", "0", ",\"seed\":\"abc\",\"note\":{\"x\":[null]}")).answer == "1",
+          "fields the reader does not know are ignored, of any type");
+    // Task names: valid UTF-8, no comma, quote or control character (a CSV field, a table row).
+    check(read(task_line("\"passkey-\\u00e9 \\u65e5\"", "\"1\"")).task == "passkey-\xc3\xa9 \xe6\x97\xa5", "a task name in UTF-8 is read");
+    refused("a NUL in a task name (\\u0000)", task_line("\"pass\\u0000key\"", "\"1\""), {"the task name", "control character"});
+    refused("a raw NUL byte in a task name", task_line(std::string("\"pass\0key\"", 10), "\"1\""), {"the task name", "control character"});
+    refused("a tab in a task name", task_line("\"pass\\tkey\"", "\"1\""), {"the task name", "control character"});
+    refused("a DEL in a task name", task_line("\"pass\x7fkey\"", "\"1\""), {"the task name", "control character"});
+    refused("invalid UTF-8 in a task name", task_line("\"pass\xffkey\"", "\"1\""), {"the task name is not valid UTF-8 (byte 4)"});
+    // Answers: what a continuation (decoded text: valid UTF-8) can start with.
+    check(read(task_line("\"t\"", "\" 12 caf\\u00e9\"")).answer == " 12 caf\xc3\xa9" && read(task_line("\"t\"", "\"\xe6\x97\xa5\"")).answer == "\xe6\x97\xa5",
+          "answers in UTF-8, with a space inside, are read");
+    refused("an answer with \\u0000", task_line("\"t\"", "\"12\\u000034\""), {"the answer holds the control character 0x00 at byte 2"});
+    refused("an answer with a raw NUL byte", task_line("\"t\"", std::string("\"12\0\"", 5)), {"the answer holds the control character 0x00"});
+    refused("an answer with \\n", task_line("\"t\"", "\"12\\n34\""), {"the answer holds the control character 0x0a"});
+    refused("an answer with a tab", task_line("\"t\"", "\"12\\t\""), {"the answer holds the control character 0x09"});
+    refused("an answer with a raw 0xff byte", task_line("\"t\"", "\"12\xff\""), {"the answer is not valid UTF-8 (byte 2)"});
+    refused("an answer with a truncated character", task_line("\"t\"", "\"12\xe6\x97\""), {"the answer is not valid UTF-8 (byte 2)"});
+    refused("an answer with an overlong '/'", task_line("\"t\"", "\"\xc0\xaf\""), {"the answer is not valid UTF-8 (byte 0)"});
+    refused("an answer with a raw surrogate", task_line("\"t\"", "\"\xed\xa0\x80\""), {"the answer is not valid UTF-8 (byte 0)"});
+    refused("an answer past U+10FFFF", task_line("\"t\"", "\"\xf4\x90\x80\x80\""), {"the answer is not valid UTF-8 (byte 0)"});
+    check(read(task_line("\"t\"", "\"\xf0\x9f\x98\x80\"")).answer == "\xf0\x9f\x98\x80", "an answer with a 4-byte character is read");
+    // Depths exactly as given; -0 is 0.
+    check(read(task_line("\"t\"", "\"1\"", "3", "0.50000000001")).depth == 0.50000000001 &&
+              read(task_line("\"t\"", "\"1\"", "3", "0.4999999")).depth == 0.4999999,
+          "depths are read exactly");
+    const TaskItem neg = read(task_line("\"t\"", "\"1\"", "3", "-0"));
+    check(neg.depth == 0 && !std::signbit(neg.depth), "a depth of -0 is read as 0");
+}
+
+// infer --tasks-out P writes P.csv and P_items.csv: P names a file to be, never a folder.
+static void test_output_prefix() {
+    char tmpl[] = "/tmp/test_tasks_prefix.XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    for (const std::string& p : {dir + "/", dir + "//", dir, dir + "/.", dir + "/..", std::string("/"), std::string(".")})
+        expect_fatal("--tasks-out " + p + " is refused", [&] { check_output_prefix(p, "--tasks-out"); },
+                     {"--tasks-out " + p + " names a folder; give a file name", "results.csv"});
+    bool ok = true;
+    for (const std::string& p : {dir + "/results", dir + "/r.", dir + "/.r", std::string("needles")}) {
+        try {
+            check_output_prefix(p, "--tasks-out");
+        } catch (const FatalError& e) {
+            ok = check(false, "--tasks-out " + p + " is a file name", e.what());
+        }
+    }
+    check(ok, "--tasks-out DIR/results, DIR/r., DIR/.r and a bare name are file names");
+    rmdir(dir.c_str());
 }
 
 static void test_scoring_rule() {
@@ -464,7 +560,7 @@ static void test_batch_source() {
     expect_fatal("fractions over 1", [] { parse_mix("a:0.7,b:0.5", 1); }, {"more than 1"});
     expect_fatal("a fraction of 0", [] { parse_mix("a:0", 1); }, {"SHARD:FRACTION"});
     expect_fatal("a schedule step out of order", [] { parse_schedule("64x8@10,128x4@5", {0, 32, 16}, 40, 1 << 20); }, {"steps must increase"});
-    // Issue 41: numbers that wrapped, stray commas, tiny or repeated --mix fractions.
+    // Numbers that wrapped, stray commas, tiny or repeated --mix fractions.
     expect_fatal("a schedule window of 2^32 + 64 (wrapped to 64)", [] { parse_schedule("4294967360x1@2", {0, 32, 16}, 40, 1 << 20); },
                  {"SEQ_LENxBATCH@STEP", "'4294967360x1@2'"});
     expect_fatal("a schedule step with a sign", [] { parse_schedule("64x8@+10", {0, 32, 16}, 40, 1 << 20); }, {"SEQ_LENxBATCH@STEP"});
@@ -678,19 +774,38 @@ static void test_scoring(const Tokenizer& tok, const PieceKinds& k) {
     }
     const TaskReport rb = summarize_tasks(many, outs);
     check(rb.binned_lengths && rb.binned_depths && rb.depths.size() <= 11 && rb.lengths.size() <= 3, "many distinct lengths and depths are binned");
-    // Issue 41: depths that print as one (0.5, 0.5000001) are one cell; 0.501 and 0.502 stay two rows.
-    std::vector<TaskItem> two(3, items[0]);
-    two[0].depth = 0.5, two[1].depth = 0.5000001, two[2].depth = 0.51;
-    const TaskReport rd = summarize_tasks(two, std::vector<TaskOutcome>(3));
-    const std::string rd_csv = task_report_csv(rd);
-    check(rd.depths.size() == 2 && rd_csv.find(",0.5,2,") != std::string::npos && rd_csv.find(",0.51,1,") != std::string::npos,
-          "depths 0.5 and 0.5000001 are one cell of 2 items; 0.51 another", rd_csv);
-    two[0].depth = 0.501, two[1].depth = 0.502;
-    const std::string table2 = format_task_report(summarize_tasks(two, std::vector<TaskOutcome>(3)));
-    check(table2.find("0.501") != std::string::npos && table2.find("0.502") != std::string::npos && table2.find("0.51") != std::string::npos,
-          "depths 0.501 and 0.502 print as two rows", table2);
+    check(format_task_report(rb).find("depths: 40 distinct values, shown to the nearest 0.1") != std::string::npos &&
+              format_task_report(rb).find("lengths: 40 distinct values, shown to the nearest power of 2") != std::string::npos,
+          "the table says when it bins depths and lengths");
+    check(format_task_report(summarize_tasks(items, near)).find("distinct values") == std::string::npos, "... and says nothing when it does not");
+    // Depths exactly as given: values that differ are rows that differ, each printed so that it
+    // reads back as itself; the same value spelled three ways is one row.
+    std::vector<TaskItem> six(6, items[0]);
+    const double given[6] = {0.5, 0.50000000001, 0.5000001, 0.4999999, 0.51, 0.25};
+    for (int i = 0; i < 6; i++) six[i].depth = given[i];
+    const TaskReport rd = summarize_tasks(six, std::vector<TaskOutcome>(6));
+    const std::string rd_csv = task_report_csv(rd), rd_table = format_task_report(rd), rd_items = task_items_csv(six, std::vector<TaskOutcome>(6));
+    bool rows = rd.depths.size() == 6;
+    for (const char* d : {",0.5,1,", ",0.50000000001,1,", ",0.5000001,1,", ",0.4999999,1,", ",0.51,1,", ",0.25,1,"})
+        rows = rows && rd_csv.find(d) != std::string::npos;
+    check(rows, "depths 0.5, 0.50000000001, 0.5000001, 0.4999999 are four cells of one item each, printed exactly", rows ? "" : rd_csv);
+    bool labels = true;
+    for (const char* d : {"\n  0.50          ", "\n  0.50000000001 ", "\n  0.5000001     ", "\n  0.4999999     ", "\n  0.51          ", "\n  0.25          "})
+        labels = labels && rd_table.find(d) != std::string::npos;
+    check(labels, "the table has a row of its own for each, labels padded alike", labels ? "" : rd_table);
+    check(rd_items.find(",0.50000000001,") != std::string::npos && rd_items.find(",0.4999999,") != std::string::npos,
+          "the items CSV prints each item's depth exactly");
+    std::vector<TaskItem> spelled;
+    for (const char* d : {"0.5", "0.50", "5e-1"}) spelled.push_back(parse_task_line(task_line("\"t\"", "\"1\"", "3", d), "f", 1));
+    const std::string same_csv = task_report_csv(summarize_tasks(spelled, std::vector<TaskOutcome>(3)));
+    check(same_csv.find("t,3,0.5,3,") != std::string::npos, "depths 0.5, 0.50 and 5e-1 (one value) are one cell of 3 items");
+    for (double d : {0.0, 1.0, 0.1, 0.3, 1.0 / 3, 0.1 + 0.2, 1e-300, 0.333333})
+        check(std::strtod(exact_depth(d).c_str(), nullptr) == d && std::strtod(format_depth(d).c_str(), nullptr) == d,
+              "depth " + exact_depth(d) + " prints as itself (table: " + format_depth(d) + ")");
+    check(exact_depth(0.1) == "0.1" && exact_depth(0.25) == "0.25" && format_depth(0.5) == "0.50" && format_depth(0.333333) == "0.333333",
+          "depths print short: 0.1, 0.25; the table's grid with two decimals");
 
-    // Issue 41: `length` against the prompt's tokens (data/task_file.h). Items data_tool tasks
+    // `length` against the prompt's tokens (data/task_file.h). Items data_tool tasks
     // makes are `length` tokens as made (their text re-encoded: a few more or less); a shorter prompt (a bucket's label, as
     // scripts/tasks_from_shard.py writes) is scored; one past length + length/4 + 32 is refused.
     long long most_over = -1000000, most_under = 1000000;
@@ -749,6 +864,13 @@ class CopyReader : public TextMock {
 // the answer says, the line at its depth, the control without it; scored end to end by a mock
 // that copies (100% on quotes, 0% on their controls) and reported side by side.
 static void test_quote_items(const Tokenizer& tok, const PieceKinds& k) {
+    // An answer with a control character is passed over for the next cut of the line: a task
+    // file may not hold one (data/task_file.h), so data_tool would write a file infer refuses.
+    const std::string esc_line = "one two three four fi\x1bve six seven";
+    std::string esc_q, esc_a;
+    const bool esc_cut = quote_detail::cut_line(esc_line, esc_line, esc_q, esc_a);
+    check(esc_cut && esc_a == "six seven" && esc_q == "one two three four fi\x1bve",
+          "a quote's answer holds no control character (the cut moves past one)", "answer '" + esc_a + "'");
     std::vector<std::vector<int>> docs;
     for (int d = 0; d < 6; d++) docs.push_back(tok.encode(test_text(500 + d, 300)));
     const Haystack hay = haystack_from_docs(docs, "book", k);
@@ -824,6 +946,8 @@ static int main_body() {
     test_items(tok, k);
     test_tokenizer_checks(tok);
     test_task_file();
+    test_task_fields();
+    test_output_prefix();
     test_scoring_rule();
     test_training_documents(tok, k);
     test_reading_documents(tok, k);

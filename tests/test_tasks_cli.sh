@@ -167,4 +167,65 @@ else
     fail "--truncate failed: $(tail -1 "$work/trunc.log")"
 fi
 
+
+# 5. Task files from anyone, field by field, through infer: each bad field refused in one line
+# naming the file line and the field, beside the same item with the field right, which is read.
+# The items are the first one of one.jsonl with one field changed (python writes the JSON).
+edit() {  # edit NAME FIELD JSON-VALUE...: $work/f_NAME.jsonl, the item with FIELD set to each value (one line each)
+    python3 - "$work/one.jsonl" "$work/f_$1.jsonl" "${@:2}" <<'EOF2'
+import json, sys
+item = json.loads(open(sys.argv[1]).readline())
+out = open(sys.argv[2], 'w')
+for field, value in zip(sys.argv[3::2], sys.argv[4::2]):
+    one = dict(item)
+    one[field] = json.loads(value)
+    out.write(json.dumps(one) + '\n')
+EOF2
+}
+infer_tasks=(build/infer --checkpoint "$model" --ctx 2048 --tasks)
+edit len9 length 1e9; edit len40 length 1099511627776; edit lenok length 268435456
+refused "--tasks: a length of 1e9" 'f_len9.jsonl line 1: "length" is 1000000000; it must be an integer in [1, 268435456]' "${infer_tasks[@]}" "$work/f_len9.jsonl"
+refused "--tasks: a length of 2^40" 'f_len40.jsonl line 1: "length" is 1099511627776' "${infer_tasks[@]}" "$work/f_len40.jsonl"
+accepted "--tasks: a length of 2^28 (a bucket's label over a shorter prompt)" "${infer_tasks[@]}" "$work/f_lenok.jsonl"
+edit ntabc needle_token '"abc"'; edit ntok needle_token 7 needle_token null
+refused '--tasks: needle_token "abc"' 'f_ntabc.jsonl line 1: "needle_token" is a string; it must be an integer' "${infer_tasks[@]}" "$work/f_ntabc.jsonl"
+accepted "--tasks: needle_token 7, and null" "${infer_tasks[@]}" "$work/f_ntok.jsonl"
+edit depthstr depth '"0.5"'
+refused '--tasks: depth "0.5"' 'f_depthstr.jsonl line 1: "depth" is a string; it must be a number' "${infer_tasks[@]}" "$work/f_depthstr.jsonl"
+edit nul task '"pass\u0000key"'; edit nulans answer '"12\u000034"'; edit nlans answer '"12\n34"'; edit okname task '"pass key \u00e9"'
+refused "--tasks: a NUL in a task name" "f_nul.jsonl line 1: the task name may not hold" "${infer_tasks[@]}" "$work/f_nul.jsonl"
+refused "--tasks: an answer with \\u0000" "f_nulans.jsonl line 1: the answer holds the control character 0x00" "${infer_tasks[@]}" "$work/f_nulans.jsonl"
+refused "--tasks: an answer with \\n" "f_nlans.jsonl line 1: the answer holds the control character 0x0a" "${infer_tasks[@]}" "$work/f_nlans.jsonl"
+accepted "--tasks: a task name with a space and an accent" "${infer_tasks[@]}" "$work/f_okname.jsonl"
+# Raw bytes in the file itself: a NUL and an invalid UTF-8 byte inside the answer's string.
+python3 - "$work/one.jsonl" "$work/f_raw" <<'EOF2'
+import json, sys
+line = json.dumps(dict(json.loads(open(sys.argv[1]).readline()), answer='@ANSWER@')).encode()
+open(sys.argv[2] + 'nul.jsonl', 'wb').write(line.replace(b'@ANSWER@', b'1\x002') + b'\n')
+open(sys.argv[2] + 'ff.jsonl', 'wb').write(line.replace(b'@ANSWER@', b'1\xff2') + b'\n')
+EOF2
+refused "--tasks: a raw NUL byte in an answer" "f_rawnul.jsonl line 1: the answer holds the control character 0x00" "${infer_tasks[@]}" "$work/f_rawnul.jsonl"
+refused "--tasks: a raw 0xff byte in an answer" "f_rawff.jsonl line 1: the answer is not valid UTF-8 (byte 1)" "${infer_tasks[@]}" "$work/f_rawff.jsonl"
+# Depths exactly as given: 0.5, 0.50000000001, 0.5000001 and 0.4999999 are four rows of the
+# report; a second item at 0.5 joins the first.
+edit depths depth 0.5 depth 0.50000000001 depth 0.5000001 depth 0.4999999 depth 0.5
+if build/infer --checkpoint "$model" --ctx 2048 --tasks "$work/f_depths.jsonl" --tasks-out "$work/depths" > "$work/depths.log" 2>&1; then
+    got=$(grep -v ',all,' "$work/depths.csv" | cut -d, -f3,4 | LC_ALL=C sort | tr '\n' ' ')
+    [ "$got" = "0.4999999,1 0.5,2 0.50000000001,1 0.5000001,1 depth,items " ] && grep -q "^  0.50000000001 " "$work/depths.log" \
+        && pass "--tasks: depths 0.5, 0.50000000001, 0.5000001, 0.4999999 are four rows, two items at 0.5 one ($got)" \
+        || fail "--tasks: depths merged or split: $got $(grep -A6 '^task' "$work/depths.log" | tr '\n' '|')"
+else
+    fail "--tasks on five depths failed: $(tail -2 "$work/depths.log")"
+fi
+# --tasks-out names a file to be (PREFIX.csv, PREFIX_items.csv), never a folder.
+mkdir -p "$work/outdir"
+for p in "$work/outdir/" "$work/outdir" "$work/outdir/." "$work/outdir/.."; do
+    refused "--tasks-out $p" "--tasks-out $p names a folder; give a file name" "${infer_tasks[@]}" "$work/one.jsonl" --tasks-out "$p"
+done
+[ -z "$(ls -A "$work/outdir")" ] && [ ! -e "$work/outdir.csv" ] && [ ! -e "$work/outdir.lock" ] && [ ! -e "$work/.csv" ] && pass "a refused --tasks-out writes nothing" \
+    || fail "a refused --tasks-out wrote: $(ls -A "$work/outdir") $(ls "$work"/outdir.* "$work"/.csv 2>/dev/null)"
+accepted "--tasks-out DIR/results" "${infer_tasks[@]}" "$work/one.jsonl" --tasks-out "$work/outdir/results"
+[ -s "$work/outdir/results.csv" ] && [ -s "$work/outdir/results_items.csv" ] && pass "--tasks-out DIR/results writes DIR/results.csv and DIR/results_items.csv" \
+    || fail "--tasks-out DIR/results wrote: $(ls -A "$work/outdir")"
+
 summary
