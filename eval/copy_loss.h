@@ -313,6 +313,7 @@ inline void check_copy_loss_output(const std::string& path, const char* header, 
 
 inline void check_copy_loss_outputs(const std::string& prefix, const char* flag) {
     if (prefix.empty()) return;
+    check_output_prefix(prefix, flag);
     check_copy_loss_output(prefix + ".csv", kCopyLossCsvHeader, flag);
     check_copy_loss_output(prefix + "_items.csv", kCopyItemsCsvHeader, flag);
 }

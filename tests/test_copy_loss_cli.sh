@@ -105,6 +105,13 @@ expect_error "bad input: --copy-loss with --windows" "--windows is for --perplex
 printf 'my notes\n' > "$work/notes_items.csv"
 expect_error "bad input: --copy-out over a file of another kind" "--copy-out $work/notes_items.csv is an existing file that is not an infer --copy-out CSV" \
     "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256 --copy-out "$work/notes"
+mkdir -p "$work/run"
+expect_error "bad input: --copy-out naming a folder (run/)" "--copy-out $work/run/ names a folder; give a file name" \
+    "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256 --copy-out "$work/run/"
+expect_error "bad input: --copy-out naming an existing folder (run)" "--copy-out $work/run names a folder; give a file name" \
+    "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256 --copy-out "$work/run"
+[ -z "$(ls -A "$work/run")" ] && [ ! -e "$work/run.csv" ] && [ ! -e "$work/run.lock" ] && pass "a folder named as --copy-out is left empty, nothing beside it" ||
+    fail "--copy-out folder: $(ls -A "$work/run" "$work" | tr '\n' ' ')"
 [ ! -e "$work/bad.csv" ] && [ ! -e "$work/bad_items.csv" ] && [ ! -e "$work/notes.csv" ] && [ "$(cat "$work/notes_items.csv")" = "my notes" ] \
     && pass "refused runs write nothing and leave the other file as it was" || fail "a refused run wrote: $(ls "$work")"
 
