@@ -116,6 +116,20 @@ else
     fail "stale rendezvous file: $out"
 fi
 
+# A plain run inside an sbatch -n 4 script (Slurm's variables, no srun) is told where its world
+# size came from; torchrun's variables name WORLD_SIZE (a build without NCCL says so in the same
+# line).
+need_programs build/train
+out=$(SLURM_NTASKS=4 SLURM_PROCID=0 SLURM_LOCALID=0 timeout -s KILL 60 build/train --device cpu --out "$work/sbatch" 2>&1)
+code=$?
+out2=$(RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 timeout -s KILL 60 build/train --device cpu --out "$work/sbatch" 2>&1)
+if [ $code -eq 1 ] && [ "$(wc -l <<< "$out")" -eq 1 ] && grep -q "^error: 4 ranks.*(SLURM_NTASKS=4, set by srun or by an sbatch -n script.*unset SLURM_NTASKS))" <<< "$out" \
+   && grep -q "^error: 2 ranks.*(WORLD_SIZE=2, set by torchrun)" <<< "$out2" && [ ! -e "$work/sbatch" ]; then
+    pass "a CPU run of 4 ranks names SLURM_NTASKS=4 and the sbatch case: $out"
+else
+    fail "world size source: exit $code: $out / $out2"
+fi
+
 # Open MPI and MPICH installed side by side (Debian: mpirun.openmpi, mpirun.mpich), or one mpirun.
 launchers=()
 for m in mpirun.openmpi mpirun.mpich mpirun; do command -v "$m" > /dev/null && launchers+=("$m"); done
