@@ -768,6 +768,14 @@ static void listen_checks() {
     };
     check(listening({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", p}}) == "127.0.0.1:" + p,
           "MASTER_ADDR=127.0.0.1, no secret: rank 0 listens on 127.0.0.1 only");
+    if (const uint32_t mine = host_address()) {  // what the socket does, not only what it says
+        set_env({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", p}});
+        RendezvousServer server(kBlob, 2);
+        const int lo = connect_local(port), other = connect_local(port, mine);
+        check(lo >= 0 && other < 0, "... reachable at 127.0.0.1, not at this host's address " + rdzv_ip(mine));
+        if (lo >= 0) close(lo);
+        if (other >= 0) close(other);
+    }
     check(listening({{"MASTER_ADDR", "localhost"}, {"MASTER_PORT", p}}) == "127.0.0.1:" + p,
           "MASTER_ADDR=localhost: rank 0 listens on 127.0.0.1 only");
     expect_fatal("MASTER_ADDR of another host, no secret: rank 0 refuses in one line naming LONGNET_RDZV_SECRET",
