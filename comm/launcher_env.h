@@ -14,7 +14,6 @@
 // batch step's SLURM_*. A rank variable without its world size (RANK alone), a malformed number,
 // a rank outside the world or a missing local rank is an error of one line.
 #pragma once
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -25,28 +24,34 @@ inline const char* launch_hint() {
     return "launch with torchrun --nproc-per-node P, mpirun -np P, srun -n P or scripts/launch.sh P";
 }
 
-// false when unset; a set but malformed value is an error, never a silent default.
+// false when unset; a set but malformed value is an error, never a silent default. Digits only:
+// launchers write plain numbers, so "+2", " 2" or "2 " mean something went wrong on the way.
 inline bool launcher_env_int(const char* name, int* out, long lo = 0, long hi = 1000000) {
     const char* s = std::getenv(name);
     if (!s) return false;
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi)
+    const size_t n = std::strlen(s);
+    bool digits = n > 0 && n <= 9;  // 9 digits cannot overflow a long
+    for (size_t i = 0; i < n && digits; i++) digits = s[i] >= '0' && s[i] <= '9';
+    const long v = digits ? std::strtol(s, nullptr, 10) : -1;
+    if (!digits || v < lo || v > hi)
         fatal("%s=\"%s\" is not a whole number from %ld to %ld: %s", name, s, lo, hi, launch_hint());
     *out = (int)v;
     return true;
 }
 
 // Seconds a rendezvous or a communicator wait may take: LONGNET_COMM_TIMEOUT_S, else 45: a hung rank's
-// job ends within a minute (issue 42), the abort and the launcher's teardown included.
+// job ends within a minute, the abort and the launcher's teardown included. From 1 s (a rank's
+// start-up alone takes longer) to a week (beyond it a typo, and 1e300 s overflows the deadlines).
+constexpr double kCommTimeoutMin = 1, kCommTimeoutMax = 7 * 24 * 3600;
 inline double comm_timeout_from_env() {
     const char* s = std::getenv("LONGNET_COMM_TIMEOUT_S");
     if (!s) return 45;
     char* end = nullptr;
     const double v = std::strtod(s, &end);
-    if (!*s || *end || !std::isfinite(v) || v <= 0)
-        fatal("LONGNET_COMM_TIMEOUT_S=\"%s\" is not a positive number of seconds: unset it (45 s) or give e.g. 300", s);
+    if (!*s || *end || !std::isfinite(v) || v < kCommTimeoutMin || v > kCommTimeoutMax)
+        fatal("LONGNET_COMM_TIMEOUT_S=\"%s\" is not a number of seconds from %.0f to %.0f (a week): unset it (45 s) "
+              "or give e.g. 300",
+              s, kCommTimeoutMin, kCommTimeoutMax);
     return v;
 }
 
@@ -66,9 +71,22 @@ inline const LauncherFamily* launcher_families(int* count) {
 
 struct LauncherRanks {
     int rank = 0, world = 1, local_rank = 0;
+    int local_world = 0;                   // ranks on this host when the launcher says (else 0)
     const char* launcher = "none";        // which family gave them
+    const char* world_var = nullptr;       // the variable world came from (nullptr: none set)
     const char* local_var = "LOCAL_RANK";  // the variable local_rank came from (for error lines)
 };
+
+// Where the world size came from, for lines that state it: "SLURM_NTASKS=4, set by srun". Slurm
+// also sets SLURM_NTASKS in an sbatch script itself, where a plain run is one process.
+inline std::string launcher_world_source(const LauncherRanks& r) {
+    if (!r.world_var) return "no launcher variable set";
+    std::string s = std::string(r.world_var) + "=" + std::to_string(r.world) + ", set by " + r.launcher;
+    if (std::strcmp(r.world_var, "SLURM_NTASKS") == 0)
+        s += " or by an sbatch -n script (a plain run there is one process: start the ranks with srun, or unset "
+             "SLURM_NTASKS)";
+    return s;
+}
 
 inline LauncherRanks launcher_ranks_from_env() {
     int n = 0;
@@ -86,6 +104,7 @@ inline LauncherRanks launcher_ranks_from_env() {
         return r;
     }
     r.launcher = fam->launcher;
+    r.world_var = fam->size;
     r.local_var = fam->local;
     if (r.world < 1) fatal("%s=0: a job needs at least 1 rank: %s", fam->size, launch_hint());
     if (!launcher_env_int(fam->rank, &r.rank)) {
@@ -107,7 +126,13 @@ inline LauncherRanks launcher_ranks_from_env() {
         fatal("%s=%d is not below %s=%d: a host cannot hold more ranks than the job: %s", fam->local, r.local_rank,
               fam->size, r.world, launch_hint());
     int local_size = 0;
-    if (fam->local_size && launcher_env_int(fam->local_size, &local_size) && r.local_rank >= local_size)
-        fatal("%s=%d is not below %s=%d: %s", fam->local, r.local_rank, fam->local_size, local_size, launch_hint());
+    if (fam->local_size && launcher_env_int(fam->local_size, &local_size)) {
+        if (r.local_rank >= local_size)
+            fatal("%s=%d is not below %s=%d: %s", fam->local, r.local_rank, fam->local_size, local_size, launch_hint());
+        if (local_size > r.world)
+            fatal("%s=%d is above %s=%d: a host cannot hold more ranks than the job: %s", fam->local_size, local_size,
+                  fam->size, r.world, launch_hint());
+        r.local_world = local_size;
+    }
     return r;
 }

@@ -75,8 +75,8 @@ int run_parallel(Device device, int cp, int simulate_ranks, const char* program,
     }
 #ifdef HAVE_NCCL
     if (device != Device::Cuda)
-        fatal("%d ranks need a GPU each (NCCL): use --device cuda, or run the ranks as threads with --simulate-ranks",
-              launcher_world_size());
+        fatal("%d ranks (%s) need a GPU each (NCCL): use --device cuda, or run the ranks as threads with --simulate-ranks",
+              launcher_world_size(), launcher_world_source(launcher_ranks_from_env()).c_str());
     std::unique_ptr<NcclComm> world = nccl_comm_from_env();
     if (world->size() % cp) fatal("%d ranks do not form groups of --cp %d: start a multiple of %d ranks", world->size(), cp, cp);
     std::unique_ptr<NcclComm> ring;  // this rank's data-parallel group; the world itself when there is one group
@@ -89,8 +89,8 @@ int run_parallel(Device device, int cp, int simulate_ranks, const char* program,
     RankScalars scalars(px, device);
     return body(px);
 #else
-    fatal("%d ranks were started but this build has no NCCL: install NCCL (libnccl-dev) and rebuild, or run the ranks "
-          "as threads with --simulate-ranks",
-          launcher_world_size());
+    fatal("%d ranks were started (%s) but this build has no NCCL: install NCCL (libnccl-dev) and rebuild, or run the "
+          "ranks as threads with --simulate-ranks",
+          launcher_world_size(), launcher_world_source(launcher_ranks_from_env()).c_str());
 #endif
 }

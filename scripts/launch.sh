@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # scripts/launch.sh P command args...: P ranks of a command on this host, one GPU each, for the
-# NCCL communicator (comm/nccl.h). Rank r gets RANK=r, WORLD_SIZE=P, LOCAL_RANK=r (its GPU), a
-# fresh LONGNET_RENDEZVOUS file (rank 0 writes NCCL's id there) and NCCL_NVLS_ENABLE=0 (NVLink
-# multicast can put a shared host's GPUs out of service: ../shared/gpu-machine.md). Every output
+# NCCL communicator (comm/nccl.h). Rank r gets RANK=r, WORLD_SIZE=P, LOCAL_RANK=r (its GPU),
+# LOCAL_WORLD_SIZE=P, a fresh LONGNET_RENDEZVOUS file in a folder of its own (rank 0 writes NCCL's
+# id there), the job's secret LONGNET_RDZV_SECRET (32 bytes of /dev/urandom, unless the caller
+# gives LONGNET_RDZV_SECRET or LONGNET_RDZV_SECRET_FILE; docs/ring.md, "Threat model") and
+# NCCL_NVLS_ENABLE=0 (NVLink multicast can put a shared host's GPUs out of service:
+# ../shared/gpu-machine.md). Every output
 # line is prefixed "[rank r] ". The first rank to exit non-zero ends the job: the others get TERM
 # at once (a rank blocked in NCCL would otherwise wait for it until its timeout), KILL 10 s later,
 # and the launcher exits with that rank's code. A rank found stopped (SIGSTOP, a debugger, a
@@ -16,6 +19,13 @@ P=$1; shift
     { echo "launch: needs bash 5.1 or newer (wait -n -p), this is $BASH_VERSION" >&2; exit 2; }
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/longnet-launch.XXXXXX") || exit 2
+# The job's secret: the ranks prove it to rank 0 (and it to them) before NCCL's id is shared. In
+# the environment only (no file, no command line), which no other user can read.
+if [ -z "${LONGNET_RDZV_SECRET:-}" ] && [ -z "${LONGNET_RDZV_SECRET_FILE:-}" ]; then
+    LONGNET_RDZV_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+    [ ${#LONGNET_RDZV_SECRET} -eq 64 ] || { echo "launch: cannot read 32 random bytes from /dev/urandom for the job's secret" >&2; rm -rf "$dir"; exit 2; }
+    export LONGNET_RDZV_SECRET
+fi
 ranks=() rank_of=()
 # Each rank runs as one subshell in its own process group (set -m): the command and the two
 # prefixers of its output. Stopping the group stops whatever the rank started, and waiting for
@@ -55,7 +65,7 @@ for ((r = 0; r < P; r++)); do
         # for the command (the handler is not inherited: the command still dies of TERM); the
         # prefixers ignore TERM and print the rank's last lines.
         trap : TERM
-        export RANK=$r WORLD_SIZE=$P LOCAL_RANK=$r LONGNET_RENDEZVOUS=$dir/nccl-id NCCL_NVLS_ENABLE=0
+        export RANK=$r WORLD_SIZE=$P LOCAL_RANK=$r LOCAL_WORLD_SIZE=$P LONGNET_RENDEZVOUS=$dir/nccl-id NCCL_NVLS_ENABLE=0
         prefix() { trap '' TERM; exec sed -u "s/^/[rank $r] /"; }
         # stdout and stderr prefixed separately, each to where it was going; the exit code is the
         # command's (pipefail: the prefixers exit 0).

@@ -36,7 +36,8 @@ test-gradcheck-can-fail: build/test_ops_cpu_broken_gelu
 	    echo "ERROR: the broken gelu backward (-DBREAK_GELU_BACKWARD) was NOT caught (exit $$code)"; exit 1; \
 	fi
 
-# The launcher mapping and the rendezvous (comm/rendezvous.h) with forked ranks on the CPU.
-build/test_rendezvous: tests/test_rendezvous.cpp comm/rendezvous.h tests/check.h core/error.h
+# The launcher mapping and the rendezvous (comm/rendezvous.h) with forked ranks on the CPU; its fuzzer
+# (hostile clients beside real ranks) is the same binary with --fuzz.
+build/test_rendezvous: tests/test_rendezvous.cpp comm/rendezvous.h comm/launcher_env.h core/sha256.h tests/check.h core/error.h
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread

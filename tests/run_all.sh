@@ -28,6 +28,7 @@ run attention ./build/test_attention_cpu
 run ring ./build/test_ring_cpu
 run cp_train ./build/test_cp_train_cpu
 run rendezvous ./build/test_rendezvous
+run rendezvous_fuzz ./build/test_rendezvous --fuzz
 run launch tests/test_launch.sh
 run bench_scaling tests/test_bench_scaling.sh
 run data ./build/test_data

@@ -21,6 +21,25 @@ else
     fail "rank environment (exit $code): $out"
 fi
 
+# The job's secret (comm/rendezvous.h): 64 hex digits, the same on every rank, another for every
+# job; a secret the caller gives is kept.
+show_secret='echo "secret ${LONGNET_RDZV_SECRET:-none} file ${LONGNET_RDZV_SECRET_FILE:-none}"'
+one=$(env -u LONGNET_RDZV_SECRET -u LONGNET_RDZV_SECRET_FILE scripts/launch.sh 3 bash -c "$show_secret" 2>&1)
+two=$(env -u LONGNET_RDZV_SECRET -u LONGNET_RDZV_SECRET_FILE scripts/launch.sh 2 bash -c "$show_secret" 2>&1)
+s1=$(sed 's/.*secret \([^ ]*\) .*/\1/' <<< "$one" | sort -u) s2=$(sed 's/.*secret \([^ ]*\) .*/\1/' <<< "$two" | sort -u)
+if [[ $s1 =~ ^[0-9a-f]{64}$ ]] && [[ $s2 =~ ^[0-9a-f]{64}$ ]] && [ "$s1" != "$s2" ] && [ "$(grep -c "secret $s1 file none" <<< "$one")" -eq 3 ]; then
+    pass "every rank of a job gets the job's LONGNET_RDZV_SECRET (64 hex digits), another job another"
+else
+    fail "the job's secret: $one / $two"
+fi
+out=$(LONGNET_RDZV_SECRET=the-callers-own-secret scripts/launch.sh 2 bash -c "$show_secret" 2>&1)
+out2=$(env -u LONGNET_RDZV_SECRET LONGNET_RDZV_SECRET_FILE=/some/file scripts/launch.sh 2 bash -c "$show_secret" 2>&1)
+if [ "$(grep -c 'secret the-callers-own-secret file none' <<< "$out")" -eq 2 ] && [ "$(grep -c 'secret none file /some/file' <<< "$out2")" -eq 2 ]; then
+    pass "a secret the caller gives (LONGNET_RDZV_SECRET or LONGNET_RDZV_SECRET_FILE) is kept"
+else
+    fail "the caller's secret: $out / $out2"
+fi
+
 start=$SECONDS
 # The survivors sleep for a length no other process on the machine uses (this script's pid in
 # it), so the check below finds only them.
@@ -34,7 +53,7 @@ if [ $code -eq 3 ] && [ $took -lt 15 ] && grep -q "launch: rank 1 exited with co
 else
     fail "failing rank: exit $code after ${took} s: $out"
 fi
-left=$(for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f" 2>/dev/null | grep -xF "sleep $nap "; done)
+left=$(for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' 2>/dev/null < "$f" | grep -xF "sleep $nap "; done)
 if [ -z "$left" ]; then pass "no rank left running"; else fail "ranks left running: $left"; fi
 
 # A rank that stops answering (SIGSTOP: here it stops itself) while another fails: the launcher
@@ -83,6 +102,33 @@ for P in 2 4; do
         fail "scripts/launch.sh $P: $why"
     fi
 done
+
+# A rendezvous file left by an earlier job in the same place is not taken: each job has its secret.
+old=$work/stale-rendezvous
+mkdir -p "$old" && chmod 700 "$old"
+out=$(LONGNET_RDZV_SECRET=an-earlier-jobs-secret LONGNET_RENDEZVOUS=$old/nccl-id RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 \
+      timeout -s KILL 20 "$probe" --probe 2>&1)  # rank 0 of the earlier job writes it, and it stays
+out=$(LONGNET_RDZV_SECRET=this-jobs-own-secret-123 LONGNET_RENDEZVOUS=$old/nccl-id RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 \
+      LONGNET_COMM_TIMEOUT_S=1 timeout -s KILL 20 "$probe" --probe 2>&1)
+if [ $? -eq 1 ] && grep -q "^error: rank 1: the rendezvous file $old/nccl-id (LONGNET_RENDEZVOUS) is not this job's.*not signed with this rank's secret" <<< "$out"; then
+    pass "an earlier job's rendezvous file (another secret) is refused, naming it: $out"
+else
+    fail "stale rendezvous file: $out"
+fi
+
+# A plain run inside an sbatch -n 4 script (Slurm's variables, no srun) is told where its world
+# size came from; torchrun's variables name WORLD_SIZE (a build without NCCL says so in the same
+# line).
+need_programs build/train
+out=$(SLURM_NTASKS=4 SLURM_PROCID=0 SLURM_LOCALID=0 timeout -s KILL 60 build/train --device cpu --out "$work/sbatch" 2>&1)
+code=$?
+out2=$(RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 timeout -s KILL 60 build/train --device cpu --out "$work/sbatch" 2>&1)
+if [ $code -eq 1 ] && [ "$(wc -l <<< "$out")" -eq 1 ] && grep -q "^error: 4 ranks.*(SLURM_NTASKS=4, set by srun or by an sbatch -n script.*unset SLURM_NTASKS))" <<< "$out" \
+   && grep -q "^error: 2 ranks.*(WORLD_SIZE=2, set by torchrun)" <<< "$out2" && [ ! -e "$work/sbatch" ]; then
+    pass "a CPU run of 4 ranks names SLURM_NTASKS=4 and the sbatch case: $out"
+else
+    fail "world size source: exit $code: $out / $out2"
+fi
 
 # Open MPI and MPICH installed side by side (Debian: mpirun.openmpi, mpirun.mpich), or one mpirun.
 launchers=()
