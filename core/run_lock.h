@@ -19,7 +19,8 @@
 // holder may have removed it in between) and starts over if not.
 //
 // remove_on_signal() puts other files of the program's own (a folder of temporary files) under
-// the same handler.
+// the same handler; SignalsHeld defers these signals over a few steps that must not stop half
+// done (a swap of files by rename).
 // core/: depends only on core/error.h and the C library.
 #pragma once
 #include <atomic>
@@ -233,6 +234,9 @@ class LockFile {
                 do fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
                 while (fd < 0 && errno == EINTR);
                 if (fd >= 0) created = true;
+                else if (errno == ENOENT)
+                    fatal("%s %s: cannot create its lock file %s: its directory does not exist: create it, or give another %s", flag,
+                          shown.c_str(), path.c_str(), flag);
                 else if (errno != EEXIST)
                     fatal("%s %s: cannot create its lock file %s (%s): check the permissions of its directory", flag, shown.c_str(),
                           path.c_str(), std::strerror(errno));

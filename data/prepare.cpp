@@ -41,7 +41,10 @@ static const char* kUsage =
     "      Train a SentencePiece BPE tokenizer on the raw corpus made by scripts/get_corpus.sh (--raw), or on\n"
     "      your own text (--text: a file, or a directory of files in any layout), and write DIR/tokenizer.model,\n"
     "      DIR/train.bin, DIR/val.bin, DIR/manifest.txt. --text keeps whole files for validation when there\n"
-    "      are enough of them, else the last --val-fraction of each file's lines.\n"
+    "      are enough of them, else the last --val-fraction of each file's lines. --text files must be UTF-8 (one\n"
+    "      that is not is refused, naming it and the byte: the tokenizer would read such bytes as U+FFFD).\n"
+    "      The new corpus is made in DIR/.longnet-prepare and swapped in whole: an interrupted prepare leaves\n"
+    "      the corpus that was in DIR.\n"
     "      --max-bytes caps the raw text read (0 = all), for quick tests.\n"
     "  inspect FILE.bin [--tokenizer FILE.model] [--n 32]\n"
     "      Validate a shard and print its header, documents and first tokens.\n"
@@ -126,10 +129,13 @@ struct PrepareOptions {
     const std::string& source() const { return text.empty() ? raw : text; }
 };
 
-// One spelling of a path, for comparing two: absolute, links resolved as far as it exists, no
-// trailing slash ("dir/" and "dir" are one folder).
+// One spelling of a path, for comparing two: absolute (weakly_canonical leaves a relative path
+// none of which exists relative), links resolved as far as it exists, no trailing slash ("dir/"
+// and "dir" are one folder).
 static std::string one_spelling(const std::string& path, std::error_code& ec) {
-    std::string s = std::filesystem::weakly_canonical(path, ec).string();
+    const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+    if (ec) return path;
+    std::string s = std::filesystem::weakly_canonical(abs, ec).string();
     while (s.size() > 1 && s.back() == '/') s.pop_back();
     return s;
 }
@@ -591,12 +597,15 @@ static double parse_every(const std::string& flag, const std::string& s) {
     return v;
 }
 
-// An --X-every flag the user gave that leaves a document without one (doc_tokens / every rounds
-// to 0) asks for nothing: refused rather than ignored.
-static void check_every(const char* flag, double every, bool given, long long doc_tokens) {
+// An --X-every flag: a number of tokens, so at most the most tokens a shard holds (core/lists.h's
+// parse_tokens). One of more than twice --doc-tokens gives a document none of its kind: allowed
+// (a shard without multi-key needles, say), and said, never silent.
+static void check_every(const char* flag, const char* what, double every, bool given, long long doc_tokens) {
+    const double most = double(1LL << 28);
+    if (every > most) fatal("%s %g is more tokens than a shard can hold: give at most %.0f", flag, every, most);
     if (given && every > 0 && std::lround((double)doc_tokens / every) == 0)
-        fatal("%s %g gives none in a document of --doc-tokens %lld: give at most %lld (twice --doc-tokens)", flag, every, doc_tokens,
-              2 * doc_tokens);
+        std::printf("task-shard: %s %g gives no %s in a document of --doc-tokens %lld (it takes at most %lld)\n", flag, every, what,
+                    doc_tokens, 2 * doc_tokens);
 }
 
 static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
@@ -630,10 +639,10 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     o.repeat_tokens = parse_int("--repeat-tokens", repeat_tokens, 16, 4096);
     o.repeat_tokens_given = f.was_set("repeat-tokens");
     o.seed = parse_int("--seed", seed, 0, LLONG_MAX);
-    check_every("--needle-every", o.needle_every, f.was_set("needle-every"), o.doc_tokens);
-    check_every("--passkey-every", o.passkey_every, f.was_set("passkey-every"), o.doc_tokens);
-    check_every("--quote-every", o.quote_every, f.was_set("quote-every"), o.doc_tokens);
-    check_every("--repeat-every", o.repeat_every, f.was_set("repeat-every"), o.doc_tokens);
+    check_every("--needle-every", "multi-key needle", o.needle_every, f.was_set("needle-every"), o.doc_tokens);
+    check_every("--passkey-every", "pass key", o.passkey_every, f.was_set("passkey-every"), o.doc_tokens);
+    check_every("--quote-every", "quoted line", o.quote_every, f.was_set("quote-every"), o.doc_tokens);
+    check_every("--repeat-every", "repeated passage", o.repeat_every, f.was_set("repeat-every"), o.doc_tokens);
     return o;
 }
 

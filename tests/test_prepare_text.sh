@@ -8,8 +8,9 @@
 #   2. TEXT: "--text DIR/" with --out inside it; a name starting with "-"; quotes, spaces and $ in
 #      make's TEXT; a TEXT that is or holds a link (edits of the file it reaches prepare again);
 #      invalid UTF-8 refused naming the file and byte, valid UTF-8 kept byte for byte.
-#   3. data_tool tasks / task-shard: a binary or non-UTF-8 --haystack, an --X-every that gives a
-#      document none; scripts/pack_tree.sh on a tree with a file it cannot read.
+#   3. data_tool tasks / task-shard: a binary or non-UTF-8 --haystack, an --X-every past the
+#      tokens a shard holds (one that gives a document none is said); scripts/pack_tree.sh on a
+#      tree with a file it cannot read.
 # Each refusal has an accepted twin beside it.
 # Usage: tests/test_prepare_text.sh [CORPUS_DIR]   Prints PASS/FAIL lines and "N passed, M failed".
 set -uo pipefail
@@ -94,9 +95,13 @@ rm -rf "$c/.longnet-prepare"
 
 # ---- 2. TEXT taken literally
 mkdir -p "$work/own" && cp "$work/a.txt" "$work/own/a.txt"
-expect_error -F "prepare --text DIR/ (a trailing slash) with --out inside it" "lies inside --text" \
-    "$tool" prepare --text "$PWD/$work/own/" --out "$work/own/prepared" --vocab 512
-[ ! -e "$work/own/prepared" ] && pass "it made nothing there" || fail "$work/own/prepared was made"
+inside() { (cd "$work/own" && "$repo/$tool" prepare --text "$1" --out "$2" --vocab 512); }
+expect_error -F "prepare --text \"\$PWD/\" --out prepared (relative, not there yet)" "--out prepared lies inside --text $repo/$work/own/" \
+    inside "$repo/$work/own/" prepared
+expect_error -F "prepare --text . --out new/prepared" "--out new/prepared lies inside --text ." inside . new/prepared
+expect_error -F "prepare --text DIR/ with --out DIR/prepared" "lies inside --text" \
+    "$tool" prepare --text "$work/own/" --out "$work/own/prepared" --vocab 512
+[ "$(ls -A "$work/own")" = a.txt ] && pass "they made nothing there" || fail "$work/own holds $(ls -A "$work/own")"
 accepted "prepare --text DIR/ with --out beside it (a name that only starts like it)" \
     "$tool" prepare --text "$PWD/$work/own/" --out "$work/own_prepared" --vocab 512
 
@@ -159,7 +164,7 @@ else
     fail "prepare and round trip of UTF-8 text"
 fi
 
-# ---- 3. data_tool tasks and task-shard: haystacks that are not text, --X-every giving none
+# ---- 3. data_tool tasks and task-shard: haystacks that are not text, --X-every out of range
 Q=("$tool" tasks --data "$corpus" --task passkey --lengths 300 --depths 0.5)
 refused "tasks --haystack tokenizer.model" "--haystack: $corpus/tokenizer.model is not text (a NUL byte at offset" \
     "${Q[@]}" --haystack "$corpus/tokenizer.model" --out "$work/t1.jsonl"
@@ -173,9 +178,16 @@ T=("$tool" task-shard --data "$corpus" --doc-tokens 1K --tokens 2K)
 refused "task-shard --haystack tokenizer.model" "--haystack: $corpus/tokenizer.model is not text" \
     "${T[@]}" --haystack "$corpus/tokenizer.model" --out "$work/s1.bin"
 for flag in needle-every passkey-every quote-every repeat-every; do
-    refused "task-shard --$flag 1e300" "--$flag 1e+300 gives none in a document of --doc-tokens 1024: give at most 2048" \
+    refused "task-shard --$flag 1e300" "--$flag 1e+300 is more tokens than a shard can hold: give at most 268435456" \
         "${T[@]}" --"$flag" 1e300 --out "$work/s2.bin"
+    refused "task-shard --$flag 1e9" "--$flag 1e+09 is more tokens than a shard can hold" "${T[@]}" --"$flag" 1e9 --out "$work/s2.bin"
     accepted "task-shard --$flag 2048 (one in a document of 1024)" "${T[@]}" --"$flag" 2048 --out "$work/s3.bin"
+    if "${T[@]}" --"$flag" 4096 --out "$work/s3.bin" > "$work/every.log" 2>&1 &&
+       grep -q "^task-shard: --$flag 4096 gives no .* in a document of --doc-tokens 1024 (it takes at most 2048)" "$work/every.log"; then
+        pass "task-shard --$flag 4096 with documents of 1024: made, saying it gives them none"
+    else
+        fail "task-shard --$flag 4096: $(head -2 "$work/every.log")"
+    fi
 done
 [ ! -e "$work/t1.jsonl" ] && [ ! -e "$work/s1.bin" ] && [ ! -e "$work/s2.bin" ] && pass "the refused commands wrote nothing" ||
     fail "a refused command wrote its --out"
