@@ -216,7 +216,7 @@ class CorpusStage {
     CorpusStage& operator=(const CorpusStage&) = delete;
     ~CorpusStage() {
         for (int s : slots_) keep_on_signal(s);
-        if (swapped_) return;
+        if (kept_) return;
         for (const char* f : kFiles)
             for (const char* tail : {"", ".tmp"}) ::unlink((path(f) + tail).c_str());
         ::rmdir(dir_.c_str());
@@ -232,12 +232,14 @@ class CorpusStage {
                   out_.c_str());
         for (const char* f : kFiles) {
             const std::string to = out_ + "/" + f;
-            if (::rename(path(f).c_str(), to.c_str()) != 0)
+            if (::rename(path(f).c_str(), to.c_str()) != 0) {
+                kept_ = true;  // what is left of the new corpus stays for the hand move the message asks for
                 fatal("--out %s: cannot move %s to %s (%s): the new corpus is left in %s; move its files into %s by hand, train.bin "
                       "last", out_.c_str(), path(f).c_str(), to.c_str(), std::strerror(errno), dir_.c_str(), out_.c_str());
+            }
             if (f == kFiles[0]) prepare_test_hook("swap");
         }
-        swapped_ = true;
+        kept_ = true;
         ::rmdir(dir_.c_str());
         if (!fsync_parent_dir(train)) fatal("cannot sync %s (%s)", out_.c_str(), std::strerror(errno));
     }
@@ -270,7 +272,7 @@ class CorpusStage {
 
     std::string out_, dir_;
     std::vector<int> slots_;
-    bool swapped_ = false;
+    bool kept_ = false;  // swapped in, or left for the user
 };
 
 // Trains the tokenizer on the training documents only (validation stays unseen), writes it to
@@ -441,8 +443,13 @@ static uint64_t item_seed(uint64_t seed, int task, long long length, int depth_i
 // an image) would be encoded into byte pieces with no place to cut, and invalid UTF-8 would be
 // read as U+FFFD. Refused before any work, naming the file and the byte.
 static void check_text_file(const std::string& flag, const std::string& path) {
-    const std::string bytes = read_file(path, "give --haystack filler, a token shard (val.bin), a text file or a directory of them");
-    if (bytes.compare(0, 8, "LNGSHARD") == 0) return;
+    const char* fix = "give --haystack filler, a token shard (val.bin), a text file or a directory of them";
+    char magic[8] = {0};
+    const int fd = open_regular_file(path, kReadFileMaxBytes, nullptr, fix);
+    const bool shard = ::pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic && std::memcmp(magic, "LNGSHARD", 8) == 0;
+    ::close(fd);
+    if (shard) return;  // read_shard checks it
+    const std::string bytes = read_file(path, fix);
     const size_t nul = bytes.find('\0'), bad = first_invalid_utf8(bytes);
     if (nul != std::string::npos && nul <= bad)
         fatal("%s: %s is not text (a NUL byte at offset %zu): give filler, a token shard (val.bin), a text file or a directory of text "
