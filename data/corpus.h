@@ -97,9 +97,37 @@ inline bool split_document_lines(const Document& d, double val_fraction, Documen
     return true;
 }
 
+// The offset of the first byte of `s` that does not begin a well-formed UTF-8 sequence (an
+// overlong form, a surrogate, past U+10FFFF, a stray or missing continuation byte), or npos.
+inline size_t first_invalid_utf8(const std::string& s) {
+    const size_t n = s.size();
+    for (size_t i = 0; i < n;) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len;
+        unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        else return i;
+        if (i + len > n) return i;
+        const unsigned char c1 = (unsigned char)s[i + 1];
+        if (c1 < lo || c1 > hi) return i;
+        for (size_t k = 2; k < len; k++)
+            if (((unsigned char)s[i + k] & 0xC0) != 0x80) return i;
+        i += len;
+    }
+    return std::string::npos;
+}
+
 // Your own text (data_tool prepare --text, make train TEXT=path): one text file, or a directory
 // whose regular files, in any layout, are the documents (files with a NUL byte in their first
-// 8 KiB are taken for binaries and skipped; `skipped` counts them). Whole documents go to
+// 8 KiB are taken for binaries and skipped; `skipped` counts them). A text file must be UTF-8:
+// one that is not is refused, naming the file and the byte, since the tokenizer would read its
+// bytes as U+FFFD and the corpus would no longer hold the text (data/train_tokenizer.h). Whole documents go to
 // validation by the hash of their path, as the long corpus's do; when that leaves either side
 // empty (a few files), every document of 2+ lines gives its last val_fraction of lines to
 // validation instead.
@@ -119,6 +147,10 @@ inline SplitCorpus read_text_corpus(const std::string& path, double val_fraction
             ++*skipped;
             return;
         }
+        const size_t bad = first_invalid_utf8(text);
+        if (bad != std::string::npos)
+            fatal("--text: %s is not UTF-8 text (at byte offset %zu, 0x%02x begins no well-formed UTF-8 character): convert it (iconv -f latin1 -t utf-8, "
+                  "say) or move it out of --text", file.c_str(), bad, (unsigned)(unsigned char)text[bad]);
         bytes += text.size();
         docs.push_back({name, std::move(text)});
     };

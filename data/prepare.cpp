@@ -7,14 +7,18 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "data/corpus.h"
 #include "data/encode_docs.h"
@@ -37,7 +41,10 @@ static const char* kUsage =
     "      Train a SentencePiece BPE tokenizer on the raw corpus made by scripts/get_corpus.sh (--raw), or on\n"
     "      your own text (--text: a file, or a directory of files in any layout), and write DIR/tokenizer.model,\n"
     "      DIR/train.bin, DIR/val.bin, DIR/manifest.txt. --text keeps whole files for validation when there\n"
-    "      are enough of them, else the last --val-fraction of each file's lines.\n"
+    "      are enough of them, else the last --val-fraction of each file's lines. --text files must be UTF-8 (one\n"
+    "      that is not is refused, naming it and the byte: the tokenizer would read such bytes as U+FFFD).\n"
+    "      The new corpus is made in DIR/.longnet-prepare and swapped in whole: an interrupted prepare leaves\n"
+    "      the corpus that was in DIR.\n"
     "      --max-bytes caps the raw text read (0 = all), for quick tests.\n"
     "  inspect FILE.bin [--tokenizer FILE.model] [--n 32]\n"
     "      Validate a shard and print its header, documents and first tokens.\n"
@@ -122,6 +129,17 @@ struct PrepareOptions {
     const std::string& source() const { return text.empty() ? raw : text; }
 };
 
+// One spelling of a path, for comparing two: absolute (weakly_canonical leaves a relative path
+// none of which exists relative), links resolved as far as it exists, no trailing slash ("dir/"
+// and "dir" are one folder).
+static std::string one_spelling(const std::string& path, std::error_code& ec) {
+    const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+    if (ec) return path;
+    std::string s = std::filesystem::weakly_canonical(abs, ec).string();
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s;
+}
+
 static PrepareOptions prepare_flags(const std::vector<std::string>& args) {
     PrepareOptions o;
     std::string vocab = "8192", val_fraction = "0.05", max_bytes = "0";
@@ -140,12 +158,14 @@ static PrepareOptions prepare_flags(const std::vector<std::string>& args) {
         fatal("prepare needs --raw DIR (the output of scripts/get_corpus.sh) or --text PATH (a text file or a directory of them), one of them");
     if (o.out.empty()) fatal("prepare needs --out DIR");
     if (!o.text.empty()) {  // the outputs must not land among the text they are made from
-        namespace fs = std::filesystem;
         std::error_code e1, e2;
-        const std::string t = fs::weakly_canonical(o.text, e1).string(), out = fs::weakly_canonical(o.out, e2).string();
-        if (!e1 && !e2 && (out == t || out.rfind(t + "/", 0) == 0))
+        const std::string t = one_spelling(o.text, e1), out = one_spelling(o.out, e2);
+        if (!e1 && !e2 && (out == t || t == "/" || out.rfind(t + "/", 0) == 0))
             fatal("--out %s lies inside --text %s: its files would become part of the text; choose --out elsewhere", o.out.c_str(), o.text.c_str());
     }
+    struct stat st;
+    if (::stat(o.out.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+        fatal("--out %s is an existing file, not a folder: give a folder for the corpus", o.out.c_str());
     return o;
 }
 
@@ -156,15 +176,108 @@ static SplitCorpus read_corpus(const PrepareOptions& o) {
     std::printf("prepare: read %llu bytes from %s: %zu train docs, %zu val docs%s\n", (unsigned long long)corpus.bytes_read,
                 o.source().c_str(), corpus.train.size(), corpus.val.size(),
                 skipped ? (" (" + std::to_string(skipped) + " binary files skipped)").c_str() : "");
-    std::error_code ec;
-    std::filesystem::create_directories(o.out, ec);
-    if (ec) fatal("--out %s: cannot create directory (%s)", o.out.c_str(), ec.message().c_str());
     return corpus;
 }
 
-// Trains the tokenizer on the training documents only (validation stays unseen), writes
-// OUT/tokenizer.model and returns the model's bytes.
-static std::string train_corpus_tokenizer(const PrepareOptions& o, const SplitCorpus& corpus) {
+// Test hook: LNGPT_PREPARE_KILL_AT=PHASE ends prepare by SIGKILL right after PHASE (read,
+// tokenizer, val, manifest, train: the step that made that file; swap: the swap's first
+// rename), as a machine that goes down would; PHASE:TERM sends SIGTERM instead, as a user would.
+static void prepare_test_hook(const char* phase) {
+    const char* env = std::getenv("LNGPT_PREPARE_KILL_AT");
+    if (!env) return;
+    const std::string s = env, at = s.substr(0, s.find(':'));
+    if (at != phase) return;
+    std::fflush(stdout);
+    ::raise(s.size() > at.size() && s.substr(at.size()) == ":TERM" ? SIGTERM : SIGKILL);
+}
+
+// The new corpus is made whole in OUT/.longnet-prepare, then swapped in: an interrupted prepare
+// leaves the corpus that was in OUT as it was (never a new tokenizer.model beside an old
+// train.bin, which no reader could use). The swap removes the old train.bin first and renames the
+// new train.bin last, under SignalsHeld: only a kill -9 or a crash within its few renames can
+// stop it half done, and then OUT has no train.bin (no corpus, which make and the readers say,
+// and the next prepare makes) rather than a mix. SIGTERM, SIGINT and SIGHUP before the swap
+// remove the folder (core/run_lock.h); a folder left by a kill -9 is removed by the next prepare.
+class CorpusStage {
+  public:
+    // tokenizer.model, val.bin and manifest.txt, then train.bin: the swap's order.
+    static constexpr const char* kFiles[4] = {"tokenizer.model", "val.bin", "manifest.txt", "train.bin"};
+
+    explicit CorpusStage(const std::string& out) : out_(out), dir_(out + "/.longnet-prepare") {
+        remove_stale();
+        if (::mkdir(dir_.c_str(), 0755) != 0)
+            fatal("--out %s: cannot create %s (%s): check the permissions of %s", out_.c_str(), dir_.c_str(), std::strerror(errno),
+                  out_.c_str());
+        for (const char* f : kFiles)
+            for (const char* tail : {"", ".tmp"}) slots_.push_back(remove_on_signal(path(f) + tail));
+        slots_.push_back(remove_on_signal(dir_, /*directory=*/true));
+    }
+    CorpusStage(const CorpusStage&) = delete;
+    CorpusStage& operator=(const CorpusStage&) = delete;
+    ~CorpusStage() {
+        for (int s : slots_) keep_on_signal(s);
+        if (kept_) return;
+        for (const char* f : kFiles)
+            for (const char* tail : {"", ".tmp"}) ::unlink((path(f) + tail).c_str());
+        ::rmdir(dir_.c_str());
+    }
+
+    std::string path(const char* name) const { return dir_ + "/" + name; }
+
+    void swap_in() {
+        SignalsHeld held;
+        const std::string train = out_ + "/train.bin";
+        if (::unlink(train.c_str()) != 0 && errno != ENOENT)
+            fatal("--out %s: cannot replace %s (%s): check the permissions of %s", out_.c_str(), train.c_str(), std::strerror(errno),
+                  out_.c_str());
+        for (const char* f : kFiles) {
+            const std::string to = out_ + "/" + f;
+            if (::rename(path(f).c_str(), to.c_str()) != 0) {
+                kept_ = true;  // what is left of the new corpus stays for the hand move the message asks for
+                fatal("--out %s: cannot move %s to %s (%s): the new corpus is left in %s; move its files into %s by hand, train.bin "
+                      "last", out_.c_str(), path(f).c_str(), to.c_str(), std::strerror(errno), dir_.c_str(), out_.c_str());
+            }
+            if (f == kFiles[0]) prepare_test_hook("swap");
+        }
+        kept_ = true;
+        ::rmdir(dir_.c_str());
+        if (!fsync_parent_dir(train)) fatal("cannot sync %s (%s)", out_.c_str(), std::strerror(errno));
+    }
+
+  private:
+    // A folder of that name left by a killed prepare holds only files it writes: removed. Anything
+    // else there is not ours: refused, left as it is.
+    void remove_stale() {
+        struct stat st;
+        if (::lstat(dir_.c_str(), &st) != 0) return;
+        if (!S_ISDIR(st.st_mode))
+            fatal("--out %s: %s, where prepare builds the new corpus, exists and is not a folder: move it away", out_.c_str(), dir_.c_str());
+        std::vector<std::string> names;
+        std::error_code ec;
+        for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+            const std::string name = it->path().filename().string();
+            bool known = false;
+            for (const char* f : kFiles) known = known || name == f || name == std::string(f) + ".tmp";
+            if (!known || it->is_symlink() || !it->is_regular_file())
+                fatal("--out %s: %s holds %s, which prepare does not write: move that folder away (it is left as it is)", out_.c_str(),
+                      dir_.c_str(), name.c_str());
+            names.push_back(name);
+        }
+        if (ec) fatal("--out %s: cannot list %s (%s): move it away", out_.c_str(), dir_.c_str(), ec.message().c_str());
+        for (const std::string& n : names) ::unlink((dir_ + "/" + n).c_str());
+        if (::rmdir(dir_.c_str()) != 0)
+            fatal("--out %s: cannot remove %s, left by an interrupted prepare (%s): remove it", out_.c_str(), dir_.c_str(), std::strerror(errno));
+        std::printf("prepare: removed %s, left by an interrupted prepare\n", dir_.c_str());
+    }
+
+    std::string out_, dir_;
+    std::vector<int> slots_;
+    bool kept_ = false;  // swapped in, or left for the user
+};
+
+// Trains the tokenizer on the training documents only (validation stays unseen), writes it to
+// model_path and returns the model's bytes.
+static std::string train_corpus_tokenizer(const PrepareOptions& o, const SplitCorpus& corpus, const std::string& model_path) {
     std::string train_text;
     for (const Document& d : corpus.train) {
         train_text += d.text;
@@ -174,9 +287,8 @@ static std::string train_corpus_tokenizer(const PrepareOptions& o, const SplitCo
     std::printf("prepare: training BPE tokenizer, vocab %d ...\n", o.vocab);
     std::fflush(stdout);
     const std::string model = train_bpe_tokenizer(train_text, o.vocab);
-    const std::string model_path = o.out + "/tokenizer.model";
     write_file_atomic(model_path, model);
-    std::printf("prepare: wrote %s in %.1fs\n", model_path.c_str(), seconds_since(t0));
+    std::printf("prepare: trained the tokenizer in %.1fs\n", seconds_since(t0));
     return model;
 }
 
@@ -222,27 +334,37 @@ static std::string manifest_text(const PrepareOptions& o, uint64_t bytes_read, c
 
 static int cmd_prepare(const std::vector<std::string>& args) {
     const PrepareOptions o = prepare_flags(args);
-    OutputLock lock;  // one writer per --out (OUT.lock beside the folder)
+    OutputLock lock;  // one writer per --out (OUT.longnet-lock beside the folder)
     lock.acquire(o.out, "--out");
     const auto t_start = std::chrono::steady_clock::now();
     const SplitCorpus corpus = read_corpus(o);
-    const std::string model = train_corpus_tokenizer(o, corpus);
+    prepare_test_hook("read");
+    std::error_code ec;
+    std::filesystem::create_directories(o.out, ec);
+    if (ec) fatal("--out %s: cannot create directory (%s)", o.out.c_str(), ec.message().c_str());
+    CorpusStage stage(o.out);
+    const std::string model = train_corpus_tokenizer(o, corpus, stage.path("tokenizer.model"));
+    prepare_test_hook("tokenizer");
     Tokenizer tok;
-    tok.load_file(o.out + "/tokenizer.model");
+    tok.load_file(stage.path("tokenizer.model"));
     const uint32_t V = uint32_t(tok.vocab_size());
-    if (tok.bos_id() != kBosId) fatal("%s/tokenizer.model: bos_id is %d, expected %d", o.out.c_str(), tok.bos_id(), kBosId);
+    if (tok.bos_id() != kBosId) fatal("the new tokenizer's bos_id is %d, expected %d", tok.bos_id(), kBosId);
 
     const auto t0 = std::chrono::steady_clock::now();
     const EncodedDocs train = encode_documents(tok, corpus.train);
     const EncodedDocs val = encode_documents(tok, corpus.val);
-    write_shard(o.out + "/val.bin", val.tokens, val.doc_starts, V, tok.fingerprint());
+    write_shard(stage.path("val.bin"), val.tokens, val.doc_starts, V, tok.fingerprint());
+    prepare_test_hook("val");
     std::printf("prepare: encoded %zu train + %zu val tokens in %.1fs\n", train.tokens.size(), val.tokens.size(), seconds_since(t0));
 
     const double baseline = unigram_baseline(train.tokens, val.tokens, V);
-    write_file_atomic(o.out + "/manifest.txt", manifest_text(o, corpus.bytes_read, tok, model, train, val, baseline));
-    // train.bin goes last: make treats it as the target for all four files, so its presence
+    write_file_atomic(stage.path("manifest.txt"), manifest_text(o, corpus.bytes_read, tok, model, train, val, baseline));
+    prepare_test_hook("manifest");
+    write_shard(stage.path("train.bin"), train.tokens, train.doc_starts, V, tok.fingerprint());
+    prepare_test_hook("train");
+    // train.bin arrives last: make treats it as the target for all four files, so its presence
     // (and timestamp) must mean the others are complete too.
-    write_shard(o.out + "/train.bin", train.tokens, train.doc_starts, V, tok.fingerprint());
+    stage.swap_in();
     std::printf("prepare: %.3f bytes/token, unigram baseline %.4f nats/token\n", bytes_per_token(train), baseline);
     std::printf("prepare: wrote %s/{tokenizer.model,train.bin,val.bin,manifest.txt} in %.1fs total\n", o.out.c_str(),
                 seconds_since(t_start));
@@ -317,6 +439,33 @@ static uint64_t item_seed(uint64_t seed, int task, long long length, int depth_i
     return h;
 }
 
+// A haystack file that is not a token shard must be UTF-8 text: a binary one (a tokenizer.model,
+// an image) would be encoded into byte pieces with no place to cut, and invalid UTF-8 would be
+// read as U+FFFD. Refused before any work, naming the file and the byte.
+static void check_text_file(const std::string& flag, const std::string& path) {
+    const char* fix = "give --haystack filler, a token shard (val.bin), a text file or a directory of them";
+    char magic[8] = {0};
+    const int fd = open_regular_file(path, kReadFileMaxBytes, nullptr, fix);
+    const bool shard = ::pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic && std::memcmp(magic, "LNGSHARD", 8) == 0;
+    ::close(fd);
+    if (shard) return;  // read_shard checks it
+    const std::string bytes = read_file(path, fix);
+    const size_t nul = bytes.find('\0'), bad = first_invalid_utf8(bytes);
+    if (nul != std::string::npos && nul <= bad)
+        fatal("%s: %s is not text (a NUL byte at offset %zu): give filler, a token shard (val.bin), a text file or a directory of text "
+              "files", flag.c_str(), path.c_str(), nul);
+    if (bad != std::string::npos)
+        fatal("%s: %s is not UTF-8 text (at byte offset %zu, 0x%02x begins no well-formed UTF-8 character): give filler, a token "
+              "shard (val.bin), a UTF-8 text file or a directory of them", flag.c_str(), path.c_str(), bad,
+              (unsigned)(unsigned char)bytes[bad]);
+}
+
+static void check_haystack(const std::string& spec) {
+    if (spec == "filler" || !file_exists(spec)) return;  // a missing one: load_haystack says so
+    if (!is_directory(spec)) return check_text_file("--haystack", spec);
+    for (const std::string& name : list_files_sorted(spec)) check_text_file("--haystack " + spec, spec + "/" + name);
+}
+
 // tasks: flags, read the tokenizer and the haystack, make the items, write them.
 struct TasksOptions {
     std::string data, tokenizer, haystack, out;
@@ -353,6 +502,7 @@ static TasksOptions tasks_flags(const std::vector<std::string>& args) {
     }
     check_output_not_input(o.out, "--out", {{"--haystack", o.haystack}, {"--tokenizer", o.tokenizer},
                                             {"--data", o.data.empty() ? "" : o.data + "/tokenizer.model"}});
+    check_haystack(o.haystack);
     for (const std::string& t : split_commas("--tasks", tasks)) o.kinds.push_back(parse_task_kind(t));
     for (const std::string& l : split_commas("--lengths", lengths)) o.lengths.push_back(parse_tokens("--lengths", l));
     for (const std::string& d : split_commas("--depths", depths)) o.depths.push_back(parse_depth("--depths", d));
@@ -406,7 +556,7 @@ static std::vector<std::vector<TaskItem>> make_cells(const std::vector<TaskCell>
 
 static int cmd_tasks(const std::vector<std::string>& args) {
     const TasksOptions o = tasks_flags(args);
-    OutputLock lock;  // one writer per --out (FILE.lock beside it)
+    OutputLock lock;  // one writer per --out (FILE.longnet-lock beside it)
     lock.acquire(o.out, "--out");
     const Tokenizer tok = load_task_tokenizer(o.data, o.tokenizer);
     const PieceKinds kinds_of_pieces(tok);
@@ -454,6 +604,17 @@ static double parse_every(const std::string& flag, const std::string& s) {
     return v;
 }
 
+// An --X-every flag: a number of tokens, so at most the most tokens a shard holds (core/lists.h's
+// parse_tokens). One of more than twice --doc-tokens gives a document none of its kind: allowed
+// (a shard without multi-key needles, say), and said, never silent.
+static void check_every(const char* flag, const char* what, double every, bool given, long long doc_tokens) {
+    const double most = double(1LL << 28);
+    if (every > most) fatal("%s %g is more tokens than a shard can hold: give at most %.0f", flag, every, most);
+    if (given && every > 0 && std::lround((double)doc_tokens / every) == 0)
+        std::printf("task-shard: %s %g gives no %s in a document of --doc-tokens %lld (it takes at most %lld)\n", flag, every, what,
+                    doc_tokens, 2 * doc_tokens);
+}
+
 static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     TaskShardOptions o;
     std::string doc_tokens = "32768", tokens = "0", seed = "1", needle_every = "1024", passkey_every = "4096", filler = "0.1", lead = "0";
@@ -485,7 +646,67 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     o.repeat_tokens = parse_int("--repeat-tokens", repeat_tokens, 16, 4096);
     o.repeat_tokens_given = f.was_set("repeat-tokens");
     o.seed = parse_int("--seed", seed, 0, LLONG_MAX);
+    check_every("--needle-every", "multi-key needle", o.needle_every, f.was_set("needle-every"), o.doc_tokens);
+    check_every("--passkey-every", "pass key", o.passkey_every, f.was_set("passkey-every"), o.doc_tokens);
+    check_every("--quote-every", "quoted line", o.quote_every, f.was_set("quote-every"), o.doc_tokens);
+    check_every("--repeat-every", "repeated passage", o.repeat_every, f.was_set("repeat-every"), o.doc_tokens);
     return o;
+}
+
+// Whether two regular files hold the same bytes (read in pieces: a corpus split may be large).
+static bool same_bytes(const std::string& a, const std::string& b) {
+    struct stat sa, sb;
+    if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0 || !S_ISREG(sa.st_mode) || !S_ISREG(sb.st_mode) || sa.st_size != sb.st_size)
+        return false;
+    std::FILE* fa = std::fopen(a.c_str(), "rb");
+    std::FILE* fb = std::fopen(b.c_str(), "rb");
+    bool same = fa && fb;
+    std::vector<char> ba(1 << 20), bb(1 << 20);
+    while (same) {
+        const size_t na = std::fread(ba.data(), 1, ba.size(), fa), nb = std::fread(bb.data(), 1, bb.size(), fb);
+        same = na == nb && std::memcmp(ba.data(), bb.data(), na) == 0;
+        if (na < ba.size()) break;
+    }
+    if (fa) std::fclose(fa);
+    if (fb) std::fclose(fb);
+    return same;
+}
+
+// Whether an existing token shard is one task-shard wrote: its documents are all one length (its
+// --doc-tokens), which a corpus's split is not. Reads the header and the document starts only.
+static bool looks_like_task_shard(const std::string& path) {
+    uint64_t size = 0;
+    const int fd = open_regular_file(path, kReadFileMaxBytes, "--out", "give another path", &size);
+    unsigned char h[kShardHeaderBytes];
+    bool ok = ::pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h;
+    const uint64_t n_tokens = ok ? shard_get_le((const char*)h + 16, 8) : 0, n_docs = ok ? shard_get_le((const char*)h + 24, 8) : 0;
+    ok = ok && n_docs >= 1 && n_docs <= (size - kShardHeaderBytes) / 8 && n_tokens >= n_docs;
+    std::vector<uint64_t> starts;
+    if (ok) {
+        std::string raw((size_t)(8 * n_docs), '\0');
+        ok = ::pread(fd, &raw[0], raw.size(), kShardHeaderBytes) == (ssize_t)raw.size();
+        for (uint64_t d = 0; ok && d < n_docs; d++) starts.push_back(shard_get_le(raw.data() + 8 * d, 8));
+    }
+    ::close(fd);
+    if (!ok || starts[0] != 0) return false;
+    const uint64_t length = n_docs > 1 ? starts[1] : n_tokens;
+    for (uint64_t d = 0; d < n_docs; d++)
+        if ((d + 1 < n_docs ? starts[d + 1] : n_tokens) - starts[d] != length) return false;
+    return true;
+}
+
+// task-shard --out overwrites an earlier task shard only: never a corpus's split, a copy of one
+// (check_output_path tells a train.bin or val.bin by its name or its tokenizer.model beside it,
+// not a copy elsewhere), nor any other file.
+static void check_task_shard_out(const TaskShardOptions& o) {
+    if (output_kind_of(o.out) != OutputKind::TokenShard) return;
+    for (const char* split : {"train.bin", "val.bin"})
+        if (same_bytes(o.out, o.data + "/" + split))
+            fatal("--out %s holds the same tokens as %s/%s (a copy of it): give another path (task-shard overwrites only an earlier "
+                  "task shard)", o.out.c_str(), o.data.c_str(), split);
+    if (!looks_like_task_shard(o.out))
+        fatal("--out %s is a token shard whose documents are not all one length, so not one task-shard wrote (a corpus's split, or a "
+              "copy of one?): give another path (task-shard overwrites only an earlier task shard)", o.out.c_str());
 }
 
 static void check_task_shard_options(TaskShardOptions& o) {
@@ -504,6 +725,8 @@ static void check_task_shard_options(TaskShardOptions& o) {
         fatal("--repeat-tokens %lld has no effect without --repeat-every N > 0: give both, or drop it", o.repeat_tokens);
     if (o.haystack.empty()) o.haystack = o.data + "/train.bin";
     check_output_not_input(o.out, "--out", {{"--haystack", o.haystack}, {"--data", o.data + "/tokenizer.model"}});
+    check_task_shard_out(o);
+    check_haystack(o.haystack);
 }
 
 // The documents, made in parallel, each from its own seed; the first error ends the run.
@@ -538,7 +761,7 @@ static std::vector<std::vector<int>> make_documents(const TaskShardOptions& o, c
 static int cmd_task_shard(const std::vector<std::string>& args) {
     TaskShardOptions o = task_shard_flags(args);
     check_task_shard_options(o);
-    OutputLock lock;  // one writer per --out (FILE.lock beside it)
+    OutputLock lock;  // one writer per --out (FILE.longnet-lock beside it)
     lock.acquire(o.out, "--out");
     const Tokenizer tok = load_task_tokenizer(o.data, "");
     const PieceKinds kinds_of_pieces(tok);

@@ -47,8 +47,12 @@ build/test_tasks: tests/test_tasks.cpp tests/test_text.h $(TEST_DATA_HEADERS) da
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(DATA_LDLIBS)
 
+# TEXT is taken literally, whatever it holds (quotes, spaces, $, a leading -): its value unexpanded,
+# as one single-quoted shell word (each ' written '\'').
+TEXT_WORD = '$(subst ','\'',$(value TEXT))'
+
 CORPUS ?= default
-ifneq ($(TEXT),)
+ifneq ($(value TEXT),)
 # Your own text: make train TEXT=path (a text file, or a directory of them in any layout).
 DATA_DIR := corpus-text
 else ifeq ($(CORPUS),long)
@@ -72,9 +76,9 @@ $(DATA_DIR)/train.bin: $(DATA_DIR)/raw/SOURCES.txt build/data_tool
 
 $(DATA_DIR)/val.bin $(DATA_DIR)/tokenizer.model $(DATA_DIR)/manifest.txt: $(DATA_DIR)/train.bin ;
 
-ifneq ($(TEXT),)
+ifneq ($(value TEXT),)
 data: build/data_tool
-	scripts/prepare_text.sh "$(TEXT)" $(DATA_DIR) $(DATA_VOCAB)
+	scripts/prepare_text.sh $(TEXT_WORD) $(DATA_DIR) $(DATA_VOCAB)
 else
 data: $(DATA_DIR)/train.bin
 endif

@@ -1,6 +1,6 @@
 // Training the SentencePiece BPE tokenizer (link with -lsentencepiece_train -lsentencepiece).
 //
-// The options are chosen so that any text, code included, round-trips exactly:
+// The options are chosen so that any UTF-8 text, code included, round-trips exactly:
 //   byte_fallback, character_coverage 1.0   no <unk>: unseen characters become byte pieces
 //   normalization identity, remove_extra_whitespaces=false, add_dummy_prefix=false
 //                                            text is not rewritten; indentation and leading
@@ -8,7 +8,12 @@
 //   allow_whitespace_only_pieces             runs of indentation spaces become single pieces
 //   split_digits                             numbers are spelled digit by digit
 // SentencePiece trains on lines, so no piece contains '\n' (newlines encode as the byte piece
-// <0x0A>). Results are reproducible: all lines are used when there are fewer than
+// <0x0A>).
+// UTF-8 only: SentencePiece reads its input as Unicode and turns each byte that is not part of a
+// well-formed UTF-8 sequence into U+FFFD before byte_fallback sees it, so such bytes do not
+// survive a round trip. data_tool prepare --text therefore refuses a file that is not UTF-8,
+// naming it and the byte offset (data/corpus.h); the corpora of scripts/get_corpus.sh (--raw)
+// are taken as they are. Results are reproducible: all lines are used when there are fewer than
 // input_sentence_size, and otherwise SentencePiece samples with a fixed seed.
 //
 // The lines are fed from memory through SentencePiece's SentenceIterator rather than a temp

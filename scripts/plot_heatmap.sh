@@ -15,15 +15,27 @@ out=${2:-${csv%.csv}.png}
 title=${3:-$(basename "${csv%.csv}")}
 [ -f "$csv" ] || { echo "error: $csv not found: write it with infer --tasks FILE --tasks-out ${csv%.csv}" >&2; exit 1; }
 command -v gnuplot >/dev/null || { echo "error: gnuplot not found: run scripts/install_deps.sh" >&2; exit 1; }
-# An existing OUT is replaced only when it is an image (an earlier heatmap): never the CSV or a log.
+# Every heatmap this script draws carries its mark (a PNG text chunk, an SVG comment), and an
+# existing OUT is replaced only when it carries it: an earlier heatmap, never another image (a
+# loss curve), the CSV or a log (core/output_path.h's rule: only a file of the output's own kind
+# is overwritten). An empty file counts as none.
+mark="drawn by longnet-gpt scripts/plot_heatmap.sh"
 if [ -s "$out" ]; then
-    case $(od -An -tx1 -N4 "$out" | tr -d ' \n') in
-        89504e47 | 3c3f786d | 3c737667) ;;  # \x89PNG, <?xml, <svg
-        *) echo "error: $out is an existing file that is not an image: give another path (or remove that file first)" >&2; exit 1 ;;
-    esac
+    if ! head -c 4096 -- "$out" | grep -aqF -- "$mark"; then
+        case $(od -An -tx1 -N4 -- "$out" | tr -d ' \n') in
+            89504e47 | 3c3f786d | 3c737667) what="an image this script did not draw (it lacks the mark \"$mark\")" ;;  # \x89PNG, <?xml, <svg
+            *) what="an existing file that is not an image" ;;
+        esac
+        echo "error: $out is $what: give another path (or remove that file first)" >&2
+        exit 1
+    fi
 fi
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; rm -f "$out.tmp"' EXIT
+# The picture is drawn to a new file of its own beside OUT (never to a name a user's file may
+# have), then renamed over OUT.
+part=$(mktemp -- "$(dirname -- "$out")/.$(basename -- "$out").XXXXXX") ||
+    { echo "error: cannot create a file beside $out: give a writable place" >&2; rm -rf "$tmp"; exit 1; }
+trap 'rm -rf "$tmp"; rm -f -- "$part"' EXIT
 
 # The CSV checked line by line (a file of another kind fails here, naming its line, not in
 # gnuplot); the cells, one "task<TAB>length<TAB>depth<TAB>accuracy" line each.
@@ -105,7 +117,7 @@ esac
 frac() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", a / b }'; }
 gnuplot <<GP
 set terminal $terminal
-set output $(gp_str "$out.tmp")
+set output $(gp_str "$part")
 set title $(gp_str "$title") offset 0,1.6
 set lmargin at screen $(frac 120 "$width")
 set rmargin at screen $(frac $((120 + 64 * nx)) "$width")
@@ -127,6 +139,20 @@ plot '$tmp/grid.dat' using 1:2:(0.48):(0.47) with boxxyerror lc rgb '#dedede', \
      '$tmp/cells.dat' using 1:2:(0.48):(0.47):3 with boxxyerror lc palette, \
      '$tmp/cells.dat' using 1:2:(sprintf('%d', \$4)) with labels tc rgb '#222222' font 'sans,10'
 GP
-[ -s "$out.tmp" ] || { echo "error: gnuplot wrote nothing to $out.tmp" >&2; exit 1; }
-mv "$out.tmp" "$out"
+[ -s "$part" ] || { echo "error: gnuplot wrote nothing to $part" >&2; exit 1; }
+# The mark. SVG: a comment after the XML declaration. PNG: a tEXt chunk ("Software", the mark)
+# right after the header chunk IHDR (the signature's 8 bytes and IHDR's 25), its CRC-32 over the
+# chunk's type and data taken from gzip's trailer (the same CRC, little-endian).
+case $out in
+    *.svg) sed -i "1a <!-- $mark -->" -- "$part" ;;
+    *)
+        printf 'tEXtSoftware\0%s' "$mark" > "$tmp/chunk"
+        [ "$(od -An -c -j12 -N4 -- "$part" | tr -d ' ')" = IHDR ] || { echo "error: gnuplot wrote no PNG header to $part" >&2; exit 1; }
+        be32() { local s; for s in 24 16 8 0; do printf "\\$(printf '%03o' $(($1 >> s & 255)))"; done; }  # 4 bytes, big-endian
+        crc=$(gzip -c < "$tmp/chunk" | tail -c 8 | head -c 4 | od -An -tu4 | tr -d ' ')
+        { head -c 33 -- "$part"; be32 $(($(stat -c %s "$tmp/chunk") - 4)); cat "$tmp/chunk"; be32 "$crc"; tail -c +34 -- "$part"; } > "$tmp/marked.png"
+        cat "$tmp/marked.png" > "$part" ;;
+esac
+chmod "$(printf '%o' $((0666 & ~$(umask))))" -- "$part"  # mktemp made it 0600: the mode any new file gets
+mv -- "$part" "$out"
 echo "wrote $out"

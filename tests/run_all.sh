@@ -33,6 +33,7 @@ run launch tests/test_launch.sh
 run bench_scaling tests/test_bench_scaling.sh
 run data ./build/test_data
 run data_cli tests/test_data_cli.sh
+run prepare_text tests/test_prepare_text.sh
 run train_cli tests/test_train_cli.sh
 run resume_recipe tests/test_resume_recipe.sh
 run run_lock tests/test_run_lock.sh

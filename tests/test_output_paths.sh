@@ -110,6 +110,16 @@ refused "data_tool tasks --out over a checkpoint" "--out $ckpt is a checkpoint" 
     ./build/data_tool tasks --data "$corpus" --task passkey --lengths 200 --out "$ckpt"
 refused "data_tool task-shard --out over a corpus's train.bin" "--out $work/corpus/train.bin is a corpus shard" "$work/corpus/train.bin" \
     ./build/data_tool task-shard --data "$work/corpus" --doc-tokens 256 --tokens 512 --out "$work/corpus/train.bin"
+# A copy of a corpus split elsewhere (no tokenizer.model beside it, another name) is a token shard
+# by its bytes: task-shard overwrites only its own (documents all of one length), never a copy of
+# --data's train.bin or val.bin, nor a split of another corpus.
+mkdir -p "$work/texts" && head -c 30000 "$corpus/bible.txt" > "$work/texts/first.txt" && tail -c 50000 "$corpus/bible.txt" > "$work/texts/second.txt"
+./build/data_tool prepare --text "$work/texts" --out "$work/other" --vocab 512 > "$work/other.log" 2>&1 || bail "prepare: $(tail -1 "$work/other.log")"
+cp "$corpus/train.bin" "$work/backup.bin" && cp "$work/other/train.bin" "$work/other_copy.bin"
+refused "data_tool task-shard --out over a copy of --data's train.bin" "--out $work/backup.bin holds the same tokens as $work/corpus/train.bin" \
+    "$work/backup.bin" ./build/data_tool task-shard --data "$work/corpus" --doc-tokens 256 --tokens 512 --out "$work/backup.bin"
+refused "data_tool task-shard --out over a copy of another corpus's train.bin" "--out $work/other_copy.bin is a token shard whose documents are not all one length" \
+    "$work/other_copy.bin" ./build/data_tool task-shard --data "$work/corpus" --doc-tokens 256 --tokens 512 --out "$work/other_copy.bin"
 
 # 7. A file of the same kind is still overwritten.
 overwritten() {  # name, target, command...: exit 0 and TARGET's bytes changed
@@ -125,6 +135,9 @@ overwritten "infer --per-position over an older per-position CSV" "$work/pos.csv
     "${infer[@]}" --perplexity "$work/ppl.txt" --per-position "$work/pos.csv"
 "${tool[@]}" --seed 1 --out "$work/dump.safetensors" > /dev/null 2>&1
 overwritten "attention_tool --out over an older dump" "$work/dump.safetensors" "${tool[@]}" --seed 2 --out "$work/dump.safetensors"
+./build/data_tool task-shard --data "$corpus" --doc-tokens 256 --tokens 1024 --out "$work/old_shard.bin" > /dev/null 2>&1
+overwritten "data_tool task-shard --out over an older task shard" "$work/old_shard.bin" \
+    ./build/data_tool task-shard --data "$corpus" --doc-tokens 512 --tokens 1024 --seed 3 --out "$work/old_shard.bin"
 overwritten "data_tool tasks --out over an older task file" "$work/old.jsonl" \
     ./build/data_tool tasks --data "$corpus" --task passkey --lengths 200 --depths 0.5 --seed 7 --out "$work/old.jsonl"
 touch "$work/empty.kv"

@@ -2,8 +2,8 @@
 # scripts/plot_heatmap.sh, the heatmap of infer --tasks-out's report CSV drawn by gnuplot: a PNG
 # beside the CSV; as SVG (text), the labels read back: every length, depth and task, and each
 # cell's percent, rounded as the printed report rounds it; a CSV of another kind or a malformed one
-# refused with one line naming its line, drawing nothing; an OUT that is not an image never
-# replaced. gnuplot comes with scripts/install_deps.sh (make test runs it); without it the test
+# refused with one line naming its line, drawing nothing; an OUT that is not a heatmap this script
+# drew (the CSV, another PNG or SVG: each heatmap carries its mark) never replaced. gnuplot comes with scripts/install_deps.sh (make test runs it); without it the test
 # says so and checks nothing.
 # Usage: tests/test_plot_heatmap.sh   Prints PASS/FAIL lines and "N passed, M failed".
 set -uo pipefail
@@ -46,7 +46,7 @@ if out=$($plot "$work/r.csv" 2>&1); then
     read -r w h < <(od -An -tu1 -j16 -N8 "$work/r.png" | awk '{ print ($1 * 2^24 + $2 * 2^16 + $3 * 256 + $4), ($5 * 2^24 + $6 * 2^16 + $7 * 256 + $8) }')
     [ "$w" -ge $((9 * 64)) ] && [ "$h" -ge $((4 * 44)) ] && pass "the image holds 9 columns of cells and 4 rows (${w}x$h)" ||
         fail "the image is ${w}x$h, too small for 9 x 4 cells"
-    [ ! -e "$work/r.png.tmp" ] && pass "no temporary file left" || fail "$work/r.png.tmp left behind"
+    [ -z "$(find "$work" -name '.r.png.*')" ] && pass "no temporary file left" || fail "left behind: $(find "$work" -name '.r.png.*')"
 else
     fail "plot_heatmap.sh on a report CSV failed: $out"
 fi
@@ -101,11 +101,36 @@ refused "a grid too wide to draw (60 tasks)" "over 16384 pixels a side" "$h"$'\n
 err=$($plot "$work/none.csv" 2>&1) && fail "a missing CSV was accepted" || { [[ "$err" == "error: $work/none.csv not found"* ]] &&
     pass "refused: a missing CSV -> $err" || fail "a missing CSV: $err"; }
 
-# 4. OUT: an earlier heatmap is replaced; a file that is not an image (here the CSV itself) is not.
+# 4. OUT: an earlier heatmap is replaced; any other file (the CSV itself, another PNG or SVG) is
+#    not. The mark is a PNG text chunk: the PNG stays well-formed (each chunk's CRC checked).
+mark="drawn by longnet-gpt scripts/plot_heatmap.sh"
+head -c 200 "$work/r.png" | grep -aqF "$mark" && pass "the PNG carries the mark in its first bytes" || fail "the PNG lacks the mark"
+if command -v python3 > /dev/null; then
+    chunks=$(python3 -c '
+import struct, sys, zlib
+d = open(sys.argv[1], "rb").read(); i = 8; out = []
+while i < len(d):
+    n, = struct.unpack(">I", d[i:i + 4]); t = d[i + 4:i + 8]
+    ok = zlib.crc32(d[i + 4:i + 8 + n]) == struct.unpack(">I", d[i + 8 + n:i + 12 + n])[0]
+    out.append(t.decode() + ("" if ok else "(bad crc)")); i += 12 + n
+print(" ".join(out))' "$work/r.png")
+    [[ "$chunks" == "IHDR tEXt "*" IEND" && "$chunks" != *"bad crc"* ]] && pass "the marked PNG's chunks are well-formed ($chunks)" ||
+        fail "the marked PNG's chunks: $chunks"
+fi
+grep -qF "<!-- $mark -->" "$work/r.svg" && pass "the SVG carries the mark" || fail "the SVG lacks the mark"
 $plot "$work/r.csv" "$work/r.png" > /dev/null 2>&1 && pass "an earlier heatmap is replaced" || fail "redrawing over $work/r.png failed"
-sum=$(md5sum < "$work/r.csv")
-err=$($plot "$work/r.csv" "$work/r.csv" 2>&1) && fail "the CSV was drawn over itself" ||
-    { [[ "$err" == *"is an existing file that is not an image"* ]] && [ "$(md5sum < "$work/r.csv")" = "$sum" ] &&
-        pass "an OUT that is not an image keeps its bytes -> $err" || fail "OUT over the CSV: $err"; }
+$plot "$work/r.csv" "$work/r.svg" > /dev/null 2>&1 && pass "an earlier SVG heatmap is replaced" || fail "redrawing over $work/r.svg failed"
+gnuplot -e "set terminal pngcairo size 200,100; set output '$work/loss.png'; plot x" 2> /dev/null
+gnuplot -e "set terminal svg; set output '$work/other.svg'; plot x" 2> /dev/null
+not_replaced() {  # name, OUT, what the message says
+    local sum err
+    sum=$(md5sum < "$2")
+    err=$($plot "$work/r.csv" "$2" 2>&1) && fail "$1 was drawn over" ||
+        { [ "$(grep -c . <<< "$err")" -eq 1 ] && [[ "$err" == "error: $2 is $3"* ]] && [ "$(md5sum < "$2")" = "$sum" ] &&
+            pass "$1 keeps its bytes -> $err" || fail "OUT over $1: $err"; }
+}
+not_replaced "an OUT that is not an image (the CSV)" "$work/r.csv" "an existing file that is not an image"
+not_replaced "an OUT that is another PNG (a loss curve)" "$work/loss.png" "an image this script did not draw"
+not_replaced "an OUT that is another SVG" "$work/other.svg" "an image this script did not draw"
 
 summary
