@@ -28,6 +28,8 @@
 // data_tool tasks writes such files; infer --tasks reads them, also when written by hand.
 #pragma once
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -49,10 +51,21 @@ inline long long task_length_slack(long long length) { return length / 4 + 32; }
 // The text a model reads for an item (after BOS): context, a newline, question.
 inline std::string task_prompt_text(const TaskItem& it) { return it.context + "\n" + it.question; }
 
+// A depth as files and reports write it: the shortest decimal that reads back as the same double
+// (0.5, 0.25, 0.5000001), so that two depths are never written alike, nor one depth two ways.
+inline std::string exact_depth(double d) {
+    char buf[32];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, d);
+        if (std::strtod(buf, nullptr) == d) break;
+    }
+    return buf;
+}
+
 inline std::string task_item_to_json(const TaskItem& it, uint64_t seed) {
-    char num[96];
-    snprintf(num, sizeof num, ",\"length\":%lld,\"depth\":%.6g,\"needle_token\":%lld,\"seed\":%llu}", it.length, it.depth,
-             it.needle_token, (unsigned long long)seed);
+    char num[128];
+    snprintf(num, sizeof num, ",\"length\":%lld,\"depth\":%s,\"needle_token\":%lld,\"seed\":%llu}", it.length,
+             exact_depth(it.depth).c_str(), it.needle_token, (unsigned long long)seed);
     return "{\"task\":" + json_quote(it.task) + ",\"context\":" + json_quote(it.context) + ",\"question\":" + json_quote(it.question) +
            ",\"answer\":" + json_quote(it.answer) + num;
 }

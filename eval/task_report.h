@@ -26,18 +26,6 @@ inline std::string format_length(long long tokens) {
     return buf;
 }
 
-// A depth as the CSVs and the table print it: the shortest decimal that reads back as the same
-// double (0.5, 0.25, 0.5000001, 0.50000000001), so that two depths of a file are never printed
-// alike, nor one depth two ways.
-inline std::string exact_depth(double d) {
-    char buf[32];
-    for (int digits = 1; digits <= 17; digits++) {
-        snprintf(buf, sizeof buf, "%.*g", digits, d);
-        if (std::strtod(buf, nullptr) == d) break;
-    }
-    return buf;
-}
-
 // Rows and columns of the report: the values given, each exactly (depths 0.5 and 0.5000001 are
 // two rows, as a file that gives both asks), or bins when there are too many (hand-written files
 // may have any lengths and depths): depths to the nearest 0.1, lengths to the nearest power of 2.

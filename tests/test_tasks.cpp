@@ -175,6 +175,12 @@ static void test_task_file() {
     w.task = "t", w.context = "c \"quoted\"\n\ttab", w.question = "q", w.answer = "7", w.length = 5, w.depth = 1;
     const TaskItem back = parse_task_line(task_item_to_json(w, 1), "f", 1);
     check(back.context == w.context && back.question == w.question && back.answer == w.answer, "an item round-trips through JSON");
+    bool depths_exact = true;
+    for (double d : {0.0, 0.25, 0.5, 0.5000001, 0.4999999, 0.50000000001, 1.0 / 3, 1.0}) {
+        w.depth = d;
+        depths_exact = depths_exact && parse_task_line(task_item_to_json(w, 1), "f", 1).depth == d;
+    }
+    check(depths_exact, "a depth is written as the shortest decimal that reads back exactly (0.5 and 0.5000001 stay two depths)");
     check(task_prompt_text(w) == w.context + "\n" + w.question, "the prompt is context, newline, question");
     auto refused = [&](const std::string& name, const std::string& line, const std::string& want) {
         expect_fatal(name, [&] { parse_task_line(line, "tasks.jsonl", 7); }, {"tasks.jsonl line 7", want});
