@@ -1033,20 +1033,19 @@ class TrainLoop {
         in_.px.barrier();  // nobody runs ahead of a checkpoint that may yet fail
     }
 
-    // No checkpoint holds NaN or Inf weights or moments: load_checkpoint would refuse it, and
-    // --resume or infer would find nothing usable after hours of training. The run stops instead,
-    // keeping the checkpoints already written.
+    // No checkpoint holds values load_checkpoint refuses (NaN or Inf weights or moments, weights
+    // beyond +-1e6): --resume or infer would find nothing usable after hours of training. The run
+    // stops instead, keeping the checkpoints already written.
     void refuse_non_finite_state(int at_step) {
         std::vector<float> w(in_.model.num_params()), m(w.size()), v(w.size());
         in_.model.get_params(w.data());
         in_.model.get_opt_state(m.data(), v.data());
-        for (size_t i = 0; i < w.size(); i++)
-            if (!std::isfinite(w[i]) || !std::isfinite(m[i]) || !std::isfinite(v[i])) {
-                const std::string last = latest_checkpoint(a_.out);
-                fatal("step %d: the %s hold NaN or Inf, so no checkpoint was written: lower --lr (now %g) or raise --warmup, then %s",
-                      at_step, std::isfinite(w[i]) ? "AdamW moments" : "weights", a_.lr,
-                      last.empty() ? "start again" : ("resume from " + last).c_str());
-            }
+        const CheckpointValuesError bad = checkpoint_values_error(param_layout(in_.model.config()), w.data(), m.data(), v.data());
+        if (!bad.what.empty()) {
+            const std::string last = latest_checkpoint(a_.out);
+            fatal("step %d: the %s, so no checkpoint was written (%s): lower --lr (now %g) or raise --warmup, then %s", at_step,
+                  bad.what.c_str(), bad.where.c_str(), a_.lr, last.empty() ? "start again" : ("resume from " + last).c_str());
+        }
     }
 
     LoopInputs in_;
