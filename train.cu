@@ -212,7 +212,10 @@ static RunShape validate_args(const TrainArgs& a, Device device) {
     if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
     if (a.op_split < 0 || a.op_split > a.steps) fatal("--op-split must be a step in [1, --steps %d], or 0 for none (got %d)", a.steps, a.op_split);
     if (a.stop_at < 0 || a.stop_at > a.steps) fatal("--stop-at must be in [0, --steps %d] (got %d)", a.steps, a.stop_at);
-    if (!(a.time_limit >= 0)) fatal("--time-limit must be >= 0 minutes (got %g)", a.time_limit);
+    // Any positive limit stops the run after the step that passes it (at least one step); past a
+    // year a limit is a slip, and 0 is the way to say none.
+    if (!(a.time_limit >= 0 && a.time_limit <= 525600))
+        fatal("--time-limit must be 0 (no limit) or a number of minutes up to 525600 (a year) (got %g)", a.time_limit);
     parse_recompute(a.recompute, &shape.recompute.policy, &shape.recompute.is_auto);
     // 0 means no cap; a cap under a MiB would round to 0 bytes, which the planner reads as none.
     if (!(a.memory_cap_gib == 0 || (a.memory_cap_gib >= 1.0 / 1024 && a.memory_cap_gib <= 1e6)))
