@@ -280,7 +280,7 @@ static std::vector<RecipeFile> run_files(const TrainArgs& a, const RunShape& sha
         for (const MixedShard& m : stage) {
             bool seen = false;
             for (const RecipeFile& f : files) seen = seen || (f.role == "--mix" && f.path == m.path);
-            if (!seen) files.push_back({"--mix", m.path, file_identity(m.path)});
+            if (!seen) files.push_back({"--mix", m.path, file_identity(m.path, "--mix", kShardFlagFix)});
         }
     return files;
 }
