@@ -299,6 +299,31 @@ static void test_checkpoint() {
     }
     expect_refused("4 bytes between the header and the first tensor", [&] { load_checkpoint(raw(gap, std::string(4, '\0') + data)); },
                    "4 bytes between the header and tensor");
+    // The header is checked before the data is read: a sparse 20 GB file is refused unread, in
+    // a child that may use 1 GB of address space (once: the whole file was read first).
+    auto sparse_20g = [&](const std::string& head) {
+        const std::string path = raw(header, data);
+        const int fd = ::open(path.c_str(), O_WRONLY);
+        const bool ok = fd >= 0 && ::pwrite(fd, head.data(), head.size(), 0) == (ssize_t)head.size() && ::ftruncate(fd, 20LL << 30) == 0;
+        if (fd >= 0) ::close(fd);
+        check(ok, "a 20 GB sparse checkpoint");
+        return path;
+    };
+    auto in_1gb = [](const std::function<void()>& body) {
+        return [body] {
+            const rlimit as{1ull << 30, 1ull << 30};
+            setrlimit(RLIMIT_AS, &as);
+            body();
+        };
+    };
+    const std::string sparse_ck = sparse_20g("");
+    expect_fatal_exit("a checkpoint followed by 20 GB of zeros: refused from its header, unread",
+                      in_1gb([&] { load_checkpoint(sparse_ck); }), {"is corrupt (", "bytes after tensor"});
+    uint64_t huge_header = 200ull << 20;
+    const std::string huge_ck = sparse_20g(std::string((const char*)&huge_header, 8));
+    expect_fatal_exit("a header length of 200 MB: refused before it is read", in_1gb([&] { load_checkpoint(huge_ck); }),
+                      {"a header of 209715200 bytes, more than the 104857600"});
+    std::remove(huge_ck.c_str());
 }
 
 // Token shards and the files a run identifies: the header is checked against the file's size
