@@ -212,7 +212,10 @@ static RunShape validate_args(const TrainArgs& a, Device device) {
     if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);
     if (a.op_split < 0 || a.op_split > a.steps) fatal("--op-split must be a step in [1, --steps %d], or 0 for none (got %d)", a.steps, a.op_split);
     if (a.stop_at < 0 || a.stop_at > a.steps) fatal("--stop-at must be in [0, --steps %d] (got %d)", a.steps, a.stop_at);
-    if (!(a.time_limit >= 0)) fatal("--time-limit must be >= 0 minutes (got %g)", a.time_limit);
+    // Any positive limit stops the run after the step that passes it (at least one step); past a
+    // year a limit is a slip, and 0 is the way to say none.
+    if (!(a.time_limit >= 0 && a.time_limit <= 525600))
+        fatal("--time-limit must be 0 (no limit) or a number of minutes up to 525600 (a year) (got %g)", a.time_limit);
     parse_recompute(a.recompute, &shape.recompute.policy, &shape.recompute.is_auto);
     // 0 means no cap; a cap under a MiB would round to 0 bytes, which the planner reads as none.
     if (!(a.memory_cap_gib == 0 || (a.memory_cap_gib >= 1.0 / 1024 && a.memory_cap_gib <= 1e6)))
@@ -277,7 +280,7 @@ static std::vector<RecipeFile> run_files(const TrainArgs& a, const RunShape& sha
         for (const MixedShard& m : stage) {
             bool seen = false;
             for (const RecipeFile& f : files) seen = seen || (f.role == "--mix" && f.path == m.path);
-            if (!seen) files.push_back({"--mix", m.path, file_identity(m.path)});
+            if (!seen) files.push_back({"--mix", m.path, file_identity(m.path, "--mix", kShardFlagFix)});
         }
     return files;
 }
@@ -1033,20 +1036,19 @@ class TrainLoop {
         in_.px.barrier();  // nobody runs ahead of a checkpoint that may yet fail
     }
 
-    // No checkpoint holds NaN or Inf weights or moments: load_checkpoint would refuse it, and
-    // --resume or infer would find nothing usable after hours of training. The run stops instead,
-    // keeping the checkpoints already written.
+    // No checkpoint holds values load_checkpoint refuses (NaN or Inf weights or moments, weights
+    // beyond +-1e6): --resume or infer would find nothing usable after hours of training. The run
+    // stops instead, keeping the checkpoints already written.
     void refuse_non_finite_state(int at_step) {
         std::vector<float> w(in_.model.num_params()), m(w.size()), v(w.size());
         in_.model.get_params(w.data());
         in_.model.get_opt_state(m.data(), v.data());
-        for (size_t i = 0; i < w.size(); i++)
-            if (!std::isfinite(w[i]) || !std::isfinite(m[i]) || !std::isfinite(v[i])) {
-                const std::string last = latest_checkpoint(a_.out);
-                fatal("step %d: the %s hold NaN or Inf, so no checkpoint was written: lower --lr (now %g) or raise --warmup, then %s",
-                      at_step, std::isfinite(w[i]) ? "AdamW moments" : "weights", a_.lr,
-                      last.empty() ? "start again" : ("resume from " + last).c_str());
-            }
+        const CheckpointValuesError bad = checkpoint_values_error(param_layout(in_.model.config()), w.data(), m.data(), v.data());
+        if (!bad.what.empty()) {
+            const std::string last = latest_checkpoint(a_.out);
+            fatal("step %d: the %s, so no checkpoint was written (%s): lower --lr (now %g) or raise --warmup, then %s", at_step,
+                  bad.what.c_str(), bad.where.c_str(), a_.lr, last.empty() ? "start again" : ("resume from " + last).c_str());
+        }
     }
 
     LoopInputs in_;

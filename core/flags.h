@@ -108,6 +108,10 @@ class Flags {
             }
             case Kind::Float: {
                 float v = std::strtof(value.c_str(), &end);
+                // strtof calls a number too small for a float (1e-45) out of range too: say so.
+                if (!value.empty() && !*end && errno == ERANGE && std::fabs(v) < 1.2e-38f)
+                    fatal("%s %s is too small for a float (the smallest is 1.2e-38): give 0 or a larger number", arg.c_str(),
+                          value.c_str());
                 if (value.empty() || *end || errno || !std::isfinite(v))
                     fatal("%s expects a finite number, got '%s'", arg.c_str(), value.c_str());
                 *(float*)f.dst = v;

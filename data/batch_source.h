@@ -45,7 +45,8 @@ inline bool parse_stage_number(const std::string& text, int* out) {
 
 // The stages of a run: stage 0 from --seq-len and --batch, then "8192x16@300,32768x4@600"
 // (--schedule). Every stage's shape is checked here, the one place: a window of at least 2 tokens,
-// a batch of at least 1, at most max_tokens tokens in a window and in a step.
+// a batch of at least 1, at most max_tokens tokens in a window and in a step; each stage after a
+// step of its own and of another shape than the stage before it.
 inline std::vector<TrainStage> parse_schedule(const std::string& text, TrainStage first, int steps, long long max_tokens) {
     auto check = [&](const TrainStage& s, const std::string& which) {
         if (s.batch < 1 || s.seq_len < 2)
@@ -74,6 +75,10 @@ inline std::vector<TrainStage> parse_schedule(const std::string& text, TrainStag
         check(s, "--schedule entry '" + item + "'");
         if (s.first_step <= stages.back().first_step || s.first_step >= steps)
             fatal("--schedule entry '%s': steps must increase and lie in (0, --steps %d)", item.c_str(), steps);
+        // A stage of the same shape would change only which windows are drawn: a typo, not a curriculum.
+        if (s.seq_len == stages.back().seq_len && s.batch == stages.back().batch)
+            fatal("--schedule entry '%s' has the shape of the stage before it (windows of %d tokens, %d per step): each stage "
+                  "must change the window or the batch; drop the entry", item.c_str(), s.seq_len, s.batch);
         stages.push_back(s);
         at = end + 1;
     }

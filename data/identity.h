@@ -7,7 +7,10 @@
 // with role "train.bin", "val.bin" (matched by role: another --data with other files is refused
 // too) or "--mix" (matched by path: the --mix flag itself must already be the same).
 #pragma once
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/io.h"
 #include "core/json.h"
 
 // A file's identity: its size and a 64-bit FNV-1a hash of its size, first MiB and last MiB.
@@ -42,29 +46,37 @@ inline uint64_t tokenizer_fingerprint(const std::string& model_bytes) {
     return identity_fnv1a(model_bytes.data(), model_bytes.size(), 0xcbf29ce484222325ULL);
 }
 
-inline FileIdentity file_identity(const std::string& path) {
+// A missing file has no identity (exists false: the caller says what is missing). Anything else
+// must be a regular file: a directory, FIFO or device is refused in one line naming it as `what`
+// (e.g. "--mix") with `fix`, before any read that could block (core/io.h's open_regular_file).
+inline FileIdentity file_identity(const std::string& path, const char* what = nullptr, const char* fix = nullptr) {
     FileIdentity id;
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return id;
-    if (std::fseek(f, 0, SEEK_END) != 0) {
-        std::fclose(f);
-        fatal("%s: cannot seek to its end to identify it", path.c_str());
-    }
-    const long end = std::ftell(f);
-    id.exists = true, id.size = end < 0 ? 0 : (uint64_t)end;
+    struct stat st;
+    const bool found = ::stat(path.c_str(), &st) == 0;
+    if (!found && (errno == ENOENT || errno == ENOTDIR)) return id;
+    if (found && S_ISDIR(st.st_mode)) fatal("%s is a directory%s%s", input_file_name(path, what).c_str(), fix ? ": " : "", fix ? fix : "");
+    const int fd = open_regular_file(path, kReadFileMaxBytes, what, fix, &id.size);
+    id.exists = true;
     uint64_t h = identity_fnv1a((const char*)&id.size, sizeof id.size, 0xcbf29ce484222325ULL);
     std::vector<char> buf(kIdentityEndBytes);
     // The first MiB, then the last (overlapping it when the file is under 2 MiB: still a function of the bytes).
     const uint64_t starts[2] = {0, id.size > kIdentityEndBytes ? id.size - kIdentityEndBytes : 0};
     for (uint64_t at : starts) {
         const size_t want = (size_t)std::min<uint64_t>(kIdentityEndBytes, id.size - at);
-        if (std::fseek(f, (long)at, SEEK_SET) != 0 || std::fread(buf.data(), 1, want, f) != want) {
-            std::fclose(f);
-            fatal("%s: cannot read it to identify it", path.c_str());
+        size_t got = 0;
+        while (got < want) {
+            const ssize_t n = ::pread(fd, buf.data() + got, want - got, (off_t)(at + got));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            got += (size_t)n;
+        }
+        if (got != want) {
+            ::close(fd);
+            fatal("%s: cannot read it to identify it (did it change while read?)", input_file_name(path, what).c_str());
         }
         h = identity_fnv1a(buf.data(), want, h);
     }
-    std::fclose(f);
+    ::close(fd);
     id.hash = h;
     return id;
 }

@@ -28,10 +28,14 @@
 // tokenizer calls require_shard_tokenizer. Version-1 shards carry no fingerprint: they are only
 // checked by vocab_size, so a v1 shard of another tokenizer with the same vocabulary size passes.
 #pragma once
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "core/io.h"
 #include "core/error.h"
@@ -100,9 +104,27 @@ inline void write_shard(const std::string& path, const std::vector<uint32_t>& to
     write_file_atomic(path, out);
 }
 
+// What a flag that takes a token shard (--mix, --haystack, --perplexity) expects, for its messages.
+constexpr const char* kShardFlagFix =
+    "give a token shard file (data_tool task-shard --data DIR --out FILE.bin makes one; data_tool prepare makes a corpus's "
+    "train.bin and val.bin)";
+
+// Reads exactly n bytes at offset `at` of fd; false when the file ends first or a read fails.
+inline bool shard_pread(int fd, char* dst, uint64_t n, uint64_t at) {
+    while (n > 0) {
+        const ssize_t got = ::pread(fd, dst, (size_t)std::min<uint64_t>(n, 1u << 30), (off_t)at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return false;
+        dst += got, at += (uint64_t)got, n -= (uint64_t)got;
+    }
+    return true;
+}
+
 // Read and fully validate a shard; any defect is fatal with the file name and the fix.
 // `flag` names the flag that gave the path (e.g. "--mix"), for a shard that is not a corpus's
 // train.bin or val.bin: its messages then name the flag and the commands that make shards.
+// The 64-byte header is read and checked against the file's size first: a corrupt or foreign
+// file of any size is refused before its body is read or memory is taken for it.
 inline TokenShard read_shard(const std::string& path, const char* flag = nullptr) {
     const char* fix = flag ? "regenerate it (data_tool prepare makes a corpus's train.bin and val.bin, data_tool "
                              "task-shard a task shard)"
@@ -110,9 +132,16 @@ inline TokenShard read_shard(const std::string& path, const char* flag = nullptr
     if (flag && !file_exists(path))
         fatal("%s %s does not exist: give an existing token shard (data_tool task-shard --data DIR --out FILE.bin makes one; "
               "data_tool prepare makes a corpus's train.bin and val.bin)", flag, path.c_str());
-    const std::string bytes = read_file(path, "run `make data` to create it");
-    const char* p = bytes.data();
-    const uint64_t size = bytes.size();
+    if (flag && is_directory(path)) fatal("%s %s is a directory: %s", flag, path.c_str(), kShardFlagFix);
+    uint64_t size = 0;
+    const int fd = open_regular_file(path, kReadFileMaxBytes, flag, flag ? kShardFlagFix : "run `make data` to create it", &size);
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    char p[kShardHeaderBytes] = {};
+    if (!shard_pread(fd, p, std::min<uint64_t>(size, kShardHeaderBytes), 0))
+        fatal("cannot read %s (did it change while read?): %s", path.c_str(), fix);
     if (flag && (size < 8 || std::memcmp(p, kShardMagic, 8) != 0))
         fatal("%s %s is not a token shard (bad magic: no LNGSHARD header): give a shard made by data_tool task-shard or "
               "prepare", flag, path.c_str());
@@ -153,7 +182,11 @@ inline TokenShard read_shard(const std::string& path, const char* flag = nullptr
               (unsigned long long)size, (unsigned long long)n_docs,
               (unsigned long long)n_tokens, shard.token_bytes, fix);
 
-    const char* q = p + kShardHeaderBytes;
+    // The header holds: now the body, which its counts say is exactly the rest of the file.
+    std::string rest((size_t)body, '\0');
+    if (!shard_pread(fd, &rest[0], body, kShardHeaderBytes))
+        fatal("cannot read %s (did it change while read?): %s", path.c_str(), fix);
+    const char* q = rest.data();
     shard.doc_starts.resize(n_docs);
     for (uint64_t d = 0; d < n_docs; d++) {
         const uint64_t s = shard_get_le(q + 8 * d, 8);

@@ -9,6 +9,8 @@
 #include <dirent.h>
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 #include "data/batch_source.h"
@@ -141,6 +143,41 @@ inline uint64_t parse_metadata_uint(const std::string& text, uint64_t max, const
     return v;
 }
 
+// The values a checkpoint may hold, one rule for the writer (train stops rather than save
+// anything else) and the reader (load_checkpoint): weights finite and within kMaxCheckpointWeight
+// (a trained model's weights are of order 1; an AdamW step moves a weight by about --lr <= 1, so
+// no run that learns comes near 1e6: beyond it, a file is corrupt or edited), AdamW moments
+// finite, the second moment (a mean of squares) not negative. m and v may be null (no training
+// state). `what` is empty when every value passes, else e.g. "weights hold NaN or Inf", and
+// `where` the first value at fault: `tensor "wte", element 3: nan`.
+constexpr float kMaxCheckpointWeight = 1e6f;
+struct CheckpointValuesError {
+    std::string what, where;
+};
+inline CheckpointValuesError checkpoint_values_error(const std::vector<ParamTensor>& layout, const float* w, const float* m,
+                                                     const float* v) {
+    auto at = [&](const char* what, const char* prefix, const ParamTensor& t, size_t i, float x) {
+        return CheckpointValuesError{what, strf("tensor \"%s%s\", element %zu: %g", prefix, t.name.c_str(), i - t.offset, x)};
+    };
+    for (const ParamTensor& t : layout)
+        for (size_t i = t.offset; i < t.offset + t.size; i++) {
+            if (!std::isfinite(w[i])) return at("weights hold NaN or Inf", "", t, i, w[i]);
+            if (std::fabs(w[i]) > kMaxCheckpointWeight) return at("weights hold a value beyond +-1e6", "", t, i, w[i]);
+            if (m && !std::isfinite(m[i])) return at("AdamW moments hold NaN or Inf", "optim.m.", t, i, m[i]);
+            if (v && !std::isfinite(v[i])) return at("AdamW moments hold NaN or Inf", "optim.v.", t, i, v[i]);
+            if (v && v[i] < 0) return at("AdamW moments hold a negative second moment", "optim.v.", t, i, v[i]);
+        }
+    return {};
+}
+
+// A tensor name from a file, fit for a one-line message: control bytes shown as '?', cut at 80.
+inline std::string printable_name(const std::string& name) {
+    std::string out = name.substr(0, 80);
+    for (char& c : out)
+        if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+    return name.size() > 80 ? out + "..." : out;
+}
+
 // The config is held to train's rules (validate_config), head dims included, so that infer
 // refuses a model train would refuse (issue 41: a config edited to head dim 32 ran in infer).
 // allow_any_head_dim: the CPU tests' small models only.
@@ -174,21 +211,38 @@ inline Checkpoint load_checkpoint(const std::string& path, bool allow_any_head_d
         f.find(t.name, t.shape);
         if (c.has_train_state) f.find("optim.m." + t.name, t.shape), f.find("optim.v." + t.name, t.shape);
     }
+    // ... and nothing else: a tensor this model does not read is not silently skipped (an edited
+    // or foreign file; the tiling check in read_safetensors leaves it no bytes to hide in).
+    if (f.tensors.size() != layout.size() * (c.has_train_state ? 3 : 1)) {
+        std::set<std::string> expected;
+        for (const ParamTensor& t : layout) {
+            expected.insert(t.name);
+            if (c.has_train_state) expected.insert("optim.m." + t.name), expected.insert("optim.v." + t.name);
+        }
+        for (const auto& [name, t] : f.tensors)
+            if (!expected.count(name))
+                fatal("checkpoint %s holds a tensor \"%s\" that the model of its config does not have (%zu tensors: %s, %s, ..., %s%s): "
+                      "the file was edited or written by another program: use another checkpoint",
+                      path.c_str(), printable_name(name).c_str(), layout.size(), layout[0].name.c_str(), layout[1].name.c_str(),
+                      layout.back().name.c_str(),
+                      c.has_train_state ? ", and optim.m.<name> and optim.v.<name> of each"
+                                        : "; AdamW moments only with a \"step\" in the metadata");
+    }
     c.params.resize(n);
     for (const ParamTensor& t : layout) f.read(t.name, t.shape, c.params.data() + t.offset);
-    for (float x : c.params)
-        if (!std::isfinite(x)) fatal("checkpoint %s holds NaN or Inf weights: use an earlier checkpoint", path.c_str());
     if (c.has_train_state) {
         c.m.resize(n), c.v.resize(n);
         for (const ParamTensor& t : layout) {
             f.read("optim.m." + t.name, t.shape, c.m.data() + t.offset);
             f.read("optim.v." + t.name, t.shape, c.v.data() + t.offset);
         }
-        // The second moment is a mean of squares: negative or non-finite means corruption,
-        // and either would poison every later update.
-        for (size_t i = 0; i < n; i++)
-            if (!std::isfinite(c.m[i]) || !std::isfinite(c.v[i]) || c.v[i] < 0)
-                fatal("checkpoint %s holds NaN, Inf or negative AdamW moments: use an earlier checkpoint", path.c_str());
+    }
+    // Out-of-range values would poison every later step (or every generated token).
+    const CheckpointValuesError bad = checkpoint_values_error(layout, c.params.data(), c.has_train_state ? c.m.data() : nullptr,
+                                                              c.has_train_state ? c.v.data() : nullptr);
+    if (!bad.what.empty())
+        fatal("checkpoint %s: its %s (%s): use an earlier checkpoint", path.c_str(), bad.what.c_str(), bad.where.c_str());
+    if (c.has_train_state) {
         c.state.step = (int)parse_metadata_uint(meta("step"), 2147483647, path, "step");
         if (c.state.step < 1) fatal("checkpoint %s: its step is 0, but train saves after step 1 at the earliest: the file is corrupt", path.c_str());
         // Checkpoints written before steps could be skipped have no "updates": every step updated.
@@ -221,9 +275,12 @@ inline int checkpoint_seq_len(const Checkpoint& c, const std::string& path, int 
         const Json args = JsonParser(c.state.train_args).parse();
         const int seq_len = (int)args.at("seq_len").as_int("seq_len", 2, max_seq_len);
         if (!args.has("schedule")) return seq_len;
+        // The stages as train read them (a stage may not repeat the shape before it, so stage 0's
+        // batch is the run's); steps only bound where the stages may begin.
+        const int batch = args.has("batch") ? (int)args.at("batch").as_int("batch", 1, max_seq_len) : 1;
         int longest = 0;
-        try {  // the stages as train read them: batch and steps only bound what the windows may be
-            for (const TrainStage& s : parse_schedule(args.at("schedule").as_string(), {0, seq_len, 1}, INT32_MAX, max_seq_len))
+        try {
+            for (const TrainStage& s : parse_schedule(args.at("schedule").as_string(), {0, seq_len, batch}, INT32_MAX, max_seq_len))
                 longest = std::max(longest, s.seq_len);
         } catch (const FatalError& e) {
             throw JsonError(std::string("its schedule: ") + e.what());

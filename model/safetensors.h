@@ -124,6 +124,9 @@ struct SafetensorsFile {
     }
 };
 
+// The format's own bound on the JSON header (a checkpoint's, tokenizer included, is a few MB).
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
+
 // role: what the file is to the user (its messages name it and the fix); max_bytes: the largest
 // file accepted, refused from its size before a byte is read (core/io.h's open_regular_file,
 // which also refuses FIFOs, devices and directories).
@@ -145,12 +148,19 @@ inline SafetensorsFile read_safetensors(const std::string& path, SafetensorsRole
         std::fclose(f);
         fatal("%s %s is truncated or not a safetensors file: %s", role.noun, path.c_str(), role.fix);
     }
+    if (n > kMaxSafetensorsHeaderBytes) {
+        std::fclose(f);
+        fatal("%s %s is corrupt (a header of %llu bytes, more than the %llu a safetensors header may hold): %s", role.noun,
+              path.c_str(), (unsigned long long)n, (unsigned long long)kMaxSafetensorsHeaderBytes, role.fix);
+    }
+    // The header first: its tensors must tile the data before the data is read, so a file whose
+    // size its header does not account for (a sparse 20 GB file, say) is refused unread.
     std::string header(n, '\0');
+    if (std::fread(&header[0], 1, n, f) != n) {
+        std::fclose(f);
+        fatal("cannot read %s %s (did it change while read?): %s", role.noun, path.c_str(), role.fix);
+    }
     const size_t data_size = (size_t)size - 8 - n;
-    out.data.resize(data_size);
-    const bool read_ok = std::fread(&header[0], 1, n, f) == n && std::fread(out.data.data(), 1, data_size, f) == data_size;
-    std::fclose(f);
-    if (!read_ok) fatal("cannot read %s %s (did it change while read?): %s", role.noun, path.c_str(), role.fix);
     try {
         Json j = JsonParser(header).parse();
         if (j.kind != Json::Object) throw JsonError("header is not an object");
@@ -196,7 +206,17 @@ inline SafetensorsFile read_safetensors(const std::string& path, SafetensorsRole
         }
         if (at != data_size) throw JsonError(std::to_string(data_size - at) + " bytes after " + before);
     } catch (const JsonError& e) {
+        std::fclose(f);
         fatal("%s %s is corrupt (%s): %s", role.noun, path.c_str(), e.what(), role.fix);
     }
+    try {
+        out.data.resize(data_size);
+    } catch (...) {
+        std::fclose(f);
+        throw;
+    }
+    const bool read_ok = std::fread(out.data.data(), 1, data_size, f) == data_size;
+    std::fclose(f);
+    if (!read_ok) fatal("cannot read %s %s (did it change while read?): %s", role.noun, path.c_str(), role.fix);
     return out;
 }

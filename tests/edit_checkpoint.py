@@ -5,7 +5,13 @@
                                                          verbatim (so it may be invalid JSON,
                                                          e.g. '"\\uZZZZ"')
   tests/edit_checkpoint.py IN OUT train_arg KEY RAW_JSON  one field of the train_args JSON
-  tests/edit_checkpoint.py IN OUT tensor NAME VALUE       first element of tensor NAME (F32)
+  tests/edit_checkpoint.py IN OUT tensor NAME VALUE [I]   element I (0) of tensor NAME (F32)
+  tests/edit_checkpoint.py IN OUT offsets NAME OTHER      NAME's data_offsets set to OTHER's (the
+                                                         data unchanged: NAME reads OTHER's bytes)
+  tests/edit_checkpoint.py IN OUT add_tensor NAME         one more F32 tensor of shape [1], 0.5,
+                                                         its bytes after the last tensor's
+  tests/edit_checkpoint.py IN OUT drop_tensor NAME        tensor NAME and its bytes removed, the
+                                                         tensors after it moved down
 Standard library only.
 """
 import json
@@ -14,7 +20,8 @@ import sys
 
 
 def main():
-    src, dst, what, key, value = sys.argv[1:6]
+    src, dst, what, key = sys.argv[1:5]
+    value = sys.argv[5] if len(sys.argv) > 5 else None
     with open(src, "rb") as f:
         blob = f.read()
     (n,) = struct.unpack("<Q", blob[:8])
@@ -32,8 +39,22 @@ def main():
         text = "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in fields.items()) + "}"
         raw["train_args"] = json.dumps(text)
     elif what == "tensor":
-        begin = header[key]["data_offsets"][0]
+        begin = header[key]["data_offsets"][0] + 4 * (int(sys.argv[6]) if len(sys.argv) > 6 else 0)
         data[begin:begin + 4] = struct.pack("<f", float(value))
+    elif what == "offsets":
+        header[key]["data_offsets"] = list(header[value]["data_offsets"])
+    elif what in ("add_tensor", "drop_tensor"):
+        if what == "add_tensor":
+            header[key] = {"dtype": "F32", "shape": [1], "data_offsets": [len(data), len(data) + 4]}
+            data += struct.pack("<f", 0.5)
+        else:
+            del header[key]
+        packed = bytearray()  # the tensors back to back again, in their order in the file
+        for name in sorted(header, key=lambda n: header[n]["data_offsets"][0]):
+            b, e = header[name]["data_offsets"]
+            header[name]["data_offsets"] = [len(packed), len(packed) + e - b]
+            packed += data[b:e]
+        data = packed
     else:
         sys.exit(f"unknown edit {what}")
     text = "{\"__metadata__\":{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in raw.items()) + "}"

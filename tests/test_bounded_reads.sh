@@ -55,6 +55,43 @@ expect_error "train --data with a FIFO shard" "is a FIFO" bash -c "mkdir -p '$wo
     cp '$corpus'/{val.bin,tokenizer.model} '$work/fifo_data/' && mkfifo '$work/fifo_data/train.bin' && \
     timeout 20 ./build/train --data '$work/fifo_data' --layers 2 --width 64 --heads 1 --seq-len 32 --batch 4 --steps 1 --device cpu --out '$work/fd'"
 
+# --mix shards: a FIFO, a directory or a device is refused before any open that could block (the
+# identity train records of each --mix shard once opened it blocking: a FIFO hung for ever).
+train_tiny=(timeout 20 tests/last_wins.sh ./build/train "${tiny[@]}")
+expect_error "train --mix FIFO" "^error: --mix $work/fifo is a FIFO" "${train_tiny[@]}" --mix "$work/fifo:0.5" --out "$work/mix_fifo"
+expect_error "train --mix a directory: says so, and what --mix takes" "^error: --mix $work/dir is a directory: give a token shard file" \
+    "${train_tiny[@]}" --mix "$work/dir:0.5" --out "$work/mix_dir"
+expect_error "train --mix /dev/zero" "^error: --mix /dev/zero is a character device" "${train_tiny[@]}" --mix /dev/zero:0.5 --out "$work/mix_zero"
+[ ! -e "$work/mix_fifo" ] && [ ! -e "$work/mix_dir" ] && [ ! -e "$work/mix_zero" ] && pass "the refused --mix runs wrote nothing" \
+    || fail "a refused --mix run made its --out"
+cp "$corpus/val.bin" "$work/mix.bin"
+accepted "train --mix a regular shard (the control)" "${train_tiny[@]}" --steps 2 --mix "$work/mix.bin:0.25" --out "$work/mix_ok"
+
+# A shard's 64-byte header is checked against its size before the body is read: 20 GB sparse
+# files (a damaged header; a sound header over a size it does not declare) are refused at once,
+# in one line, under 2 GiB of address space (once: read whole first, a generic out-of-memory).
+mkdir -p "$work/sparse"
+cp "$corpus"/{val.bin,tokenizer.model} "$work/sparse/"
+head -c 64 "$corpus/train.bin" > "$work/sparse/train.bin"
+head -c 64 "$corpus/val.bin" > "$work/sparse_mix.bin"
+: > "$work/zeros.bin"
+if truncate -s 20G "$work/sparse/train.bin" "$work/sparse_mix.bin" "$work/zeros.bin" 2>/dev/null; then
+    small_memory=(bash -c 'ulimit -v 2097152 && exec "$@"' small_memory)
+    expect_error "train --data, a 20 GB train.bin whose header declares less" \
+        "^error: $work/sparse/train.bin: file is 21474836480 bytes but the header (.*) implies a different size" \
+        "${small_memory[@]}" timeout 20 tests/last_wins.sh ./build/train "${tiny[@]}" --data "$work/sparse" --out "$work/sparse_out"
+    expect_error "train --mix, a 20 GB shard whose header declares less" "^error: $work/sparse_mix.bin: file is 21474836480 bytes" \
+        "${small_memory[@]}" "${train_tiny[@]}" --mix "$work/sparse_mix.bin:0.5" --out "$work/sparse_out"
+    expect_error "train --mix, 20 GB of zeros" "^error: --mix $work/zeros.bin is not a token shard (bad magic" \
+        "${small_memory[@]}" "${train_tiny[@]}" --mix "$work/zeros.bin:0.5" --out "$work/sparse_out"
+    [ ! -e "$work/sparse_out" ] && pass "the refused sparse shards wrote nothing" || fail "a refused sparse shard made $work/sparse_out"
+    accepted "the same memory bound, a sound --mix shard (the control)" "${small_memory[@]}" "${train_tiny[@]}" --steps 2 --mix "$work/mix.bin:0.25" \
+        --out "$work/sparse_ok"
+else
+    fail "truncate -s 20G failed: cannot test the header-first shard reads"
+fi
+rm -f "$work/sparse/train.bin" "$work/sparse_mix.bin" "$work/zeros.bin"
+
 # 2. Sizes refused from the file's size, before reading: sparse files take no disk.
 if truncate -s 2G "$work/huge.txt" 2>/dev/null; then
     expect_error "--prompt-file of 2 GiB" "^error: --prompt-file $work/huge.txt holds 2147483648 bytes, more than" \

@@ -158,6 +158,21 @@ accepted "train --weight-decay 0.5" tests/last_wins.sh ./build/train "${tiny[@]}
 refused "train --schedule 4294967360x1@1 (once wrapped to 64)" "(got '4294967360x1@1')" \
     tests/last_wins.sh ./build/train "${tiny[@]}" --schedule 4294967360x1@1 --out "$work/sched_wrap"
 accepted "train --schedule 64x1@1" tests/last_wins.sh ./build/train "${tiny[@]}" --schedule 64x1@1 --out "$work/sched_ok"
+# A stage of the shape before it (--seq-len 32, --batch 2 here) changes nothing asked for.
+refused "train --schedule 32x2@1: stage 0's shape again" "--schedule entry '32x2@1' has the shape of the stage before it (windows of 32 tokens, 2 per step)" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --schedule 32x2@1 --out "$work/sched_same"
+refused "train --schedule 64x1@1,64x1@2: a stage repeating the one before" "'64x1@2' has the shape of the stage before it" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --schedule 64x1@1,64x1@2 --out "$work/sched_same"
+[ ! -e "$work/sched_same" ] && pass "the refused schedules left no --out" || fail "a refused --schedule made $work/sched_same"
+accepted "train --schedule 32x1@1 (the batch changes)" tests/last_wins.sh ./build/train "${tiny[@]}" --schedule 32x1@1 --out "$work/sched_batch"
+# --time-limit: a number a float cannot hold is named as too small; past a year, 0 is the way to say none.
+refused "train --time-limit 1e-45" "--time-limit 1e-45 is too small for a float (the smallest is 1.2e-38): give 0 or a larger number" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --time-limit 1e-45 --out "$work/time_tiny"
+refused "train --time-limit 1e30" "--time-limit must be 0 (no limit) or a number of minutes up to 525600 (a year) (got 1e+30)" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --time-limit 1e30 --out "$work/time_huge"
+[ ! -e "$work/time_tiny" ] && [ ! -e "$work/time_huge" ] && pass "the refused --time-limit runs left no --out" || fail "a refused --time-limit run made its --out"
+accepted "train --time-limit 0 and 60" bash -c "tests/last_wins.sh ./build/train ${tiny[*]} --time-limit 0 --out $work/time_none && \
+    tests/last_wins.sh ./build/train ${tiny[*]} --time-limit 60 --out $work/time_hour"
 refused "train --seq-len 4294967328 (once 32 with a wrap)" "--seq-len expects an integer in [-2147483647, 2147483647], got '4294967328'" \
     tests/last_wins.sh ./build/train "${tiny[@]}" --seq-len 4294967328 --out "$work/seq_wrap"
 refused "train --heads given twice" "flag --heads is given twice: give it once" \

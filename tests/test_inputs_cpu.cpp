@@ -3,6 +3,9 @@
 // wrong (an uncaught std::invalid_argument, undefined float->int casts, a bad_alloc, an
 // out-of-bounds write); each must now end in a FatalError or JsonError whose message names the
 // culprit. Prints PASS/FAIL lines and "N passed, M failed".
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmath>
 #include <functional>
@@ -10,6 +13,7 @@
 #include <vector>
 #include "model/backend.h"
 #include "model/checkpoint.h"
+#include "data/identity.h"
 #include "core/flags.h"
 #include "tests/check.h"
 
@@ -154,18 +158,24 @@ struct CheckpointFixture {
         for (const char* name : {"/ckpt_00000005.safetensors", "/edited.safetensors"}) std::remove((dir + name).c_str());
         rmdir(dir.c_str());
     }
-    // Writes the checkpoint with metadata[key] = value (or, with tensor set, that tensor's first
-    // value replaced), returns its path.
-    std::string edited(const std::string& key, const std::string& value, const char* tensor = nullptr, float x = 0) {
+    // Writes the checkpoint with metadata[key] = value (or, with tensor set, that tensor's value
+    // at `index` replaced), returns its path. `extra`: one more tensor of shape [1] by that name;
+    // `drop`: a tensor left out (the file still tiles its data).
+    std::string edited(const std::string& key, const std::string& value, const char* tensor = nullptr, float x = 0,
+                       size_t index = 0, const char* extra = nullptr, const char* drop = nullptr) {
         std::map<std::string, std::string> meta = file.metadata;
         if (!key.empty()) meta[key] = value;
         std::vector<std::vector<char>> copies;
+        copies.reserve(file.tensors.size() + 1);
         std::vector<TensorToWrite> ts;
         for (const auto& [name, t] : file.tensors) {
+            if (drop && name == drop) continue;
             copies.emplace_back(file.data.begin() + t.begin, file.data.begin() + t.end);
-            if (tensor && name == tensor) std::memcpy(copies.back().data(), &x, 4);
+            if (tensor && name == tensor) std::memcpy(copies.back().data() + 4 * index, &x, 4);
             ts.push_back({name, t.shape, copies.back().data()});
         }
+        static const float half = 0.5f;
+        if (extra) ts.push_back({extra, {1}, &half});
         const std::string out = dir + "/edited.safetensors";
         write_safetensors(out, ts, meta);
         return out;
@@ -199,7 +209,47 @@ static void test_checkpoint() {
     check(load_checkpoint(f.edited("config", config_to_json(f.cfg))).cfg.n_embd == 64, "the config as written loads");
     expect_refused("NaN in AdamW m", [&] { load_checkpoint(f.edited("", "", "optim.m.wte", NAN)); }, "AdamW moments");
     expect_refused("negative AdamW v", [&] { load_checkpoint(f.edited("", "", "optim.v.lnf.bias", -1.0f)); }, "AdamW moments");
-    expect_refused("Inf weight", [&] { load_checkpoint(f.edited("", "", "wte", INFINITY)); }, "NaN or Inf weights");
+    expect_refused("Inf weight", [&] { load_checkpoint(f.edited("", "", "wte", INFINITY)); }, "weights hold NaN or Inf");
+    // Values in range, each refusal naming the tensor and the element: weights finite and within
+    // +-1e6, moments finite (the same rule train applies before it saves).
+    expect_refused("weight 1e30, named with its index", [&] { load_checkpoint(f.edited("", "", "wte", 1e30f, 7)); },
+                   "weights hold a value beyond +-1e6 (tensor \"wte\", element 7: 1e+30)");
+    expect_refused("weight -2e6", [&] { load_checkpoint(f.edited("", "", "lnf.bias", -2e6f, 3)); }, "tensor \"lnf.bias\", element 3");
+    expect_refused("NaN weight, named with its index", [&] { load_checkpoint(f.edited("", "", "blocks.0.mlp.fc.weight", NAN, 100)); },
+                   "weights hold NaN or Inf (tensor \"blocks.0.mlp.fc.weight\", element 100: nan)");
+    expect_refused("Inf in AdamW v, named", [&] { load_checkpoint(f.edited("", "", "optim.v.wte", -INFINITY, 2)); },
+                   "AdamW moments hold NaN or Inf (tensor \"optim.v.wte\", element 2: -inf)");
+    check(load_checkpoint(f.edited("", "", "wte", 1e6f, 7)).params[7] == 1e6f, "a weight of exactly 1e6 loads (the bound's control)");
+    check(load_checkpoint(f.edited("", "", "optim.m.wte", 1e20f)).m[0] == 1e20f, "a large finite AdamW moment loads");
+    {
+        const std::vector<ParamTensor> layout = param_layout(f.cfg);
+        std::vector<float> w(layout.back().offset + layout.back().size, 0.5f), m(w.size(), 0), v(w.size(), 0);
+        check(checkpoint_values_error(layout, w.data(), m.data(), v.data()).what.empty(), "train's writer: sound values pass");
+        w[layout[1].offset + 2] = 3e6f;
+        const CheckpointValuesError e = checkpoint_values_error(layout, w.data(), m.data(), v.data());
+        check(e.what == "weights hold a value beyond +-1e6" && e.where == "tensor \"" + layout[1].name + "\", element 2: 3e+06",
+              "train's writer refuses what the loader refuses, naming the element", e.what + " / " + e.where);
+    }
+    // Every tensor the model has, and no other: an extra name is refused naming it.
+    expect_refused("an unknown extra tensor", [&] { load_checkpoint(f.edited("", "", nullptr, 0, 0, "blocks.0.attn.gate")); },
+                   "holds a tensor \"blocks.0.attn.gate\" that the model of its config does not have (15 tensors: wte, "
+                   "blocks.0.ln1.weight, ..., lnf.bias, and optim.m.<name> and optim.v.<name> of each)");
+    expect_refused("an extra tensor whose name holds a newline", [&] { load_checkpoint(f.edited("", "", nullptr, 0, 0, "x\ny")); },
+                   "holds a tensor \"x?y\"");
+    expect_refused("a missing tensor", [&] { load_checkpoint(f.edited("", "", nullptr, 0, 0, nullptr, "blocks.0.ln2.bias")); },
+                   "has no tensor \"blocks.0.ln2.bias\"");
+    expect_refused("a missing AdamW moment", [&] { load_checkpoint(f.edited("", "", nullptr, 0, 0, nullptr, "optim.v.lnf.bias")); },
+                   "has no tensor \"optim.v.lnf.bias\"");
+    {  // AdamW moments in a file without training state: not read, so refused as unknown.
+        std::map<std::string, std::string> meta = f.file.metadata;
+        meta.erase("step");
+        std::vector<TensorToWrite> ts;
+        for (const auto& [name, t] : f.file.tensors) ts.push_back({name, t.shape, f.file.data.data() + t.begin});
+        const std::string path = f.dir + "/edited.safetensors";
+        write_safetensors(path, ts, meta);
+        expect_refused("AdamW moments without a step", [&] { load_checkpoint(path); }, "AdamW moments only with a \"step\"");
+    }
+
     auto seq_len_of = [&](const std::string& args) {
         const Checkpoint c = load_checkpoint(f.edited("train_args", args));
         return checkpoint_seq_len(c, f.path, kMaxSeqLen);
@@ -249,6 +299,116 @@ static void test_checkpoint() {
     }
     expect_refused("4 bytes between the header and the first tensor", [&] { load_checkpoint(raw(gap, std::string(4, '\0') + data)); },
                    "4 bytes between the header and tensor");
+    // The header is checked before the data is read: a sparse 20 GB file is refused unread, in
+    // a child that may use 1 GB of address space (once: the whole file was read first).
+    auto sparse_20g = [&](const std::string& head) {
+        const std::string path = raw(header, data);
+        const int fd = ::open(path.c_str(), O_WRONLY);
+        const bool ok = fd >= 0 && ::pwrite(fd, head.data(), head.size(), 0) == (ssize_t)head.size() && ::ftruncate(fd, 20LL << 30) == 0;
+        if (fd >= 0) ::close(fd);
+        check(ok, "a 20 GB sparse checkpoint");
+        return path;
+    };
+    auto in_1gb = [](const std::function<void()>& body) {
+        return [body] {
+            const rlimit as{1ull << 30, 1ull << 30};
+            setrlimit(RLIMIT_AS, &as);
+            body();
+        };
+    };
+    const std::string sparse_ck = sparse_20g("");
+    expect_fatal_exit("a checkpoint followed by 20 GB of zeros: refused from its header, unread",
+                      in_1gb([&] { load_checkpoint(sparse_ck); }), {"is corrupt (", "bytes after tensor"});
+    uint64_t huge_header = 200ull << 20;
+    const std::string huge_ck = sparse_20g(std::string((const char*)&huge_header, 8));
+    expect_fatal_exit("a header length of 200 MB: refused before it is read", in_1gb([&] { load_checkpoint(huge_ck); }),
+                      {"a header of 209715200 bytes, more than the 104857600"});
+    std::remove(huge_ck.c_str());
+}
+
+// Token shards and the files a run identifies: the header is checked against the file's size
+// before the body is read (a 20 GB sparse file with a damaged header once went to a generic
+// out-of-memory), and a directory, FIFO or device is refused before any read that could block.
+static void test_shard_inputs() {
+    char tmpl[] = "/tmp/inputs_shardXXXXXX";
+    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+    const std::string dir = tmpl, good = dir + "/good.bin", big = dir + "/big.bin", dir_as_shard = dir + "/sub.bin";
+    write_shard(good, {1, 2, 3, 4, 5, 6}, {0, 3}, 100, 42);
+    check(read_shard(good, "--mix").tokens.size() == 6, "a sound shard is read (the control)");
+    // A 20 GB sparse file: the child may use 1 GB of address space, so any read of it whole fails.
+    auto sparse = [&](const std::string& header) {
+        const int fd = ::open(big.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        const bool ok = fd >= 0 && ::write(fd, header.data(), header.size()) == (ssize_t)header.size() &&
+                        ::ftruncate(fd, 20LL << 30) == 0;
+        if (fd >= 0) ::close(fd);
+        return ok;
+    };
+    auto bounded = [](const std::function<void()>& body) {
+        return [body] {
+            const rlimit as{1ull << 30, 1ull << 30};
+            setrlimit(RLIMIT_AS, &as);
+            body();
+        };
+    };
+    const std::string header = read_file(good, "").substr(0, kShardHeaderBytes);
+    if (check(sparse(header), "a 20 GB sparse file with a sound header")) {
+        expect_fatal_exit("20 GB shard whose header declares 6 tokens: refused from its size, unread",
+                          bounded([&] { read_shard(big); }), {big, "is 21474836480 bytes but the header (2 docs, 6 tokens", "corrupt"});
+        expect_fatal_exit("the same file as --mix", bounded([&] { read_shard(big, "--mix"); }), {big, "implies a different size"});
+    }
+    if (check(sparse(std::string(kShardHeaderBytes, '\0')), "a 20 GB sparse file of zeros")) {
+        expect_fatal_exit("20 GB shard with no magic: refused from its header, unread", bounded([&] { read_shard(big); }),
+                          {big, "bad magic"});
+        expect_fatal_exit("the same file as --mix", bounded([&] { read_shard(big, "--mix"); }), {"--mix", "is not a token shard"});
+    }
+    std::remove(big.c_str());
+    // The identity train records of each --mix shard is taken before the shard is read.
+    check(file_identity(good, "--mix", kShardFlagFix).exists && !file_identity(dir + "/none.bin", "--mix", kShardFlagFix).exists,
+          "file_identity: a shard has one, a missing file none (its reader names it)");
+    mkdir(dir_as_shard.c_str(), 0755);
+    expect_refused("--mix a directory: named a directory, with what --mix takes",
+                   [&] { file_identity(dir_as_shard, "--mix", kShardFlagFix); }, "--mix " + dir_as_shard + " is a directory: give a token shard file");
+    expect_refused("read_shard --mix of a directory", [&] { read_shard(dir_as_shard, "--mix"); }, "is a directory: give a token shard file");
+    const std::string fifo = dir + "/fifo.bin";
+    mkfifo(fifo.c_str(), 0644);
+    auto within_5s = [](const std::function<void()>& body) {
+        return [body] {
+            alarm(5);  // a blocking open ends the child: the check fails instead of hanging
+            body();
+        };
+    };
+    expect_fatal_exit("file_identity of a FIFO: refused, not blocked in open",
+                      within_5s([&] { file_identity(fifo, "--mix", kShardFlagFix); }), {"--mix " + fifo + " is a FIFO"});
+    expect_fatal_exit("read_shard of a FIFO", within_5s([&] { read_shard(fifo, "--mix"); }), {"--mix " + fifo + " is a FIFO"});
+    expect_fatal_exit("file_identity of /dev/zero", within_5s([] { file_identity("/dev/zero", "--mix", kShardFlagFix); }),
+                      {"/dev/zero is a character device"});
+    for (const std::string& f : {good, fifo}) std::remove(f.c_str());
+    rmdir(dir_as_shard.c_str());
+    rmdir(dir.c_str());
+}
+
+// A --schedule stage must change the shape, begin after the stage before it, and --time-limit's
+// float must be one (a value that underflows is named as too small, not as "not finite").
+static void test_schedule_and_time_flags() {
+    const TrainStage first{0, 32, 2};
+    check(parse_schedule("64x2@2,64x1@3", first, 10, kMaxSeqLen).size() == 3, "--schedule 64x2@2,64x1@3 (each stage a new shape)");
+    expect_refused("--schedule 32x2@2: stage 0's shape again", [&] { parse_schedule("32x2@2", first, 10, kMaxSeqLen); },
+                   "--schedule entry '32x2@2' has the shape of the stage before it (windows of 32 tokens, 2 per step)");
+    expect_refused("--schedule 64x2@2,64x2@4: a stage repeating the one before", [&] { parse_schedule("64x2@2,64x2@4", first, 10, kMaxSeqLen); },
+                   "'64x2@4' has the shape of the stage before it");
+    expect_refused("--schedule 64x2@4,128x1@4: a step not after the stage before", [&] { parse_schedule("64x2@4,128x1@4", first, 10, kMaxSeqLen); },
+                   "steps must increase");
+    auto time_limit = [](const char* value) {
+        float t = 0;
+        Flags flags("t", "test");
+        flags.add_float("time-limit", &t, "");
+        const char* args[] = {"t", "--time-limit", value};
+        flags.parse(3, const_cast<char**>(args));
+        return t;
+    };
+    expect_refused("--time-limit 1e-45: too small for a float, said so", [&] { time_limit("1e-45"); },
+                   "--time-limit 1e-45 is too small for a float (the smallest is 1.2e-38): give 0 or a larger number");
+    check(time_limit("0") == 0 && time_limit("0.5") == 0.5f && time_limit("1e-6") == 1e-6f, "--time-limit 0, 0.5 and 1e-6 parse");
 }
 
 static void test_flags() {
@@ -316,5 +476,7 @@ int main() {
     test_flags();
     test_weight_decay();
     test_token_ids();
+    test_shard_inputs();
+    test_schedule_and_time_flags();
     return check_report();
 }

@@ -186,6 +186,27 @@ hostile "NaN in an AdamW moment" "AdamW moments" tensor optim.v.wte nan
 hostile "config n_embd 2^30" "--width" meta config '"{\"vocab_size\":512,\"n_layer\":2,\"n_embd\":1073741824,\"n_head\":1,\"rope_theta\":10000,\"layer_attn\":[]}"'
 hostile "config n_layer 2e8" "--layers" meta config '"{\"vocab_size\":512,\"n_layer\":200000000,\"n_embd\":64,\"n_head\":1,\"rope_theta\":10000,\"layer_attn\":[]}"'
 hostile "config n_embd 1e300" "n_embd" meta config '"{\"vocab_size\":512,\"n_layer\":2,\"n_embd\":1e300,\"n_head\":1,\"rope_theta\":10000,\"layer_attn\":[]}"'
+# A layout other than the model's, or values out of range: refused by infer, --resume and
+# --init-from alike (the one reader, load_checkpoint), naming the tensor; --init-from writes nothing.
+hostile_layout() {  # name, pattern, edit args...
+    hostile "$@"
+    rm -rf "$work/x_init"
+    expect_error "bad input: train --init-from: $1" "$2" tests/last_wins.sh ./build/train "${tiny[@]}" --steps 1 --init-from "$work/hostile" --out "$work/x_init"
+    [ ! -e "$work/x_init" ] || fail "$1: the refused --init-from made $work/x_init"
+}
+hostile_layout "an unknown extra tensor" 'holds a tensor "blocks.0.attn.gate" that the model of its config does not have' add_tensor blocks.0.attn.gate
+hostile_layout "a missing tensor" 'has no tensor "blocks.1.ln2.bias"' drop_tensor blocks.1.ln2.bias
+hostile_layout "wte's offsets moved onto optim.m.wte's bytes" "overlaps tensor" offsets wte optim.m.wte
+hostile_layout "a weight of 1e30" 'weights hold a value beyond +-1e6 (tensor "blocks.0.attn.qkv.weight", element 5: 1e+30)' \
+    tensor blocks.0.attn.qkv.weight 1e30 5
+hostile_layout "a NaN weight" 'weights hold NaN or Inf (tensor "wte", element 9: nan)' tensor wte nan 9
+hostile_layout "an Inf AdamW moment" 'AdamW moments hold NaN or Inf (tensor "optim.m.lnf.bias", element 1: inf)' tensor optim.m.lnf.bias inf 1
+# The control: a weight at the bound loads.
+rm -rf "$work/bound" && mkdir -p "$work/bound"
+edit "$work/bound/ckpt_00000020.safetensors" tensor blocks.0.attn.qkv.weight 1e6 5
+check "a weight of exactly 1e6: infer loads it" ./build/infer --checkpoint "$work/bound" --prompt hi --max-new 2 > /dev/null 2>&1
+check "the same checkpoint: --init-from starts from it" tests/last_wins.sh ./build/train "${tiny[@]}" --steps 1 --init-from "$work/bound" \
+    --out "$work/bound_init" > /dev/null 2>&1
 for v in 0 -5 1e12 '"x"'; do
     rm -rf "$work/hostile" && mkdir -p "$work/hostile"
     edit "$work/hostile/ckpt_00000020.safetensors" train_arg seq_len "$v"
