@@ -203,12 +203,20 @@ static std::vector<std::string> read_batch_prompts(const std::string& path) {
     return prompts;
 }
 
+// --perplexity's file: a text file whole; of a token shard only its magic (documents_to_score reads
+// it with read_shard, which checks its header against the file's size before its body).
+static std::string read_perplexity_input(const std::string& path) {
+    const char* fix = "check the --perplexity path";
+    if (starts_as_shard(path, "--perplexity", fix)) return std::string(kShardMagic, 8);
+    return read_regular_file(path, kReadFileMaxBytes, "--perplexity", fix);
+}
+
 static InferInputs read_inputs(const InferFlags& f) {
     InferInputs in;
     // The cache is read once the checkpoint is known (its size is bounded by the model's largest
     // cache); a FIFO, device or directory fails here already, before the checkpoint is loaded.
     if (!f.load_cache.empty()) check_regular_file(f.load_cache, kReadFileMaxBytes, "--load-cache", "check the --load-cache path");
-    if (!f.ppl_file.empty()) in.ppl_text = read_regular_file(f.ppl_file, kReadFileMaxBytes, "--perplexity", "check the --perplexity path");
+    if (!f.ppl_file.empty()) in.ppl_text = read_perplexity_input(f.ppl_file);
     if (!f.tasks.empty()) in.task_items = read_task_file(f.tasks);
     if (!f.copy_loss.empty()) check_copy_haystack_path(f.copy_loss);  // read once the tokenizer is known
     if (!f.prompt_file.empty()) check_regular_file(f.prompt_file, kMaxPromptFileBytes, "--prompt-file", kPromptFileFix);
@@ -753,8 +761,8 @@ static int main_body(int argc, char** argv) {
     InferFlags f = parse_flags(argc, argv);
     validate_flags(f);
     check_output_paths(f);
-    // One writer per output: PREFIX.lock beside --tasks-out's and --copy-out's CSVs,
-    // FILE.lock beside the others; a second run writing the same file is refused naming the holder.
+    // One writer per output: PREFIX.longnet-lock beside --tasks-out's and --copy-out's CSVs,
+    // FILE.longnet-lock beside the others; a second run writing the same file is refused naming the holder.
     OutputLock tasks_out_lock, copy_out_lock, save_cache_lock, per_position_lock;
     if (!f.tasks_out.empty()) tasks_out_lock.acquire(f.tasks_out, "--tasks-out");
     if (!f.copy_out.empty()) copy_out_lock.acquire(f.copy_out, "--copy-out");

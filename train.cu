@@ -621,7 +621,7 @@ static int load_model_state(ModelBackend& model, const GPTConfig& cfg, const Tra
     return step;
 }
 
-// One writer per --out (issue 41): the leader holds --out/.lock (core/run_lock.h) until the
+// One writer per --out: the leader holds --out/.longnet-lock (core/run_lock.h) until the
 // process ends, so a second run on the same folder is refused before it reads or writes there.
 // An --out that holds a lock file (any folder a run wrote) is locked before its checkpoints are
 // read (lock_existing_out, first thing in train_rank), without a change to the folder (a run

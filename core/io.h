@@ -156,13 +156,40 @@ inline bool fsync_parent_dir(const std::string& path) {
     return (::close(fd) == 0) && ok;
 }
 
+// Opens <path>.tmp, the writer's scratch name beside <path>, for writing from its start. A link
+// there is never followed (it could point anywhere) and a FIFO or device is never opened for
+// real (the open would block, or write into it): each is refused naming it. A regular file there
+// is taken as an interrupted write's leftover and replaced.
+inline std::FILE* open_scratch_file(const std::string& tmp) {
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    const int open_errno = errno;
+    struct stat st;
+    if (fd < 0 && ::lstat(tmp.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))  // a FIFO without a reader: ENXIO
+        fatal("%s is not a regular file (a FIFO, device or socket): it is the writer's scratch name; move it away and re-run",
+              tmp.c_str());
+    errno = open_errno;
+    if (fd < 0 && errno == ELOOP)
+        fatal("%s is a symbolic link: the writer's scratch file there is never followed; remove the link and re-run", tmp.c_str());
+    if (fd < 0) fatal("cannot create %s (%s): check that the directory exists and is writable", tmp.c_str(), std::strerror(errno));
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fatal("%s is not a regular file (a FIFO, device or socket): it is the writer's scratch name; move it away and re-run",
+              tmp.c_str());
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    std::FILE* f = ::ftruncate(fd, 0) == 0 ? ::fdopen(fd, "wb") : nullptr;
+    if (!f) {
+        ::close(fd);
+        fatal("cannot write %s (%s): check that the directory is writable", tmp.c_str(), std::strerror(errno));
+    }
+    return f;
+}
+
 // Write `bytes` to <path>.tmp, fsync it, rename it over <path> (atomic on POSIX file systems)
 // and fsync the directory, so after a crash <path> holds either the old or the new bytes.
 inline void write_file_atomic(const std::string& path, const void* data, size_t size) {
     const std::string tmp = path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) fatal("cannot create %s (%s): check that the directory exists and is writable",
-                  tmp.c_str(), std::strerror(errno));
+    std::FILE* f = open_scratch_file(tmp);
     bool ok = std::fwrite(data, 1, size, f) == size;
     ok = (std::fflush(f) == 0) && ok;
     ok = (::fsync(fileno(f)) == 0) && ok;

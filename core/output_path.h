@@ -35,7 +35,7 @@ enum class OutputKind {
     KvCache,        // safetensors, metadata "format" "longnet-gpt-kv/..." (model/kv_cache_file.h)
     AttentionDump,  // safetensors, metadata "pattern" and "scale" (attention_tool --out)
     Safetensors,    // any other safetensors file
-    CorpusShard,    // a LNGSHARD file named train.bin or val.bin, or next to a tokenizer.model (a prepared corpus's split)
+    CorpusShard,    // a LNGSHARD file named train.bin or val.bin (a prepared corpus's split, even copied away)
     TokenShard,     // any other LNGSHARD file (data_tool task-shard --out)
     Tokenizer,      // a SentencePiece model (tokenizer.model)
     Metrics,        // a run's metrics.csv
@@ -55,7 +55,7 @@ inline const char* output_kind_name(OutputKind k) {
     case OutputKind::KvCache: return "a KV cache (safetensors with format longnet-gpt-kv, from infer --save-cache)";
     case OutputKind::AttentionDump: return "an attention_tool --out file (safetensors with a pattern)";
     case OutputKind::Safetensors: return "a safetensors file";
-    case OutputKind::CorpusShard: return "a corpus shard (LNGSHARD tokens named train.bin or val.bin, or next to a tokenizer.model)";
+    case OutputKind::CorpusShard: return "a corpus shard (LNGSHARD tokens named train.bin or val.bin)";
     case OutputKind::TokenShard: return "a token shard (LNGSHARD)";
     case OutputKind::Tokenizer: return "a tokenizer model (SentencePiece)";
     case OutputKind::Metrics: return "a run's metrics.csv";
@@ -108,13 +108,12 @@ inline OutputKind output_kind_of(const std::string& path) {
     }
     std::fclose(f);
     if (output_starts_with(head, "LNGSHARD")) {
-        // A corpus split by its name too: a train.bin copied away from its tokenizer is still one.
-        const std::string dir = output_dir_of(path);
+        // A corpus split by its name: a train.bin copied away from its tokenizer is still one. Any
+        // other shard, a task shard written into a corpus's folder included, is a token shard (whose
+        // writer tells its own from a copy of a split by the bytes: data_tool task-shard).
         const size_t slash = path.find_last_of('/');
         const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-        struct stat t;
-        const bool corpus = name == "train.bin" || name == "val.bin" || ::stat((dir + "/tokenizer.model").c_str(), &t) == 0;
-        return corpus ? OutputKind::CorpusShard : OutputKind::TokenShard;
+        return name == "train.bin" || name == "val.bin" ? OutputKind::CorpusShard : OutputKind::TokenShard;
     }
     if (output_starts_with(head, "\x89PNG\r\n\x1a\n")) return OutputKind::Png;
     if (output_starts_with(head, "step,split,loss,")) return OutputKind::Metrics;

@@ -120,6 +120,18 @@ inline bool shard_pread(int fd, char* dst, uint64_t n, uint64_t at) {
     return true;
 }
 
+// Whether the regular file at path begins with the shard magic: what decides, before anything
+// else is read, whether an input that may be text or a shard goes to read_shard (which checks the
+// header against the file's size before the body) or is read as text. Not a regular file: fatal.
+inline bool starts_as_shard(const std::string& path, const char* what, const char* fix) {
+    uint64_t size = 0;
+    const int fd = open_regular_file(path, kReadFileMaxBytes, what, fix, &size);
+    char magic[8] = {};
+    const bool shard = size >= 8 && ::pread(fd, magic, 8, 0) == 8 && std::memcmp(magic, kShardMagic, 8) == 0;
+    ::close(fd);
+    return shard;
+}
+
 // Read and fully validate a shard; any defect is fatal with the file name and the fix.
 // `flag` names the flag that gave the path (e.g. "--mix"), for a shard that is not a corpus's
 // train.bin or val.bin: its messages then name the flag and the commands that make shards.

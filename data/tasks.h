@@ -173,8 +173,8 @@ inline Haystack load_haystack(const std::string& spec, const Tokenizer& tok, con
     if (is_directory(spec)) {
         for (const std::string& name : list_files_sorted(spec)) docs.push_back(tok.encode(read_file(spec + "/" + name, "check --haystack")));
     } else {
-        const std::string bytes = read_file(spec, "give --haystack filler, a token shard (val.bin), a text file or a directory");
-        if (bytes.compare(0, 8, "LNGSHARD") == 0) {
+        const char* fix = "give --haystack filler, a token shard (val.bin), a text file or a directory";
+        if (starts_as_shard(spec, "--haystack", fix)) {
             const TokenShard s = read_shard(spec, "--haystack");
             require_shard_tokenizer(s, tok.fingerprint(), (uint32_t)tok.vocab_size(), tok.source(), "--haystack " + spec,
                                     "regenerate it with this corpus's tokenizer, or use a shard of this tokenizer's corpus (its val.bin or "
@@ -187,7 +187,7 @@ inline Haystack load_haystack(const std::string& spec, const Tokenizer& tok, con
                 docs.push_back(std::move(doc));
             }
         } else {
-            docs.push_back(tok.encode(bytes));
+            docs.push_back(tok.encode(read_file(spec, fix)));
         }
     }
     Haystack h = haystack_from_docs(docs, spec, k);

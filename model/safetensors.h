@@ -73,8 +73,7 @@ inline void write_safetensors(const std::string& path, const std::vector<TensorT
     while (header.size() % 8) header += ' ';  // keeps the data 8-byte aligned, as the format recommends
 
     const std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) fatal("cannot write %s %s: check that the directory exists and is writable", role.noun, tmp.c_str());
+    FILE* f = open_scratch_file(tmp);
     const uint64_t n = header.size();
     bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(header.data(), 1, n, f) == n;
     for (const TensorToWrite& t : tensors) {

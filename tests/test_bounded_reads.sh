@@ -85,6 +85,16 @@ if truncate -s 20G "$work/sparse/train.bin" "$work/sparse_mix.bin" "$work/zeros.
     expect_error "train --mix, 20 GB of zeros" "^error: --mix $work/zeros.bin is not a token shard (bad magic" \
         "${small_memory[@]}" "${train_tiny[@]}" --mix "$work/zeros.bin:0.5" --out "$work/sparse_out"
     [ ! -e "$work/sparse_out" ] && pass "the refused sparse shards wrote nothing" || fail "a refused sparse shard made $work/sparse_out"
+    expect_error "infer --perplexity, a 20 GB shard whose header declares less" "^error: $work/sparse_mix.bin: file is 21474836480 bytes" \
+        "${small_memory[@]}" "${scorer[@]}" --perplexity "$work/sparse_mix.bin"
+    expect_error "data_tool tasks --haystack, a 20 GB shard whose header declares less" "^error: $work/sparse_mix.bin: file is 21474836480 bytes" \
+        "${small_memory[@]}" timeout 20 ./build/data_tool tasks --data "$corpus" --task passkey --lengths 700 --depths 0.5 \
+        --haystack "$work/sparse_mix.bin" --out "$work/sparse_tasks.jsonl"
+    [ ! -e "$work/sparse_tasks.jsonl" ] && pass "the refused --haystack wrote no task file" || fail "a refused --haystack wrote $work/sparse_tasks.jsonl"
+    accepted "the same memory bound, data_tool tasks over a sound shard (the control)" "${small_memory[@]}" timeout 20 ./build/data_tool tasks \
+        --data "$corpus" --task passkey --lengths 700 --depths 0.5 --haystack "$corpus/val.bin" --out "$work/sound_tasks.jsonl"
+    accepted "the same memory bound, infer --perplexity of a sound shard (the control)" "${small_memory[@]}" "${scorer[@]}" \
+        --perplexity "$corpus/val.bin"
     accepted "the same memory bound, a sound --mix shard (the control)" "${small_memory[@]}" "${train_tiny[@]}" --steps 2 --mix "$work/mix.bin:0.25" \
         --out "$work/sparse_ok"
 else

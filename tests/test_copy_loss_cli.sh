@@ -42,8 +42,8 @@ for r in rows:
     assert all(0 < float(r[k]) < 50 for k in ('first_loss', 'repeat_loss', 'repeat_loss_second_half'))
 assert all(len({i['start'] for i in items if i['gap'] == g}) == 2 for g in ('64', '256', '1024'))
 EOF
-    grep -qF "wrote $work/a.csv, $work/a_items.csv" "$work/a.log" && [ ! -e "$work/a.lock" ] \
-        && pass "--copy-out: both files named; the lock PREFIX.lock gone after the run" || fail "--copy-out: $(tail -1 "$work/a.log"); $(ls "$work")"
+    grep -qF "wrote $work/a.csv, $work/a_items.csv" "$work/a.log" && [ ! -e "$work/a.longnet-lock" ] \
+        && pass "--copy-out: both files named; the lock PREFIX.longnet-lock gone after the run" || fail "--copy-out: $(tail -1 "$work/a.log"); $(ls "$work")"
     ! grep -q "^note: gaps" "$work/a.err" && pass "--ctx 2048 holds every sequence: no note of windows" || fail "a note with --ctx 2048: $(grep note "$work/a.err")"
 else
     fail "infer --copy-loss failed: $(tail -2 "$work/a.err")"
@@ -110,7 +110,7 @@ expect_error "bad input: --copy-out naming a folder (run/)" "--copy-out $work/ru
     "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256 --copy-out "$work/run/"
 expect_error "bad input: --copy-out naming an existing folder (run)" "--copy-out $work/run names a folder; give a file name" \
     "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256 --copy-out "$work/run"
-[ -z "$(ls -A "$work/run")" ] && [ ! -e "$work/run.csv" ] && [ ! -e "$work/run.lock" ] && pass "a folder named as --copy-out is left empty, nothing beside it" ||
+[ -z "$(ls -A "$work/run")" ] && [ ! -e "$work/run.csv" ] && [ ! -e "$work/run.longnet-lock" ] && pass "a folder named as --copy-out is left empty, nothing beside it" ||
     fail "--copy-out folder: $(ls -A "$work/run" "$work" | tr '\n' ' ')"
 [ ! -e "$work/bad.csv" ] && [ ! -e "$work/bad_items.csv" ] && [ ! -e "$work/notes.csv" ] && [ "$(cat "$work/notes_items.csv")" = "my notes" ] \
     && pass "refused runs write nothing and leave the other file as it was" || fail "a refused run wrote: $(ls "$work")"

@@ -12,6 +12,8 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "data/encode_docs.h"
 #include "data/identity.h"
@@ -609,7 +611,30 @@ static void test_tokenizer() {
     expect_fatal_exit("decode of an out-of-range id", [&] { tok.decode({5, 400}); }, {"400", "vocabulary"});
 }
 
+// write_file_atomic's scratch name PATH.tmp: a leftover regular file is replaced (the control); a
+// link there is not followed (its target keeps its bytes) and a FIFO is refused without blocking.
+static void test_scratch_file() {
+    const std::string path = tmp_dir() + "/scratch.bin", tmp = path + ".tmp", target = tmp_dir() + "/target.txt";
+    write_file_atomic(target, std::string("mine"));
+    write_file_atomic(tmp, std::string("a leftover of an interrupted write"));
+    write_file_atomic(path, std::string("new"));
+    check(read_file(path, "") == "new" && !file_exists(tmp), "a leftover PATH.tmp is replaced and renamed into place");
+    if (::symlink(target.c_str(), tmp.c_str()) != 0) check(false, "symlink");
+    expect_fatal_exit("a link at PATH.tmp is refused, not followed", [&] { write_file_atomic(path, std::string("x")); },
+                      {tmp, "symbolic link", "remove the link"});
+    check(read_file(target, "") == "mine" && read_file(path, "") == "new", "the link's target and PATH keep their bytes");
+    ::unlink(tmp.c_str());
+    if (::mkfifo(tmp.c_str(), 0600) != 0) check(false, "mkfifo");
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_fatal_exit("a FIFO at PATH.tmp is refused without blocking", [&] { write_file_atomic(path, std::string("x")); },
+                      {tmp, "not a regular file"});
+    check(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5) && read_file(path, "") == "new",
+          "the FIFO is refused at once and PATH keeps its bytes");
+    ::unlink(tmp.c_str());
+}
+
 static int main_body() {
+    test_scratch_file();
     test_shard_roundtrip(1000, "2-byte tokens");
     test_shard_roundtrip(65536, "2-byte tokens at vocab 65536");
     test_shard_roundtrip(70000, "4-byte tokens");

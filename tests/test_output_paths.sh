@@ -110,6 +110,12 @@ refused "data_tool tasks --out over a checkpoint" "--out $ckpt is a checkpoint" 
     ./build/data_tool tasks --data "$corpus" --task passkey --lengths 200 --out "$ckpt"
 refused "data_tool task-shard --out over a corpus's train.bin" "--out $work/corpus/train.bin is a corpus shard" "$work/corpus/train.bin" \
     ./build/data_tool task-shard --data "$work/corpus" --doc-tokens 256 --tokens 512 --out "$work/corpus/train.bin"
+# A task shard written into a corpus's folder is the writer's own: a second run replaces it.
+./build/data_tool task-shard --data "$work/corpus" --doc-tokens 256 --tokens 512 --out "$work/corpus/tasks.bin" > "$work/ts1.log" 2>&1 &&
+    ./build/data_tool task-shard --data "$work/corpus" --doc-tokens 256 --tokens 512 --seed 2 --out "$work/corpus/tasks.bin" > "$work/ts2.log" 2>&1 &&
+    pass "data_tool task-shard --out into a corpus's folder, twice: the second replaces the first" ||
+    fail "task-shard into a corpus folder twice: $(tail -1 "$work/ts2.log")"
+rm -f "$work/corpus/tasks.bin"
 # A copy of a corpus split elsewhere (no tokenizer.model beside it, another name) is a token shard
 # by its bytes: task-shard overwrites only its own (documents all of one length), never a copy of
 # --data's train.bin or val.bin, nor a split of another corpus.

@@ -222,7 +222,7 @@ mkdir -p "$work/outdir"
 for p in "$work/outdir/" "$work/outdir" "$work/outdir/." "$work/outdir/.."; do
     refused "--tasks-out $p" "--tasks-out $p names a folder; give a file name" "${infer_tasks[@]}" "$work/one.jsonl" --tasks-out "$p"
 done
-[ -z "$(ls -A "$work/outdir")" ] && [ ! -e "$work/outdir.csv" ] && [ ! -e "$work/outdir.lock" ] && [ ! -e "$work/.csv" ] && pass "a refused --tasks-out writes nothing" \
+[ -z "$(ls -A "$work/outdir")" ] && [ ! -e "$work/outdir.csv" ] && [ ! -e "$work/outdir.longnet-lock" ] && [ ! -e "$work/.csv" ] && pass "a refused --tasks-out writes nothing" \
     || fail "a refused --tasks-out wrote: $(ls -A "$work/outdir") $(ls "$work"/outdir.* "$work"/.csv 2>/dev/null)"
 accepted "--tasks-out DIR/results" "${infer_tasks[@]}" "$work/one.jsonl" --tasks-out "$work/outdir/results"
 [ -s "$work/outdir/results.csv" ] && [ -s "$work/outdir/results_items.csv" ] && pass "--tasks-out DIR/results writes DIR/results.csv and DIR/results_items.csv" \

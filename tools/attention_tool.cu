@@ -613,7 +613,7 @@ static int main_body(int argc, char** argv) {
     const Args args = parse_args(argc, argv);
     validate_flags(args);
     check_output_path(args.out, OutputKind::AttentionDump, "--out");  // again with the free space, in plan_run
-    OutputLock out_lock;  // one writer per --out (FILE.lock beside it, issue 41)
+    OutputLock out_lock;  // one writer per --out (FILE.longnet-lock beside it)
     if (!args.out.empty()) out_lock.acquire(args.out, "--out");
     const Plan plan = plan_run(args, build_pattern(args));
     const Result result = run(plan);
