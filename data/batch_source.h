@@ -46,7 +46,7 @@ inline bool parse_stage_number(const std::string& text, int* out) {
 // The stages of a run: stage 0 from --seq-len and --batch, then "8192x16@300,32768x4@600"
 // (--schedule). Every stage's shape is checked here, the one place: a window of at least 2 tokens,
 // a batch of at least 1, at most max_tokens tokens in a window and in a step; each stage after a
-// step of its own and of another shape than the stage before it.
+// step of its own. (A stage that changes nothing is train's to refuse: check_stages_change.)
 inline std::vector<TrainStage> parse_schedule(const std::string& text, TrainStage first, int steps, long long max_tokens) {
     auto check = [&](const TrainStage& s, const std::string& which) {
         if (s.batch < 1 || s.seq_len < 2)
@@ -75,10 +75,6 @@ inline std::vector<TrainStage> parse_schedule(const std::string& text, TrainStag
         check(s, "--schedule entry '" + item + "'");
         if (s.first_step <= stages.back().first_step || s.first_step >= steps)
             fatal("--schedule entry '%s': steps must increase and lie in (0, --steps %d)", item.c_str(), steps);
-        // A stage of the same shape would change only which windows are drawn: a typo, not a curriculum.
-        if (s.seq_len == stages.back().seq_len && s.batch == stages.back().batch)
-            fatal("--schedule entry '%s' has the shape of the stage before it (windows of %d tokens, %d per step): each stage "
-                  "must change the window or the batch; drop the entry", item.c_str(), s.seq_len, s.batch);
         stages.push_back(s);
         at = end + 1;
     }
@@ -129,6 +125,25 @@ inline std::vector<std::vector<MixedShard>> parse_mix(const std::string& text, s
               "list for all stages or one per stage", text.c_str(), per_stage.size(), n_stages);
     if (per_stage.empty()) per_stage.resize(n_stages);
     return per_stage;
+}
+
+// A stage of the shape of the stage before it that draws from the same shards changes nothing but
+// which windows are drawn: a typo, not a curriculum (`--schedule 32x2@2` after --seq-len 32
+// --batch 2). The same shape with another --mix group is a stage (a retrieval shard of other
+// documents, say). train checks the flags as given; a run a checkpoint recorded is read as it was.
+inline void check_stages_change(const std::vector<TrainStage>& stages, const std::vector<std::vector<MixedShard>>& mix) {
+    auto same_mix = [](const std::vector<MixedShard>& a, const std::vector<MixedShard>& b) {
+        if (a.size() != b.size()) return false;
+        for (size_t i = 0; i < a.size(); i++)
+            if (a[i].path != b[i].path || a[i].fraction != b[i].fraction) return false;
+        return true;
+    };
+    for (size_t i = 1; i < stages.size(); i++)
+        if (stages[i].seq_len == stages[i - 1].seq_len && stages[i].batch == stages[i - 1].batch &&
+            (mix.size() != stages.size() || same_mix(mix[i], mix[i - 1])))
+            fatal("--schedule's stage from step %d has the shape of the stage before it (windows of %d tokens, %d per step) and "
+                  "the same --mix: each stage must change the window, the batch or the mix; drop the entry",
+                  stages[i].first_step, stages[i].seq_len, stages[i].batch);
 }
 
 class BatchSource {

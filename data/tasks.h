@@ -326,8 +326,10 @@ inline std::vector<TaskItem> make_task_items(const TaskSpec& spec, const Haystac
             it.question = placed[q].question;
             it.answer = placed[q].answer;
             // Needle q > 0 of a multi-query context sits at the first cut after its depth (its
-            // needle_token says exactly where); the report takes the depth it was placed for.
-            it.depth = q == 0 ? spec.depth : std::fmod(spec.depth + (double)q / n_needles, 1.0);
+            // needle_token says exactly where); the report takes the depth it was placed for,
+            // rounded to 12 decimals: files keep depths exactly, and 0 + 1/3 and frac(1 + 1/3)
+            // differ in their last bit, two rows of one depth.
+            it.depth = q == 0 ? spec.depth : std::round(std::fmod(spec.depth + (double)q / n_needles, 1.0) * 1e12) / 1e12;
             it.needle_token = needle_token[q];
             std::vector<int> want = ids;
             want.push_back(k.newline);

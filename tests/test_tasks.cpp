@@ -129,6 +129,11 @@ static void test_items(const Tokenizer& tok, const PieceKinds& k) {
     // Multi-query depths: the other needles evenly around the first.
     const std::vector<TaskItem> mq = make_task_items({TaskKind::MultiQuery, 3000, 0.25, 4, 7}, hay, tok, k);
     check(mq.size() == 4 && mq[1].depth == 0.5 && mq[2].depth == 0.75 && mq[3].depth == 0.0, "multiquery needles at depth + i/4");
+    // With 3 needles, 0 + 1/3 and frac(1 + 1/3) differ in their last bit: one depth all the same.
+    const std::vector<TaskItem> m0 = make_task_items({TaskKind::MultiQuery, 3000, 0.0, 3, 7}, hay, tok, k),
+                                m1 = make_task_items({TaskKind::MultiQuery, 3000, 1.0, 3, 7}, hay, tok, k);
+    check(m0.size() == 3 && m1.size() == 3 && m0[1].depth == m1[1].depth && m0[2].depth == m1[2].depth,
+          "multiquery needles at depth + i/3 from depths 0 and 1 report one depth each (1/3, 2/3), not two that differ in the last bit");
     // Bad requests: one line naming the flag.
     expect_fatal("a length shorter than the needles and question", [&] { make_task_items({TaskKind::Passkey, 40, 0.5, 4, 1}, hay, tok, k); },
                    {"--lengths 40", "too short"});
