@@ -75,7 +75,7 @@ GPU_BINARIES := $(patsubst %.cu,build/%,$(notdir $(GPU_SOURCES)))
 # once into build/obj/<name>.o, and a program is its own object linked with the objects it uses.
 # The tests and benchmarks get -lineinfo (compute-sanitizer reports source lines).
 #
-# Attention, compiled once (issue 8): each layers/cuda/attention_*.cu and the instantiation units
+# Attention, compiled once: each layers/cuda/attention_*.cu and the instantiation units
 # of our kernels, layers/cuda/attention/attention_*.cu, are built into build/obj/ and linked into
 # the programs that use them; the headers programs include (layers/cuda/attention_flash.h,
 # attention_cudnn.h) only declare the launchers.

@@ -155,8 +155,9 @@ static void add_run_flags(Flags& flags, TrainArgs& a) {
                                            "kind of op: matrix products, attention, layer norms, ... (0: none)");
     flags.add_bool("shard-update", &a.shard_update, "data parallel (--cp 1, several ranks): each rank applies AdamW to 1/P of "
                                                     "the weights and sends them to the others (off, the default: every rank "
-                                                    "updates every weight; the same bits either way; on was 0.8 points "
-                                                    "slower at 4 GPUs, notes/ring-attention.md)");
+                                                    "updates every weight; the same bits either way; on divides the update's "
+                                                    "work by P, but the weights' broadcasts wait before the next forward, "
+                                                    "so it rarely pays)");
     flags.add_bool("grad-overlap", &a.grad_overlap, "data parallel (--cp 1, several ranks): sum each block's gradients over "
                                                     "the ranks while the backward goes on (off: all at once after it)");
 }
@@ -633,7 +634,7 @@ static void lock_existing_out(const TrainArgs& a, bool say) {
     if (say && is_directory(a.out)) out_lock.acquire(a.out, "--out", /*only_if_present=*/true);
 }
 
-// metrics.csv, a row at a time (issue 41). Each row is one write(2) to the file, so it is in the
+// metrics.csv, a row at a time. Each row is one write(2) to the file, so it is in the
 // kernel before the step's checkpoint is (kill -9 loses no row a checkpoint covers), and sync()
 // puts the rows on disk before each checkpoint. A failed write (disk full, a file-size limit)
 // cuts its torn part off and stops the run in one line. Ranks other than the leader write none.
@@ -786,7 +787,7 @@ static bool poison_after(int step) {
 
 // Test hook: LNGPT_GPU_FAULT_AT_STEP=n makes one rank (LNGPT_GPU_FAULT_RANK, default the last)
 // hit a device-side trap after step n, as a failing GPU would: its CUDA context is lost, it stops
-// with one line, and the others must not wait on it forever (issue 42: faults across ranks).
+// with one line, and the others must not wait on it forever (faults across ranks).
 __global__ static void gpu_fault_kernel() { __trap(); }
 static void inject_gpu_fault_if_due(int step, const ParallelContext& px, bool on_gpu) {
     const char* at = std::getenv("LNGPT_GPU_FAULT_AT_STEP");
@@ -982,7 +983,7 @@ class TrainLoop {
     void log_step(const StepResult& r) {
         t_train_ += r.seconds, tokens_timed_ += (double)r.tokens, tokens_left_ -= r.tokens;
         // The rate since the last printed line, not over the run: a length curriculum slows from
-        // stage to stage (dense 128K windows train ~27x slower per token than 2K ones on an H200),
+        // stage to stage (dense 128K windows train many times slower per token than 2K ones),
         // and a run average would promise an ETA minutes too short.
         recent_s_ += r.seconds, recent_tokens_ += (double)r.tokens;
         comm_wait_s_ += 1e-3 * r.comm_wait_ms, steps_timed_++;
@@ -1113,8 +1114,8 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
     model->set_context_parallel(px.cp);
     // Only without context parallelism: the ring's transfers run on a communicator of their own,
     // and two communicators' kernels at once can wait on each other across ranks. (Where the job
-    // is one ring, the sums on the ring's own stream were tried: 5 ms a step slower at --cp 2,
-    // notes/training.md, session 19.)
+    // is one ring, the sums on the ring's own stream are slower: see notes/training.md, the ring's
+    // gradient sum during the backward.)
     if (px.world && px.cp_size == 1 && a.grad_overlap) model->set_gradient_comm(px.world);
     if (px.world && px.cp_size == 1 && a.shard_update) model->set_update_comm(px.world);
     const std::vector<StagePlan> plans = plan_stages(train, a, shape.recompute, corpus.val, *model, px, device, say);

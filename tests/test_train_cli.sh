@@ -249,7 +249,7 @@ else
     fail "NaN streak: exit $code, $(cat "$work/nan2.err"), $(ls "$work/nan2")"
 fi
 
-# 8. Context and data parallel (issue 9), with the ranks as threads of one process on the CPU
+# 8. Context and data parallel, with the ranks as threads of one process on the CPU
 #    (--simulate-ranks: the same trainer code as NCCL ranks, an in-process communicator): 2
 #    data-parallel groups x --cp 2 follow the one-process run's losses step for step; the run
 #    writes one set of checkpoints, which a one-process run resumes.
@@ -311,7 +311,7 @@ if ! tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --op-split 4 --out 
 else
     fail "--op-split 4 of 3 steps: $(tail -2 "$work/split4.log")"
 fi
-# The 8-GPU shapes (issue 13) as 8 simulated ranks: --cp 8, and 2 data-parallel groups x --cp 4
+# The 8-GPU shapes as 8 simulated ranks: --cp 8, and 2 data-parallel groups x --cp 4
 # at the same tokens per step, each following the one-process run.
 for shape in "8 8" "4 8"; do
     read -r c r <<< "$shape"
