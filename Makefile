@@ -33,6 +33,7 @@ help:
 	@echo "make train   install deps, build, prepare the corpus, train the default model, sample"
 	@echo "make test    install deps, build everything (CUDA files too), run all CPU tests"
 	@echo "make train TEXT=path   the same on your own text: a file, or a directory of files in any layout"
+	@echo "             its vocabulary by the text's size (DATA_VOCAB=N to choose); it samples from held-out text"
 	@echo "make data    prepare corpus/ (tokenizer and token shards) only"
 	@echo "             CORPUS=long: the long-document corpus in corpus-long/ (make train CORPUS=long too)"
 	@echo "make all     build only"

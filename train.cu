@@ -47,7 +47,7 @@ struct TrainArgs {
     bool shard_update = false;       // data parallel: each rank updates 1/P of the weights and shares them
     bool time_comm = false;          // time the compute stream's waits for communication each step
     int op_split = 0;                // time this step op by op and print where it went (0: none)
-    std::string sample_prompt = "And it came to pass";
+    std::string sample_prompt;  // empty: the opening of the first held-out document (print_sample)
     std::string schedule;   // later stages of the window and batch: "8192x16@300,32768x4@600"
     std::string mix;        // token shards mixed into the corpus by fraction: "tasks.bin:0.5"
     std::string init_from;  // a fresh run from these weights (a shorter-window model, say); not a run flag
@@ -135,7 +135,9 @@ static void add_training_flags(Flags& flags, TrainArgs& a) {
 
 static void add_run_flags(Flags& flags, TrainArgs& a) {
     flags.add_int("sample-tokens", &a.sample_tokens, "tokens of sample text printed at the end (0: none)");
-    flags.add_string("sample-prompt", &a.sample_prompt, "prompt of the final sample");
+    flags.add_string("sample-prompt", &a.sample_prompt, "prompt of the final sample; empty: the opening (12 tokens) of the "
+                                                        "first held-out document in val.bin, so the sample speaks of "
+                                                        "the corpus it was trained on");
     flags.add_string("recompute", &a.recompute, "gradient checkpointing: auto (the fastest policy that fits in memory), "
                                                 "none, selective (recompute LayerNorms and the MLP's up projection) or "
                                                 "full (keep each block's input, recompute the block)");
@@ -1072,14 +1074,32 @@ class TrainLoop {
 
 // ---- Sample: text from the trained model, on one rank, whole.
 
-static void print_sample(ModelBackend& model, const Tokenizer& tok, const TrainArgs& a, int window) {
+// The default prompt: the first tokens of val.bin's first document (after its <s>), text of the
+// corpus that training never saw, whatever the corpus is.
+static std::vector<int> held_out_opening(const TokenShard& val) {
+    const int kOpeningTokens = 12;
+    if (val.n_docs() == 0) return {};
+    const uint64_t begin = val.doc_starts[0] + 1;
+    const uint64_t doc_end = val.n_docs() > 1 ? val.doc_starts[1] : val.n_tokens();
+    const uint64_t end = std::min<uint64_t>(doc_end, begin + kOpeningTokens);
+    return std::vector<int>(val.tokens.begin() + long(begin), val.tokens.begin() + long(end));
+}
+
+static void print_sample(ModelBackend& model, const Tokenizer& tok, const TokenShard& val, const TrainArgs& a, int window) {
     model.set_context_parallel(nullptr);
-    std::vector<int> ids = tok.encode(a.sample_prompt);
+    const bool typed = !a.sample_prompt.empty();
+    const std::vector<int> prompt = typed ? tok.encode(a.sample_prompt) : held_out_opening(val);
+    std::vector<int> ids = prompt;
     ids.insert(ids.begin(), tok.bos_id());
     Sampler sampler(SamplerConfig{0.8f, 40, 0.95f, (uint64_t)a.seed});
     StreamDecoder stream(tok);
-    std::printf("--- sample ---\n%s", a.sample_prompt.c_str());
-    stream.prime(std::vector<int>(ids.begin() + 1, ids.end()));
+    std::printf("--- sample ---\n");
+    if (typed) {  // printed as typed
+        std::fputs(a.sample_prompt.c_str(), stdout);
+        stream.prime(prompt);
+    } else {
+        for (int id : prompt) std::fputs(stream.push(id).c_str(), stdout);
+    }
     generate(model, ids, a.sample_tokens, window, sampler, tok.eos_id(), [&](int id) {
         std::fputs(stream.push(id).c_str(), stdout);
         std::fflush(stdout);
@@ -1136,7 +1156,7 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
         return 0;
     }
     loop.report_done();
-    if (say && a.sample_tokens > 0) print_sample(*model, corpus.tok, a, loop.window());
+    if (say && a.sample_tokens > 0) print_sample(*model, corpus.tok, corpus.val, a, loop.window());
     return 0;
 }
 
