@@ -33,6 +33,7 @@ help:
 	@echo "make train   install deps, build, prepare the corpus, train the default model, sample"
 	@echo "make test    install deps, build everything (CUDA files too), run all CPU tests"
 	@echo "make train TEXT=path   the same on your own text: a file, or a directory of files in any layout"
+	@echo "             its vocabulary by the text's size (DATA_VOCAB=N to choose); it samples from held-out text"
 	@echo "make data    prepare corpus/ (tokenizer and token shards) only"
 	@echo "             CORPUS=long: the long-document corpus in corpus-long/ (make train CORPUS=long too)"
 	@echo "make all     build only"
@@ -75,7 +76,7 @@ GPU_BINARIES := $(patsubst %.cu,build/%,$(notdir $(GPU_SOURCES)))
 # once into build/obj/<name>.o, and a program is its own object linked with the objects it uses.
 # The tests and benchmarks get -lineinfo (compute-sanitizer reports source lines).
 #
-# Attention, compiled once (issue 8): each layers/cuda/attention_*.cu and the instantiation units
+# Attention, compiled once: each layers/cuda/attention_*.cu and the instantiation units
 # of our kernels, layers/cuda/attention/attention_*.cu, are built into build/obj/ and linked into
 # the programs that use them; the headers programs include (layers/cuda/attention_flash.h,
 # attention_cudnn.h) only declare the launchers.

@@ -265,8 +265,8 @@ struct InferPlan {
 };
 
 static InferPlan make_plan(const InferFlags& f, Device dev, AttnBackend attn, const LoadedModel& m) {
-    // On the GPU 65536: a 1M-token prefill of the 91M dilated model took 0.93 s against 1.10-1.18 s
-    // in chunks of 16384 (notes/kv-cache.md, session 18), and a multiple of every LongNet segment
+    // On the GPU 65536: a long prefill is faster in fewer, larger chunks than in chunks of 16384
+    // (see notes/kv-cache.md, the prefill), and a multiple of every LongNet segment
     // up to 64K starts each chunk on a segment border, so nothing is unpacked.
     const int chunk = f.chunk > 0 ? f.chunk : dev == Device::Cuda ? 65536 : 256;
     const int ctx = f.ctx ? f.ctx : m.ck.has_train_state ? checkpoint_seq_len(m.ck, m.path, kMaxSeqLen) : 256;
@@ -668,8 +668,8 @@ static void decode_batch(ModelBackend& model, std::unique_ptr<IncrementalModel> 
 // (cut_prompt_to_context) is given only the file's end: kPromptBytesPerToken bytes for each of
 // ctx + kPromptTailSlack tokens, more than those tokens can take (a piece of our SentencePiece
 // tokenizers is at most 16 characters of at most 4 bytes each), so its last --ctx tokens are
-// those of the whole file, the slack covering the cut's first pieces. Once it read all of a 50 MB
-// file to keep 63 tokens: 101 s and 6.9 GB (issue 41). The rest read it whole (up to 1 GiB).
+// those of the whole file, the slack covering the cut's first pieces: a file of many MB is not read
+// and tokenized whole to keep a few tokens. The rest read it whole (up to 1 GiB).
 constexpr uint64_t kPromptBytesPerToken = 64, kPromptTailSlack = 64;
 static std::string read_prompt_file(const InferFlags& f, const GPTConfig& cfg, int ctx) {
     if (f.prompt_file.empty()) return "";

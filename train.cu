@@ -47,7 +47,7 @@ struct TrainArgs {
     bool shard_update = false;       // data parallel: each rank updates 1/P of the weights and shares them
     bool time_comm = false;          // time the compute stream's waits for communication each step
     int op_split = 0;                // time this step op by op and print where it went (0: none)
-    std::string sample_prompt = "And it came to pass";
+    std::string sample_prompt;  // empty: the opening of the first held-out document (print_sample)
     std::string schedule;   // later stages of the window and batch: "8192x16@300,32768x4@600"
     std::string mix;        // token shards mixed into the corpus by fraction: "tasks.bin:0.5"
     std::string init_from;  // a fresh run from these weights (a shorter-window model, say); not a run flag
@@ -135,7 +135,9 @@ static void add_training_flags(Flags& flags, TrainArgs& a) {
 
 static void add_run_flags(Flags& flags, TrainArgs& a) {
     flags.add_int("sample-tokens", &a.sample_tokens, "tokens of sample text printed at the end (0: none)");
-    flags.add_string("sample-prompt", &a.sample_prompt, "prompt of the final sample");
+    flags.add_string("sample-prompt", &a.sample_prompt, "prompt of the final sample; empty: the opening (12 tokens) of the "
+                                                        "first held-out document in val.bin, so the sample speaks of "
+                                                        "the corpus it was trained on");
     flags.add_string("recompute", &a.recompute, "gradient checkpointing: auto (the fastest policy that fits in memory), "
                                                 "none, selective (recompute LayerNorms and the MLP's up projection) or "
                                                 "full (keep each block's input, recompute the block)");
@@ -155,8 +157,9 @@ static void add_run_flags(Flags& flags, TrainArgs& a) {
                                            "kind of op: matrix products, attention, layer norms, ... (0: none)");
     flags.add_bool("shard-update", &a.shard_update, "data parallel (--cp 1, several ranks): each rank applies AdamW to 1/P of "
                                                     "the weights and sends them to the others (off, the default: every rank "
-                                                    "updates every weight; the same bits either way; on was 0.8 points "
-                                                    "slower at 4 GPUs, notes/ring-attention.md)");
+                                                    "updates every weight; the same bits either way; on divides the update's "
+                                                    "work by P, but the weights' broadcasts wait before the next forward, "
+                                                    "so it rarely pays)");
     flags.add_bool("grad-overlap", &a.grad_overlap, "data parallel (--cp 1, several ranks): sum each block's gradients over "
                                                     "the ranks while the backward goes on (off: all at once after it)");
 }
@@ -634,7 +637,7 @@ static void lock_existing_out(const TrainArgs& a, bool say) {
     if (say && is_directory(a.out)) out_lock.acquire(a.out, "--out", /*only_if_present=*/true);
 }
 
-// metrics.csv, a row at a time (issue 41). Each row is one write(2) to the file, so it is in the
+// metrics.csv, a row at a time. Each row is one write(2) to the file, so it is in the
 // kernel before the step's checkpoint is (kill -9 loses no row a checkpoint covers), and sync()
 // puts the rows on disk before each checkpoint. A failed write (disk full, a file-size limit)
 // cuts its torn part off and stops the run in one line. Ranks other than the leader write none.
@@ -787,7 +790,7 @@ static bool poison_after(int step) {
 
 // Test hook: LNGPT_GPU_FAULT_AT_STEP=n makes one rank (LNGPT_GPU_FAULT_RANK, default the last)
 // hit a device-side trap after step n, as a failing GPU would: its CUDA context is lost, it stops
-// with one line, and the others must not wait on it forever (issue 42: faults across ranks).
+// with one line, and the others must not wait on it forever (faults across ranks).
 __global__ static void gpu_fault_kernel() { __trap(); }
 static void inject_gpu_fault_if_due(int step, const ParallelContext& px, bool on_gpu) {
     const char* at = std::getenv("LNGPT_GPU_FAULT_AT_STEP");
@@ -983,7 +986,7 @@ class TrainLoop {
     void log_step(const StepResult& r) {
         t_train_ += r.seconds, tokens_timed_ += (double)r.tokens, tokens_left_ -= r.tokens;
         // The rate since the last printed line, not over the run: a length curriculum slows from
-        // stage to stage (dense 128K windows train ~27x slower per token than 2K ones on an H200),
+        // stage to stage (dense 128K windows train many times slower per token than 2K ones),
         // and a run average would promise an ETA minutes too short.
         recent_s_ += r.seconds, recent_tokens_ += (double)r.tokens;
         comm_wait_s_ += 1e-3 * r.comm_wait_ms, steps_timed_++;
@@ -1072,14 +1075,32 @@ class TrainLoop {
 
 // ---- Sample: text from the trained model, on one rank, whole.
 
-static void print_sample(ModelBackend& model, const Tokenizer& tok, const TrainArgs& a, int window) {
+// The default prompt: the first tokens of val.bin's first document (after its <s>), text of the
+// corpus that training never saw, whatever the corpus is.
+static std::vector<int> held_out_opening(const TokenShard& val) {
+    const int kOpeningTokens = 12;
+    if (val.n_docs() == 0) return {};
+    const uint64_t begin = val.doc_starts[0] + 1;
+    const uint64_t doc_end = val.n_docs() > 1 ? val.doc_starts[1] : val.n_tokens();
+    const uint64_t end = std::min<uint64_t>(doc_end, begin + kOpeningTokens);
+    return std::vector<int>(val.tokens.begin() + long(begin), val.tokens.begin() + long(end));
+}
+
+static void print_sample(ModelBackend& model, const Tokenizer& tok, const TokenShard& val, const TrainArgs& a, int window) {
     model.set_context_parallel(nullptr);
-    std::vector<int> ids = tok.encode(a.sample_prompt);
+    const bool typed = !a.sample_prompt.empty();
+    const std::vector<int> prompt = typed ? tok.encode(a.sample_prompt) : held_out_opening(val);
+    std::vector<int> ids = prompt;
     ids.insert(ids.begin(), tok.bos_id());
     Sampler sampler(SamplerConfig{0.8f, 40, 0.95f, (uint64_t)a.seed});
     StreamDecoder stream(tok);
-    std::printf("--- sample ---\n%s", a.sample_prompt.c_str());
-    stream.prime(std::vector<int>(ids.begin() + 1, ids.end()));
+    std::printf("--- sample ---\n");
+    if (typed) {  // printed as typed
+        std::fputs(a.sample_prompt.c_str(), stdout);
+        stream.prime(prompt);
+    } else {
+        for (int id : prompt) std::fputs(stream.push(id).c_str(), stdout);
+    }
     generate(model, ids, a.sample_tokens, window, sampler, tok.eos_id(), [&](int id) {
         std::fputs(stream.push(id).c_str(), stdout);
         std::fflush(stdout);
@@ -1114,8 +1135,8 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
     model->set_context_parallel(px.cp);
     // Only without context parallelism: the ring's transfers run on a communicator of their own,
     // and two communicators' kernels at once can wait on each other across ranks. (Where the job
-    // is one ring, the sums on the ring's own stream were tried: 5 ms a step slower at --cp 2,
-    // notes/training.md, session 19.)
+    // is one ring, the sums on the ring's own stream are slower: see notes/training.md, the ring's
+    // gradient sum during the backward.)
     if (px.world && px.cp_size == 1 && a.grad_overlap) model->set_gradient_comm(px.world);
     if (px.world && px.cp_size == 1 && a.shard_update) model->set_update_comm(px.world);
     const std::vector<StagePlan> plans = plan_stages(train, a, shape.recompute, corpus.val, *model, px, device, say);
@@ -1136,7 +1157,7 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
         return 0;
     }
     loop.report_done();
-    if (say && a.sample_tokens > 0) print_sample(*model, corpus.tok, a, loop.window());
+    if (say && a.sample_tokens > 0) print_sample(*model, corpus.tok, corpus.val, a, loop.window());
     return 0;
 }
 

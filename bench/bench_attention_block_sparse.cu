@@ -24,7 +24,7 @@
 #include "layers/patterns/block_sparse_tiles.h"
 #include "bench/bench_pattern.cuh"
 
-// The seed project's block-sparse module, forward at 256K tokens on an H200 (issue 10): tokens/s.
+// The seed project's block-sparse module, forward at 256K tokens on an H200: tokens/s.
 constexpr double kSeedProjectFwdTokPerS = 0.17e6;
 
 static AttnPattern window_global(int block, int window, int global) {
@@ -131,7 +131,7 @@ static int main_body(int argc, char** argv) {
     if (fwd_256k > 0) {
         std::snprintf(line, sizeof line,
                       "# at 256K, forward: %.3f Mtok/s here vs the seed project's block-sparse module's 0.17 Mtok/s "
-                      "(issue 10, an H200): x%.0f\n",
+                      "(an H200): x%.0f\n",
                       fwd_256k * 1e-6, fwd_256k / kSeedProjectFwdTokPerS);
         emit(line);
     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi-GPU scaling of whole training steps (issue 42): the job's tokens/s at P = 1, 2, 4 ... GPUs
+# Multi-GPU scaling of whole training steps: the job's tokens/s at P = 1, 2, 4 ... GPUs
 # of this host (P up to the GPUs present, or SCALING_P="1 2 4"), each run through
 # scripts/launch.sh, and the efficiency against P = 1 on the same machine in the same call:
 #   dilated  the 91M model (12 x 768, LongNet 2048..32768), one window of 256K tokens per GPU

@@ -18,7 +18,7 @@ source scripts/gpu_lib_paths.sh "$(cd "$BIN" && pwd)"
 "$BIN/bench_attention_dilated" --out "$OUTDIR/attention_dilated.md" ${BENCH_DILATED_ARGS:-}
 "$BIN/bench_attention_block_sparse" --out "$OUTDIR/attention_block_sparse.md" ${BENCH_BLOCK_SPARSE_ARGS:-}
 "$BIN/bench_train" --out "$OUTDIR/train_124m.md" --batches 8,16,32,64 ${BENCH_TRAIN_ARGS:-}
-# Where a training step and a decode step go (issue 43): the GPT-2 shape's step by kind of op beside
+# Where a training step and a decode step go: the GPT-2 shape's step by kind of op beside
 # its floor, each piece of a 1M-context decode step, and where the long-document corpus exists the
 # 91M dilated model's step at T = 256K (train --op-split) with no floor counted (its attention's
 # FLOPs depend on the branches).
@@ -44,7 +44,7 @@ if python3 -c "import torch" 2>/dev/null && [ -f scripts/check_attention_torch.p
     # A PyTorch LongNet on the dilated benchmark's problem (it checks itself against the spec first)
     python3 scripts/bench_longnet_torch.py --out "$OUTDIR/attention_dilated_torch.md"
 fi
-# Several GPUs on this host: whole training steps at P = 1, 2, 4 and the efficiency (issue 42);
+# Several GPUs on this host: whole training steps at P = 1, 2, 4 and the efficiency;
 # the long-document corpus (make data CORPUS=long) holds the 1M-token windows of 4 GPUs.
 if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
     DATA=${SCALING_DATA:-corpus-long} BIN=$BIN OUTDIR=$OUTDIR bench/bench_scaling.sh

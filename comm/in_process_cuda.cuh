@@ -5,7 +5,7 @@
 // that: a device-to-device copy (and one from pageable host memory) may return while the copy is
 // still queued on the legacy default stream, and the ranks' streams are non-blocking, so nothing
 // orders them after it. Waiting on the legacy stream does. (Without the wait, the ring's backward
-// read half-copied dK/dV under compute-sanitizer's slower timing: 2 of 82 cases off by ~0.1.)
+// can read half-copied dK/dV, as compute-sanitizer's slower timing shows.)
 #pragma once
 #include <cstddef>
 #include "layers/cuda/common.cuh"

@@ -1,5 +1,5 @@
 // How long a compute stream stands still waiting for communication: the "exposed communication"
-// of a training step (issue 42's per-step split; train --time-comm). Every place where the
+// of a training step (train --time-comm). Every place where the
 // compute stream waits for a communicator's stream (the ring's received blocks, the gradient
 // sum) goes through comm_wait_timer().wait(compute, ready). While timing is on, the wait is
 // bracketed by two events recorded on the compute stream: the time between them is how long the

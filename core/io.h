@@ -31,7 +31,7 @@ inline bool same_file(const std::string& a, const std::string& b) {
     return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-// ---- Bounded reads (issue 24) ----
+// ---- Bounded reads ----
 // Every input file is opened through open_regular_file: it must be a regular file (a FIFO, a
 // device such as /dev/zero, a directory or a socket is refused before a byte is read, so no read
 // blocks forever or runs until memory is out) of at most max_bytes (refused from its size, before

@@ -1,4 +1,4 @@
-// Outputs never replace inputs (issue 24): every program calls check_output_path for every file
+// Outputs never replace inputs: every program calls check_output_path for every file
 // it will write, right after parsing its flags and before any long work (prefill, scoring,
 // training). It refuses, with one line naming the flag, the path, what the path holds and the
 // fix, a path that

@@ -63,7 +63,7 @@ inline std::vector<TrainStage> parse_schedule(const std::string& text, TrainStag
         if (end == std::string::npos) end = text.size();
         const std::string item = text.substr(at, end - at);
         TrainStage s;
-        // Each number digits only, in int's range: sscanf's %d wrapped 4294967360 to 64 (issue 41).
+        // Each number digits only, in int's range (sscanf's %d would wrap 4294967360 to 64).
         const size_t x = item.find('x'), at_sign = item.find('@', x == std::string::npos ? 0 : x);
         const bool parsed = x != std::string::npos && at_sign != std::string::npos &&
                             parse_stage_number(item.substr(0, x), &s.seq_len) &&

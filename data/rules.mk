@@ -12,7 +12,8 @@
 #
 # Binaries that only load a tokenizer (training, generation) link $(TOKENIZER_LDLIBS).
 
-DATA_VOCAB ?= 8192
+# The tokenizer's vocabulary; for TEXT, "auto" suits it to the text's size (scripts/prepare_text.sh).
+DATA_VOCAB ?= $(if $(value TEXT),auto,8192)
 DATA_PREPARE_FLAGS ?=
 DATA_LDLIBS := -lsentencepiece_train -lsentencepiece -lpthread
 TOKENIZER_LDLIBS := -lsentencepiece -lpthread

@@ -371,10 +371,11 @@ struct TrainDocSpec {
     // an evaluation item puts its needle at depth 0), asked from anywhere later: the pass key
     // when the document's intro is the pass-key one, else a multi-key needle. Without it a
     // needle in a window's first tokens is rare (1 in ~doc_tokens / needle_every positions), and
-    // a model trained on such documents misses far needles at depth 0 (notes/long-context-retrieval.md v8).
+    // a model trained on such documents misses far needles at depth 0 (see
+    // notes/long-context-retrieval.md, needles at the start of training documents).
     double lead_needle = 0;
     // Lead needles of the multi-key kind only (asked by their word), never a pass key: a leading pass
-    // key taught a shortcut ("a far pass-key question asks the first key", v9 of the notes).
+    // key teaches a shortcut ("a far pass-key question asks the first key"; same note).
     bool lead_multikey_only = false;
     // Copies of the document's own text, asked again from far: the task a book or a source tree
     // in the context poses (continue one of its lines as written), which needles alone never

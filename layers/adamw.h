@@ -7,8 +7,8 @@
 #include "layers/common.h"
 
 // Decoupled weight decay multiplies each matrix weight by (1 - lr * wd) every step: past
-// lr * wd = 1 the factor turns negative and past 2 the weights grow without bound (issue 41:
-// --weight-decay 1e30 trained to NaN and exited 0). Published runs use 0 to 0.1, a few up to 1;
+// lr * wd = 1 the factor turns negative and past 2 the weights grow without bound (a huge
+// --weight-decay would train to NaN and still exit 0). Published runs use 0 to 0.1, a few up to 1;
 // 10 leaves room for any experiment. One rule for the flag and for a recorded run's value
 // (train --resume requires the flag to match the checkpoint's). "" when allowed.
 constexpr float kMaxWeightDecay = 10.0f;

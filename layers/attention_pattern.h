@@ -216,7 +216,7 @@ inline AttnPattern pattern_from_json(const Json& j) {
     if (!attn_kind_from_name(kind, &p.kind)) throw JsonError("unknown attention kind " + kind);
     p.causal = j.at("causal").as_bool("causal");  // first: a block-sparse layout is checked against the mask
     with_pattern_module(p.kind, [&](auto m) { decltype(m)::from_json(j, p); });
-    // A key this build does not read is refused, not dropped (issue 41), as the config's own keys
+    // A key this build does not read is refused, not dropped, as the config's own keys
     // are: a pattern written by a newer build or edited by hand would otherwise run as another
     // pattern. The keys read are those this build writes for the pattern just read, nested
     // objects (a block-sparse layout) included.

@@ -3,7 +3,7 @@
 // checkpoints also hold the AdamW moments as "optim.m.<name>" and "optim.v.<name>".
 // Metadata (all strings): "format" = "longnet-gpt/1", "config" (the GPTConfig as JSON),
 // "tokenizer" (the SentencePiece .model file, base64), and for training state "step",
-// "loader_epoch", "loader_cursor", "train_args" (the flags that shape the run, as JSON) and, since issue 41, "recipe" (the identities of the
+// "loader_epoch", "loader_cursor", "train_args" (the flags that shape the run, as JSON) and "recipe" (the identities of the
 // token files it trains on: data/identity.h).
 #pragma once
 #include <dirent.h>
@@ -179,7 +179,7 @@ inline std::string printable_name(const std::string& name) {
 }
 
 // The config is held to train's rules (validate_config), head dims included, so that infer
-// refuses a model train would refuse (issue 41: a config edited to head dim 32 ran in infer).
+// refuses a model train would refuse (a config edited to an unsupported head dim is refused by both).
 // allow_any_head_dim: the CPU tests' small models only.
 inline Checkpoint load_checkpoint(const std::string& path, bool allow_any_head_dim = false) {
     SafetensorsFile f = read_safetensors(path);

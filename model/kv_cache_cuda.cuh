@@ -29,8 +29,8 @@ class KVCacheCuda : public IncrementalModel {
     // cache append, attention_decode_cuda) instead of attention_decode_step_cuda: the same bits
     // (the test checks it; bench_kv_cache --unfused times it).
     static inline bool kDecodeOneLaunch = true;
-    // ... up to this many sequences: at 8 the four launches decoded 8% faster (each block rotates
-    // its own q; notes/kv-cache.md, session 18, call 7), at 2 14% slower.
+    // ... up to this many sequences: with more, the four launches decode faster (each block rotates
+    // its own q), with fewer slower; see notes/kv-cache.md, the decode step.
     static constexpr int kDecodeOneLaunchMaxBatch = 4;
 
     KVCacheCuda(const CudaBackend& model, int B, int max_chunk)

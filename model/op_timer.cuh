@@ -1,4 +1,4 @@
-// Where a training step's GPU time goes, op by op (bench_train --split; issue 43). After each op
+// Where a training step's GPU time goes, op by op (bench_train --split). After each op
 // the backend marks its stream with the op's kind ("matmul", "attention", "layernorm", ...); the
 // time between a mark and the one before it is that op's, so the kinds add up to the whole step
 // with nothing left over and nothing counted twice. Off (the default) a mark does nothing.

@@ -1,4 +1,4 @@
-// One rule per value (issue 41): each numeric training flag has one validator here, called by
+// One rule per value: each numeric training flag has one validator here, called by
 // train's flag check (validate_args) and by the checkpoint reader (load_checkpoint, which infer
 // and train --resume share) on the values a checkpoint records in its "train_args". A checkpoint
 // edited to --lr -1 is then refused by infer in the same words train refuses the flag in. The

@@ -1,13 +1,14 @@
 // Data parallelism's AdamW update split over the ranks (the update of ZeRO-1, Rajbhandari et al.
 // 2020; its memory saving is not taken: every rank still holds all the moments). Every rank has
-// the summed gradients, so every rank could update every weight, as it did before: P times the
+// the summed gradients, so every rank could update every weight (the default): P times the
 // same 30 bytes of traffic per weight. Instead rank r updates its slice of the flat weights and
 // sends the result to the others, one broadcast per owner: each rank's update costs 1/P, and the
 // weights arriving cost 2 bytes (bf16 on the GPU) per weight. AdamW is elementwise, so the weights
 // are the same bits as with every rank updating everything; the owners' moments (and the GPU's
 // fp32 master weights) are gathered the same way when a checkpoint needs them (gather_state).
-// Measured on 4 H200s it was slower (93.5% scaling against 94.3%: the broadcasts run exposed
-// before the next forward), so train leaves it off unless --shard-update on.
+// The broadcasts run exposed before the next forward (they are not an all-gather overlapped
+// with it), which costs more than the update saves, so train leaves it off unless
+// --shard-update on (see notes/ring-attention.md, the AdamW update split over the ranks).
 #pragma once
 #include <algorithm>
 #include <cstddef>

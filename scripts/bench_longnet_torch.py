@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A PyTorch LongNet: the peer of bench/bench_attention_dilated.cu (issue 25), run in the same
+"""A PyTorch LongNet: the peer of bench/bench_attention_dilated.cu, run in the same
 device call by `make bench`. PyTorch is never a dependency of the project: this script only runs
 where it is installed.
 

@@ -29,15 +29,15 @@
 #   train          a GPU training run on $DATA (TRAIN_ARGS); infer and long_prompt use its checkpoint
 #   dp             data parallel over this host's GPUs, --grad-overlap on and off, against one GPU
 #   split          one training step (GPT-2 124M, T = 1024) by kind of op beside its floor
-#   launchers      test_comm_nccl's P ranks (one per GPU; LAUNCH_P) started as people start them
-#                  (issue 42): scripts/launch.sh (the rendezvous file), torchrun --standalone and
+#   launchers      test_comm_nccl's P ranks (one per GPU; LAUNCH_P) started as people start them:
+#                  scripts/launch.sh (the rendezvous file), torchrun --standalone and
 #                  torchrun --master_port (TCP; its agent holds MASTER_PORT), mpirun -np P (Open MPI
 #                  or MPICH; MASTER_ADDR/MASTER_PORT exported), each where installed; one row each
 #   infer, long_prompt, errors, recompute, kv_cache, block_sparse, nccl (several GPUs: NCCL ring
 #   attention, --cp training and perplexity against one GPU; DATA's val.bin must hold 4096 x P
 #   tokens), faults (several GPUs: a hung rank, a rank's GPU failing), attn_perf (the
 #   harness's perf mode), dilated_bench, compare (dense and dilated at 32K, COMPARE_STEPS),
-#   long_context (issue 12's study on $CARRY/corpus-long: the 91M model trained at equal tokens as
+#   long_context (the long-context study on $CARRY/corpus-long: the 91M model trained at equal tokens as
 #   dense at 2K and dilated at 32K and 256K, from scratch or after 2K (LC_MODELS picks some:
 #   dense2k dilated32k dilated256k dilated32k_from2k dilated256k_from2k), each scored by position
 #   over the held-out documents of at least 256K tokens; LC_PROMPTS=1 also generates from a book
@@ -131,7 +131,7 @@ stage_sanitizers() {
     sanitize racecheck_layernorm racecheck "$BIN/test_ops" --small --filter layernorm
 }
 
-# ---- launchers (issue 42): the communicator's ranks started by each launcher at hand
+# ---- launchers: the communicator's ranks started by each launcher at hand
 
 launcher_run() {  # name, P, command...: passes when it exits 0 and all P ranks print "N passed, 0 failed"
     local name=$1 P=$2; shift 2
@@ -292,7 +292,7 @@ for stage in "${stages[@]}"; do
                summary+=("infer: exit $? ($((SECONDS - t0)) s): $(grep -E '^file' "$OUT/infer.log")")
                cat "$OUT/infer.log" ;;
         long_prompt) # a book-sized prompt (400 KB of the corpus text) must start generating in
-               # seconds (issue 7); needs the train stage's checkpoint
+               # seconds; needs the train stage's checkpoint
                head -c 400000 "$DATA/bible.txt" > "$OUT/prompt_400k.txt"
                t1=$(date +%s.%N)
                "$BIN/infer" --device cuda --checkpoint "$OUT/train" --prompt-file "$OUT/prompt_400k.txt" --max-new 16 --seed 3 > "$OUT/long_prompt.log" 2>&1
@@ -304,7 +304,7 @@ for stage in "${stages[@]}"; do
                    "$BIN/train" --device cuda --data "$DATA" --out "$OUT/bad" --steps 2 $args > "$OUT/err.log" 2>&1
                    echo "train $args -> exit $?: $(tail -1 "$OUT/err.log")"
                done ;;
-        recompute) # gradient checkpointing (issue 11): the 91M dilated model, B = 1, random tokens
+        recompute) # gradient checkpointing: the 91M dilated model, B = 1, random tokens
                LONGNET="--segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12"
                "$BIN/bench_recompute" --seq-lens 262144 --steps 3 --out "$OUT/recompute_262k.md" > "$OUT/recompute.log" 2>&1
                "$BIN/bench_recompute" --recompute selective,full --seq-lens 1048576 --steps 2 --out "$OUT/recompute_1m.md" >> "$OUT/recompute.log" 2>&1
@@ -316,7 +316,7 @@ for stage in "${stages[@]}"; do
                summary+=("recompute: train exit $? ($((SECONDS - t0)) s)")
                cat "$OUT"/recompute_262k.md "$OUT"/recompute_1m.md "$OUT"/recompute_2m.md 2>/dev/null | grep -v "^| ---"
                grep -E "^(memory plan|  (none|selective|full) |step +[0-9]+ |done|error)" "$OUT/recompute_train.log" | head -16 ;;
-        kv_cache) # long-context inference (issue 12): the KV cache test, prefill/decode for dilated and dense,
+        kv_cache) # long-context inference: the KV cache test, prefill/decode for dilated and dense,
                # and a short dilated training run whose checkpoint reads a book as its prompt and scores it
                LONGNET="--attn dilated --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12"
                "$BIN/test_kv_cache" > "$OUT/test_kv_cache.log" 2>&1
@@ -339,14 +339,14 @@ for stage in "${stages[@]}"; do
                cat "$OUT/bench_kv.log"; tail -3 "$OUT/gen_book.err"; tail -c 400 "$OUT/gen_book.log"; echo
                tail -3 "$OUT/gen_tree.err"; tail -c 500 "$OUT/gen_tree.log"; echo
                grep -v "^scored" "$OUT/ppl.log" | grep "^file" ;;
-        block_sparse) # block-sparse attention (issue 10): ours, every tile variant at 1M, and
+        block_sparse) # block-sparse attention: ours, every tile variant at 1M, and
                # PyTorch's FlexAttention on the same pattern, in this one call
                "$BIN/bench_attention_block_sparse" --variants --out "$OUT/block_sparse.md" > "$OUT/block_sparse.log" 2>&1
                summary+=("block_sparse: exit $? ($((SECONDS - t0)) s)")
                python3 scripts/bench_flex_attention.py --out "$OUT/flex.md" > "$OUT/flex.log" 2>&1
                summary+=("flex: exit $? ($((SECONDS - t0)) s)")
                cat "$OUT/block_sparse.md" "$OUT/flex.md" ;;
-        nccl)  # one NCCL rank per GPU of this host (issues 9, 10): the communicator, ring attention
+        nccl)  # one NCCL rank per GPU of this host: the communicator, ring attention
                # against one GPU, training and perplexity at --cp P against one GPU, a hung rank
                P=$(nvidia-smi -L | wc -l)
                L=scripts/launch.sh
@@ -372,7 +372,7 @@ for stage in "${stages[@]}"; do
                $L "$P" "$BIN/infer" --device cuda --checkpoint "$OUT/cp1_dense" --perplexity "$DATA/val_text.txt" --ctx $T --cp "$P" > "$OUT/pplP.log" 2>&1
                summary+=("perplexity 1 GPU: $(grep -E '^file' "$OUT/ppl1.log") | --cp $P: $(grep -E '\] file' "$OUT/pplP.log" | head -1)")
                ;;
-        faults) # several GPUs (issue 42): a rank that hangs and a rank whose GPU fails, each while
+        faults) # several GPUs: a rank that hangs and a rank whose GPU fails, each while
                # the job trains at --cp P; the others must end within a minute, naming it
                P=$(nvidia-smi -L | wc -l)
                L=scripts/launch.sh
@@ -402,7 +402,7 @@ for stage in "${stages[@]}"; do
                code=$?
                "$BIN/infer" --device cuda --checkpoint "$OUT/fault" --perplexity "$DATA/val_text.txt" --ctx 1024 > "$OUT/fault_ppl.log" 2>&1
                summary+=("GPU fault on rank $((P - 1)) after step 7: job exit $code after $((SECONDS - t_fault)) s: $(grep -E 'error|launch:' "$OUT/fault.log" | head -2 | tr '\n' ' ') | checkpoint after: $(grep -E '^file' "$OUT/fault_ppl.log")") ;;
-        dp)    # data parallel over this host's GPUs (issue 42): the gradients summed block by block
+        dp)    # data parallel over this host's GPUs: the gradients summed block by block
                # during the backward (--grad-overlap on) or after it (off), against one GPU with the
                # same global batch; the step-20 validation losses must agree within 0.5%
                P=$(nvidia-smi -L | wc -l)
@@ -419,7 +419,7 @@ for stage in "${stages[@]}"; do
                awk -v v="$vals" 'BEGIN { n = split(v, x, " "); if (n < 3) exit 1
                    for (i = 2; i <= 3; i++) if (x[i] - x[1] > 0.005 * x[1] || x[1] - x[i] > 0.005 * x[1]) exit 1 }' ||
                    failed_stages+=("dp: val losses $vals disagree or are missing") ;;
-        split) # issue 43: one training step by kind of op beside its floor (bench_train --split on)
+        split) # one training step by kind of op beside its floor (bench_train --split on)
                "$BIN/bench_train" --split on --batches "${SPLIT_BATCHES:-32}" --attention flash --out "$OUT/split.md" > "$OUT/split.log" 2>&1
                summary+=("split: exit $? ($((SECONDS - t0)) s)")
                cat "$OUT/split.md" ;;
@@ -439,7 +439,7 @@ for stage in "${stages[@]}"; do
                    cp "$OUT/$run.log" "$OUT/$run/train.log"; rm -f "$OUT/$run"/*.safetensors
                    grep -E 'val loss|^done' "$OUT/$run.log"
                done ;;
-        long_context) # issue 12: does a model use its context? The same model (91M unless LC_MODEL) and the same tokens
+        long_context) # does a model use its context? The same model (91M unless LC_MODEL) and the same tokens
                # (LC_STEPS x 262,144), trained as dense at 2K or dilated (LongNet) at 32K or 256K on the
                # long-document corpus, then scored by position inside held-out documents >= 256K tokens.
                # A *_from2k model trains its first LC_BASE_STEPS at 2K (128 windows a step), then the

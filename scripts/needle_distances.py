@@ -12,7 +12,7 @@ multiples of WINDOW from the shard's start):
   - questions whose needle sits in an earlier window (the model cannot see it: it learns to guess);
   - the others by where the needle sits in its window (its first 256 tokens, where an evaluation
     item at depth 0 puts it, or later) and how far back it is (at least WINDOW / 4: far, or near).
-notes/long-context-retrieval.md (v15) reads these counts. The patterns are encoded with the shard's
+notes/long-context-retrieval.md (why depth 0, from the training data) reads these counts. The patterns are encoded with the shard's
 tokenizer by DATA_TOOL (default build/data_tool). Pure Python: no numpy.
 """
 import array

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The million-token reader's demonstration (issue 39; notes/long-context-retrieval.md), on one
+# The million-token reader's demonstration (notes/long-context-retrieval.md), on one
 # machine of 4 GPUs (H100 or H200): data, training, evaluation in three device calls of at most
 # 9 minutes each, back to back inside one hold (the machine keeps out/ and build/ between them).
 #
@@ -9,7 +9,7 @@
 #                                    (1M windows, train --cp 2) on GPUs 0,1 and 2,3
 #   scripts/retrieval_demo.sh 3      the 1M runs to their end; 512K-1M scores, loss by position and
 #                                    the book/source-tree demonstration on four lanes; the tables
-#   scripts/retrieval_demo.sh v1|v2|v3  the depth-0 study (notes v16), the same machine and budget:
+#   scripts/retrieval_demo.sh v1|v2|v3  the depth-0 study (notes/long-context-retrieval.md, pass keys asked from far), the same machine and budget:
 #                                    v1: data and its variants' shards; hybrid128k-$VA@1-3 and
 #                                        hybrid128k-$VB@1 side by side, each scored at <= 128K
 #                                    v2: hybrid1m-$VA@1 and @2 (1M windows, train --cp 2), scored at <= 128K
@@ -79,7 +79,7 @@ left() { echo "$1 $SECONDS $T0" | awk '{ m = ($1 - ($2 - $3)) / 60; printf "%.2f
 # question at a stated depth.
 export DEMOS="rs/demo/debian-policy.txt:0.3 rs/demo/net-sctp.txt:0.5 rs/demo/fs-nfs.txt:0.1"
 export STEPS_1M=${STEPS_1M:-12}
-VA=${VA:-pkfar} VB=${VB:-leadmk}  # the depth-0 study's variants (calls v1-v3)
+VA=${VA:-pkfar} VB=${VB:-leadmk}  # the depth-0 study's variants (parts v1-v3)
 me=scripts/retrieval_demo.sh
 
 case $call in
@@ -87,7 +87,7 @@ case $call in
         # The whole pipeline on one GPU at a fraction of the tokens: every stage of the recipe for a
         # step or two (TOKENS of 8 steps), the 1M stage over 2 ranks as threads, the scorer at 128K
         # and 1M, the loss by position and the demonstration; the step times are the figures that
-        # plan calls 1-3.
+        # plan parts 1-3.
         $study data | tail -3
         TOKENS=1048576 LOG_EVERY=1 $study train:hybrid128k@1 | tail -3
         grep -E '^step +[0-9]+/8 \| (loss|stage)' build/rs/hybrid128k@1_train.log
@@ -117,14 +117,14 @@ case $call in
                "3|$me finish hybrid128k-nologn@1 $m"
         $study table | head -40
         pack ;;
-    2)  # ~7.5 minutes: what call 1 left unfinished, then the two 1M runs, each over 2 GPUs
+    2)  # ~7.5 minutes: what part 1 left unfinished, then the two 1M runs, each over 2 GPUs
         $lanes "0|$me finish hybrid128k@1 4" "1|$me finish hybrid128k@2 4" "2|$me finish hybrid128k@3 4" \
                "3|$me finish hybrid128k-nologn@1 4"
         m=$(left 420)
         $lanes "0,1|$study train:hybrid1m@1:$m" "2,3|$study train:hybrid1m@2:$m"
         grep -hE '^\[rank 0\] (step +[0-9]+/[0-9]+ \| loss|done|stopped)' build/rs/hybrid1m@*_train.log | tail -8
         pack ;;
-    3)  # ~5 minutes: the 1M runs' ends if call 2 cut them; every long score, the loss by position, the
+    3)  # ~5 minutes: the 1M runs' ends if part 2 cut them; every long score, the loss by position, the
         # demonstration, the dense 2K control; the tables
         $lanes "0,1|$study train:hybrid1m@1:2" "2,3|$study train:hybrid1m@2:2" > /dev/null
         $lanes "0|$study eval:hybrid1m@1 demo:hybrid1m@1" "1|$study eval:hybrid1m@2 demo:hybrid1m@2" \

@@ -118,7 +118,7 @@ shard() {
 }
 MIX128K="$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(shard "$W3"):0.5;$(shard $((2 * W4))):0.5"
 vshard() { local f; f=$(shard "$1"); echo "${f%.bin}-$2.bin"; }  # a variant's shard: tasks32k-pkfar.bin
-# The depth-0 variants (notes v15), each one change to hybrid128k's data, their shards made by
+# The depth-0 variants (notes/long-context-retrieval.md, why depth 0), each one change to hybrid128k's data, their shards made by
 # `data` when VARIANTS names them: pkfar (pass-key episodes half a document long in the 32K and
 # 256K shards, 2 and 4 a document, so that pass keys are asked from far), whole (the 128K stage on documents
 # of 128K: no question whose needle sits in the window before), leadmk (half of the 32K and

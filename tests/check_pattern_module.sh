@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A pattern is one module (issues 23, 40): each of the fixed, block-sparse and dilated patterns is
+# A pattern is one module: each of the fixed, block-sparse and dilated patterns is
 # its files in layers/patterns/ (named from its stem: <stem>_params.h, <stem>.h, <stem>.cuh, and
 # any more of its own, listed below), its line of layers/patterns/list.h and its include line in
 # each of all_params.h, all.h, all.cuh (and all_launch.cuh for a pattern with launches of its

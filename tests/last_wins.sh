@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/last_wins.sh PROGRAM ARGS...: runs PROGRAM with ARGS, less every flag given again later
-# (with its value). The programs refuse a flag given twice (issue 41); the tests build runs from
+# (with its value). The programs refuse a flag given twice; the tests build runs from
 # a base array ("${tiny[@]}") and override some of its flags, which this keeps explicit.
 # A flag's value is the next argument unless that starts with "--" (no program takes positional
 # arguments, and no value starts with "--").

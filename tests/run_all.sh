@@ -54,6 +54,7 @@ run headers tests/check_headers_alone.sh
 run kernel_rooms tests/check_kernel_rooms.sh
 run pattern_module tests/check_pattern_module.sh
 run scripts tests/check_scripts.sh
+run no_history tests/check_no_history.sh
 run fuzz tests/fuzz/run_fuzz.sh smoke
 echo
 [ ${#broken[@]} -eq 0 ] || echo "failing suites: ${broken[*]}"

@@ -423,7 +423,7 @@ static void test_block_sparse(SplitMix64& rng) {
         }
         check_err(what.find(bf[2]) != std::string::npos, std::string("layout file refused: ") + what, 0, 0);
     }
-    // Issue 41: a per-head file naming only head 0 is per-head, not shared: it fits one head, not two.
+    // A per-head file naming only head 0 is per-head, not shared: it fits one head, not two.
     AttnPattern head0;
     head0.kind = AttnKind::BlockSparse, head0.causal = true, head0.block_sparse.block = 4;
     head0.block_sparse.layout = BlockSparsePattern::read_layout_file(file("head0.txt", "0/0: 0\n0/1: 0 1\n"), true);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded reads (issue 24): every input file of build/infer and build/train is a regular file of
+# Bounded reads: every input file of build/infer and build/train is a regular file of
 # bounded size, refused otherwise with one line before anything is read or written; no input can
 # make a program block (a FIFO) or read forever (/dev/zero); a long --prompts-file line is cut to
 # the context like --prompt-file, so its cost grows linearly with its length.
@@ -146,8 +146,7 @@ alone=$(OMP_NUM_THREADS=1 timeout 20 ./build/infer --checkpoint "$work/ck" --dev
 [ -n "$alone" ] && [ "$(tail -1 <<< "$out")" = "$alone" ] && pass "the short prompt beside the long one is continued as alone" \
     || fail "the short prompt differs beside the long one: '$(tail -1 <<< "$out")' vs '$alone'"
 
-# 5. A long --prompt-file is read from its end (issue 41: a 50 MB file took 101 s and 6.9 GB to keep
-# its last tokens): a 50 MB file runs in a few seconds, and continues as its last 8 KB alone do
+# 5. A long --prompt-file is read from its end (not tokenized whole to keep its last tokens): a 50 MB file runs in a few seconds, and continues as its last 8 KB alone do
 # (the tiny model keeps 32 - 4 tokens; 64 bytes a token for 32 + 64 tokens are read).
 for i in $(seq 1250); do cat "$work/long.txt"; done | head -c 50000000 > "$work/big.txt"
 printf 'And God said' >> "$work/big.txt"

@@ -65,7 +65,7 @@ static void run(const std::string& name, const GPTConfig& cfg) {
             step(m, mom, var, s + 1);
         }
     }
-    for (int P : {2, 4, 8}) {  // 8: the 8-GPU ring (issue 13) as simulated ranks
+    for (int P : {2, 4, 8}) {  // 8: the 8-GPU ring as simulated ranks
         std::vector<uint64_t> none_sums;
         for (Recompute policy : kRecomputePolicies) {
             std::vector<std::vector<float>> losses(P);

@@ -196,6 +196,32 @@ else
     fail "prepare_text.sh: $(tail -1 "$work/t4a.log") | $(tail -1 "$work/t4b.log") | $(tail -1 "$work/t4c.log")"
 fi
 
+# make data TEXT=path picks a vocabulary for the text's size (one piece per 512 bytes, a power of
+# two from 512 to 8192) and says so; DATA_VOCAB overrides it, and a change of either prepares again.
+head -c 600000 "$raw/bible.txt" > "$work/mid.txt"
+mk() { make --no-print-directory -o build/data_tool data TEXT="$work/mid.txt" DATA_DIR="$work/t5" "$@"; }
+vocab_of() { sed -n 's/^vocab_size: //p' "$work/t5/manifest.txt"; }
+mk > "$work/t5a.log" 2>&1; v1=$(vocab_of)
+mk > "$work/t5b.log" 2>&1
+if grep -qx 'data: vocabulary 1024 for 600000 bytes of text (one piece per 512 bytes, a power of two from 512 to 8192; DATA_VOCAB=N to choose)' "$work/t5a.log" &&
+   [ "$v1" = 1024 ] && grep -q 'is prepared from' "$work/t5b.log"; then
+    pass "make data TEXT= (600000 bytes): vocabulary 1024 chosen, said and used; the same again is kept"
+else
+    fail "make data TEXT= vocabulary by size: manifest $v1: $(grep -m1 '^data: voc' "$work/t5a.log") | $(tail -1 "$work/t5b.log")"
+fi
+mk DATA_VOCAB=512 > "$work/t5c.log" 2>&1; v2=$(vocab_of)
+mk > "$work/t5d.log" 2>&1; v3=$(vocab_of)
+if grep -qx 'data: vocabulary 512, as given (DATA_VOCAB)' "$work/t5c.log" && grep -q 'prepare: wrote' "$work/t5c.log" && [ "$v2" = 512 ] &&
+   grep -q 'prepare: wrote' "$work/t5d.log" && [ "$v3" = 1024 ]; then
+    pass "make data TEXT= DATA_VOCAB=512: honoured (prepared again at 512), and back to 1024 without it"
+else
+    fail "DATA_VOCAB override: manifest $v2 then $v3: $(grep -m1 '^data: voc' "$work/t5c.log") | $(tail -1 "$work/t5d.log")"
+fi
+before=$(md5sum "$work/t5/tokenizer.model")
+expect_error "prepare_text.sh with DATA_VOCAB=abc" "DATA_VOCAB=abc: give a number of pieces" scripts/prepare_text.sh "$work/mid.txt" "$work/t5" abc
+if [ "$(md5sum "$work/t5/tokenizer.model")" = "$before" ]; then pass "a refused DATA_VOCAB leaves the prepared corpus as it was"
+else fail "DATA_VOCAB=abc changed $work/t5"; fi
+
 check "data_tool --help" grep -q 'usage: data_tool' <("$tool" --help)
 
 finish

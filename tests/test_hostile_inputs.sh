@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Careless and hostile inputs that earlier sweeps did not try (issue 24, session 4; notes/
-# hostile-input.md): a flag with no effect in the chosen mode, a checkpoint whose NoPE layers are
+# Careless and hostile inputs (notes/hostile-input.md): a flag with no effect in the chosen mode, a checkpoint whose NoPE layers are
 # edited, task lists that repeat themselves. Each is refused in one "error:" line, non-zero exit,
 # nothing written; each refusal has a control that the same command without the fault still runs.
 set -uo pipefail
@@ -151,7 +150,7 @@ refused "data_tool tasks --depths 0.5,0.5" "--depths lists entry 1 again as entr
 refused "data_tool tasks --needles with passkey only" "--needles has no effect on passkey and quote items" "${tasks[@]}" --task passkey --lengths 256 --needles 3 --out "$work/x.jsonl"
 accepted "data_tool tasks --needles with multikey" "${tasks[@]}" --task passkey,multikey --lengths 512,1K --needles 3 --out "$work/ok.jsonl"
 
-# ---- one rule per value (issue 41): each refusal beside a control that runs
+# ---- one rule per value: each refusal beside a control that runs
 refused "train --weight-decay 1e30" "--weight-decay must be in [0, 10] (got 1e+30)" \
     tests/last_wins.sh ./build/train "${tiny[@]}" --weight-decay 1e30 --out "$work/wd_huge"
 accepted "train --weight-decay 0.5" tests/last_wins.sh ./build/train "${tiny[@]}" --weight-decay 0.5 --out "$work/wd_ok"

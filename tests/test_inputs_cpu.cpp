@@ -76,7 +76,7 @@ static void test_config() {
     expect_refused("--width 2147483584 --heads 33554431", [&] { validate_config(wide); }, "--width");
 }
 
-// One rule per value at the config's largest sizes (issue 24): a config that validate_config
+// One rule per value at the config's largest sizes: a config that validate_config
 // takes at each limit goes through the checkpoint's JSON and back unchanged and is taken again,
 // and one step past each limit is refused both as flags and as a read config. (The flag walk in
 // tests/test_recorded_values.sh trains real models, so it stops at small sizes.)
@@ -197,7 +197,7 @@ static void test_checkpoint() {
     expect_refused("config n_embd 2^30", [&] {
         load_checkpoint(f.edited("config", config_with("n_embd", "1073741824")));
     }, "--width");
-    // Issue 41: one rule for train's flags and the checkpoint's config (head dim), and no key dropped.
+    // One rule for train's flags and the checkpoint's config (head dim), and no key dropped.
     GPTConfig half = f.cfg;
     half.n_head = 2;  // head dim 32, which train refuses; the tensors' shapes do not change
     expect_refused("a config edited to head dim 32", [&] { load_checkpoint(f.edited("config", config_to_json(half))); }, "head dim");
@@ -438,7 +438,7 @@ static void test_flags() {
     expect_refused("--lr 1e40 (overflows a float)", [&] { parse({"--lr", "1e40"}); }, "--lr");
     expect_refused("--n 1e8", [&] { parse({"--n", "1e8"}); }, "--n");
     expect_refused("--n 99999999999", [&] { parse({"--n", "99999999999"}); }, "--n");
-    // Issue 41: no wrap, no sign or space strtol would take, and a flag given once.
+    // No wrap, no sign or space strtol would take, and a flag given once.
     expect_refused("--n 4294967360 (2^32 + 64)", [&] { parse({"--n", "4294967360"}); }, "'4294967360'");
     expect_refused("--n +5", [&] { parse({"--n", "+5"}); }, "--n");
     expect_refused("--n ' 5'", [&] { parse({"--n", " 5"}); }, "--n");
@@ -453,7 +453,7 @@ static void test_flags() {
     check(ok, "--n -5 --lr 0.5, each once, parse");
 }
 
-// Issue 41: --weight-decay 1e30 trained to NaN with exit 0.
+// A huge --weight-decay would train to NaN and exit 0: refused.
 static void test_weight_decay() {
     check(weight_decay_error(0.1f, 2e-3f).empty() && weight_decay_error(0, 1).empty() && weight_decay_error(10, 0.1f).empty(),
           "weight decay 0.1, 0 and 10 (at lr 0.1) are taken");

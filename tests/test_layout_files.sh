@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Block-sparse layout files (--layout-file; layers/patterns/block_layout.h) are validated like
-# checkpoints (issue 24): every bad file is refused with ONE line naming the file, the line and
+# checkpoints: every bad file is refused with ONE line naming the file, the line and
 # the fix, exit 1, before anything is written; a layout at the limits trains and its checkpoint
-# loads in infer (one rule for the file and the checkpoint); a per-head layout names every head
-# (issue 41); empty rows are legal; pattern flags that no layer uses are refused instead of ignored.
+# loads in infer (one rule for the file and the checkpoint); a per-head layout names every head;
+# empty rows are legal; pattern flags that no layer uses are refused instead of ignored.
 # Usage: tests/test_layout_files.sh [CORPUS_DIR]   Prints PASS/FAIL lines and "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -85,7 +85,7 @@ fi
 refuse_layout past_limit '0: 0\n1048576: 0\n' "line 2: query block '1048576' is out of range: query blocks are numbered 0 to 1048575 (2^20 - 1) $hint"
 refuse_layout old_limit '0: 0\n16777216: 0\n' "line 2: query block '16777216' is out of range: query blocks are numbered 0 to 1048575 (2^20 - 1) $hint"
 
-# 4. Heads (issue 41): a per-head layout names every head of the model once, 0 to H-1. One
+# 4. Heads: a per-head layout names every head of the model once, 0 to H-1. One
 #    naming only head 0 of two gave head 0's rows to both heads; a head left out kept nothing.
 two=(--width 128 --heads 2)  # head dim 64
 refuse_heads() {  # name, file contents, the whole message

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Outputs never replace inputs (issue 24, core/output_path.h): every output flag of infer,
+# Outputs never replace inputs (core/output_path.h): every output flag of infer,
 # attention_tool, train and data_tool pointed at a file of another kind (a checkpoint, a KV cache,
 # a corpus shard, a tokenizer, a run's metrics.csv, a text the user feeds in, a directory) or at an
 # unwritable place fails at once with one line "error: ..." naming the flag, and the file on disk

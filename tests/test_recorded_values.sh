@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One rule per value (issue 24): every value a flag sets and a checkpoint records is checked by the
+# One rule per value: every value a flag sets and a checkpoint records is checked by the
 # same function when the flag is parsed and when the file is read, so nothing train writes is
 # refused later. Each value at its limits goes flag -> train -> checkpoint -> infer and -> resume;
 # just past a limit, the flag is refused in one line before anything is written. And no
@@ -79,7 +79,7 @@ else
     fail "resume with other --nope-layers (exit $code): $err"
 fi
 
-# One rule per value, both ways (issue 41): a value train refuses as a flag is refused in the same
+# One rule per value, both ways: a value train refuses as a flag is refused in the same
 # words when a checkpoint records it (its config or its train_args, edited here) by infer and by
 # train --resume (the loader they share: model/train_rules.h, validate_config, each pattern's
 # validate), which leave the files as they were. The checkpoint edited to an allowed value is the

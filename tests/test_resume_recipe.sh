@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# train --resume continues only the run its checkpoint records (issue 41): the same --schedule
+# train --resume continues only the run its checkpoint records: the same --schedule
 # and --mix both ways (a recorded flag left out is refused, not just one added), a recorded
 # recipe that does not parse refused as corrupt, and train.bin / val.bin / the --mix shards the
 # files the run trained on (data/identity.h: size and a hash of their ends). Every refusal is one

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every input by identity (issue 41, items 3 and 4): a token shard records the fingerprint of the
+# Every input by identity: a token shard records the fingerprint of the
 # tokenizer it was encoded with (data/FORMAT.md, version 2), and train (its corpus and --mix),
 # infer --perplexity, data_tool tasks --haystack and task-shard --haystack refuse a shard of
 # another tokenizer: one of a smaller vocabulary (whose ids are all in range and decode to

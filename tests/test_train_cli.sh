@@ -249,7 +249,7 @@ else
     fail "NaN streak: exit $code, $(cat "$work/nan2.err"), $(ls "$work/nan2")"
 fi
 
-# 8. Context and data parallel (issue 9), with the ranks as threads of one process on the CPU
+# 8. Context and data parallel, with the ranks as threads of one process on the CPU
 #    (--simulate-ranks: the same trainer code as NCCL ranks, an in-process communicator): 2
 #    data-parallel groups x --cp 2 follow the one-process run's losses step for step; the run
 #    writes one set of checkpoints, which a one-process run resumes.
@@ -311,7 +311,7 @@ if ! tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --op-split 4 --out 
 else
     fail "--op-split 4 of 3 steps: $(tail -2 "$work/split4.log")"
 fi
-# The 8-GPU shapes (issue 13) as 8 simulated ranks: --cp 8, and 2 data-parallel groups x --cp 4
+# The 8-GPU shapes as 8 simulated ranks: --cp 8, and 2 data-parallel groups x --cp 4
 # at the same tokens per step, each following the one-process run.
 for shape in "8 8" "4 8"; do
     read -r c r <<< "$shape"
@@ -502,5 +502,29 @@ expect_error "bad input: fixed: summary above the stride" "--summary 40 must be 
 expect_error "bad input: more patterns than layers" "names 3 patterns for 2 layers" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dense,fixed,dense --out "$work/x11"
 expect_error "bad input: an empty name in the list" "--attn must be" tests/last_wins.sh ./build/train "${tiny[@]}" --attn fixed, --out "$work/x11"
 [ ! -e "$work/x11" ] && pass "the refused fixed runs wrote nothing" || fail "a refused fixed run wrote $work/x11"
+
+# 12. The sample opens with the first held-out document's opening (not a fixed prompt from another
+# corpus): on a corpus of one's own notebooks, each opening "Notebook NN of the lighthouse", the
+# sample starts with one of those; --sample-prompt replaces it.
+mkdir -p "$work/notebooks"
+for i in $(seq -w 1 24); do
+    { echo "Notebook $i of the lighthouse keeper."; sed -n "$((10#$i * 150)),$((10#$i * 150 + 149))p" "$corpus/bible.txt" | tr 'A-Za-z' 'N-ZA-Mn-za-m'; } > "$work/notebooks/n$i.txt"
+done
+opening() { sed -n '/^--- sample ---$/{n;p;q}' "$1"; }
+if ./build/data_tool prepare --text "$work/notebooks" --out "$work/notes_corpus" --vocab 512 > "$work/notes_prep.log" 2>&1; then
+    own=(--data "$work/notes_corpus" "${tiny[@]:2}" --steps 2 --val-every 2 --ckpt-every 2 --sample-tokens 6)
+    tests/last_wins.sh ./build/train "${own[@]}" --out "$work/notes_run" > "$work/notes_run.log" 2>&1
+    first=$(opening "$work/notes_run.log")
+    if [[ $first == "Notebook "[0-2][0-9]" of"* ]]; then
+        pass "the sample opens with a held-out notebook's opening (${first:0:14})"
+    else
+        fail "the sample's opening on one's own text: '$first' $(tail -1 "$work/notes_run.log")"
+    fi
+    tests/last_wins.sh ./build/train "${own[@]}" --sample-prompt "In the" --out "$work/notes_typed" > "$work/notes_typed.log" 2>&1
+    first=$(opening "$work/notes_typed.log")
+    if [[ $first == "In the"* ]]; then pass "--sample-prompt \"In the\": the sample opens with it"; else fail "--sample-prompt: '$first'"; fi
+else
+    fail "prepare of the notebooks: $(tail -1 "$work/notes_prep.log")"
+fi
 
 summary

@@ -44,11 +44,10 @@ constexpr int kThreads = 128;  // threads of attention_decode_kernel: one key ro
 // How the decode kernels cut a layer's cached rows into pieces, a block each (a block walks its
 // piece a tile of 128 rows at a time; the last block of a head merges the pieces' partials).
 // Fewer, longer pieces mean fewer blocks, tickets and partials but longer walks, one tile after
-// another. Measured (notes/kv-cache.md, session 19): a branch of segments, whose rows fill from
-// 0 to w / r as a segment goes by, at 1024 rows decoded 10-20% faster than at 128 right after a
-// segment starts (1 and 4 sequences) and 35% slower at its end; 256 was the best over a whole
-// segment at one sequence. A dense
-// layer (its rows grow with the context) did best in at most 128 pieces.
+// another. A branch of segments, whose rows fill from 0 to w / r as a segment goes by, favours long
+// pieces right after a segment starts and short ones at its end; 256 rows is the best compromise
+// over a whole segment. A dense layer (its rows grow with the context) does best in at most 128
+// pieces. See notes/kv-cache.md, the attention step's latencies.
 struct DecodePieces {
     int dense_rows = 128;    // a dense layer: pieces of at least this many rows,
     int dense_max = 128;     // and at most this many pieces

@@ -19,8 +19,7 @@
 // Determinism: the forward is deterministic. The default backward adds dQ with fp32 atomics, so
 // dQ can differ in the last bits from run to run (dK, dV do not); for bit-identical results use
 // attention_backward_cuda_variant(flash::kDeterministicBackwardVariant, ...), an mma.sync kernel
-// pair: backward 18% (D=64) to 40% (D=128) slower than the wgmma backward at N=64K on an H200
-// (notes/attention.md).
+// pair, slower than the default backward (see notes/attention.md, the deterministic backward).
 //
 // Layout (as the CPU reference): Q, K, V (B, N, H, D) read in place with token stride s.stride
 // (3*H*D for slices of a QKV buffer (B, N, 3, H, D)); O (B, N, H, D) contiguous; L (B, H, N) fp32,
@@ -81,7 +80,7 @@ extern int ws_persistent_max_query_tiles;
 extern int persistent_grid_max;
 // Dense rows on the warp-specialized kernels run in launch-order groups of as many (b, h) rows as
 // keep what each block re-reads (K and V forward; Q, dO and dQ's accumulator backward) within this
-// many bytes of the L2 (8 MiB, the best of 8-128 MiB measured; 0: plain grid order),
+// many bytes of the L2 (8 MiB, the best budget on an H200; 0: plain grid order),
 // tile_scheduler.cuh and dense_l2_group say why.
 extern long long dense_l2_budget;
 

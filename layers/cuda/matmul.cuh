@@ -212,10 +212,10 @@ __global__ void matmul_dbias_reduce_kernel(float* dbias,          // (OC) +=
 // statistics and bf16 values, so the same bits as the two launches), and RESID, the residual
 // add after it (out is then the residual stream, added into in place: the product rounded to
 // bf16, then the sum, as residual_forward_cuda).
-constexpr int kMatmulRowsMax = 4;  // at 8 rows (decoding 8 sequences) cuBLASLt was ~10% faster per step
-// The fused products only up to 2 rows: at 4 (decoding 4 sequences at 1M) they made the whole
-// step 22% slower than the separate launches (each warp computes every row's statistics before
-// its sums), at 2 1-3% faster (notes/kv-cache.md, session 18, call 7).
+constexpr int kMatmulRowsMax = 4;  // past 4 rows (decoding more sequences) cuBLASLt is faster per step
+// The fused products only up to 2 rows: past that they make the whole step slower than the
+// separate launches (each warp computes every row's statistics before its sums); see
+// notes/kv-cache.md, decoding's products fused with their neighbours.
 constexpr int kMatmulFuseRowsMax = 2;
 inline bool g_matmul_rows = true;  // tests turn it off to compare with cuBLASLt
 inline bool g_matmul_fuse_rows = true;  // false: the fused products run as their two launches (bench_kv_cache --unfused)
@@ -248,8 +248,8 @@ __global__ void __launch_bounds__(256) matmul_rows_kernel(bf16* out, bf16* pre_g
     } else {
         // The lane's first four weight vectors are in flight while the row statistics' dependent
         // reductions run (every lane takes part), then groups of four, the same sums in the same
-        // order. (This form measured 1.3x slower than the loop above at C = 3072 without LN,
-        // where the loop's loads are not held up: bench_kv_cache --breakdown, session 17.)
+        // order. (Without LN the loop above is faster, as its loads are not held up: this form
+        // only where the statistics' reductions would otherwise stall them.)
         x128 wv[4];
         float mean[NR], rstd[NR];
         auto load_weights = [&](int c0) {

@@ -4,7 +4,7 @@
 // into L2, working out its rows) and then waits in pdl_wait until the earlier kernel has finished
 // and its writes are visible. Decoding one token is a chain of ~60 launches of 1-15 us each
 // whose own first loads (weights, cached rows) otherwise wait for the launch before to drain:
-// with this each one's start hides under the one before (notes/kv-cache.md, v10).
+// with this each one's start hides under the one before (see notes/kv-cache.md, launches that start early).
 //
 // Rules for a kernel launched so: nothing before pdl_wait reads what an earlier kernel of the
 // step writes, and nothing before it writes at all. A kernel that calls these but is launched

@@ -136,8 +136,8 @@ namespace ring_gpu {
 
 // The ring's transfers, ordered after the compute so far, and the compute after them. Only
 // transfers that move bytes are ordered: a phase that moves none (a dilated ring whose chunks
-// stay home) leaves the two streams alone, where each phase's events used to make the compute
-// stream stand still (the dilated ring at --cp 2: 7.0 -> 2.8 ms a step waiting, notes/training.md).
+// stay home) leaves the two streams alone: each phase's events would make the compute stream
+// stand still for nothing (see notes/training.md, the ring's idle events).
 struct CommOrder {
     Comm& comm;
     cudaStream_t compute;

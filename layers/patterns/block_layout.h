@@ -1,7 +1,7 @@
 // Explicit block-sparse layouts (BlockLayout) as files and as
 // checkpoint fields, under ONE set of limits and ONE check: a layout that `train --layout-file`
 // accepts is one that `infer` and `train --resume` load back from the checkpoint it wrote
-// (issue 24: nothing written is lost or unloadable).
+// (nothing written is lost or unloadable).
 //
 // The file is text: "Q: K K ..." per line (one layout for every head) or "H/Q: K K ..." (per
 // head), '#' starts a comment. A per-head file names every head from 0 to its last (the model

@@ -61,8 +61,8 @@ struct BlockSparseSchedule {
     // Q_ROWS: the rows are queries (the forward's S), else keys (the backward's S^T). Zero when the
     // pattern has no block rules. One loop, not unrolled, asking each block pair once: inlined in
     // every element of the unrolled masks, the rules (a hash loop, a 64-bit remainder, a layout
-    // lookup) made the block-sparse forward kernel 7.5x the dense one's code, and its warps waited
-    // on instruction fetches a quarter of the time (notes/fa3-speed.md, v15).
+    // lookup) make the block-sparse forward kernel several times the dense one's code, and its warps
+    // wait on instruction fetches (see notes/fa3-speed.md, the block-sparse masks).
     template <int NC, bool Q_ROWS>
     __device__ static uint32_t kept_bits(const Params& p, int h, int rp, int c0) {
         static_assert(NC <= 32, "one bit per column of a 32-bit word");
@@ -97,8 +97,8 @@ struct PatternSchedules<BlockSparsePattern> : PatternScheduleDefaults {
     }
     static void bind_tiles(Params& p, int BM, int BN) { p.args.block_sparse.tiles = block_sparse_tiles_cuda(*p.pattern, p, BM, BN); }
     static BlockSparseArgs device_args(const BlockSparseParams& s) { return block_sparse_args_cuda(s); }
-    // Persistent at any length: a window's list is a few key tiles (a block per tile measured
-    // 1.20x slower at 1M, notes/fa3-speed.md, v12).
+    // Persistent at any length: a window's list is a few key tiles, too little work to pay for a
+    // block per tile (see notes/fa3-speed.md, the persistent walk).
     static constexpr bool kAlwaysPersistent = true;
 };
 

@@ -50,8 +50,8 @@ struct BlockSparsePattern {
     }
 
     // An explicit layout has one set of rows for every head, or one per head: a file in the
-    // per-head form names each of the H heads (0 to H-1), no fewer (a missing head kept nothing,
-    // and one naming only head 0 gave its rows to every head: issue 41) and no more.
+    // per-head form names each of the H heads (0 to H-1), no fewer (a missing head would keep
+    // nothing, and a file naming only head 0 would be read as shared by every head) and no more.
     static std::string heads_error(const AttnPattern& p, int H) {
         const std::shared_ptr<const BlockLayout>& L = p.block_sparse.layout;
         if (!L || L->heads == H) return "";

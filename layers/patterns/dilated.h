@@ -152,7 +152,7 @@ struct DilatedPattern {
         DilatedParams& d = p.dilated;
         const long long kInt = 2147483647;
         // Any int: validate (the rule the flags have) refuses what the model cannot run, in the
-        // flags' words (one rule per value, issue 41).
+        // flags' words (one rule per value).
         const std::vector<Json>& segments = j.at("segments").as_array("segments");
         const std::vector<Json>& dilations = j.at("dilations").as_array("dilations");
         if (segments.size() > (size_t)kMaxDilatedBranches || dilations.size() > (size_t)kMaxDilatedBranches)

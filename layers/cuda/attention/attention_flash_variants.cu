@@ -26,9 +26,9 @@ const Variant kForward128[] = {
     {"fwd mma.sync mt2 w4 bn32", fwd<128, 2, 4, 32>},
 };
 // Backward variants 2 and up (0, the warp-specialized backward, and 1 = kDeterministicBackwardVariant
-// are in attention_flash.cu): 2 is the wgmma backward that was variant 0 before it (the rung below
-// it on the ladder); at D = 64, 4 is the warp-specialized backward with 64 queries a step, variant
-// 0 before session 11 (the next step's S^T, dP^T under this step's dQ: notes/fa3-speed.md, v20).
+// are in attention_flash.cu): 2 is the wgmma backward (the rung below it on the ladder); at D = 64,
+// 4 is the warp-specialized backward with 64 queries a step (the next step's S^T, dP^T under this
+// step's dQ: see notes/fa3-speed.md, the backward at D = 64).
 const Variant kBackward64[] = {
     {"bwd wgmma atomic wg2 bn128 bm64", bwd_atomic_wgmma<64>, launch_backward_dkdv_wgmma<64>},
     {"bwd mma.sync atomic mt2 w4 bm32", bwd_atomic<64, 2, 4, 32>, launch_backward_dkdv<64, 2, 4, 32, true>},

@@ -1,7 +1,7 @@
 // Flash attention backward, warp-specialized (the rung after backward_wgmma.cuh, in the manner of
 // FlashAttention-3's backward): one producer warpgroup and two consumer warpgroups per block of
 // 128 keys, stepping through query tiles of BM rows (128 at D = 64, 64 at D = 128, where the
-// step's products would not fit the registers: notes/fa3-speed.md, v23).
+// step's products would not fit the registers).
 //  - The producer's first warp loads K and V once with the Tensor Memory Accelerator, then, query
 //    tile by query tile, Q and dO by TMA and L, delta by its 32 lanes into a STAGES-deep ring of
 //    shared-memory buffers; mbarriers say when a stage is full (the TMA bytes landed and every
@@ -41,9 +41,8 @@ constexpr int kBwsDsBarrier = 1;       // named barrier: both consumers' dS^T in
 constexpr int kBwsDqBarrier = 2;       // named barriers 2, 3: a consumer's dQ block in place
 
 // dQ by TMA reduce-adds at D = 128 and with 128-query steps, by atomics at D = 64 with 64-query
-// steps: against the atomics, the boxes measured 0.89-0.99x the forward + backward time at
-// D = 128 and 1.05-1.15x at D = 64 with 64-query steps, where a step is half as long and the
-// warpgroup barrier before the adds costs more (notes/fa3-speed.md, v9, v24).
+// steps: the boxes beat the atomics except with 64-query steps, where a step is half as long and
+// the warpgroup barrier before the adds costs more (see notes/fa3-speed.md, dQ by reduce-add).
 template <int D, int BM>
 constexpr bool bws_dq_by_tma() { return D == 128 || BM == 128; }
 
@@ -66,9 +65,9 @@ constexpr int backward_ws_smem_bytes() {
 // a dilated branch's rows at its step), with dQ gathered in the fp32 accumulator (reduce-add boxes
 // at the rows' step, or atomics: bws_dq_by_tma) and dK, dV written or, where the schedule may
 // merge and the launch asks (an earlier branch, an earlier key block), added.
-// Not a branch past step 8: read through folded maps (tma_rows.cuh: ws_fold) it measured 7% slower
-// than the wgmma kernel on the 91M model's (32768, 12) branch, whose short walks (11 query tiles
-// a key tile) the latter's two blocks per SM hide better (notes/training.md, session 17).
+// Not a branch past step 8: read through folded maps (tma_rows.cuh: ws_fold) it is slower than
+// the wgmma kernel on such branches (e.g. (32768, 12)), whose short walks (11 query tiles a key
+// tile) the latter's two blocks per SM hide better (see notes/training.md, the dilated backward).
 inline bool backward_ws_serves(const Params& p) {
     return ws_serves(p) && (p.seqs.len == 0 || p.seqs.step <= kWsMaxStep) && p.dq_accum != nullptr;
 }
@@ -179,8 +178,8 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
     };
     // The dQ atomics' addresses: the accumulator offset of query row 0 and the stride between
     // rows (dq_accum_row's layout, epilogue.cuh: change both together), in registers for
-    // the whole walk. Rebuilt each step from Params, their constant loads waited for registers
-    // still held by the previous row's atomics (session 10's call 9: the largest stalls).
+    // the whole walk: rebuilt each step from Params, their constant loads would wait for
+    // registers still held by the previous row's atomics.
     const long long dq_off0 = ((long long)b * p.accum_tokens + p.qrows.base - p.accum_tok0) * p.H * D + h * D + cw * DQN + 2 * t;
     const long long dq_row_stride = (long long)p.qrows.step * p.H * D;
     float s[1][BM / 8][4], dp[1][BM / 8][4];

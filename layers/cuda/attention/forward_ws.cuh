@@ -12,7 +12,7 @@
 //  - For short walks (short rows, a dilated branch's segments, block-sparse lists), a persistent
 //    kernel: one block per SM walks many query tiles (tile_scheduler.cuh), the producer
 //    loading the next tile while the consumers finish this one, so prologues and epilogues hide
-//    behind work. Long dense rows run a block per tile (the persistent walk measured slower there).
+//    behind work. Long dense rows run a block per tile (there the persistent walk is slower).
 //    Both kernels are the same per-tile producer and consumer code (ws_load_tile,
 //    ws_consume_tile).
 // It serves every pattern's launches, one-sided or two-sided (ring steps, KV-cache blocks), through
@@ -154,7 +154,7 @@ __device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile
         if (lane == 0 && now) mbar_arrive(bar);
     };
     // The key tile's rows, positions and cut are loaded here, after the wait for S: loading them
-    // before the turn measured 1-3% slower (notes/fa3-speed.md, v13).
+    // before the turn is slower (see notes/fa3-speed.md, the key tile's loads).
     auto mask_and_softmax = [&](float (&s)[1][NB][4], int it, float (&alpha)[2]) {
         const int k0 = keys.tile(it) * BN;
         const KeyTile kt = key_tile_info(p, k0, min(BN, p.krows.len - k0));

@@ -159,10 +159,10 @@ void launch_forward_wgmma(const Params& p, int B, cudaStream_t stream) {
 
 // Launch-order groups (Params::group) of dense rows: as many (b, h) rows as keep what a row's
 // blocks re-read (`bytes` per row) within dense_l2_budget, at least one, as FlashAttention-3's
-// tile scheduler groups heads. It budgets 32 MB for K and V; 8 MiB measured best here, up to
-// 1.12x faster at 16K, where a group is then one row whose ~128 query tiles fill the GPU and read
-// the same key tiles together (notes/fa3-speed.md, v16). 0 (plain grid order) when every row fits
-// at once, or the budget is 0.
+// tile scheduler groups heads. It budgets 32 MB for K and V; 8 MiB is the best budget on an H200,
+// where at 16K a group is then one row whose ~128 query tiles fill the GPU and read the same key
+// tiles together (see notes/fa3-speed.md, the L2 launch-order groups). 0 (plain grid order) when
+// every row fits at once, or the budget is 0.
 inline int dense_l2_group(long long bytes, long long nseq) {
     if (dense_l2_budget <= 0 || bytes <= 0) return 0;
     const long long g = std::max(1LL, dense_l2_budget / bytes);
@@ -171,7 +171,7 @@ inline int dense_l2_group(long long bytes, long long nseq) {
 
 // The warp-specialized forward (forward_ws.cuh) where TMA can read the launch's rows (every
 // pattern, one-sided or two-sided); otherwise the wgmma kernel with the same 128 query rows per
-// block (forward variant 1, the default before this one).
+// block (forward variant 1, the rung below on the ladder).
 template <int D, int BN, int STAGES>
 void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     CUtensorMap tq, tk, tv;
@@ -193,8 +193,8 @@ void launch_forward_ws(const Params& p, int B, cudaStream_t stream) {
     // Persistent (a block per SM walking the tiles) where each tile's prologue and epilogue are a
     // large share of its work: short rows (any pattern's, or a dilated branch's virtual
     // sequences), and a pattern's short tile lists at any length (kAlwaysPersistent: block-sparse).
-    // For long rows a block per tile: the persistent walk measured 4-13% slower on long dense
-    // rows (notes/fa3-speed.md, v3-v5).
+    // For long rows a block per tile: there the persistent walk is slower (see
+    // notes/fa3-speed.md, the persistent forward).
     const bool persistent = always_persistent(q) ? ws_persistent_max_query_tiles > 0 : ny <= ws_persistent_max_query_tiles;
     with_served_schedule(AllSchedules{}, q, [&](auto tag) {
         using S = typename decltype(tag)::type;

@@ -24,9 +24,9 @@ __device__ __forceinline__ void one_sided_by_schedule(Params& p) {
 // larger (a tail of light blocks, as in plain grid order). Why: in plain grid order the blocks
 // resident together are one rank of ~132-264 different sequences, each reading its own K/V, so
 // the L2 holds none of them and every tile re-reads K/V from HBM. Dilated branches: a group of
-// 16 keeps the live K/V at ~16 MiB (notes/attention-dilated.md, run 3). Dense rows: as many
+// 16 keeps the live K/V at ~16 MiB (notes/attention-dilated.md, the launch-order groups). Dense rows: as many
 // sequences as fit the L2 budget (dense_l2_group, launch_template.cuh); in plain order the
-// forward at 16K read 35 GB from HBM with an L2 hit rate of 22% (notes/fa3-speed.md, v16).
+// forward re-reads most of K/V from HBM (see notes/fa3-speed.md, the L2 launch-order groups).
 // GROUPED: the kernel may be given groups (the ws kernels, and every kernel on a dilated branch);
 // the others keep the plain order without the remap's registers.
 template <class Schedule, bool GROUPED = Schedule::kPerBlockMaps>

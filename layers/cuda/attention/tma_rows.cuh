@@ -20,7 +20,7 @@ __host__ __device__ constexpr int ws_box_rows(int step) { return step <= 2 ? 128
 // end still read as zeros rather than as the next sequence's. Of the folds that do, the one
 // whose boxes take the most rows (r = 12 over 2^k tokens: a = 4, boxes of 64 rows at stride 3).
 // 1: no fold (step <= 8); 0: none fits (the caller's kernel without TMA). The forward only: the
-// backward's folded walk measured slower than its kernel without TMA (backward_ws.cuh).
+// backward's folded walk is slower than its kernel without TMA (backward_ws.cuh).
 __host__ __device__ inline int ws_fold(int step, int q_tokens, int kv_tokens) {
     if (step <= kWsMaxStep) return 1;
     int best = 0;
