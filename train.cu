@@ -210,7 +210,7 @@ static RunShape validate_args(const TrainArgs& a, Device device) {
         if (!e.empty()) fatal("%s", e.c_str());
     shape.stages = parse_schedule(a.schedule, {0, a.seq_len, a.batch}, a.steps, kMaxSeqLen);
     shape.mix = parse_mix(a.mix, shape.stages.size());
-    check_stages_change(shape.stages, shape.mix);
+    check_stages_change(shape.stages, a.mix);
     if (a.log_every < 1 || a.ckpt_every < 0 || a.keep_ckpts < 0 || a.sample_tokens < 0)
         fatal("--ckpt-every, --keep-ckpts, --sample-tokens must be >= 0 and --log-every >= 1");
     if (a.max_bad_steps < 1) fatal("--max-bad-steps must be at least 1 (got %d)", a.max_bad_steps);

@@ -158,7 +158,7 @@ refused "train --schedule 4294967360x1@1 (once wrapped to 64)" "(got '4294967360
     tests/last_wins.sh ./build/train "${tiny[@]}" --schedule 4294967360x1@1 --out "$work/sched_wrap"
 accepted "train --schedule 64x1@1" tests/last_wins.sh ./build/train "${tiny[@]}" --schedule 64x1@1 --out "$work/sched_ok"
 # A stage of the shape before it (--seq-len 32, --batch 2 here) changes nothing asked for.
-refused "train --schedule 32x2@1: stage 0's shape again" "stage from step 1 has the shape of the stage before it (windows of 32 tokens, 2 per step) and the same --mix" \
+refused "train --schedule 32x2@1: stage 0's shape again" "stage from step 1 has the shape of the stage before it (windows of 32 tokens, 2 per step)" \
     tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --schedule 32x2@1 --out "$work/sched_same"
 refused "train --schedule 64x1@1,64x1@2: a stage repeating the one before" "stage from step 2 has the shape of the stage before it" \
     tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --schedule 64x1@1,64x1@2 --out "$work/sched_same"
