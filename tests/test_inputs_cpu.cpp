@@ -19,6 +19,16 @@
 
 // Passes when body throws FatalError or JsonError whose message contains `want`; any other
 // exception, or none, fails.
+// body, run (in expect_fatal_exit's forked child) under a 1 GiB address-space limit: a read that
+// took memory for a huge file's body would fail there with out-of-memory, not the header's line.
+static std::function<void()> in_1gib(const std::function<void()>& body) {
+    return [body] {
+        const rlimit as{1ull << 30, 1ull << 30};
+        setrlimit(RLIMIT_AS, &as);
+        body();
+    };
+}
+
 static void expect_refused(const std::string& name, const std::function<void()>& body, const std::string& want) {
     std::string msg;
     try {
@@ -309,19 +319,12 @@ static void test_checkpoint() {
         check(ok, "a 20 GB sparse checkpoint");
         return path;
     };
-    auto in_1gb = [](const std::function<void()>& body) {
-        return [body] {
-            const rlimit as{1ull << 30, 1ull << 30};
-            setrlimit(RLIMIT_AS, &as);
-            body();
-        };
-    };
     const std::string sparse_ck = sparse_20g("");
     expect_fatal_exit("a checkpoint followed by 20 GB of zeros: refused from its header, unread",
-                      in_1gb([&] { load_checkpoint(sparse_ck); }), {"is corrupt (", "bytes after tensor"});
+                      in_1gib([&] { load_checkpoint(sparse_ck); }), {"is corrupt (", "bytes after tensor"});
     uint64_t huge_header = 200ull << 20;
     const std::string huge_ck = sparse_20g(std::string((const char*)&huge_header, 8));
-    expect_fatal_exit("a header length of 200 MB: refused before it is read", in_1gb([&] { load_checkpoint(huge_ck); }),
+    expect_fatal_exit("a header length of 200 MB: refused before it is read", in_1gib([&] { load_checkpoint(huge_ck); }),
                       {"a header of 209715200 bytes, more than the 104857600"});
     std::remove(huge_ck.c_str());
 }
@@ -343,23 +346,16 @@ static void test_shard_inputs() {
         if (fd >= 0) ::close(fd);
         return ok;
     };
-    auto bounded = [](const std::function<void()>& body) {
-        return [body] {
-            const rlimit as{1ull << 30, 1ull << 30};
-            setrlimit(RLIMIT_AS, &as);
-            body();
-        };
-    };
     const std::string header = read_file(good, "").substr(0, kShardHeaderBytes);
     if (check(sparse(header), "a 20 GB sparse file with a sound header")) {
         expect_fatal_exit("20 GB shard whose header declares 6 tokens: refused from its size, unread",
-                          bounded([&] { read_shard(big); }), {big, "is 21474836480 bytes but the header (2 docs, 6 tokens", "corrupt"});
-        expect_fatal_exit("the same file as --mix", bounded([&] { read_shard(big, "--mix"); }), {big, "implies a different size"});
+                          in_1gib([&] { read_shard(big); }), {big, "is 21474836480 bytes but the header (2 docs, 6 tokens", "corrupt"});
+        expect_fatal_exit("the same file as --mix", in_1gib([&] { read_shard(big, "--mix"); }), {big, "implies a different size"});
     }
     if (check(sparse(std::string(kShardHeaderBytes, '\0')), "a 20 GB sparse file of zeros")) {
-        expect_fatal_exit("20 GB shard with no magic: refused from its header, unread", bounded([&] { read_shard(big); }),
+        expect_fatal_exit("20 GB shard with no magic: refused from its header, unread", in_1gib([&] { read_shard(big); }),
                           {big, "bad magic"});
-        expect_fatal_exit("the same file as --mix", bounded([&] { read_shard(big, "--mix"); }), {"--mix", "is not a token shard"});
+        expect_fatal_exit("the same file as --mix", in_1gib([&] { read_shard(big, "--mix"); }), {"--mix", "is not a token shard"});
     }
     std::remove(big.c_str());
     // The identity train records of each --mix shard is taken before the shard is read.
