@@ -17,8 +17,6 @@
 #include "core/flags.h"
 #include "tests/check.h"
 
-// Passes when body throws FatalError or JsonError whose message contains `want`; any other
-// exception, or none, fails.
 // body, run (in expect_fatal_exit's forked child) under a 1 GiB address-space limit: a read that
 // took memory for a huge file's body would fail there with out-of-memory, not the header's line.
 static std::function<void()> in_1gib(const std::function<void()>& body) {
@@ -29,6 +27,8 @@ static std::function<void()> in_1gib(const std::function<void()>& body) {
     };
 }
 
+// Passes when body throws FatalError or JsonError whose message contains `want`; any other
+// exception, or none, fails.
 static void expect_refused(const std::string& name, const std::function<void()>& body, const std::string& want) {
     std::string msg;
     try {
