@@ -13,8 +13,9 @@
 #   scripts/reading_study.sh train A B  then  score A B   two calls back to back in one hold (~7 and
 #                                   ~3.5 minutes): runs A and B (say hybrid128k-readmore@1 hybrid128k-read@5)
 #                                   side by side at the recipe's 150M tokens (train resumes a run the call
-#                                   cut), then scored as full scores them, A also with 2K of sight. Only
-#                                   the variants A and B name get their shards.
+#                                   cut), then scored as full scores them, A also with 2K of sight, the
+#                                   copy loss at COPY_GAPS (16 tokens to 128K). Only the variants A and B
+#                                   name get their shards (readwide: read's).
 #   scripts/reading_study.sh 1 2    the first plan, two calls back to back in one hold, at TOKENS (100M)
 #                                   per run: four runs side by side (read@1-3, pkfar@1), then their scores
 #                                   and controls beside the 1M stage of read@1 (cut by the call's end). At
@@ -90,6 +91,7 @@ case $call in
     train)  # (one call) runs $2 and $3 side by side at 150M tokens, each to its end or to 560 s into the call
         a=${2:?train needs two runs, say hybrid128k-readmore@1 hybrid128k-read@5} b=${3:?train needs two runs}
         export TOKENS=157286400 VARIANTS="${a#hybrid128k-}"; VARIANTS="${VARIANTS%@*} ${b#hybrid128k-}"; VARIANTS=${VARIANTS%@*}
+        VARIANTS=${VARIANTS//readwide/read}  # the wide model trains on read's shards
         $study data | tail -1
         m=$(left 560)
         side "$study train:$a:$m" "$study train:$b:$m"
@@ -97,7 +99,8 @@ case $call in
         pack ;;
     score)  # (one call) runs $2 and $3 scored at <= 128K with the copy loss; $2 also with 2K of sight
         a=${2:?score needs two runs} b=${3:?score needs two runs}
-        side "$short eval:$a" "$short eval:$b" "$(copy "$a" 2K,8K,32K,128K 140000); $(copy "$b" 2K,8K,32K,128K 140000)" \
+        g=${COPY_GAPS:-16,128,512,2K,8K,32K,128K}  # the short gaps: the copy circuit where distance is no obstacle
+        side "$short eval:$a" "$short eval:$b" "$(copy "$a" "$g" 140000); $(copy "$b" "$g" 140000)" \
              "CTL=2048 $short eval:$a"
         $study table | head -60
         pack ;;

@@ -60,6 +60,8 @@
 #   hybrid128k-readmore  hybrid128k-read with about twice the copies (a fifth of the task documents' tokens
 #              against a tenth): a quoted line per 64 tokens and a passage of up to 512 tokens per 1024
 #              (READMORE_QUOTE_EVERY, READMORE_REPEAT_EVERY, READMORE_REPEAT_TOKENS)
+#   hybrid128k-readwide  hybrid128k-read at twice the width and heads (768, 12 heads of 64: WIDE_ARGS), on
+#              read's shards: whether the copy circuit is short of capacity
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
@@ -68,7 +70,7 @@
 # Quote items (data_tool tasks --task quote, each with its control) are scored beside the needles at every
 # length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
 # a model reading only the last N tokens of each prompt, as the run ctlN-M.
-# SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, DEMOS,
+# SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, WIDE_ARGS, DEMOS,
 # QUOTE_EVERY, REPEAT_EVERY, READMORE_*, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS, QUOTE_SAMPLES narrow or
 # change what `data` makes and the runs take (tests/test_retrieval_study.sh runs every step on the CPU).
 set -uo pipefail
@@ -94,8 +96,14 @@ gpu_count() {
     fi
 }
 
-read -r -a MODEL <<< "${MODEL_ARGS:---layers 6 --width 384 --heads 6 --rope-theta 1e7}"
-COMMON=(--device "$DEVICE" --data "$CORPUS" "${MODEL[@]}" --val-every 0 --val-batches 2
+# The model of recipe $1: the study's own, or twice its width and heads for the -readwide recipes.
+M_MODEL() {
+    case $1 in
+        *-readwide) echo "${WIDE_ARGS:---layers 6 --width 768 --heads 12 --rope-theta 1e7}" ;;
+        *) echo "${MODEL_ARGS:---layers 6 --width 384 --heads 6 --rope-theta 1e7}" ;;
+    esac
+}
+COMMON=(--device "$DEVICE" --data "$CORPUS" --val-every 0 --val-batches 2
         --ckpt-every 0 --keep-ckpts 1 --log-every "${LOG_EVERY:-50}" --sample-tokens 0)
 OPT="--lr ${LR:-1.5e-3} --warmup 50"
 LONGNET=(--segments 2048,8192,32768,131072,524288,1048576 --dilations 1,4,16,64,256,512)
@@ -170,6 +178,7 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
         hybrid128k-nologn) echo "$HYBRID $CURRICULUM128K $OPT" ;;
         hybrid128k-pkfar|hybrid128k-whole|hybrid128k-leadmk|hybrid128k-read|hybrid128k-readmore)
                   echo "$HYBRID --logn-attn 512 ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
+        hybrid128k-readwide) echo "$HYBRID --logn-attn 512 ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore)
@@ -317,8 +326,8 @@ for step in "$@"; do
                 par=(--cp "$cp")
                 if [ "$DEVICE" = cuda ] && [ -z "${SIMULATE_RANKS:-}" ]; then launch=("$HERE/launch.sh" "$cp"); else par+=(--simulate-ranks "$cp"); fi
             fi
-            # shellcheck disable=SC2086
-            "${launch[@]}" "$BIN/train" "${COMMON[@]}" $args "${seed[@]}" "${par[@]}" --time-limit "${stop:-8}" "${resume[@]}" \
+            # shellcheck disable=SC2086,SC2046
+            "${launch[@]}" "$BIN/train" "${COMMON[@]}" $(M_MODEL "$name") $args "${seed[@]}" "${par[@]}" --time-limit "${stop:-8}" "${resume[@]}" \
                 --out "$WORK/$model" >> "$OUT/${model}_train.log" 2>&1
             code=$?; fail_if $code
             summary+=("train $model: exit $code ($((SECONDS - t0)) s): $(grep -E '^(\[rank 0\] )?(done|stopped|error)' "$OUT/${model}_train.log" | tail -1)")

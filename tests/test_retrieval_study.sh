@@ -20,7 +20,7 @@ ln -s "$PWD/$corpus" "$work/carry/corpus-long"
 
 # Toy sizes: windows of 512..2048 tokens, 2048 tokens a step, 8 steps, a model of 6 layers of width 64.
 export CARRY=$work/carry STUDY_OUT=$work/out WORK=$work/runs DEVICE=cpu OMP_NUM_THREADS=1 \
-    MODEL_ARGS="--layers 6 --width 64 --heads 1 --rope-theta 1e7" WINDOWS="512 1024 2048 2048" TPS=2048 TOKENS=16384 \
+    MODEL_ARGS="--layers 6 --width 64 --heads 1 --rope-theta 1e7" WIDE_ARGS="--layers 6 --width 128 --heads 2 --rope-theta 1e7" WINDOWS="512 1024 2048 2048" TPS=2048 TOKENS=16384 \
     HBLOCK=64 HWINDOW=256 W1M=4096 STEPS_1M=2 SHARDS="512:2048:512 1024:1024:1024 2048:1024:2048 4096:1024:4096" \
     SHARD_TOKENS=40K LENGTHS="600 1200" SAMPLES=1 OFFGRID_LENGTHS=700,1500 TREE_LENGTHS=800 OFFGRID_TREE=$PWD/core FILLER_LENGTHS=700 \
     MIN_DOC=1000 QUOTE_BOOK=$PWD/$corpus/bible.txt QBOOK_LENGTHS=700 QUOTE_TREE=$PWD/core QTREE_LENGTHS=800 QUOTE_SAMPLES=1
@@ -62,12 +62,16 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk read readmore; do
+for v in pkfar whole leadmk read readmore readwide; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
-    grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "tasks4k-$v.bin" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
+    shard=tasks4k-${v/readwide/read}.bin
+    grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "$shard" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
         { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
     pass "hybrid128k-$v: trains on its own shards"
 done
+grep -q '^model: 6 layers, width 128, 2 heads' "$STUDY_OUT/hybrid128k-readwide@1_train.log" && grep -q '^model: 6 layers, width 64, 1 heads' "$STUDY_OUT/hybrid128k-read@1_train.log" &&
+    pass "hybrid128k-readwide: read's data at WIDE_ARGS's width, read at MODEL_ARGS's" ||
+    fail "readwide's model: $(grep '^model:' "$STUDY_OUT"/hybrid128k-read*@1_train.log)"
 # A variant's long stage starts from its own 128K run, on its own 1M documents.
 CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-pkfar@1 > "$work/v_1m.log" 2>&1
 grep -q 'weights from .*hybrid128k-pkfar@1' "$STUDY_OUT/hybrid1m-pkfar@1_train.log" && grep -q 'tasks4k-pkfar.bin' "$STUDY_OUT/hybrid1m-pkfar@1_train.log" &&
