@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The copy circuit where distance is no obstacle (notes/reading.md): several models trained side by
+# side on one GPU on the reading study's 2K documents only (hybrid128k-read's first stage: quoted
+# lines and repeated passages of the documents' own text), then each one's copy loss at gaps of
+# 16 to 1K tokens and its quotes at 2K (with their controls). One device call (~5 minutes).
+#
+#   scripts/copy_circuit.sh [VARIANT ...]   default: hybrid dense hybrid-theta4 dense-theta4
+#
+# Variants (each one change from `hybrid`, the reading study's model and its 2K stage):
+#   hybrid        rotary layers 0, 2, 4 on a sliding window of 2048 (block-sparse), NoPE layers 1, 3, 5
+#                 with log-n scaling, rope base 1e7
+#   dense         every layer dense and rotary (a plain GPT), rope base 1e7
+#   hybrid-theta4 hybrid with rope base 1e4
+#   dense-theta4  dense with rope base 1e4
+# Environment: CARRY (binaries and corpus as scripts/reading_study.sh packs them, default
+# .carry/read, unpacked into rs/), TOKENS (per run, default 78.6M: the 2K stage's share of the
+# study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR.
+# Outputs: OUTDIR/<variant>_train.log, _copy.log/.csv, _quote.log/.csv; OUTDIR/summary.txt.
+set -uo pipefail
+CARRY=${CARRY:-.carry/read}
+OUTDIR=${OUTDIR:-build/copy_circuit}
+WORK=${WORK:-out/copy_circuit}
+DEVICE=${DEVICE:-cuda}
+TOKENS=${TOKENS:-78643200}
+SEED=${SEED:-1}
+GAPS=${GAPS:-16,128,512,1K}
+MODEL_ARGS=${MODEL_ARGS:---layers 6 --width 384 --heads 6}
+SEQ=${SEQ:-2048} BATCH=${BATCH:-64}
+VARIANTS=("$@"); [ ${#VARIANTS[@]} -gt 0 ] || VARIANTS=(hybrid dense hybrid-theta4 dense-theta4)
+mkdir -p "$OUTDIR" "$WORK"
+
+# The binaries and the corpus: a packed carry (the device machine) or a built tree (tests).
+if [ -f "$CARRY/bins.tar.xz" ]; then
+    mkdir -p rs/bin rs/corpus-long
+    [ -x rs/bin/train ] || tar -xJf "$CARRY/bins.tar.xz" -C rs/bin
+    [ -f rs/corpus-long/val.bin ] || { cp "$CARRY"/corpus-long/* rs/corpus-long/ && xz -d rs/corpus-long/*.xz; }
+    CARRY=rs
+fi
+BIN=$CARRY/bin CORPUS=$CARRY/corpus-long
+# shellcheck source=scripts/gpu_lib_paths.sh
+source "$(dirname "$0")/gpu_lib_paths.sh" "$(cd "$BIN" && pwd)"
+[ -f "$CORPUS/train.bin" ] || { [ -f "$CORPUS/train.bin.xz" ] && xz -dk -T0 "$CORPUS/train.bin.xz"; }
+
+variant_args() {
+    local theta=1e7 attn
+    case $1 in *-theta4) theta=1e4 ;; esac
+    case ${1%-theta4} in
+        hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --dense-layers 1,3,5 --nope-layers 1,3,5 --logn-attn 512" ;;
+        dense)  attn="--attn dense" ;;
+        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4)" >&2; return 1 ;;
+    esac
+    echo "$MODEL_ARGS --rope-theta $theta $attn"
+}
+for v in "${VARIANTS[@]}"; do variant_args "$v" > /dev/null || exit 2; done
+
+# The study's 2K documents (hybrid128k-read's first stage) and quote items at 2K.
+shard=$WORK/tasks${SEQ}-read.bin
+[ -f "$shard" ] || "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$SEQ" --tokens "${SHARD_TOKENS:-50M}" \
+    --needle-every 512 --passkey-every 1024 --quote-every 256 --repeat-every 2048 --seed 7 --out "$shard" > "$shard.log" 2>&1 ||
+    { echo "copy_circuit: task-shard failed: $(tail -1 "$shard.log")"; exit 1; }
+quotes=$WORK/quote_$SEQ.jsonl
+[ -f "$quotes" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task quote --lengths "$SEQ" --depths 0,0.25,0.5,0.75,1 \
+    --samples "${SAMPLES:-10}" --seed 31 --out "$quotes" > /dev/null ||
+    { echo "copy_circuit: quote items failed"; exit 1; }
+
+steps=$(( TOKENS / (SEQ * BATCH) ))
+run_one() {  # train variant $1, then its copy loss and its quotes
+    local v=$1 dir=$WORK/$1
+    # shellcheck disable=SC2046
+    "$BIN/train" --device "$DEVICE" --data "$CORPUS" $(variant_args "$v") --seq-len "$SEQ" --batch "$BATCH" --steps "$steps" \
+        --mix "$shard:0.5" --lr "${LR:-1.5e-3}" --warmup 50 --seed "$SEED" --val-every 0 --val-batches 2 --ckpt-every 0 \
+        --keep-ckpts 1 --log-every 50 --sample-tokens 0 --out "$dir" > "$OUTDIR/${v}_train.log" 2>&1 || return 1
+    "$BIN/infer" --device "$DEVICE" --checkpoint "$dir" --copy-loss "$CORPUS/val.bin" --gaps "$GAPS" \
+        --copy-samples "${COPY_SAMPLES:-8}" --ctx "${COPY_CTX:-4096}" --copy-out "$OUTDIR/${v}_copy" > "$OUTDIR/${v}_copy.log" 2>&1 || return 1
+    "$BIN/infer" --device "$DEVICE" --checkpoint "$dir" --tasks "$quotes" --ctx "$SEQ" \
+        --tasks-out "$OUTDIR/${v}_quote" > "$OUTDIR/${v}_quote.log" 2>&1
+}
+pids=()
+for v in "${VARIANTS[@]}"; do run_one "$v" & pids+=($!); done
+bad=0
+for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { bad=$((bad + 1)); echo "copy_circuit: ${VARIANTS[$i]} failed: $(tail -n 2 "$OUTDIR/${VARIANTS[$i]}_train.log" | tr '\n' ' ')"; }
+done
+
+# One line per variant: its final loss, the repeat's copy loss at each gap, quotes against controls.
+{
+    for v in "${VARIANTS[@]}"; do
+        echo "== $v: $(grep -E '^done' "$OUTDIR/${v}_train.log" | tail -1)"
+        grep -A 20 '^copy loss by gap' "$OUTDIR/${v}_copy.log" 2>/dev/null | grep -E '^ +(gap|[0-9])'
+        grep -E '^  quote' "$OUTDIR/${v}_quote.log" 2>/dev/null
+    done
+} | tee "$OUTDIR/summary.txt"
+exit $(( bad > 0 ))
