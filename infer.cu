@@ -95,7 +95,7 @@ static InferFlags parse_flags(int argc, char** argv) {
     flags.add_string("gaps", &f.gaps, "--copy-loss: the gaps G in tokens, with K and M suffixes (a comma list, e.g. 2K,8K,32K,128K,512K,1M)");
     flags.add_int("copy-passage", &f.copy_passage, "--copy-loss: tokens of the passage (at least 2)");
     flags.add_int("copy-samples", &f.copy_samples, "--copy-loss: passages per gap, each at its own place in the haystack");
-    flags.add_string("copy-out", &f.copy_out, "--copy-loss: write PREFIX.csv (a row per gap) and PREFIX_items.csv (a row per passage)");
+    flags.add_string("copy-out", &f.copy_out, "--copy-loss: write PREFIX.csv (a row per gap), PREFIX_items.csv (a row per passage) and PREFIX_tokens.csv (each sequence's tokens, for another implementation to score)");
     flags.parse(argc, argv);
     for (const std::string& name : flags.names())
         if (flags.was_set(name.c_str())) f.given.push_back(name);
@@ -531,7 +531,8 @@ static int score_copy_loss(const InferFlags& f, const InferPlan& plan, const Loa
     if (f.copy_out.empty()) return 0;
     write_file_atomic(f.copy_out + ".csv", copy_loss_csv(rows));
     write_file_atomic(f.copy_out + "_items.csv", copy_items_csv(items, scores));
-    std::printf("wrote %s.csv, %s_items.csv\n", f.copy_out.c_str(), f.copy_out.c_str());
+    write_file_atomic(f.copy_out + "_tokens.csv", copy_tokens_csv(hay, items, m.tok.bos_id()));
+    std::printf("wrote %s.csv, %s_items.csv, %s_tokens.csv\n", f.copy_out.c_str(), f.copy_out.c_str(), f.copy_out.c_str());
     return 0;
 }
 

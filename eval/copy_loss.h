@@ -265,6 +265,7 @@ inline std::string format_copy_loss_table(const std::vector<CopyLossRow>& rows) 
 
 inline const char* const kCopyLossCsvHeader = "gap,samples,passage,first_loss,repeat_loss,repeat_loss_second_half\n";
 inline const char* const kCopyItemsCsvHeader = "gap,sample,start,first_loss,repeat_loss\n";
+inline const char* const kCopyTokensCsvHeader = "gap,sample,first_at,repeat_at,passage,tokens\n";
 
 // PREFIX.csv: a row per gap.
 inline std::string copy_loss_csv(const std::vector<CopyLossRow>& rows) {
@@ -290,7 +291,23 @@ inline std::string copy_items_csv(const std::vector<CopyItem>& items, const std:
     return s;
 }
 
-// The check of core/output_path.h for the two CSVs (check_output_path), which knows no copy-loss
+// PREFIX_tokens.csv: a row per sequence with its token ids (space-separated), where each occurrence
+// of the passage begins and its length: what another implementation needs to score the very same
+// sequences (passage tokens 1..P-1 of each occurrence, as copy_score does).
+inline std::string copy_tokens_csv(const Haystack& hay, const std::vector<CopyItem>& items, int bos) {
+    std::string s = kCopyTokensCsvHeader;
+    char buf[160];
+    for (const CopyItem& it : items) {
+        std::snprintf(buf, sizeof buf, "%lld,%d,%lld,%lld,%d,", it.gap, it.sample, it.first_at(), it.repeat_at(), it.passage);
+        s += buf;
+        const std::vector<int> ids = copy_sequence(hay, it, bos);
+        for (size_t i = 0; i < ids.size(); i++) s += (i ? " " : "") + std::to_string(ids[i]);
+        s += '\n';
+    }
+    return s;
+}
+
+// The check of core/output_path.h for the three CSVs (check_output_path), which knows no copy-loss
 // kind: a file is overwritten only when it is absent, empty or an earlier copy-loss CSV of the
 // same kind (told by its header), so that a re-run works and nothing else is replaced.
 inline void check_copy_loss_output(const std::string& path, const char* header, const char* flag) {
@@ -316,4 +333,5 @@ inline void check_copy_loss_outputs(const std::string& prefix, const char* flag)
     check_output_prefix(prefix, flag);
     check_copy_loss_output(prefix + ".csv", kCopyLossCsvHeader, flag);
     check_copy_loss_output(prefix + "_items.csv", kCopyItemsCsvHeader, flag);
+    check_copy_loss_output(prefix + "_tokens.csv", kCopyTokensCsvHeader, flag);
 }

@@ -12,6 +12,9 @@
 #   dense         every layer dense and rotary (a plain GPT), rope base 1e7
 #   hybrid-theta4 hybrid with rope base 1e4
 #   dense-theta4  dense with rope base 1e4
+#   torch         the peer: a plain GPT in PyTorch (scripts/torch_copy_peer.py, rope base 1e4) on the
+#                 same shards, tokens and learning rate, scored on the sequences the first other
+#                 variant's copy loss scored (needs PyTorch, and another variant in the same call)
 # Environment: CARRY (binaries and corpus as scripts/reading_study.sh packs them, default
 # .carry/read, unpacked into rs/), TOKENS (per run, default 78.6M: the 2K stage's share of the
 # study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR.
@@ -47,11 +50,18 @@ variant_args() {
     case ${1%-theta4} in
         hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --dense-layers 1,3,5 --nope-layers 1,3,5 --logn-attn 512" ;;
         dense)  attn="--attn dense" ;;
-        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4)" >&2; return 1 ;;
+        torch)  return 0 ;;
+        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, torch)" >&2; return 1 ;;
     esac
     echo "$MODEL_ARGS --rope-theta $theta $attn"
 }
 for v in "${VARIANTS[@]}"; do variant_args "$v" > /dev/null || exit 2; done
+ours=""  # the first of our variants: its copy loss's sequences are the ones the PyTorch peer scores
+for v in "${VARIANTS[@]}"; do [ "$v" = torch ] || { ours=$v; break; }; done
+if [[ " ${VARIANTS[*]} " == *" torch "* ]]; then
+    [ -n "$ours" ] || { echo "copy_circuit: the torch peer needs one of our variants beside it (its sequences to score)" >&2; exit 2; }
+    python3 -c "import torch" 2> /dev/null || { echo "copy_circuit: the torch peer needs PyTorch (pip install torch)" >&2; exit 2; }
+fi
 
 # The study's 2K documents (hybrid128k-read's first stage) and quote items at 2K.
 shard=$WORK/tasks${SEQ}-read.bin
@@ -66,6 +76,14 @@ quotes=$WORK/quote_$SEQ.jsonl
 steps=$(( TOKENS / (SEQ * BATCH) ))
 run_one() {  # train variant $1, then its copy loss and its quotes
     local v=$1 dir=$WORK/$1
+    if [ "$v" = torch ]; then
+        # shellcheck disable=SC2086
+        python3 "$(dirname "$0")/torch_copy_peer.py" --data "$CORPUS" --mix "$shard:0.5" --copy-tokens "$OUTDIR/${ours}_copy_tokens.csv" \
+            --wait-tokens 900 --seq-len "$SEQ" --batch "$BATCH" --steps "$steps" --lr "${LR:-1.5e-3}" --seed "$SEED" \
+            --device "$DEVICE" $MODEL_ARGS --rope-theta 1e4 > "$OUTDIR/torch_train.log" 2>&1 || return 1
+        cp "$OUTDIR/torch_train.log" "$OUTDIR/torch_copy.log"
+        return 0
+    fi
     # shellcheck disable=SC2046
     "$BIN/train" --device "$DEVICE" --data "$CORPUS" $(variant_args "$v") --seq-len "$SEQ" --batch "$BATCH" --steps "$steps" \
         --mix "$shard:0.5" --lr "${LR:-1.5e-3}" --warmup 50 --seed "$SEED" --val-every 0 --val-batches 2 --ckpt-every 0 \

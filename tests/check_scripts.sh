@@ -39,4 +39,23 @@ PY
 )
 [ "$out" = True ] && pass "the PyTorch LongNet peer's pair count equals a brute-force count (odd sizes, r > H, w > N)" \
     || fail "bench_longnet_torch.pairs_kept differs from the brute-force count: $out"
+# The PyTorch copy-loss peer scores as eval/copy_loss.h does: token_losses[i] is the loss of token
+# i + 1, an occurrence at a scores passage tokens 1..P-1 through token_losses[a..a+P-2]; its table
+# averages a gap's samples (its training needs PyTorch, run on the GPU machines).
+out=$(python3 - <<'PY'
+import sys
+sys.path.insert(0, "scripts")
+from torch_copy_peer import copy_score, copy_table
+P, G = 4, 2
+row = {"gap": G, "sample": 0, "first_at": 1, "repeat_at": 1 + P + G, "passage": P, "ids": list(range(1 + 2 * P + G))}
+losses = [float(i) for i in range(2 * P + G)]             # the loss of token i + 1 is i
+first, repeat, half = copy_score(row, losses)
+ok = (first, repeat, half) == ((1 + 2 + 3) / 3, (7 + 8 + 9) / 3, (8 + 9) / 2)
+t = copy_table([row, dict(row, sample=1)], [(1.0, 0.5, 0.25), (3.0, 1.5, 0.75)]).splitlines()
+ok = ok and len(t) == 2 and t[1].split() == ["2", "2", "4", "2.0000", "1.0000", "0.5000"]
+print(ok)
+PY
+)
+[ "$out" = True ] && pass "torch_copy_peer scores passage tokens 1..P-1 of each occurrence as infer does, and averages a gap's samples" \
+    || fail "torch_copy_peer's copy_score or copy_table: $out"
 summary

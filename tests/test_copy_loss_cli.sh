@@ -42,16 +42,40 @@ for r in rows:
     assert all(0 < float(r[k]) < 50 for k in ('first_loss', 'repeat_loss', 'repeat_loss_second_half'))
 assert all(len({i['start'] for i in items if i['gap'] == g}) == 2 for g in ('64', '256', '1024'))
 EOF
-    grep -qF "wrote $work/a.csv, $work/a_items.csv" "$work/a.log" && [ ! -e "$work/a.longnet-lock" ] \
-        && pass "--copy-out: both files named; the lock PREFIX.longnet-lock gone after the run" || fail "--copy-out: $(tail -1 "$work/a.log"); $(ls "$work")"
+    grep -qF "wrote $work/a.csv, $work/a_items.csv, $work/a_tokens.csv" "$work/a.log" && [ ! -e "$work/a.longnet-lock" ] \
+        && pass "--copy-out: the three files named; the lock PREFIX.longnet-lock gone after the run" || fail "--copy-out: $(tail -1 "$work/a.log"); $(ls "$work")"
+    # The tokens file: each sequence as the items file places it, read back from val.bin by hand
+    # (its documents in order, BOS dropped and each ended by a newline, the byte piece <0x0A> = id 13,
+    # as the haystack reads them): BOS, the passage and the gap's text, the passage again.
+    python3 - "$work/a_tokens.csv" "$work/a_items.csv" "$corpus/val.bin" <<'EOF' && pass "a_tokens.csv: every sequence is BOS, H[s, s+P+G), H[s, s+P] of the items' starts" || fail "a_tokens.csv: $(head -c 300 "$work/a_tokens.csv")"
+import csv, struct, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+items = list(csv.DictReader(open(sys.argv[2])))
+assert open(sys.argv[1]).readline() == "gap,sample,first_at,repeat_at,passage,tokens\n"
+raw = open(sys.argv[3], 'rb').read()
+tb, n_tok, n_docs = struct.unpack_from('<IQQ', raw, 12)
+starts = list(struct.unpack_from('<%dQ' % n_docs, raw, 64)) + [n_tok]
+tok = list(struct.unpack_from('<%d%s' % (n_tok, 'H' if tb == 2 else 'I'), raw, 64 + 8 * n_docs))
+hay = []
+for d in range(n_docs):
+    doc = [t for t in tok[starts[d]:starts[d + 1]] if t != 1]
+    hay += doc + ([13] if doc and doc[-1] != 13 else [])
+assert len(rows) == len(items) == 6
+for r, i in zip(rows, items):
+    G, P, s = int(r['gap']), int(r['passage']), int(i['start'])
+    ids = [int(x) for x in r['tokens'].split()]
+    assert (r['gap'], r['sample']) == (i['gap'], i['sample'])
+    assert int(r['first_at']) == 1 and int(r['repeat_at']) == 1 + P + G and len(ids) == 1 + 2 * P + G, r['gap']
+    assert ids[0] == 1 and ids[1:1 + P + G] == hay[s:s + P + G] and ids[1 + P + G:] == hay[s:s + P], (G, s)
+EOF
     ! grep -q "^note: gaps" "$work/a.err" && pass "--ctx 2048 holds every sequence: no note of windows" || fail "a note with --ctx 2048: $(grep note "$work/a.err")"
 else
     fail "infer --copy-loss failed: $(tail -2 "$work/a.err")"
 fi
 # The same seed: the same files, written over the run's own CSVs; another seed: other passages.
-if cp "$work/a.csv" "$work/first.csv" && cp "$work/a_items.csv" "$work/first_items.csv" \
+if cp "$work/a.csv" "$work/first.csv" && cp "$work/a_items.csv" "$work/first_items.csv" && cp "$work/a_tokens.csv" "$work/first_tokens.csv" \
    && "${C[@]}" "${run[@]}" --copy-out "$work/a" > "$work/a3.log" 2>&1 \
-   && cmp -s "$work/a.csv" "$work/first.csv" && cmp -s "$work/a_items.csv" "$work/first_items.csv"; then
+   && cmp -s "$work/a.csv" "$work/first.csv" && cmp -s "$work/a_items.csv" "$work/first_items.csv" && cmp -s "$work/a_tokens.csv" "$work/first_tokens.csv"; then
     pass "the same seed writes the same CSVs, over the earlier run's"
 else
     fail "a re-run with the same seed: $(tail -1 "$work/a3.log") $(diff "$work/a_items.csv" "$work/first_items.csv" | head -2 | tr '\n' ' ')"
@@ -102,6 +126,11 @@ expect_error "bad input: --gaps without --copy-loss" "--gaps is for --copy-loss"
 expect_error "bad input: --copy-loss with --temperature" "--temperature is for generation, not --copy-loss" "${C[@]}" "${bad[@]}" --gaps 256 --temperature 0
 expect_error "bad input: --copy-loss with --truncate" "--truncate are for --tasks" "${C[@]}" "${bad[@]}" --gaps 256 --truncate
 expect_error "bad input: --copy-loss with --windows" "--windows is for --perplexity" "${C[@]}" "${bad[@]}" --gaps 256 --windows sliding
+printf 'my tokens\n' > "$work/mine_tokens.csv"
+expect_error "bad input: --copy-out over a file of another kind (PREFIX_tokens.csv)" "--copy-out $work/mine_tokens.csv is an existing file that is not an infer --copy-out CSV" \
+    "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256 --copy-out "$work/mine"
+[ "$(cat "$work/mine_tokens.csv")" = "my tokens" ] && [ ! -e "$work/mine.csv" ] && pass "a refused PREFIX_tokens.csv is left as it was, nothing written" ||
+    fail "mine_tokens.csv: $(ls "$work" | tr '\n' ' ')"
 printf 'my notes\n' > "$work/notes_items.csv"
 expect_error "bad input: --copy-out over a file of another kind" "--copy-out $work/notes_items.csv is an existing file that is not an infer --copy-out CSV" \
     "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256 --copy-out "$work/notes"

@@ -139,6 +139,23 @@ grep -qF '| r (3 runs) | passkey | 75% [25%] | 50% [50%] (1 of 3 runs) |' <<< "$
     grep -qF '| r | passkey | 100 | 50% [0%] |' <<< "$t" && ! grep -q '| solo (' <<< "$t" && grep -qF '| solo | passkey | 100% |' <<< "$t" &&
     pass "study_table: median and worst of 3 and of 2 runs (a control's worst its highest), by depth; a length fewer runs reached says so; a lone run only as itself" || fail "study_table: $t"
 
+# The copy circuit's call (scripts/copy_circuit.sh): two variants at toy size side by side, their
+# copy loss at two gaps and their quotes; an unknown variant is refused before any work.
+cc="CARRY=$work/carry OUTDIR=$work/cc WORK=$work/ccw TOKENS=2048 SEQ=512 BATCH=2 HWINDOW=256 HBLOCK=64 GAPS=16,128 COPY_CTX=1024 COPY_SAMPLES=1 SAMPLES=1"
+env $cc MODEL_ARGS="--layers 6 --width 64 --heads 1" scripts/copy_circuit.sh hybrid dense-theta4 > "$work/cc.log" 2>&1
+grep -qE '^ +16 +1 +256 ' "$work/cc/hybrid_copy.log" && grep -qE '^ +128 +1 +256 ' "$work/cc/dense-theta4_copy.log" &&
+    grep -q '^  quote-control' "$work/cc/summary.txt" && ! grep -q 'none in layers' "$work/cc/dense-theta4_train.log" &&
+    grep -q 'base 1e+07, none in layers 1,3,5' "$work/cc/hybrid_train.log" &&
+    pass "copy_circuit: two variants side by side, their copy loss by gap and quotes (the plain GPT without NoPE layers)" ||
+    fail "copy_circuit: $(tail -5 "$work/cc.log")"
+env $cc WORK=$work/ccw_bad scripts/copy_circuit.sh hybrid sparse > "$work/cc_bad.log" 2>&1 && fail "copy_circuit took an unknown variant" ||
+    { grep -q 'unknown variant sparse' "$work/cc_bad.log" && [ ! -e "$work/ccw_bad/hybrid" ] && [ ! -e "$work/ccw_bad/tasks512-read.bin" ] && pass "copy_circuit refuses an unknown variant before any work" ||
+      fail "copy_circuit's unknown variant: $(cat "$work/cc_bad.log")"; }
+
+env $cc WORK=$work/ccw_bad scripts/copy_circuit.sh torch > "$work/cc_torch.log" 2>&1 && fail "copy_circuit ran the PyTorch peer with no sequences to score" ||
+    { grep -q 'the torch peer needs one of our variants beside it' "$work/cc_torch.log" && pass "copy_circuit refuses the PyTorch peer alone (nothing to score)" ||
+      fail "copy_circuit torch alone: $(cat "$work/cc_torch.log")"; }
+
 # Bad input: a lane naming one GPU twice, a demo depth out of range.
 scripts/run_lanes.sh "0|true" "0,1|true" > /dev/null 2>&1 && fail "run_lanes took GPU 0 in two lanes" || pass "run_lanes refuses a GPU in two lanes"
 scripts/demo_prompt.sh "$work/book.txt" 1.5 "$work/p" "$work/t" > /dev/null 2>&1 && fail "demo_prompt took depth 1.5" || pass "demo_prompt refuses a depth outside [0, 1]"

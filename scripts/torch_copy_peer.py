@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""An independent peer for the copy loss: a plain GPT written in PyTorch, trained on the same token
+shards as ours (the corpus's train.bin and a task shard mixed in), then scored on the very sequences
+`infer --copy-loss --copy-out PREFIX` scored (PREFIX_tokens.csv): the loss per token over passage
+tokens 1..P-1 of the first occurrence and of the repeat, by gap, as eval/copy_loss.h computes it.
+
+If this model copies far better than ours at the same size, tokens and learning rate, our training
+has a defect; if it pays the same, the budget does (notes/reading.md).
+
+It is a peer, not a replica: the GPT a PyTorch user would write (pre-LayerNorm, GELU, rotary
+embeddings pairing dimension i with i + D/2, a tied head, AdamW with weight decay on matrices,
+linear warmup then cosine decay to --min-lr-frac, gradient clipping, bf16 autocast on the GPU,
+PyTorch's fused attention), with windows drawn at random offsets of train.bin (no document mask)
+and --mix's fraction of each batch from whole documents of the task shard.
+
+  python3 scripts/torch_copy_peer.py --data CORPUS --mix SHARD:0.5 --copy-tokens PREFIX_tokens.csv \
+      [--seq-len 2048 --batch 64 --steps 600 --layers 6 --width 384 --heads 6 --rope-theta 1e4 --lr 1.5e-3]
+
+PyTorch is never a dependency of the project: this runs where it is installed (the GPU machines).
+"""
+import argparse
+import csv
+import math
+import os
+import struct
+import sys
+import time
+
+SHARD_MAGIC = b"LNGSHARD"
+
+
+def read_shard(path):
+    """A token shard (data/FORMAT.md): (tokens as a list-like, document starts, vocabulary size)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if len(head) < 36 or head[:8] != SHARD_MAGIC:
+            sys.exit(f"error: {path} is not a token shard (no LNGSHARD header): give a corpus's train.bin or a task shard")
+        version, token_bytes, n_tokens, n_docs, vocab = struct.unpack_from("<IIQQI", head, 8)
+        header = 64 if version >= 2 else 36
+        f.seek(header)
+        starts = list(struct.unpack("<%dQ" % n_docs, f.read(8 * n_docs)))
+        data = f.read(token_bytes * n_tokens)
+    if len(data) != token_bytes * n_tokens or token_bytes not in (2, 4):
+        sys.exit(f"error: {path} is cut short or malformed ({len(data)} token bytes of {token_bytes * n_tokens}): regenerate it")
+    import array
+    tokens = array.array("H" if token_bytes == 2 else "I")
+    tokens.frombytes(data)
+    if sys.byteorder != "little":
+        tokens.byteswap()
+    return tokens, starts, vocab
+
+
+def read_copy_tokens(path):
+    """infer --copy-out's PREFIX_tokens.csv: one dict per sequence (gap, sample, first_at, repeat_at, passage, ids)."""
+    rows = []
+    with open(path) as f:
+        header = f.readline()
+        if header != "gap,sample,first_at,repeat_at,passage,tokens\n":
+            sys.exit(f"error: {path} is not an infer --copy-out PREFIX_tokens.csv: run infer --copy-loss ... --copy-out PREFIX")
+        for r in csv.reader(f):
+            rows.append({"gap": int(r[0]), "sample": int(r[1]), "first_at": int(r[2]), "repeat_at": int(r[3]),
+                         "passage": int(r[4]), "ids": [int(x) for x in r[5].split()]})
+    return rows
+
+
+def copy_score(row, token_losses):
+    """(first, repeat, repeat's second half): mean loss over passage tokens 1..P-1 of each occurrence
+    and P/2..P-1 of the repeat; token_losses[i] is the loss of predicting token i + 1 (eval/copy_loss.h)."""
+    P = row["passage"]
+
+    def mean(at, lo, hi):
+        return sum(token_losses[at + j - 1] for j in range(lo, hi)) / (hi - lo)
+    return mean(row["first_at"], 1, P), mean(row["repeat_at"], 1, P), mean(row["repeat_at"], P // 2, P)
+
+
+def copy_table(rows, scores):
+    """The table infer prints: a row per gap (in the order first seen), its samples averaged."""
+    lines = ["       gap  samples  passage      first     repeat   repeat 2nd"]
+    gaps = []
+    for r in rows:
+        if r["gap"] not in gaps:
+            gaps.append(r["gap"])
+    for g in gaps:
+        mine = [s for r, s in zip(rows, scores) if r["gap"] == g]
+        P = next(r["passage"] for r in rows if r["gap"] == g)
+        avg = [sum(s[i] for s in mine) / len(mine) for i in range(3)]
+        name = f"{g // 1024}K" if g >= 1024 and g % 1024 == 0 else str(g)
+        lines.append(f"{name:>10} {len(mine):>8} {P:>8} {avg[0]:>10.4f} {avg[1]:>10.4f} {avg[2]:>12.4f}")
+    return "\n".join(lines)
+
+
+def lr_at(step, warmup, total, max_lr, min_lr):
+    if step < warmup:
+        return max_lr * (step + 1) / warmup
+    if total <= warmup:
+        return max_lr
+    p = min(1.0, (step - warmup) / (total - warmup))
+    return min_lr + 0.5 * (max_lr - min_lr) * (1 + math.cos(math.pi * p))
+
+
+def build_model(torch, vocab, args):
+    nn, F = torch.nn, torch.nn.functional
+    D = args.width // args.heads
+
+    class Rotary:
+        def __init__(self, T, device):
+            inv = args.rope_theta ** (-torch.arange(0, D // 2, dtype=torch.float64, device=device) * 2 / D)
+            ang = torch.arange(T, dtype=torch.float64, device=device)[:, None] * inv[None, :]
+            self.cos, self.sin = ang.cos().float(), ang.sin().float()
+
+        def __call__(self, x):  # x: B, H, T, D; pairs (i, i + D/2)
+            T = x.shape[2]
+            c, s = self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype)
+            a, b = x[..., : D // 2], x[..., D // 2:]
+            return torch.cat([a * c - b * s, a * s + b * c], dim=-1)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            C = args.width
+            self.ln1, self.ln2 = nn.LayerNorm(C, eps=1e-5), nn.LayerNorm(C, eps=1e-5)
+            self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.fc, self.fc_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def attention(self, x, rope):
+            B, T, C = x.shape
+            q, k, v = self.qkv(x).split(C, dim=2)
+            q, k, v = (t.view(B, T, args.heads, D).transpose(1, 2) for t in (q, k, v))
+            q, k = rope(q), rope(k)
+            if hasattr(F, "scaled_dot_product_attention"):
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:  # PyTorch before 2.0
+                s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+                s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+                y = s.softmax(-1) @ v
+            return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+        def forward(self, x, rope):
+            x = x + self.attention(self.ln1(x), rope)
+            return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, args.width)
+            self.blocks = nn.ModuleList(Block() for _ in range(args.layers))
+            self.ln_f = nn.LayerNorm(args.width, eps=1e-5)
+            self.rope = None
+            for name, p in self.named_parameters():
+                if p.dim() == 2:
+                    std = 0.02 / math.sqrt(2 * args.layers) if name.endswith(("proj.weight", "fc_proj.weight")) else 0.02
+                    nn.init.normal_(p, 0.0, std)
+                elif name.endswith("bias"):
+                    nn.init.zeros_(p)
+
+        def forward(self, idx):
+            T = idx.shape[1]
+            if self.rope is None or self.rope.cos.shape[0] < T:
+                self.rope = Rotary(max(T, args.seq_len), idx.device)
+            x = self.wte(idx)
+            for b in self.blocks:
+                x = b(x, self.rope)
+            return self.ln_f(x) @ self.wte.weight.t()  # the tied head
+
+    return GPT()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", required=True, help="corpus directory with train.bin")
+    ap.add_argument("--mix", default="", help="SHARD:FRACTION, a task shard whose whole documents fill that fraction of each batch")
+    ap.add_argument("--copy-tokens", required=True, help="infer --copy-out's PREFIX_tokens.csv: the sequences to score")
+    ap.add_argument("--seq-len", type=int, default=2048)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--width", type=int, default=384)
+    ap.add_argument("--heads", type=int, default=6)
+    ap.add_argument("--rope-theta", type=float, default=1e4)
+    ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--min-lr-frac", type=float, default=0.1)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--grad-clip", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--log-every", type=int, default=50)
+    ap.add_argument("--wait-tokens", type=int, default=0, help="seconds to wait for --copy-tokens after training (another run writes it)")
+    args = ap.parse_args()
+    if args.width % args.heads or (args.width // args.heads) % 2:
+        sys.exit(f"error: --width {args.width} is not --heads {args.heads} heads of an even size: give a width that divides")
+
+    import torch
+    torch.manual_seed(args.seed)
+    dev = torch.device(args.device)
+    tokens, _, vocab = read_shard(f"{args.data}/train.bin")
+    train = torch.tensor(tokens, dtype=torch.int64)
+    mix, frac = None, 0.0
+    if args.mix:
+        path, _, f = args.mix.rpartition(":")
+        frac = float(f)
+        mtok, mstarts, mvocab = read_shard(path)
+        if mvocab != vocab:
+            sys.exit(f"error: --mix {path} has a vocabulary of {mvocab}, the corpus {vocab}: give a shard of this corpus")
+        mt = torch.tensor(mtok, dtype=torch.int64)
+        ends = mstarts[1:] + [len(mtok)]
+        docs = [(s, e) for s, e in zip(mstarts, ends) if e - s >= args.seq_len]
+        if not docs:
+            sys.exit(f"error: --mix {path} has no document of --seq-len {args.seq_len} tokens: give its window's shard")
+        mix = (mt, docs)
+    model = build_model(torch, vocab, args).to(dev)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt_kw = {"fused": True} if dev.type == "cuda" else {}
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, **opt_kw)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"peer: PyTorch {torch.__version__}, {args.layers} layers, width {args.width}, {args.heads} heads, vocab {vocab}: "
+          f"{n_params / 1e6:.2f}M parameters, on {dev}", flush=True)
+    g = torch.Generator().manual_seed(args.seed)
+    T, B = args.seq_len, args.batch
+    n_mix = int(round(B * frac)) if mix else 0
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else torch.autocast("cpu", enabled=False)
+    t0 = time.time()
+    for step in range(args.steps):
+        xs, ys = [], []
+        for i in range(B):
+            if i < n_mix:  # a whole task document: its last token has no target
+                s, _ = mix[1][int(torch.randint(len(mix[1]), (1,), generator=g))]
+                w = mix[0][s:s + T]
+                xs.append(w)
+                ys.append(torch.cat([w[1:], torch.tensor([-1])]))
+            else:
+                s = int(torch.randint(len(train) - T - 1, (1,), generator=g))
+                xs.append(train[s:s + T])
+                ys.append(train[s + 1:s + T + 1])
+        x, y = torch.stack(xs).to(dev), torch.stack(ys).to(dev)
+        lr = lr_at(step, args.warmup, args.steps, args.lr, args.lr * args.min_lr_frac)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        with autocast:
+            logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.float().view(-1, vocab), y.view(-1), ignore_index=-1)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if args.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+        opt.step()
+        if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
+            el = time.time() - t0
+            print(f"step {step + 1:5d}/{args.steps} | loss {loss.item():.6f} | lr {lr:.2e} | {(step + 1) * B * T / el:9.0f} tok/s",
+                  flush=True)
+    print(f"done: {args.steps} steps, {args.steps * B * T / (time.time() - t0):.0f} tokens/s", flush=True)
+
+    waited = 0
+    while not os.path.exists(args.copy_tokens) and waited < args.wait_tokens:  # written by a run beside this one
+        time.sleep(5)
+        waited += 5
+    if not os.path.exists(args.copy_tokens):
+        sys.exit(f"error: --copy-tokens {args.copy_tokens} does not exist: run infer --copy-loss ... --copy-out PREFIX first")
+    rows = read_copy_tokens(args.copy_tokens)
+    model.eval()
+    scores = []
+    with torch.no_grad():
+        for r in rows:
+            ids = torch.tensor(r["ids"], dtype=torch.int64, device=dev)[None]
+            with autocast:
+                logits = model(ids[:, :-1])
+            losses = torch.nn.functional.cross_entropy(logits.float()[0], ids[0, 1:], reduction="none")
+            scores.append(copy_score(r, losses.tolist()))
+    print("copy loss by gap (nats/token over passage tokens 1..P-1; second half: P/2..P-1)")
+    print(copy_table(rows, scores))
+
+
+if __name__ == "__main__":
+    main()
