@@ -57,14 +57,15 @@ static const char* kUsage =
     "      two; each comes with its control (task quote-control: the same item, that line taken out).\n"
     "  task-shard --data DIR [--haystack SRC] --doc-tokens 32768 --tokens N [--needle-every 1024]\n"
     "        [--passkey-every 4096] [--filler-fraction 0.1] [--lead-needle 0] [--lead-kind any] [--quote-every 0]\n"
-    "        [--repeat-every 0] [--repeat-tokens 256] [--seed 1] --out FILE.bin\n"
+    "        [--repeat-every 0] [--random-every 0] [--repeat-tokens 256] [--seed 1] --out FILE.bin\n"
     "      Training documents of --doc-tokens tokens (haystack: default DIR/train.bin) carrying many needles and\n"
     "      their questions, as a token shard that train --mix FILE.bin:FRACTION mixes with the corpus.\n"
     "      --lead-needle F: a fraction F of the documents open with a needle (depth 0), asked from anywhere later;\n"
     "      --lead-kind multikey: that needle is always a multi-key one (any: the pass key in pass-key documents).\n"
     "      --quote-every N: an earlier whole line of the document again, as a line of its own, per N tokens;\n"
     "      --repeat-every N: a passage of 16 to --repeat-tokens earlier tokens again per N tokens (0: none; from\n"
-    "      near, far and the document's first lines, never a needle or question).\n"
+    "      near, far and the document's first lines, never a needle or question); --random-every N: 16 to\n"
+    "      --repeat-tokens words drawn at random, written twice, the second time later, per N tokens.\n"
     "  encode --tokenizer FILE.model     text on stdin -> space-separated ids on stdout\n"
     "  decode --tokenizer FILE.model     space-separated ids on stdin -> text on stdout\n";
 
@@ -582,7 +583,7 @@ struct TaskShardOptions {
     std::string data, haystack, out, lead_kind = "any";
     long long doc_tokens = 32768, tokens = 0, seed = 1;
     double needle_every = 1024, passkey_every = 4096, filler_fraction = 0.1, lead_needle = 0;
-    double quote_every = 0, repeat_every = 0;
+    double quote_every = 0, repeat_every = 0, random_every = 0;
     long long repeat_tokens = 256;
     bool repeat_tokens_given = false;
 };
@@ -618,7 +619,7 @@ static void check_every(const char* flag, const char* what, double every, bool g
 static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     TaskShardOptions o;
     std::string doc_tokens = "32768", tokens = "0", seed = "1", needle_every = "1024", passkey_every = "4096", filler = "0.1", lead = "0";
-    std::string quote_every = "0", repeat_every = "0", repeat_tokens = "256";
+    std::string quote_every = "0", repeat_every = "0", random_every = "0", repeat_tokens = "256";
     Flags f("data_tool task-shard", "training documents carrying needles, as a token shard");
     f.add_string("data", &o.data, "a prepared corpus: its tokenizer and train.bin as the haystack");
     f.add_string("haystack", &o.haystack, "a token shard, a text file or a directory of them");
@@ -631,7 +632,8 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     f.add_string("lead-kind", &o.lead_kind, "any or multikey: the opening needle's kind");
     f.add_string("quote-every", &quote_every, "an earlier line quoted again every this many tokens (0: none)");
     f.add_string("repeat-every", &repeat_every, "an earlier passage repeated every this many tokens (0: none)");
-    f.add_string("repeat-tokens", &repeat_tokens, "a repeated passage's longest length (16 to 4096)");
+    f.add_string("random-every", &random_every, "random words written twice every this many tokens (0: none)");
+    f.add_string("repeat-tokens", &repeat_tokens, "a repeated or random passage's longest length (16 to 4096)");
     f.add_string("seed", &seed, "the run's seed");
     f.add_string("out", &o.out, "the token shard");
     parse_flags(f, "task-shard", args);
@@ -643,6 +645,7 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     o.lead_needle = parse_at_least("--lead-needle", lead, 0);
     o.quote_every = parse_every("--quote-every", quote_every);
     o.repeat_every = parse_every("--repeat-every", repeat_every);
+    o.random_every = parse_every("--random-every", random_every);
     o.repeat_tokens = parse_int("--repeat-tokens", repeat_tokens, 16, 4096);
     o.repeat_tokens_given = f.was_set("repeat-tokens");
     o.seed = parse_int("--seed", seed, 0, LLONG_MAX);
@@ -650,6 +653,7 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     check_every("--passkey-every", "pass key", o.passkey_every, f.was_set("passkey-every"), o.doc_tokens);
     check_every("--quote-every", "quoted line", o.quote_every, f.was_set("quote-every"), o.doc_tokens);
     check_every("--repeat-every", "repeated passage", o.repeat_every, f.was_set("repeat-every"), o.doc_tokens);
+    check_every("--random-every", "random passage", o.random_every, f.was_set("random-every"), o.doc_tokens);
     return o;
 }
 
@@ -721,8 +725,8 @@ static void check_task_shard_options(TaskShardOptions& o) {
     if (o.lead_kind != "any" && o.lead_kind != "multikey") fatal("--lead-kind must be any or multikey (got '%s')", o.lead_kind.c_str());
     if (o.lead_kind != "any" && o.lead_needle == 0)
         fatal("--lead-kind %s has no effect without --lead-needle F > 0: give both, or drop it", o.lead_kind.c_str());
-    if (o.repeat_tokens_given && o.repeat_every == 0)
-        fatal("--repeat-tokens %lld has no effect without --repeat-every N > 0: give both, or drop it", o.repeat_tokens);
+    if (o.repeat_tokens_given && o.repeat_every == 0 && o.random_every == 0)
+        fatal("--repeat-tokens %lld has no effect without --repeat-every or --random-every N > 0: give both, or drop it", o.repeat_tokens);
     if (o.haystack.empty()) o.haystack = o.data + "/train.bin";
     check_output_not_input(o.out, "--out", {{"--haystack", o.haystack}, {"--data", o.data + "/tokenizer.model"}});
     check_task_shard_out(o);
@@ -734,7 +738,7 @@ static void check_task_shard_options(TaskShardOptions& o) {
 static std::vector<std::vector<int>> make_documents(const TaskShardOptions& o, const Haystack& text, const Haystack& filler,
                                                     const Tokenizer& tok, const PieceKinds& kinds_of_pieces, long long* copied) {
     const TrainDocSpec spec{(int)o.doc_tokens, o.needle_every, o.passkey_every, o.lead_needle, o.lead_kind == "multikey",
-                            o.quote_every, o.repeat_every, (int)o.repeat_tokens};
+                            o.quote_every, o.repeat_every, (int)o.repeat_tokens, o.random_every};
     const long long n_docs = (o.tokens + o.doc_tokens - 1) / o.doc_tokens;
     std::vector<std::vector<int>> docs(n_docs);
     std::vector<std::string> errors(n_docs);
@@ -780,12 +784,15 @@ static int cmd_task_shard(const std::vector<std::string>& args) {
         all.insert(all.end(), d.begin(), d.end());
     }
     write_shard(o.out, all, starts, (uint32_t)tok.vocab_size(), tok.fingerprint());
-    char quotes[64] = "", passages[96] = "", copies[256] = "";
+    char quotes[64] = "", passages[96] = "", randoms[96] = "", copies[320] = "";
     if (o.quote_every > 0) std::snprintf(quotes, sizeof quotes, ", a quoted line every %g tokens", o.quote_every);
     if (o.repeat_every > 0)
         std::snprintf(passages, sizeof passages, ", a repeated passage of 16-%lld tokens every %g tokens", o.repeat_tokens, o.repeat_every);
-    if (o.quote_every > 0 || o.repeat_every > 0)
-        std::snprintf(copies, sizeof copies, "%s%s (copies: %.1f%% of the tokens)", quotes, passages, 100.0 * (double)copied / (double)all.size());
+    if (o.random_every > 0)
+        std::snprintf(randoms, sizeof randoms, ", random words of 16-%lld tokens twice every %g tokens", o.repeat_tokens, o.random_every);
+    if (o.quote_every > 0 || o.repeat_every > 0 || o.random_every > 0)
+        std::snprintf(copies, sizeof copies, "%s%s%s (copies: %.1f%% of the tokens)", quotes, passages, randoms,
+                      100.0 * (double)copied / (double)all.size());
     std::printf("task-shard: wrote %zu documents of %lld tokens (%zu tokens; haystack %s, %.0f%% filler, %.0f%% opening with a needle%s) to %s in %.1fs\n",
                 docs.size(), o.doc_tokens, all.size(), text.source.c_str(), 100 * o.filler_fraction, 100 * o.lead_needle, copies, o.out.c_str(),
                 seconds_since(t0));

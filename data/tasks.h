@@ -383,12 +383,17 @@ struct TrainDocSpec {
     double quote_every = 0;   // one quoted line (an earlier whole line, again as a line) per this many tokens
     double repeat_every = 0;  // one repeated passage (earlier tokens from a cut point) per this many tokens
     int repeat_tokens = 256;  // a repeated passage's longest length (its length is uniform in [16, this])
+    // Random passages: words drawn at random, written twice, the second time later (as far back as
+    // a repeated passage's source): text nothing predicts the first time and only a copy predicts
+    // the second, the task that forms an induction circuit fastest in small models. Their lengths
+    // are drawn as a repeated passage's. 0: none, and no draw.
+    double random_every = 0;
 };
 
 // One copy in a finished training document: tokens [source, source + length) appear again at
 // [dest, dest + length), positions in the document (BOS is token 0).
 struct CopyRecord {
-    enum Kind { QuotedLine, RepeatedPassage } kind = QuotedLine;
+    enum Kind { QuotedLine, RepeatedPassage, RandomPassage } kind = QuotedLine;
     long long source = 0, dest = 0, length = 0;
 };
 
@@ -400,7 +405,9 @@ namespace task_detail {
 // [start, end) of its needles and questions, never copied from nor written over; `body`: its first
 // token after the intro. A destination never covers an event, a source or another destination, and
 // a source never lies in a destination: every copy is of the original text, and stays whole.
-// `distance` draws how far back a source lies, as a question's distance is drawn.
+// `distance` draws how far back a source lies, as a question's distance is drawn. A random
+// passage's source is written too (random words over the text there), so it takes a room as a
+// destination does.
 template <typename Distance>
 std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& base, const std::vector<std::pair<long long, long long>>& events,
                             long long body, const PieceKinds& k, SplitMix64& rng, Distance& distance, std::vector<CopyRecord>* records) {
@@ -440,6 +447,7 @@ std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& ba
     }
     const long long n_quotes = spec.quote_every > 0 ? std::lround((double)N / spec.quote_every) : 0;
     const long long n_passages = spec.repeat_every > 0 ? std::lround((double)N / spec.repeat_every) : 0;
+    const long long n_random = spec.random_every > 0 ? std::lround((double)N / spec.random_every) : 0;
     std::vector<int> doc = base;
     std::vector<CopyRecord> made;
     auto write = [&](CopyRecord c) {
@@ -498,6 +506,30 @@ std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& ba
                 write({CopyRecord::RepeatedPassage, found, d, L});
                 break;
             }
+        }
+    }
+    // Random passages: a cut point d, and a free room of L tokens at a cut point near d - distance
+    // (never overlapping d's), both written with the same words drawn at random.
+    std::vector<int> words;
+    for (int id = 0; n_random > 0 && id < (int)k.word_start.size(); id++)
+        if (k.word_start[id]) words.push_back(id);
+    for (long long i = 0; i < n_random && !cut_points.empty() && !words.empty(); i++) {
+        const long long L = 16 + (long long)rng.below((uint64_t)std::max(1, spec.repeat_tokens - 15));
+        for (long long attempt = 0; attempt < kTries; attempt++) {
+            const long long d = cut_points[rng.below(cut_points.size())];
+            if (d - body < L || !free_for(d, d + L, false)) continue;
+            const long long t = d - std::max(L, distance(d - body));
+            long long found = -1;
+            for (long long s = t, n = 0; s >= body && found < 0 && n < 256; s--, n++)
+                if (cuts.cut_ok[(size_t)s] && free_for(s, s + L, false)) found = s;
+            for (long long s = t + 1, n = 0; s + L <= d && found < 0 && n < 256; s++, n++)
+                if (cuts.cut_ok[(size_t)s] && free_for(s, s + L, false)) found = s;
+            if (found < 0) continue;
+            for (long long j = 0; j < L; j++) doc[(size_t)(found + j)] = doc[(size_t)(d + j)] = words[rng.below(words.size())];
+            mark(found, found + L, Dest);
+            mark(d, d + L, Dest);
+            made.push_back({CopyRecord::RandomPassage, found, d, L});
+            break;
         }
     }
     if (records) *records = made;
@@ -615,8 +647,8 @@ inline std::vector<int> make_training_document(const TrainDocSpec& spec, const H
     doc.insert(doc.end(), hay.tokens.begin() + s + done, hay.tokens.begin() + s + M);
     if ((long long)doc.size() != spec.doc_tokens) fatal("internal: a training document came out %zu tokens, not %d", doc.size(), spec.doc_tokens);
     if (copies) copies->clear();
-    if (spec.quote_every <= 0 && spec.repeat_every <= 0) return doc;  // no draw: the document as before copies existed
-    if (spec.repeat_every > 0 && spec.repeat_tokens < 16)
+    if (spec.quote_every <= 0 && spec.repeat_every <= 0 && spec.random_every <= 0) return doc;  // no draw: as before copies existed
+    if ((spec.repeat_every > 0 || spec.random_every > 0) && spec.repeat_tokens < 16)
         fatal("--repeat-tokens %d: a repeated passage is at least 16 tokens; give 16 to 4096", spec.repeat_tokens);
     return add_copies(spec, doc, spans, body, k, rng, distance, copies);
 }

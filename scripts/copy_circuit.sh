@@ -12,6 +12,8 @@
 #   dense         every layer dense and rotary (a plain GPT), rope base 1e7
 #   hybrid-theta4 hybrid with rope base 1e4
 #   dense-theta4  dense with rope base 1e4
+#   V-rand        variant V trained on documents that also carry random words written twice (data_tool
+#                 task-shard --random-every RANDOM_EVERY, default 512): the induction task
 #   torch         the peer: a plain GPT in PyTorch (scripts/torch_copy_peer.py, rope base 1e4) on the
 #                 same shards, tokens and learning rate, scored on the sequences the first other
 #                 variant's copy loss scored (needs PyTorch, and another variant in the same call)
@@ -45,13 +47,13 @@ source "$(dirname "$0")/gpu_lib_paths.sh" "$(cd "$BIN" && pwd)"
 [ -f "$CORPUS/train.bin" ] || { [ -f "$CORPUS/train.bin.xz" ] && xz -dk -T0 "$CORPUS/train.bin.xz"; }
 
 variant_args() {
-    local theta=1e7 attn
-    case $1 in *-theta4) theta=1e4 ;; esac
-    case ${1%-theta4} in
+    local theta=1e7 attn v=${1%-rand}
+    case $v in *-theta4) theta=1e4 ;; esac
+    case ${v%-theta4} in
         hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --dense-layers 1,3,5 --nope-layers 1,3,5 --logn-attn 512" ;;
         dense)  attn="--attn dense" ;;
         torch)  return 0 ;;
-        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, torch)" >&2; return 1 ;;
+        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, each with -rand; torch)" >&2; return 1 ;;
     esac
     echo "$MODEL_ARGS --rope-theta $theta $attn"
 }
@@ -68,6 +70,12 @@ shard=$WORK/tasks${SEQ}-read.bin
 [ -f "$shard" ] || "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$SEQ" --tokens "${SHARD_TOKENS:-50M}" \
     --needle-every 512 --passkey-every 1024 --quote-every 256 --repeat-every 2048 --seed 7 --out "$shard" > "$shard.log" 2>&1 ||
     { echo "copy_circuit: task-shard failed: $(tail -1 "$shard.log")"; exit 1; }
+rand_shard=$WORK/tasks${SEQ}-readrand.bin
+if [[ " ${VARIANTS[*]} " == *"-rand "* ]] && [ ! -f "$rand_shard" ]; then
+    "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$SEQ" --tokens "${SHARD_TOKENS:-50M}" --needle-every 512 \
+        --passkey-every 1024 --quote-every 256 --repeat-every 2048 --random-every "${RANDOM_EVERY:-512}" --seed 7 \
+        --out "$rand_shard" > "$rand_shard.log" 2>&1 || { echo "copy_circuit: task-shard failed: $(tail -1 "$rand_shard.log")"; exit 1; }
+fi
 quotes=$WORK/quote_$SEQ.jsonl
 [ -f "$quotes" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task quote --lengths "$SEQ" --depths 0,0.25,0.5,0.75,1 \
     --samples "${SAMPLES:-10}" --seed 31 --out "$quotes" > /dev/null ||
@@ -85,8 +93,9 @@ run_one() {  # train variant $1, then its copy loss and its quotes
         return 0
     fi
     # shellcheck disable=SC2046
+    local mix=$shard; [[ $v == *-rand ]] && mix=$rand_shard
     "$BIN/train" --device "$DEVICE" --data "$CORPUS" $(variant_args "$v") --seq-len "$SEQ" --batch "$BATCH" --steps "$steps" \
-        --mix "$shard:0.5" --lr "${LR:-1.5e-3}" --warmup 50 --seed "$SEED" --val-every 0 --val-batches 2 --ckpt-every 0 \
+        --mix "$mix:0.5" --lr "${LR:-1.5e-3}" --warmup 50 --seed "$SEED" --val-every 0 --val-batches 2 --ckpt-every 0 \
         --keep-ckpts 1 --log-every 50 --sample-tokens 0 --out "$dir" > "$OUTDIR/${v}_train.log" 2>&1 || return 1
     "$BIN/infer" --device "$DEVICE" --checkpoint "$dir" --copy-loss "$CORPUS/val.bin" --gaps "$GAPS" \
         --copy-samples "${COPY_SAMPLES:-8}" --ctx "${COPY_CTX:-4096}" --copy-out "$OUTDIR/${v}_copy" > "$OUTDIR/${v}_copy.log" 2>&1 || return 1

@@ -142,11 +142,12 @@ grep -qF '| r (3 runs) | passkey | 75% [25%] | 50% [50%] (1 of 3 runs) |' <<< "$
 # The copy circuit's call (scripts/copy_circuit.sh): two variants at toy size side by side, their
 # copy loss at two gaps and their quotes; an unknown variant is refused before any work.
 cc="CARRY=$work/carry OUTDIR=$work/cc WORK=$work/ccw TOKENS=2048 SEQ=512 BATCH=2 HWINDOW=256 HBLOCK=64 GAPS=16,128 COPY_CTX=1024 COPY_SAMPLES=1 SAMPLES=1"
-env $cc MODEL_ARGS="--layers 6 --width 64 --heads 1" scripts/copy_circuit.sh hybrid dense-theta4 > "$work/cc.log" 2>&1
-grep -qE '^ +16 +1 +256 ' "$work/cc/hybrid_copy.log" && grep -qE '^ +128 +1 +256 ' "$work/cc/dense-theta4_copy.log" &&
-    grep -q '^  quote-control' "$work/cc/summary.txt" && ! grep -q 'none in layers' "$work/cc/dense-theta4_train.log" &&
-    grep -q 'base 1e+07, none in layers 1,3,5' "$work/cc/hybrid_train.log" &&
-    pass "copy_circuit: two variants side by side, their copy loss by gap and quotes (the plain GPT without NoPE layers)" ||
+env $cc MODEL_ARGS="--layers 6 --width 64 --heads 1" scripts/copy_circuit.sh hybrid dense-theta4-rand > "$work/cc.log" 2>&1
+grep -qE '^ +16 +1 +256 ' "$work/cc/hybrid_copy.log" && grep -qE '^ +128 +1 +256 ' "$work/cc/dense-theta4-rand_copy.log" &&
+    grep -q '^  quote-control' "$work/cc/summary.txt" && ! grep -q 'none in layers' "$work/cc/dense-theta4-rand_train.log" &&
+    grep -q 'base 1e+07, none in layers 1,3,5' "$work/cc/hybrid_train.log" && grep -q 'tasks512-read.bin' "$work/cc/hybrid_train.log" &&
+    grep -q 'tasks512-readrand.bin' "$work/cc/dense-theta4-rand_train.log" && grep -q 'random words of 16-256 tokens twice every 512' "$work/ccw/tasks512-readrand.bin.log" &&
+    pass "copy_circuit: two variants side by side, their copy loss by gap and quotes (the plain GPT without NoPE layers, on documents with random passages)" ||
     fail "copy_circuit: $(tail -5 "$work/cc.log")"
 env $cc WORK=$work/ccw_bad scripts/copy_circuit.sh hybrid sparse > "$work/cc_bad.log" 2>&1 && fail "copy_circuit took an unknown variant" ||
     { grep -q 'unknown variant sparse' "$work/cc_bad.log" && [ ! -e "$work/ccw_bad/hybrid" ] && [ ! -e "$work/ccw_bad/tasks512-read.bin" ] && pass "copy_circuit refuses an unknown variant before any work" ||

@@ -551,6 +551,72 @@ static void test_reading_documents(const Tokenizer& tok, const PieceKinds& k) {
     }, {"--repeat-tokens 8"});
 }
 
+// Random passages (TrainDocSpec's random_every): random words written twice, the second time
+// later; beside quotes and repeated passages, each copy of any kind is still its source token for
+// token, no room is written twice, and outside the rooms (destinations, and the random passages'
+// sources) the document is the one without copies, needles and questions included.
+static void test_random_passages(const Tokenizer& tok, const PieceKinds& k) {
+    std::vector<std::vector<int>> docs;
+    for (int d = 0; d < 8; d++) docs.push_back(tok.encode(test_text(300 + d, 400)));
+    const Haystack hay = haystack_from_docs(docs, "train text", k);
+    bool equal = true, words = true, kept = true, apart = true, fresh = true, lengths_ok = true;
+    long long randoms = 0, asked = 0, near = 0, far = 0, others = 0;
+    std::string detail;
+    for (int d = 0; d < 12; d++) {
+        TrainDocSpec spec{8192, 512, 2048};
+        spec.random_every = 256, spec.repeat_tokens = d % 2 ? 64 : 16;
+        if (d >= 6) spec.quote_every = 128, spec.repeat_every = 512;  // with the other copies
+        TrainDocSpec plain_spec = spec;
+        plain_spec.quote_every = plain_spec.repeat_every = plain_spec.random_every = 0;
+        SplitMix64 rng(700 + d), plain_rng(700 + d);
+        std::vector<CopyRecord> copies;
+        const std::vector<int> doc = make_training_document(spec, hay, tok, k, rng, &copies);
+        const std::vector<int> plain = make_training_document(plain_spec, hay, tok, k, plain_rng);
+        const long long N = spec.doc_tokens;
+        asked += N / 256;
+        std::vector<uint8_t> written((size_t)N, 0);
+        auto room = [&](long long a, long long b) {
+            for (long long i = a; i < b && i < N; i++) {
+                apart = apart && !written[(size_t)i];
+                written[(size_t)i] = 1;
+            }
+        };
+        for (const CopyRecord& c : copies) {
+            const bool random = c.kind == CopyRecord::RandomPassage, quote = c.kind == CopyRecord::QuotedLine;
+            room(c.dest, c.dest + c.length + quote);
+            if (random) room(c.source, c.source + c.length);
+            if (!(c.source + c.length <= c.dest && c.dest + c.length <= N) ||
+                !std::equal(doc.begin() + c.source, doc.begin() + c.source + c.length, doc.begin() + c.dest)) {
+                equal = false, detail = "document " + std::to_string(d) + ": " + std::to_string(c.length) + " tokens from " +
+                                        std::to_string(c.source) + " to " + std::to_string(c.dest);
+                continue;
+            }
+            if (!random) {
+                others++;
+                continue;
+            }
+            randoms++;
+            near += c.dest - c.source < 2 * c.length + 64, far += c.dest - c.source > N / 2;
+            for (long long j = 0; j < c.length; j++) words = words && k.word_start[doc[(size_t)(c.dest + j)]] != 0;
+            fresh = fresh && !std::equal(doc.begin() + c.source, doc.begin() + c.source + c.length, plain.begin() + c.source);
+            lengths_ok = lengths_ok && c.length >= 16 && c.length <= spec.repeat_tokens;
+        }
+        for (long long i = 0; i < N; i++) kept = kept && (written[(size_t)i] || doc[(size_t)i] == plain[(size_t)i]);
+    }
+    check(equal, "with random passages every copy (random, quoted, repeated) is its source token for token, the source before it", detail);
+    check(words && fresh && lengths_ok, "a random passage is 16..repeat_tokens pieces that each start a word, not the text it replaced");
+    check(apart && kept, "no room is written twice, and outside the rooms the document is the one without copies (needles and questions kept)");
+    check(randoms * 2 > asked && others > 0, "about doc_tokens / N random passages (" + std::to_string(randoms) + " of " + std::to_string(asked) +
+                                                  ") beside " + std::to_string(others) + " quotes and repeated passages");
+    check(near > 0 && far > 0, "random passages repeated from near (" + std::to_string(near) + ") and far (" + std::to_string(far) + ")");
+    expect_fatal("a random passage shorter than 16 tokens", [&] {
+        TrainDocSpec spec{4096, 256, 1024};
+        spec.random_every = 512, spec.repeat_tokens = 8;
+        SplitMix64 rng(1);
+        make_training_document(spec, hay, tok, k, rng);
+    }, {"--repeat-tokens 8"});
+}
+
 // ---- the batches of a mixed, scheduled run
 
 static TokenShard counting_shard(uint32_t base, size_t n, size_t doc) {
@@ -962,6 +1028,7 @@ static int main_body() {
     test_scoring_rule();
     test_training_documents(tok, k);
     test_reading_documents(tok, k);
+    test_random_passages(tok, k);
     test_batch_source();
     test_format_length();
     test_scoring(tok, k);

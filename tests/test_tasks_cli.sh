@@ -58,7 +58,15 @@ if build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --qu
 else
     fail "task-shard with copies failed: $(tail -2 "$work/copies.log")"
 fi
-expect_error "bad input: task-shard: --repeat-tokens without --repeat-every" "no effect without --repeat-every" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --repeat-tokens 64 --out "$work/y.bin"
+if build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --random-every 512 --repeat-tokens 64 --out "$work/random.bin" > "$work/random.log" 2>&1; then
+    grep -q "random words of 16-64 tokens twice every 512 tokens (copies: [1-9]" "$work/random.log" && ! cmp -s "$work/tasks.bin" "$work/random.bin" \
+        && pass "task-shard --random-every 512 --repeat-tokens 64: random passages written twice, said in the summary" \
+        || fail "task-shard --random-every: $(cat "$work/random.log")"
+else
+    fail "task-shard --random-every failed: $(tail -2 "$work/random.log")"
+fi
+expect_error "bad input: task-shard: --random-every 8" "--random-every '8' must be 0 (none) or a number of tokens >= 16" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --random-every 8 --out "$work/y.bin"
+expect_error "bad input: task-shard: --repeat-tokens without --repeat-every" "no effect without --repeat-every or --random-every" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --repeat-tokens 64 --out "$work/y.bin"
 expect_error "bad input: task-shard: --quote-every 5" "--quote-every '5' must be 0 (none) or a number of tokens >= 16" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --quote-every 5 --out "$work/y.bin"
 expect_error "bad input: task-shard: --quote-every abc" "--quote-every 'abc' must be 0" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --quote-every abc --out "$work/y.bin"
 expect_error "bad input: task-shard: --repeat-tokens past 4096" "--repeat-tokens '5000'" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --repeat-every 512 --repeat-tokens 5000 --out "$work/y.bin"
