@@ -13,7 +13,7 @@
 #include <set>
 #include <string>
 #include <vector>
-#include "data/batch_source.h"
+#include "core/train_stages.h"
 #include "model/backend.h"
 #include "model/safetensors.h"
 #include "model/train_rules.h"

@@ -4,7 +4,7 @@
 // edited to --lr -1 is then refused by infer in the same words train refuses the flag in. The
 // model's own fields (--layers, --width, --heads, --vocab, --rope-theta, --nope-layers,
 // --logn-attn, each layer's pattern) share validate_config (model/gpt_config.h) the same way;
-// --seq-len, --batch and --schedule share parse_schedule (data/batch_source.h); --weight-decay
+// --seq-len, --batch and --schedule share parse_schedule (core/train_stages.h); --weight-decay
 // shares weight_decay_error (layers/adamw.h).
 // Each *_error returns "" when the value is allowed, else the message (naming the flag).
 #pragma once
@@ -14,7 +14,7 @@
 #include <string>
 #include "core/error.h"
 #include "core/json.h"
-#include "data/batch_source.h"
+#include "core/train_stages.h"
 #include "layers/adamw.h"
 #include "model/gpt_config.h"
 

@@ -13,6 +13,7 @@
 #include <vector>
 #include "model/backend.h"
 #include "model/checkpoint.h"
+#include "data/batch_source.h"
 #include "data/identity.h"
 #include "core/flags.h"
 #include "tests/check.h"
