@@ -11,7 +11,7 @@ source tests/lib.sh
 rules=(
     "core: core"
     "data: core data"
-    "optim: core layers optim"
+    "optim: core comm layers optim"
     "model: core comm layers model optim"
 )
 breaks() {  # root dir -> one line per include that breaks a rule; nothing when all hold
