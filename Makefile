@@ -42,14 +42,14 @@ help:
 build:
 	@mkdir -p build
 
-build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
+build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h optim/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
 # The copy loss (eval/copy_loss.h) over a haystack of a tokenizer it trains: SentencePiece's libraries.
-build/test_copy_loss_cpu: tests/test_copy_loss_cpu.cpp $(wildcard core/*.h comm/*.h data/*.h eval/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build build/.deps-data
+build/test_copy_loss_cpu: tests/test_copy_loss_cpu.cpp $(wildcard core/*.h comm/*.h data/*.h eval/*.h layers/*.h layers/patterns/*.h model/*.h optim/*.h tests/*.h) | build build/.deps-data
 	$(CXX) $(CXXFLAGS) -o $@ $< $(SPM_LIBS)
 
-build/test_inputs_cpu: tests/test_inputs_cpu.cpp tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/*.h) | build
+build/test_inputs_cpu: tests/test_inputs_cpu.cpp tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h optim/*.h data/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
 build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h tests/attention_checks.h tests/check.h tests/attention_branchwise.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h core/rng.h) | build
@@ -58,10 +58,10 @@ build/test_attention_cpu: tests/test_attention_cpu.cpp tests/attention_cases.h t
 build/test_ring_cpu: tests/test_ring_cpu.cpp tests/attention_cases.h tests/attention_checks.h tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h core/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
 
-build/test_cp_train_cpu: tests/test_cp_train_cpu.cpp tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h core/rng.h) | build
+build/test_cp_train_cpu: tests/test_cp_train_cpu.cpp tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h optim/*.h core/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
 
-build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h tests/*.h) | build
+build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h optim/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
 
 # GPU tests and benchmarks: every tests/gpu/test_*.cu and bench/bench_*.cu builds to

@@ -32,13 +32,17 @@
 #include "model/parallel.h"
 #include "model/select_backend.cuh"
 #include "model/launch.cuh"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
 
 struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
     std::string attn = "dense", dense_layers, dilated_layers, nope_layers;
     PatternFlags pattern;  // each pattern module's flags (add_pattern_flags)
     int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600, logn_attn = 0;
-    float lr = 2e-3f, min_lr_frac = 0.1f, weight_decay = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
+    float lr = 2e-3f, min_lr_frac = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
+    AdamWConfig adamw;  // --weight-decay, --beta1, --beta2, --adam-eps (optim/adamw.h)
     int warmup = 60, seed = 1337, val_every = 100, val_batches = 8, ckpt_every = 200, log_every = 10;
     bool resume = false, doc_mask = true, deterministic = false;
     int sample_tokens = 160, keep_ckpts = 3, max_bad_steps = 5;
@@ -65,12 +69,22 @@ struct TrainArgs {
                  "{\"seq_len\":%d,\"batch\":%d,\"steps\":%d,\"lr\":%.9g,\"min_lr_frac\":%.9g,\"weight_decay\":%.9g,"
                  "\"grad_clip\":%.9g,\"warmup\":%d,\"seed\":%d,\"doc_mask\":%s,\"val_every\":%d,\"val_batches\":%d,"
                  "\"device\":\"%s\",\"attention\":\"%s\",\"deterministic\":%s}",
-                 seq_len, batch, steps, lr, min_lr_frac, weight_decay, grad_clip, warmup, seed, doc_mask ? "true" : "false",
+                 seq_len, batch, steps, lr, min_lr_frac, adamw.weight_decay, grad_clip, warmup, seed, doc_mask ? "true" : "false",
                  val_every, val_batches, device_used, attention.c_str(), deterministic ? "true" : "false");
         std::string json = buf;
         // Recorded only when given, so that runs from before these flags still resume.
         if (!schedule.empty()) json.insert(json.size() - 1, ",\"schedule\":" + json_quote(schedule));
         if (!mix.empty()) json.insert(json.size() - 1, ",\"mix\":" + json_quote(mix));
+        // AdamW's betas and epsilon only when not the defaults, which every run before the flags used.
+        const AdamWConfig defaults;
+        auto number = [](float v) {
+            char b[32];
+            snprintf(b, sizeof b, "%.9g", v);
+            return std::string(b);
+        };
+        if (adamw.beta1 != defaults.beta1) json.insert(json.size() - 1, ",\"beta1\":" + number(adamw.beta1));
+        if (adamw.beta2 != defaults.beta2) json.insert(json.size() - 1, ",\"beta2\":" + number(adamw.beta2));
+        if (adamw.eps != defaults.eps) json.insert(json.size() - 1, ",\"adam_eps\":" + number(adamw.eps));
         return json;
     }
 };
@@ -110,7 +124,7 @@ static void add_training_flags(Flags& flags, TrainArgs& a) {
     flags.add_float("lr", &a.lr, "peak learning rate");
     flags.add_float("min-lr-frac", &a.min_lr_frac, "final learning rate as a fraction of --lr");
     flags.add_int("warmup", &a.warmup, "linear warmup steps");
-    flags.add_float("weight-decay", &a.weight_decay, "AdamW weight decay (matrices only)");
+    add_adamw_flags(flags, a.adamw);
     flags.add_float("grad-clip", &a.grad_clip, "clip the gradient norm to this (0: off)");
     flags.add_int("seed", &a.seed, "seed for weights and data order");
     flags.add_bool("doc-mask", &a.doc_mask, "keep attention inside each document of a window");
@@ -204,7 +218,7 @@ struct RunShape {
 static RunShape validate_args(const TrainArgs& a, Device device) {
     RunShape shape;
     // Each value's rule is the one the checkpoint reader applies to a recorded run (model/train_rules.h).
-    for (const std::string& e : {steps_error(a.steps), lr_error(a.lr), min_lr_frac_error(a.min_lr_frac), weight_decay_error(a.weight_decay, a.lr),
+    for (const std::string& e : {steps_error(a.steps), lr_error(a.lr), min_lr_frac_error(a.min_lr_frac), adamw_config_error(a.adamw, a.lr),
                                  grad_clip_error(a.grad_clip), warmup_error(a.warmup), val_every_error(a.val_every),
                                  val_batches_error(a.val_batches)})
         if (!e.empty()) fatal("%s", e.c_str());
@@ -826,7 +840,7 @@ struct StepResult {
 class TrainLoop {
   public:
     TrainLoop(const LoopInputs& in, int step, int updates)
-        : in_(in), a_(in.a), step_(step), updates_(updates), opt_{0.9f, 0.95f, 1e-8f, in.a.weight_decay} {
+        : in_(in), a_(in.a), step_(step), updates_(updates), opt_(in.a.adamw) {
         enter_stage(in_.train.stage_of(step_));
         for (int s = step_; s < a_.steps; s++) tokens_left_ += (long long)in_.train.stage_at(s).batch * in_.train.stage_at(s).seq_len;
         t_start_ = now_s();

@@ -44,7 +44,7 @@ build/test_data: tests/test_data.cpp $(TEST_DATA_HEADERS) | build/.deps-data
 	$(CXX) $(CXXFLAGS) -o $@ $< $(DATA_LDLIBS)
 
 # The retrieval tasks (generators, task files, mixed batches, the scorer with a mock model).
-build/test_tasks: tests/test_tasks.cpp tests/test_text.h $(TEST_DATA_HEADERS) data/batch_source.h $(wildcard core/*.h eval/*.h model/*.h layers/*.h layers/patterns/*.h) | build/.deps-data
+build/test_tasks: tests/test_tasks.cpp tests/test_text.h $(TEST_DATA_HEADERS) data/batch_source.h $(wildcard core/*.h eval/*.h model/*.h optim/*.h layers/*.h layers/patterns/*.h) | build/.deps-data
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(DATA_LDLIBS)
 

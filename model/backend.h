@@ -6,11 +6,12 @@
 #include <string>
 #include <utility>
 #include <vector>
-#include "layers/adamw.h"
 #include "model/gpt.h"
 #include "model/host_memory.h"
 #include "model/recompute.h"
-#include "model/update_shard.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/update_shard.h"
 
 // Memory a training step of (B, T) needs under a recompute policy (model/memory_plan.h).
 struct MemoryNeeds {
@@ -19,10 +20,6 @@ struct MemoryNeeds {
     size_t extra = 0;        // what libraries and kernels allocate on first use (workspaces)
     size_t per_token_per_layer = 0;  // of the activations: what one block keeps per token
     size_t peak() const { return held + activations + extra; }
-};
-
-struct AdamWConfig {
-    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
 };
 
 class ModelBackend {
@@ -79,7 +76,7 @@ class ModelBackend {
     // everything is summed in all_reduce_grads.
     virtual void set_gradient_comm(Comm* comm) { (void)comm; }
     // Data parallelism: each rank of `comm` applies AdamW to its 1/P of the weights and sends them
-    // to the others (model/update_shard.h; nullptr: every rank updates every weight). The weights
+    // to the others (optim/update_shard.h; nullptr: every rank updates every weight). The weights
     // are the same bits either way. After a split update only the rank's own shard of the moments
     // (and of the GPU's master weights) is current: every rank calls gather_state() together
     // before anything reads or replaces them (a checkpoint); get_params / get_opt_state (and the
@@ -184,6 +181,6 @@ class CpuBackend : public ModelBackend {
     }
     GPT<float> model_;
     std::vector<float> m_, v_;  // AdamW moments, fp32
-    Comm* upd_ = nullptr;       // data parallel: the update split over its ranks (model/update_shard.h)
+    Comm* upd_ = nullptr;       // data parallel: the update split over its ranks (optim/update_shard.h)
     bool moments_split_ = false;
 };

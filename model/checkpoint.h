@@ -1,6 +1,6 @@
 // Checkpoints: one safetensors file per save, "<out>/ckpt_<step>.safetensors".
 // Tensors: the model's parameters under their names (param_layout), F32; training
-// checkpoints also hold the AdamW moments as "optim.m.<name>" and "optim.v.<name>".
+// checkpoints also hold the AdamW moments as "optim.m.<name>" and "optim.v.<name>" (optim/adamw.h).
 // Metadata (all strings): "format" = "longnet-gpt/1", "config" (the GPTConfig as JSON),
 // "tokenizer" (the SentencePiece .model file, base64), and for training state "step",
 // "loader_epoch", "loader_cursor", "train_args" (the flags that shape the run, as JSON) and "recipe" (the identities of the
@@ -13,10 +13,11 @@
 #include <set>
 #include <string>
 #include <vector>
-#include "data/batch_source.h"
+#include "core/train_stages.h"
 #include "model/backend.h"
 #include "model/safetensors.h"
 #include "model/train_rules.h"
+#include "optim/adamw.h"
 
 inline std::string base64_encode(const std::string& in) {
     static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -118,8 +119,8 @@ inline void save_checkpoint(const std::string& path, ModelBackend& model, const 
         m.resize(model.num_params()), v.resize(model.num_params());
         model.get_opt_state(m.data(), v.data());
         for (const ParamTensor& t : layout) {
-            tensors.push_back({"optim.m." + t.name, t.shape, m.data() + t.offset});
-            tensors.push_back({"optim.v." + t.name, t.shape, v.data() + t.offset});
+            tensors.push_back({kAdamWFirstMoment + t.name, t.shape, m.data() + t.offset});
+            tensors.push_back({kAdamWSecondMoment + t.name, t.shape, v.data() + t.offset});
         }
         meta["step"] = std::to_string(state->step);
         meta["updates"] = std::to_string(state->updates);
@@ -163,9 +164,9 @@ inline CheckpointValuesError checkpoint_values_error(const std::vector<ParamTens
         for (size_t i = t.offset; i < t.offset + t.size; i++) {
             if (!std::isfinite(w[i])) return at("weights hold NaN or Inf", "", t, i, w[i]);
             if (std::fabs(w[i]) > kMaxCheckpointWeight) return at("weights hold a value beyond +-1e6", "", t, i, w[i]);
-            if (m && !std::isfinite(m[i])) return at("AdamW moments hold NaN or Inf", "optim.m.", t, i, m[i]);
-            if (v && !std::isfinite(v[i])) return at("AdamW moments hold NaN or Inf", "optim.v.", t, i, v[i]);
-            if (v && v[i] < 0) return at("AdamW moments hold a negative second moment", "optim.v.", t, i, v[i]);
+            if (m && !std::isfinite(m[i])) return at("AdamW moments hold NaN or Inf", kAdamWFirstMoment, t, i, m[i]);
+            if (v && !std::isfinite(v[i])) return at("AdamW moments hold NaN or Inf", kAdamWSecondMoment, t, i, v[i]);
+            if (v && v[i] < 0) return at("AdamW moments hold a negative second moment", kAdamWSecondMoment, t, i, v[i]);
         }
     return {};
 }
@@ -209,7 +210,7 @@ inline Checkpoint load_checkpoint(const std::string& path, bool allow_any_head_d
     // all of them, so the allocations below are bounded by its size.
     for (const ParamTensor& t : layout) {
         f.find(t.name, t.shape);
-        if (c.has_train_state) f.find("optim.m." + t.name, t.shape), f.find("optim.v." + t.name, t.shape);
+        if (c.has_train_state) f.find(kAdamWFirstMoment + t.name, t.shape), f.find(kAdamWSecondMoment + t.name, t.shape);
     }
     // ... and nothing else: a tensor this model does not read is not silently skipped (an edited
     // or foreign file; the tiling check in read_safetensors leaves it no bytes to hide in).
@@ -217,7 +218,7 @@ inline Checkpoint load_checkpoint(const std::string& path, bool allow_any_head_d
         std::set<std::string> expected;
         for (const ParamTensor& t : layout) {
             expected.insert(t.name);
-            if (c.has_train_state) expected.insert("optim.m." + t.name), expected.insert("optim.v." + t.name);
+            if (c.has_train_state) expected.insert(kAdamWFirstMoment + t.name), expected.insert(kAdamWSecondMoment + t.name);
         }
         for (const auto& [name, t] : f.tensors)
             if (!expected.count(name))
@@ -233,8 +234,8 @@ inline Checkpoint load_checkpoint(const std::string& path, bool allow_any_head_d
     if (c.has_train_state) {
         c.m.resize(n), c.v.resize(n);
         for (const ParamTensor& t : layout) {
-            f.read("optim.m." + t.name, t.shape, c.m.data() + t.offset);
-            f.read("optim.v." + t.name, t.shape, c.v.data() + t.offset);
+            f.read(kAdamWFirstMoment + t.name, t.shape, c.m.data() + t.offset);
+            f.read(kAdamWSecondMoment + t.name, t.shape, c.v.data() + t.offset);
         }
     }
     // Out-of-range values would poison every later step (or every generated token).

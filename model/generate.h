@@ -9,7 +9,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include "data/tokenizer.h"
 #include "model/backend.h"
 #include "model/kv_cache.h"
 #include "model/parallel.h"

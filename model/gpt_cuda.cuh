@@ -11,7 +11,6 @@
 #include "comm/host_wait.cuh"
 #include "comm/wait_timer.cuh"
 #include "model/op_timer.cuh"
-#include "layers/cuda/adamw.cuh"
 #include "layers/cuda/attention_cudnn.h"
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/classifier.cuh"
@@ -25,7 +24,8 @@
 #include "layers/cuda/rope.cuh"
 #include "model/backend.h"
 #include "model/recompute.h"
-#include "model/update_shard.h"
+#include "optim/adamw.cuh"
+#include "optim/clip.cuh"
 
 __global__ void float_to_bf16_kernel(bf16* out, const float* in, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -290,7 +290,7 @@ class CudaBackend : public ModelBackend {
 
     void adamw_step(float lr, float grad_scale, const AdamWConfig& o, int step) override {
         CUDA_CHECK(cudaMemcpyAsync(scalars_ + 1, &grad_scale, 4, cudaMemcpyHostToDevice, stream_));
-        // Every weight, or with a split update this rank's shard (model/update_shard.h): one launch.
+        // Every weight, or with a split update this rank's shard (optim/update_shard.h): one launch.
         adamw_update_chunks_cuda(master_, param_, m_, v_, grad_, adamw_chunks_, n_adamw_chunks_, lr, o.beta1, o.beta2, o.eps,
                                  o.weight_decay, step, scalars_ + 1, stream_);
         mark("adamw");
@@ -385,7 +385,7 @@ class CudaBackend : public ModelBackend {
     Comm* cp_ = nullptr;       // context parallel: attention over this ring
     OpTimer ops_;                // bench_train --split: each op's kind marked on stream_
     Comm* grad_comm_ = nullptr;  // data parallel: each block's gradients summed during the backward
-    Comm* upd_ = nullptr;        // data parallel: the AdamW update split over its ranks (model/update_shard.h)
+    Comm* upd_ = nullptr;        // data parallel: the AdamW update split over its ranks (optim/update_shard.h)
     Comm* sum_comm_ = nullptr;   // the last all_reduce_grads' communicator
     cudaEvent_t upd_done_ = nullptr;
     AdamWChunk* adamw_chunks_ = nullptr;  // in state_: the table of the weights this rank updates
@@ -740,12 +740,10 @@ class CudaBackend : public ModelBackend {
         buckets_in_flight_ = false;
     }
 
-    // AdamW's chunk table (layers/cuda/adamw.cuh) for the weights this rank updates.
-    size_t max_adamw_chunks() const { return n_ / ADAMW_CHUNK + layout_.size() + 2; }
+    // AdamW's chunk table (optim/adamw.cuh) for the weights this rank updates.
+    size_t max_adamw_chunks() const { return adamw_max_chunks(n_, layout_.size()); }
     void set_adamw_shard(UpdateShard shard) {
-        std::vector<AdamWPiece> pieces;
-        for_each_in_shard(layout_, shard, [&](const ParamTensor& t, size_t at, size_t count) { pieces.push_back({at, count, t.decay}); });
-        const std::vector<AdamWChunk> chunks = adamw_chunks(pieces);
+        const std::vector<AdamWChunk> chunks = adamw_shard_chunks(layout_, shard);
         if (chunks.size() > max_adamw_chunks()) fatal("internal: %zu AdamW chunks, room for %zu", chunks.size(), max_adamw_chunks());
         CUDA_CHECK(cudaMemcpy(adamw_chunks_, chunks.data(), chunks.size() * sizeof(AdamWChunk), cudaMemcpyHostToDevice));
         n_adamw_chunks_ = (int)chunks.size();

@@ -4,8 +4,9 @@
 // edited to --lr -1 is then refused by infer in the same words train refuses the flag in. The
 // model's own fields (--layers, --width, --heads, --vocab, --rope-theta, --nope-layers,
 // --logn-attn, each layer's pattern) share validate_config (model/gpt_config.h) the same way;
-// --seq-len, --batch and --schedule share parse_schedule (data/batch_source.h); --weight-decay
-// shares weight_decay_error (layers/adamw.h).
+// --seq-len, --batch and --schedule share parse_schedule (core/train_stages.h); the optimizer's
+// flags have their rules in its room: --lr, --min-lr-frac, --warmup in optim/schedule.h,
+// --grad-clip in optim/clip.h, --weight-decay, --beta1, --beta2, --adam-eps in optim/adamw.h.
 // Each *_error returns "" when the value is allowed, else the message (naming the flag).
 #pragma once
 #include <cmath>
@@ -14,9 +15,11 @@
 #include <string>
 #include "core/error.h"
 #include "core/json.h"
-#include "data/batch_source.h"
-#include "layers/adamw.h"
+#include "core/train_stages.h"
 #include "model/gpt_config.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
 
 inline std::string rule_text(const char* fmt, double v) {
     char buf[200];
@@ -26,18 +29,6 @@ inline std::string rule_text(const char* fmt, double v) {
 
 inline std::string steps_error(long long steps) {
     return steps >= 1 ? "" : rule_text("--steps must be at least 1 (got %.0f)", (double)steps);
-}
-// An AdamW step moves each weight by about lr: above 1 a step or two leaves weights that give no
-// finite loss, and a checkpoint nothing can use.
-inline std::string lr_error(double lr) { return lr > 0 && lr <= 1 ? "" : rule_text("--lr must be in (0, 1] (got %g)", lr); }
-inline std::string min_lr_frac_error(double f) {
-    return f >= 0 && f <= 1 ? "" : rule_text("--min-lr-frac must be in [0, 1] (got %g)", f);
-}
-inline std::string grad_clip_error(double clip) {
-    return clip >= 0 && clip <= 1e30 ? "" : rule_text("--grad-clip must be >= 0 (got %g)", clip);
-}
-inline std::string warmup_error(long long warmup) {
-    return warmup >= 0 ? "" : rule_text("--warmup must be >= 0 (got %.0f)", (double)warmup);
 }
 inline std::string val_every_error(long long every) {
     return every >= 0 ? "" : rule_text("--val-every must be >= 0 (got %.0f)", (double)every);
@@ -78,6 +69,9 @@ inline std::string recorded_train_args_error(const Json& args) {
     if (e.empty() && args.has("min_lr_frac")) e = say("min_lr_frac", min_lr_frac_error(number("min_lr_frac")));
     if (e.empty() && args.has("weight_decay"))
         e = say("weight_decay", weight_decay_error(as_float(number("weight_decay")), args.has("lr") ? as_float(number("lr")) : 0.0f));
+    if (e.empty() && args.has("beta1")) e = say("beta1", beta_error("--beta1", as_float(number("beta1"))));
+    if (e.empty() && args.has("beta2")) e = say("beta2", beta_error("--beta2", as_float(number("beta2"))));
+    if (e.empty() && args.has("adam_eps")) e = say("adam_eps", adam_eps_error(as_float(number("adam_eps"))));
     if (e.empty() && args.has("grad_clip")) e = say("grad_clip", grad_clip_error(number("grad_clip")));
     if (e.empty() && args.has("warmup")) e = say("warmup", warmup_error(integer("warmup")));
     if (e.empty() && args.has("val_every")) e = say("val_every", val_every_error(integer("val_every")));

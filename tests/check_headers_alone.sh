@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every header of core/, data/, comm/, layers/, model/, eval/, tests/ and bench/ compiles on its
+# Every header of core/, data/, comm/, layers/, model/, optim/, eval/, tests/ and bench/ compiles on its
 # own: a translation unit holding only `#include "<header>"` builds (.h with the host compiler, .cuh with
 # nvcc). So a header that leans on what its includer happened to include before it (a missing
 # include) fails here, not in the next file that includes it first.
@@ -44,7 +44,7 @@ for canary in missing_include.h missing_include.cuh; do
 done
 
 if [ $# -gt 0 ]; then headers=("$@"); else
-    mapfile -t headers < <(find core data comm layers model eval tests bench -name '*.h' -o -name '*.cuh' | sort)
+    mapfile -t headers < <(find core data comm layers model optim eval tests bench -name '*.h' -o -name '*.cuh' | sort)
 fi
 # Two at a time (CI has 2 cores); each prints its name when it fails.
 results=$(printf '%s\n' "${headers[@]}" | xargs -P 2 -I{} bash -c 'if compile_alone "{}"; then echo "ok {}"; else echo "FAIL {}"; fi' 2>&1)

@@ -35,14 +35,14 @@ names[dilated]='Dilated[A-Z][A-Za-z]*|AttnKind::Dilated|\.dilated\.|patterns/dil
 
 host_build() {  # dir -> every header in one translation unit, syntax only
     local dir=$1
-    (cd "$dir" && find core data comm layers model -name '*.h' | sort | sed 's/.*/#include "&"/' > all_headers.cpp &&
+    (cd "$dir" && find core data comm layers model optim -name '*.h' | sort | sed 's/.*/#include "&"/' > all_headers.cpp &&
         "$CXX" -std=c++17 -fopenmp -fsyntax-only -I. -I"${CUDA_HOME:-/usr/local/cuda}/include" all_headers.cpp) > "$dir.log" 2>&1
 }
 # A copy of the sources without the module of $2: $3 = keep its lines (1) or not (0).
 copy_without_module() {
     local dir=$1 stem=$2 keep_line=$3
     mkdir -p "$dir"
-    cp -r core data comm layers model tools train.cu infer.cu "$dir"/
+    cp -r core data comm layers model optim tools train.cu infer.cu "$dir"/
     for f in ${files[$stem]}; do rm "$dir/layers/patterns/$f"; done
     [ "$keep_line" = 1 ] && return
     grep -vF "${list_line[$stem]}" layers/patterns/list.h > "$dir/layers/patterns/list.h"

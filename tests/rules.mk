@@ -8,7 +8,7 @@
 #                                  (-DBREAK_GELU_BACKWARD) must report FAIL for gelu and exit non-zero
 
 OPS_ARGS ?=
-OPS_TEST_DEPS := tests/test_ops_cpu.cpp tests/check.h tests/gradcheck.h $(wildcard core/*.h layers/*.h)
+OPS_TEST_DEPS := tests/test_ops_cpu.cpp tests/check.h tests/gradcheck.h $(wildcard core/*.h layers/*.h optim/*.h)
 
 build/test_ops_cpu: $(OPS_TEST_DEPS)
 	@mkdir -p $(@D)

@@ -51,6 +51,7 @@ run retrieval_study tests/test_retrieval_study.sh
 run attention_tool tests/test_attention_tool.sh
 run layout_files tests/test_layout_files.sh
 run headers tests/check_headers_alone.sh
+run layers tests/check_layers.sh
 run kernel_rooms tests/check_kernel_rooms.sh
 run pattern_module tests/check_pattern_module.sh
 run scripts tests/check_scripts.sh

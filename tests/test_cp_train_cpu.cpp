@@ -15,7 +15,7 @@
 #include <vector>
 #include "comm/in_process.h"
 #include "model/parallel.h"
-#include "layers/adamw.h"
+#include "optim/adamw.h"
 #include "model/gpt.h"
 #include "tests/check.h"
 

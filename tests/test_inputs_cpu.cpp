@@ -13,6 +13,7 @@
 #include <vector>
 #include "model/backend.h"
 #include "model/checkpoint.h"
+#include "data/batch_source.h"
 #include "data/identity.h"
 #include "core/flags.h"
 #include "tests/check.h"
@@ -460,6 +461,29 @@ static void test_weight_decay() {
           weight_decay_error(5, 0.5f));
 }
 
+// AdamW's betas and epsilon (optim/adamw.h): a beta of 1 divides by a zero bias correction, an
+// epsilon of 0 gives 0/0 where a weight has no gradient yet. The same rule reads a recorded run.
+static void test_adamw_settings() {
+    check(beta_error("--beta1", 0).empty() && beta_error("--beta1", 0.9f).empty() && beta_error("--beta2", 0.999f).empty(),
+          "betas 0, 0.9 and 0.999 are taken");
+    check(beta_error("--beta2", 1).find("--beta2 must be in [0, 1) (got 1)") != std::string::npos, "beta2 1 refused",
+          beta_error("--beta2", 1));
+    check(!beta_error("--beta1", -0.1f).empty() && !beta_error("--beta1", NAN).empty(), "beta1 -0.1 and NaN refused");
+    check(adam_eps_error(1e-8f).empty() && adam_eps_error(1).empty(), "epsilon 1e-8 and 1 are taken");
+    check(adam_eps_error(0).find("--adam-eps must be in (0, 1] (got 0)") != std::string::npos && !adam_eps_error(2).empty() &&
+              !adam_eps_error(NAN).empty(),
+          "epsilon 0, 2 and NaN refused", adam_eps_error(0));
+    check(adamw_config_error(AdamWConfig{}, 2e-3f).empty(), "the default AdamW settings are taken");
+    check(adamw_config_error(AdamWConfig{0.9f, 1.0f, 1e-8f, 0.1f}, 2e-3f).find("--beta2") != std::string::npos,
+          "settings with beta2 1 refused");
+    auto recorded = [](const char* json) { return recorded_train_args_error(JsonParser(json).parse()); };
+    check(recorded("{\"beta1\":0.8,\"beta2\":0.99,\"adam_eps\":1e-6}").empty(), "a run recording betas 0.8, 0.99 and epsilon 1e-6 reads");
+    check(recorded("{\"beta1\":1}").find("beta1: --beta1 must be in [0, 1) (got 1)") != std::string::npos,
+          "a run recording beta1 1 is refused", recorded("{\"beta1\":1}"));
+    check(recorded("{\"adam_eps\":0}").find("adam_eps: --adam-eps must be in (0, 1]") != std::string::npos,
+          "a run recording epsilon 0 is refused", recorded("{\"adam_eps\":0}"));
+}
+
 static void test_token_ids() {
     GPTConfig cfg;
     cfg.vocab_size = 16, cfg.n_layer = 1, cfg.n_embd = 8, cfg.n_head = 2;
@@ -483,6 +507,7 @@ int main() {
     test_checkpoint();
     test_flags();
     test_weight_decay();
+    test_adamw_settings();
     test_token_ids();
     test_shard_inputs();
     test_schedule_and_time_flags();

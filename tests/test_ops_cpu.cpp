@@ -28,7 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "layers/adamw.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
 #include "layers/attention.h"
 #include "layers/patterns/dilated_reference.h"
 #include "layers/classifier.h"

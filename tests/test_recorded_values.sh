@@ -44,6 +44,7 @@ round_trip seed_negative --seed -5
 round_trip schedule_stage --schedule 64x1@1  # step 2 at windows of 64: infer's context comes from it
 round_trip nope_first_last --nope-layers 0,1  # every layer of the 2 without rotary embedding
 round_trip nope_last --nope-layers 1
+round_trip adamw_edges --beta1 0 --beta2 0.999 --adam-eps 1  # recorded (not the defaults), resumed with them
 
 # Past a limit: one line naming the flag, non-zero exit, no run directory.
 refused() {  # name, message fragment, flags...
@@ -78,6 +79,18 @@ if [ $code -ne 0 ] && grep -q -- "--nope-layers differs from the checkpoint's mo
 else
     fail "resume with other --nope-layers (exit $code): $err"
 fi
+
+# AdamW's settings reach the step: step 3's loss moves with --beta2 (the first update is the
+# gradient's sign whatever the betas, so step 2's cannot), beside an identical rerun as the
+# control. And a run resumes only with its own: adamw_edges recorded --beta2 0.999.
+step3_loss() { tests/last_wins.sh ./build/train "${tiny[@]}" --steps 3 --ckpt-every 0 "$@" 2>&1 | grep -oE '^step +3/3 \| loss [0-9.]+'; }
+loss_a=$(step3_loss --out "$work/betas_a") loss_b=$(step3_loss --out "$work/betas_b") loss_c=$(step3_loss --beta2 0.5 --out "$work/betas_c")
+[ -n "$loss_a" ] && [ "$loss_a" = "$loss_b" ] && pass "the same flags twice: step 3's loss the same ($loss_a)" ||
+    fail "the same flags twice gave step 3's losses '$loss_a' and '$loss_b'"
+[ -n "$loss_c" ] && [ "$loss_c" != "$loss_a" ] && pass "--beta2 0.5 changes step 3's loss ($loss_c, default: $loss_a)" ||
+    fail "--beta2 0.5 left step 3's loss at '$loss_c' (default: '$loss_a'): the flag does not reach the step"
+expect_error -F "refused: train --resume with another --beta2 than the run's" "trained with --beta2 '0.999" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --beta1 0 --adam-eps 1 --resume --out "$work/adamw_edges"
 
 # One rule per value, both ways: a value train refuses as a flag is refused in the same
 # words when a checkpoint records it (its config or its train_args, edited here) by infer and by
@@ -129,6 +142,9 @@ both_ways lr_1_5 "--lr must be in (0, 1] (got 1.5)" arg lr 1.5 --lr 1.5
 both_ways warmup_negative "--warmup must be >= 0 (got -1)" arg warmup -1 --warmup -1
 both_ways min_lr_frac_2 "--min-lr-frac must be in [0, 1] (got 2)" arg min_lr_frac 2 --min-lr-frac 2
 both_ways weight_decay_20 "--weight-decay must be in [0, 10] (got 20)" arg weight_decay 20 --weight-decay 20
+both_ways beta1_1 "--beta1 must be in [0, 1) (got 1)" arg beta1 1 --beta1 1
+both_ways beta2_negative "--beta2 must be in [0, 1) (got -0.5)" arg beta2 -0.5 --beta2 -0.5
+both_ways adam_eps_0 "--adam-eps must be in (0, 1] (got 0)" arg adam_eps 0 --adam-eps 0
 both_ways grad_clip_negative "--grad-clip must be >= 0 (got -1)" arg grad_clip -1 --grad-clip -1
 both_ways batch_0 "the batch must be >= 1 and the window (--seq-len) >= 2 (got 0, 32)" arg batch 0 --batch 0
 both_ways steps_0 "--steps must be at least 1 (got 0)" arg steps 0 --steps 0

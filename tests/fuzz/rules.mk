@@ -18,7 +18,7 @@ FUZZ_CXXFLAGS ?= -g -O1 -std=c++17 -I. -fsanitize=fuzzer,address,undefined -fno-
 FUZZ_HARNESSES := json checkpoint shard_loader tokenizer layout kv_cache task_file
 FUZZ_BINARIES := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_HARNESSES))
 FUZZ_SECONDS ?= 300
-FUZZ_DEPS := tests/fuzz/fuzz_common.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h data/*.h)
+FUZZ_DEPS := tests/fuzz/fuzz_common.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h optim/*.h data/*.h)
 
 # The order-only build/.deps-data runs scripts/install_deps.sh (clang and the compiler-rt
 # runtimes are on its default list, as are the SentencePiece headers).

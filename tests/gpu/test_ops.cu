@@ -27,7 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "layers/adamw.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
 #include "layers/classifier.h"
 #include "layers/encoder.h"
 #include "layers/gelu.h"
@@ -38,7 +40,8 @@
 #include "tests/check.h"
 #include "tests/gradcheck.h"
 
-#include "layers/cuda/adamw.cuh"
+#include "optim/adamw.cuh"
+#include "optim/clip.cuh"
 #include "layers/cuda/classifier.cuh"
 #include "layers/cuda/encoder.cuh"
 #include "layers/cuda/gelu.cuh"
@@ -721,7 +724,7 @@ static void test_adamw() {
             clip_scale_cuda(d_scale.p, d_nsq.p, mx, g_stream);
             got.push_back(down(d_scale)[0]), want.push_back(clip_scale(5.0, mx));
         }
-        check_bits("fwd", "clip_scale", "norm=5 max=1,10,0", bit_mismatch(got, want), "vs layers/adamw.h clip_scale");
+        check_bits("fwd", "clip_scale", "norm=5 max=1,10,0", bit_mismatch(got, want), "vs optim/clip.h clip_scale");
     }
     {  // two AdamW steps (step 1 and 7), grad_scale on the device
         const size_t n = (size_t)S(100003, 1003);

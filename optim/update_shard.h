@@ -14,7 +14,6 @@
 #include <cstddef>
 #include <vector>
 #include "comm/comm.h"
-#include "model/gpt.h"
 
 // Rank r of P owns [r * per, (r + 1) * per) of the n flat weights, per = ceil(n / P), clipped to n.
 struct UpdateShard {
@@ -29,10 +28,11 @@ inline UpdateShard update_shard(size_t n, int P, int r) {
 }
 
 // f(tensor, first element, count) for each tensor's part inside the shard, in layout order: the
-// update keeps each tensor's own settings (weight decay or not).
-template <class F>
-void for_each_in_shard(const std::vector<ParamTensor>& layout, UpdateShard s, F f) {
-    for (const ParamTensor& t : layout) {
+// update keeps each tensor's own settings (weight decay or not). Tensor: anything with offset and
+// size (the model's ParamTensor).
+template <class Tensor, class F>
+void for_each_in_shard(const std::vector<Tensor>& layout, UpdateShard s, F f) {
+    for (const Tensor& t : layout) {
         const size_t a = std::max(t.offset, s.lo), b = std::min(t.offset + t.size, s.hi);
         if (a < b) f(t, a, b - a);
     }

@@ -1,72 +1,14 @@
-// AdamW and gradient-norm clipping on the GPU (CPU reference: layers/adamw.h), with fp32 master
-// weights and a bf16 copy for the forward. The clip factor stays on the device (grad_norm ->
-// clip_scale -> adamw_update read it from device memory), so a step needs no host sync.
+// AdamW on the GPU (CPU reference: optim/adamw.h), with fp32 master weights and a bf16 copy for
+// the forward. The gradient's scale (the clip factor of optim/clip.cuh) is read from device memory.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <vector>
 #include "layers/cuda/common.cuh"
-#include "layers/cuda/pack.cuh"
+#include "optim/update_shard.h"
 
 // ------------------------------------------------------------------------------------------------
-// Gradient norm: a fixed grid (a function of nothing but these constants, so the same sum on any
-// GPU), each thread summing squares in double over a fixed grid-stride set, each block reducing
-// in a fixed order into one double; then one block sums the blocks in order. Deterministic.
-
-constexpr int GNORM_BLOCKS = 1024, GNORM_THREADS = 512;
-
-__global__ void __launch_bounds__(GNORM_THREADS)
-    grad_norm_squared_kernel(double* partial,      // (GNORM_BLOCKS)
-                             const float* grad,    // (n)
-                             size_t n) {
-    __shared__ double shm[GNORM_THREADS / 32];
-    double s = 0;
-    const size_t stride = (size_t)GNORM_BLOCKS * GNORM_THREADS;
-    const size_t start = (size_t)blockIdx.x * GNORM_THREADS + threadIdx.x;
-    if (((uintptr_t)grad & 15) == 0) {
-        // 4 floats per step: element groups [4j, 4j+4); the scalar tail goes to thread 0 of block 0.
-        const size_t n4 = n / 4;
-        for (size_t j = start; j < n4; j += stride) {
-            const f128 g = load128cs(grad + 4 * j);
-            for (int k = 0; k < 4; k++) s += (double)g[k] * g[k];
-        }
-        if (start == 0)
-            for (size_t i = 4 * n4; i < n; i++) s += (double)grad[i] * grad[i];
-    } else {
-        for (size_t i = start; i < n; i += stride) s += (double)grad[i] * grad[i];
-    }
-    s = warp_sum(s);
-    if (threadIdx.x % 32 == 0) shm[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0;
-        for (int w = 0; w < GNORM_THREADS / 32; w++) t += shm[w];
-        partial[blockIdx.x] = t;
-    }
-}
-
-__global__ void grad_norm_squared_final_kernel(float* out, const double* partial) {
-    __shared__ double shm[32];
-    double s = 0;
-    for (int i = threadIdx.x; i < GNORM_BLOCKS; i += 32 * 32) s += partial[i];  // blockDim = 1024
-    s = warp_sum(s);
-    if (threadIdx.x % 32 == 0) shm[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0;
-        for (int w = 0; w < 32; w++) t += shm[w];
-        *out = (float)t;
-    }
-}
-
-// scale = max_norm / norm when norm > max_norm > 0, else 1 (layers/adamw.h: clip_scale).
-__global__ void clip_scale_kernel(float* scale_out, const float* norm_squared, float max_norm) {
-    const double norm = sqrt((double)*norm_squared);
-    *scale_out = (max_norm > 0 && norm > max_norm) ? (float)(max_norm / norm) : 1.0f;
-}
-
-// ------------------------------------------------------------------------------------------------
-// AdamW: the arithmetic of adamw_update in layers/adamw.h, in fp32, with the bias corrections
+// AdamW: the arithmetic of adamw_update in optim/adamw.h, in fp32, with the bias corrections
 // computed in double on the host (as the reference does) and divided in double here too.
 
 // Element i's update: both kernels below run exactly this, so they give the same bits.
@@ -94,8 +36,8 @@ __global__ void adamw_update_kernel(float* master, bf16* param, float* m, float*
     adamw_element(i, master, param, m, v, grad, scale, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
 }
 
-// The same update over many tensors in one launch (the training step's 147 launches, one per
-// tensor, were 1.6 ms against a 0.9 ms floor for GPT-2 124M: bench_train --split). A table of
+// The same update over many tensors in one launch (a launch per tensor, 147 for GPT-2 124M, costs
+// more than the update's own memory traffic: notes/training.md, AdamW in one launch). A table of
 // chunks, each at most ADAMW_CHUNK elements of one tensor with its weight decay, one block each;
 // the arithmetic is adamw_element's, as adamw_update_kernel's, so the bits are the same.
 constexpr int ADAMW_CHUNK = 4096, ADAMW_THREADS = 256;
@@ -118,24 +60,6 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
 
 // ------------------------------------------------------------------------------------------------
 // Launchers
-
-inline size_t grad_norm_squared_scratch_bytes() { return GNORM_BLOCKS * sizeof(double); }
-
-// *out = sum grad^2 (device scalar, fp32 of a double sum). scratch: grad_norm_squared_scratch_bytes()
-// (8 KiB), 8-byte aligned.
-inline void grad_norm_squared_cuda(float* out, const float* grad, size_t n, float* scratch, cudaStream_t stream) {
-    if ((uintptr_t)scratch & 7) fatal("grad_norm_squared: scratch must be 8-byte aligned");
-    double* partial = reinterpret_cast<double*>(scratch);
-    grad_norm_squared_kernel<<<GNORM_BLOCKS, GNORM_THREADS, 0, stream>>>(partial, grad, n);
-    CUDA_CHECK_LAST();
-    grad_norm_squared_final_kernel<<<1, 1024, 0, stream>>>(out, partial);
-    CUDA_CHECK_LAST();
-}
-
-inline void clip_scale_cuda(float* scale_out, const float* norm_squared, float max_norm, cudaStream_t stream) {
-    clip_scale_kernel<<<1, 1, 0, stream>>>(scale_out, norm_squared, max_norm);
-    CUDA_CHECK_LAST();
-}
 
 // One AdamW step (step is 1-based). grad_scale: device scalar multiplying the gradient (the clip
 // factor), or nullptr for 1.
@@ -169,6 +93,19 @@ inline std::vector<AdamWChunk> adamw_chunks(const std::vector<AdamWPiece>& piece
                            p.decay ? 1u : 0u});
     return out;
 }
+
+// The table of the weights a rank updates: each tensor's part inside its shard of the flat weights
+// (optim/update_shard.h; UpdateShard{0, n}: all of them), with the tensor's decay flag. Tensor:
+// anything with offset, size and decay (the model's ParamTensor).
+template <class Tensor>
+std::vector<AdamWChunk> adamw_shard_chunks(const std::vector<Tensor>& layout, UpdateShard shard) {
+    std::vector<AdamWPiece> pieces;
+    for_each_in_shard(layout, shard, [&](const Tensor& t, size_t at, size_t count) { pieces.push_back({at, count, t.decay}); });
+    return adamw_chunks(pieces);
+}
+// Room for the table of any shard of n weights in n_tensors tensors: each tensor's part adds at
+// most one chunk to n / ADAMW_CHUNK.
+inline size_t adamw_max_chunks(size_t n, size_t n_tensors) { return n / ADAMW_CHUNK + n_tensors + 2; }
 
 // One AdamW step over every chunk of the table (device copy of adamw_chunks, n_chunks long);
 // weight_decay applies to the chunks marked for it. The rest as adamw_update_cuda.
