@@ -88,8 +88,6 @@ def matmul(x, weight, bias):  # weight (out, in), as PyTorch's Linear
 def gelu(x, form):
     if form == "gelu_tanh":
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-    if form == "gelu_erf":
-        return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
     sys.exit(f"error: activation {form!r} is not one this script knows")
 
 
@@ -139,7 +137,8 @@ def dilated_mask(pattern, head, P, K, N):
 
 
 def random_block(seed, head, qb, i, count):
-    """#block-sparse random blocks: splitmix64 of (seed, head, query block, draw)."""
+    """#block-sparse random blocks: splitmix64 of (seed, head, query block, draw), the bits mixed
+    as layers/patterns/block_sparse.h mixes them (the spec names the hash, not its constants)."""
     mask = (1 << 64) - 1
     z = seed ^ (head << 40) ^ (qb << 16) ^ i
     z = (z + 0x9E3779B97F4A7C15) & mask
