@@ -39,6 +39,7 @@ struct InferFlags {
     std::string windows = "auto", per_position, save_cache, load_cache, prompts_file, tasks, tasks_out;
     int task_batch = 16, logn_attn = 0;
     bool truncate = false;
+    std::string logits_out;                 // --logits-out: the prompt's logits, instead of generating
     std::string copy_loss, gaps, copy_out;  // --copy-loss: the haystack, the gaps as given, the CSVs' prefix
     int copy_passage = 256, copy_samples = 4;
     std::vector<long long> gap_tokens;      // --gaps parsed (validate_flags)
@@ -89,6 +90,9 @@ static InferFlags parse_flags(int argc, char** argv) {
                                              "ln(p + 1) / ln(N), N best the longest window trained on (0: off; default: the "
                                              "checkpoint's)");
     flags.add_bool("truncate", &f.truncate, "--tasks: read a prompt longer than --ctx in its last --ctx tokens (else it is an error)");
+    flags.add_string("logits-out", &f.logits_out, "instead of generating, write the logits of every position of the prompt (BOS, "
+                                                  "--prompt-file, --prompt) to this safetensors file: tokens (T) I32, logits "
+                                                  "(T, vocab) F32 (scripts/reference_model.py reads it)");
     flags.add_string("copy-loss", &f.copy_loss, "the copy loss by gap over this haystack (a token shard such as a corpus's val.bin, "
                                                 "a text file or a directory): a passage, G tokens of the text after it, the passage "
                                                 "again; the loss per token on the repeat against the first occurrence");
@@ -156,6 +160,13 @@ static void validate_flags(InferFlags& f) {
     if (f.chunk < 0) fatal("--chunk must be >= 0 (got %d)", f.chunk);
     if ((!f.save_cache.empty() || !f.load_cache.empty()) && !f.ppl_file.empty())
         fatal("--save-cache and --load-cache are for generation: drop --perplexity");
+    if (!f.logits_out.empty()) {
+        if (!f.tasks.empty() || !f.copy_loss.empty() || !f.ppl_file.empty() || !f.prompts_file.empty() || !f.save_cache.empty() ||
+            !f.load_cache.empty())
+            fatal("--logits-out reads one prompt from scratch: drop --tasks, --copy-loss, --perplexity, --prompts-file and the cache files");
+        for (const char* g : {"max-new", "temperature", "top-k", "top-p", "seed"})
+            if (f.was_given(g)) fatal("--%s is for generation, not --logits-out (it samples nothing): drop it", g);
+    }
     if (!f.prompts_file.empty() && (!f.prompt.empty() || !f.ppl_file.empty()))
         fatal("--prompts-file gives the prompts: drop --prompt%s", f.ppl_file.empty() ? "" : " and --perplexity");
     if (f.ctx == 1 || f.ctx > kMaxSeqLen) fatal("--ctx must be 0 (the training --seq-len) or in [2, %d] (got %d)", kMaxSeqLen, f.ctx);
@@ -739,6 +750,37 @@ static int generate_text(const InferFlags& f, const InferPlan& plan, const Loade
     return 0;
 }
 
+// ---- --logits-out --------------------------------------------------------------------------
+
+// The logits of every position of the prompt, BOS first, prefilled through the KV cache in
+// chunks as generation prefills it, the whole prompt whatever --ctx: the model's own numbers for
+// a reader of the checkpoint to compare with (scripts/reference_model.py).
+constexpr double kMaxLogitsOut = 1 << 28;  // 1 GiB of float32
+static int write_prompt_logits(const InferFlags& f, const InferPlan& plan, const LoadedModel& m) {
+    const std::string text =
+        f.prompt_file.empty() ? "" : read_regular_file(f.prompt_file, kMaxPromptFileBytes, "--prompt-file", kPromptFileFix);
+    const std::vector<int> ids = encode_context(f, m.tok, text);
+    const int V = m.ck.cfg.vocab_size, T = (int)ids.size();
+    if ((double)T * V > kMaxLogitsOut)
+        fatal("--logits-out: the prompt's %d tokens times the vocabulary of %d are more than 2^28 logits: give a shorter prompt", T, V);
+    std::unique_ptr<ModelBackend> model = make_forward_model(m, plan);
+    std::unique_ptr<IncrementalModel> cache = make_kv_cache(*model, 1, plan.chunk);
+    if (auto* gpu_cache = dynamic_cast<KVCacheCuda*>(cache.get())) gpu_cache->reserve(T);
+    std::vector<float> logits((size_t)T * V);
+    for (int at = 0; at < T;) {
+        const int n = std::min(cache->max_chunk(), T - at);
+        cache->append(ids.data() + at, n);
+        for (int i = 0; i < n; i++) cache->logits(logits.data() + (size_t)(at + i) * V, 0, i);
+        at += n;
+    }
+    constexpr SafetensorsRole kLogitsRole{"logits file", "run infer --logits-out again", "--logits-out", "check the path"};
+    write_safetensors(f.logits_out, {{"tokens", {T}, ids.data(), "I32"}, {"logits", {T, V}, logits.data()}},
+                      {{"format", "longnet-gpt-logits/1"}, {"checkpoint", m.path}}, kLogitsRole);
+    std::fprintf(stderr, "wrote the logits of %d positions (vocabulary %d) of %s on %s to %s\n", T, V, m.path.c_str(),
+                 model->name().c_str(), f.logits_out.c_str());
+    return 0;
+}
+
 // ---- main ---------------------------------------------------------------------------------
 
 // Every file infer writes, checked before any input is read or model loaded, so that a wrong
@@ -749,6 +791,8 @@ static int generate_text(const InferFlags& f, const InferPlan& plan, const Loade
 static void check_output_paths(const InferFlags& f) {
     check_output_path(f.save_cache, OutputKind::KvCache, "--save-cache");
     check_output_path(f.per_position, OutputKind::PositionCsv, "--per-position");
+    check_output_path(f.logits_out, OutputKind::Safetensors, "--logits-out");
+    check_output_not_input(f.logits_out, "--logits-out", {{"--checkpoint", f.checkpoint}, {"--prompt-file", f.prompt_file}});
     if (!f.tasks_out.empty()) {
         check_output_prefix(f.tasks_out, "--tasks-out");
         check_output_path(f.tasks_out + ".csv", OutputKind::TaskReportCsv, "--tasks-out");
@@ -764,11 +808,12 @@ static int main_body(int argc, char** argv) {
     check_output_paths(f);
     // One writer per output: PREFIX.longnet-lock beside --tasks-out's and --copy-out's CSVs,
     // FILE.longnet-lock beside the others; a second run writing the same file is refused naming the holder.
-    OutputLock tasks_out_lock, copy_out_lock, save_cache_lock, per_position_lock;
+    OutputLock tasks_out_lock, copy_out_lock, save_cache_lock, per_position_lock, logits_out_lock;
     if (!f.tasks_out.empty()) tasks_out_lock.acquire(f.tasks_out, "--tasks-out");
     if (!f.copy_out.empty()) copy_out_lock.acquire(f.copy_out, "--copy-out");
     if (!f.save_cache.empty()) save_cache_lock.acquire(f.save_cache, "--save-cache");
     if (!f.per_position.empty()) per_position_lock.acquire(f.per_position, "--per-position");
+    if (!f.logits_out.empty()) logits_out_lock.acquire(f.logits_out, "--logits-out");
     const Device dev = resolve_device(f.device);
     const AttnBackend attn = parse_attention_backend(f.attention, /*doc_mask=*/false);
     const InferInputs in = read_inputs(f);
@@ -778,6 +823,7 @@ static int main_body(int argc, char** argv) {
     if (!f.tasks.empty()) return score_task_file(f, plan, m, in.task_items);
     if (!f.copy_loss.empty()) return score_copy_loss(f, plan, m);
     if (!f.ppl_file.empty()) return score_perplexity(f, plan, m, in.ppl_text);
+    if (!f.logits_out.empty()) return write_prompt_logits(f, plan, m);
     return generate_text(f, plan, m, in);
 }
 

@@ -2,6 +2,9 @@
 #pragma once
 #include "layers/common.h"
 
+// Added to the variance before its square root (checkpoints record it: model/checkpoint.h).
+constexpr double kLayerNormEps = 1e-5;
+
 template <typename T>
 void layernorm_forward(T* out,        // (N, C)
                        T* mean,       // (N)  kept for backward
@@ -9,7 +12,7 @@ void layernorm_forward(T* out,        // (N, C)
                        const T* inp,  // (N, C)
                        const T* weight, const T* bias,  // (C)
                        int N, int C) {
-    const T eps = T(1e-5);
+    const T eps = T(kLayerNormEps);
     OMP_PARALLEL_FOR
     for (int n = 0; n < N; n++) {
         const T* x = inp + (size_t)n * C;

@@ -2,9 +2,10 @@
 // Tensors: the model's parameters under their names (param_layout), F32; training
 // checkpoints also hold the AdamW moments as "optim.m.<name>" and "optim.v.<name>" (optim/adamw.h).
 // Metadata (all strings): "format" = "longnet-gpt/1", "config" (the GPTConfig as JSON),
-// "tokenizer" (the SentencePiece .model file, base64), and for training state "step",
-// "loader_epoch", "loader_cursor", "train_args" (the flags that shape the run, as JSON) and "recipe" (the identities of the
-// token files it trains on: data/identity.h).
+// "forward" (what the forward computes beyond the shapes: forward_record_json), "tokenizer"
+// (the SentencePiece .model file, base64), and for training state "step", "loader_epoch",
+// "loader_cursor", "train_args" (the flags that shape the run, as JSON) and "recipe" (the
+// identities of the token files it trains on: data/identity.h).
 #pragma once
 #include <dirent.h>
 #include <algorithm>
@@ -106,6 +107,22 @@ inline std::string latest_checkpoint(const std::string& dir) {
     return all.empty() ? "" : all.back();
 }
 
+// The metadata "forward": what the forward pass computes beyond the config's shapes, so that a
+// reader runs a checkpoint without this code (docs/training.md lists the fields,
+// scripts/reference_model.py reads them). Each value is what the code computes: the LayerNorm
+// epsilon (layers/layernorm.h), the GELU's tanh form (layers/gelu.h), the rotary pairing of
+// dimension i with i + D/2 (layers/rope.h), the LM head tied to wte and the attention scale
+// 1/sqrt(D) (model/gpt.h); per layer the rotary base (0: NoPE) and the log-n base (0: none). Each
+// layer's attention pattern, with its parameters, is the config's layer_attn.
+inline std::string forward_record_json(const GPTConfig& c) {
+    std::string layers = "[";
+    for (int l = 0; l < c.n_layer; l++)
+        layers += strf("%s{\"rotary_base\":%.9g,\"logn_base\":%d}", l ? "," : "", (double)c.layer_rope_theta(l), c.layer_logn_base(l));
+    return strf("{\"layernorm_eps\":%.9g,\"activation\":\"gelu_tanh\",\"rotary\":\"half_split\",\"lm_head\":\"tied_to_wte\","
+                "\"attn_scale\":%.9g,\"layers\":%s]}",
+                kLayerNormEps, 1.0 / std::sqrt((double)c.head_dim()), layers.c_str());
+}
+
 inline void save_checkpoint(const std::string& path, ModelBackend& model, const std::string& tokenizer,
                             const TrainState* state) {
     const std::vector<ParamTensor> layout = param_layout(model.config());
@@ -114,7 +131,10 @@ inline void save_checkpoint(const std::string& path, ModelBackend& model, const 
     std::vector<TensorToWrite> tensors;
     for (const ParamTensor& t : layout) tensors.push_back({t.name, t.shape, params.data() + t.offset});
     std::map<std::string, std::string> meta = {
-        {"format", "longnet-gpt/1"}, {"config", config_to_json(model.config())}, {"tokenizer", base64_encode(tokenizer)}};
+        {"format", "longnet-gpt/1"},
+        {"config", config_to_json(model.config())},
+        {"forward", forward_record_json(model.config())},
+        {"tokenizer", base64_encode(tokenizer)}};
     if (state) {
         m.resize(model.num_params()), v.resize(model.num_params());
         model.get_opt_state(m.data(), v.data());
@@ -179,6 +199,59 @@ inline std::string printable_name(const std::string& name) {
     return name.size() > 80 ? out + "..." : out;
 }
 
+// "" when `given` says what `expected` does (numbers to the 9 digits they are written with),
+// else the first difference, e.g. `layernorm_eps is 1e-06, this build computes 1e-05`. A list
+// of another length is refused before its entries are compared.
+inline std::string forward_record_difference(const Json& given, const Json& expected, const std::string& at) {
+    auto text = [](const Json& j) -> std::string {
+        if (j.kind == Json::Number) return strf("%.9g", j.num);
+        if (j.kind == Json::String) return "\"" + printable_name(j.str) + "\"";
+        return j.kind == Json::Array ? "a list" : j.kind == Json::Object ? "an object" : "another value";
+    };
+    const std::string name = at.empty() ? "the record" : at;
+    if (given.kind != expected.kind) return name + " is " + text(given) + ", this build computes " + text(expected);
+    if (expected.kind == Json::Number) {
+        const bool same = std::fabs(given.num - expected.num) <= 1e-7 * std::fabs(expected.num);
+        return same ? "" : name + " is " + text(given) + ", this build computes " + text(expected);
+    }
+    if (expected.kind == Json::String)
+        return given.str == expected.str ? "" : name + " is " + text(given) + ", this build computes " + text(expected);
+    if (expected.kind == Json::Array) {
+        if (given.arr.size() != expected.arr.size())
+            return strf("%s has %zu entries, the model has %zu", name.c_str(), given.arr.size(), expected.arr.size());
+        for (size_t i = 0; i < expected.arr.size(); i++) {
+            const std::string d = forward_record_difference(given.arr[i], expected.arr[i], strf("%s[%zu]", name.c_str(), i));
+            if (!d.empty()) return d;
+        }
+        return "";
+    }
+    for (const auto& [key, value] : given.obj)
+        if (!expected.has(key)) return "it has a field \"" + printable_name(key) + "\" this build does not know";
+    for (const auto& [key, value] : expected.obj) {
+        if (!given.has(key)) return "it has no \"" + key + "\"";
+        const std::string d = forward_record_difference(given.at(key), value, at.empty() ? key : at + "." + key);
+        if (!d.empty()) return d;
+    }
+    return "";
+}
+
+// A checkpoint without "forward" was written before the record: what it implies is what this
+// code computes. One with a record that says otherwise was written by another program (or
+// edited), and running it here would run another model.
+inline void check_forward_record(const std::map<std::string, std::string>& metadata, const GPTConfig& cfg, const std::string& path) {
+    auto it = metadata.find("forward");
+    if (it == metadata.end()) return;
+    std::string why;
+    try {
+        why = forward_record_difference(JsonParser(it->second).parse(), JsonParser(forward_record_json(cfg)).parse(), "");
+    } catch (const JsonError& e) {
+        why = std::string("it is not JSON (") + e.what() + ")";
+    }
+    if (!why.empty())
+        fatal("checkpoint %s: its \"forward\" record differs from what this build computes (%s): use the build or program that "
+              "wrote it", path.c_str(), why.c_str());
+}
+
 // The config is held to train's rules (validate_config), head dims included, so that infer
 // refuses a model train would refuse (a config edited to an unsupported head dim is refused by both).
 // allow_any_head_dim: the CPU tests' small models only.
@@ -202,6 +275,7 @@ inline Checkpoint load_checkpoint(const std::string& path, bool allow_any_head_d
     } catch (const FatalError& e) {
         fatal("checkpoint %s: its config is not a valid model (%s)", path.c_str(), e.what());
     }
+    check_forward_record(f.metadata, c.cfg, path);
     if (!base64_decode(meta("tokenizer"), &c.tokenizer)) fatal("checkpoint %s: its tokenizer is corrupt", path.c_str());
     const std::vector<ParamTensor> layout = param_layout(c.cfg);
     const size_t n = layout.back().offset + layout.back().size;

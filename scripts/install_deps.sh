@@ -14,8 +14,9 @@ if [ "$#" -gt 0 ]; then
 else
     # clang, libclang-rt-dev (compiler-rt: libFuzzer, ASan, UBSan runtimes for the default
     # clang, libclang-rt-14-dev on Debian 12) and llvm (llvm-symbolizer, for the sanitizers'
-    # stack traces) build and run the fuzz harnesses of tests/fuzz/.
-    pkgs=(bible-kjv libsentencepiece-dev sentencepiece gnuplot-nox clang libclang-rt-dev llvm)
+    # stack traces) build and run the fuzz harnesses of tests/fuzz/. python3-numpy runs
+    # scripts/reference_model.py (tests/test_reference_model.sh).
+    pkgs=(bible-kjv libsentencepiece-dev sentencepiece gnuplot-nox clang libclang-rt-dev llvm python3-numpy)
 fi
 
 installed_version() {

@@ -4,6 +4,8 @@
   tests/edit_checkpoint.py IN OUT meta KEY RAW_JSON      metadata KEY set to RAW_JSON, written
                                                          verbatim (so it may be invalid JSON,
                                                          e.g. '"\\uZZZZ"')
+  tests/edit_checkpoint.py IN OUT drop_meta KEY          metadata KEY left out (e.g. "forward": a
+                                                         checkpoint as written before that field)
   tests/edit_checkpoint.py IN OUT train_arg KEY RAW_JSON  one field of the train_args JSON
   tests/edit_checkpoint.py IN OUT tensor NAME VALUE [I]   element I (0) of tensor NAME (F32)
   tests/edit_checkpoint.py IN OUT offsets NAME OTHER      NAME's data_offsets set to OTHER's (the
@@ -31,6 +33,8 @@ def main():
     raw = {k: json.dumps(v) for k, v in meta.items()}
     if what == "meta":
         raw[key] = value
+    elif what == "drop_meta":
+        del raw[key]
     elif what == "train_arg":
         args = json.loads(meta["train_args"])
         text = json.dumps(args, separators=(",", ":"))

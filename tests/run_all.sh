@@ -50,6 +50,7 @@ run shard_identity tests/test_shard_identity.sh
 run retrieval_study tests/test_retrieval_study.sh
 run attention_tool tests/test_attention_tool.sh
 run layout_files tests/test_layout_files.sh
+run reference_model tests/test_reference_model.sh
 run headers tests/check_headers_alone.sh
 run layers tests/check_layers.sh
 run kernel_rooms tests/check_kernel_rooms.sh

@@ -30,10 +30,13 @@ tests/last_wins.sh ./build/train "${tiny[@]}" --out "$base" > "$work/base.log" 2
 ck="$base/ckpt_00000002.safetensors"
 cfg='{"vocab_size":VOCAB,"n_layer":2,"n_embd":64,"n_head":1,"rope_theta":THETA,NOPE"layer_attn":[{"kind":"dense","causal":true},{"kind":"dense","causal":true}]}'
 vocab=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; print(json.loads(json.loads(b[8:8+n])["__metadata__"]["config"])["vocab_size"])' "$ck")
-edited() {  # dir, theta, nope field: a copy of the base checkpoint with that config
+# dir, theta, nope field: a copy of the base checkpoint with that config, without the "forward"
+# record (which would contradict the edit): a checkpoint as written before the record
+edited() {
     local c=${cfg/VOCAB/$vocab}; c=${c/THETA/$2}; c=${c/NOPE/$3}
     mkdir -p "$1"
-    python3 tests/edit_checkpoint.py "$ck" "$1/ckpt_00000002.safetensors" meta config "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$c")"
+    python3 tests/edit_checkpoint.py "$ck" "$1/ckpt_00000002.safetensors" meta config "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$c")" \
+        && python3 tests/edit_checkpoint.py "$1/ckpt_00000002.safetensors" "$1/ckpt_00000002.safetensors" drop_meta forward
 }
 i=0
 for nope in '"nope_layers":[2],|layer 2 does not exist' '"nope_layers":[1,0],|got 1 before 0' '"nope_layers":[0,0],|got 0 before 0' \
