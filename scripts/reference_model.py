@@ -28,7 +28,7 @@ try:
     import numpy as np
 except ImportError:
     sys.exit("error: reference_model.py needs numpy: install Debian's python3-numpy (scripts/install_deps.sh) "
-             "and run it with the Python that has it (/usr/bin/python3)")
+             "and run it with a python3 that has it")
 
 BROKEN = set()  # --break: the deliberate mistakes asked for
 
