@@ -907,6 +907,50 @@ inline void rendezvous_tcp_serve(const void* blob, size_t bytes, int world, doub
     RendezvousServer(bytes, world).serve(blob, timeout_s);
 }
 
+// A connected socket to the first of addrs that takes a connection on port within 5 s (and
+// before deadline), or -1 with the reason in *last.
+inline int rdzv_connect_any(const std::vector<uint32_t>& addrs, int port, double deadline, std::string* last) {
+    int fd = -1;
+    for (size_t i = 0; i < addrs.size() && fd < 0; i++) {
+        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            *last = std::string("socket: ") + std::strerror(errno);
+            continue;
+        }
+        rdzv_nonblocking(fd);
+        sockaddr_in to{};
+        to.sin_family = AF_INET, to.sin_addr.s_addr = addrs[i], to.sin_port = htons((uint16_t)port);
+        int err = ::connect(fd, (sockaddr*)&to, sizeof to) == 0 ? 0 : errno;
+        if (err == EINPROGRESS) {
+            pollfd pf{fd, POLLOUT, 0};
+            const double until = std::min(deadline, rdzv_now() + 5);
+            while (::poll(&pf, 1, rdzv_ms_left(until)) == 0 && rdzv_now() < until) {
+            }
+            socklen_t len = sizeof err;
+            if (!(pf.revents & (POLLOUT | POLLERR | POLLHUP))) err = ETIMEDOUT;
+            else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        }
+        if (err != 0) {
+            *last = std::string("connect: ") + std::strerror(err);
+            ::close(fd), fd = -1;
+        }
+    }
+    return fd;
+}
+
+// Rank 0's answer other than the blob: the one line saying why this rank cannot go on.
+[[noreturn]] inline void rdzv_refused(uint32_t status, const std::string& payload, const RendezvousAddress& a, int rank,
+                                      const RendezvousSecret& secret) {
+    const std::string line = rdzv_printable(payload, kRdzvMaxText);
+    if (status == kRdzvUnproven)
+        fatal("rank %d: rank 0 at %s:%d refused this rank's proof of the job's secret (this rank's: %s): give every "
+              "rank the same LONGNET_RDZV_SECRET or LONGNET_RDZV_SECRET_FILE (%s)",
+              rank, a.host.c_str(), a.port, secret.from.c_str(), rendezvous_secret_hint());
+    if (status == kRdzvRefused)
+        fatal("rank %d: rank 0 at %s:%d refused this rank: %s", rank, a.host.c_str(), a.port, line.c_str());
+    fatal("rank %d: rank 0 at %s:%d gave up: %s", rank, a.host.c_str(), a.port, line.c_str());
+}
+
 // Every other rank: connects to rank 0 (retrying until it listens), proves the secret, takes the
 // blob once rank 0 proved it too.
 inline void rendezvous_tcp_fetch(void* blob, size_t bytes, int rank, int world, double timeout_s,
@@ -931,31 +975,7 @@ inline void rendezvous_tcp_fetch(void* blob, size_t bytes, int rank, int world, 
         else addrs = rdzv_resolve(a.host, &last);
         if (addrs.empty()) continue;
         rdzv_need_secret(secret, rdzv_all_loopback(addrs), a, rank);
-        int fd = -1;
-        for (size_t i = 0; i < addrs.size() && fd < 0; i++) {
-            fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-            if (fd < 0) {
-                last = std::string("socket: ") + std::strerror(errno);
-                continue;
-            }
-            rdzv_nonblocking(fd);
-            sockaddr_in to{};
-            to.sin_family = AF_INET, to.sin_addr.s_addr = addrs[i], to.sin_port = htons((uint16_t)a.port);
-            int err = ::connect(fd, (sockaddr*)&to, sizeof to) == 0 ? 0 : errno;
-            if (err == EINPROGRESS) {
-                pollfd pf{fd, POLLOUT, 0};
-                const double until = std::min(deadline, rdzv_now() + 5);
-                while (::poll(&pf, 1, rdzv_ms_left(until)) == 0 && rdzv_now() < until) {
-                }
-                socklen_t len = sizeof err;
-                if (!(pf.revents & (POLLOUT | POLLERR | POLLHUP))) err = ETIMEDOUT;
-                else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-            }
-            if (err != 0) {
-                last = std::string("connect: ") + std::strerror(err);
-                ::close(fd), fd = -1;
-            }
-        }
+        const int fd = rdzv_connect_any(addrs, a.port, deadline, &last);
         if (fd < 0) continue;
         // Connected: rank 0 challenges at once and answers the hello once every rank arrived, or
         // when it gives up at its own time-out, which ends before ours (it listened before we
@@ -1026,14 +1046,7 @@ inline void rendezvous_tcp_fetch(void* blob, size_t bytes, int rank, int world, 
             std::memcpy(blob, payload.data(), bytes);
             return;
         }
-        const std::string line = rdzv_printable(payload, kRdzvMaxText);
-        if (status == kRdzvUnproven)
-            fatal("rank %d: rank 0 at %s:%d refused this rank's proof of the job's secret (this rank's: %s): give every "
-                  "rank the same LONGNET_RDZV_SECRET or LONGNET_RDZV_SECRET_FILE (%s)",
-                  rank, a.host.c_str(), a.port, secret.from.c_str(), rendezvous_secret_hint());
-        if (status == kRdzvRefused)
-            fatal("rank %d: rank 0 at %s:%d refused this rank: %s", rank, a.host.c_str(), a.port, line.c_str());
-        fatal("rank %d: rank 0 at %s:%d gave up: %s", rank, a.host.c_str(), a.port, line.c_str());
+        rdzv_refused(status, payload, a, rank, secret);
     }
 }
 

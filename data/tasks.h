@@ -234,17 +234,9 @@ inline long long next_cut(const Haystack& h, long long at, long long limit) {
 inline std::vector<int> slice(const Haystack& h, long long from, long long to) {
     return std::vector<int>(h.tokens.begin() + from, h.tokens.begin() + to);
 }
-}  // namespace task_detail
-
-// The items of one spec: one for passkey and multikey, one per needle for multiquery (the first
-// asked needle at spec.depth, the others where they fell). Deterministic in spec.seed.
-inline std::vector<TaskItem> make_task_items(const TaskSpec& spec, const Haystack& hay, const Tokenizer& tok, const PieceKinds& k) {
-    using namespace task_detail;
-    if (spec.kind == TaskKind::Quote) fatal("internal: quote items are made by make_quote_items (data/quote_tasks.h)");
-    SplitMix64 rng(spec.seed);
-    const bool passkey = spec.kind == TaskKind::Passkey;
-    const int n_needles = passkey ? 1 : spec.needles;
-    if (n_needles < 1) fatal("--needles must be at least 1 (got %d)", n_needles);
+// The needles of a passkey item (one) or a multi-key or multi-query one (n, distinct words),
+// their positions still to be placed.
+inline std::vector<Needle> draw_needles(SplitMix64& rng, bool passkey, int n_needles) {
     std::vector<Needle> needles(n_needles);
     if (passkey) {
         const std::string key = random_passkey(rng);
@@ -256,6 +248,73 @@ inline std::vector<TaskItem> make_task_items(const TaskSpec& spec, const Haystac
             needles[i] = {task_text::multikey_needle(words[i], number), number, task_text::multikey_question(words[i]), 0, {}};
         }
     }
+    return needles;
+}
+// An item's context as tokens (ids, from BOS) and text, piece by piece: intro \n H0 \n needle \n
+// H1 ... (the question follows), the haystack's M tokens from s cut at the placed needles (in
+// `order`, by position); needle_token[i]: where needle i's tokens start in ids.
+inline void assemble_context(std::vector<int>& ids, std::string& context, std::vector<long long>& needle_token,
+                             const Haystack& hay, long long s, long long M, const std::vector<Needle>& placed,
+                             const std::vector<int>& order, const std::string& intro, const std::vector<int>& intro_ids,
+                             const Tokenizer& tok, const PieceKinds& k) {
+    ids.assign({tok.bos_id()});
+    ids.insert(ids.end(), intro_ids.begin(), intro_ids.end());
+    ids.push_back(k.newline);
+    context = intro + "\n";
+    needle_token.assign(placed.size(), 0);
+    long long done = 0;
+    for (int i : order) {
+        const std::vector<int> piece = slice(hay, s + done, s + placed[i].at);
+        ids.insert(ids.end(), piece.begin(), piece.end());
+        context += tok.decode(piece) + "\n";
+        ids.push_back(k.newline);
+        needle_token[i] = (long long)ids.size();
+        ids.insert(ids.end(), placed[i].ids.begin(), placed[i].ids.end());
+        ids.push_back(k.newline);
+        context += placed[i].text + "\n";
+        done = placed[i].at;
+    }
+    const std::vector<int> tail = slice(hay, s + done, s + M);
+    ids.insert(ids.end(), tail.begin(), tail.end());
+    context += tok.decode(tail);
+}
+// What a training document holds besides its haystack: a needle, a question (with its answer),
+// after `at` haystack tokens.
+struct DocEvent {
+    long long at;      // haystack tokens before it
+    int order;         // at one position: a needle before its question, one pass-key episode before the next
+    std::vector<int> ids;
+};
+// The document's body after doc's intro: M haystack tokens from a random cut, the events (sorted
+// by at) at the first cut at or after their place; spans gets each event's [start, end) in doc.
+inline void lay_out_events(std::vector<int>& doc, std::vector<std::pair<long long, long long>>& spans, const Haystack& hay,
+                           long long M, const std::vector<DocEvent>& ev, SplitMix64& rng) {
+    const long long room = (long long)hay.tokens.size() - M;
+    long long s = (long long)rng.below((uint64_t)room + 1);
+    s = std::max(0LL, next_cut(hay, s, room));  // no cut after s: start at 0, which always is one
+    long long done = 0;
+    for (const DocEvent& e : ev) {
+        long long at = next_cut(hay, s + std::max(e.at, done), s + M);  // events may move to the next cut
+        at = at < 0 ? M : at - s;
+        doc.insert(doc.end(), hay.tokens.begin() + s + done, hay.tokens.begin() + s + at);
+        spans.push_back({(long long)doc.size(), (long long)(doc.size() + e.ids.size())});
+        doc.insert(doc.end(), e.ids.begin(), e.ids.end());
+        done = at;
+    }
+    doc.insert(doc.end(), hay.tokens.begin() + s + done, hay.tokens.begin() + s + M);
+}
+}  // namespace task_detail
+
+// The items of one spec: one for passkey and multikey, one per needle for multiquery (the first
+// asked needle at spec.depth, the others where they fell). Deterministic in spec.seed.
+inline std::vector<TaskItem> make_task_items(const TaskSpec& spec, const Haystack& hay, const Tokenizer& tok, const PieceKinds& k) {
+    using namespace task_detail;
+    if (spec.kind == TaskKind::Quote) fatal("internal: quote items are made by make_quote_items (data/quote_tasks.h)");
+    SplitMix64 rng(spec.seed);
+    const bool passkey = spec.kind == TaskKind::Passkey;
+    const int n_needles = passkey ? 1 : spec.needles;
+    if (n_needles < 1) fatal("--needles must be at least 1 (got %d)", n_needles);
+    std::vector<Needle> needles = draw_needles(rng, passkey, n_needles);
     const std::string intro = passkey ? task_text::kPasskeyIntro : task_text::kMultiKeyIntro;
     const std::vector<int> intro_ids = tok.encode(intro), question_ids = tok.encode(needles[0].question);
     long long fixed = 1 + (long long)intro_ids.size() + 1 + 1 + (long long)question_ids.size();
@@ -294,27 +353,10 @@ inline std::vector<TaskItem> make_task_items(const TaskSpec& spec, const Haystac
         for (int i = 0; i < n_needles; i++) order[i] = i;
         std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return placed[a].at < placed[b].at; });
 
-        // Tokens and text, piece by piece: intro \n H0 \n needle \n H1 ... \n question.
-        std::vector<int> ids{tok.bos_id()};
-        ids.insert(ids.end(), intro_ids.begin(), intro_ids.end());
-        ids.push_back(k.newline);
-        std::string context = intro + "\n";
-        std::vector<long long> needle_token(n_needles);
-        long long done = 0;
-        for (int i : order) {
-            const std::vector<int> piece = slice(hay, s + done, s + placed[i].at);
-            ids.insert(ids.end(), piece.begin(), piece.end());
-            context += tok.decode(piece) + "\n";
-            ids.push_back(k.newline);
-            needle_token[i] = (long long)ids.size();
-            ids.insert(ids.end(), placed[i].ids.begin(), placed[i].ids.end());
-            ids.push_back(k.newline);
-            context += placed[i].text + "\n";
-            done = placed[i].at;
-        }
-        const std::vector<int> tail = slice(hay, s + done, s + M);
-        ids.insert(ids.end(), tail.begin(), tail.end());
-        context += tok.decode(tail);
+        std::vector<int> ids;
+        std::string context;
+        std::vector<long long> needle_token;
+        assemble_context(ids, context, needle_token, hay, s, M, placed, order, intro, intro_ids, tok, k);
 
         std::vector<TaskItem> items;
         const int asked = spec.kind == TaskKind::MultiQuery ? n_needles : 1;
@@ -549,11 +591,7 @@ std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& ba
 inline std::vector<int> make_training_document(const TrainDocSpec& spec, const Haystack& hay, const Tokenizer& tok,
                                                const PieceKinds& k, SplitMix64& rng, std::vector<CopyRecord>* copies = nullptr) {
     using namespace task_detail;
-    struct Event {
-        long long at;      // haystack tokens before it
-        int order;         // at one position: a needle before its question, one pass-key episode before the next
-        std::vector<int> ids;
-    };
+    using Event = DocEvent;
     const int n_mk = std::max(0, (int)std::lround(spec.doc_tokens / spec.needle_every));
     const int n_pk = std::max(0, (int)std::lround(spec.doc_tokens / spec.passkey_every));
     if (n_mk > (int)needle_words().size())
@@ -627,24 +665,12 @@ inline std::vector<int> make_training_document(const TrainDocSpec& spec, const H
     }
     std::stable_sort(ev.begin(), ev.end(), [](const Event& x, const Event& y) { return x.at != y.at ? x.at < y.at : x.order < y.order; });
 
-    const long long room = (long long)hay.tokens.size() - M;
-    long long s = (long long)rng.below((uint64_t)room + 1);
-    s = std::max(0LL, next_cut(hay, s, room));  // no cut after s: start at 0, which always is one
     std::vector<int> doc{tok.bos_id()};
     doc.insert(doc.end(), intro.begin(), intro.end());
     doc.push_back(k.newline);
     const long long body = (long long)doc.size();
     std::vector<std::pair<long long, long long>> spans;  // each event's [start, end) in doc
-    long long done = 0;
-    for (const Event& e : ev) {
-        long long at = next_cut(hay, s + std::max(e.at, done), s + M);  // events may move to the next cut
-        at = at < 0 ? M : at - s;
-        doc.insert(doc.end(), hay.tokens.begin() + s + done, hay.tokens.begin() + s + at);
-        spans.push_back({(long long)doc.size(), (long long)(doc.size() + e.ids.size())});
-        doc.insert(doc.end(), e.ids.begin(), e.ids.end());
-        done = at;
-    }
-    doc.insert(doc.end(), hay.tokens.begin() + s + done, hay.tokens.begin() + s + M);
+    lay_out_events(doc, spans, hay, M, ev, rng);
     if ((long long)doc.size() != spec.doc_tokens) fatal("internal: a training document came out %zu tokens, not %d", doc.size(), spec.doc_tokens);
     if (copies) copies->clear();
     if (spec.quote_every <= 0 && spec.repeat_every <= 0 && spec.random_every <= 0) return doc;  // no draw: as before copies existed

@@ -88,6 +88,41 @@ AttnKeys<T> chunk_keys(const Block<T>& blk, int kj, int kc, const RingPlan& plan
     return AttnKeys<T>{blk.k(kj), blk.k(kj) + HD, 2 * HD, plan.c, kpos.data(), plan.pos0(kc)};
 }
 
+// A dK/dV accumulator this rank keeps after its chunk's last step: chunk k of rank owner's.
+template <typename T>
+struct ParkedGrad {
+    int owner, k;
+    std::vector<T> d;
+};
+// Every parked dK/dV accumulator back to its owner: round d sends to rank r + d what it parked
+// for it and receives from rank r - d what that rank parked for this one; mine[j]: chunk j's.
+template <typename T>
+void grads_home(std::vector<T> (&mine)[2], Comm& comm, const RingPlan& plan, int r, const std::vector<ParkedGrad<T>>& parked,
+                size_t chunk_kv, RingStats& st) {
+    const int P = plan.P;
+    std::vector<T> sendbuf, recvbuf;
+    for (const ParkedGrad<T>& p : parked)
+        if (p.owner == r) mine[p.k] = p.d;
+    for (int d = 1; d < P; d++) {
+        const int to = (r + d) % P, from = (r - d + P) % P;
+        sendbuf.clear();
+        for (int j = 0; j < 2; j++)
+            for (const ParkedGrad<T>& p : parked)
+                if (p.owner == to && p.k == j) sendbuf.insert(sendbuf.end(), p.d.begin(), p.d.end());
+        int incoming = 0;
+        for (int j = 0; j < 2; j++) incoming += plan.holder_at(r, plan.last_step(r, j)) == from;
+        recvbuf.resize((size_t)incoming * chunk_kv);
+        comm.sendrecv(sendbuf.data(), sendbuf.size() * sizeof(T), to, recvbuf.data(), recvbuf.size() * sizeof(T), from);
+        size_t at = 0;
+        for (int j = 0; j < 2; j++)
+            if (plan.holder_at(r, plan.last_step(r, j)) == from) {
+                mine[j].assign(recvbuf.begin() + at, recvbuf.begin() + at + chunk_kv);
+                at += chunk_kv;
+            }
+        st.bwd_bytes += sendbuf.size() * sizeof(T);
+    }
+}
+
 }  // namespace ring_cpu
 
 // out (B, 2c, H, D) and lse (B, H, 2c) of this rank's queries against the whole sequence.
@@ -177,11 +212,7 @@ void ring_attention_backward(Comm& comm, const RingPlan& plan, T* dq, T* dk, T* 
         dcur.kv[j].assign(chunk_kv, T(0));
         dnext.kv[j].resize(chunk_kv);
     }
-    // dK/dV accumulators this rank keeps after their chunk's last step: (owner, k) -> values.
-    struct Parked {
-        int owner, k;
-        std::vector<T> d;
-    };
+    using Parked = ParkedGrad<T>;
     std::vector<Parked> parked;
     std::vector<T> sendbuf, recvbuf;
     RingStats st;
@@ -228,29 +259,8 @@ void ring_attention_backward(Comm& comm, const RingPlan& plan, T* dq, T* dk, T* 
         const int o = plan.owner_at(r, P - 1);
         if (plan.last_step(o, j) == P - 1 || P == 1) parked.push_back(Parked{o, j, dcur.kv[j]});
     }
-    // Return every dK/dV accumulator to its owner: round d sends to rank r + d what it parked for
-    // it and receives from rank r - d what that rank parked for this one.
     std::vector<T> mine[2];
-    for (const Parked& p : parked)
-        if (p.owner == r) mine[p.k] = p.d;
-    for (int d = 1; d < P; d++) {
-        const int to = (r + d) % P, from = (r - d + P) % P;
-        sendbuf.clear();
-        for (int j = 0; j < 2; j++)
-            for (const Parked& p : parked)
-                if (p.owner == to && p.k == j) sendbuf.insert(sendbuf.end(), p.d.begin(), p.d.end());
-        int incoming = 0;
-        for (int j = 0; j < 2; j++) incoming += plan.holder_at(r, plan.last_step(r, j)) == from;
-        recvbuf.resize((size_t)incoming * chunk_kv);
-        comm.sendrecv(sendbuf.data(), sendbuf.size() * sizeof(T), to, recvbuf.data(), recvbuf.size() * sizeof(T), from);
-        size_t at = 0;
-        for (int j = 0; j < 2; j++)
-            if (plan.holder_at(r, plan.last_step(r, j)) == from) {
-                mine[j].assign(recvbuf.begin() + at, recvbuf.begin() + at + chunk_kv);
-                at += chunk_kv;
-            }
-        st.bwd_bytes += sendbuf.size() * sizeof(T);
-    }
+    grads_home(mine, comm, plan, r, parked, chunk_kv, st);
     st.bwd_bytes_plain += 2 * chunk_kv * sizeof(T);  // a plain ring's last hop home
     for (int j = 0; j < 2; j++) {
         if (mine[j].size() != chunk_kv) fatal("ring attention backward: rank %d did not get back chunk %d's dK/dV", r, j);
