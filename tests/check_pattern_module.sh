@@ -38,7 +38,7 @@ files[block_sparse]='block_sparse_params.h block_sparse.h block_sparse.cuh block
 names[block_sparse]='BlockSparse[A-Z][A-Za-z]*|BlockLayout|AttnKind::BlockSparse|\.block_sparse\.|patterns/block_(sparse|layout)|block_sparse_[a-z_]+\('
 list_line[dilated]='X(Dilated, dilated)'
 files[dilated]='dilated_params.h dilated.h dilated.cuh dilated_launch.cuh dilated_reference.h dilated_tuning.h'
-names[dilated]='Dilated[A-Z][A-Za-z]*|AttnKind::Dilated|\.dilated\.|patterns/dilated|dilated_[a-z_]+\(|kMaxDilatedBranches'
+names[dilated]='Dilated[A-Z][A-Za-z]*|AttnKind::Dilated|\.dilated\.|patterns/dilated|dilated_[a-z_]+\(|kMaxDilatedBranches|dilated_(min_chunk_tokens|forward_group|backward_group)'
 
 host_build() {  # dir -> every header in one translation unit, syntax only
     local dir=$1
