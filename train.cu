@@ -38,7 +38,7 @@
 
 struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
-    std::string attn = "dense", dense_layers, dilated_layers, nope_layers;
+    std::string attn = "dense", layer_pattern, nope_layers;
     PatternFlags pattern;  // each pattern module's flags (add_pattern_flags)
     int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600, logn_attn = 0;
     float lr = 2e-3f, min_lr_frac = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
@@ -112,8 +112,8 @@ static void add_model_flags(Flags& flags, TrainArgs& a) {
     flags.add_int("logn-attn", &a.logn_attn, "log-n attention in the NoPE layers: a query at position p >= N scaled by "
                                              "ln(p + 1) / ln(N) (0: off; recorded in the checkpoint; infer may change it)");
     flags.add_string("attn", &a.attn, ("attention pattern of the layers: " + attn_kind_names() + ", or a comma list of them cycled over the layers (docs/attention-spec.md)").c_str());
-    flags.add_string("dense-layers", &a.dense_layers, "layers that stay dense in a model of another --attn pattern, e.g. 0,5");
-    flags.add_string("dilated-layers", &a.dilated_layers, "layers that are dilated (--segments, --dilations) in a model of another --attn pattern, e.g. 3,7");
+    flags.add_string("layer-pattern", &a.layer_pattern, "single layers of another pattern than --attn gives them: LAYER:PATTERN "
+                                                        "entries (layers from 0, patterns as --attn names them), e.g. 0:dense,5:dense");
     add_pattern_flags(flags, a.pattern);
 }
 
@@ -160,7 +160,7 @@ static void add_run_flags(Flags& flags, TrainArgs& a) {
     flags.add_int("stop-at", &a.stop_at, "stop after this step with a checkpoint (a run in pieces: --resume continues it to "
                                          "--steps; 0: run to --steps)");
     flags.add_float("time-limit", &a.time_limit, "stop with a checkpoint after the step that passes this many minutes of the "
-                                                 "run (a run in pieces of a fixed time: --resume continues; 0: none)");
+                                                 "run (a run in time-limited pieces, each continued by --resume; 0: none)");
     flags.add_int("cp", &a.cp, "context parallel: split each window over this many GPUs (ring attention); "
                                "the job's ranks are data-parallel groups of --cp");
     flags.add_int("simulate-ranks", &a.simulate_ranks, "run this many ranks as threads of one process, sharing "
@@ -343,7 +343,7 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
         const AttnPattern a = now.attn(l), b = saved.attn(l);
         if (a.causal != b.causal) return "layer " + std::to_string(l) + " of the checkpoint's model is " + (b.causal ? "" : "not ") + "causal, which train does not make";
         if (a.kind != b.kind)
-            return "layer " + std::to_string(l) + " is " + attn_kind_name(a.kind) + " (--attn, --dense-layers, --dilated-layers) but " + attn_kind_name(b.kind) + " in the checkpoint's model";
+            return "layer " + std::to_string(l) + " is " + attn_kind_name(a.kind) + " (--attn, --layer-pattern) but " + attn_kind_name(b.kind) + " in the checkpoint's model";
         if (pattern_to_json(a) != pattern_to_json(b))
             return "layer " + std::to_string(l) + "'s " + attn_kind_name(a.kind) + " pattern (" + pattern_to_json(a) +
                    ") differs from the checkpoint's model (" + pattern_to_json(b) + ")";
@@ -400,8 +400,8 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
     if (flags.was_set("rope-theta") && !rotates_any_layer(cfg))
         fatal("--rope-theta has no effect: every layer is NoPE (--nope-layers %s), so nothing rotates; drop --rope-theta or "
               "leave a layer out of --nope-layers", a.nope_layers.c_str());
-    cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.pattern, a.dense_layers, {"dilated", "dilated-layers", a.dilated_layers});
-    // After --dense-layers and --dilated-layers: a pattern's flags count only if some layer has it.
+    cfg.layer_attn = layer_patterns_from_flags(a.layers, a.attn, a.pattern, a.layer_pattern);
+    // After --layer-pattern: a pattern's flags count only if some layer has it.
     std::vector<std::string> used;
     for (const AttnPattern& p : cfg.layer_attn) used.push_back(attn_kind_name(p.kind));
     refuse_unused_pattern_flags(given_pattern_flags(flags), used, "--attn");
@@ -410,8 +410,7 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
 
 // Model flags given now must describe the checkpoint's model; flags left out take it.
 static void require_model_flags_fit(const GPTConfig& from_flags, const GPTConfig& saved, const Flags& flags) {
-    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "logn-attn", "attn", "dense-layers",
-                                            "dilated-layers"};
+    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "logn-attn", "attn", "layer-pattern"};
     for (const std::string& f : pattern_flag_names()) model_flags.push_back(f);
     const std::string diff = model_difference(from_flags, saved);
     bool any_model_flag = false;
@@ -1179,6 +1178,8 @@ static int main_body(int argc, char** argv) {
     TrainArgs a;
     Flags flags("train", "Train a GPT with rotary attention on a prepared corpus (make data).");
     add_flags(flags, a);
+    const std::string retired = retired_layer_flag_error(argc, argv);
+    if (!retired.empty()) fatal("%s", retired.c_str());
     flags.parse(argc, argv);
     // A file-size limit (ulimit -f) fails the write with EFBIG instead of killing train silently
     // (SIGXFSZ, exit 153): the metrics and checkpoint writers then stop the run in one line.

@@ -26,6 +26,7 @@
 
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/attention_flash_variants.h"  // every tile variant
+#include "layers/patterns/dilated_tuning.h"          // flash::dilated_forward_group, dilated_backward_group
 #include "bench/bench_pattern.cuh"
 #include "core/error.h"
 

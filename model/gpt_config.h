@@ -10,6 +10,7 @@
 #include "layers/attention_pattern.h"
 #include "layers/common.h"
 #include "core/json.h"
+#include "core/lists.h"
 
 struct GPTConfig {
     int vocab_size = 8192;
@@ -137,17 +138,12 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
 }
 
 // The per-layer patterns from the flags: --attn, a pattern name or a comma list of them cycled
-// over the layers ("block-sparse,fixed": even layers block-sparse, odd ones fixed), each built
-// from its own flags; --dense-layers (layers that stay dense) and `other`, layers of one more
-// pattern named by the program's flag (train's --dilated-layers: dilated layers, from their
-// pattern's flags, in a model of another pattern). The model names no pattern.
-struct LayerPatternFlag {
-    std::string pattern;  // its name (--attn NAME)
-    std::string flag;     // the flag that gives the layers, for errors ("dilated-layers")
-    std::string layers;   // as given: "1,3,5", or empty
-};
+// over the layers ("block-sparse,fixed": even layers block-sparse, odd ones fixed), then
+// --layer-pattern, LAYER:NAME entries that give single layers another pattern ("1:dense,3:dense"
+// in a block-sparse model). Each pattern is built from its own flags and named as the registry
+// names it, so neither the model nor the programs name a pattern.
 inline std::vector<AttnPattern> layer_patterns_from_flags(int n_layer, const std::string& attn, const PatternFlags& flags,
-                                                          const std::string& dense_layers, const LayerPatternFlag& other = {}) {
+                                                          const std::string& layer_pattern = "") {
     std::vector<AttnPattern> cycle;
     for (size_t at = 0; at <= attn.size();) {
         const size_t comma = std::min(attn.find(',', at), attn.size());
@@ -158,23 +154,51 @@ inline std::vector<AttnPattern> layer_patterns_from_flags(int n_layer, const std
         fatal("--attn %s names %zu patterns for %d layers: give one, or at most one per layer", attn.c_str(), cycle.size(), n_layer);
     std::vector<AttnPattern> out;
     for (int l = 0; l < n_layer; l++) out.push_back(cycle[l % cycle.size()]);
-    const std::string other_flag = "--" + other.flag;
-    const std::vector<int> dil = parse_int_list(other.layers, other_flag.c_str());
-    const AttnPattern d = dil.empty() ? AttnPattern{} : pattern_from_flags(other.pattern, flags);
-    for (int l : dil) {
-        if (l < 0 || l >= n_layer) fatal("%s: layer %d does not exist (the model has %d layers)", other_flag.c_str(), l, n_layer);
-        out[l] = d;
-    }
-    for (int l : parse_int_list(dense_layers, "--dense-layers")) {
-        if (l < 0 || l >= n_layer) fatal("--dense-layers: layer %d does not exist (the model has %d layers)", l, n_layer);
-        // A flag that changes nothing is refused: the user believes it shaped the model.
-        if (std::find(dil.begin(), dil.end(), l) != dil.end())
-            fatal("layer %d is in both %s and --dense-layers: give it in one of them", l, other_flag.c_str());
-        if (out[l].kind == AttnKind::Dense)
-            fatal("--dense-layers: layer %d is dense already (--attn %s), so the flag changes nothing: drop it", l, attn.c_str());
-        out[l] = AttnPattern{};
+    if (layer_pattern.empty()) return out;
+    std::vector<bool> given(n_layer, false);
+    for (const std::string& entry : split_commas("--layer-pattern", layer_pattern)) {
+        const size_t colon = entry.find(':');
+        if (colon == std::string::npos)
+            fatal("--layer-pattern: '%s' is not LAYER:PATTERN: give entries such as 1:%s", entry.c_str(), attn_kind_name(AttnKind::Dense));
+        const int l = (int)parse_int("--layer-pattern: layer", entry.substr(0, colon), 0, 2147483647);
+        if (l >= n_layer) fatal("--layer-pattern: layer %d does not exist (the model has %d layers, 0 to %d)", l, n_layer, n_layer - 1);
+        if (given[l]) fatal("--layer-pattern: layer %d is given twice: give each layer once", l);
+        given[l] = true;
+        const std::string name = entry.substr(colon + 1);
+        const AttnPattern p = pattern_from_flags(name, flags, "--layer-pattern");
+        // An entry that changes nothing is refused: the user believes it shaped the model.
+        if (p.kind == out[l].kind)
+            fatal("--layer-pattern: layer %d is %s already (--attn %s), so %s changes nothing: drop it", l, name.c_str(), attn.c_str(),
+                  entry.c_str());
+        out[l] = p;
     }
     return out;
+}
+
+// A flag that gave one pattern's layers (--<pattern>-layers 3,7, a pattern of the registry) is
+// refused with the --layer-pattern entries that replace it: "" when argv has none.
+inline std::string retired_layer_flag_error(int argc, char** argv) {
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i], value;
+        const size_t eq = arg.find('=');
+        if (eq != std::string::npos) value = arg.substr(eq + 1), arg = arg.substr(0, eq);
+        else if (i + 1 < argc) value = argv[i + 1];
+        const std::string suffix = "-layers";
+        if (arg.rfind("--", 0) != 0 || arg.size() <= 2 + suffix.size() || arg.compare(arg.size() - suffix.size(), suffix.size(), suffix) != 0)
+            continue;
+        std::string name = arg.substr(2, arg.size() - 2 - suffix.size());
+        AttnKind kind;
+        if (!attn_kind_from_name(name, &kind)) continue;
+        std::string entries;
+        for (size_t at = 0; at < value.size() && value[0] != '-';) {
+            const size_t comma = std::min(value.find(',', at), value.size());
+            entries += (entries.empty() ? "" : ",") + value.substr(at, comma - at) + ":" + name;
+            at = comma + 1;
+        }
+        if (entries.empty()) entries = "LAYER:" + name + ",... (e.g. 3:" + name + ",7:" + name + ")";
+        return arg + " is gone: use --layer-pattern " + entries;
+    }
+    return "";
 }
 
 inline std::string config_to_json(const GPTConfig& c) {

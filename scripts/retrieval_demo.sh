@@ -98,7 +98,7 @@ case $call in
         CP=1 STEPS_1M=3 LOG_EVERY=1 $study train:hybrid1m@9 2>&1 | tail -1  # no hybrid128k@9: refused in one line
         # One GPU, one rank, 1M windows: the step time that P = 2 should halve.
         rs/bin/train --device cuda --data rs/corpus-long --layers 6 --width 384 --heads 6 --rope-theta 1e7 \
-            --attn block-sparse --block 128 --window 2048 --dense-layers 1,3,5 --nope-layers 1,3,5 --logn-attn 512 \
+            --attn block-sparse --block 128 --window 2048 --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn 512 \
             --seq-len 1048576 --batch 1 --steps 3 --log-every 1 --val-every 0 --val-batches 1 --ckpt-every 0 --sample-tokens 0 \
             --out out/t1m > build/rs/t1m.log 2>&1; grep -E '^(step|memory|  (none|selective|full)|error)' build/rs/t1m.log | tail -7
         EVAL_MAX=131072 $study eval:hybrid128k@1 | tail -2

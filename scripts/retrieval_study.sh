@@ -107,7 +107,7 @@ COMMON=(--device "$DEVICE" --data "$CORPUS" --val-every 0 --val-batches 2
         --ckpt-every 0 --keep-ckpts 1 --log-every "${LOG_EVERY:-50}" --sample-tokens 0)
 OPT="--lr ${LR:-1.5e-3} --warmup 50"
 LONGNET=(--segments 2048,8192,32768,131072,524288,1048576 --dilations 1,4,16,64,256,512)
-HYBRID="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --dense-layers 1,3,5 --nope-layers 1,3,5"
+HYBRID="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5"
 # Stages: steps of 64 windows of 2K (131,072 tokens), then of 8K, 32K (and 128K, 256K) windows at the
 # same tokens per step; each stage mixes in half retrieval documents as long as its windows (twice as
 # long at 128K: windows from the first or the second half of a document).
@@ -153,7 +153,7 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                        "--mix $D/tasks2k.bin:0.5;$D/tasks8k.bin:0.5;$D/tasks32k.bin:0.5 $OPT" ;;
         longnet)  echo "--attn dilated ${LONGNET[*]} --seq-len 2048 --batch 64 --steps $STEPS"\
                        "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
-        mixwin)   echo "--attn block-sparse --block 64 --window 2048 --dilated-layers 1,3,5 ${LONGNET[*]} --seq-len 2048 --batch 64"\
+        mixwin)   echo "--attn block-sparse --block 64 --window 2048 --layer-pattern 1:dilated,3:dilated,5:dilated ${LONGNET[*]} --seq-len 2048 --batch 64"\
                        "--steps $STEPS --schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
         wglobal)  echo "--attn block-sparse --block 64 --window 2048 --global 64 --seq-len 2048 --batch 64 --steps $STEPS"\
                        "--schedule 32768x4@$S2K,262144x1@$S32K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;

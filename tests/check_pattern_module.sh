@@ -9,6 +9,13 @@
 # kernel template instantiated from the list, without ptxas's minutes per copy). The canary, per
 # pattern: the same copy with the files gone but the lines kept must fail, or the check could not
 # fail.
+# What a user and a reader meet must not outlive a module either: no flag declared outside
+# layers/patterns/ is named after a pattern (--dilated-layers would be left, failing at run
+# time: one generic --layer-pattern takes the registry's names); no line of train --help or
+# infer --help names a pattern or one of its flags except the pattern's own flag lines and the
+# registry's list of names; no row of docs/*.md or README.md names a flag named after a pattern
+# that no module declares. Each of the three also runs on a scratch copy with a leak planted,
+# which it must find.
 #   tests/check_pattern_module.sh [--quick]   (--quick: the host headers only, no nvcc)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,8 +37,8 @@ list_line[block_sparse]='X(BlockSparse, block_sparse)'
 files[block_sparse]='block_sparse_params.h block_sparse.h block_sparse.cuh block_layout.h block_sparse_tiles.h block_sparse_lists.cuh'
 names[block_sparse]='BlockSparse[A-Z][A-Za-z]*|BlockLayout|AttnKind::BlockSparse|\.block_sparse\.|patterns/block_(sparse|layout)|block_sparse_[a-z_]+\('
 list_line[dilated]='X(Dilated, dilated)'
-files[dilated]='dilated_params.h dilated.h dilated.cuh dilated_launch.cuh dilated_reference.h'
-names[dilated]='Dilated[A-Z][A-Za-z]*|AttnKind::Dilated|\.dilated\.|patterns/dilated|dilated_[a-z_]+\(|kMaxDilatedBranches'
+files[dilated]='dilated_params.h dilated.h dilated.cuh dilated_launch.cuh dilated_reference.h dilated_tuning.h'
+names[dilated]='Dilated[A-Z][A-Za-z]*|AttnKind::Dilated|\.dilated\.|patterns/dilated|dilated_[a-z_]+\(|kMaxDilatedBranches|dilated_(min_chunk_tokens|forward_group|backward_group)'
 
 host_build() {  # dir -> every header in one translation unit, syntax only
     local dir=$1
@@ -87,4 +94,85 @@ for stem in "${stems[@]}"; do
         else fail "without the $stem pattern attention_flash.cu does not compile:"; grep -m3 error "$work/nvcc_$stem.log"; fi
     fi
 done
+
+# ---- Flags, help lines and doc rows. A pattern's name (kName) and flags, read from its module.
+registry=()  # every pattern's name, in the list's order
+for stem in $(sed -nE 's/^ *X\([A-Za-z]+, ([a-z_]+)\).*/\1/p' layers/patterns/list.h); do
+    registry+=("$(sed -nE 's/.*kName = "([^"]+)".*/\1/p' "layers/patterns/$stem.h")")
+done
+module_flags=$(grep -ohE 'add_(int|float|string|bool)\("[a-z0-9-]+"' layers/patterns/*.h layers/patterns/*.cuh |
+               sed -E 's/.*"(.*)"/\1/' | sort -u)
+# The registry's names as attn_kind_names() lists them ("dense, dilated, block-sparse or fixed").
+names_list=""
+for i in "${!registry[@]}"; do
+    if [ "$i" -eq 0 ]; then names_list=${registry[0]}
+    elif [ "$i" -eq $((${#registry[@]} - 1)) ]; then names_list+=" or ${registry[i]}"
+    else names_list+=", ${registry[i]}"; fi
+done
+# The names the checks look for: the modules taken out above (dense, the kind every pattern starts
+# as, stays in every build).
+removable=()
+for stem in "${stems[@]}"; do removable+=("$(sed -nE 's/.*kName = "([^"]+)".*/\1/p' "layers/patterns/$stem.h")"); done
+names_re=$(printf '%s|' "${removable[@]}"); names_re=${names_re%|}
+# A flag named after a pattern: the name as one of its dash-separated words (--dilated-layers).
+named_flag_re="--([a-z0-9]+-)*($names_re)(-[a-z0-9]+)*"
+is_module_flag() { grep -qxF -- "$1" <<< "$module_flags"; }
+
+# Flags declared outside the modules (dir -> the declarations that name a pattern).
+flag_decl_leaks() {
+    (cd "$1" && grep -rsnE "add_(int|float|string|bool)\(\"([a-z0-9]+-)*($names_re)(-[a-z0-9]+)*\"" \
+        core data comm eval layers model tools train.cu infer.cu --include='*.h' --include='*.cuh' --include='*.cu' --include='*.cpp' |
+        grep -v '^layers/patterns/' || true)
+}
+# Help lines (a --help text on stdin) that name a pattern or its flags outside its own flag lines.
+help_leaks() {
+    local line flag rest
+    while IFS= read -r line; do
+        flag=$(sed -nE 's/^  --([a-z0-9-]+).*/\1/p' <<< "$line")
+        [ -n "$flag" ] && is_module_flag "$flag" && continue  # the module's own line
+        rest=${line//"$names_list"/}
+        rest=${rest#"  --$flag"}
+        if grep -qwE -- "$names_re" <<< "$rest" || grep -qE -- "$named_flag_re" <<< "$line"; then echo "$line"; continue; fi
+        for f in $module_flags; do
+            if grep -qE -- "--$f([^a-z0-9-]|$)" <<< "$rest"; then echo "$line"; break; fi
+        done
+    done
+}
+# Doc rows (dir with docs/ and README.md) that name a flag named after a pattern that no module declares.
+doc_leaks() {
+    (cd "$1" && grep -noE -- "$named_flag_re" docs/*.md README.md) | while IFS=: read -r file n flag; do
+        is_module_flag "${flag#--}" || echo "$file:$n: $flag"
+    done
+}
+
+found=$(flag_decl_leaks .)
+if [ -z "$found" ]; then pass "no flag declared outside layers/patterns/ is named after a pattern"
+else fail "flags named after a pattern outside its module:"; echo "$found" | head -5; fi
+copy_without_module "$work/plant_flag" fixed 1
+sed -i 's|^\( *\)add_pattern_flags(flags, a.pattern);|\1flags.add_string("fixed-layers", \&a.layer_pattern, "layers of the fixed pattern");\n&|' \
+    "$work/plant_flag/train.cu"
+if [ -n "$(flag_decl_leaks "$work/plant_flag")" ]; then pass "the control: a planted --fixed-layers in train.cu is found"
+else fail "a planted --fixed-layers in train.cu was not found: the flag check cannot fail"; fi
+
+for prog in train infer; do
+    if [ ! -x "build/$prog" ]; then fail "build/$prog is not built (make build/$prog): its help is not checked"; continue; fi
+    found=$("build/$prog" --help | help_leaks)
+    if [ -z "$found" ]; then pass "$prog --help names a pattern only in its own flag lines and the registry's list"
+    else fail "$prog --help names a pattern outside its module's lines:"; echo "$found" | head -5; fi
+done
+for planted in "  --dilated-layers S         layers that are dilated, e.g. 3,7" \
+               "  --ctx N                    the cache of a block-sparse layer" \
+               "  --prompt S                 with --summary 4"; do
+    found=$({ build/train --help 2>/dev/null; echo "$planted"; } | help_leaks)
+    if grep -qF -- "$planted" <<< "$found"; then pass "the control: a planted help line is found: ${planted#  }"
+    else fail "a planted help line was not found: ${planted#  }"; fi
+done
+
+found=$(doc_leaks .)
+if [ -z "$found" ]; then pass "no row of docs/*.md or README.md names a flag named after a pattern that no module declares"
+else fail "doc rows name flags after a pattern that no module declares:"; echo "$found" | head -5; fi
+mkdir -p "$work/plant_doc" && cp -r docs README.md "$work/plant_doc/"
+echo '| mixed layers | `--attn block-sparse --dilated-layers 3,7` |' >> "$work/plant_doc/docs/patterns.md"
+if grep -q -- '--dilated-layers' <<< "$(doc_leaks "$work/plant_doc")"; then pass "the control: a planted doc row naming --dilated-layers is found"
+else fail "a planted doc row naming --dilated-layers was not found: the doc check cannot fail"; fi
 summary

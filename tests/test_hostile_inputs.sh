@@ -94,14 +94,29 @@ edited "$work/logn_edit" 10000 '"nope_layers":[1],"logn_attn":1,'
 refused "infer, checkpoint with logn_attn 1" "--logn-attn must be 0 (off) or a window length" \
     ./build/infer --device cpu --checkpoint "$work/logn_edit" --prompt "In" --max-new 2
 
-# ---- --dense-layers that would change nothing, or contradict --dilated-layers
-refused "train --dense-layers 0 in an all-dense model" "layer 0 is dense already (--attn dense)" \
-    tests/last_wins.sh ./build/train "${tiny[@]}" --dense-layers 0 --out "$work/dense_dense"
-refused "train --dense-layers and --dilated-layers naming one layer" "layer 1 is in both --dilated-layers and --dense-layers" \
-    tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --block 8 --window 16 --dilated-layers 1 --segments 16,32 --dilations 1,2 \
-    --dense-layers 1 --out "$work/dense_dilated"
-accepted "train --dense-layers 1 in a dilated model" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,2 \
-    --dense-layers 1 --out "$work/dense_in_dilated"
+# ---- --layer-pattern entries that would change nothing, name a layer twice, or are malformed
+refused "train --layer-pattern 0:dense in an all-dense model" "--layer-pattern: layer 0 is dense already (--attn dense), so 0:dense changes nothing" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --layer-pattern 0:dense --out "$work/dense_dense"
+refused "train --layer-pattern naming one layer twice" "--layer-pattern: layer 1 is given twice" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --attn block-sparse --block 8 --window 16 --layer-pattern 1:dilated,1:dense \
+    --segments 16,32 --dilations 1,2 --out "$work/dense_dilated"
+refused "train --layer-pattern without a pattern" "--layer-pattern: '1' is not LAYER:PATTERN" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,2 --layer-pattern 1 --out "$work/lp_bare"
+refused "train --layer-pattern with a name the registry lacks" "--layer-pattern must be dense, dilated, block-sparse or fixed (got 'sparse')" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --layer-pattern 1:sparse --out "$work/lp_unknown"
+refused "train --layer-pattern past the last layer" "--layer-pattern: layer 2 does not exist (the model has 2 layers, 0 to 1)" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,2 --layer-pattern 2:dense --out "$work/lp_past"
+accepted "train --layer-pattern 1:dense in a dilated model" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,2 \
+    --layer-pattern 1:dense --out "$work/dense_in_dilated"
+# The flags that gave one pattern's layers are gone: refused with the entries that replace them.
+refused "train --dilated-layers (gone)" "error: --dilated-layers is gone: use --layer-pattern 1:dilated" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --dilated-layers 1 --segments 16,32 --dilations 1,2 --out "$work/gone_dilated"
+refused "train --dense-layers=0,1 (gone)" "error: --dense-layers is gone: use --layer-pattern 0:dense,1:dense" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1,2 --dense-layers=0,1 --out "$work/gone_dense"
+refused "train --fixed-layers without a value (gone)" "error: --fixed-layers is gone: use --layer-pattern LAYER:fixed,... (e.g. 3:fixed,7:fixed)" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --out "$work/gone_fixed" --fixed-layers
+refused "train --sparse-layers (no pattern of that name: an unknown flag)" "unknown flag --sparse-layers" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --sparse-layers 1 --out "$work/gone_sparse"
 
 # ---- integer lists: digits and an optional '-' only (strtol alone took ' 1' and '+1', not '1 ')
 refused "train --nope-layers ' 1'" "--nope-layers expects a comma-separated list of integers" \

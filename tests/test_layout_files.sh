@@ -140,13 +140,13 @@ unused layout_file layout-file block-sparse tests/last_wins.sh ./build/train "${
 unused window window block-sparse tests/last_wins.sh ./build/train "${tiny[@]}" --attn fixed --window 8
 unused block block block-sparse tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 8,16 --dilations 1,2 --block 8
 unused random random-blocks block-sparse tests/last_wins.sh ./build/train "${tiny[@]}" --random-blocks 1,2
-unused all_dense block block-sparse tests/last_wins.sh ./build/train "${tiny[@]}" "${bs[@]}" --dense-layers 0,1
+unused all_dense block block-sparse tests/last_wins.sh ./build/train "${tiny[@]}" "${bs[@]}" --layer-pattern 0:dense,1:dense
 unused stride stride fixed tests/last_wins.sh ./build/train "${tiny[@]}" "${bs[@]}" --stride 16
 unused segments segments dilated tests/last_wins.sh ./build/train "${tiny[@]}" --segments 8,16
-# ... but flags of a pattern some layer has pass: --attn lists, --dilated-layers.
-if tests/last_wins.sh ./build/train "${tiny[@]}" --attn dense,fixed --stride 16 --summary 4 --layers 2 --dilated-layers 0 --segments 8,16 --dilations 1,2 \
+# ... but flags of a pattern some layer has pass: --attn lists, --layer-pattern.
+if tests/last_wins.sh ./build/train "${tiny[@]}" --attn dense,fixed --stride 16 --summary 4 --layers 2 --layer-pattern 0:dilated --segments 8,16 --dilations 1,2 \
         --out "$work/used" > "$work/used.log" 2>&1; then
-    pass "--stride with --attn dense,fixed and --segments with --dilated-layers train"
+    pass "--stride with --attn dense,fixed and --segments with --layer-pattern 0:dilated train"
 else
     fail "flags of patterns in use refused: $(tail -n 2 "$work/used.log")"
 fi

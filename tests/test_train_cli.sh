@@ -93,7 +93,7 @@ fi
 
 # 3b. A dilated (LongNet) model with one dense layer trains, and its checkpoint carries the
 #     per-layer patterns to infer.
-dil=(--attn dilated --segments 16,32,64 --dilations 1,2,4 --dense-layers 1)
+dil=(--attn dilated --segments 16,32,64 --dilations 1,2,4 --layer-pattern 1:dense)
 if tests/last_wins.sh ./build/train "${tiny[@]}" "${dil[@]}" --steps 10 --out "$work/dilated" > "$work/dilated.log" 2>&1 \
    && ./build/infer --checkpoint "$work/dilated" --prompt "In the" --max-new 8 > "$work/dilated_gen.log" 2>&1; then
     pass "dilated model trains and generates ($(grep -o 'val loss [0-9.]*' "$work/dilated.log" | tail -1))"
@@ -127,7 +127,7 @@ expect_error "bad input: dilation above its segment" "dilation 64 exceeds its se
 expect_error "bad input: segment and dilation lists differ" "--dilations has 1" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,32 --dilations 1 --out "$work/x1"
 expect_error "bad input: zero segment" "must be positive" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 0 --dilations 1 --out "$work/x1"
 expect_error "bad input: malformed segment list" "--segments" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --segments 16,x --out "$work/x1"
-expect_error "bad input: dense layer out of range" "--dense-layers" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --dense-layers 5 --out "$work/x1"
+expect_error "bad input: --layer-pattern layer out of range" "--layer-pattern: layer 5 does not exist" tests/last_wins.sh ./build/train "${tiny[@]}" --attn dilated --layer-pattern 5:dense --out "$work/x1"
 expect_error "bad input: unknown pattern" "--attn" tests/last_wins.sh ./build/train "${tiny[@]}" --attn sparse --out "$work/x1"
 expect_error "bad input: unknown device" "--device" tests/last_wins.sh ./build/train "${tiny[@]}" --device tpu --out "$work/x1"
 expect_error "bad input: missing checkpoint" "checkpoint" ./build/infer --checkpoint "$work/nothing.safetensors" --prompt hi
@@ -466,7 +466,7 @@ expect_error "bad input: infer --cp without --perplexity" "for --perplexity" ./b
 
 # 10. Block-sparse layers (a window plus global tokens) with a dilated and a dense layer train on
 #     the CPU, print their density, carry their patterns to infer; bad layouts are refused.
-bsp=(--attn block-sparse --block 4 --window 8 --global 2 --layers 3 --dilated-layers 1 --segments 8,16 --dilations 1,2 --dense-layers 2)
+bsp=(--attn block-sparse --block 4 --window 8 --global 2 --layers 3 --layer-pattern 1:dilated,2:dense --segments 8,16 --dilations 1,2)
 if tests/last_wins.sh ./build/train "${tiny[@]}" "${bsp[@]}" --steps 10 --out "$work/bsparse" > "$work/bsparse.log" 2>&1 \
    && grep -q "layer 0: block-sparse .*keeps 0\.[0-9]* of the causal pairs at T = 32" "$work/bsparse.log" \
    && ./build/infer --checkpoint "$work/bsparse" --prompt "In the" --max-new 8 > "$work/bsparse_gen.log" 2>&1; then

@@ -2,14 +2,14 @@
 //   attention_forward_cuda   ~ attention_forward
 //   attention_backward_cuda  ~ attention_backward
 // on bf16 storage with fp32 accumulation, head dims 64 and 128, for sm_90a: our kernels
-// (layers/cuda/attention/; launch_template.cuh there lists them), dense, dilated and
-// block-sparse, in tile configurations listed by the variant tables below (variant 0 is what the plain
-// launchers run).
+// (layers/cuda/attention/; launch_template.cuh there lists them), for every pattern of the
+// registry (layers/patterns/list.h), in tile configurations listed by the variant tables below
+// (variant 0 is what the plain launchers run).
 //
 // Compiled once: this header only DECLARES the launchers, so a program that includes it compiles
 // no attention kernel. The kernels and their launch code are built once into objects that the
 // Makefile links into the programs using them (build/obj/):
-//   attention_flash.o            attention/attention_flash.cu: the launchers below, dense and dilated, with
+//   attention_flash.o            attention/attention_flash.cu: the launchers below, every pattern, with
 //                                the variants the model runs (forward 0, backward 0 and
 //                                kDeterministicBackwardVariant)
 //   attention_flash_variants.o   attention/attention_flash_variants.cu: the tile configurations only the
@@ -28,13 +28,15 @@
 //
 // Unlike the CPU reference, whose backward ADDS into its gradient buffers, attention_backward_cuda
 // OVERWRITES dq, dk, dv (slices of a dQKV buffer, same strides as q, k, v): every element of the
-// three slices is written, none is read before this call wrote it (a dilated pattern adds its
-// later branches into what its first branch, or a zero-fill, wrote; likewise O and L forward).
+// three slices is written, none is read before this call wrote it (a pattern launched branch by
+// branch adds its later branches into what its first branch, or a zero-fill, wrote; likewise O
+// and L forward).
 //
-// Patterns: dense, dilated (LongNet) and block-sparse; for the last two, positions must be
-// pos[i] = i (dilated segments are cut from them, patterns/dilated_launch.cuh; block-sparse tile lists
-// and masks assume them, layers/patterns/block_sparse.cuh). Workspace: attention_backward_workspace_bytes(s) is enough for every
-// pattern; attention_backward_workspace_bytes(s, pattern) is the smaller exact size.
+// Patterns: every pattern of the registry (layers/patterns/list.h), each through its module
+// (layers/patterns/<stem>.cuh, and <stem>_launch.cuh for one launched branch by branch). Dense
+// reads the positions as given; the other modules' schedules cut segments, blocks and tile lists
+// from positions and assume pos[i] = i. Workspace: attention_backward_workspace_bytes(s) is enough
+// for every pattern; attention_backward_workspace_bytes(s, pattern) is the smaller exact size.
 #pragma once
 #include <cstddef>
 #include "layers/attention.h"
@@ -48,8 +50,9 @@ struct Params;  // the kernels' parameters (layers/cuda/attention/params.cuh)
 struct Variant {
     const char* name;
     void (*run)(const Params&, int B, cudaStream_t);
-    // Backward only, the pieces a dilated branch launches (layers/patterns/dilated_launch.cuh):
-    // the dK/dV kernel (adding dQ into dq_accum when dq is null) and the separate dQ kernel.
+    // Backward only, the pieces a launch per branch or per key block runs (a module's
+    // PatternLaunches, the two-sided launchers): the dK/dV kernel (adding dQ into dq_accum when dq
+    // is null) and the separate dQ kernel.
     void (*dkdv)(const Params&, int B, cudaStream_t) = nullptr;
     void (*dq)(const Params&, int B, cudaStream_t) = nullptr;
 };
@@ -65,20 +68,19 @@ const Variant* backward_variants(int D, int* count);
 // Variant 1 of the backward is the deterministic one (no atomics: a separate dQ pass).
 constexpr int kDeterministicBackwardVariant = 1;
 
-// Dilated knobs (layers/patterns/dilated_launch.cuh explains them), variables so that the tests and
-// the benchmark can set them (defined in attention_flash.cu):
-extern long long dilated_min_chunk_tokens;  // the backward's smallest dQ chunk (64K tokens)
-extern int dilated_forward_group;           // launch-order groups of virtual sequences (16;
-extern int dilated_backward_group;          //   0: plain grid order)
+// A pattern's own launch knobs are in its module (layers/patterns/<stem>_tuning.h).
+
 // The warp-specialized forward (layers/cuda/attention/forward_ws.cuh) walks the query tiles with a
-// block per SM when a dense (b, h) row or a dilated branch's segment has at most this many tiles
-// of 128 (32: rows up to 4096), and for block-sparse lists whenever it is not 0; else it runs a
-// block per tile. A variable so that the tests run both ways (and the benchmark times both).
+// block per SM when a (b, h) row or a virtual sequence (a pattern's segment) has at most this many
+// tiles of 128 (32: rows up to 4096), and whenever it is not 0 for a pattern whose schedule asks
+// (kAlwaysPersistent: short tile lists); else it runs a block per tile. A variable so that the
+// tests run both ways (and the benchmark times both).
 extern int ws_persistent_max_query_tiles;
 // The persistent forward's grid: at most this many blocks (0: one per SM). The tests set a few,
 // so that each block walks many tiles.
 extern int persistent_grid_max;
-// Dense rows on the warp-specialized kernels run in launch-order groups of as many (b, h) rows as
+// Rows of a pattern that groups them (kL2RowGroups: dense) run on the warp-specialized kernels in
+// launch-order groups of as many (b, h) rows as
 // keep what each block re-reads (K and V forward; Q, dO and dQ's accumulator backward) within this
 // many bytes of the L2 (8 MiB, the best budget on an H200; 0: plain grid order),
 // tile_scheduler.cuh and dense_l2_group say why.
@@ -89,8 +91,8 @@ extern long long dense_l2_budget;
 // Workspace of attention_backward_cuda for dense attention (the most any pattern needs).
 size_t attention_backward_workspace_bytes(AttnShape s);
 
-// The same for a given pattern: a dilated one walks the sequence in chunks and needs an fp32 dQ
-// accumulator for one chunk only (layers/patterns/dilated_launch.cuh), never more than the above.
+// The same for a given pattern, as its module's launches need (one that walks the sequence in
+// chunks needs an fp32 dQ accumulator for one chunk only), never more than the above.
 size_t attention_backward_workspace_bytes(AttnShape s, const AttnPattern& pattern);
 
 // Forward with an explicit tile configuration (flash::forward_variants); variant 0 is the default.

@@ -1,6 +1,6 @@
 // Dense attention (docs/attention-spec.md#dense): every query attends every key (every
 // key at or before it when causal, which attention_pattern.h applies to all patterns). The
-// module interface every pattern implements is described in layers/patterns/registry.h.
+// module interface every pattern implements: docs/patterns.md, "Adding a pattern".
 #pragma once
 #include <string>
 #include <vector>

@@ -36,6 +36,7 @@
 #include <vector>
 #include "layers/cuda/attention/launch_template.cuh"
 #include "layers/patterns/dilated.cuh"
+#include "layers/patterns/dilated_tuning.h"
 
 namespace flash {
 
@@ -60,7 +61,7 @@ inline std::vector<DilatedBranch> dilated_branches(const AttnPattern& pattern, i
 // chunk together (`grouped`: one zero-fill and one conversion per chunk in all). Otherwise each
 // branch walks its own chunks of a multiple of its w' and adds its dQ into dq.
 // The 64K floor is a variable so that tests can walk small sequences in several chunks:
-// flash::dilated_min_chunk_tokens (declared in attention_flash.h, defined in attention_flash.cu).
+// flash::dilated_min_chunk_tokens (dilated_tuning.h).
 
 struct DilatedChunks {
     int tokens;
@@ -93,7 +94,7 @@ inline size_t dilated_workspace_bytes(const AttnShape& s, const AttnPattern& pat
 // Launch-order groups of virtual sequences (Params::group, resolve_block): 16 sequences of 16
 // tiles are about one wave of 2 blocks per SM, and their K/V (8 MiB at D = 64) stay in the L2.
 // 0 gives the plain grid order; variables so that the benchmark can compare the two:
-// flash::dilated_forward_group and dilated_backward_group (attention_flash.h, attention_flash.cu).
+// flash::dilated_forward_group and dilated_backward_group (dilated_tuning.h).
 
 // Point p at segments [seg0, seg0 + nseg) of branch `br`.
 inline void set_branch(Params& p, const DilatedBranch& br, int seg0, int nseg) {
@@ -212,10 +213,12 @@ struct PatternLaunches<DilatedPattern> {
         return dilated_workspace_bytes(s, pattern);
     }
     // Branch by branch, each over the segments that hold rows of both sides, always merging (from
-    // O = 0, L = -inf that the caller fills: pattern_launches_per_branch).
+    // O = 0, L = -inf that the caller fills: pattern_launches_per_branch), in the pass's
+    // launch-order groups.
     template <typename Run>
-    static void for_each_launch(const Params& p, const AttnPattern& pattern, const AttnDims& dm, bool /*merge*/, int group,
+    static void for_each_launch(const Params& p, const AttnPattern& pattern, const AttnDims& dm, bool /*merge*/, Pass pass,
                                 Run run) {
+        const int group = pass == Pass::Backward ? dilated_backward_group : dilated_forward_group;
         for (const DilatedBranch& br : dilated_branches(pattern, dm.seq_len)) {
             int seg0, nseg;
             if (!shared_segments(br.w, p, seg0, nseg)) continue;  // no segment holds rows of both sides

@@ -48,6 +48,7 @@
 #include "tests/gpu/attention_test_common.cuh"
 #include "tests/gradcheck.h"
 #include "layers/cuda/attention/tma_rows.cuh"  // check_tma_folds
+#include "layers/patterns/dilated_tuning.h"       // flash::dilated_min_chunk_tokens
 
 // ------------------------------------------------------------------------------------------------
 // One case.

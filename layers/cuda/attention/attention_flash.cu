@@ -20,9 +20,6 @@
 
 namespace flash {
 
-long long dilated_min_chunk_tokens = 1 << 16;
-int dilated_forward_group = 16;
-int dilated_backward_group = 16;
 long long dense_l2_budget = 8ll << 20;
 int ws_persistent_max_query_tiles = kWsPersistentMaxQueryTiles;
 int persistent_grid_max = 0;
@@ -123,9 +120,8 @@ size_t attention_backward_workspace_bytes(AttnShape s) {
     return flash::workspace_rowstats_bytes(s) + (size_t)s.B * s.N * s.H * s.D * 4;
 }
 
-// The same for a given pattern, as its module's launches need (a dilated one walks the sequence
-// in chunks and needs an fp32 dQ accumulator for one chunk only, layers/patterns/
-// dilated_launch.cuh), never more than the above.
+// The same for a given pattern, as its module's launches need (PatternLaunches::
+// backward_workspace_bytes), never more than the above.
 size_t attention_backward_workspace_bytes(AttnShape s, const AttnPattern& pattern) {
     return with_pattern_module(pattern.kind, [&](auto m) { return flash::PatternLaunches<decltype(m)>::backward_workspace_bytes(s, pattern); });
 }

@@ -396,6 +396,9 @@ __global__ void fill_kernel(T* x, size_t n, T value) {
 // these headers).
 void launch_fill(float* x, size_t n, float value, cudaStream_t stream);
 
+// Which kernels a run of launches is for: the forward's, or the backward's dK/dV (and dQ).
+enum class Pass { Forward, Backward };
+
 // How a pattern's attention runs on the flash kernels: one launch of the variant over its
 // schedule (here). A pattern launched branch by branch (its module's kLaunchesPerBranch)
 // specializes it in layers/patterns/<stem>_launch.cuh (gathered by all_launch.cuh), so that the
@@ -415,10 +418,10 @@ struct PatternLaunches {
     }
     static size_t backward_workspace_bytes(const AttnShape& s, const AttnPattern&) { return attention_backward_workspace_bytes(s); }
     // The two-sided launchers (launch_two_sided.cuh): every launch over p, its Params given to
-    // run, each merging into what is there when `merge` (else it writes); `group` is the
-    // launch-order group a pattern of virtual sequences takes.
+    // run, each merging into what is there when `merge` (else it writes); `pass` says which
+    // kernels run them, for a module that tunes its launches per pass.
     template <typename Run>
-    static void for_each_launch(const Params& p, const AttnPattern&, const AttnDims&, bool merge, int /*group*/, Run run) {
+    static void for_each_launch(const Params& p, const AttnPattern&, const AttnDims&, bool merge, Pass /*pass*/, Run run) {
         Params q = p;
         q.accumulate = merge;
         run(q);

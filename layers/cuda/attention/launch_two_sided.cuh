@@ -77,8 +77,8 @@ inline Params make_two_sided_params(const AttnQueries<bf16>& qs, const AttnKeys<
 // what is there when `merge`, else writing; a pattern launched per branch always merges, from
 // O = 0, L = -inf filled by the caller). `run` takes each launch's Params.
 template <typename Run>
-void for_each_launch(const Params& p, const AttnPattern& pattern, const AttnDims& dm, bool merge, int group, Run run) {
-    with_pattern_module(pattern.kind, [&](auto m) { PatternLaunches<decltype(m)>::for_each_launch(p, pattern, dm, merge, group, run); });
+void for_each_launch(const Params& p, const AttnPattern& pattern, const AttnDims& dm, bool merge, Pass pass, Run run) {
+    with_pattern_module(pattern.kind, [&](auto m) { PatternLaunches<decltype(m)>::for_each_launch(p, pattern, dm, merge, pass, run); });
 }
 
 }  // namespace flash
@@ -106,7 +106,7 @@ void attention_forward_cuda(bf16* out,   // (B, nq, H, D)
     }
     int count = 0;
     const flash::Variant& v = flash::forward_variants(dm.D, &count)[0];
-    flash::for_each_launch(p, pattern, dm, false, flash::dilated_forward_group, [&](const flash::Params& q) { v.run(q, dm.B, stream); });
+    flash::for_each_launch(p, pattern, dm, false, flash::Pass::Forward, [&](const flash::Params& q) { v.run(q, dm.B, stream); });
 }
 
 // Merge: these keys folded into the fp32 O and L already there (attention_partial_init_cuda).
@@ -121,7 +121,7 @@ void attention_forward_merge_cuda(float* out,  // (B, nq, H, D) fp32
     p.lse = lse;
     int count = 0;
     const flash::Variant& v = flash::forward_variants(dm.D, &count)[0];
-    flash::for_each_launch(p, pattern, dm, true, flash::dilated_forward_group, [&](const flash::Params& q) { v.run(q, dm.B, stream); });
+    flash::for_each_launch(p, pattern, dm, true, flash::Pass::Forward, [&](const flash::Params& q) { v.run(q, dm.B, stream); });
 }
 
 // lse_log2 and delta (B, H, nq) fp32, then the fp32 dQ accumulator (B, nq, H, D).
@@ -181,7 +181,7 @@ void attention_backward_block_cuda(bf16* dk, bf16* dv, bool accumulate, const bf
     }
     int count = 0;
     const flash::Variant& v = flash::backward_variants(dm.D, &count)[deterministic ? flash::kDeterministicBackwardVariant : 0];
-    flash::for_each_launch(p, pattern, dm, accumulate, flash::dilated_backward_group, [&](const flash::Params& q) {
+    flash::for_each_launch(p, pattern, dm, accumulate, flash::Pass::Backward, [&](const flash::Params& q) {
         v.dkdv(q, dm.B, stream);  // the deterministic variant's adds no dQ
         if (deterministic) v.dq(q, dm.B, stream);  // q.dq is null: into the accumulator
     });
