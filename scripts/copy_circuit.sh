@@ -50,7 +50,7 @@ variant_args() {
     local theta=1e7 attn v=${1%-rand}
     case $v in *-theta4) theta=1e4 ;; esac
     case ${v%-theta4} in
-        hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --dense-layers 1,3,5 --nope-layers 1,3,5 --logn-attn 512" ;;
+        hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn 512" ;;
         dense)  attn="--attn dense" ;;
         torch)  return 0 ;;
         *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, each with -rand; torch)" >&2; return 1 ;;
