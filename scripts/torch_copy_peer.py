@@ -30,7 +30,9 @@ SHARD_MAGIC = b"LNGSHARD"
 
 
 def read_shard(path):
-    """A token shard (data/FORMAT.md): (tokens as a list-like, document starts, vocabulary size)."""
+    """A token shard (data/FORMAT.md) mapped, not read: (tokens as a numpy array, document starts,
+    vocabulary size). A corpus's train.bin may hold hundreds of millions of tokens."""
+    import numpy as np
     with open(path, "rb") as f:
         head = f.read(64)
         if len(head) < 36 or head[:8] != SHARD_MAGIC:
@@ -39,15 +41,11 @@ def read_shard(path):
         header = 64 if version >= 2 else 36
         f.seek(header)
         starts = list(struct.unpack("<%dQ" % n_docs, f.read(8 * n_docs)))
-        data = f.read(token_bytes * n_tokens)
-    if len(data) != token_bytes * n_tokens or token_bytes not in (2, 4):
-        sys.exit(f"error: {path} is cut short or malformed ({len(data)} token bytes of {token_bytes * n_tokens}): regenerate it")
-    import array
-    tokens = array.array("H" if token_bytes == 2 else "I")
-    tokens.frombytes(data)
-    if sys.byteorder != "little":
-        tokens.byteswap()
-    return tokens, starts, vocab
+    dtype = {2: "<u2", 4: "<u4"}.get(token_bytes)
+    offset = header + 8 * n_docs
+    if dtype is None or os.path.getsize(path) != offset + token_bytes * n_tokens:
+        sys.exit(f"error: {path} is cut short or malformed (token bytes {token_bytes}, {n_tokens} tokens): regenerate it")
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(n_tokens,)), starts, vocab
 
 
 def read_copy_tokens(path):
@@ -193,8 +191,8 @@ def main():
     import torch
     torch.manual_seed(args.seed)
     dev = torch.device(args.device)
-    tokens, _, vocab = read_shard(f"{args.data}/train.bin")
-    train = torch.tensor(tokens, dtype=torch.int64)
+    import numpy as np
+    train, _, vocab = read_shard(f"{args.data}/train.bin")
     mix, frac = None, 0.0
     if args.mix:
         path, _, f = args.mix.rpartition(":")
@@ -202,12 +200,11 @@ def main():
         mtok, mstarts, mvocab = read_shard(path)
         if mvocab != vocab:
             sys.exit(f"error: --mix {path} has a vocabulary of {mvocab}, the corpus {vocab}: give a shard of this corpus")
-        mt = torch.tensor(mtok, dtype=torch.int64)
         ends = mstarts[1:] + [len(mtok)]
         docs = [(s, e) for s, e in zip(mstarts, ends) if e - s >= args.seq_len]
         if not docs:
             sys.exit(f"error: --mix {path} has no document of --seq-len {args.seq_len} tokens: give its window's shard")
-        mix = (mt, docs)
+        mix = (mtok, docs)
     model = build_model(torch, vocab, args).to(dev)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
@@ -227,14 +224,15 @@ def main():
         for i in range(B):
             if i < n_mix:  # a whole task document: its last token has no target
                 s, _ = mix[1][int(torch.randint(len(mix[1]), (1,), generator=g))]
-                w = mix[0][s:s + T]
+                w = np.asarray(mix[0][s:s + T], dtype=np.int64)
                 xs.append(w)
-                ys.append(torch.cat([w[1:], torch.tensor([-1])]))
+                ys.append(np.append(w[1:], -1))
             else:
                 s = int(torch.randint(len(train) - T - 1, (1,), generator=g))
-                xs.append(train[s:s + T])
-                ys.append(train[s + 1:s + T + 1])
-        x, y = torch.stack(xs).to(dev), torch.stack(ys).to(dev)
+                w = np.asarray(train[s:s + T + 1], dtype=np.int64)
+                xs.append(w[:-1])
+                ys.append(w[1:])
+        x, y = torch.from_numpy(np.stack(xs)).to(dev), torch.from_numpy(np.stack(ys)).to(dev)
         lr = lr_at(step, args.warmup, args.steps, args.lr, args.lr * args.min_lr_frac)
         for group in opt.param_groups:
             group["lr"] = lr
