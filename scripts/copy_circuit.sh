@@ -52,7 +52,7 @@ variant_args() {
     case ${v%-theta4} in
         hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn 512" ;;
         dense)  attn="--attn dense" ;;
-        torch)  return 0 ;;
+        torch)  [ "$1" = torch ] && return 0; echo "copy_circuit: the torch peer trains on read's documents only (no $1)" >&2; return 1 ;;
         *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, each with -rand; torch)" >&2; return 1 ;;
     esac
     echo "$MODEL_ARGS --rope-theta $theta $attn"
