@@ -87,7 +87,7 @@ run_one() {  # train variant $1, then its copy loss and its quotes
     if [ "$v" = torch ]; then
         # shellcheck disable=SC2086
         python3 "$(dirname "$0")/torch_copy_peer.py" --data "$CORPUS" --mix "$shard:0.5" --copy-tokens "$OUTDIR/${ours}_copy_tokens.csv" \
-            --wait-tokens 900 --seq-len "$SEQ" --batch "$BATCH" --steps "$steps" --lr "${LR:-1.5e-3}" --seed "$SEED" \
+            --wait-pid "$OURS_PID" --seq-len "$SEQ" --batch "$BATCH" --steps "$steps" --lr "${LR:-1.5e-3}" --seed "$SEED" \
             --device "$DEVICE" $MODEL_ARGS --rope-theta 1e4 > "$OUTDIR/torch_train.log" 2>&1 || return 1
         cp "$OUTDIR/torch_train.log" "$OUTDIR/torch_copy.log"
         return 0
@@ -102,11 +102,17 @@ run_one() {  # train variant $1, then its copy loss and its quotes
     "$BIN/infer" --device "$DEVICE" --checkpoint "$dir" --tasks "$quotes" --ctx "$SEQ" \
         --tasks-out "$OUTDIR/${v}_quote" > "$OUTDIR/${v}_quote.log" 2>&1
 }
-pids=()
-for v in "${VARIANTS[@]}"; do run_one "$v" & pids+=($!); done
+# Ours first: the peer waits for the sequences of $ours only while that run lives.
+pids=() names=() ours_pid=""
+for v in "${VARIANTS[@]}"; do
+    [ "$v" = torch ] && continue
+    run_one "$v" & pids+=($!) names+=("$v")
+    [ "$v" = "$ours" ] && ours_pid=$!
+done
+[[ " ${VARIANTS[*]} " == *" torch "* ]] && { OURS_PID=$ours_pid run_one torch & pids+=($!) names+=(torch); }
 bad=0
 for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || { bad=$((bad + 1)); echo "copy_circuit: ${VARIANTS[$i]} failed: $(tail -n 2 "$OUTDIR/${VARIANTS[$i]}_train.log" | tr '\n' ' ')"; }
+    wait "${pids[$i]}" || { bad=$((bad + 1)); echo "copy_circuit: ${names[$i]} failed: $(tail -n 2 "$OUTDIR/${names[$i]}_train.log" | tr '\n' ' ')"; }
 done
 
 # One line per variant: its final loss, the repeat's copy loss at each gap, quotes against controls.

@@ -87,6 +87,16 @@ def copy_table(rows, scores):
     return "\n".join(lines)
 
 
+def process_lives(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+
+
 def lr_at(step, warmup, total, max_lr, min_lr):
     if step < warmup:
         return max_lr * (step + 1) / warmup
@@ -183,7 +193,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--log-every", type=int, default=50)
-    ap.add_argument("--wait-tokens", type=int, default=0, help="seconds to wait for --copy-tokens after training (another run writes it)")
+    ap.add_argument("--wait-pid", type=int, default=0, help="after training, wait for --copy-tokens while this process (the run that writes it) lives")
     args = ap.parse_args()
     if args.width % args.heads or (args.width // args.heads) % 2:
         sys.exit(f"error: --width {args.width} is not --heads {args.heads} heads of an even size: give a width that divides")
@@ -250,12 +260,11 @@ def main():
                   flush=True)
     print(f"done: {args.steps} steps, {args.steps * B * T / (time.time() - t0):.0f} tokens/s", flush=True)
 
-    waited = 0
-    while not os.path.exists(args.copy_tokens) and waited < args.wait_tokens:  # written by a run beside this one
-        time.sleep(5)
-        waited += 5
+    while not os.path.exists(args.copy_tokens) and args.wait_pid > 0 and process_lives(args.wait_pid):
+        time.sleep(2)
     if not os.path.exists(args.copy_tokens):
-        sys.exit(f"error: --copy-tokens {args.copy_tokens} does not exist: run infer --copy-loss ... --copy-out PREFIX first")
+        sys.exit(f"error: --copy-tokens {args.copy_tokens} does not exist (its writer ended without it): run infer --copy-loss "
+                 "... --copy-out PREFIX first")
     rows = read_copy_tokens(args.copy_tokens)
     model.eval()
     scores = []
