@@ -20,13 +20,16 @@
 # forward, 4 x 768 x the keys a query sees: T/2 causal dense; for the dilated branches (w, r)
 # sum w / (2 r^2), since 1 query in r takes part in a branch (2020 keys here). Weak-scaling
 # efficiency of the dilated run is the same on tokens and on FLOPs.
-# Usage: DATA=dir BIN=dir bench/bench_scaling.sh [dilated dense strong dp dp_serial dp_sharded]; tables to $OUTDIR/scaling.md
+# Usage: DATA=dir BIN=dir [LAUNCHER=scripts/sim_hosts.sh] bench/bench_scaling.sh [dilated dense strong dp dp_serial dp_sharded]; tables to $OUTDIR/scaling.md
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 BIN=${BIN:-build}
 OUTDIR=${OUTDIR:-build/bench}
 DATA=${DATA:?DATA=a prepared corpus with at least 1M training tokens (e.g. .carry/s14/corpus-long)}
 STEPS=${STEPS:-8} SKIP=${SKIP:-3}
+# How P > 1 ranks start: scripts/launch.sh (one host, NVLink) or scripts/sim_hosts.sh (P simulated
+# hosts, NCCL over sockets). The table names it.
+LAUNCHER=${LAUNCHER:-scripts/launch.sh}
 mkdir -p "$OUTDIR/scaling"
 # shellcheck source=scripts/gpu_lib_paths.sh
 source scripts/gpu_lib_paths.sh "$(cd "$BIN" && pwd)"
@@ -55,7 +58,7 @@ run_one() {  # kind P: prints "tokens/s T wait_ms step_ms kv_mb" (median after S
     if [ "$P" -eq 1 ]; then
         "$BIN/train" "${common[@]}" "${model[@]}" "${args[@]}" --out "$dir" > "$dir.log" 2>&1
     else
-        scripts/launch.sh "$P" "$BIN/train" "${common[@]}" "${model[@]}" "${args[@]}" --out "$dir" > "$dir.log" 2>&1
+        "$LAUNCHER" "$P" "$BIN/train" "${common[@]}" "${model[@]}" "${args[@]}" --out "$dir" > "$dir.log" 2>&1
     fi
     local code=$?
     [ $code -eq 0 ] || { echo "failed (exit $code: $(grep -m1 'error' "$dir.log" | cut -c1-160))"; return; }
@@ -84,7 +87,7 @@ flops_per_token() {  # kind T: the model's FLOPs per token, forward + backward
 {
     echo "# Scaling over GPUs: whole training steps (bench/bench_scaling.sh)"
     echo
-    echo "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $gpus; $STEPS steps a run, median tokens/s after step $SKIP"
+    echo "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $gpus; $STEPS steps a run, median tokens/s after step $SKIP; P > 1 started by $LAUNCHER"
     echo
     echo "Step and wait: rank 0's median step time and the part its compute stream (and host, for the"
     echo "loss sum) waited for communication (train --time-comm); K/V: MB each rank sends per forward."

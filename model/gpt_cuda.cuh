@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 #include "comm/host_wait.cuh"
+#include "core/pinned_buffer.h"
 #include "comm/wait_timer.cuh"
 #include "model/op_timer.cuh"
 #include "layers/cuda/attention_cudnn.h"
@@ -282,10 +283,10 @@ class CudaBackend : public ModelBackend {
     double grad_norm() override {
         grad_norm_squared_cuda(scalars_, grad_, n_, reduce_scratch_, stream_);
         mark("grad norm");
-        float sq = 0;
-        CUDA_CHECK(cudaMemcpyAsync(&sq, scalars_, 4, cudaMemcpyDeviceToHost, stream_));
+        scalar_host_.resize(1);
+        CUDA_CHECK(cudaMemcpyAsync(scalar_host_.data(), scalars_, 4, cudaMemcpyDeviceToHost, stream_));
         wait_host("the gradient norm");
-        return std::sqrt((double)sq);
+        return std::sqrt((double)scalar_host_[0]);
     }
 
     void adamw_step(float lr, float grad_scale, const AdamWConfig& o, int step) override {
@@ -401,7 +402,8 @@ class CudaBackend : public ModelBackend {
         return n ? 1.0f / n : 0.0f;
     }
     bool has_targets_ = false;
-    std::vector<float> losses_host_;
+    PinnedBuffer<float> losses_host_;  // pinned: see core/pinned_buffer.h
+    PinnedBuffer<float> scalar_host_;  // the gradient norm's square, read by the host
     int *tokens_d_, *targets_d_, *pos_d_, *doc_start_d_;
     bool use_doc_start_ = false;
     // One block's activations (model/recompute.h): under a recompute policy the fields a block

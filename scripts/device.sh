@@ -29,6 +29,10 @@
 #   train          a GPU training run on $DATA (TRAIN_ARGS); infer and long_prompt use its checkpoint
 #   dp             data parallel over this host's GPUs, --grad-overlap on and off, against one GPU
 #   split          one training step (GPT-2 124M, T = 1024) by kind of op beside its floor
+#   hosts          a job of several hosts simulated (scripts/sim_hosts.sh: a network namespace and
+#                  a private folder a rank, NCCL over sockets, the TCP rendezvous with the job's
+#                  secret): test_comm_nccl, test_ring --nccl, --cp P training against one GPU (loss
+#                  within 1%, host 0's checkpoint loads) and NCCL's rate over the sockets beside NVLink
 #   launchers      test_comm_nccl's P ranks (one per GPU; LAUNCH_P) started as people start them:
 #                  scripts/launch.sh (the rendezvous file), torchrun --standalone and
 #                  torchrun --master_port (TCP; its agent holds MASTER_PORT), mpirun -np P (Open MPI
@@ -175,6 +179,50 @@ stage_launchers() {
     command -v mpirun > /dev/null || summary+=("launchers: no mpirun (apt-get install openmpi-bin), skipped")
 }
 
+# ---- hosts: a job of several hosts, simulated (each rank in a network namespace of its own)
+
+stage_hosts() {
+    # scripts/sim_hosts.sh: one rank a host, NCCL over sockets only, each host its own copy of the
+    # corpus and its own output folder (/tmp/lnghost inside it); nothing shared but the network.
+    local P S=scripts/sim_hosts.sh T data c1 c2 l1 l2 ckpt
+    P=$(nvidia-smi -L | wc -l)
+    [ "$P" -ge 2 ] || { failed_stages+=("hosts: needs 2 or more GPUs, this machine has $P"); return; }
+    launcher_run hosts_comm_nccl "$P" env NCCL_DEBUG=INFO "$S" "$P" "$BIN/test_comm_nccl"
+    summary+=("hosts: NCCL's channels: $(grep -c 'via NET/Socket' "$LOGS/launcher_hosts_comm_nccl.log") via NET/Socket, $(grep -cE 'via (P2P|SHM)' "$LOGS/launcher_hosts_comm_nccl.log") via P2P or SHM")
+    [ -x "$BIN/test_rendezvous" ] && summary+=("hosts: the rendezvous: $("$S" "$P" "$BIN/test_rendezvous" --probe 2>&1 | grep -oE 'probe rank [0-9]+ of [0-9]+ .* via [a-z]+' | tr '\n' ';')")
+    launcher_run hosts_ring_nccl "$P" "$S" "$P" "$BIN/test_ring" --nccl
+    # --cp P over the hosts against one GPU: the same flags, the same step-20 loss within 1%; host 0's
+    # checkpoint (its own folder) loads; no other host wrote one.
+    T=$((4096 * P)) data=/tmp/lnghost/$(basename "$DATA")
+    local common=(--device cuda --seq-len $T --batch 2 --val-every 10 --seed 7 --steps 20 --ckpt-every 10 --attn dense --sample-tokens 0)
+    "$BIN/train" "${common[@]}" --data "$DATA" --out "$OUT/hosts_cp1" > "$OUT/hosts_cp1.log" 2>&1
+    c1=$?
+    rm -rf "$OUT/hosts_keep"
+    HOST_COPY=$DATA SIM_HOSTS_KEEP=$OUT/hosts_keep "$S" "$P" "$BIN/train" "${common[@]}" --data "$data" --cp "$P" \
+        --out /tmp/lnghost/run > "$OUT/hosts_cpP.log" 2>&1
+    c2=$?
+    l1=$(grep -oE 'step +20/20 \| loss [0-9.]+' "$OUT/hosts_cp1.log" | grep -oE '[0-9.]+$')
+    l2=$(grep -oE 'step +20/20 \| loss [0-9.]+' "$OUT/hosts_cpP.log" | head -1 | grep -oE '[0-9.]+$')
+    ckpt=$OUT/hosts_keep/host0/run
+    "$BIN/infer" --device cuda --checkpoint "$ckpt" --perplexity "$DATA/val.bin" --ctx 1024 > "$OUT/hosts_ppl.log" 2>&1
+    local others; others=$(find "$OUT"/hosts_keep/host[1-9]* -name '*.safetensors' 2>/dev/null | wc -l)
+    summary+=("hosts: train --cp $P T=$T over $P hosts exit $c2, step-20 loss $l2; one GPU exit $c1, $l1; host 0's checkpoint: $(grep -E '^file' "$OUT/hosts_ppl.log"); checkpoints on other hosts: $others")
+    if [ $c1 -eq 0 ] && [ $c2 -eq 0 ] && [ "$others" -eq 0 ] && grep -qE '^file' "$OUT/hosts_ppl.log" &&
+       awk -v a="$l1" -v b="$l2" 'BEGIN { exit !(a > 0 && b > 0 && (a - b) ^ 2 <= (0.01 * a) ^ 2) }'; then
+        total_pass=$((total_pass + 1))
+    else
+        total_fail=$((total_fail + 1))
+    fi
+    rows+=("$(printf '%-28s one GPU %s, %s hosts %s' hosts_train_cp "$l1" "$P" "$l2")")
+    # NCCL's send/receive rate over the sockets beside NVLink (the rate bench_ring's --bw models)
+    if python3 -c 'import torch' 2> /dev/null; then
+        MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + RANDOM % 20000)) scripts/launch.sh "$P" python3 scripts/nccl_bw.py > "$OUT/bw_nvlink.log" 2>&1
+        "$S" "$P" python3 scripts/nccl_bw.py > "$OUT/bw_sockets.log" 2>&1
+        summary+=("NCCL send/receive, NVLink: $(grep -oE 'nccl_bw .*' "$OUT/bw_nvlink.log" | tr '\n' ';')")
+        summary+=("NCCL send/receive, sockets between hosts: $(grep -oE 'nccl_bw .*' "$OUT/bw_sockets.log" | tr '\n' ';')")
+    fi
+}
+
 # ---- ops: the non-attention kernels in one call
 
 stage_ops() {
@@ -276,6 +324,7 @@ for stage in "${stages[@]}"; do
         tests) stage_tests ;;
         sanitizers) stage_sanitizers ;;
         launchers) stage_launchers ;;
+        hosts) stage_hosts ;;
         ops) stage_ops ;;
         attention) stage_attention ;;
         bench) BIN=$BIN OUTDIR=$OUT bench/run_bench.sh > "$OUT/bench.log" 2>&1
@@ -401,7 +450,18 @@ for stage in "${stages[@]}"; do
                    --out "$OUT/fault" > "$OUT/fault.log" 2>&1
                code=$?
                "$BIN/infer" --device cuda --checkpoint "$OUT/fault" --perplexity "$DATA/val_text.txt" --ctx 1024 > "$OUT/fault_ppl.log" 2>&1
-               summary+=("GPU fault on rank $((P - 1)) after step 7: job exit $code after $((SECONDS - t_fault)) s: $(grep -E 'error|launch:' "$OUT/fault.log" | head -2 | tr '\n' ' ') | checkpoint after: $(grep -E '^file' "$OUT/fault_ppl.log")") ;;
+               summary+=("GPU fault on rank $((P - 1)) after step 7: job exit $code after $((SECONDS - t_fault)) s: $(grep -E 'error|launch:' "$OUT/fault.log" | head -2 | tr '\n' ' ') | checkpoint after: $(grep -E '^file' "$OUT/fault_ppl.log")")
+               # A healthy step longer than the time-out is not a hang: the time-out counts time
+               # without progress (a block done), not the step. A dense ring step at 1M tokens,
+               # 4 blocks, with a 10 s time-out (FAULTS_LONG_T, FAULTS_LONG_LAYERS change it).
+               LONGNET_COMM_TIMEOUT_S=10 $L "$P" "$BIN/train" --device cuda --data "$DATA" --attn dense --cp "$P" \
+                   --layers "${FAULTS_LONG_LAYERS:-4}" --seq-len "${FAULTS_LONG_T:-1048576}" --batch 1 --steps 2 --warmup 1 \
+                   --val-every 0 --val-batches 1 --ckpt-every 0 --log-every 1 --sample-tokens 0 --time-comm --out "$OUT/long_step" > "$OUT/long_step.log" 2>&1
+               code=$?
+               step_ms=$(grep -oE '\| step [0-9.]+ ms' "$OUT/long_step.log" | head -1 | grep -oE '[0-9.]+')
+               summary+=("a healthy step of ${step_ms:-?} ms under LONGNET_COMM_TIMEOUT_S=10: exit $code $(grep -E 'error|launch:' "$OUT/long_step.log" | head -1)")
+               { [ "$code" -eq 0 ] && awk -v m="${step_ms:-0}" 'BEGIN { exit !(m > 10000) }'; } ||
+                   failed_stages+=("faults: the healthy long step: exit $code, step ${step_ms:-?} ms (must pass and last over 10 s)") ;;
         dp)    # data parallel over this host's GPUs: the gradients summed block by block
                # during the backward (--grad-overlap on) or after it (off), against one GPU with the
                # same global batch; the step-20 validation losses must agree within 0.5%

@@ -10,6 +10,10 @@
 # at once (a rank blocked in NCCL would otherwise wait for it until its timeout), KILL 10 s later,
 # and the launcher exits with that rank's code. A rank found stopped (SIGSTOP, a debugger, a
 # suspended shell) is named, and continued so that its TERM lands now rather than at the KILL.
+# Several hosts: run it once on each host with LAUNCH_NODES=N and LAUNCH_NODE_RANK=h (0 on the host
+# of MASTER_ADDR), MASTER_ADDR, MASTER_PORT and one secret for the whole job (LONGNET_RDZV_SECRET or
+# LONGNET_RDZV_SECRET_FILE, the same on every host: no file is shared, the ranks meet over TCP).
+# Rank h * P + r then runs on GPU r of host h; lines carry the global rank.
 set -uo pipefail
 usage() { echo "usage: scripts/launch.sh P command [args...]   (P = number of ranks, a positive integer)" >&2; exit 2; }
 [ $# -ge 2 ] || usage
@@ -18,6 +22,16 @@ P=$1; shift
 ((BASH_VERSINFO[0] > 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] >= 1))) ||
     { echo "launch: needs bash 5.1 or newer (wait -n -p), this is $BASH_VERSION" >&2; exit 2; }
 
+nodes=${LAUNCH_NODES:-1} node=${LAUNCH_NODE_RANK:-0}
+[[ $nodes =~ ^[1-9][0-9]{0,3}$ ]] || { echo "launch: LAUNCH_NODES=\"$nodes\" is not a positive integer (the number of hosts)" >&2; exit 2; }
+[[ $node =~ ^[0-9]{1,4}$ ]] && [ "$node" -lt "$nodes" ] ||
+    { echo "launch: LAUNCH_NODE_RANK=\"$node\" is not a host number from 0 to $((nodes - 1)) (LAUNCH_NODES=$nodes)" >&2; exit 2; }
+if [ "$nodes" -gt 1 ]; then
+    [ -n "${MASTER_ADDR:-}" ] && [ -n "${MASTER_PORT:-}" ] ||
+        { echo "launch: LAUNCH_NODES=$nodes needs MASTER_ADDR and MASTER_PORT: the address and a free port of host 0, the same on every host" >&2; exit 2; }
+    [ -n "${LONGNET_RDZV_SECRET:-}" ] || [ -n "${LONGNET_RDZV_SECRET_FILE:-}" ] ||
+        { echo "launch: LAUNCH_NODES=$nodes needs the job's secret, the same on every host: export LONGNET_RDZV_SECRET=\$(od -An -tx1 -N32 /dev/urandom | tr -d ' \\n') and pass it to each host's launch" >&2; exit 2; }
+fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/longnet-launch.XXXXXX") || exit 2
 # The job's secret: the ranks prove it to rank 0 (and it to them) before NCCL's id is shared. In
 # the environment only (no file, no command line), which no other user can read.
@@ -58,14 +72,17 @@ finish() {
 trap 'finish 130' INT
 trap 'finish 143' TERM
 
-for ((r = 0; r < P; r++)); do
+for ((l = 0; l < P; l++)); do
+    r=$((node * P + l))
     (
         set +m  # the pipeline stays in this rank's group
         # On TERM the subshell lives on until the command has ended, so that waiting for it waits
         # for the command (the handler is not inherited: the command still dies of TERM); the
         # prefixers ignore TERM and print the rank's last lines.
         trap : TERM
-        export RANK=$r WORLD_SIZE=$P LOCAL_RANK=$r LOCAL_WORLD_SIZE=$P LONGNET_RENDEZVOUS=$dir/nccl-id NCCL_NVLS_ENABLE=0
+        export RANK=$r WORLD_SIZE=$((nodes * P)) LOCAL_RANK=$l LOCAL_WORLD_SIZE=$P NCCL_NVLS_ENABLE=0
+        # One host: the ranks meet through a file of this job. Several: over TCP at MASTER_ADDR.
+        if [ "$nodes" -eq 1 ]; then export LONGNET_RENDEZVOUS=$dir/nccl-id; else unset LONGNET_RENDEZVOUS; fi
         prefix() { trap '' TERM; exec sed -u "s/^/[rank $r] /"; }
         # stdout and stderr prefixed separately, each to where it was going; the exit code is the
         # command's (pipefail: the prefixers exit 0).

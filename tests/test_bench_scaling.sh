@@ -61,6 +61,20 @@ e4=$(awk 'BEGIN { printf "%.1f%%", 100 * 3600 * (546e6 + 12 * 3.5 * 4 * 768 * 13
 check "dense P = 1: $f1 model TFLOP/s" row "^\| dense \| 1 \| 65536 \| 900 \| $f1 \|"
 check "dense P = 4: the efficiency on FLOPs ($e4), not on tokens" row "^\| dense \| 4 \| 262144 \| 3600 \| $f4 \| $e4 \|"
 check "a failed run is a failed row naming its error, and the others still run" row '^\| dense \| 2 \| - \| failed \|.*stand-in out of memory'
+# LAUNCHER starts the ranks of P > 1 (scripts/sim_hosts.sh for simulated hosts): a stand-in that
+# notes its call, then hands over to scripts/launch.sh; the table names it.
+cat > "$work/bin/launcher" <<EOF
+#!/usr/bin/env bash
+echo "\$1" >> "$work/launcher_calls"
+exec "$PWD/scripts/launch.sh" "\$@"
+EOF
+chmod +x "$work/bin/launcher"
+PATH=$work/path:$PATH STEPS=6 SKIP=1 SCALING_P="1 2" BIN=$work/bin OUTDIR=$work/out_launcher DATA=$work/data \
+    LAUNCHER=$work/bin/launcher bench/bench_scaling.sh dilated > "$work/out_launcher.log" 2>&1
+check "LAUNCHER starts the P = 2 run (and only it), the table names it" \
+    test "$(cat "$work/launcher_calls" 2>/dev/null)" = 2 -a "$(grep -c "started by $work/bin/launcher" "$work/out_launcher/scaling.md")" -eq 1
+table=$(cat "$work/out_launcher/scaling.md" 2>/dev/null)
+check "the run it started is in the table" row '^\| dilated \| 2 \| 524288 \| 2000 \|'
 # No GPU: one line, a non-zero exit.
 err=$(PATH=/usr/bin:/bin DATA=$work/data BIN=$work/bin OUTDIR=$work/none bench/bench_scaling.sh dilated 2>&1)
 code=$?

@@ -81,11 +81,11 @@ done
 
 # The probe's lines of one launcher's run: P ranks of launcher NAME via METHOD, all holding rank
 # 0's bytes. Prints why not and fails otherwise.
-probes_agree() {  # P, launcher name, method, output
-    local P=$1 name=$2 method=$3 out=$4 r lines blobs
+probes_agree() {  # P, launcher name, method, output[, ranks per host (default P)]
+    local P=$1 name=$2 method=$3 out=$4 per_host=${5:-$1} r lines blobs
     lines=$(grep -o "probe rank .*" <<< "$out")
     for ((r = 0; r < P; r++)); do
-        grep -q "^probe rank $r of $P local $r launcher $name via $method blob [0-9a-f]\{256\}$" <<< "$lines" || {
+        grep -q "^probe rank $r of $P local $((r % per_host)) launcher $name via $method blob [0-9a-f]\{256\}$" <<< "$lines" || {
             echo "no line of rank $r: $out" | head -c 2000; return 1; }
     done
     blobs=$(sed 's/.* blob //' <<< "$lines" | sort -u | wc -l)
@@ -102,6 +102,64 @@ for P in 2 4; do
         fail "scripts/launch.sh $P: $why"
     fi
 done
+
+# Several hosts: scripts/launch.sh once a host (LAUNCH_NODES, LAUNCH_NODE_RANK), the ranks meeting
+# over TCP with the job's secret; here both "hosts" are this one, at 127.0.0.1.
+port=$(free_port)
+secret=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+out=$( (for h in 0 1; do
+            LAUNCH_NODES=2 LAUNCH_NODE_RANK=$h MASTER_ADDR=127.0.0.1 MASTER_PORT=$port LONGNET_RDZV_SECRET=$secret \
+            LONGNET_COMM_TIMEOUT_S=20 timeout -s KILL 60 scripts/launch.sh 2 "$probe" --probe &
+        done; wait) 2>&1)
+if why=$(probes_agree 4 torchrun tcp "$out" 2); then
+    pass "scripts/launch.sh 2 on each of 2 hosts (LAUNCH_NODES=2): ranks 0-3 meet over TCP, LOCAL_RANK 0-1 on each"
+else
+    fail "launch.sh over 2 hosts: $why"
+fi
+err1=$(env -u LONGNET_RDZV_SECRET -u LONGNET_RDZV_SECRET_FILE LAUNCH_NODES=2 LAUNCH_NODE_RANK=1 MASTER_ADDR=10.0.0.1 \
+       MASTER_PORT=29500 scripts/launch.sh 1 true 2>&1); c1=$?
+err2=$(LAUNCH_NODES=2 LAUNCH_NODE_RANK=2 scripts/launch.sh 1 true 2>&1); c2=$?
+err3=$(env -u MASTER_ADDR LAUNCH_NODES=2 LAUNCH_NODE_RANK=0 LONGNET_RDZV_SECRET=x scripts/launch.sh 1 true 2>&1); c3=$?
+if [ $c1 -eq 2 ] && grep -q "^launch: LAUNCH_NODES=2 needs the job's secret, the same on every host" <<< "$err1" \
+   && [ $c2 -eq 2 ] && grep -q '^launch: LAUNCH_NODE_RANK="2" is not a host number from 0 to 1' <<< "$err2" \
+   && [ $c3 -eq 2 ] && grep -q "^launch: LAUNCH_NODES=2 needs MASTER_ADDR and MASTER_PORT" <<< "$err3"; then
+    pass "several hosts without a shared secret, with a host number out of range or without MASTER_ADDR are refused in one line"
+else
+    fail "launch.sh's host checks: $c1 $err1 / $c2 $err2 / $c3 $err3"
+fi
+
+# Simulated hosts (scripts/sim_hosts.sh): each rank in a network namespace of its own, meeting
+# over TCP at 10.231.0.1, each host's HOST_ROOT private to it. Needs root and network namespaces.
+if [ "$(id -u)" -eq 0 ] && ip netns add "lngprobe$$" 2> /dev/null; then
+    ip netns del "lngprobe$$"
+    out=$(LONGNET_COMM_TIMEOUT_S=20 timeout -s KILL 60 scripts/sim_hosts.sh 3 "$probe" --probe 2>&1)
+    if why=$(probes_agree 3 torchrun tcp "$out" 1) && [ "$(grep -c '^\[host [0-2]\] \[rank [0-2]\] probe rank' <<< "$out")" -eq 3 ]; then
+        pass "scripts/sim_hosts.sh 3: three hosts of one rank each meet over TCP across network namespaces"
+    else
+        fail "sim_hosts.sh 3: $why"
+    fi
+    mkdir -p "$work/host-data" && echo "the corpus" > "$work/host-data/words"
+    out=$(HOST_COPY=$work/host-data HOST_ROOT=/tmp/lnghost-test timeout -s KILL 60 scripts/sim_hosts.sh 2 bash -c \
+          'echo "$RANK" > /tmp/lnghost-test/mine; sleep 0.5; echo "rank $RANK reads $(cat /tmp/lnghost-test/mine), $(cat /tmp/lnghost-test/host-data/words), $(ip -4 -o addr show lng0 | grep -o "10[.0-9]*/24")"' 2>&1)
+    code=$?
+    if [ $code -eq 0 ] && grep -q '^\[host 0\] \[rank 0\] rank 0 reads 0, the corpus, 10.231.0.1/24$' <<< "$out" \
+       && grep -q '^\[host 1\] \[rank 1\] rank 1 reads 1, the corpus, 10.231.0.2/24$' <<< "$out" && [ ! -e /tmp/lnghost-test/mine ]; then
+        pass "each simulated host has its own address, its own HOST_ROOT (a file written there is its own) and its HOST_COPY"
+    else
+        fail "sim_hosts.sh private folders: exit $code: $out"
+    fi
+    start=$SECONDS
+    out=$(timeout -s KILL 60 scripts/sim_hosts.sh 2 bash -c 'if [ "$RANK" = 1 ]; then exit 5; fi; sleep 60' 2>&1)
+    code=$? took=$((SECONDS - start))
+    if [ $code -eq 5 ] && [ $took -lt 15 ] && grep -q "^sim_hosts: host 1 exited with code 5; stopped the others" <<< "$out" \
+       && [ -z "$(ip netns list | grep "^lng[0-9]*\(sw\|h[0-9]\)")" ]; then
+        pass "a failing host stops the others in ${took} s with its code, and no namespace is left: $(tail -1 <<< "$out")"
+    else
+        fail "sim_hosts.sh failing host: exit $code after ${took} s: $out; namespaces: $(ip netns list | tr '\n' ' ')"
+    fi
+else
+    echo "skipped: scripts/sim_hosts.sh (needs root and network namespaces)"
+fi
 
 # A rendezvous file left by an earlier job in the same place is not taken: each job has its secret.
 old=$work/stale-rendezvous
