@@ -3,61 +3,87 @@
 # Expects the binaries built (make test builds them first).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-total_pass=0 total_fail=0 broken=()
+# Two lanes, one per core of the CI machine: the suites that read build/test_corpus run after
+# data_cli, which makes it, in one lane; the others (the header and pattern-module builds, the
+# fuzzers, the unit tests) in the other. Each suite's output goes to build/logs/<name>.log and is
+# printed whole when the lanes are done; its result line as soon as it ends. TEST_LANES=1 runs
+# every suite in one lane, in order.
+mkdir -p build/logs
+results=build/logs/results.txt
+: > "$results"
 run() {  # name, command...
     local name=$1; shift
     local start=$SECONDS log="build/logs/$name.log"
-    mkdir -p build/logs
-    echo "=== $name: $*"
-    "$@" 2>&1 | tee "$log"
-    local code=${PIPESTATUS[0]}
+    "$@" > "$log" 2>&1 < /dev/null
+    local code=$?
     local summary; summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
     local p f
     p=$(echo "$summary" | awk '{print $1}'); f=$(echo "$summary" | awk '{print $3}')
     if [ -z "$summary" ]; then p=0; f=1; fi
     if [ "$code" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then f=1; fi
-    total_pass=$((total_pass + p)) total_fail=$((total_fail + f))
-    [ "$f" -eq 0 ] || broken+=("$name")
+    echo "$name $p $f" >> "$results"
     echo "=== $name: ${p} passed, ${f} failed, exit $code, $((SECONDS - start)) s"
 }
-run ops ./build/test_ops_cpu
-run gradcheck_can_fail tests/expect_gradcheck_failure.sh
-run model ./build/test_model_cpu
-run inputs ./build/test_inputs_cpu
-run attention ./build/test_attention_cpu
-run ring ./build/test_ring_cpu
-run cp_train ./build/test_cp_train_cpu
-run rendezvous ./build/test_rendezvous
-run rendezvous_fuzz ./build/test_rendezvous --fuzz
-run launch tests/test_launch.sh
-run bench_scaling tests/test_bench_scaling.sh
-run data ./build/test_data
-run data_cli tests/test_data_cli.sh
-run prepare_text tests/test_prepare_text.sh
-run train_cli tests/test_train_cli.sh
-run resume_recipe tests/test_resume_recipe.sh
-run run_lock tests/test_run_lock.sh
-run recorded_values tests/test_recorded_values.sh
-run output_paths tests/test_output_paths.sh
-run bounded_reads tests/test_bounded_reads.sh
-run hostile_inputs tests/test_hostile_inputs.sh
-run tasks ./build/test_tasks
-run copy_loss ./build/test_copy_loss_cpu
-run copy_loss_cli tests/test_copy_loss_cli.sh
-run plot_heatmap tests/test_plot_heatmap.sh
-run tasks_cli tests/test_tasks_cli.sh
-run shard_identity tests/test_shard_identity.sh
-run retrieval_study tests/test_retrieval_study.sh
-run attention_tool tests/test_attention_tool.sh
-run layout_files tests/test_layout_files.sh
-run reference_model tests/test_reference_model.sh
-run headers tests/check_headers_alone.sh
-run layers tests/check_layers.sh
-run kernel_rooms tests/check_kernel_rooms.sh
-run pattern_module tests/check_pattern_module.sh
-run scripts tests/check_scripts.sh
-run no_history tests/check_no_history.sh
-run fuzz tests/fuzz/run_fuzz.sh smoke
+lane_corpus() {
+    run data_cli tests/test_data_cli.sh
+    run prepare_text tests/test_prepare_text.sh
+    run train_cli tests/test_train_cli.sh
+    run resume_recipe tests/test_resume_recipe.sh
+    run run_lock tests/test_run_lock.sh
+    run recorded_values tests/test_recorded_values.sh
+    run output_paths tests/test_output_paths.sh
+    run bounded_reads tests/test_bounded_reads.sh
+    run hostile_inputs tests/test_hostile_inputs.sh
+    run copy_loss_cli tests/test_copy_loss_cli.sh
+    run tasks_cli tests/test_tasks_cli.sh
+    run shard_identity tests/test_shard_identity.sh
+    run retrieval_study tests/test_retrieval_study.sh
+    run layout_files tests/test_layout_files.sh
+    run reference_model tests/test_reference_model.sh
+}
+lane_rest() {
+    run ops ./build/test_ops_cpu
+    run gradcheck_can_fail tests/expect_gradcheck_failure.sh
+    run model ./build/test_model_cpu
+    run inputs ./build/test_inputs_cpu
+    run attention ./build/test_attention_cpu
+    run ring ./build/test_ring_cpu
+    run cp_train ./build/test_cp_train_cpu
+    run rendezvous ./build/test_rendezvous
+    run rendezvous_fuzz ./build/test_rendezvous --fuzz
+    run launch tests/test_launch.sh
+    run bench_scaling tests/test_bench_scaling.sh
+    run data ./build/test_data
+    run tasks ./build/test_tasks
+    run copy_loss ./build/test_copy_loss_cpu
+    run plot_heatmap tests/test_plot_heatmap.sh
+    run attention_tool tests/test_attention_tool.sh
+    run headers tests/check_headers_alone.sh
+    run layers tests/check_layers.sh
+    run kernel_rooms tests/check_kernel_rooms.sh
+    run pattern_module tests/check_pattern_module.sh
+    run scripts tests/check_scripts.sh
+    run no_history tests/check_no_history.sh
+    run fuzz tests/fuzz/run_fuzz.sh smoke
+}
+if [ "${TEST_LANES:-2}" = 1 ]; then
+    lane_rest
+    lane_corpus
+else
+    lane_corpus &
+    corpus_pid=$!
+    lane_rest
+    wait "$corpus_pid"
+fi
+
+total_pass=0 total_fail=0 broken=()
+while read -r name p f; do
+    total_pass=$((total_pass + p)) total_fail=$((total_fail + f))
+    [ "$f" -eq 0 ] || broken+=("$name")
+done < "$results"
+for name in "${broken[@]+"${broken[@]}"}"; do  # a failing suite's whole output, last
+    echo; echo "=== $name's output (build/logs/$name.log):"; cat "build/logs/$name.log"
+done
 echo
 [ ${#broken[@]} -eq 0 ] || echo "failing suites: ${broken[*]}"
 echo "$total_pass passed, $total_fail failed"
