@@ -9,8 +9,8 @@
 #include <type_traits>
 #include <vector>
 #include "comm/host_wait.cuh"
-#include "core/pinned_buffer.h"
 #include "comm/wait_timer.cuh"
+#include "core/pinned_buffer.h"
 #include "model/op_timer.cuh"
 #include "layers/cuda/attention_cudnn.h"
 #include "layers/cuda/attention_flash.h"
