@@ -16,6 +16,8 @@ usage() { echo "usage: scripts/sim_hosts.sh N command [args...]   (N = number of
 [ $# -ge 2 ] || usage
 [[ $1 =~ ^[1-9][0-9]{0,2}$ ]] && [ "$1" -le 200 ] || { echo "sim_hosts: N=\"$1\" is not a number of hosts from 1 to 200" >&2; usage; }
 N=$1; shift
+((BASH_VERSINFO[0] > 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] >= 1))) ||
+    { echo "sim_hosts: needs bash 5.1 or newer (wait -n -p), this is $BASH_VERSION" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 G=${GPUS_PER_HOST:-1}
 [[ $G =~ ^[1-9][0-9]{0,2}$ ]] || { echo "sim_hosts: GPUS_PER_HOST=\"$G\" is not a positive integer" >&2; exit 2; }
