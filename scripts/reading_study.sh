@@ -16,6 +16,9 @@
 #                                   cut), then scored as full scores them, A also with 2K of sight, the
 #                                   copy loss at COPY_GAPS (16 tokens to 128K). Only the variants A and B
 #                                   name get their shards (readwide: read's).
+#   scripts/reading_study.sh data [V]  the data of variant V (read) alone, before `train` calls side by side on
+#                                   several GPUs (CUDA_VISIBLE_DEVICES one each); TPS (131072) sets the tokens a
+#                                   step of the runs they train, TRAIN_UNTIL (560) the second of the call they stop at
 #   scripts/reading_study.sh 1 2    the first plan, two calls back to back in one hold, at TOKENS (100M)
 #                                   per run: four runs side by side (read@1-3, pkfar@1), then their scores
 #                                   and controls beside the 1M stage of read@1 (cut by the call's end). At
@@ -89,12 +92,15 @@ case $call in
              "$short eval:hybrid128k-pkfar@4; $(copy hybrid128k-pkfar@4 2K,8K,32K,128K 140000)"
         $study table | head -40
         pack ;;
-    train)  # (one call) runs $2 and $3 side by side at 150M tokens, each to its end or to 560 s into the call
+    data)  # the data of variants $2 (default read) alone: several `train` calls side by side (one a GPU) then share it
+        export TOKENS=157286400 VARIANTS=${2:-read}
+        $study data | tail -1 ;;
+    train)  # (one call) runs $2 and $3 side by side at 150M tokens, each to its end or to TRAIN_UNTIL (560) s into the call
         a=${2:?train needs two runs, say hybrid128k-readmore@1 hybrid128k-read@5} b=${3:?train needs two runs}
         export TOKENS=157286400 VARIANTS="${a#hybrid128k-}"; VARIANTS="${VARIANTS%@*} ${b#hybrid128k-}"; VARIANTS=${VARIANTS%@*}
         VARIANTS=${VARIANTS//readwide/read}  # the wide model trains on read's shards
         $study data | tail -1
-        m=$(left 560)
+        m=$(left "${TRAIN_UNTIL:-560}")
         side "$study train:$a:$m" "$study train:$b:$m"
         grep -hE '^(done|stopped)' "build/rs/${a}_train.log" "build/rs/${b}_train.log"
         pack ;;
@@ -105,5 +111,5 @@ case $call in
              "CTL=2048 $short eval:$a"
         $study table | head -60
         pack ;;
-    *) echo "usage: scripts/reading_study.sh pack|1|2|full|train A B|score A B" >&2; exit 2 ;;
+    *) echo "usage: scripts/reading_study.sh pack|1|2|full|data [V]|train A B|score A B" >&2; exit 2 ;;
 esac

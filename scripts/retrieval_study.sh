@@ -111,14 +111,19 @@ HYBRID="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --l
 # Stages: steps of 64 windows of 2K (131,072 tokens), then of 8K, 32K (and 128K, 256K) windows at the
 # same tokens per step; each stage mixes in half retrieval documents as long as its windows (twice as
 # long at 128K: windows from the first or the second half of a document).
-TPS=${TPS:-131072}                      # tokens per step
-S2K=$(( TOKENS / 2 / TPS ))             # half the tokens at 2K
-S32K=$(( S2K + TOKENS / 4 / TPS ))      # a quarter at 32K (4 windows a step)
-S8K=$(( S2K + TOKENS / 8 / TPS ))
-STEPS=$(( TOKENS / TPS ))
 # The hybrid recipes' four windows (tests shrink them, with TPS), and the shard of each: a shard of
 # documents of N tokens is tasks{N/1024}k.bin, or tasks{N/1048576}m.bin from 1M, else tasks{N}.bin.
 read -r W1 W2 W3 W4 <<< "${WINDOWS:-2048 8192 32768 131072}"
+# TPS: tokens a step. A smaller TPS gives more, smaller steps for the same tokens (the copy forms
+# after a number of steps, notes/reading.md); a window longer than TPS goes one to a step, and each
+# stage keeps its share of TOKENS: half at W1, an eighth at W2 and at W3, a quarter at W4.
+TPS=${TPS:-131072}
+batch_at() { local b=$(( TPS / $1 )); echo $(( b > 0 ? b : 1 )); }
+B1=$(batch_at "$W1") B2=$(batch_at "$W2") B3=$(batch_at "$W3") B4=$(batch_at "$W4")
+S2K=$(( TOKENS / 2 / (B1 * W1) ))
+S8K=$(( S2K + TOKENS / 8 / (B2 * W2) ))
+S32K=$(( S8K + TOKENS / 8 / (B3 * W3) ))
+STEPS=$(( S32K + TOKENS / 4 / (B4 * W4) ))
 shard() {
     if [ $(($1 % 1048576)) -eq 0 ]; then echo "$D/tasks$(($1 / 1048576))m.bin"
     elif [ $(($1 % 1024)) -eq 0 ]; then echo "$D/tasks$(($1 / 1024))k.bin"
@@ -144,7 +149,7 @@ mix_variant_1m() {  # the 1M stage's shard of variant $1 (whole: the recipe's ow
         *) shard "$W1M" ;;
     esac
 }
-CURRICULUM128K="--seq-len $W1 --batch $((TPS / W1)) --steps $STEPS --schedule ${W2}x$((TPS / W2))@$S2K,${W3}x$((TPS / W3))@$S8K,${W4}x$((TPS / W4))@$S32K --mix $MIX128K"
+CURRICULUM128K="--seq-len $W1 --batch $B1 --steps $STEPS --schedule ${W2}x$B2@$S2K,${W3}x$B3@$S8K,${W4}x$B4@$S32K --mix $MIX128K"
 W1M=${W1M:-1048576}  # the window of hybrid1m (tests shrink it)
 M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
     case $1 in
