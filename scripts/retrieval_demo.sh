@@ -51,7 +51,7 @@ if [ "$call" = pack ]; then  # the calls' inputs, from this machine's build and 
     # kernel subsystems of the corpus's validation split.
     apt_opts=(-qq); [ "$(id -u)" -eq 0 ] && apt_opts+=(-o APT::Sandbox::User=root)  # _apt cannot write to mktemp dirs
     (cd "$tmp/deb" && apt-get download "${apt_opts[@]}" debian-policy > /dev/null && dpkg -x debian-policy_*.deb x)
-    zcat "$tmp"/deb/x/usr/share/info/debian-policy.info.gz | tr -d '\037' > "$tmp/demo/debian-policy.txt"
+    zcat "$tmp"/deb/x/usr/share/info/debian-policy.info.gz | tr -d '\000\010\037' > "$tmp/demo/debian-policy.txt"
     cp corpus-long/raw/docs/linux/net-sctp.txt corpus-long/raw/docs/linux/fs-nfs.txt "$tmp/demo/"
     tar -cJf "$CARRY/demo.tar.xz" -C "$tmp/demo" .
     du -sh "$CARRY"
