@@ -57,7 +57,7 @@ static const char* kUsage =
     "      two; each comes with its control (task quote-control: the same item, that line taken out).\n"
     "  task-shard --data DIR [--haystack SRC] --doc-tokens 32768 --tokens N [--needle-every 1024]\n"
     "        [--passkey-every 4096] [--filler-fraction 0.1] [--lead-needle 0] [--lead-kind any] [--quote-every 0]\n"
-    "        [--repeat-every 0] [--random-every 0] [--repeat-tokens 256] [--seed 1] --out FILE.bin\n"
+    "        [--repeat-every 0] [--random-every 0] [--repeat-tokens 256] [--copy-min-distance 0] [--seed 1] --out FILE.bin\n"
     "      Training documents of --doc-tokens tokens (haystack: default DIR/train.bin) carrying many needles and\n"
     "      their questions, as a token shard that train --mix FILE.bin:FRACTION mixes with the corpus.\n"
     "      --lead-needle F: a fraction F of the documents open with a needle (depth 0), asked from anywhere later;\n"
@@ -65,7 +65,8 @@ static const char* kUsage =
     "      --quote-every N: an earlier whole line of the document again, as a line of its own, per N tokens;\n"
     "      --repeat-every N: a passage of 16 to --repeat-tokens earlier tokens again per N tokens (0: none; from\n"
     "      near, far and the document's first lines, never a needle or question); --random-every N: 16 to\n"
-    "      --repeat-tokens words drawn at random, written twice, the second time later, per N tokens.\n"
+    "      --repeat-tokens words drawn at random, written twice, the second time later, per N tokens;\n"
+    "      --copy-min-distance D: every copy's source at least D tokens back (0: anywhere).\n"
     "  encode --tokenizer FILE.model     text on stdin -> space-separated ids on stdout\n"
     "  decode --tokenizer FILE.model     space-separated ids on stdin -> text on stdout\n";
 
@@ -584,7 +585,7 @@ struct TaskShardOptions {
     long long doc_tokens = 32768, tokens = 0, seed = 1;
     double needle_every = 1024, passkey_every = 4096, filler_fraction = 0.1, lead_needle = 0;
     double quote_every = 0, repeat_every = 0, random_every = 0;
-    long long repeat_tokens = 256;
+    long long repeat_tokens = 256, copy_min_distance = 0;
     bool repeat_tokens_given = false;
 };
 
@@ -619,7 +620,7 @@ static void check_every(const char* flag, const char* what, double every, bool g
 static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     TaskShardOptions o;
     std::string doc_tokens = "32768", tokens = "0", seed = "1", needle_every = "1024", passkey_every = "4096", filler = "0.1", lead = "0";
-    std::string quote_every = "0", repeat_every = "0", random_every = "0", repeat_tokens = "256";
+    std::string quote_every = "0", repeat_every = "0", random_every = "0", repeat_tokens = "256", copy_min = "0";
     Flags f("data_tool task-shard", "training documents carrying needles, as a token shard");
     f.add_string("data", &o.data, "a prepared corpus: its tokenizer and train.bin as the haystack");
     f.add_string("haystack", &o.haystack, "a token shard, a text file or a directory of them");
@@ -634,6 +635,7 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     f.add_string("repeat-every", &repeat_every, "an earlier passage repeated every this many tokens (0: none)");
     f.add_string("random-every", &random_every, "random words written twice every this many tokens (0: none)");
     f.add_string("repeat-tokens", &repeat_tokens, "a repeated or random passage's longest length (16 to 4096)");
+    f.add_string("copy-min-distance", &copy_min, "every copy's source at least this many tokens back (K suffix; 0: anywhere)");
     f.add_string("seed", &seed, "the run's seed");
     f.add_string("out", &o.out, "the token shard");
     parse_flags(f, "task-shard", args);
@@ -648,6 +650,7 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     o.random_every = parse_every("--random-every", random_every);
     o.repeat_tokens = parse_int("--repeat-tokens", repeat_tokens, 16, 4096);
     o.repeat_tokens_given = f.was_set("repeat-tokens");
+    if (copy_min != "0") o.copy_min_distance = parse_tokens("--copy-min-distance", copy_min);
     o.seed = parse_int("--seed", seed, 0, LLONG_MAX);
     check_every("--needle-every", "multi-key needle", o.needle_every, f.was_set("needle-every"), o.doc_tokens);
     check_every("--passkey-every", "pass key", o.passkey_every, f.was_set("passkey-every"), o.doc_tokens);
@@ -727,6 +730,12 @@ static void check_task_shard_options(TaskShardOptions& o) {
         fatal("--lead-kind %s has no effect without --lead-needle F > 0: give both, or drop it", o.lead_kind.c_str());
     if (o.repeat_tokens_given && o.repeat_every == 0 && o.random_every == 0)
         fatal("--repeat-tokens %lld has no effect without --repeat-every or --random-every N > 0: give both, or drop it", o.repeat_tokens);
+    if (o.copy_min_distance > 0 && o.quote_every == 0 && o.repeat_every == 0 && o.random_every == 0)
+        fatal("--copy-min-distance %lld has no effect without --quote-every, --repeat-every or --random-every N > 0: give one, or drop it",
+              o.copy_min_distance);
+    if (o.copy_min_distance >= o.doc_tokens / 2)
+        fatal("--copy-min-distance %lld leaves no room for copies in documents of --doc-tokens %lld: give less than half of it",
+              o.copy_min_distance, o.doc_tokens);
     if (o.haystack.empty()) o.haystack = o.data + "/train.bin";
     check_output_not_input(o.out, "--out", {{"--haystack", o.haystack}, {"--data", o.data + "/tokenizer.model"}});
     check_task_shard_out(o);
@@ -738,7 +747,7 @@ static void check_task_shard_options(TaskShardOptions& o) {
 static std::vector<std::vector<int>> make_documents(const TaskShardOptions& o, const Haystack& text, const Haystack& filler,
                                                     const Tokenizer& tok, const PieceKinds& kinds_of_pieces, long long* copied) {
     const TrainDocSpec spec{(int)o.doc_tokens, o.needle_every, o.passkey_every, o.lead_needle, o.lead_kind == "multikey",
-                            o.quote_every, o.repeat_every, (int)o.repeat_tokens, o.random_every};
+                            o.quote_every, o.repeat_every, (int)o.repeat_tokens, o.random_every, o.copy_min_distance};
     const long long n_docs = (o.tokens + o.doc_tokens - 1) / o.doc_tokens;
     std::vector<std::vector<int>> docs(n_docs);
     std::vector<std::string> errors(n_docs);
@@ -784,14 +793,15 @@ static int cmd_task_shard(const std::vector<std::string>& args) {
         all.insert(all.end(), d.begin(), d.end());
     }
     write_shard(o.out, all, starts, (uint32_t)tok.vocab_size(), tok.fingerprint());
-    char quotes[64] = "", passages[96] = "", randoms[96] = "", copies[320] = "";
+    char quotes[64] = "", passages[96] = "", randoms[96] = "", far[64] = "", copies[384] = "";
     if (o.quote_every > 0) std::snprintf(quotes, sizeof quotes, ", a quoted line every %g tokens", o.quote_every);
     if (o.repeat_every > 0)
         std::snprintf(passages, sizeof passages, ", a repeated passage of 16-%lld tokens every %g tokens", o.repeat_tokens, o.repeat_every);
     if (o.random_every > 0)
         std::snprintf(randoms, sizeof randoms, ", random words of 16-%lld tokens twice every %g tokens", o.repeat_tokens, o.random_every);
+    if (o.copy_min_distance > 0) std::snprintf(far, sizeof far, ", each from %lld or more tokens back", o.copy_min_distance);
     if (o.quote_every > 0 || o.repeat_every > 0 || o.random_every > 0)
-        std::snprintf(copies, sizeof copies, "%s%s%s (copies: %.1f%% of the tokens)", quotes, passages, randoms,
+        std::snprintf(copies, sizeof copies, "%s%s%s%s (copies: %.1f%% of the tokens)", quotes, passages, randoms, far,
                       100.0 * (double)copied / (double)all.size());
     std::printf("task-shard: wrote %zu documents of %lld tokens (%zu tokens; haystack %s, %.0f%% filler, %.0f%% opening with a needle%s) to %s in %.1fs\n",
                 docs.size(), o.doc_tokens, all.size(), text.source.c_str(), 100 * o.filler_fraction, 100 * o.lead_needle, copies, o.out.c_str(),

@@ -430,6 +430,10 @@ struct TrainDocSpec {
     // the second, the task that forms an induction circuit fastest in small models. Their lengths
     // are drawn as a repeated passage's. 0: none, and no draw.
     double random_every = 0;
+    // Far copies only: every copy's source starts at least this many tokens before where it is
+    // written, its distance drawn as before over what lies beyond (a model whose near copies
+    // already form learns the far ones from these). 0: anywhere, with the same draws as before.
+    long long copy_min_distance = 0;
 };
 
 // One copy in a finished training document: tokens [source, source + length) appear again at
@@ -455,6 +459,10 @@ std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& ba
                             long long body, const PieceKinds& k, SplitMix64& rng, Distance& distance, std::vector<CopyRecord>* records) {
     const long long N = (long long)base.size();
     const long long kLongestLine = 128, kFirstLines = 4, kFirstTokens = 64, kTries = 4;
+    const long long far = spec.copy_min_distance;
+    // How far back a source starts: the question's draw over what lies beyond `far` (at far = 0
+    // the same draw as distance's).
+    auto back = [&](long long max) { return far + distance(std::max(0LL, max - far)); };
     enum : uint8_t { Free, Event, Source, Dest };
     std::vector<uint8_t> use((size_t)N, Free);
     for (const auto& e : events)
@@ -510,7 +518,7 @@ std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& ba
         const long long before = std::lower_bound(lines.begin(), lines.end(), d, [](const Line& l, long long p) { return l.start < p; }) -
                                  lines.begin();  // the lines that start before d
         auto usable = [&](const Line& l) {
-            return l.start + l.length + 1 <= d && free_for(l.start - 1, l.start + l.length + 1, true) &&
+            return l.start + l.length + 1 <= d && d - l.start >= far && free_for(l.start - 1, l.start + l.length + 1, true) &&
                    free_for(d, d + l.length + 1, false) && doc[(size_t)d - 1] == k.newline;
         };
         long long pick = -1;
@@ -520,7 +528,7 @@ std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& ba
                 if (usable(lines[(size_t)j])) first.push_back(j);
             if (!first.empty()) pick = first[rng.below(first.size())];
         } else {
-            const long long t = d - distance(d - body);
+            const long long t = d - back(d - body);
             const long long at = std::upper_bound(lines.begin(), lines.begin() + before, t, [](long long p, const Line& l) { return p < l.start; }) -
                                  lines.begin() - 1;
             for (long long j = at, n = 0; j >= 0 && pick < 0 && n < 64; j--, n++)
@@ -538,12 +546,12 @@ std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& ba
             const long long d = cut_points[rng.below(cut_points.size())];
             if (d - body < L || !free_for(d, d + L, false)) continue;
             const long long t = rng.below(8) == 0 ? std::min(d - L, body + (long long)rng.below(kFirstTokens))
-                                                  : d - std::max(L, distance(d - body));
+                                                  : d - std::max(L, back(d - body));
             long long found = -1;
             for (long long s = t, n = 0; s >= body && found < 0 && n < 256; s--, n++)
-                if (cuts.cut_ok[(size_t)s] && free_for(s - 1, s + L, true)) found = s;
+                if (d - s >= far && cuts.cut_ok[(size_t)s] && free_for(s - 1, s + L, true)) found = s;
             for (long long s = t + 1, n = 0; s + L <= d && found < 0 && n < 256; s++, n++)
-                if (cuts.cut_ok[(size_t)s] && free_for(s - 1, s + L, true)) found = s;
+                if (d - s >= far && cuts.cut_ok[(size_t)s] && free_for(s - 1, s + L, true)) found = s;
             if (found >= 0) {
                 write({CopyRecord::RepeatedPassage, found, d, L});
                 break;
@@ -560,12 +568,12 @@ std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& ba
         for (long long attempt = 0; attempt < kTries; attempt++) {
             const long long d = cut_points[rng.below(cut_points.size())];
             if (d - body < L || !free_for(d, d + L, false)) continue;
-            const long long t = d - std::max(L, distance(d - body));
+            const long long t = d - std::max(L, back(d - body));
             long long found = -1;
             for (long long s = t, n = 0; s >= body && found < 0 && n < 256; s--, n++)
-                if (cuts.cut_ok[(size_t)s] && free_for(s, s + L, false)) found = s;
+                if (d - s >= far && cuts.cut_ok[(size_t)s] && free_for(s, s + L, false)) found = s;
             for (long long s = t + 1, n = 0; s + L <= d && found < 0 && n < 256; s++, n++)
-                if (cuts.cut_ok[(size_t)s] && free_for(s, s + L, false)) found = s;
+                if (d - s >= far && cuts.cut_ok[(size_t)s] && free_for(s, s + L, false)) found = s;
             if (found < 0) continue;
             for (long long j = 0; j < L; j++) doc[(size_t)(found + j)] = doc[(size_t)(d + j)] = words[rng.below(words.size())];
             mark(found, found + L, Dest);

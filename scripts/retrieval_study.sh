@@ -60,6 +60,8 @@
 #   hybrid128k-readmore  hybrid128k-read with about twice the copies (a fifth of the task documents' tokens
 #              against a tenth): a quoted line per 64 tokens and a passage of up to 512 tokens per 1024
 #              (READMORE_QUOTE_EVERY, READMORE_REPEAT_EVERY, READMORE_REPEAT_TOKENS)
+#   hybrid128k-readfar  hybrid128k-read whose copies past the 2K stage all come from READFAR_MIN (2048) or more
+#              tokens back (data_tool task-shard --copy-min-distance); the 2K stage's copies as read's
 #   hybrid128k-readwide  hybrid128k-read at twice the width and heads (768, 12 heads of 64: WIDE_ARGS), on
 #              read's shards: whether the copy circuit is short of capacity
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
@@ -71,7 +73,7 @@
 # length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
 # a model reading only the last N tokens of each prompt, as the run ctlN-M.
 # SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, WIDE_ARGS, DEMOS,
-# QUOTE_EVERY, REPEAT_EVERY, READMORE_*, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS, QUOTE_SAMPLES narrow or
+# QUOTE_EVERY, REPEAT_EVERY, READMORE_*, READFAR_MIN, TPS, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS, QUOTE_SAMPLES narrow or
 # change what `data` makes and the runs take (tests/test_retrieval_study.sh runs every step on the CPU).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
@@ -140,12 +142,12 @@ mix_variant() {
     case $1 in
         pkfar|leadmk) echo "$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(vshard "$W3" "$1"):0.5;$(vshard $((2 * W4)) "$1"):0.5" ;;
         whole) echo "$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(shard "$W3"):0.5;$(shard "$W4"):0.5" ;;
-        read|readmore) echo "$(vshard "$W1" "$1"):0.5;$(vshard "$W2" "$1"):0.5;$(vshard "$W3" "$1"):0.5;$(vshard $((2 * W4)) "$1"):0.5" ;;
+        read|readmore|readfar) echo "$(vshard "$W1" "$1"):0.5;$(vshard "$W2" "$1"):0.5;$(vshard "$W3" "$1"):0.5;$(vshard $((2 * W4)) "$1"):0.5" ;;
     esac
 }
 mix_variant_1m() {  # the 1M stage's shard of variant $1 (whole: the recipe's own, its documents are whole)
     case $1 in
-        pkfar|leadmk|read|readmore) vshard "$W1M" "$1" ;;
+        pkfar|leadmk|read|readmore|readfar) vshard "$W1M" "$1" ;;
         *) shard "$W1M" ;;
     esac
 }
@@ -181,12 +183,12 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                        "--steps $STEPS --schedule 262144x1@$S32K --mix $D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
         hybrid128k) echo "$HYBRID --logn-attn 512 $CURRICULUM128K $OPT" ;;
         hybrid128k-nologn) echo "$HYBRID $CURRICULUM128K $OPT" ;;
-        hybrid128k-pkfar|hybrid128k-whole|hybrid128k-leadmk|hybrid128k-read|hybrid128k-readmore)
+        hybrid128k-pkfar|hybrid128k-whole|hybrid128k-leadmk|hybrid128k-read|hybrid128k-readmore|hybrid128k-readfar)
                   echo "$HYBRID --logn-attn 512 ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
         hybrid128k-readwide) echo "$HYBRID --logn-attn 512 ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
-        hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore)
+        hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore|hybrid1m-readfar)
                   echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
@@ -241,8 +243,8 @@ for step in "$@"; do
                         pkfar) extra=(--passkey-every "$far") ;;
                         leadmk) extra=(--passkey-every "$pk" --lead-needle 0.5 --lead-kind multikey) ;;
                         whole) [ "$len" -ne $((2 * W4)) ] && continue; len=$W4; extra=(--passkey-every "$pk") ;;
-                        read|readmore) continue ;;  # below
-                        *) echo "data: unknown variant $v (pkfar, whole, leadmk, read, readmore)"; fail_if 1; continue ;;
+                        read|readmore|readfar) continue ;;  # below
+                        *) echo "data: unknown variant $v (pkfar, whole, leadmk, read, readmore, readfar)"; fail_if 1; continue ;;
                     esac
                     f=$(vshard "$len" "$v"); [ "$v" = whole ] && f=$(shard "$len")
                     [[ $made == *" $f "* ]] && continue
@@ -252,11 +254,12 @@ for step in "$@"; do
                     pids+=($!)
                 done
             done
-            # read, readmore: pkfar's shards at every window, each document also carrying quoted lines of
+            # read, readmore, readfar: pkfar's shards at every window, each document also carrying quoted lines of
             # its own text and repeated passages (data_tool task-shard --quote-every, --repeat-every)
             for v in ${VARIANTS:-}; do
                 case $v in
                     read) copies=(--quote-every "${QUOTE_EVERY:-256}" --repeat-every "${REPEAT_EVERY:-2048}") ;;
+                    readfar) copies=(--quote-every "${QUOTE_EVERY:-256}" --repeat-every "${REPEAT_EVERY:-2048}") ;;  # far below
                     readmore) copies=(--quote-every "${READMORE_QUOTE_EVERY:-64}" --repeat-every "${READMORE_REPEAT_EVERY:-1024}"
                                       --repeat-tokens "${READMORE_REPEAT_TOKENS:-512}") ;;
                     *) continue ;;
@@ -272,8 +275,10 @@ for step in "$@"; do
                     f=$(vshard "$len" "$v")
                     [[ $made == *" $f "* ]] && continue
                     made+="$f "
+                    # readfar: read's copies, those in windows past the first drawn READFAR_MIN (2048) or more tokens back
+                    far_copies=(); [ "$v" = readfar ] && [ "$len" -gt "$W1" ] && far_copies=(--copy-min-distance "${READFAR_MIN:-2048}")
                     [ -f "$f" ] || "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$len" --tokens "${SHARD_TOKENS:-50M}" \
-                        --needle-every "$every" --passkey-every "$far" "${copies[@]}" --seed 7 --out "$f" > "$f.log" 2>&1 &
+                        --needle-every "$every" --passkey-every "$far" "${copies[@]}" "${far_copies[@]}" --seed 7 --out "$f" > "$f.log" 2>&1 &
                     pids+=($!)
                 done
             done

@@ -22,21 +22,26 @@ ln -s "$PWD/$corpus" "$work/carry/corpus-long"
 export CARRY=$work/carry STUDY_OUT=$work/out WORK=$work/runs DEVICE=cpu OMP_NUM_THREADS=1 \
     MODEL_ARGS="--layers 6 --width 64 --heads 1 --rope-theta 1e7" WIDE_ARGS="--layers 6 --width 128 --heads 2 --rope-theta 1e7" WINDOWS="512 1024 2048 2048" TPS=2048 TOKENS=16384 \
     HBLOCK=64 HWINDOW=256 W1M=4096 STEPS_1M=2 SHARDS="512:2048:512 1024:1024:1024 2048:1024:2048 4096:1024:4096" \
-    SHARD_TOKENS=40K LENGTHS="600 1200" SAMPLES=1 OFFGRID_LENGTHS=700,1500 TREE_LENGTHS=800 OFFGRID_TREE=$PWD/core FILLER_LENGTHS=700 \
+    READFAR_MIN=256 SHARD_TOKENS=40K LENGTHS="600 1200" SAMPLES=1 OFFGRID_LENGTHS=700,1500 TREE_LENGTHS=800 OFFGRID_TREE=$PWD/core FILLER_LENGTHS=700 \
     MIN_DOC=1000 QUOTE_BOOK=$PWD/$corpus/bible.txt QBOOK_LENGTHS=700 QUOTE_TREE=$PWD/core QTREE_LENGTHS=800 QUOTE_SAMPLES=1
 study=scripts/retrieval_study.sh
 
-out=$(VARIANTS="pkfar whole leadmk read readmore" $study data 2>&1)
+out=$(VARIANTS="pkfar whole leadmk read readmore readfar" $study data 2>&1)
 data_ok=1
 for f in tasks512.bin tasks1k.bin tasks2k.bin tasks4k.bin eval_600.jsonl eval_1200.jsonl eval_filler.jsonl eval_offgrid.jsonl eval_tree.jsonl \
          tasks2k-pkfar.bin tasks4k-pkfar.bin tasks2k-leadmk.bin tasks4k-leadmk.bin \
-         tasks512-read.bin tasks1k-read.bin tasks2k-read.bin tasks4k-read.bin tasks512-readmore.bin tasks4k-readmore.bin eval_quote_600.jsonl eval_quote_1200.jsonl eval_qbook.jsonl eval_qtree.jsonl; do
+         tasks512-read.bin tasks1k-read.bin tasks2k-read.bin tasks4k-read.bin tasks512-readmore.bin tasks4k-readmore.bin \
+         tasks512-readfar.bin tasks1k-readfar.bin tasks4k-readfar.bin eval_quote_600.jsonl eval_quote_1200.jsonl eval_qbook.jsonl eval_qtree.jsonl; do
     [ -s "$WORK/data/$f" ] || { data_ok=0; fail "data: $f missing ($(tail -1 <<< "$out"))"; }
 done
 [ $data_ok -eq 1 ] && pass "data: every shard (named by its document length) and task file, made side by side"
 grep -q 'quoted line every 256' "$WORK/data/tasks2k-read.bin.log" && grep -q 'quoted line every 64 tokens, a repeated passage of 16-512' "$WORK/data/tasks2k-readmore.bin.log" && grep -q '"task": *"quote-control"' "$WORK/data/eval_qtree.jsonl" &&
     pass "data: the read shards carry quoted lines (readmore more, and longer passages); quote items come with their controls" ||
     fail "data: read shards or quote items: $(tail -1 "$WORK/data/tasks2k-read.bin.log")"
+grep -q 'each from 256 or more tokens back' "$WORK/data/tasks1k-readfar.bin.log" && grep -q 'each from 256 or more' "$WORK/data/tasks4k-readfar.bin.log" &&
+    grep -q 'quoted line every 256' "$WORK/data/tasks512-readfar.bin.log" && ! grep -q 'or more tokens back' "$WORK/data/tasks512-readfar.bin.log" &&
+    pass "data: readfar's copies past the first window come from READFAR_MIN or more tokens back, its first window's as read's" ||
+    fail "data: readfar's shards: $(tail -qn1 "$WORK"/data/tasks512-readfar.bin.log "$WORK"/data/tasks1k-readfar.bin.log)"
 grep -q '"length": *700' "$WORK/data/eval_offgrid.jsonl" && grep -q '"length": *800' "$WORK/data/eval_tree.jsonl" &&
     pass "data: the off-grid lengths, and the source tree's items" || fail "data: off-grid or tree items missing"
 
@@ -62,7 +67,7 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk read readmore readwide; do
+for v in pkfar whole leadmk read readmore readfar readwide; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
     shard=tasks4k-${v/readwide/read}.bin
     grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "$shard" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
@@ -72,6 +77,15 @@ done
 grep -q '^model: 6 layers, width 128, 2 heads' "$STUDY_OUT/hybrid128k-readwide@1_train.log" && grep -q '^model: 6 layers, width 64, 1 heads' "$STUDY_OUT/hybrid128k-read@1_train.log" &&
     pass "hybrid128k-readwide: read's data at WIDE_ARGS's width, read at MODEL_ARGS's" ||
     fail "readwide's model: $(grep '^model:' "$STUDY_OUT"/hybrid128k-read*@1_train.log)"
+# TPS below a window: each stage keeps its share of the tokens, a window longer than TPS one a step.
+TPS=1024 $study train:hybrid128k@3:0.0001 > "$work/tps.log" 2>&1
+grep -q 'stage from step 0: windows of 512 tokens, 2 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
+    grep -q 'stage from step 8: windows of 1024 tokens, 1 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
+    grep -q 'stage from step 10: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
+    grep -q 'stage from step 11: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
+    pass "TPS=1024: 8 steps of 2 x 512, 2 of 1024, 1 and 2 of 2048 (the stages' shares of 16K tokens)" ||
+    fail "TPS=1024's stages: $(grep -E '^stage from' "$STUDY_OUT/hybrid128k@3_train.log" | tr '\n' ' ') $(tail -2 "$work/tps.log")"
+rm -rf "$WORK"/hybrid128k@3 "$STUDY_OUT"/hybrid128k@3_*
 # A variant's long stage starts from its own 128K run, on its own 1M documents.
 CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-pkfar@1 > "$work/v_1m.log" 2>&1
 grep -q 'weights from .*hybrid128k-pkfar@1' "$STUDY_OUT/hybrid1m-pkfar@1_train.log" && grep -q 'tasks4k-pkfar.bin' "$STUDY_OUT/hybrid1m-pkfar@1_train.log" &&

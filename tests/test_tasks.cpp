@@ -5,6 +5,7 @@
 // eval/task_report.h) with a mock model that reads the needle back from its context: a reader that
 // sees everything scores 100%, one that sees only its last W tokens scores 0% wherever the needle
 // lies further back, so the test measures context. Prints PASS/FAIL lines and "N passed, M failed".
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -617,6 +618,57 @@ static void test_random_passages(const Tokenizer& tok, const PieceKinds& k) {
     }, {"--repeat-tokens 8"});
 }
 
+// Far copies only (TrainDocSpec's copy_min_distance): every copy of each kind starts its source at
+// least that far before its destination, is still its source token for token, and a good share of
+// those asked are written; at 0 the documents are the ones made before it existed.
+static void test_far_copies(const Tokenizer& tok, const PieceKinds& k) {
+    std::vector<std::vector<int>> docs;
+    for (int d = 0; d < 8; d++) docs.push_back(tok.encode(test_text(500 + d, 400)));
+    const Haystack hay = haystack_from_docs(docs, "train text", k);
+    auto fnv = [](const std::vector<int>& doc) { return fnv1a64(std::string((const char*)doc.data(), doc.size() * sizeof(int))); };
+    const long long kFar = 2048;
+    // At 0: the documents with copies as made before copy_min_distance existed (pinned hashes of
+    // the document, the rng's next draw and the number of copies).
+    const uint64_t pinned[2][2] = {{0xb830cf3fbed2195cULL, 0xa2859d201dc2c693ULL}, {0xf790b950c0444ee7ULL, 0x2ebda73a0fa37e78ULL}};
+    const size_t pinned_copies[2] = {35, 40};
+    bool equal = true, far_enough = true, same_at_zero = true;
+    long long by_kind[3] = {0, 0, 0}, asked = 0, nearest = LLONG_MAX;
+    std::string detail;
+    for (int d = 0; d < 10; d++) {
+        TrainDocSpec spec{8192, 512, 2048};
+        spec.quote_every = 256, spec.repeat_every = 512, spec.random_every = 1024;
+        if (d < 2) {
+            SplitMix64 rng(600 + d);
+            std::vector<CopyRecord> copies;
+            const uint64_t hash = fnv(make_training_document(spec, hay, tok, k, rng, &copies));
+            same_at_zero = same_at_zero && hash == pinned[d][0] && rng.next() == pinned[d][1] && copies.size() == pinned_copies[d];
+        }
+        spec.copy_min_distance = kFar;
+        SplitMix64 rng(600 + d);
+        std::vector<CopyRecord> copies;
+        const std::vector<int> doc = make_training_document(spec, hay, tok, k, rng, &copies);
+        const long long N = spec.doc_tokens;
+        asked += N / 256 + N / 512 + N / 1024;
+        for (const CopyRecord& c : copies) {
+            by_kind[c.kind]++;
+            nearest = std::min(nearest, c.dest - c.source);
+            far_enough = far_enough && c.dest - c.source >= kFar;
+            if (!(c.source + c.length <= c.dest && c.dest + c.length <= N) ||
+                !std::equal(doc.begin() + c.source, doc.begin() + c.source + c.length, doc.begin() + c.dest))
+                equal = false, detail = "document " + std::to_string(d) + ": " + std::to_string(c.length) + " tokens from " +
+                                        std::to_string(c.source) + " to " + std::to_string(c.dest);
+        }
+    }
+    check(same_at_zero, "at copy_min_distance 0 the documents, copies and rng are those made before it existed (pinned)");
+    check(far_enough && nearest != LLONG_MAX, "with copy_min_distance 2048 every source starts 2048 or more tokens back (nearest: " +
+                                                  std::to_string(nearest) + ")");
+    check(equal, "far copies are their sources token for token", detail);
+    const long long written = by_kind[0] + by_kind[1] + by_kind[2];
+    check(by_kind[0] > 0 && by_kind[1] > 0 && by_kind[2] > 0 && written * 3 > asked,
+          "far quotes, passages and random passages are all written (" + std::to_string(by_kind[0]) + ", " + std::to_string(by_kind[1]) +
+              ", " + std::to_string(by_kind[2]) + "; " + std::to_string(written) + " of " + std::to_string(asked) + " asked)");
+}
+
 // ---- the batches of a mixed, scheduled run
 
 static TokenShard counting_shard(uint32_t base, size_t n, size_t doc) {
@@ -1029,6 +1081,7 @@ static int main_body() {
     test_training_documents(tok, k);
     test_reading_documents(tok, k);
     test_random_passages(tok, k);
+    test_far_copies(tok, k);
     test_batch_source();
     test_format_length();
     test_scoring(tok, k);

@@ -65,6 +65,17 @@ if build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --ra
 else
     fail "task-shard --random-every failed: $(tail -2 "$work/random.log")"
 fi
+if build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --quote-every 256 --repeat-every 1024 --copy-min-distance 512 \
+       --out "$work/far.bin" > "$work/far.log" 2>&1; then
+    grep -q "every 1024 tokens, each from 512 or more tokens back (copies: [1-9]" "$work/far.log" && ! cmp -s "$work/copies.bin" "$work/far.bin" \
+        && pass "task-shard --copy-min-distance 512: far copies only, said in the summary" \
+        || fail "task-shard --copy-min-distance: $(cat "$work/far.log")"
+else
+    fail "task-shard --copy-min-distance failed: $(tail -2 "$work/far.log")"
+fi
+expect_error "bad input: task-shard: --copy-min-distance without copies" "--copy-min-distance 512 has no effect without" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --copy-min-distance 512 --out "$work/y.bin"
+expect_error "bad input: task-shard: --copy-min-distance of half a document" "leaves no room for copies" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --quote-every 256 --copy-min-distance 1K --out "$work/y.bin"
+expect_error "bad input: task-shard: --copy-min-distance abc" "--copy-min-distance" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --quote-every 256 --copy-min-distance abc --out "$work/y.bin"
 expect_error "bad input: task-shard: --random-every 8" "--random-every '8' must be 0 (none) or a number of tokens >= 16" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --random-every 8 --out "$work/y.bin"
 expect_error "bad input: task-shard: --repeat-tokens without --repeat-every" "no effect without --repeat-every or --random-every" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --repeat-tokens 64 --out "$work/y.bin"
 expect_error "bad input: task-shard: --quote-every 5" "--quote-every '5' must be 0 (none) or a number of tokens >= 16" build/data_tool task-shard --data "$corpus" --doc-tokens 1K --tokens 2K --quote-every 5 --out "$work/y.bin"
