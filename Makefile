@@ -13,7 +13,8 @@ CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
 NVCCFLAGS ?= -O2 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler "-fopenmp -march=x86-64-v3 -Wall" --expt-relaxed-constexpr
 SPM_LIBS := -lsentencepiece -lsentencepiece_train -lpthread
 NVCC_LIBS := -lgomp $(SPM_LIBS)
-GPU_LIBS := -lcublasLt -lcublas -lcudnn $(NVCC_LIBS)
+# cuBLASLt is not linked: build/obj/cublaslt_loader.o loads it at the first product (-ldl).
+GPU_LIBS := -lcudnn -ldl $(NVCC_LIBS)
 
 # Say which optional pieces were found (the CUDA path links cuBLASLt, cuDNN and NCCL).
 HAVE_NVCC := $(shell test -x $(NVCC) && echo yes || echo no)
@@ -61,6 +62,10 @@ build/test_ring_cpu: tests/test_ring_cpu.cpp tests/attention_cases.h tests/atten
 build/test_cp_train_cpu: tests/test_cp_train_cpu.cpp tests/check.h $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h optim/*.h core/rng.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $< -lpthread
 
+# cuBLASLt's loader without a GPU: every function the programs call is found and reached.
+build/test_cublaslt_loader: tests/test_cublaslt_loader.cpp tests/check.h build/obj/cublaslt_loader.o | build
+	$(CXX) $(CXXFLAGS) -I$(CUDA_HOME)/include -o $@ $< build/obj/cublaslt_loader.o -ldl
+
 build/test_model_cpu_broken_gelu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h optim/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -DBREAK_GELU_BACKWARD -o $@ $<
 
@@ -107,8 +112,10 @@ $(addprefix build/,$(NCCL_USERS)): GPU_LIBS += -lnccl
 endif
 
 CUDA_PROGRAMS := build/train build/infer build/attention_tool $(GPU_BINARIES)
-$(CUDA_PROGRAMS): build/%: build/obj/%.o | build
+$(CUDA_PROGRAMS): build/%: build/obj/%.o build/obj/cublaslt_loader.o | build
 	$(NVCC) $(NVCCFLAGS) -o $@ $(filter %.o,$^) $(GPU_LIBS)
+build/obj/cublaslt_loader.o: layers/cuda/cublaslt_loader.cpp | build/obj
+	$(CXX) $(CXXFLAGS) -I$(CUDA_HOME)/include -c -o $@ $<
 
 # -MMD -MP: build/obj/<name>.o.d lists the headers the object included, so an edit of any of them
 # rebuilds exactly the objects that included it (and a deleted header breaks nothing).
@@ -148,7 +155,7 @@ include data/rules.mk
 include tests/rules.mk
 include tests/fuzz/rules.mk
 
-BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_tasks build/test_ops_cpu build/test_model_cpu build/test_copy_loss_cpu build/test_inputs_cpu build/test_attention_cpu build/test_ring_cpu build/test_cp_train_cpu build/test_rendezvous $(GPU_BINARIES)
+BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_tasks build/test_ops_cpu build/test_model_cpu build/test_copy_loss_cpu build/test_inputs_cpu build/test_attention_cpu build/test_ring_cpu build/test_cp_train_cpu build/test_rendezvous build/test_cublaslt_loader $(GPU_BINARIES)
 all: deps
 	$(MAKE) -j2 $(BINARIES)
 

@@ -4,8 +4,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Two lanes, one per core of the CI machine: the suites that read build/test_corpus run after
-# data_cli, which makes it, in one lane; the others (the header and pattern-module builds, the
-# fuzzers, the unit tests) in the other. Each suite's output goes to build/logs/<name>.log and is
+# data_cli, which makes it, in one lane, then the launcher and fuzzer smoke tests; the others (the
+# header and pattern-module builds, the unit tests) in the other. Each suite's output goes to build/logs/<name>.log and is
 # printed whole when the lanes are done; its result line as soon as it ends. TEST_LANES=1 runs
 # every suite in one lane, in order.
 mkdir -p build/logs
@@ -40,6 +40,8 @@ lane_corpus() {
     run retrieval_study tests/test_retrieval_study.sh
     run layout_files tests/test_layout_files.sh
     run reference_model tests/test_reference_model.sh
+    run launch tests/test_launch.sh
+    run fuzz tests/fuzz/run_fuzz.sh smoke
 }
 lane_rest() {
     run ops ./build/test_ops_cpu
@@ -50,8 +52,8 @@ lane_rest() {
     run ring ./build/test_ring_cpu
     run cp_train ./build/test_cp_train_cpu
     run rendezvous ./build/test_rendezvous
+    run cublaslt_loader ./build/test_cublaslt_loader
     run rendezvous_fuzz ./build/test_rendezvous --fuzz
-    run launch tests/test_launch.sh
     run bench_scaling tests/test_bench_scaling.sh
     run data ./build/test_data
     run tasks ./build/test_tasks
@@ -64,7 +66,6 @@ lane_rest() {
     run pattern_module tests/check_pattern_module.sh
     run scripts tests/check_scripts.sh
     run no_history tests/check_no_history.sh
-    run fuzz tests/fuzz/run_fuzz.sh smoke
 }
 if [ "${TEST_LANES:-2}" = 1 ]; then
     lane_rest

@@ -16,7 +16,7 @@ typedef __nv_bfloat16 bf16;
 inline void cublas_check_(cublasStatus_t s, const char* what, const char* file, int line) {
     if (s == CUBLAS_STATUS_SUCCESS) return;
     std::fflush(stdout);
-    std::fprintf(stderr, "error: cuBLAS %s at %s:%d: %s\n", what, file, line, cublasGetStatusString(s));
+    std::fprintf(stderr, "error: cuBLAS %s at %s:%d: %s\n", what, file, line, cublasLtGetStatusString(s));
     std::exit(1);
 }
 #define CUBLAS_CHECK(call) cublas_check_((call), #call, __FILE__, __LINE__)

@@ -135,7 +135,7 @@ inline bool matmul_cublaslt(void* d, cudaDataType d_type, int ldd,        //
         const bool ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
         if (!ok)  // the caller falls back (epilogues) or fails loudly (plain products)
             std::fprintf(stderr, "note: cuBLASLt heuristic: %s, %d algorithms for m=%d n=%d k=%d epilogue %d\n",
-                         cublasGetStatusString(st), found, m, n, k, (int)epilogue);
+                         cublasLtGetStatusString(st), found, m, n, k, (int)epilogue);
         it = cache.emplace(key, std::make_pair(ok, ok ? result.algo : cublasLtMatmulAlgo_t{})).first;
     }
     const bool ok = it->second.first;
