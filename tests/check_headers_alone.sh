@@ -3,8 +3,10 @@
 # own: a translation unit holding only `#include "<header>"` builds (.h with the host compiler, .cuh with
 # nvcc). So a header that leans on what its includer happened to include before it (a missing
 # include) fails here, not in the next file that includes it first. Both stop after the front end
-# (g++ -fsyntax-only, nvcc -cuda): a missing include is a parse error, and the build compiles
-# every header through to machine code anyway.
+# (g++ -fsyntax-only; nvcc -ptx, whose device front end parses host functions too, or nvcc -cuda,
+# host and device front ends, for a header with __CUDA_ARCH__ branches, which -ptx would skip on
+# the host side): a missing include is a parse error, and the build compiles every header through
+# to machine code anyway.
 #   tests/check_headers_alone.sh [header...]   (default: all of them)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +20,10 @@ compile_alone() {  # header -> exit status; the compiler's first error on stderr
     tu="$work/$(echo "$h" | tr '/.' '__')"
     case $h in
         *.cuh) printf '#include "%s"\n' "$h" > "$tu.cu"
-               "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -I"$work" --expt-relaxed-constexpr \
-                   -Xcompiler -fopenmp -cuda -o "$tu.ii" "$tu.cu" > "$tu.log" 2>&1 ;;
+               local front=(-ptx -o "$tu.ptx")
+               grep -q '__CUDA_ARCH__' "$h" && front=(-cuda -o "$tu.ii")
+               "$NVCC" -std=c++17 -arch=compute_90a -I. -I"$work" --expt-relaxed-constexpr \
+                   -Xcompiler -fopenmp "${front[@]}" "$tu.cu" > "$tu.log" 2>&1 ;;
         *)     printf '#include "%s"\n' "$h" > "$tu.cpp"
                "$CXX" -std=c++17 -fopenmp -fsyntax-only -I. -I"$work" -I"${CUDA_HOME:-/usr/local/cuda}/include" \
                    "$tu.cpp" > "$tu.log" 2>&1 ;;
