@@ -16,7 +16,7 @@ NVCC_LIBS := -lgomp $(SPM_LIBS)
 # cuBLASLt is not linked: build/obj/cublaslt_loader.o loads it at the first product (-ldl).
 GPU_LIBS := -lcudnn -ldl $(NVCC_LIBS)
 
-# Say which optional pieces were found (the CUDA path links cuBLASLt, cuDNN and NCCL).
+# Say which optional pieces were found (the CUDA path links cuDNN and NCCL; cuBLASLt it loads at run time).
 HAVE_NVCC := $(shell test -x $(NVCC) && echo yes || echo no)
 HAVE_CUDNN := $(shell test -f $(CUDA_HOME)/include/cudnn.h -o -f /usr/include/cudnn.h && echo yes || echo no)
 HAVE_NCCL := $(shell test -f $(CUDA_HOME)/include/nccl.h -o -f /usr/include/nccl.h && echo yes || echo no)
