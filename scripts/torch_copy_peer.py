@@ -151,6 +151,10 @@ def build_model(torch, vocab, args):
         def __init__(self):
             super().__init__()
             self.wte = nn.Embedding(vocab, args.width)
+            # --prev-embed: each position also reads an embedding of the token before it (the first
+            # position of a window has none), so a key can carry its predecessor without a layer
+            # having to move it there: the first half of an induction circuit given as input.
+            self.wprev = nn.Embedding(vocab, args.width) if args.prev_embed else None
             self.blocks = nn.ModuleList(Block() for _ in range(args.layers))
             self.ln_f = nn.LayerNorm(args.width, eps=1e-5)
             self.rope = None
@@ -166,6 +170,8 @@ def build_model(torch, vocab, args):
             if self.rope is None or self.rope.cos.shape[0] < T:
                 self.rope = Rotary(max(T, args.seq_len), idx.device)
             x = self.wte(idx)
+            if self.wprev is not None:
+                x = x + torch.nn.functional.pad(self.wprev(idx[:, :-1]), (0, 0, 1, 0))
             for b in self.blocks:
                 x = b(x, self.rope)
             return self.ln_f(x) @ self.wte.weight.t()  # the tied head
@@ -190,6 +196,7 @@ def main():
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--grad-clip", type=float, default=1.0)
+    ap.add_argument("--prev-embed", action="store_true", help="add an embedding of the previous token to each position's input")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--log-every", type=int, default=50)
@@ -222,7 +229,8 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8, **opt_kw)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"peer: PyTorch {torch.__version__}, {args.layers} layers, width {args.width}, {args.heads} heads, vocab {vocab}: "
+    print(f"peer: PyTorch {torch.__version__}, {args.layers} layers, width {args.width}, {args.heads} heads, vocab {vocab}"
+          f"{', previous-token embedding' if args.prev_embed else ''}: "
           f"{n_params / 1e6:.2f}M parameters, on {dev}", flush=True)
     g = torch.Generator().manual_seed(args.seed)
     T, B = args.seq_len, args.batch
