@@ -46,6 +46,9 @@ build:
 build/test_model_cpu: tests/test_model_cpu.cpp $(wildcard core/*.h comm/*.h layers/*.h layers/patterns/*.h model/*.h optim/*.h tests/*.h) | build
 	$(CXX) $(CXXFLAGS) -o $@ $<
 
+build/test_attention_probe_cpu: tests/test_attention_probe_cpu.cpp $(wildcard core/*.h comm/*.h data/*.h eval/*.h layers/*.h layers/patterns/*.h model/*.h optim/*.h tests/*.h) | build
+	$(CXX) $(CXXFLAGS) -o $@ $<
+
 # The copy loss (eval/copy_loss.h) over a haystack of a tokenizer it trains: SentencePiece's libraries.
 build/test_copy_loss_cpu: tests/test_copy_loss_cpu.cpp $(wildcard core/*.h comm/*.h data/*.h eval/*.h layers/*.h layers/patterns/*.h model/*.h optim/*.h tests/*.h) | build build/.deps-data
 	$(CXX) $(CXXFLAGS) -o $@ $< $(SPM_LIBS)
@@ -155,7 +158,7 @@ include data/rules.mk
 include tests/rules.mk
 include tests/fuzz/rules.mk
 
-BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_tasks build/test_ops_cpu build/test_model_cpu build/test_copy_loss_cpu build/test_inputs_cpu build/test_attention_cpu build/test_ring_cpu build/test_cp_train_cpu build/test_rendezvous build/test_cublaslt_loader $(GPU_BINARIES)
+BINARIES := build/train build/infer build/attention_tool build/data_tool build/test_data build/test_tasks build/test_ops_cpu build/test_model_cpu build/test_copy_loss_cpu build/test_attention_probe_cpu build/test_inputs_cpu build/test_attention_cpu build/test_ring_cpu build/test_cp_train_cpu build/test_rendezvous build/test_cublaslt_loader $(GPU_BINARIES)
 all: deps
 	$(MAKE) -j2 $(BINARIES)
 

@@ -20,6 +20,7 @@
 #include "core/run_lock.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "eval/copy_attention.h"
 #include "eval/copy_loss.h"
 #include "eval/task_eval.h"
 #include "eval/task_report.h"
@@ -42,6 +43,7 @@ struct InferFlags {
     std::string logits_out;                 // --logits-out: the prompt's logits, instead of generating
     std::string copy_loss, gaps, copy_out;  // --copy-loss: the haystack, the gaps as given, the CSVs' prefix
     int copy_passage = 256, copy_samples = 4;
+    bool copy_attn = false;                 // --copy-attn: also where the heads look (eval/copy_attention.h)
     std::vector<long long> gap_tokens;      // --gaps parsed (validate_flags)
     float temperature = 0.8f, top_p = 0.95f;
     std::vector<std::string> given;  // the flags on the command line, for the flags that do nothing in some modes
@@ -99,6 +101,8 @@ static InferFlags parse_flags(int argc, char** argv) {
     flags.add_string("gaps", &f.gaps, "--copy-loss: the gaps G in tokens, with K and M suffixes (a comma list, e.g. 2K,8K,32K,128K,512K,1M)");
     flags.add_int("copy-passage", &f.copy_passage, "--copy-loss: tokens of the passage (at least 2)");
     flags.add_int("copy-samples", &f.copy_samples, "--copy-loss: passages per gap, each at its own place in the haystack");
+    flags.add_bool("copy-attn", &f.copy_attn, "--copy-loss: also the weight each head puts on the first occurrence while reading "
+                   "the repeat (layers that keep every row; each sequence read in one window); with --copy-out, PREFIX_attn.csv");
     flags.add_string("copy-out", &f.copy_out, "--copy-loss: write PREFIX.csv (a row per gap), PREFIX_items.csv (a row per passage) and PREFIX_tokens.csv (each sequence's tokens, for another implementation to score)");
     flags.parse(argc, argv);
     for (const std::string& name : flags.names())
@@ -124,7 +128,7 @@ static void validate_flags(InferFlags& f) {
         fatal("--copy-loss scores a haystack alone: drop --prompt, --prompt-file, --prompts-file, --perplexity, --tasks, the cache "
               "files and --cp");
     if (f.copy_loss.empty())
-        for (const char* g : {"gaps", "copy-passage", "copy-samples", "copy-out"})
+        for (const char* g : {"gaps", "copy-passage", "copy-samples", "copy-attn", "copy-out"})
             if (f.was_given(g)) fatal("--%s is for --copy-loss: drop it, or add --copy-loss HAYSTACK", g);
     if (!f.copy_loss.empty()) {
         // --seed places the passages here; the sampling flags have nothing to sample.
@@ -508,10 +512,6 @@ static int score_copy_loss(const InferFlags& f, const InferPlan& plan, const Loa
     const Haystack hay = load_copy_haystack(f.copy_loss, m.tok, kinds);
     const std::vector<CopyItem> items = place_copy_items(hay, opt);
     std::unique_ptr<ModelBackend> model = make_forward_model(m, plan);
-    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d, on %s; haystack %s: %zu tokens; %zu "
-                 "sequences (%zu gaps x %d passages of %d tokens)\n", m.path.c_str(), m.ck.cfg.n_layer, m.ck.cfg.n_embd,
-                 model->num_params() / 1e6, plan.ctx, model->name().c_str(), f.copy_loss.c_str(), hay.tokens.size(),
-                 items.size(), opt.gaps.size(), opt.samples, opt.passage);
     // A sequence longer than the window is scored in windows of --ctx overlapping by half: its
     // repeat is then read without its first occurrence when the gap passes the window. Right for
     // a control; a mistake for a long-context model given too small a --ctx, so it is said.
@@ -520,6 +520,26 @@ static int score_copy_loss(const InferFlags& f, const InferPlan& plan, const Loa
     for (const CopyItem& it : items)
         if (it.sample == 0 && !copy_reads_whole(m.ck.cfg, it, plan.ctx))
             cut += (cut.empty() ? "" : ",") + format_length(it.gap), longest = std::max(longest, it.length() - 1);
+    const GPTConfig& cfg = m.ck.cfg;
+    std::vector<AttnProbe> probes;
+    if (f.copy_attn) {
+        bool measurable = false;
+        for (int l = 0; l < cfg.n_layer; l++) measurable = measurable || pattern_cache_keeps_every_row(cfg.attn(l));
+        if (!measurable)
+            fatal("--copy-attn measures layers that keep every row (dense, block-sparse, fixed) and every layer of this model is "
+                  "dilated: drop --copy-attn");
+        if (!cut.empty())
+            fatal("--copy-attn reads each sequence in one window: give --ctx %lld or more (gaps %s are longer than --ctx %d)", longest,
+                  cut.c_str(), plan.ctx);
+        for (const CopyItem& it : items) {
+            probes.emplace_back();
+            probes.back().reset(copy_probe_pairs(it), cfg.n_layer, cfg.n_head);
+        }
+    }
+    std::fprintf(stderr, "loaded %s: %d layers, width %d, %.2fM parameters, context %d, on %s; haystack %s: %zu tokens; %zu "
+                 "sequences (%zu gaps x %d passages of %d tokens)\n", m.path.c_str(), m.ck.cfg.n_layer, m.ck.cfg.n_embd,
+                 model->num_params() / 1e6, plan.ctx, model->name().c_str(), f.copy_loss.c_str(), hay.tokens.size(),
+                 items.size(), opt.gaps.size(), opt.samples, opt.passage);
     if (!cut.empty())
         std::fprintf(stderr, "note: gaps %s: their sequences are longer than --ctx %d and are scored in windows of %d overlapping "
                      "by half, so a repeat more than %d tokens after its first occurrence is read without it (--ctx %lld reads "
@@ -528,8 +548,9 @@ static int score_copy_loss(const InferFlags& f, const InferPlan& plan, const Loa
     long long total = 0;
     for (const CopyItem& it : items) total += it.length() - 1;
     ScoreProgress progress(total);
-    const std::vector<CopyScore> scores = run_copy_loss(
-        hay, items, m.tok.bos_id(), [&] { return make_kv_cache(*model, 1, plan.chunk); }, m.ck.cfg, plan.ctx, progress.callback());
+    const std::vector<CopyScore> scores =
+        run_copy_loss(hay, items, m.tok.bos_id(), [&] { return make_kv_cache(*model, 1, plan.chunk); }, cfg, plan.ctx,
+                      progress.callback(), f.copy_attn ? &probes : nullptr);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (const CopyScore& c : scores)
         if (!std::isfinite(c.first) || !std::isfinite(c.repeat))  // finite weights can still overflow: a diverged run
@@ -539,11 +560,17 @@ static int score_copy_loss(const InferFlags& f, const InferPlan& plan, const Loa
     std::printf("%s", format_copy_loss_table(rows).c_str());
     std::printf("copy loss %s: %zu sequences, %lld tokens in %.1f s (%.0f tokens/s)\n", f.copy_loss.c_str(), items.size(), total,
                 secs, (double)total / secs);
+    std::vector<CopyAttention> attn;
+    for (size_t i = 0; i < probes.size(); i++) attn.push_back(copy_attention_of(items[i], probes[i]));
+    if (f.copy_attn)
+        std::printf("%s", format_copy_attention_table(summarize_copy_attention(items, attn), cfg.n_layer, cfg.n_head).c_str());
     if (f.copy_out.empty()) return 0;
+    if (f.copy_attn) write_file_atomic(f.copy_out + "_attn.csv", copy_attention_csv(items, attn, cfg.n_layer, cfg.n_head));
     write_file_atomic(f.copy_out + ".csv", copy_loss_csv(rows));
     write_file_atomic(f.copy_out + "_items.csv", copy_items_csv(items, scores));
     write_file_atomic(f.copy_out + "_tokens.csv", copy_tokens_csv(hay, items, m.tok.bos_id()));
-    std::printf("wrote %s.csv, %s_items.csv, %s_tokens.csv\n", f.copy_out.c_str(), f.copy_out.c_str(), f.copy_out.c_str());
+    std::printf("wrote %s.csv, %s_items.csv, %s_tokens.csv%s\n", f.copy_out.c_str(), f.copy_out.c_str(), f.copy_out.c_str(),
+                f.copy_attn ? (", " + f.copy_out + "_attn.csv").c_str() : "");
     return 0;
 }
 
@@ -799,6 +826,7 @@ static void check_output_paths(const InferFlags& f) {
         check_output_path(f.tasks_out + "_items.csv", OutputKind::TaskItemsCsv, "--tasks-out");
     }
     check_copy_loss_outputs(f.copy_out, "--copy-out");
+    if (f.copy_attn && !f.copy_out.empty()) check_copy_loss_output(f.copy_out + "_attn.csv", kCopyAttentionCsvHeader, "--copy-out");
     if (!f.copy_out.empty()) check_output_not_input(f.copy_out + ".csv", "--copy-out", {{"--copy-loss", f.copy_loss}});
 }
 

@@ -206,10 +206,13 @@ inline CopyScore copy_score(const CopyItem& it, const std::vector<float>& token_
 
 // Every item's sequence scored through a fresh cache from factory() (perplexity_cached, windows of
 // ctx as it chooses them), one at a time: a 1M-gap sequence's cache is what one long document's
-// is. progress(done, total) in tokens over all the items.
+// is. progress(done, total) in tokens over all the items. probes, when given, holds one probe per
+// item (its pairs set: eval/copy_attention.h), filled as its sequence is read.
 template <class Factory>
 std::vector<CopyScore> run_copy_loss(const Haystack& hay, const std::vector<CopyItem>& items, int bos, Factory factory,
-                                     const GPTConfig& cfg, int ctx, const ProgressFn& progress = nullptr) {
+                                     const GPTConfig& cfg, int ctx, const ProgressFn& progress = nullptr,
+                                     std::vector<AttnProbe>* probes = nullptr) {
+    if (probes && probes->size() != items.size()) fatal("internal: %zu probes for %zu copy sequences", probes->size(), items.size());
     long long total = 0, before = 0;
     for (const CopyItem& it : items) total += it.length() - 1;
     std::vector<CopyScore> scores;
@@ -219,7 +222,8 @@ std::vector<CopyScore> run_copy_loss(const Haystack& hay, const std::vector<Copy
         const ProgressFn within = [&](long long done, long long) {
             if (progress) progress(before + done, total);
         };
-        perplexity_cached(factory, cfg, ids, ctx, nullptr, within, false, &token_losses);
+        perplexity_cached(factory, cfg, ids, ctx, nullptr, within, false, &token_losses,
+                          probes ? &(*probes)[&it - items.data()] : nullptr);
         scores.push_back(copy_score(it, token_losses));
         before += it.length() - 1;
     }

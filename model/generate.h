@@ -164,12 +164,14 @@ struct PositionLosses {
 // sliding: windows of ctx overlapping by half even when one window would do (a long-context
 // model scored with a short context, to measure what its context is worth). per_token, when
 // given, gets every token's loss: (*per_token)[i] is the loss of predicting ids[i + 1], from the
-// window that scored it (the copy loss, eval/copy_loss.h, reads spans of it).
+// window that scored it (the copy loss, eval/copy_loss.h, reads spans of it). probe, when given,
+// gets the attention weights of its pairs (positions in ids; model/attention_probe.h): only where
+// the document is read in one window, and then in chunks of two or more tokens.
 template <class Factory>
 PerplexityResult perplexity_cached(Factory factory, const GPTConfig& cfg, const std::vector<int>& ids, int ctx,
                                    PositionLosses* by_position = nullptr,
                                    const ProgressFn& progress = nullptr, bool sliding = false,
-                                   std::vector<float>* per_token = nullptr) {
+                                   std::vector<float>* per_token = nullptr, AttnProbe* probe = nullptr) {
     PerplexityResult r;
     const long long total = (long long)ids.size() - 1;
     if (per_token) per_token->assign((size_t)std::max(0LL, total), std::nanf(""));  // every entry is set below
@@ -177,13 +179,18 @@ PerplexityResult perplexity_cached(Factory factory, const GPTConfig& cfg, const 
     for (int l = 0; l < cfg.n_layer; l++) bounded = bounded && kv_cache_rows(cfg.attn(l)) >= 0;
     const bool one_window = (bounded && !sliding) || total <= ctx;
     const long long window = one_window ? total : ctx, stride = one_window ? total : ctx / 2;
+    if (probe && !one_window)
+        fatal("the attention probe reads a document in one window: its %lld tokens need --ctx of at least %lld (got %d)", total,
+              total, ctx);
     std::vector<float> losses;
     std::vector<int> tg;
     for (long long start = 0; start < total; start += stride) {
         std::unique_ptr<IncrementalModel> m = factory();
+        if (probe) m->set_probe(probe);
         const long long end = std::min(start + window, total), score_from = start == 0 ? 0 : start + (window - stride);
         for (long long at = start; at < end;) {
-            const int n = (int)std::min<long long>(m->max_chunk(), end - at);
+            int n = (int)std::min<long long>(m->max_chunk(), end - at);
+            if (probe && n > 1 && end - at - n == 1) n--;  // no last chunk of one token: a step that may not be probed
             m->append(ids.data() + at, n);
             tg.assign(ids.begin() + at + 1, ids.begin() + at + 1 + n);
             for (int i = 0; i < n; i++)

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 #include "layers/attention_decode.h"
+#include "model/attention_probe.h"
 #include "model/gpt.h"
 
 // The smallest key position that a query at position >= next_pos can attend under p (causal):
@@ -77,6 +78,11 @@ class IncrementalModel {
     virtual int batch() const = 0;  // sequences B
     // Room for len tokens per sequence now (the GPU's dense layers then never move their rows).
     virtual void reserve(long long len) { (void)len; }
+    // From now on every chunk of two or more tokens fills probe's weights for the pairs whose query
+    // it reads (model/attention_probe.h; sequence 0); nullptr stops it. A step of one token may not be.
+    virtual void set_probe(AttnProbe* probe) {
+        if (probe) fatal("this model cannot probe its attention (the CPU and GPU caches can)");
+    }
 };
 
 // Bytes the caches of a model hold at `len` tokens of B sequences, elem bytes per value: what
@@ -110,6 +116,7 @@ class KVCache {
 
     int max_chunk() const { return max_chunk_; }
     long long position() const { return next_pos_; }  // tokens seen so far per sequence
+    void set_probe(AttnProbe* probe) { probe_ = probe; }  // IncrementalModel::set_probe
     // Rows per sequence that layer l holds: every position so far, or its packed bound.
     long long rows(int layer) const { return kv_cache_rows_at(m_.cfg.attn(layer), next_pos_); }
     size_t layer_bytes(int layer) const {
@@ -155,7 +162,7 @@ class KVCache {
             } else {
                 rope_forward(qkv_.data(), qkv_pre_.data(), qpos, B_, n, H, D, cfg.layer_rope_theta(l));  // (B, n, 3, H, D)
                 logn_scale_queries(qkv_.data(), qpos, B_, n, H, D, cfg.layer_logn_base(l));
-                attend_chunk(c, pat, n, scale);
+                attend_chunk(c, pat, l, n, scale);
             }
             matmul_forward(tmp_.data(), atty_.data(), w.projw, w.projb, BN, C, C);
             residual_forward(x_.data(), x_.data(), tmp_.data(), (size_t)BN * C);
@@ -253,6 +260,7 @@ class KVCache {
     long long next_pos_ = 0;
     std::vector<Layer> layers_;
     std::vector<int> pos_;  // 0, 1, 2, ...: positions of queries and keys are slices of it
+    AttnProbe* probe_ = nullptr;
     std::vector<T> x_, ln_, mean_, rstd_, qkv_pre_, qkv_, atty_, lse_, tmp_, fch_, fch_gelu_, lnf_, scratch_;
 
     // A layer that keeps every row: room for `len` rows per sequence (doubling, so it rarely moves).
@@ -271,7 +279,7 @@ class KVCache {
     // A chunk of n queries against the rows before them and their own, through the flash-style
     // two-sided attention (layers/attention.h) on ordinary rows; the chunk's K and V then go into
     // the cache.
-    void attend_chunk(Layer& c, const AttnPattern& pat, int n, T scale) {
+    void attend_chunk(Layer& c, const AttnPattern& pat, int layer, int n, T scale) {
         const int C = m_.cfg.n_embd, H = m_.cfg.n_head, D = m_.cfg.head_dim();
         const AttnDims dm{1, H, D, (int)(next_pos_ + n)};  // the sequence so far: longer segments are cut to it
         const AttnQueries<T> qs0{nullptr, 3 * C, n, pos_.data() + next_pos_, nullptr, (int)next_pos_};
@@ -286,6 +294,10 @@ class KVCache {
                 const AttnKeys<T> ks{kv, kv + C, 2 * C, (int)(next_pos_ + n), pos_.data(), 0};
                 attention_forward(atty_.data() + (size_t)b * n * C, lse_.data() + (size_t)b * H * n, qs, ks, pat, dm, scale);
             }
+            if (probe_)
+                probe_chunk_layer<T>(*probe_, layer, next_pos_, n, qkv_.data(), 3 * C,
+                                     [&](long long j) { return (const T*)br.kv + (size_t)j * 2 * C; }, lse_.data(), pat, H, D,
+                                     (float)scale, (int)(next_pos_ + n));
             return;
         }
         // Dilated: the rows from the branches' earliest current segment on, unpacked, then the chunk's.
@@ -320,6 +332,7 @@ class CpuIncremental : public IncrementalModel {
     State export_state() override { return c_.export_state(); }
     void import_state(const State& s) override { c_.import_state(s); }
     int batch() const override { return c_.batch(); }
+    void set_probe(AttnProbe* probe) override { c_.set_probe(probe); }
     void gather(const IncrementalModel& src, const std::vector<int>& from) override {
         const CpuIncremental* c = dynamic_cast<const CpuIncremental*>(&src);
         if (!c) fatal("CpuIncremental::gather: the source is not a CPU cache");

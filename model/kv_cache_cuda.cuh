@@ -79,6 +79,7 @@ class KVCacheCuda : public IncrementalModel {
 
     int max_chunk() const override { return max_chunk_; }
     int batch() const override { return B_; }
+    void set_probe(AttnProbe* probe) override { probe_ = probe; }
     long long position() const override { return next_pos_; }
     long long rows(int layer) const { return kv_cache_rows_at(cfg_.attn(layer), next_pos_); }
     size_t layer_bytes(int layer) const {  // the K/V rows allocated
@@ -233,6 +234,7 @@ class KVCacheCuda : public IncrementalModel {
     // Ordinary rows (B, unpack_rows_, 2, H, D) that a dilated layer's chunk attends.
     bf16* unpack_ = nullptr;
     long long unpack_rows_ = 0;
+    AttnProbe* probe_ = nullptr;
     // The decode step as a graph, and the allocations it was captured with.
     cudaGraphExec_t graph_ = nullptr;
     std::vector<const void*> graph_key_;
@@ -296,7 +298,7 @@ class KVCacheCuda : public IncrementalModel {
                     attention_decode_cuda(atty_, lse_, qkv_, 3 * C, layers_[l], decode_pos_, B_, H, D, scale, kDecodePieces,
                                           part_o_, part_l_, st);
                 } else {
-                    attend_chunk(layers_[l], cfg_.attn(l), n, pos, scale, st);
+                    attend_chunk(layers_[l], cfg_.attn(l), l, n, pos, scale, st);
                 }
             }
             matmul_residual_forward_cuda(x_, tmp_, atty_, w.projw, w.projb, BN, C, C, st);
@@ -348,9 +350,28 @@ class KVCacheCuda : public IncrementalModel {
         CUDA_CHECK(cudaGraphLaunch(graph_, st));
     }
 
+    // The probe's weights of this layer for the chunk just attended (sequence 0): its queries, its
+    // log-sum-exp and the probed keys copied to the host and weighed there (model/attention_probe.h).
+    void probe_layer(const CacheBranch<bf16>& br, const AttnPattern& pat, int layer, int n, float scale, cudaStream_t st) {
+        const int C = cfg_.n_embd, H = cfg_.n_head, D = cfg_.head_dim();
+        std::vector<bf16> hq((size_t)n * 3 * C), hk(C);
+        std::vector<float> q(hq.size()), lse((size_t)H * n), k(C);
+        CUDA_CHECK(cudaMemcpyAsync(hq.data(), qkv_, hq.size() * sizeof(bf16), cudaMemcpyDeviceToHost, st));
+        CUDA_CHECK(cudaMemcpyAsync(lse.data(), lse_, lse.size() * sizeof(float), cudaMemcpyDeviceToHost, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        for (size_t i = 0; i < hq.size(); i++) q[i] = __bfloat162float(hq[i]);
+        const std::function<const float*(long long)> key_row = [&](long long j) {
+            CUDA_CHECK(cudaMemcpy(hk.data(), br.kv + (size_t)j * 2 * C, C * sizeof(bf16), cudaMemcpyDeviceToHost));
+            for (int c = 0; c < C; c++) k[c] = __bfloat162float(hk[c]);
+            return (const float*)k.data();
+        };
+        probe_chunk_layer<float>(*probe_, layer, next_pos_, n, q.data(), 3 * C, key_row, lse.data(), pat, H, D, scale,
+                                 (int)(next_pos_ + n));
+    }
+
     // A chunk of n queries (pos: positions 0, 1, ... on the device) against the rows before them
     // and their own, as KVCache::attend_chunk; the chunk's K and V then go into the cache.
-    void attend_chunk(Layer& c, const AttnPattern& pat, int n, const int* pos, float scale, cudaStream_t st) {
+    void attend_chunk(Layer& c, const AttnPattern& pat, int layer, int n, const int* pos, float scale, cudaStream_t st) {
         const int C = cfg_.n_embd, H = cfg_.n_head, D = cfg_.head_dim();
         const size_t row = (size_t)2 * C;
         const AttnDims dm{1, H, D, (int)(next_pos_ + n)};  // the sequence so far (model/kv_cache.h)
@@ -365,6 +386,7 @@ class KVCacheCuda : public IncrementalModel {
                 const AttnKeys<bf16> ks{kv, kv + C, 2 * C, (int)(next_pos_ + n), pos, 0};
                 attention_forward_cuda(atty_ + (size_t)b * n * C, lse_ + (size_t)b * H * n, qs, ks, pat, dm, scale, st);
             }
+            if (probe_wants_chunk(probe_, next_pos_, n)) probe_layer(c[0], pat, layer, n, scale, st);
             return;
         }
         // Dilated: the rows from the branches' earliest current segment on, unpacked, then the chunk's.

@@ -19,7 +19,9 @@
 #                 variant's copy loss scored (needs PyTorch, and another variant in the same call)
 # Environment: CARRY (binaries and corpus as scripts/reading_study.sh packs them, default
 # .carry/read, unpacked into rs/), TOKENS (per run, default 78.6M: the 2K stage's share of the
-# study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR.
+# study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR; the hybrid's HBLOCK, HWINDOW
+# and HLOGN (its --logn-attn base, 512); COPY_ATTN=1 adds where the heads look on the repeat (infer
+# --copy-attn) to each _copy.log.
 # Outputs: OUTDIR/<variant>_train.log, _copy.log/.csv, _quote.log/.csv; OUTDIR/summary.txt.
 set -uo pipefail
 CARRY=${CARRY:-.carry/read}
@@ -50,7 +52,7 @@ variant_args() {
     local theta=1e7 attn v=${1%-rand}
     case $v in *-theta4) theta=1e4 ;; esac
     case ${v%-theta4} in
-        hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn 512" ;;
+        hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn ${HLOGN:-512}" ;;
         dense)  attn="--attn dense" ;;
         torch)  [ "$1" = torch ] && return 0; echo "copy_circuit: the torch peer trains on read's documents only (no $1)" >&2; return 1 ;;
         *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, each with -rand; torch)" >&2; return 1 ;;
@@ -98,7 +100,7 @@ run_one() {  # train variant $1, then its copy loss and its quotes
         --mix "$mix:0.5" --lr "${LR:-1.5e-3}" --warmup 50 --seed "$SEED" --val-every 0 --val-batches 2 --ckpt-every 0 \
         --keep-ckpts 1 --log-every 50 --sample-tokens 0 --out "$dir" > "$OUTDIR/${v}_train.log" 2>&1 || return 1
     "$BIN/infer" --device "$DEVICE" --checkpoint "$dir" --copy-loss "$CORPUS/val.bin" --gaps "$GAPS" \
-        --copy-samples "${COPY_SAMPLES:-8}" --ctx "${COPY_CTX:-4096}" --copy-out "$OUTDIR/${v}_copy" > "$OUTDIR/${v}_copy.log" 2>&1 || return 1
+        --copy-samples "${COPY_SAMPLES:-8}" --ctx "${COPY_CTX:-4096}" ${COPY_ATTN:+--copy-attn} --copy-out "$OUTDIR/${v}_copy" > "$OUTDIR/${v}_copy.log" 2>&1 || return 1
     "$BIN/infer" --device "$DEVICE" --checkpoint "$dir" --tasks "$quotes" --ctx "$SEQ" \
         --tasks-out "$OUTDIR/${v}_quote" > "$OUTDIR/${v}_quote.log" 2>&1
 }

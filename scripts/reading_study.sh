@@ -14,7 +14,8 @@
 #                                   ~3.5 minutes): runs A and B (say hybrid128k-readmore@1 hybrid128k-read@5)
 #                                   side by side at the recipe's 150M tokens (train resumes a run the call
 #                                   cut), then scored as full scores them, A also with 2K of sight, the
-#                                   copy loss at COPY_GAPS (16 tokens to 128K). Only the variants A and B
+#                                   copy loss at COPY_GAPS (16 tokens to 128K; COPY_ATTN=1: with where the
+#                                   heads look, infer --copy-attn). Only the variants A and B
 #                                   name get their shards (readwide: read's).
 #   scripts/reading_study.sh data [V]  the data of variant V (read) alone, before `train` calls side by side on
 #                                   several GPUs (CUDA_VISIBLE_DEVICES one each); TPS (131072) sets the tokens a
@@ -55,9 +56,9 @@ side() {
     for c in "$@"; do bash -c "$c" > "build/rs/side_$label.$sides.$i.log" 2>&1 < /dev/null & pids+=($!); i=$((i + 1)); done
     for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "== ${*:$((i + 1)):1}: exit $?"; tail -n 4 "build/rs/side_$label.$sides.$i.log"; done
 }
-copy() {  # copy loss of model $1 at the gaps $2 (ctx $3)
+copy() {  # copy loss of model $1 at the gaps $2 (ctx $3); COPY_ATTN=1: where its heads look too (--copy-attn)
     echo "rs/bin/infer --device cuda --checkpoint $WORK/$1 --copy-loss rs/corpus-long/val.bin --gaps $2 --copy-samples ${COPY_SAMPLES:-4}" \
-         "--ctx $3 --copy-out build/rs/$1_copy > build/rs/$1_copy.log 2>&1"
+         "--ctx $3 ${COPY_ATTN:+--copy-attn} --copy-out build/rs/$1_copy > build/rs/$1_copy.log 2>&1"
 }
 source scripts/gpu_lib_paths.sh "$PWD/rs/bin"
 export DEMOS="rs/demo/debian-policy.txt:0.3 rs/demo/net-sctp.txt:0.5 rs/demo/fs-nfs.txt:0.1"

@@ -58,6 +58,7 @@ lane_rest() {
     run data ./build/test_data
     run tasks ./build/test_tasks
     run copy_loss ./build/test_copy_loss_cpu
+    run attention_probe ./build/test_attention_probe_cpu
     run plot_heatmap tests/test_plot_heatmap.sh
     run attention_tool tests/test_attention_tool.sh
     run headers tests/check_headers_alone.sh

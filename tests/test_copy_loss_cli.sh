@@ -108,6 +108,26 @@ for hay in "$work/hay.txt" "$work/hay_dir"; do
     fi
 done
 
+# 3b. --copy-attn: the table of where the heads look, PREFIX_attn.csv a row per sequence, layer and head.
+if "${C[@]}" "${run[@]}" --copy-attn --copy-out "$work/at" > "$work/at.log" 2> "$work/at.err"; then
+    grep -q "^attention on the first occurrence while reading the repeat" "$work/at.log" \
+        && [ "$(grep -cE '^ +(64|256|1K) +h[0-9] +[0-9.]+ / +[0-9.]+ +h[0-9] +[0-9.]+ / +[0-9.]+$' "$work/at.log")" -eq 3 ] \
+        && pass "--copy-attn: a row per gap, the best head of each of the 2 layers with its weights" || fail "--copy-attn table: $(cat "$work/at.log")"
+    python3 - "$work/at_attn.csv" <<'EOF' && pass "at_attn.csv: 3 gaps x 2 passages x 2 layers x 1 head, weights in [0, 1]" || fail "at_attn.csv: $(head -c 300 "$work/at_attn.csv")"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 12, len(rows)
+assert sorted({(r["gap"], r["sample"], r["layer"], r["head"]) for r in rows}) == sorted(
+    (g, s, l, "0") for g in ("64", "256", "1024") for s in ("0", "1") for l in ("0", "1")), rows
+assert all(0 <= float(r["next"]) <= 1 and 0 <= float(r["same"]) <= 1 for r in rows)
+EOF
+else
+    fail "--copy-attn failed: $(tail -1 "$work/at.err")"
+fi
+expect_error "bad input: --copy-attn over windows" "--copy-attn reads each sequence in one window: give --ctx 1056 or more" \
+    "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256,1K --copy-passage 16 --copy-samples 1 --copy-attn
+expect_error "bad input: --copy-attn without --copy-loss" "--copy-attn is for --copy-loss" "${C[@]}" --prompt hi --copy-attn
+
 # 4. Bad inputs: one line, exit 1, nothing written.
 bad=(--copy-loss "$corpus/val.bin" --copy-passage 16 --copy-out "$work/bad")
 expect_error "bad input: --gaps with a stray comma" "--gaps '256,,1K': an empty item" "${C[@]}" "${bad[@]}" --gaps 256,,1K

@@ -379,6 +379,43 @@ static int main_body(bool kernels_only) {
             report(worst4 < 2e-2, "two contexts gathered into 4 sequences (1, 0, 1, 0), each decoding as its source == full forward",
                    worst4, 2e-2);
         }
+        {  // The attention probe (model/attention_probe.h): each query's weights over all its keys
+           // sum to 1 in every measured layer and head (the flash kernel's log-sum-exp against the
+           // probe's own dot products), the same over chunks of 48 and one chunk of 300.
+            const std::vector<long long> queries{5, 47, 48, 150, 299};
+            std::vector<ProbePair> pairs;
+            for (long long q : queries)
+                for (long long k = 0; k <= q; k++) pairs.push_back({q, k});
+            auto probe_run = [&](int ch) {
+                AttnProbe pr;
+                pr.reset(pairs, cfg.n_layer, cfg.n_head);
+                KVCacheCuda one(full, 1, ch);
+                one.set_probe(&pr);
+                for (int at = 0; at < N; at += ch) one.append(tokens.data() + at, std::min(ch, N - at));
+                return pr;
+            };
+            const AttnProbe a = probe_run(chunk), b = probe_run(N);
+            double worst_sum = 0, worst_diff = 0;
+            int measured = 0;
+            for (int l = 0; l < cfg.n_layer; l++) {
+                if (!pattern_cache_keeps_every_row(cfg.attn(l))) continue;
+                measured++;
+                for (int h = 0; h < cfg.n_head; h++) {
+                    size_t p = 0;
+                    for (long long q : queries) {
+                        double sum = 0;
+                        for (long long k = 0; k <= q; k++, p++) {
+                            sum += a.at(p, l, h);
+                            const double d = std::fabs(a.at(p, l, h) - b.at(p, l, h));
+                            worst_diff = std::isnan(d) ? INFINITY : std::max(worst_diff, d);
+                        }
+                        worst_sum = std::isnan(sum) ? INFINITY : std::max(worst_sum, std::fabs(sum - 1));
+                    }
+                }
+            }
+            report(measured >= 1 && worst_sum < 1e-2, "attention probe: each query's weights over its keys sum to 1: " + layers, worst_sum, 1e-2);
+            report(worst_diff < 1e-3, "attention probe: chunks of 48 == one chunk of 300: " + layers, worst_diff, 1e-3);
+        }
         if (with_bs) {
             KVCacheCuda off(full, B, chunk);
             off.append(tokens.data() + 1, 1);  // sequence 0 with its first token missing
