@@ -444,146 +444,191 @@ struct CopyRecord {
 };
 
 namespace task_detail {
-// The copies of a finished training document `base` (TrainDocSpec's quote_every, repeat_every).
-// A copy is written over the haystack text at its destination, so the document keeps its length
-// and every needle and question keeps its place (inserting copies would push the document's tail,
-// and with it a quarter of its questions, the far ones most, out of the window). `events`: the
-// [start, end) of its needles and questions, never copied from nor written over; `body`: its first
-// token after the intro. A destination never covers an event, a source or another destination, and
-// a source never lies in a destination: every copy is of the original text, and stays whole.
-// `distance` draws how far back a source lies, as a question's distance is drawn. A random
-// passage's source is written too (random words over the text there), so it takes a room as a
-// destination does.
+// The copies of a finished training document `base` (TrainDocSpec's quote_every, repeat_every,
+// random_every). A copy is written over the haystack text at its destination, so the document keeps
+// its length and every needle and question keeps its place (inserting copies would push the
+// document's tail, and with it a quarter of its questions, the far ones most, out of the window).
+// `events`: the [start, end) of its needles and questions, never copied from nor written over;
+// `body`: its first token after the intro. A destination never covers an event, a source or another
+// destination, and a source never lies in a destination: every copy is of the original text, and
+// stays whole. `distance` draws how far back a source lies, as a question's distance is drawn. A
+// random passage's source is written too (random words over the text there), so it takes a room as
+// a destination does. The three kinds are drawn from rng in that order, quotes first.
 template <typename Distance>
-std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& base, const std::vector<std::pair<long long, long long>>& events,
-                            long long body, const PieceKinds& k, SplitMix64& rng, Distance& distance, std::vector<CopyRecord>* records) {
-    const long long N = (long long)base.size();
-    const long long kLongestLine = 128, kFirstLines = 4, kFirstTokens = 64, kTries = 4;
-    const long long far = spec.copy_min_distance;
-    // How far back a source starts: the question's draw over what lies beyond `far` (at far = 0
-    // the same draw as distance's).
-    auto back = [&](long long max) { return far + distance(std::max(0LL, max - far)); };
-    enum : uint8_t { Free, Event, Source, Dest };
-    std::vector<uint8_t> use((size_t)N, Free);
-    for (const auto& e : events)
-        for (long long i = e.first; i < e.second; i++) use[(size_t)i] = Event;
-    // [s, e) may be a source (others may read it too) or a destination (nothing else may touch it).
-    auto free_for = [&](long long s, long long e, bool source) {
-        if (s < body - 1 || e > N) return false;
-        for (long long i = s; i < e; i++)
-            if (use[(size_t)i] == Event || use[(size_t)i] == Dest || (!source && use[(size_t)i] == Source)) return false;
-        return true;
-    };
-    auto mark = [&](long long s, long long e, uint8_t what) {
-        for (long long i = s; i < e; i++) use[(size_t)i] = what;
-    };
-    Haystack cuts;  // where the document may be cut: a passage starts there, and is written there
-    cuts.tokens = base;
-    mark_cuts(cuts, k);
+class CopyWriter {
+   public:
+    std::vector<int> doc;          // base with the copies written over it
+    std::vector<CopyRecord> made;  // where each copy lies
 
-    // Quote sources: whole lines of the body, short, of words (not a lone brace or number).
-    struct Line { long long start, length; };
-    std::vector<Line> lines;
-    for (long long s = body; s < N;) {
-        long long e = s, words = 0;
-        for (; e < N && base[(size_t)e] != k.newline; e++) words += k.word_start[base[(size_t)e]];
-        if (e < N && e - s <= kLongestLine && words >= 4) lines.push_back({s, e - s});
-        s = e + 1;
+    CopyWriter(const TrainDocSpec& spec, const std::vector<int>& base, const std::vector<std::pair<long long, long long>>& events,
+               long long body, const PieceKinds& k, SplitMix64& rng, Distance& distance)
+        : doc(base), spec_(spec), base_(base), body_(body), k_(k), rng_(rng), distance_(distance), N_((long long)base.size()),
+          far_(spec.copy_min_distance), use_((size_t)N_, Free) {
+        for (const auto& e : events) mark(e.first, e.second, Event);
+        cuts_.tokens = base;
+        mark_cuts(cuts_, k);
+        find_lines();
+        for (long long p = body_ + 1; p < N_; p++) {  // destinations: a line start (quotes), a cut point (passages)
+            if (base_[(size_t)p - 1] == k_.newline && !lines_.empty() && p > lines_[0].start + lines_[0].length) line_starts_.push_back(p);
+            if (cuts_.cut_ok[(size_t)p]) cut_points_.push_back(p);
+        }
     }
-    std::vector<long long> line_starts, cut_points;  // destinations
-    for (long long p = body + 1; p < N; p++) {
-        if (base[(size_t)p - 1] == k.newline && !lines.empty() && p > lines[0].start + lines[0].length) line_starts.push_back(p);
-        if (cuts.cut_ok[(size_t)p]) cut_points.push_back(p);
-    }
-    const long long n_quotes = spec.quote_every > 0 ? std::lround((double)N / spec.quote_every) : 0;
-    const long long n_passages = spec.repeat_every > 0 ? std::lround((double)N / spec.repeat_every) : 0;
-    const long long n_random = spec.random_every > 0 ? std::lround((double)N / spec.random_every) : 0;
-    std::vector<int> doc = base;
-    std::vector<CopyRecord> made;
-    auto write = [&](CopyRecord c) {
-        const bool quote = c.kind == CopyRecord::QuotedLine;
-        // The token before a source (a newline, or what makes its start a cut) and the newline
-        // before a quote stay as they are.
-        mark(c.source - 1, c.source + c.length + quote, Source);
-        if (quote && use[(size_t)c.dest - 1] == Free) use[(size_t)c.dest - 1] = Source;
-        mark(c.dest, c.dest + c.length + quote, Dest);
-        std::copy(base.begin() + c.source, base.begin() + c.source + c.length, doc.begin() + c.dest);
-        if (quote) doc[(size_t)(c.dest + c.length)] = k.newline;
-        made.push_back(c);
-    };
+
     // Quoted lines: a line start d, then the free line nearest before d - distance (or after it), or
     // one in 8 among the first lines; written at d with its newline, when that room is free.
-    for (long long i = 0; i < n_quotes && !line_starts.empty(); i++) {
-        const long long d = line_starts[rng.below(line_starts.size())];
-        const long long before = std::lower_bound(lines.begin(), lines.end(), d, [](const Line& l, long long p) { return l.start < p; }) -
-                                 lines.begin();  // the lines that start before d
-        auto usable = [&](const Line& l) {
-            return l.start + l.length + 1 <= d && d - l.start >= far && free_for(l.start - 1, l.start + l.length + 1, true) &&
-                   free_for(d, d + l.length + 1, false) && doc[(size_t)d - 1] == k.newline;
-        };
-        long long pick = -1;
-        if (rng.below(8) == 0) {  // depth 0: one of the first lines after the intro
-            std::vector<long long> first;
-            for (long long j = 0; j < before && (long long)first.size() < kFirstLines; j++)
-                if (usable(lines[(size_t)j])) first.push_back(j);
-            if (!first.empty()) pick = first[rng.below(first.size())];
-        } else {
-            const long long t = d - back(d - body);
-            const long long at = std::upper_bound(lines.begin(), lines.begin() + before, t, [](long long p, const Line& l) { return p < l.start; }) -
-                                 lines.begin() - 1;
-            for (long long j = at, n = 0; j >= 0 && pick < 0 && n < 64; j--, n++)
-                if (usable(lines[(size_t)j])) pick = j;
-            for (long long j = at + 1, n = 0; j < before && pick < 0 && n < 64; j++, n++)
-                if (usable(lines[(size_t)j])) pick = j;
+    void add_quoted_lines() {
+        const long long n_quotes = spec_.quote_every > 0 ? std::lround((double)N_ / spec_.quote_every) : 0;
+        for (long long i = 0; i < n_quotes && !line_starts_.empty(); i++) {
+            const long long d = line_starts_[rng_.below(line_starts_.size())];
+            const long long before = std::lower_bound(lines_.begin(), lines_.end(), d, [](const Line& l, long long p) { return l.start < p; }) -
+                                     lines_.begin();  // the lines that start before d
+            const long long pick = rng_.below(8) == 0 ? first_line_for(d, before) : line_near(d, before);
+            if (pick >= 0) write({CopyRecord::QuotedLine, lines_[(size_t)pick].start, d, lines_[(size_t)pick].length});
         }
-        if (pick >= 0) write({CopyRecord::QuotedLine, lines[(size_t)pick].start, d, lines[(size_t)pick].length});
     }
+
     // Repeated passages: a cut point d, then a source of L tokens starting at a cut point near
     // d - distance (or near the intro, one in 8), both free; a few draws of d before giving up.
-    for (long long i = 0; i < n_passages && !cut_points.empty(); i++) {
-        const long long L = 16 + (long long)rng.below((uint64_t)std::max(1, spec.repeat_tokens - 15));
-        for (long long attempt = 0; attempt < kTries; attempt++) {
-            const long long d = cut_points[rng.below(cut_points.size())];
-            if (d - body < L || !free_for(d, d + L, false)) continue;
-            const long long t = rng.below(8) == 0 ? std::min(d - L, body + (long long)rng.below(kFirstTokens))
-                                                  : d - std::max(L, back(d - body));
-            long long found = -1;
-            for (long long s = t, n = 0; s >= body && found < 0 && n < 256; s--, n++)
-                if (d - s >= far && cuts.cut_ok[(size_t)s] && free_for(s - 1, s + L, true)) found = s;
-            for (long long s = t + 1, n = 0; s + L <= d && found < 0 && n < 256; s++, n++)
-                if (d - s >= far && cuts.cut_ok[(size_t)s] && free_for(s - 1, s + L, true)) found = s;
-            if (found >= 0) {
-                write({CopyRecord::RepeatedPassage, found, d, L});
+    void add_repeated_passages() {
+        const long long n_passages = spec_.repeat_every > 0 ? std::lround((double)N_ / spec_.repeat_every) : 0;
+        for (long long i = 0; i < n_passages && !cut_points_.empty(); i++) {
+            const long long L = passage_length();
+            for (long long attempt = 0; attempt < kTries; attempt++) {
+                const long long d = cut_points_[rng_.below(cut_points_.size())];
+                if (d - body_ < L || !free_for(d, d + L, false)) continue;
+                const long long t = rng_.below(8) == 0 ? std::min(d - L, body_ + (long long)rng_.below(kFirstTokens))
+                                                       : d - std::max(L, back(d - body_));
+                const long long found = source_near(t, d, L, /*readable=*/true);
+                if (found >= 0) {
+                    write({CopyRecord::RepeatedPassage, found, d, L});
+                    break;
+                }
+            }
+        }
+    }
+
+    // Random passages: a cut point d, and a free room of L tokens at a cut point near d - distance
+    // (never overlapping d's), both written with the same words drawn at random.
+    void add_random_passages() {
+        const long long n_random = spec_.random_every > 0 ? std::lround((double)N_ / spec_.random_every) : 0;
+        std::vector<int> words;
+        for (int id = 0; n_random > 0 && id < (int)k_.word_start.size(); id++)
+            if (k_.word_start[id]) words.push_back(id);
+        for (long long i = 0; i < n_random && !cut_points_.empty() && !words.empty(); i++) {
+            const long long L = passage_length();
+            for (long long attempt = 0; attempt < kTries; attempt++) {
+                const long long d = cut_points_[rng_.below(cut_points_.size())];
+                if (d - body_ < L || !free_for(d, d + L, false)) continue;
+                const long long found = source_near(d - std::max(L, back(d - body_)), d, L, /*readable=*/false);
+                if (found < 0) continue;
+                for (long long j = 0; j < L; j++) doc[(size_t)(found + j)] = doc[(size_t)(d + j)] = words[rng_.below(words.size())];
+                mark(found, found + L, Dest);
+                mark(d, d + L, Dest);
+                made.push_back({CopyRecord::RandomPassage, found, d, L});
                 break;
             }
         }
     }
-    // Random passages: a cut point d, and a free room of L tokens at a cut point near d - distance
-    // (never overlapping d's), both written with the same words drawn at random.
-    std::vector<int> words;
-    for (int id = 0; n_random > 0 && id < (int)k.word_start.size(); id++)
-        if (k.word_start[id]) words.push_back(id);
-    for (long long i = 0; i < n_random && !cut_points.empty() && !words.empty(); i++) {
-        const long long L = 16 + (long long)rng.below((uint64_t)std::max(1, spec.repeat_tokens - 15));
-        for (long long attempt = 0; attempt < kTries; attempt++) {
-            const long long d = cut_points[rng.below(cut_points.size())];
-            if (d - body < L || !free_for(d, d + L, false)) continue;
-            const long long t = d - std::max(L, back(d - body));
-            long long found = -1;
-            for (long long s = t, n = 0; s >= body && found < 0 && n < 256; s--, n++)
-                if (d - s >= far && cuts.cut_ok[(size_t)s] && free_for(s, s + L, false)) found = s;
-            for (long long s = t + 1, n = 0; s + L <= d && found < 0 && n < 256; s++, n++)
-                if (d - s >= far && cuts.cut_ok[(size_t)s] && free_for(s, s + L, false)) found = s;
-            if (found < 0) continue;
-            for (long long j = 0; j < L; j++) doc[(size_t)(found + j)] = doc[(size_t)(d + j)] = words[rng.below(words.size())];
-            mark(found, found + L, Dest);
-            mark(d, d + L, Dest);
-            made.push_back({CopyRecord::RandomPassage, found, d, L});
-            break;
+
+   private:
+    static constexpr long long kLongestLine = 128, kFirstLines = 4, kFirstTokens = 64, kTries = 4;
+    enum : uint8_t { Free, Event, Source, Dest };
+    struct Line {
+        long long start, length;
+    };
+    const TrainDocSpec& spec_;
+    const std::vector<int>& base_;
+    const long long body_;
+    const PieceKinds& k_;
+    SplitMix64& rng_;
+    Distance& distance_;
+    const long long N_, far_;
+    std::vector<uint8_t> use_;
+    Haystack cuts_;  // where the document may be cut: a passage starts there, and is written there
+    std::vector<Line> lines_;  // quote sources: whole lines of the body, short, of words (not a lone brace or number)
+    std::vector<long long> line_starts_, cut_points_;
+
+    // How far back a source starts: the question's draw over what lies beyond far_ (at far_ = 0
+    // the same draw as distance's).
+    long long back(long long max) { return far_ + distance_(std::max(0LL, max - far_)); }
+    long long passage_length() { return 16 + (long long)rng_.below((uint64_t)std::max(1, spec_.repeat_tokens - 15)); }
+    // [s, e) may be a source (others may read it too) or a destination (nothing else may touch it).
+    bool free_for(long long s, long long e, bool source) const {
+        if (s < body_ - 1 || e > N_) return false;
+        for (long long i = s; i < e; i++)
+            if (use_[(size_t)i] == Event || use_[(size_t)i] == Dest || (!source && use_[(size_t)i] == Source)) return false;
+        return true;
+    }
+    void mark(long long s, long long e, uint8_t what) {
+        for (long long i = s; i < e; i++) use_[(size_t)i] = what;
+    }
+    void find_lines() {
+        for (long long s = body_; s < N_;) {
+            long long e = s, words = 0;
+            for (; e < N_ && base_[(size_t)e] != k_.newline; e++) words += k_.word_start[base_[(size_t)e]];
+            if (e < N_ && e - s <= kLongestLine && words >= 4) lines_.push_back({s, e - s});
+            s = e + 1;
         }
     }
-    if (records) *records = made;
-    return doc;
+    // Whether line l can be quoted at line start d: before d, far_ or more back, its room and d's free.
+    bool usable(const Line& l, long long d) const {
+        return l.start + l.length + 1 <= d && d - l.start >= far_ && free_for(l.start - 1, l.start + l.length + 1, true) &&
+               free_for(d, d + l.length + 1, false) && doc[(size_t)d - 1] == k_.newline;
+    }
+    // Depth 0: one of the first usable lines after the intro (of the `before` lines that start before d).
+    long long first_line_for(long long d, long long before) {
+        std::vector<long long> first;
+        for (long long j = 0; j < before && (long long)first.size() < kFirstLines; j++)
+            if (usable(lines_[(size_t)j], d)) first.push_back(j);
+        return first.empty() ? -1 : first[rng_.below(first.size())];
+    }
+    // The usable line nearest before d - distance (or, failing 64 of them, after it).
+    long long line_near(long long d, long long before) {
+        const long long t = d - back(d - body_);
+        const long long at = std::upper_bound(lines_.begin(), lines_.begin() + before, t, [](long long p, const Line& l) { return p < l.start; }) -
+                             lines_.begin() - 1;
+        long long pick = -1;
+        for (long long j = at, n = 0; j >= 0 && pick < 0 && n < 64; j--, n++)
+            if (usable(lines_[(size_t)j], d)) pick = j;
+        for (long long j = at + 1, n = 0; j < before && pick < 0 && n < 64; j++, n++)
+            if (usable(lines_[(size_t)j], d)) pick = j;
+        return pick;
+    }
+    // A source of L tokens for a destination at d: the cut point nearest before t (or after it, up
+    // to d - L), far_ or more before d, whose room is free: to read (with the token before it kept)
+    // or, readable false, to be written (a random passage's first copy).
+    long long source_near(long long t, long long d, long long L, bool readable) const {
+        auto ok = [&](long long s) {
+            return d - s >= far_ && cuts_.cut_ok[(size_t)s] && (readable ? free_for(s - 1, s + L, true) : free_for(s, s + L, false));
+        };
+        for (long long s = t, n = 0; s >= body_ && n < 256; s--, n++)
+            if (ok(s)) return s;
+        for (long long s = t + 1, n = 0; s + L <= d && n < 256; s++, n++)
+            if (ok(s)) return s;
+        return -1;
+    }
+    void write(CopyRecord c) {
+        const bool quote = c.kind == CopyRecord::QuotedLine;
+        // The token before a source (a newline, or what makes its start a cut) and the newline
+        // before a quote stay as they are.
+        mark(c.source - 1, c.source + c.length + quote, Source);
+        if (quote && use_[(size_t)c.dest - 1] == Free) use_[(size_t)c.dest - 1] = Source;
+        mark(c.dest, c.dest + c.length + quote, Dest);
+        std::copy(base_.begin() + c.source, base_.begin() + c.source + c.length, doc.begin() + c.dest);
+        if (quote) doc[(size_t)(c.dest + c.length)] = k_.newline;
+        made.push_back(c);
+    }
+};
+
+template <typename Distance>
+std::vector<int> add_copies(const TrainDocSpec& spec, const std::vector<int>& base, const std::vector<std::pair<long long, long long>>& events,
+                            long long body, const PieceKinds& k, SplitMix64& rng, Distance& distance, std::vector<CopyRecord>* records) {
+    CopyWriter<Distance> w(spec, base, events, body, k, rng, distance);
+    w.add_quoted_lines();
+    w.add_repeated_passages();
+    w.add_random_passages();
+    if (records) *records = w.made;
+    return w.doc;
 }
 }  // namespace task_detail
 
