@@ -523,14 +523,15 @@ static int score_copy_loss(const InferFlags& f, const InferPlan& plan, const Loa
     const GPTConfig& cfg = m.ck.cfg;
     std::vector<AttnProbe> probes;
     if (f.copy_attn) {
-        bool measurable = false;
-        for (int l = 0; l < cfg.n_layer; l++) measurable = measurable || pattern_cache_keeps_every_row(cfg.attn(l));
-        if (!measurable)
+        if (copy_attention_layers(cfg).empty())
             fatal("--copy-attn measures layers that keep every row (dense, block-sparse, fixed) and every layer of this model is "
                   "dilated: drop --copy-attn");
         if (!cut.empty())
-            fatal("--copy-attn reads each sequence in one window: give --ctx %lld or more (gaps %s are longer than --ctx %d)", longest,
-                  cut.c_str(), plan.ctx);
+            fatal("--copy-attn reads each sequence in one window: give --ctx %lld or more (the sequences of gaps %s are longer than "
+                  "--ctx %d)", longest, cut.c_str(), plan.ctx);
+        if (plan.chunk < kProbeMinChunk)
+            fatal("--copy-attn reads chunks of %d or more tokens (got --chunk %d): give --chunk 0 or at least %d", kProbeMinChunk,
+                  plan.chunk, kProbeMinChunk);
         for (const CopyItem& it : items) {
             probes.emplace_back();
             probes.back().reset(copy_probe_pairs(it), cfg.n_layer, cfg.n_head);
@@ -562,10 +563,10 @@ static int score_copy_loss(const InferFlags& f, const InferPlan& plan, const Loa
                 secs, (double)total / secs);
     std::vector<CopyAttention> attn;
     for (size_t i = 0; i < probes.size(); i++) attn.push_back(copy_attention_of(items[i], probes[i]));
-    if (f.copy_attn)
-        std::printf("%s", format_copy_attention_table(summarize_copy_attention(items, attn), cfg.n_layer, cfg.n_head).c_str());
+    check_copy_attention(attn, cfg);
+    if (f.copy_attn) std::printf("%s", format_copy_attention_table(summarize_copy_attention(items, attn), cfg).c_str());
     if (f.copy_out.empty()) return 0;
-    if (f.copy_attn) write_file_atomic(f.copy_out + "_attn.csv", copy_attention_csv(items, attn, cfg.n_layer, cfg.n_head));
+    if (f.copy_attn) write_file_atomic(f.copy_out + "_attn.csv", copy_attention_csv(items, attn, cfg));
     write_file_atomic(f.copy_out + ".csv", copy_loss_csv(rows));
     write_file_atomic(f.copy_out + "_items.csv", copy_items_csv(items, scores));
     write_file_atomic(f.copy_out + "_tokens.csv", copy_tokens_csv(hay, items, m.tok.bos_id()));

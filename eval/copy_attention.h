@@ -66,9 +66,27 @@ inline std::vector<CopyAttentionRow> summarize_copy_attention(const std::vector<
     return rows;
 }
 
+// The layers the probe measures: those that keep every row.
+inline std::vector<int> copy_attention_layers(const GPTConfig& cfg) {
+    std::vector<int> layers;
+    for (int l = 0; l < cfg.n_layer; l++)
+        if (pattern_cache_keeps_every_row(cfg.attn(l))) layers.push_back(l);
+    return layers;
+}
+
+// Every measured layer's means are numbers: a NaN would hide a layer from the table and the CSV.
+inline void check_copy_attention(const std::vector<CopyAttention>& attn, const GPTConfig& cfg) {
+    for (const CopyAttention& a : attn)
+        for (int l : copy_attention_layers(cfg))
+            for (int h = 0; h < cfg.n_head; h++)
+                if (!std::isfinite(a.next[(size_t)l * cfg.n_head + h]) || !std::isfinite(a.same[(size_t)l * cfg.n_head + h]))
+                    fatal("internal: the attention probe left layer %d head %d unmeasured (a non-finite weight)", l, h);
+}
+
 // The table infer prints: a row per gap, a column per measured layer: its best head on "next",
 // with that head's weight on "same" beside it.
-inline std::string format_copy_attention_table(const std::vector<CopyAttentionRow>& rows, int n_layer, int n_head) {
+inline std::string format_copy_attention_table(const std::vector<CopyAttentionRow>& rows, const GPTConfig& cfg) {
+    const int n_head = cfg.n_head;
     std::string s =
         "attention on the first occurrence while reading the repeat (mean weight over passage tokens 1..P-1; per layer the head "
         "that puts most on the token after the current token's first occurrence: next / same, the weight on that token / on the "
@@ -76,10 +94,7 @@ inline std::string format_copy_attention_table(const std::vector<CopyAttentionRo
     char buf[96];
     std::snprintf(buf, sizeof buf, "  %8s", "gap");
     s += buf;
-    if (rows.empty()) return s + "\n";
-    std::vector<int> layers;
-    for (int l = 0; l < n_layer; l++)
-        if (!std::isnan(rows[0].mean.next[(size_t)l * n_head])) layers.push_back(l);
+    const std::vector<int> layers = copy_attention_layers(cfg);
     for (int l : layers) {
         std::snprintf(buf, sizeof buf, " %20s", ("layer " + std::to_string(l)).c_str());
         s += buf;
@@ -104,15 +119,14 @@ inline std::string format_copy_attention_table(const std::vector<CopyAttentionRo
 inline const char* const kCopyAttentionCsvHeader = "gap,sample,layer,head,next,same\n";
 
 // PREFIX_attn.csv: a row per sequence, measured layer and head.
-inline std::string copy_attention_csv(const std::vector<CopyItem>& items, const std::vector<CopyAttention>& attn, int n_layer,
-                                      int n_head) {
+inline std::string copy_attention_csv(const std::vector<CopyItem>& items, const std::vector<CopyAttention>& attn,
+                                      const GPTConfig& cfg) {
     std::string s = kCopyAttentionCsvHeader;
     char buf[128];
     for (size_t i = 0; i < items.size(); i++)
-        for (int l = 0; l < n_layer; l++)
-            for (int h = 0; h < n_head; h++) {
-                const size_t k = (size_t)l * n_head + h;
-                if (std::isnan(attn[i].next[k])) continue;
+        for (int l : copy_attention_layers(cfg))
+            for (int h = 0; h < cfg.n_head; h++) {
+                const size_t k = (size_t)l * cfg.n_head + h;
                 std::snprintf(buf, sizeof buf, "%lld,%d,%d,%d,%.6f,%.6f\n", items[i].gap, items[i].sample, l, h, attn[i].next[k],
                               attn[i].same[k]);
                 s += buf;

@@ -7,8 +7,10 @@
 // attention pass: a few dot products per pair. Measured only in layers that keep every row
 // (dense, block-sparse, fixed); a dilated layer's rows are packed by branch and stay NaN.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <utility>
 #include <vector>
 #include "layers/attention.h"
 
@@ -31,24 +33,26 @@ struct AttnProbe {
 };
 
 // One layer's weights for the pairs whose query lies in the chunk just read (positions first ..
-// first + n - 1). q: the chunk's queries, row i at q + i * q_stride (head h at h * D); key_row(j):
-// the key row (C values) of position j; lse: (H, n) of the chunk (sequence 0 of the cache).
+// first + n - 1). q: the chunk's queries from row q_row0 on, row i at q + (i - q_row0) * q_stride
+// (head h at h * D); key_row(j): the key row (C values) of position j; lse: (H, n) of the chunk
+// (sequence 0 of the cache). A row without keys (L = -inf) weighs nothing; a NaN stays NaN.
 template <typename T>
-void probe_chunk_layer(AttnProbe& probe, int layer, long long first, int n, const T* q, int q_stride,
+void probe_chunk_layer(AttnProbe& probe, int layer, long long first, int n, const T* q, int q_stride, int q_row0,
                        const std::function<const T*(long long)>& key_row, const T* lse, const AttnPattern& pat,
                        int H, int D, float scale, int seq_len) {
     for (size_t p = 0; p < probe.pairs.size(); p++) {
         const ProbePair pr = probe.pairs[p];
         if (pr.query < first || pr.query >= first + n || pr.key < 0 || pr.key > pr.query) continue;
         const int i = (int)(pr.query - first);
+        const T* qi = q + (size_t)(i - q_row0) * q_stride;
         const T* k = key_row(pr.key);
         for (int h = 0; h < H; h++) {
             const int m = key_multiplicity(pat, h, (int)pr.query, (int)pr.key, seq_len);
             const double L = (double)lse[(size_t)h * n + i];
             float w = 0;
-            if (m && std::isfinite(L)) {
+            if (m && L != -INFINITY) {
                 double dot = 0;
-                for (int d = 0; d < D; d++) dot += (double)q[(size_t)i * q_stride + h * D + d] * (double)k[h * D + d];
+                for (int d = 0; d < D; d++) dot += (double)qi[h * D + d] * (double)k[h * D + d];
                 w = m * (float)std::exp(scale * dot - L);
             }
             probe.weights[(p * probe.n_layer + layer) * probe.n_head + h] = w;
@@ -56,10 +60,19 @@ void probe_chunk_layer(AttnProbe& probe, int layer, long long first, int n, cons
     }
 }
 
-// Whether any pair's query lies in the chunk first .. first + n - 1 (else a GPU cache copies nothing).
-inline bool probe_wants_chunk(const AttnProbe* probe, long long first, int n) {
-    if (!probe) return false;
-    for (const ProbePair& pr : probe->pairs)
-        if (pr.query >= first && pr.query < first + n) return true;
-    return false;
+// The chunk's rows that hold a probed query: [lo, hi] of 0 .. n - 1, or lo > hi when none does.
+inline std::pair<int, int> probe_rows(const AttnProbe* probe, long long first, int n) {
+    int lo = n, hi = -1;
+    if (probe)
+        for (const ProbePair& pr : probe->pairs)
+            if (pr.query >= first && pr.query < first + n) {
+                const int i = (int)(pr.query - first);
+                lo = std::min(lo, i), hi = std::max(hi, i);
+            }
+    return {lo, hi};
 }
+
+// The shortest chunk perplexity_cached may read with a probe: it then never reads one token alone
+// (a cache's one-token step may decode without the probe).
+constexpr int kProbeMinChunk = 3;
+

@@ -186,6 +186,9 @@ PerplexityResult perplexity_cached(Factory factory, const GPTConfig& cfg, const 
     std::vector<int> tg;
     for (long long start = 0; start < total; start += stride) {
         std::unique_ptr<IncrementalModel> m = factory();
+        if (probe && m->max_chunk() < kProbeMinChunk)
+            fatal("the attention probe reads chunks of %d or more tokens (got --chunk %d): give --chunk 0 or at least %d",
+                  kProbeMinChunk, m->max_chunk(), kProbeMinChunk);
         if (probe) m->set_probe(probe);
         const long long end = std::min(start + window, total), score_from = start == 0 ? 0 : start + (window - stride);
         for (long long at = start; at < end;) {

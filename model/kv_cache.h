@@ -81,7 +81,7 @@ class IncrementalModel {
     // From now on every chunk of two or more tokens fills probe's weights for the pairs whose query
     // it reads (model/attention_probe.h; sequence 0); nullptr stops it. A step of one token may not be.
     virtual void set_probe(AttnProbe* probe) {
-        if (probe) fatal("this model cannot probe its attention (the CPU and GPU caches can)");
+        if (probe) fatal("internal: this model cannot probe its attention (the CPU and GPU caches can)");
     }
 };
 
@@ -295,7 +295,7 @@ class KVCache {
                 attention_forward(atty_.data() + (size_t)b * n * C, lse_.data() + (size_t)b * H * n, qs, ks, pat, dm, scale);
             }
             if (probe_)
-                probe_chunk_layer<T>(*probe_, layer, next_pos_, n, qkv_.data(), 3 * C,
+                probe_chunk_layer<T>(*probe_, layer, next_pos_, n, qkv_.data(), 3 * C, 0,
                                      [&](long long j) { return (const T*)br.kv + (size_t)j * 2 * C; }, lse_.data(), pat, H, D,
                                      (float)scale, (int)(next_pos_ + n));
             return;

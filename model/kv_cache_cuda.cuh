@@ -350,13 +350,16 @@ class KVCacheCuda : public IncrementalModel {
         CUDA_CHECK(cudaGraphLaunch(graph_, st));
     }
 
-    // The probe's weights of this layer for the chunk just attended (sequence 0): its queries, its
-    // log-sum-exp and the probed keys copied to the host and weighed there (model/attention_probe.h).
-    void probe_layer(const CacheBranch<bf16>& br, const AttnPattern& pat, int layer, int n, float scale, cudaStream_t st) {
-        const int C = cfg_.n_embd, H = cfg_.n_head, D = cfg_.head_dim();
-        std::vector<bf16> hq((size_t)n * 3 * C), hk(C);
+    // The probe's weights of this layer for the chunk just attended (sequence 0): the queries of
+    // the rows it probes (rows lo..hi, the q third of each), the log-sum-exp and the probed keys
+    // copied to the host and weighed there (model/attention_probe.h).
+    void probe_layer(const CacheBranch<bf16>& br, const AttnPattern& pat, int layer, int n, int lo, int hi, float scale,
+                     cudaStream_t st) {
+        const int C = cfg_.n_embd, H = cfg_.n_head, D = cfg_.head_dim(), rows = hi - lo + 1;
+        std::vector<bf16> hq((size_t)rows * C), hk(C);
         std::vector<float> q(hq.size()), lse((size_t)H * n), k(C);
-        CUDA_CHECK(cudaMemcpyAsync(hq.data(), qkv_, hq.size() * sizeof(bf16), cudaMemcpyDeviceToHost, st));
+        CUDA_CHECK(cudaMemcpy2DAsync(hq.data(), C * sizeof(bf16), qkv_ + (size_t)lo * 3 * C, 3 * C * sizeof(bf16), C * sizeof(bf16),
+                                     rows, cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaMemcpyAsync(lse.data(), lse_, lse.size() * sizeof(float), cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
         for (size_t i = 0; i < hq.size(); i++) q[i] = __bfloat162float(hq[i]);
@@ -365,7 +368,7 @@ class KVCacheCuda : public IncrementalModel {
             for (int c = 0; c < C; c++) k[c] = __bfloat162float(hk[c]);
             return (const float*)k.data();
         };
-        probe_chunk_layer<float>(*probe_, layer, next_pos_, n, q.data(), 3 * C, key_row, lse.data(), pat, H, D, scale,
+        probe_chunk_layer<float>(*probe_, layer, next_pos_, n, q.data(), C, lo, key_row, lse.data(), pat, H, D, scale,
                                  (int)(next_pos_ + n));
     }
 
@@ -386,7 +389,8 @@ class KVCacheCuda : public IncrementalModel {
                 const AttnKeys<bf16> ks{kv, kv + C, 2 * C, (int)(next_pos_ + n), pos, 0};
                 attention_forward_cuda(atty_ + (size_t)b * n * C, lse_ + (size_t)b * H * n, qs, ks, pat, dm, scale, st);
             }
-            if (probe_wants_chunk(probe_, next_pos_, n)) probe_layer(c[0], pat, layer, n, scale, st);
+            const std::pair<int, int> probed = probe_rows(probe_, next_pos_, n);
+            if (probed.first <= probed.second) probe_layer(c[0], pat, layer, n, probed.first, probed.second, scale, st);
             return;
         }
         // Dilated: the rows from the branches' earliest current segment on, unpacked, then the chunk's.

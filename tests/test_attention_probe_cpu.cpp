@@ -6,9 +6,11 @@
 //     measured layer, NoPE with log-n included, and a dilated layer is left unmeasured (NaN);
 //   - prefill in chunks of 7 gives the weights of one chunk of 64; a one-token step stays NaN;
 //   - the copy pairs: the query reads passage token j - 1 of the repeat, "next" is token j of the
-//     first occurrence, "same" token j - 1, checked on the sequence's own tokens; a model that
-//     cannot probe refuses, and perplexity_cached refuses a probe over windows.
+//     first occurrence, "same" token j - 1, checked on the sequence's own tokens; the means, table
+//     and CSV; perplexity_cached refuses a probe over windows or in chunks of fewer than 3;
+//   - a cache of two sequences probes sequence 0 as a cache holding it alone.
 // Prints PASS/FAIL lines and "N passed, M failed".
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -166,18 +168,70 @@ static void test_copy_pairs() {
                            std::isnan(pr.at(p, 3, h));
     check(measured, "run_copy_loss with probes: every pair measured in each dense layer (a weight in [0, 1]), none in the dilated one");
     const CopyAttention a = copy_attention_of(items[0], probes[0]);
-    double mean = 0;
-    for (int j = 0; j < items[0].passage - 1; j++) mean += probes[0].at(j, 1, 1);
-    check(std::fabs(a.next[1 * c.n_head + 1] - mean / (items[0].passage - 1)) < 1e-6, "copy_attention_of: the mean over the next pairs");
-    const std::string table = format_copy_attention_table(summarize_copy_attention(items, {a, a, a, a}), c.n_layer, c.n_head);
-    check(table.find("layer 2") != std::string::npos && table.find("layer 3") == std::string::npos && table.find("100") != std::string::npos,
-          "the table has a column per measured layer and a row per gap", table);
+    const int P1 = items[0].passage - 1;
+    double next = 0, same = 0;
+    for (int j = 0; j < P1; j++) next += probes[0].at(j, 1, 1), same += probes[0].at(P1 + j, 1, 1);
+    check(std::fabs(a.next[1 * c.n_head + 1] - next / P1) < 1e-6 && std::fabs(a.same[1 * c.n_head + 1] - same / P1) < 1e-6 &&
+              std::fabs(next - same) > 1e-6,
+          "copy_attention_of: the means over the next pairs and over the same pairs (which differ)");
+    std::vector<CopyAttention> attn;
+    for (size_t i = 0; i < items.size(); i++) attn.push_back(copy_attention_of(items[i], probes[i]));
+    check_copy_attention(attn, c);
+    check(true, "check_copy_attention: every measured layer's means are numbers");
+    CopyAttention hole = attn[0];
+    hole.next[2 * c.n_head] = std::nanf("");
+    expect_fatal("a measured layer left NaN", [&] { check_copy_attention({hole}, c); }, {"internal: the attention probe left layer 2 head 0 unmeasured"});
+    const std::vector<CopyAttentionRow> rows = summarize_copy_attention(items, attn);
+    int best = 0;
+    for (int h = 1; h < c.n_head; h++)
+        if (rows[0].mean.next[(size_t)1 * c.n_head + h] > rows[0].mean.next[(size_t)1 * c.n_head + best]) best = h;
+    const std::string table = format_copy_attention_table(rows, c);
+    char cell[64];
+    std::snprintf(cell, sizeof cell, " h%-2d %7.3f / %6.3f", best, rows[0].mean.next[(size_t)1 * c.n_head + best],
+                  rows[0].mean.same[(size_t)1 * c.n_head + best]);
+    check(table.find("layer 2") != std::string::npos && table.find("layer 3") == std::string::npos && table.find("100") != std::string::npos &&
+              table.find(cell) != std::string::npos,
+          "the table has a column per measured layer, a row per gap, and layer 1's best head at gap 16 with its weights", table);
+    const std::string csv = copy_attention_csv(items, attn, c);
+    check(std::count(csv.begin(), csv.end(), '\n') == 1 + (long)items.size() * 3 * c.n_head && csv.find(",3,") == std::string::npos,
+          "PREFIX_attn.csv: a row per sequence, measured layer and head; none for the dilated layer");
 
     expect_fatal("a probe over windows", [&] {
         AttnProbe pr;
         pr.reset(copy_probe_pairs(items.back()), c.n_layer, c.n_head);
         perplexity_cached(factory, c, copy_sequence(hay, items.back(), 1), 64, nullptr, nullptr, false, nullptr, &pr);
     }, {"the attention probe reads a document in one window", "--ctx of at least"});
+    expect_fatal("a probe with chunks of 2", [&] {
+        AttnProbe pr;
+        pr.reset(copy_probe_pairs(items[0]), c.n_layer, c.n_head);
+        perplexity_cached([&] { return std::unique_ptr<IncrementalModel>(new CpuIncremental(m, 1, 2)); }, c,
+                          copy_sequence(hay, items[0], 1), 512, nullptr, nullptr, false, nullptr, &pr);
+    }, {"the attention probe reads chunks of 3 or more tokens (got --chunk 2)"});
+}
+
+// A cache of two sequences probes sequence 0: the weights of a cache holding it alone, whatever
+// sequence 1 holds.
+static void test_two_sequences() {
+    const GPTConfig cfg = probe_config();
+    GPT<float> m(cfg);
+    m.init_weights(6);
+    const int N = 40, chunk = 8;
+    const std::vector<int> t0 = random_tokens(N, cfg.vocab_size, 21), t1 = random_tokens(N, cfg.vocab_size, 22);
+    const std::vector<long long> queries = {12, 39};
+    const AttnProbe alone = probe_run(m, t0, chunk, all_keys_of(queries));
+    AttnProbe two;
+    two.reset(all_keys_of(queries), cfg.n_layer, cfg.n_head);
+    CpuIncremental cache(m, 2, chunk);
+    cache.set_probe(&two);
+    for (int at = 0; at < N; at += chunk) {
+        std::vector<int> both(t0.begin() + at, t0.begin() + at + chunk);
+        both.insert(both.end(), t1.begin() + at, t1.begin() + at + chunk);
+        cache.append(both.data(), chunk);
+    }
+    double worst = 0;
+    for (size_t i = 0; i < alone.weights.size(); i++)
+        worst = worst_of(worst, std::isnan(alone.weights[i]) && std::isnan(two.weights[i]) ? 0.0 : std::fabs(alone.weights[i] - two.weights[i]));
+    check(worst < 1e-6, "a cache of two sequences probes sequence 0 as a cache holding it alone", strf("worst %.2g", worst));
 }
 
 int main() {
@@ -185,6 +239,7 @@ int main() {
         test_zero_queries();
         test_sums_and_chunks();
         test_copy_pairs();
+        test_two_sequences();
         return check_report();
     });
 }

@@ -126,6 +126,8 @@ else
 fi
 expect_error "bad input: --copy-attn over windows" "--copy-attn reads each sequence in one window: give --ctx 1056 or more" \
     "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256,1K --copy-passage 16 --copy-samples 1 --copy-attn
+expect_error "bad input: --copy-attn in chunks of 2" "--copy-attn reads chunks of 3 or more tokens (got --chunk 2): give --chunk 0 or at least 3" \
+    "${C[@]}" "${run[@]}" --copy-attn --chunk 2
 expect_error "bad input: --copy-attn without --copy-loss" "--copy-attn is for --copy-loss" "${C[@]}" --prompt hi --copy-attn
 
 # 4. Bad inputs: one line, exit 1, nothing written.
