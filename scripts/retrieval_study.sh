@@ -109,6 +109,8 @@ COMMON=(--device "$DEVICE" --data "$CORPUS" --val-every 0 --val-batches 2
         --ckpt-every 0 --keep-ckpts 1 --log-every "${LOG_EVERY:-50}" --sample-tokens 0)
 OPT="--lr ${LR:-1.5e-3} --warmup 50"
 LONGNET=(--segments 2048,8192,32768,131072,524288,1048576 --dilations 1,4,16,64,256,512)
+# The NoPE layers' log-n base (HLOGN, 512): queries past that position scaled by ln(p + 1) / ln(base).
+LOGN=${HLOGN:-512}
 HYBRID="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5"
 # Stages: steps of 64 windows of 2K (131,072 tokens), then of 8K, 32K (and 128K, 256K) windows at the
 # same tokens per step; each stage mixes in half retrieval documents as long as its windows (twice as
@@ -181,15 +183,15 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                        "--schedule 32768x4@$S2K --mix $D/tasks2k.bin:0.5;$D/tasks32k.bin:0.5 $OPT" ;;
         fixwin32) echo "--attn block-sparse,fixed --block 64 --window 2048 --stride 2048 --summary 128 --seq-len 32768 --batch 4"\
                        "--steps $STEPS --schedule 262144x1@$S32K --mix $D/tasks32k.bin:0.5;$D/tasks256k.bin:0.5 $OPT" ;;
-        hybrid128k) echo "$HYBRID --logn-attn 512 $CURRICULUM128K $OPT" ;;
+        hybrid128k) echo "$HYBRID --logn-attn $LOGN $CURRICULUM128K $OPT" ;;
         hybrid128k-nologn) echo "$HYBRID $CURRICULUM128K $OPT" ;;
         hybrid128k-pkfar|hybrid128k-whole|hybrid128k-leadmk|hybrid128k-read|hybrid128k-readmore|hybrid128k-readfar)
-                  echo "$HYBRID --logn-attn 512 ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
-        hybrid128k-readwide) echo "$HYBRID --logn-attn 512 ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
-        hybrid1m) echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
+                  echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
+        hybrid128k-readwide) echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
+        hybrid1m) echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore|hybrid1m-readfar)
-                  echo "$HYBRID --logn-attn 512 --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
+                  echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
     esac
