@@ -16,6 +16,10 @@ and --mix's fraction of each batch from whole documents of the task shard.
   python3 scripts/torch_copy_peer.py --data CORPUS --mix SHARD:0.5 --copy-tokens PREFIX_tokens.csv \
       [--seq-len 2048 --batch 64 --steps 600 --layers 6 --width 384 --heads 6 --rope-theta 1e4 --lr 1.5e-3]
 
+Our hybrid's shape: --nope-layers 1,3,5 --window 2048 --logn 512 --rope-theta 1e7. --moba 64,4 then
+gives its NoPE layers blocks chosen by content (MoBA's gate: the query against each earlier block's
+mean key), an idea tried here before our kernels carry it.
+
 PyTorch is never a dependency of the project: this runs where it is installed (the GPU machines).
 """
 import argparse
@@ -106,9 +110,41 @@ def lr_at(step, warmup, total, max_lr, min_lr):
     return min_lr + 0.5 * (max_lr - min_lr) * (1 + math.cos(math.pi * p))
 
 
+def window_mask(torch, T, window, device):
+    """True where a query keeps a key: causal, and only the last `window` keys (as --window)."""
+    i = torch.arange(T, device=device)
+    return (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < window)
+
+
+def moba_mask(torch, q, k, block, topk):
+    """As MoBA: each query (B, H, T, D) keeps its own block of keys (causal) and the `topk` earlier
+    blocks whose mean key it scores highest; the choice carries no gradient, as MoBA's gate."""
+    F = torch.nn.functional
+    B, H, T, _ = k.shape
+    nb = (T + block - 1) // block
+    with torch.no_grad():
+        kp = F.pad(k.float(), (0, 0, 0, nb * block - T))
+        count = torch.full((nb,), float(block), device=k.device)
+        count[-1] = T - (nb - 1) * block
+        kmean = kp.view(B, H, nb, block, -1).sum(3) / count[:, None]
+        own = torch.arange(T, device=k.device) // block
+        past = torch.arange(nb, device=k.device)[None, :] < own[:, None]  # (T, nb)
+        score = (q.float() @ kmean.transpose(-1, -2)).masked_fill(~past, float("-inf"))
+        keep = torch.zeros(B, H, T, nb, dtype=torch.bool, device=k.device)
+        if topk > 0 and nb > 1:
+            # A row with fewer earlier blocks than topk also picks -inf ones: its own block or later
+            # ones, which the own block and the causal mask below settle.
+            keep.scatter_(-1, score.topk(min(topk, nb - 1), dim=-1).indices, True)
+        keep |= torch.arange(nb, device=k.device)[None, :] == own[:, None]
+        token = keep.repeat_interleave(block, dim=-1)[..., :T]
+        i = torch.arange(T, device=k.device)
+        return token & (i[None, :] <= i[:, None])
+
+
 def build_model(torch, vocab, args):
     nn, F = torch.nn, torch.nn.functional
     D = args.width // args.heads
+    nope_layers = {int(i) for i in args.nope_layers.split(",") if i}
 
     class Rotary:
         def __init__(self, T, device):
@@ -130,21 +166,29 @@ def build_model(torch, vocab, args):
             self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
             self.fc, self.fc_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
 
-        def attention(self, x, rope):
+        def attention(self, x, rope, nope):
             B, T, C = x.shape
             q, k, v = self.qkv(x).split(C, dim=2)
             q, k, v = (t.view(B, T, args.heads, D).transpose(1, 2) for t in (q, k, v))
-            q, k = rope(q), rope(k)
+            if nope:
+                if args.logn:  # as --logn-attn: a query at position p >= N scaled by ln(p + 1) / ln N
+                    p = torch.arange(T, device=x.device, dtype=torch.float32)
+                    q = q * (torch.log(p + 1) / math.log(args.logn)).clamp(min=1.0).to(q.dtype)[:, None]
+                mask = moba_mask(torch, q, k, *(int(v) for v in args.moba.split(","))) if args.moba else None
+            else:
+                q, k = rope(q), rope(k)
+                mask = window_mask(torch, T, args.window, x.device) if args.window else None
             if hasattr(F, "scaled_dot_product_attention"):
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
             else:  # PyTorch before 2.0
-                s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
-                s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+                if mask is None:
+                    mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+                s = ((q @ k.transpose(-1, -2)) / math.sqrt(D)).masked_fill(~mask, float("-inf"))
                 y = s.softmax(-1) @ v
             return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
-        def forward(self, x, rope):
-            x = x + self.attention(self.ln1(x), rope)
+        def forward(self, x, rope, nope):
+            x = x + self.attention(self.ln1(x), rope, nope)
             return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
     class GPT(nn.Module):
@@ -172,8 +216,8 @@ def build_model(torch, vocab, args):
             x = self.wte(idx)
             if self.wprev is not None:
                 x = x + torch.nn.functional.pad(self.wprev(idx[:, :-1]), (0, 0, 1, 0))
-            for b in self.blocks:
-                x = b(x, self.rope)
+            for i, b in enumerate(self.blocks):
+                x = b(x, self.rope, i in nope_layers)
             return self.ln_f(x) @ self.wte.weight.t()  # the tied head
 
     return GPT()
@@ -197,11 +241,19 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--grad-clip", type=float, default=1.0)
     ap.add_argument("--prev-embed", action="store_true", help="add an embedding of the previous token to each position's input")
+    ap.add_argument("--nope-layers", default="", help="layers (0-based, comma-separated) without rotary embedding, as our hybrid's 1,3,5")
+    ap.add_argument("--window", type=int, default=0, help="the rotary layers keep only the last N keys (a sliding window, as --window)")
+    ap.add_argument("--logn", type=int, default=0, help="the NoPE layers' queries at position p >= N scaled by ln(p + 1) / ln N (as --logn-attn N)")
+    ap.add_argument("--moba", default="", help="BLOCK,TOPK: the NoPE layers keep their own block and the TOPK earlier blocks their query "
+                    "scores highest against the block's mean key (as MoBA)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--wait-pid", type=int, default=0, help="after training, wait for --copy-tokens while this process (the run that writes it) lives")
     args = ap.parse_args()
+    if args.moba and (len(args.moba.split(",")) != 2 or not all(x.isdigit() for x in args.moba.split(","))
+                      or int(args.moba.split(",")[0]) < 1):
+        sys.exit(f"error: --moba {args.moba} is not BLOCK,TOPK (say 64,4): give a block size and a count")
     if args.width % args.heads or (args.width // args.heads) % 2:
         sys.exit(f"error: --width {args.width} is not --heads {args.heads} heads of an even size: give a width that divides")
 
@@ -230,7 +282,9 @@ def main():
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8, **opt_kw)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"peer: PyTorch {torch.__version__}, {args.layers} layers, width {args.width}, {args.heads} heads, vocab {vocab}"
-          f"{', previous-token embedding' if args.prev_embed else ''}: "
+          f"{', previous-token embedding' if args.prev_embed else ''}"
+          f"{f', NoPE layers {args.nope_layers}' if args.nope_layers else ''}{f', rotary window {args.window}' if args.window else ''}"
+          f"{f', log-n {args.logn}' if args.logn else ''}{f', MoBA {args.moba}' if args.moba else ''}: "
           f"{n_params / 1e6:.2f}M parameters, on {dev}", flush=True)
     g = torch.Generator().manual_seed(args.seed)
     T, B = args.seq_len, args.batch

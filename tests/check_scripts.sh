@@ -58,4 +58,35 @@ PY
 )
 [ "$out" = True ] && pass "torch_copy_peer scores passage tokens 1..P-1 of each occurrence as infer does, and averages a gap's samples" \
     || fail "torch_copy_peer's copy_score or copy_table: $out"
+# Its MoBA mask against a brute force written from the rule (own block, causal, and the topk earlier
+# blocks by the query's score against each block's mean key), odd sizes and rows with fewer earlier
+# blocks than topk; its rotary window. Where a Python has PyTorch (Debian's python3 here may).
+torch_py=""
+for p in python3 /usr/bin/python3; do "$p" -c "import torch" 2> /dev/null && { torch_py=$p; break; }; done
+if [ -n "$torch_py" ]; then
+    out=$("$torch_py" - <<'PY'
+import itertools, sys
+sys.path.insert(0, "scripts")
+import torch
+from torch_copy_peer import moba_mask, window_mask
+torch.manual_seed(3)
+wrong = 0
+for B, H, T, D, block, topk in [(2, 3, 37, 8, 8, 2), (1, 2, 64, 4, 16, 1), (1, 1, 5, 4, 8, 3), (2, 1, 50, 6, 7, 10), (1, 1, 40, 4, 8, 0)]:
+    q, k = torch.randn(B, H, T, D, dtype=torch.float64), torch.randn(B, H, T, D, dtype=torch.float64)
+    m = moba_mask(torch, q, k, block, topk)
+    for b, h, i in itertools.product(range(B), range(H), range(T)):
+        own = i // block
+        means = [k[b, h, j * block:(j + 1) * block].mean(0) for j in range(own)]
+        chosen = sorted(range(own), key=lambda j: -float(q[b, h, i] @ means[j]))[:topk] + [own]
+        want = torch.tensor([j // block in chosen and j <= i for j in range(T)])
+        wrong += not torch.equal(m[b, h, i], want)
+w = window_mask(torch, 9, 3, "cpu")
+print(wrong == 0 and torch.equal(w, torch.tensor([[0 <= i - j < 3 for j in range(9)] for i in range(9)])))
+PY
+)
+    [ "$out" = True ] && pass "torch_copy_peer's MoBA mask equals a brute force of its rule (odd sizes, fewer blocks than topk, topk 0); its window mask" \
+        || fail "torch_copy_peer's moba_mask or window_mask: $out"
+else
+    echo "skip: torch_copy_peer's MoBA mask (no Python here has PyTorch)"
+fi
 summary
