@@ -45,6 +45,84 @@ __device__ __forceinline__ void load_query_side(const Params& p, int b, int h, i
     }
 }
 
+// The atomic variant's dQ for one query tile: dS^T (in s) to shared memory, then dQ (BM, D) = dS K
+// split over the warps, added into the fp32 accumulator.
+template <int D, int MT, int NW, int BM>
+__device__ __forceinline__ void dkdv_add_dq_atomic(const Params& p, int b, int h, int q0, int qn, const float (&s)[MT][BM / 8][4],
+                                                   uint32_t sdS, uint32_t sK) {
+    constexpr int BN = 16 * MT * NW, QB = BM / 8;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < QB; j++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int row = warp * 16 * MT + mt * 16 + g + 8 * r, col = 8 * j + 2 * t;
+                const uint32_t v = pack_bf16(s[mt][j][2 * r], s[mt][j][2 * r + 1]);
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + swz<BM>(row, col >> 3) + (col & 7) * 2),
+                             "r"(v)
+                             : "memory");
+            }
+    __syncthreads();
+    constexpr int QM = BM / 16;                         // m-tiles of dQ
+    constexpr int WM = QM >= NW ? QM / NW : 1;          // m-tiles per warp
+    constexpr int WARPS_M = QM / WM, DSPLIT = NW / WARPS_M, DW = D / DSPLIT;
+    static_assert(WARPS_M * DSPLIT == NW && DW % 16 == 0, "dQ warp split");
+    const int wm = warp % WARPS_M, wd = warp / WARPS_M;
+    float dq[WM][DW / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+        uint32_t a[WM][4];
+#pragma unroll
+        for (int mt = 0; mt < WM; mt++) ld_a_t<BM>(a[mt], sdS, (wm * WM + mt) * 16, kk * 16);
+#pragma unroll
+        for (int np = 0; np < DW / 16; np++) {
+            uint32_t bb[4];
+            ld_b_kn<D>(bb, sK, kk * 16, wd * DW + np * 16);
+#pragma unroll
+            for (int mt = 0; mt < WM; mt++) {
+                mma_16816(dq[mt][2 * np], a[mt], bb[0], bb[1]);
+                mma_16816(dq[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+            }
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < WM; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = (wm * WM + mt) * 16 + g + 8 * r;
+            if (row >= qn) continue;
+            float* dst = dq_accum_row(p, b, p.qrows.token(q0 + row), h, D) + wd * DW + 2 * t;
+#pragma unroll
+            for (int db = 0; db < DW / 8; db++)
+                atomicAdd(reinterpret_cast<float2*>(dst + db * 8),
+                          make_float2(dq[mt][db][2 * r], dq[mt][db][2 * r + 1]));
+        }
+}
+
+// Epilogue of the dK, dV kernel: dK, dV overwrite (or add into) their slices of the dQKV buffer:
+// every key row belongs to one block of the launch. key_row0: the warp's first key row.
+template <int D, int MT, class Schedule>
+__device__ __forceinline__ void dkdv_store(const Params& p, int b, int h, int key_row0, const float (&dk)[MT][D / 8][4],
+                                           const float (&dv)[MT][D / 8][4]) {
+    constexpr int DB = D / 8;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = key_row0 + mt * 16 + g + 8 * r;
+            if (row >= p.krows.len) continue;
+            const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
+#pragma unroll
+            for (int db = 0; db < DB; db++) {
+                store_grad2(p.dk + at + db * 8, dk[mt][db][2 * r], dk[mt][db][2 * r + 1], Schedule::kMayMerge && p.accumulate);
+                store_grad2(p.dv + at + db * 8, dv[mt][db][2 * r], dv[mt][db][2 * r + 1], Schedule::kMayMerge && p.accumulate);
+            }
+        }
+}
+
 // Block: NW warps, each owning MT m-tiles of 16 KEYS (BN = 16*MT*NW keys), walking query tiles
 // of BM rows. The warp computes the transposed products (keys as rows) so that P^T and dS^T
 // come out of the MMAs already in the A-operand layout of dV += P^T dO and dK += dS^T Q.
@@ -67,7 +145,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
     int b, h, rank;
     resolve_block<Schedule>(p, b, h, rank);
     const int ktile = Schedule::key_tile_of_rank(p, rank);  // the longest query lists start first
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = threadIdx.x >> 5;
     const int k0 = ktile * BN, kn = min(BN, p.krows.len - k0);
     if (kn <= 0) return;  // a dilated map shorter than the grid's longest
     const KeyTile kt = key_tile_info(p, k0, kn);
@@ -77,12 +155,14 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
     const bf16* vbase = p.v + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
 
     float dk[MT][DB][4] = {}, dv[MT][DB][4] = {};
+    // Prologue: K, V and the first query tile on their way.
     if (n > 0) {
         load_tile_async<SwizzleMma, BN, D, NT>(sK, kbase, p.kv_stride, p.krows, k0, kn);
         load_tile_async<SwizzleMma, BN, D, NT>(sV, vbase, p.kv_stride, p.krows, k0, kn);
         load_query_side<D, BM, NT>(p, b, h, queries.tile(0) * BM, sQ, sdO, sL, sDelta);
         cp_async_commit();
     }
+    // Main loop: one query tile a step, the next one loading meanwhile.
     for (int it = 0; it < n; it++) {
         cp_async_wait_all();
         __syncthreads();  // tile `it` landed; every warp is done with the other stage and with dS^T
@@ -100,112 +180,26 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dkdv_kernel(Par
 
         // S^T = K Q^T, (16*MT keys, BM queries) per warp.
         float s[MT][QB][4] = {};
-#pragma unroll
-        for (int kc = 0; kc < D / 16; kc++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sK, warp * 16 * MT + mt * 16, kc * 16);
-            mma_rows_times_tile<MT, QB, D, true>(s, a, Qs, kc * 16);
-        }
+        mma_rows_times_tile_t<MT, QB, D>(s, sK, warp * 16 * MT, Qs);
         // dP^T = V dO^T, issued before the exponentials so the tensor cores have independent work.
         float dp[MT][QB][4] = {};
-#pragma unroll
-        for (int kc = 0; kc < D / 16; kc++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sV, warp * 16 * MT + mt * 16, kc * 16);
-            mma_rows_times_tile<MT, QB, D, true>(dp, a, dOs, kc * 16);
-        }
+        mma_rows_times_tile_t<MT, QB, D>(dp, sV, warp * 16 * MT, dOs);
         // P^T = 2^(S^T scale_log2 - L_log2[query]); masked pairs 0.
         float Lq[QB][2];
         load_query_cols<QB>(Lq, Ls);
         probs_t_masked<MT, QB, Schedule>(s, p, Lq, query_first_pos(p, q0), query_rows_doc_max_warp(p, b, q0, qn), kt, kn,
                                          BN, queries, it, b, k0 + warp * 16 * MT, q0, qn, h);
         // dV += P^T dO
-#pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) scores_to_a<QB>(a[mt], s[mt], kk);
-            mma_rows_times_tile<MT, DB, D, false>(dv, a, dOs, kk * 16);
-        }
+        mma_probs_times_tile<MT, QB, DB, D>(dv, s, dOs);
         // dS^T = P^T (dP^T - delta[query]) scale, kept in s.
         ds_t_from_probs<MT, QB>(s, s, dp, Deltas, p.scale);
         // dK += dS^T Q
-#pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) scores_to_a<QB>(a[mt], s[mt], kk);
-            mma_rows_times_tile<MT, DB, D, false>(dk, a, Qs, kk * 16);
-        }
-        if constexpr (DQ_ATOMIC) {
-            // dS^T to shared memory, then dQ (BM, D) = dS K split over the warps, added in fp32.
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int j = 0; j < QB; j++)
-#pragma unroll
-                    for (int r = 0; r < 2; r++) {
-                        const int row = warp * 16 * MT + mt * 16 + g + 8 * r, col = 8 * j + 2 * t;
-                        const uint32_t v = pack_bf16(s[mt][j][2 * r], s[mt][j][2 * r + 1]);
-                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sdS + swz<BM>(row, col >> 3) + (col & 7) * 2),
-                                     "r"(v)
-                                     : "memory");
-                    }
-            __syncthreads();
-            constexpr int QM = BM / 16;                         // m-tiles of dQ
-            constexpr int WM = QM >= NW ? QM / NW : 1;          // m-tiles per warp
-            constexpr int WARPS_M = QM / WM, DSPLIT = NW / WARPS_M, DW = D / DSPLIT;
-            static_assert(WARPS_M * DSPLIT == NW && DW % 16 == 0, "dQ warp split");
-            const int wm = warp % WARPS_M, wd = warp / WARPS_M;
-            float dq[WM][DW / 8][4] = {};
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++) {
-                uint32_t a[WM][4];
-#pragma unroll
-                for (int mt = 0; mt < WM; mt++) ld_a_t<BM>(a[mt], sdS, (wm * WM + mt) * 16, kk * 16);
-#pragma unroll
-                for (int np = 0; np < DW / 16; np++) {
-                    uint32_t bb[4];
-                    ld_b_kn<D>(bb, sK, kk * 16, wd * DW + np * 16);
-#pragma unroll
-                    for (int mt = 0; mt < WM; mt++) {
-                        mma_16816(dq[mt][2 * np], a[mt], bb[0], bb[1]);
-                        mma_16816(dq[mt][2 * np + 1], a[mt], bb[2], bb[3]);
-                    }
-                }
-            }
-#pragma unroll
-            for (int mt = 0; mt < WM; mt++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    const int row = (wm * WM + mt) * 16 + g + 8 * r;
-                    if (row >= qn) continue;
-                    float* dst = dq_accum_row(p, b, p.qrows.token(q0 + row), h, D) + wd * DW + 2 * t;
-#pragma unroll
-                    for (int db = 0; db < DW / 8; db++)
-                        atomicAdd(reinterpret_cast<float2*>(dst + db * 8),
-                                  make_float2(dq[mt][db][2 * r], dq[mt][db][2 * r + 1]));
-                }
-        }
+        mma_probs_times_tile<MT, QB, DB, D>(dk, s, Qs);
+        if constexpr (DQ_ATOMIC) dkdv_add_dq_atomic<D, MT, NW, BM>(p, b, h, q0, qn, s, sdS, sK);
     }
 
-    // dK, dV overwrite (or add into) their slices of the dQKV buffer: every key row belongs to
-    // one block of the launch.
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int row = k0 + warp * 16 * MT + mt * 16 + g + 8 * r;
-            if (row >= p.krows.len) continue;
-            const size_t at = ((size_t)b * p.kv_tokens + p.krows.token(row)) * p.kv_stride + h * D + 2 * t;
-#pragma unroll
-            for (int db = 0; db < DB; db++) {
-                store_grad2(p.dk + at + db * 8, dk[mt][db][2 * r], dk[mt][db][2 * r + 1], Schedule::kMayMerge && p.accumulate);
-                store_grad2(p.dv + at + db * 8, dv[mt][db][2 * r], dv[mt][db][2 * r + 1], Schedule::kMayMerge && p.accumulate);
-            }
-        }
+    // Epilogue: dK, dV into their slices.
+    dkdv_store<D, MT, Schedule>(p, b, h, k0 + warp * 16 * MT, dk, dv);
 }
 
 template <int D, int MT, int NW, int BN>
@@ -237,6 +231,7 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
     const bf16* kbase = p.k + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
     const bf16* vbase = p.v + (size_t)b * p.kv_tokens * p.kv_stride + h * D;
 
+    // Prologue: the rows' L and delta in registers; Q, dO and the first K, V tile on their way.
     float Lr[MT][2], dl[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -253,18 +248,16 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
     if (n > 0) {
         load_tile_async<SwizzleMma, BM, D, NT>(sQ, p.q + (size_t)b * p.q_tokens * p.q_stride + h * D, p.q_stride, p.qrows, q0, qn);
         load_tile_async<SwizzleMma, BM, D, NT>(sdO, p.dout + (size_t)b * p.q_tokens * p.H * D + h * D, p.H * D, p.qrows, q0, qn);
-        const int k0 = keys.tile(0) * BN;
-        load_tile_async<SwizzleMma, BN, D, NT>(sK, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
-        load_tile_async<SwizzleMma, BN, D, NT>(sV, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+        load_kv_tile_async<BN, D, NT>(sK, sV, kbase, vbase, p, keys.tile(0) * BN);
         cp_async_commit();
     }
+    // Main loop: one key tile a step, the next one loading meanwhile.
     for (int it = 0; it < n; it++) {
         cp_async_wait_all();
         __syncthreads();
         if (it + 1 < n) {
-            const int k0 = keys.tile(it + 1) * BN, st = (it + 1) & 1;
-            load_tile_async<SwizzleMma, BN, D, NT>(sK + st * BN * D * 2, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
-            load_tile_async<SwizzleMma, BN, D, NT>(sV + st * BN * D * 2, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+            const int st = (it + 1) & 1;
+            load_kv_tile_async<BN, D, NT>(sK + st * BN * D * 2, sV + st * BN * D * 2, kbase, vbase, p, keys.tile(it + 1) * BN);
             cp_async_commit();
         }
         const uint32_t Ks = sK + (it & 1) * BN * D * 2, Vs = sV + (it & 1) * BN * D * 2;
@@ -273,19 +266,8 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
 
         // S = Q K^T and dP = dO V^T, (16*MT, BN) each.
         float s[MT][NB][4] = {}, dp[MT][NB][4] = {};
-#pragma unroll
-        for (int kc = 0; kc < D / 16; kc++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sQ, warp * 16 * MT + mt * 16, kc * 16);
-            mma_rows_times_tile<MT, NB, D, true>(s, a, Ks, kc * 16);
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sdO, warp * 16 * MT + mt * 16, kc * 16);
-            mma_rows_times_tile<MT, NB, D, true>(dp, a, Vs, kc * 16);
-        }
-        const bool cut = keys.cut(it);
-        if (cut || pair_needs_mask(p, qt, kt, BN))
-            mask_scores<MT, NB, Schedule>(s, p, b, q0 + warp * 16 * MT, k0, kt.n, h, cut, docs_cut(p, qt.doc_max, kt));
+        mma_rows_times_tile_t2<MT, NB, D>(s, sQ, Ks, dp, sdO, Vs, warp * 16 * MT);
+        mask_scores_where_needed<MT, NB, Schedule>(s, p, qt, kt, BN, keys.cut(it), b, q0 + warp * 16 * MT, h);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -298,16 +280,10 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_backward_dq_kernel(Param
                         s[mt][j][2 * r + e] = pr * (dp[mt][j][2 * r + e] - dl[mt][r]) * p.scale;
                     }
         // dQ += dS K
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) scores_to_a<NB>(a[mt], s[mt], kk);
-            mma_rows_times_tile<MT, DB, D, false>(dq, a, Ks, kk * 16);
-        }
+        mma_probs_times_tile<MT, NB, DB, D>(dq, s, Ks);
     }
 
-    // Into dq (bf16), or, when dq is null (the two-sided pieces: a ring adds several key blocks'
+    // Epilogue: into dq (bf16), or, when dq is null (the two-sided pieces: a ring adds several key blocks'
     // dQ before rounding once), added into the fp32 accumulator: a plain read-add-write, since
     // every query row belongs to one block of the launch and launches are ordered.
 #pragma unroll

@@ -51,22 +51,19 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p)
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
 
+    // Prologue: Q and the first K, V tile on their way.
     if (n > 0) {
         load_tile_async<SwizzleMma, BM, D, NT>(sQ, qbase, p.q_stride, p.qrows, q0, qn);
-        {
-            const int k0 = keys.tile(0) * BN;
-            load_tile_async<SwizzleMma, BN, D, NT>(sK, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
-            load_tile_async<SwizzleMma, BN, D, NT>(sV, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
-        }
+        load_kv_tile_async<BN, D, NT>(sK, sV, kbase, vbase, p, keys.tile(0) * BN);
         cp_async_commit();
     }
+    // Main loop: one key tile a step, the next one loading meanwhile.
     for (int it = 0; it < n; it++) {
         cp_async_wait_all();
         __syncthreads();  // tile `it` landed, and every warp is done with the stage we refill next
         if (it + 1 < n) {
-            const int k0 = keys.tile(it + 1) * BN, st = (it + 1) & 1;
-            load_tile_async<SwizzleMma, BN, D, NT>(sK + st * BN * D * 2, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
-            load_tile_async<SwizzleMma, BN, D, NT>(sV + st * BN * D * 2, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+            const int st = (it + 1) & 1;
+            load_kv_tile_async<BN, D, NT>(sK + st * BN * D * 2, sV + st * BN * D * 2, kbase, vbase, p, keys.tile(it + 1) * BN);
             cp_async_commit();
         }
         const uint32_t Ks = sK + (it & 1) * BN * D * 2, Vs = sV + (it & 1) * BN * D * 2;
@@ -75,30 +72,16 @@ __global__ void __launch_bounds__(NW * 32, 1) attention_forward_kernel(Params p)
 
         // S = Q K^T for the warp's 16*MT rows, (16*MT, BN).
         float s[MT][NB][4] = {};
-#pragma unroll
-        for (int kc = 0; kc < D / 16; kc++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], sQ, warp * 16 * MT + mt * 16, kc * 16);
-            mma_rows_times_tile<MT, NB, D, true>(s, a, Ks, kc * 16);
-        }
-        const bool cut = keys.cut(it);
-        if (cut || pair_needs_mask(p, qt, kt, BN))
-            mask_scores<MT, NB, Schedule>(s, p, b, q0 + warp * 16 * MT, k0, kt.n, h, cut, docs_cut(p, qt.doc_max, kt));
+        mma_rows_times_tile_t<MT, NB, D>(s, sQ, warp * 16 * MT, Ks);
+        mask_scores_where_needed<MT, NB, Schedule>(s, p, qt, kt, BN, keys.cut(it), b, q0 + warp * 16 * MT, h);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) online_softmax_update<NB, DB>(s[mt], m[mt], l[mt], acc[mt], p.scale_log2);
 
         // O += P V, P rounded to bf16 (its row sums l stay fp32).
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) scores_to_a<NB>(a[mt], s[mt], kk);
-            mma_rows_times_tile<MT, DB, D, false>(acc, a, Vs, kk * 16);
-        }
+        mma_probs_times_tile<MT, NB, DB, D>(acc, s, Vs);
     }
 
-    // O = acc / l (or merged into an earlier branch's); a row with no key gets O = 0, L = -inf.
+    // Epilogue: O = acc / l (or merged into an earlier branch's); a row with no key gets O = 0, L = -inf.
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) store_output<D, Schedule::kMayMerge, Schedule::kTwoSided>(p, b, h, q0 + warp * 16 * MT + mt * 16, acc[mt], m[mt], l[mt]);
 }

@@ -101,9 +101,7 @@ __global__ void __launch_bounds__(NWG * 128, (forward_wgmma_min_blocks<D, BN>())
         wgmma_commit();
         wgmma_wait_all();
         pin<NB>(s[0]);
-        const bool cut = keys.cut(it);
-        if (cut || pair_needs_mask(p, qt, kt, BN))
-            mask_scores<1, NB, Schedule>(s, p, b, row0, k0, kt.n, h, cut, docs_cut(p, qt.doc_max, kt));
+        mask_scores_where_needed<1, NB, Schedule>(s, p, qt, kt, BN, keys.cut(it), b, row0, h);
         online_softmax_update<NB, DB>(s[0], m, l, acc, p.scale_log2);
 
         // O += P V: k-steps of 16 keys (16 rows of 128 bytes); the D columns span D/64 blocks

@@ -158,9 +158,7 @@ __device__ __forceinline__ void ws_consume_tile(const Params& p, const QueryTile
     auto mask_and_softmax = [&](float (&s)[1][NB][4], int it, float (&alpha)[2]) {
         const int k0 = keys.tile(it) * BN;
         const KeyTile kt = key_tile_info(p, k0, min(BN, p.krows.len - k0));
-        const bool cut = keys.cut(it);
-        if (cut || pair_needs_mask(p, qt, kt, BN))
-            mask_scores<1, NB, Schedule>(s, p, b, row0, k0, kt.n, h, cut, docs_cut(p, qt.doc_max, kt));
+        mask_scores_where_needed<1, NB, Schedule>(s, p, qt, kt, BN, keys.cut(it), b, row0, h);
         online_softmax_scores<NB>(s[0], m, l, alpha, p.scale_log2);
     };
     if (cw == 1 && (!PERSISTENT || qj == 0)) named_arrive(kWsSchedBarrier, 256);

@@ -1,7 +1,7 @@
 // Masks of the flash kernels: which keys a query may see (causal, documents), what a schedule
 // knows of a query tile and a key tile (positions, document bounds) to skip or mask tile pairs,
 // and the element masks every kernel applies to the fragments of a pair that needs one
-// (mask_scores, mask_probs_t). The pattern modules' schedules (layers/patterns/*.cuh) use the
+// (mask_tile, with queries or keys as rows). The pattern modules' schedules (layers/patterns/*.cuh) use the
 // rules above them; the element masks take a schedule as a template parameter.
 #pragma once
 #include <climits>
@@ -237,185 +237,177 @@ struct RowRuleOf<Schedule, true> {
     __device__ static type make(const Params& p, int qp) { return Schedule::row_rule(p, qp); }
 };
 
-// Sets s[mt][j][*] = -inf where the key is not allowed for the row (or lies past the keys), and,
-// when the schedule's list says the pattern cuts this tile pair, where head h's pattern drops it.
-// Row positions are re-read here rather than kept in registers: few tiles need a mask. docs:
-// does the document mask cut the pair (docs_cut)? Only then are document starts compared.
-template <int MT, int NB, class Schedule>
-__device__ __forceinline__ void mask_scores(float (&s)[MT][NB][4], const Params& p, int b, int row0, int k0,
-                                            int kn, int h, bool cut, bool docs) {
-    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-    // Dense and dilated rows: a column bound per row (masks.cuh: causal_key_end_of_row one-sided;
-    // two-sided, from the contiguous positions, where no document cuts the pair).
-    if constexpr (!Schedule::kOwnElementMask) {
-        if (Schedule::kTwoSided ? !docs : rows_mask_ok(p, docs)) {
-            int lim[MT][2];  // keep columns 2t + c with c < lim
-            bool by_rows = true;
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    int end = kn;
-                    if (p.causal) {
-                        const int row = min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1);
-                        const int e = Schedule::kTwoSided ? contiguous_rows_le(p.k_pos0, p.krows, p.q_pos0 + p.qrows.token(row))
-                                                          : causal_key_end_of_row(p, row);
-                        by_rows = by_rows && e >= 0;
-                        end = min(end, e - k0);
-                    }
-                    lim[mt][r] = end - 2 * t;
-                }
-            if (by_rows) {
-#pragma unroll
-                for (int j = 0; j < NB; j++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++)
-#pragma unroll
-                        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                            for (int r = 0; r < 2; r++)
-                                if (8 * j + e >= lim[mt][r]) s[mt][j][2 * r + e] = -INFINITY;
-                return;
-            }
-        }
-    }
-    int qp[MT][2], qd[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int row = min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1);  // rows past the end: any
-            const int tok = p.qrows.token(row);
-            // Two-sided and block-sparse sides hold contiguous positions (pos0 + token, masks.cuh):
-            // no loads (a block-sparse list's many cut tiles, a two-sided launch's diagonals).
-            qp[mt][r] = Schedule::kTwoSided ? p.q_pos0 + tok : __ldg(p.qpos + tok);
-            qd[mt][r] = docs ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
-        }
-    // The pattern's rules for each row (cut pairs): its per-row rule, and the rules of head h
-    // not tested per element (Schedule::kept_bits) as a bit per key column (column c at position
-    // k_pos0 + k0 + 2t + 8 (c / 2) + c % 2).
-    uint32_t block_bits[MT][2] = {};
-    typename RowRuleOf<Schedule>::type rule[MT][2];
-    if constexpr (Schedule::kOwnElementMask) {
-        if (cut) {
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    rule[mt][r] = RowRuleOf<Schedule>::make(p, qp[mt][r]);
-                    block_bits[mt][r] = Schedule::template kept_bits<2 * NB, true>(p, h, qp[mt][r], p.k_pos0 + k0 + 2 * t);
-                }
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < NB; j++) {
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int col = 8 * j + 2 * t + e;
-            const bool valid = col < kn;
-            const int kp = Schedule::kTwoSided ? p.k_pos0 + p.krows.token(k0 + col) : valid ? __ldg(p.kpos + p.krows.token(k0 + col)) : 0;
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    bool drop = !valid || !key_allowed(p.causal, docs, qp[mt][r], qd[mt][r], kp);
-                    if constexpr (Schedule::kOwnElementMask)
-                        drop = drop || (cut && !(rule[mt][r].keeps(kp) || ((block_bits[mt][r] >> (2 * j + e)) & 1u)));
-                    if (drop) s[mt][j][2 * r + e] = -INFINITY;
-                }
-        }
-    }
-}
-
-// Zeroes P^T (keys as rows from key_row0, queries as columns from q0) where the pair is masked,
-// the key lies past the keys or the query past the queries, and (cut) where head h's pattern
-// drops it. docs: does the document mask cut the pair (docs_cut)?
-template <int MT, int QB, class Schedule>
-__device__ __forceinline__ void mask_probs_t(float (&s)[MT][QB][4], const Params& p, int b, int key_row0, int q0,
-                                             int qn, int h, bool cut, bool docs) {
-    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-    int kp[MT][2];
-    bool kok[MT][2];
+// ---- The element mask of one fragment tile, in either orientation. KEY_ROWS false: scores with
+// queries as rows (from row0) and keys as columns (col0, ncols of them), masked elements set to
+// -inf (the forward, the deterministic backward's dQ kernel). KEY_ROWS true: probabilities P^T
+// with keys as rows and queries as columns, masked elements set to 0 (the backward's dK, dV
+// step). An element is masked where the pair is not allowed (causal, documents), where its row
+// or column lies past the rows, and (cut) where head h's pattern drops it. docs: does the
+// document mask cut the pair (docs_cut)? Only then are document starts compared. Positions are
+// re-read here rather than kept in registers: few tiles need a mask.
+// The fragment's key rows (KEY_ROWS): their positions, and whether each is a row (rows past the
+// keys read row 0's position and keep nothing). Two-sided and block-sparse sides hold contiguous
+// positions (pos0 + token): no loads (a block-sparse list's many cut tiles, a two-sided launch's
+// diagonals).
+template <int MT, class Schedule>
+__device__ __forceinline__ void key_rows_of_fragment(int (&kp)[MT][2], bool (&kok)[MT][2], const Params& p, int key_row0) {
+    const int g = (threadIdx.x & 31) >> 2;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int row = key_row0 + mt * 16 + g + 8 * r;
             kok[mt][r] = row < p.krows.len;
-            // Two-sided and block-sparse sides hold contiguous positions (pos0 + token, masks.cuh):
-            // no loads (a block-sparse list's many cut tiles, a two-sided launch's diagonals).
             const int tok = p.krows.token(kok[mt][r] ? row : 0);
             kp[mt][r] = Schedule::kTwoSided ? p.k_pos0 + tok : __ldg(p.kpos + tok);
         }
-    // Dense and dilated rows: a column range per key row (masks.cuh: causal_query_begin_of_row
-    // one-sided; two-sided, from the contiguous positions, where no document cuts the pair).
-    if constexpr (!Schedule::kOwnElementMask) {
-        if (Schedule::kTwoSided ? !docs : rows_mask_ok(p, docs)) {
-            int lo[MT][2];  // keep columns 2t + c with lo <= c < hi
-            const int hi = qn - 2 * t;
-            bool by_rows = true;
+}
+
+// Dense and dilated rows, where no document cuts the pair: a column range per row, from the
+// causal bound of the row (causal_key_end_of_row, causal_query_begin_of_row one-sided;
+// contiguous_rows_le two-sided). Returns false, masking nothing, where a row's neighbour shares
+// its position (the elements' positions must then be compared).
+template <bool KEY_ROWS, int MT, int NB, class Schedule>
+__device__ __forceinline__ bool mask_by_rows(float (&s)[MT][NB][4], const Params& p, int row0, int col0, int ncols,
+                                             const int (&kp)[MT][2], const bool (&kok)[MT][2]) {
+    constexpr float masked = KEY_ROWS ? 0.f : -INFINITY;
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    int bound[MT][2];  // query rows keep columns 2t + c with c < bound; key rows with bound <= c < hi
+    const int hi = ncols - 2 * t;
+    bool by_rows = true;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            if constexpr (KEY_ROWS) {
+                int begin = kok[mt][r] ? 0 : INT_MAX / 2;
+                if (p.causal && kok[mt][r]) {
+                    const int qb = Schedule::kTwoSided ? contiguous_rows_le(p.q_pos0, p.qrows, kp[mt][r] - 1)
+                                                       : causal_query_begin_of_row(p, row0 + mt * 16 + g + 8 * r, kp[mt][r]);
+                    by_rows = by_rows && qb >= 0;
+                    begin = max(0, qb - col0);
+                }
+                bound[mt][r] = begin - 2 * t;
+            } else {
+                int end = ncols;
+                if (p.causal) {
+                    const int row = min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1);
+                    const int e = Schedule::kTwoSided ? contiguous_rows_le(p.k_pos0, p.krows, p.q_pos0 + p.qrows.token(row))
+                                                      : causal_key_end_of_row(p, row);
+                    by_rows = by_rows && e >= 0;
+                    end = min(end, e - col0);
+                }
+                bound[mt][r] = end - 2 * t;
+            }
+        }
+    if (!by_rows) return false;
+#pragma unroll
+    for (int j = 0; j < NB; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int r = 0; r < 2; r++) {
-                    int begin = kok[mt][r] ? 0 : INT_MAX / 2;
-                    if (p.causal && kok[mt][r]) {
-                        const int qb = Schedule::kTwoSided ? contiguous_rows_le(p.q_pos0, p.qrows, kp[mt][r] - 1)
-                                                           : causal_query_begin_of_row(p, key_row0 + mt * 16 + g + 8 * r, kp[mt][r]);
-                        by_rows = by_rows && qb >= 0;
-                        begin = max(0, qb - q0);
-                    }
-                    lo[mt][r] = begin - 2 * t;
+                    const int c = 8 * j + e;
+                    if (KEY_ROWS ? c < bound[mt][r] || c >= hi : c >= bound[mt][r]) s[mt][j][2 * r + e] = masked;
                 }
-            if (by_rows) {
+    return true;
+}
+
+// Element by element: each pair's positions (and documents) compared, and, on cut pairs, the
+// pattern's per-row rule (Schedule::row_rule, of the query) and the rules of head h not tested
+// per element (Schedule::kept_bits) as a bit per column: column c at the first column's
+// position + 8 (c / 2) + c % 2 (key sides and block-sparse query sides are unit-step there).
+template <bool KEY_ROWS, int MT, int NB, class Schedule>
+__device__ __forceinline__ void mask_by_elements(float (&s)[MT][NB][4], const Params& p, int b, int row0, int col0, int ncols,
+                                                 int h, bool cut, bool docs, const int (&kp)[MT][2], const bool (&kok)[MT][2]) {
+    constexpr float masked = KEY_ROWS ? 0.f : -INFINITY;
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    int qp[MT][2], qd[MT][2];  // query rows: positions and document starts (rows past the end: any)
+    if constexpr (!KEY_ROWS) {
 #pragma unroll
-                for (int j = 0; j < QB; j++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                    for (int e = 0; e < 2; e++)
-#pragma unroll
-                        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                            for (int r = 0; r < 2; r++) {
-                                const int c = 8 * j + e;
-                                if (c < lo[mt][r] || c >= hi) s[mt][j][2 * r + e] = 0.f;
-                            }
-                return;
+            for (int r = 0; r < 2; r++) {
+                const int tok = p.qrows.token(min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1));
+                qp[mt][r] = Schedule::kTwoSided ? p.q_pos0 + tok : __ldg(p.qpos + tok);
+                qd[mt][r] = docs ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
             }
-        }
     }
-    // The rules of head h not tested per element (Schedule::kept_bits), per key row, a bit per
-    // query column (block-sparse sides are unit-step: column c's position is the first's + 8 (c / 2)
-    // + c % 2).
     uint32_t block_bits[MT][2] = {};
+    typename RowRuleOf<Schedule>::type rule[MT][2];  // query rows' rules (key rows: the column's)
     if constexpr (Schedule::kOwnElementMask) {
         if (cut) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int r = 0; r < 2; r++)
-                    block_bits[mt][r] = Schedule::template kept_bits<2 * QB, false>(p, h, kp[mt][r], p.q_pos0 + p.qrows.token(q0) + 2 * t);
+                for (int r = 0; r < 2; r++) {
+                    if constexpr (KEY_ROWS) {
+                        block_bits[mt][r] = Schedule::template kept_bits<2 * NB, false>(p, h, kp[mt][r], p.q_pos0 + p.qrows.token(col0) + 2 * t);
+                    } else {
+                        rule[mt][r] = RowRuleOf<Schedule>::make(p, qp[mt][r]);
+                        block_bits[mt][r] = Schedule::template kept_bits<2 * NB, true>(p, h, qp[mt][r], p.k_pos0 + col0 + 2 * t);
+                    }
+                }
         }
     }
 #pragma unroll
-    for (int j = 0; j < QB; j++)
+    for (int j = 0; j < NB; j++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int col = 8 * j + 2 * t + e;
-            const bool qok = col < qn;
-            const int tok = p.qrows.token(qok ? q0 + col : q0);
-            const int qpos = Schedule::kTwoSided ? p.q_pos0 + tok : __ldg(p.qpos + tok);
-            const int qdoc = docs ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
+            const bool cok = col < ncols;
+            int cpos, cdoc;  // the column's position; a query column's document start
+            if constexpr (KEY_ROWS) {
+                const int tok = p.qrows.token(cok ? col0 + col : col0);
+                cpos = Schedule::kTwoSided ? p.q_pos0 + tok : __ldg(p.qpos + tok);
+                cdoc = docs ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
+            } else {
+                cpos = Schedule::kTwoSided ? p.k_pos0 + p.krows.token(col0 + col) : cok ? __ldg(p.kpos + p.krows.token(col0 + col)) : 0;
+            }
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int r = 0; r < 2; r++) {
-                    bool drop = !(qok && kok[mt][r] && key_allowed(p.causal, docs, qpos, qdoc, kp[mt][r]));
-                    if constexpr (Schedule::kOwnElementMask)
-                        drop = drop || (cut && !(RowRuleOf<Schedule>::make(p, qpos).keeps(kp[mt][r]) ||
-                                                 ((block_bits[mt][r] >> (2 * j + e)) & 1u)));  // the query's rule: cut pairs only
-                    if (drop) s[mt][j][2 * r + e] = 0.f;
+                    bool drop;
+                    if constexpr (KEY_ROWS) {
+                        drop = !(cok && kok[mt][r] && key_allowed(p.causal, docs, cpos, cdoc, kp[mt][r]));
+                        if constexpr (Schedule::kOwnElementMask)  // the query's rule: cut pairs only
+                            drop = drop || (cut && !(RowRuleOf<Schedule>::make(p, cpos).keeps(kp[mt][r]) ||
+                                                     ((block_bits[mt][r] >> (2 * j + e)) & 1u)));
+                    } else {
+                        drop = !cok || !key_allowed(p.causal, docs, qp[mt][r], qd[mt][r], cpos);
+                        if constexpr (Schedule::kOwnElementMask)
+                            drop = drop || (cut && !(rule[mt][r].keeps(cpos) || ((block_bits[mt][r] >> (2 * j + e)) & 1u)));
+                    }
+                    if (drop) s[mt][j][2 * r + e] = masked;
                 }
         }
+}
+
+// The element mask of one tile (above): rows by their column ranges where the pattern and the
+// documents allow, element by element otherwise.
+template <bool KEY_ROWS, int MT, int NB, class Schedule>
+__device__ __forceinline__ void mask_tile(float (&s)[MT][NB][4], const Params& p, int b, int row0, int col0, int ncols, int h,
+                                          bool cut, bool docs) {
+    int kp[MT][2];
+    bool kok[MT][2];
+    if constexpr (KEY_ROWS) key_rows_of_fragment<MT, Schedule>(kp, kok, p, row0);
+    if constexpr (!Schedule::kOwnElementMask) {
+        if (Schedule::kTwoSided ? !docs : rows_mask_ok(p, docs))
+            if (mask_by_rows<KEY_ROWS, MT, NB, Schedule>(s, p, row0, col0, ncols, kp, kok)) return;
+    }
+    mask_by_elements<KEY_ROWS, MT, NB, Schedule>(s, p, b, row0, col0, ncols, h, cut, docs, kp, kok);
+}
+
+// The scores of a (query tile, key tile) pair masked where the pair needs it (pair_needs_mask, or
+// the pattern cuts it): the forward's and the dQ kernel's step. row0: the fragment's first query row.
+template <int MT, int NB, class Schedule>
+__device__ __forceinline__ void mask_scores_where_needed(float (&s)[MT][NB][4], const Params& p, const QueryTile& qt,
+                                                         const KeyTile& kt, int BN, bool cut, int b, int row0, int h) {
+    if (cut || pair_needs_mask(p, qt, kt, BN))
+        mask_tile<false, MT, NB, Schedule>(s, p, b, row0, kt.r0, kt.n, h, cut, docs_cut(p, qt.doc_max, kt));
 }
 
 // The part of a backward step every rung shares (backward_mma_sync.cuh's kernels with MT m-tiles
@@ -443,7 +435,7 @@ __device__ __forceinline__ void probs_t_masked(float (&s)[MT][QB][4], const Para
     const bool docs = docs_cut(p, doc_max, kt);
     bool need_mask = cut || kn < BN || docs;
     if (p.causal && !need_mask) need_mask = kt.last_pos > q_first_pos;
-    if (need_mask) mask_probs_t<MT, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut, docs);
+    if (need_mask) mask_tile<true, MT, QB, Schedule>(s, p, b, key_row0, q0, qn, h, cut, docs);
 }
 
 // The position of a query tile's first row, for probs_t_masked (causal launches only).

@@ -99,6 +99,44 @@ __device__ __forceinline__ void mma_rows_times_tile(float (&acc)[MT][NB][4], con
     }
 }
 
+// acc (the warp's 16*MT rows, NB column blocks) += A B^T over all D columns, A rows row0.. of
+// a_tile and B an [n][k] tile, both (., D) in the mma.sync layout: the mma.sync kernels' S = Q K^T,
+// S^T = K Q^T and dP^T = V dO^T.
+template <int MT, int NB, int D>
+__device__ __forceinline__ void mma_rows_times_tile_t(float (&acc)[MT][NB][4], uint32_t a_tile, int row0, uint32_t b_tile) {
+#pragma unroll
+    for (int kc = 0; kc < D / 16; kc++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], a_tile, row0 + mt * 16, kc * 16);
+        mma_rows_times_tile<MT, NB, D, true>(acc, a, b_tile, kc * 16);
+    }
+}
+// Two such products over the same rows, their k-chunks interleaved (the dQ kernel's S = Q K^T and
+// dP = dO V^T).
+template <int MT, int NB, int D>
+__device__ __forceinline__ void mma_rows_times_tile_t2(float (&acc)[MT][NB][4], uint32_t a_tile, uint32_t b_tile,
+                                                       float (&acc2)[MT][NB][4], uint32_t a_tile2, uint32_t b_tile2, int row0) {
+#pragma unroll
+    for (int kc = 0; kc < D / 16; kc++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], a_tile, row0 + mt * 16, kc * 16);
+        mma_rows_times_tile<MT, NB, D, true>(acc, a, b_tile, kc * 16);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], a_tile2, row0 + mt * 16, kc * 16);
+        mma_rows_times_tile<MT, NB, D, true>(acc2, a, b_tile2, kc * 16);
+    }
+}
+
+// K and V of the key tile at k0 (rows past the keys zero) into one stage of the mma.sync kernels.
+template <int BN, int D, int NT>
+__device__ __forceinline__ void load_kv_tile_async(uint32_t sK, uint32_t sV, const bf16* kbase, const bf16* vbase,
+                                                   const Params& p, int k0) {
+    load_tile_async<SwizzleMma, BN, D, NT>(sK, kbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+    load_tile_async<SwizzleMma, BN, D, NT>(sV, vbase, p.kv_stride, p.krows, k0, min(BN, p.krows.len - k0));
+}
+
 // The C fragments of columns 16*kk.. of a score tile, rounded to bf16, as an A fragment.
 template <int NB>
 __device__ __forceinline__ void scores_to_a(uint32_t (&a)[4], const float (&s)[NB][4], int kk) {
@@ -106,6 +144,20 @@ __device__ __forceinline__ void scores_to_a(uint32_t (&a)[4], const float (&s)[N
     a[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
     a[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
     a[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// acc (16*MT rows, DB column blocks) += P B, P the warp's score rows (C fragments, NB column
+// blocks, rounded to bf16) and B a [k][n] tile in the mma.sync layout: O += P V, dV += P^T dO,
+// dK += dS^T Q, dQ += dS K.
+template <int MT, int NB, int DB, int D>
+__device__ __forceinline__ void mma_probs_times_tile(float (&acc)[MT][DB][4], const float (&s)[MT][NB][4], uint32_t tile) {
+#pragma unroll
+    for (int kk = 0; kk < NB / 2; kk++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) scores_to_a<NB>(a[mt], s[mt], kk);
+        mma_rows_times_tile<MT, DB, D, false>(acc, a, tile, kk * 16);
+    }
 }
 
 }  // namespace flash
