@@ -272,6 +272,103 @@ inline void local_backward(const RingPlan& plan, int r, bf16* dq, bf16* dk, bf16
         }
 }
 
+// The ring backward's query side, chunk by chunk: dO, O, L as the two-sided pieces take them,
+// and their workspace, begun (attention_backward_begin_cuda).
+struct BackwardQueries {
+    Buf<bf16> g[2], oc[2];
+    Buf<float> Lc[2], ws[2];
+    BackwardQueries(const RingInputs& in, const bf16* dout, const bf16* out, const float* lse, cudaStream_t st) {
+        const int B = in.B, H = in.H, HD = in.HD, c = in.c;
+        for (int j = 0; j < 2; j++) {
+            g[j] = Buf<bf16>((size_t)B * c * HD);
+            oc[j] = Buf<bf16>((size_t)B * c * HD);
+            Lc[j] = Buf<float>((size_t)B * H * c);
+            ws[j] = Buf<float>(attention_backward_pieces_workspace_bytes(in.dm, c) / sizeof(float) + 1);
+            copy_chunk(g[j].p, HD, const_cast<bf16*>(dout), HD, B, c, j, HD, false, st);
+            copy_chunk(oc[j].p, HD, const_cast<bf16*>(out), HD, B, c, j, HD, false, st);
+            CUDA_CHECK(cudaMemcpy2DAsync(Lc[j].p, c * sizeof(float), lse + (size_t)j * c, 2 * c * sizeof(float),
+                                         c * sizeof(float), (size_t)B * H, cudaMemcpyDeviceToDevice, st));
+            attention_backward_begin_cuda(ws[j].p, g[j].p, oc[j].p, Lc[j].p, in.queries(j), in.dm, st);
+        }
+    }
+};
+
+// One step of the ring backward: every (query chunk, key chunk) pair of the step that meets, the
+// key chunks those of rank o held in blk, their dK/dV added into dacc (fp32, (B, c, 2, H, D)).
+inline void backward_step_pairs(const RingInputs& in, const BackwardQueries& bq, int o, const Buf<bf16> (&blk)[2],
+                                Buf<float> (&dacc)[2], bf16* scratch, float scale, bool deterministic, cudaStream_t st) {
+    const RingPlan& plan = in.plan;
+    const size_t nkv = in.chunk_kv();
+    for (int kj = 0; kj < 2; kj++) {
+        const int kc = plan.chunk(o, kj);
+        for (int qj = 0; qj < 2; qj++) {
+            if (!plan.pair_meets(in.qchunk(qj), kc)) continue;
+            attention_backward_block_cuda(scratch, scratch + in.HD, /*accumulate=*/false, bq.g[qj].p, bq.Lc[qj].p,
+                                          in.queries(qj), in.keys(blk[kj].p, kc), plan.pattern, in.dm, scale, bq.ws[qj].p,
+                                          st, deterministic);
+            // The block writes dK, dV rows of stride 2HD into scratch: exactly the (B, c, 2, H, D) layout.
+            add_bf16_to_f32<<<grid_for(nkv), 256, 0, st>>>(dacc[kj].p, scratch, nkv);
+            CUDA_CHECK_LAST();
+        }
+    }
+}
+
+// A dK/dV accumulator no later step needs: chunk k of rank owner's, kept until it goes home.
+struct ParkedGrad {
+    int owner, k;
+    Buf<float> d;
+};
+inline void park_grad(std::vector<ParkedGrad>& parked, int owner, int k, const float* d, size_t n, cudaStream_t st) {
+    ParkedGrad pk{owner, k, Buf<float>(n)};
+    CUDA_CHECK(cudaMemcpyAsync(pk.d.p, d, n * sizeof(float), cudaMemcpyDeviceToDevice, st));
+    parked.push_back(std::move(pk));
+}
+
+// The ring backward's end: every parked dK/dV accumulator back to its owner (round d: to rank
+// r + d, from rank r - d), then this rank's dK, dV rounded into their rows and its dQ finished
+// (attention_backward_end_cuda) into dq's.
+inline void backward_grads_home(const RingInputs& in, const std::vector<ParkedGrad>& parked, CommOrder& order,
+                                RingStats& stt, bf16* dq, bf16* dk, bf16* dv, int stride, const BackwardQueries& bq,
+                                cudaStream_t st) {
+    const RingPlan& plan = in.plan;
+    const int r = in.r, P = plan.P, B = in.B, c = in.c, HD = in.HD;
+    const size_t nkv = in.chunk_kv();
+    const float* mine[2] = {nullptr, nullptr};
+    Buf<float> home[2];
+    for (const ParkedGrad& p : parked)
+        if (p.owner == r) mine[p.k] = p.d.p;
+    order.before_comm();
+    for (int d = 1; d < P; d++) {
+        const int to = (r + d) % P, from = (r - d + P) % P;
+        for (int j = 0; j < 2; j++) {
+            const float* src = nullptr;
+            for (const ParkedGrad& p : parked)
+                if (p.owner == to && p.k == j) src = p.d.p;
+            const bool incoming = plan.holder_at(r, plan.last_step(r, j)) == from;
+            if (incoming) home[j] = Buf<float>(nkv), mine[j] = home[j].p;
+            const size_t ob = src ? nkv * sizeof(float) : 0, ib = incoming ? nkv * sizeof(float) : 0;
+            order.sendrecv(src, ob, to, home[j].p, ib, from);
+            stt.bwd_bytes += ob;
+        }
+    }
+    order.after_comm();
+    stt.bwd_bytes_plain += 2 * nkv * sizeof(float);  // a plain ring's last hop home
+    for (int j = 0; j < 2; j++) {
+        if (!mine[j]) fatal("ring attention backward: rank %d did not get back chunk %d's dK/dV", r, j);
+        for (int b = 0; b < B; b++) {  // dK, dV: chunk j's batch row b -> local rows b 2c + j c
+            const size_t lrow = (size_t)b * 2 * c + (size_t)j * c;
+            f32_to_bf16_rows<<<grid_for((size_t)c * HD), 256, 0, st>>>(dk + lrow * stride, stride,
+                                                                       mine[j] + (size_t)b * c * 2 * HD, 2 * HD, c, HD);
+            f32_to_bf16_rows<<<grid_for((size_t)c * HD), 256, 0, st>>>(dv + lrow * stride, stride,
+                                                                       mine[j] + (size_t)b * c * 2 * HD + HD, 2 * HD, c, HD);
+            CUDA_CHECK_LAST();
+        }
+        Buf<bf16> dqc((size_t)B * c * HD);
+        attention_backward_end_cuda(dqc.p, /*accumulate=*/false, in.queries(j), in.dm, bq.ws[j].p, st);
+        copy_chunk(dqc.p, HD, dq, stride, B, c, j, HD, true, st);
+    }
+}
+
 }  // namespace ring_gpu
 
 // out (B, 2c, H, D) bf16 and lse (B, H, 2c) of this rank's queries against the whole sequence.
@@ -357,40 +454,23 @@ inline void ring_attention_backward_cuda(Comm& comm, const RingPlan& plan, bf16*
                                          int D, float scale, cudaStream_t st, RingStats* stats = nullptr,
                                          bool deterministic = false) {
     using namespace ring_gpu;
-    const int r = comm.rank(), P = plan.P, c = plan.c;
+    const int r = comm.rank(), P = plan.P;
     if (comm.size() != P) fatal("ring attention: the plan is for %d ranks, the communicator has %d", P, comm.size());
     if (plan.local()) {
         local_backward(plan, r, dq, dk, dv, dout, out, lse, q, k, v, stride, doc_start, B, H, D, scale, st, deterministic);
         if (stats) stats->bwd_bytes = 0, stats->bwd_bytes_plain = local_stats(plan, r, B, H, D).bwd_bytes_plain;
         return;
     }
+    // Prologue: the rank's chunks, the query side of each begun, the K/V it holds at step 0.
     RingInputs in(plan, r, q, k, v, stride, doc_start, B, H, D, st);
-    const int HD = in.HD;
     const size_t nkv = in.chunk_kv();
-    // Per query chunk: dO, O, L as the two-sided pieces take them, and their workspace.
-    Buf<bf16> g[2], oc[2];
-    Buf<float> Lc[2], ws[2];
-    for (int j = 0; j < 2; j++) {
-        g[j] = Buf<bf16>((size_t)B * c * HD);
-        oc[j] = Buf<bf16>((size_t)B * c * HD);
-        Lc[j] = Buf<float>((size_t)B * H * c);
-        ws[j] = Buf<float>(attention_backward_pieces_workspace_bytes(in.dm, c) / sizeof(float) + 1);
-        copy_chunk(g[j].p, HD, const_cast<bf16*>(dout), HD, B, c, j, HD, false, st);
-        copy_chunk(oc[j].p, HD, const_cast<bf16*>(out), HD, B, c, j, HD, false, st);
-        CUDA_CHECK(cudaMemcpy2DAsync(Lc[j].p, c * sizeof(float), lse + (size_t)j * c, 2 * c * sizeof(float),
-                                     c * sizeof(float), (size_t)B * H, cudaMemcpyDeviceToDevice, st));
-        attention_backward_begin_cuda(ws[j].p, g[j].p, oc[j].p, Lc[j].p, in.queries(j), in.dm, st);
-    }
+    BackwardQueries bq(in, dout, out, lse, st);
     Buf<bf16> blk[2][2];   // K/V held now and arriving
     Buf<float> dacc[2][2]; // their fp32 dK/dV accumulators (B, c, 2, H, D)
     for (int w = 0; w < 2; w++)
         for (int j = 0; j < 2; j++) blk[w][j] = Buf<bf16>(nkv), dacc[w][j] = Buf<float>(nkv);
     Buf<bf16> scratch(nkv);  // one pair's bf16 dK/dV
-    struct Parked {
-        int owner, k;
-        Buf<float> d;
-    };
-    std::vector<Parked> parked;
+    std::vector<ParkedGrad> parked;
     CommOrder order(comm, st);
     RingStats stt;
     int cur = 0;
@@ -398,6 +478,7 @@ inline void ring_attention_backward_cuda(Comm& comm, const RingPlan& plan, bf16*
         CUDA_CHECK(cudaMemcpyAsync(blk[0][j].p, in.kv[j].p, nkv * sizeof(bf16), cudaMemcpyDeviceToDevice, st));
         CUDA_CHECK(cudaMemsetAsync(dacc[0][j].p, 0, nkv * sizeof(float), st));
     }
+    // Main loop: step s computes against the K/V of rank owner_at(r, s) while the next arrive.
     for (int s = 0; s < P; s++) {
         const int o = plan.owner_at(r, s), on = s + 1 < P ? plan.owner_at(r, s + 1) : -1;
         if (s + 1 < P) {  // K/V for the next step travel during this step's compute
@@ -410,29 +491,13 @@ inline void ring_attention_backward_cuda(Comm& comm, const RingPlan& plan, bf16*
                 stt.bwd_bytes_plain += nkv * sizeof(bf16);
             }
         }
-        for (int kj = 0; kj < 2; kj++) {
-            const int kc = plan.chunk(o, kj);
-            for (int qj = 0; qj < 2; qj++) {
-                if (!plan.pair_meets(in.qchunk(qj), kc)) continue;
-                attention_backward_block_cuda(scratch.p, scratch.p + HD, /*accumulate=*/false, g[qj].p, Lc[qj].p,
-                                              in.queries(qj), AttnKeys<bf16>{blk[cur][kj].p, blk[cur][kj].p + HD, 2 * HD, c,
-                                                                             in.pos + plan.pos0(kc), plan.pos0(kc)},
-                                              plan.pattern, in.dm, scale, ws[qj].p, st, deterministic);
-                // The block writes dK, dV rows of stride 2HD into scratch: exactly the (B, c, 2, H, D) layout.
-                add_bf16_to_f32<<<grid_for(nkv), 256, 0, st>>>(dacc[cur][kj].p, scratch.p, nkv);
-                CUDA_CHECK_LAST();
-            }
-        }
+        backward_step_pairs(in, bq, o, blk[cur], dacc[cur], scratch.p, scale, deterministic, st);
         if (s + 1 < P) {  // dK/dV follow their block; the chunks no later step needs park here
             order.before_comm();
             for (int j = 0; j < 2; j++) {
                 const size_t ob = plan.moves_into(o, j, s + 1) ? nkv * sizeof(float) : 0;
                 const size_t ib = plan.moves_into(on, j, s + 1) ? nkv * sizeof(float) : 0;
-                if (!ob && plan.last_step(o, j) == s) {
-                    Parked pk{o, j, Buf<float>(nkv)};
-                    CUDA_CHECK(cudaMemcpyAsync(pk.d.p, dacc[cur][j].p, nkv * sizeof(float), cudaMemcpyDeviceToDevice, st));
-                    parked.push_back(std::move(pk));
-                }
+                if (!ob && plan.last_step(o, j) == s) park_grad(parked, o, j, dacc[cur][j].p, nkv, st);
                 order.sendrecv(dacc[cur][j].p, ob, comm_next(comm), dacc[cur ^ 1][j].p, ib, comm_prev(comm));
                 stt.bwd_bytes += ob;
                 stt.bwd_bytes_plain += nkv * sizeof(float);
@@ -443,47 +508,10 @@ inline void ring_attention_backward_cuda(Comm& comm, const RingPlan& plan, bf16*
     }
     for (int j = 0; j < 2; j++) {  // the last step's chunks
         const int o = plan.owner_at(r, P - 1);
-        if (plan.last_step(o, j) == P - 1) {
-            Parked pk{o, j, Buf<float>(nkv)};
-            CUDA_CHECK(cudaMemcpyAsync(pk.d.p, dacc[cur][j].p, nkv * sizeof(float), cudaMemcpyDeviceToDevice, st));
-            parked.push_back(std::move(pk));
-        }
+        if (plan.last_step(o, j) == P - 1) park_grad(parked, o, j, dacc[cur][j].p, nkv, st);
     }
-    // Every dK/dV accumulator back to its owner (round d: to rank r + d, from rank r - d).
-    const float* mine[2] = {nullptr, nullptr};
-    Buf<float> home[2];
-    for (const Parked& p : parked)
-        if (p.owner == r) mine[p.k] = p.d.p;
-    order.before_comm();
-    for (int d = 1; d < P; d++) {
-        const int to = (r + d) % P, from = (r - d + P) % P;
-        for (int j = 0; j < 2; j++) {
-            const float* src = nullptr;
-            for (const Parked& p : parked)
-                if (p.owner == to && p.k == j) src = p.d.p;
-            const bool incoming = plan.holder_at(r, plan.last_step(r, j)) == from;
-            if (incoming) home[j] = Buf<float>(nkv), mine[j] = home[j].p;
-            const size_t ob = src ? nkv * sizeof(float) : 0, ib = incoming ? nkv * sizeof(float) : 0;
-            order.sendrecv(src, ob, to, home[j].p, ib, from);
-            stt.bwd_bytes += ob;
-        }
-    }
-    order.after_comm();
-    stt.bwd_bytes_plain += 2 * nkv * sizeof(float);  // a plain ring's last hop home
-    for (int j = 0; j < 2; j++) {
-        if (!mine[j]) fatal("ring attention backward: rank %d did not get back chunk %d's dK/dV", r, j);
-        for (int b = 0; b < B; b++) {  // dK, dV: chunk j's batch row b -> local rows b 2c + j c
-            const size_t lrow = (size_t)b * 2 * c + (size_t)j * c;
-            f32_to_bf16_rows<<<grid_for((size_t)c * HD), 256, 0, st>>>(dk + lrow * stride, stride,
-                                                                       mine[j] + (size_t)b * c * 2 * HD, 2 * HD, c, HD);
-            f32_to_bf16_rows<<<grid_for((size_t)c * HD), 256, 0, st>>>(dv + lrow * stride, stride,
-                                                                       mine[j] + (size_t)b * c * 2 * HD + HD, 2 * HD, c, HD);
-            CUDA_CHECK_LAST();
-        }
-        Buf<bf16> dqc((size_t)B * c * HD);
-        attention_backward_end_cuda(dqc.p, /*accumulate=*/false, in.queries(j), in.dm, ws[j].p, st);
-        copy_chunk(dqc.p, HD, dq, stride, B, c, j, HD, true, st);
-    }
+    // Epilogue: every dK/dV home, then dK, dV, dQ written.
+    backward_grads_home(in, parked, order, stt, dq, dk, dv, stride, bq, st);
     if (stats) stats->bwd_bytes = stt.bwd_bytes, stats->bwd_bytes_plain = stt.bwd_bytes_plain;
 }
 
