@@ -64,6 +64,7 @@ lane_rest() {
     run headers tests/check_headers_alone.sh
     run layers tests/check_layers.sh
     run kernel_rooms tests/check_kernel_rooms.sh
+    run function_length tests/check_function_length.py
     run pattern_module tests/check_pattern_module.sh
     run scripts tests/check_scripts.sh
     run no_history tests/check_no_history.sh

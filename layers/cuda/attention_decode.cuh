@@ -186,6 +186,9 @@ __device__ void merge_pieces(bf16* out, float* lse, const float* po, const float
 template <int D, bool STEP>
 __device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* __restrict__ q, int q_stride, const Branches& br,
                                              const int* pos, float scale_log2, const StepArgs& st) {
+    // Prologue: the piece's branch and rows, and (STEP) its rows fetched into L2 and the query rotated.
+    // (One body rather than helpers: split into steps this kernel ran the decode step slower;
+    // notes/code-explains-itself.md.)
     constexpr int NW = kThreads / 32, DC = D / 8, RG = kThreads / DC, RPT = kThreads / RG, HALF = D / 2;
     const int piece = blockIdx.x, h = blockIdx.y, b = blockIdx.z, H = br.H, S = br.first_piece[br.n];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c = tid % DC, g = tid / DC;
@@ -251,6 +254,7 @@ __device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* _
             for (int d = tid; d < D; d += kThreads) qs[d] = __bfloat162float(qh[d]) * scale_log2;
             __syncthreads();
         }
+        // The main loop: a tile of kThreads rows a pass, scores, online softmax, P V.
         float m = -INFINITY, lsum = 0, acc[8];
         for (int j = 0; j < 8; j++) acc[j] = 0;
         for (long long t0 = row0; t0 < end; t0 += kThreads) {
@@ -316,6 +320,8 @@ __device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* _
             }
             __syncthreads();  // ps and red are rewritten by the next tile
         }
+        // Epilogue: the row groups' partial outputs summed, the piece's (o, l) written; with STEP
+        // the last piece of a (head, sequence) merges them all.
         for (int j = 0; j < 8; j++) acc_s[g][c * 8 + j] = acc[j];
         __syncthreads();
         for (int d = tid; d < D; d += kThreads) {

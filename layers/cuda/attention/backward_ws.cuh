@@ -82,6 +82,9 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
     static_assert(BM == 64 || BM == 128, "a step is one or two 64-query blocks of dS^T");
     constexpr bool kOverlap = bws_overlap_sdp<D, BM>();
     constexpr uint32_t kTileQ = BM * D * 2;  // bytes of one Q (or dO) stage
+    // Prologue: shared memory's layout, the block's key tile and its query tiles, the barriers.
+    // (One body rather than helpers: split into steps this kernel spilled more registers and ran
+    // its dilated backward slower; notes/code-explains-itself.md.)
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t bars[1 + 2 * STAGES];
     __shared__ int doc_max_of_stage[STAGES];  // with documents: the largest start among the tile's rows
@@ -116,7 +119,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
     __syncthreads();
 
     const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    if (wg == 0) {  // producer: warp 0
+    if (wg == 0) {  // producer: warp 0, its own main loop filling the stages
         regs_decrease<kBwsProducerRegs>();
         if (warp != 0 || n == 0) return;
         if (lane == 0) {
@@ -187,6 +190,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
         mbar_wait(kv_full, 0);
         if constexpr (kOverlap) issue_sdp(s, dp, 0);
     }
+    // The consumers' main loop: per query tile, dK and dV accumulated, dQ added into fp32.
     for (int it = 0; it < n; it++) {
         const int st = it % STAGES;
         const uint32_t Qs = sQ + st * kTileQ, dOs = sdO + st * kTileQ, dSs = sdS + (it & 1) * BN * BM * 2;
@@ -269,7 +273,7 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
 
     if (kDqTma && (threadIdx.x & 127) == 0) bulk_wait_all();  // the adds read shared memory, which lives until the block ends
 
-    // dK, dV written, or added into the branches before (a dilated branch after the first).
+    // Epilogue: dK, dV written, or added into the branches before (a dilated branch after the first).
     const bool merge = Schedule::kMayMerge && p.accumulate;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
