@@ -17,10 +17,14 @@
 #   torch         the peer: a plain GPT in PyTorch (scripts/torch_copy_peer.py, rope base 1e4) on the
 #                 same shards, tokens and learning rate, scored on the sequences the first other
 #                 variant's copy loss scored (needs PyTorch, and another variant in the same call)
+#   torch-hybrid  the peer at the hybrid's shape: NoPE layers 1, 3, 5 with log-n (HLOGN), rotary
+#                 layers on a sliding window (HWINDOW), rope base 1e7
+#   torch-moba    torch-hybrid whose NoPE layers keep their own block and the top-k earlier blocks
+#                 chosen by content (MoBA, MOBA=BLOCK,TOPK, default 64,4)
 # Environment: CARRY (binaries and corpus as scripts/reading_study.sh packs them, default
 # .carry/read, unpacked into rs/), TOKENS (per run, default 78.6M: the 2K stage's share of the
 # study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR; the hybrid's HBLOCK, HWINDOW
-# and HLOGN (its --logn-attn base, 512); COPY_ATTN=1 adds where the heads look on the repeat (infer
+# and HLOGN (its --logn-attn base, 512); PYTHON, a python with PyTorch for the peers (python3); COPY_ATTN=1 adds where the heads look on the repeat (infer
 # --copy-attn) to each _copy.log.
 # Outputs: OUTDIR/<variant>_train.log, _copy.log/.csv, _quote.log/.csv; OUTDIR/summary.txt.
 set -uo pipefail
@@ -54,17 +58,21 @@ variant_args() {
     case ${v%-theta4} in
         hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn ${HLOGN:-512}" ;;
         dense)  attn="--attn dense" ;;
-        torch)  [ "$1" = torch ] && return 0; echo "copy_circuit: the torch peer trains on read's documents only (no $1)" >&2; return 1 ;;
-        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, each with -rand; torch)" >&2; return 1 ;;
+        torch|torch-hybrid|torch-moba)
+                [ "$1" = "$v" ] && return 0; echo "copy_circuit: the torch peers train on read's documents only (no $1)" >&2; return 1 ;;
+        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba)" >&2
+           return 1 ;;
     esac
     echo "$MODEL_ARGS --rope-theta $theta $attn"
 }
 for v in "${VARIANTS[@]}"; do variant_args "$v" > /dev/null || exit 2; done
 ours=""  # the first of our variants: its copy loss's sequences are the ones the PyTorch peer scores
-for v in "${VARIANTS[@]}"; do [ "$v" = torch ] || { ours=$v; break; }; done
-if [[ " ${VARIANTS[*]} " == *" torch "* ]]; then
+is_peer() { [[ $1 == torch || $1 == torch-* ]]; }
+for v in "${VARIANTS[@]}"; do is_peer "$v" || { ours=$v; break; }; done
+peers=(); for v in "${VARIANTS[@]}"; do is_peer "$v" && peers+=("$v"); done
+if [ ${#peers[@]} -gt 0 ]; then
     [ -n "$ours" ] || { echo "copy_circuit: the torch peer needs one of our variants beside it (its sequences to score)" >&2; exit 2; }
-    python3 -c "import torch" 2> /dev/null || { echo "copy_circuit: the torch peer needs PyTorch (pip install torch)" >&2; exit 2; }
+    "${PYTHON:-python3}" -c "import torch" 2> /dev/null || { echo "copy_circuit: the torch peer needs PyTorch (pip install torch, or PYTHON=a python that has it)" >&2; exit 2; }
 fi
 
 # The study's 2K documents (hybrid128k-read's first stage) and quote items at 2K.
@@ -86,12 +94,17 @@ quotes=$WORK/quote_$SEQ.jsonl
 steps=$(( TOKENS / (SEQ * BATCH) ))
 run_one() {  # train variant $1, then its copy loss and its quotes
     local v=$1 dir=$WORK/$1
-    if [ "$v" = torch ]; then
+    if is_peer "$v"; then
+        local shape="--rope-theta 1e4"
+        case $v in
+            torch-hybrid) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512}" ;;
+            torch-moba) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512} --moba ${MOBA:-64,4}" ;;
+        esac
         # shellcheck disable=SC2086
-        python3 "$(dirname "$0")/torch_copy_peer.py" --data "$CORPUS" --mix "$shard:0.5" --copy-tokens "$OUTDIR/${ours}_copy_tokens.csv" \
+        "${PYTHON:-python3}" "$(dirname "$0")/torch_copy_peer.py" --data "$CORPUS" --mix "$shard:0.5" --copy-tokens "$OUTDIR/${ours}_copy_tokens.csv" \
             --wait-pid "$OURS_PID" --seq-len "$SEQ" --batch "$BATCH" --steps "$steps" --lr "${LR:-1.5e-3}" --seed "$SEED" \
-            --device "$DEVICE" $MODEL_ARGS --rope-theta 1e4 > "$OUTDIR/torch_train.log" 2>&1 || return 1
-        cp "$OUTDIR/torch_train.log" "$OUTDIR/torch_copy.log"
+            --device "$DEVICE" $MODEL_ARGS $shape > "$OUTDIR/${v}_train.log" 2>&1 || return 1
+        cp "$OUTDIR/${v}_train.log" "$OUTDIR/${v}_copy.log"
         return 0
     fi
     # shellcheck disable=SC2046
@@ -107,11 +120,11 @@ run_one() {  # train variant $1, then its copy loss and its quotes
 # Ours first: the peer waits for the sequences of $ours only while that run lives.
 pids=() names=() ours_pid=""
 for v in "${VARIANTS[@]}"; do
-    [ "$v" = torch ] && continue
+    is_peer "$v" && continue
     run_one "$v" & pids+=($!) names+=("$v")
     [ "$v" = "$ours" ] && ours_pid=$!
 done
-[[ " ${VARIANTS[*]} " == *" torch "* ]] && { OURS_PID=$ours_pid run_one torch & pids+=($!) names+=(torch); }
+for v in "${peers[@]}"; do OURS_PID=$ours_pid run_one "$v" & pids+=($!) names+=("$v"); done
 bad=0
 for i in "${!pids[@]}"; do
     wait "${pids[$i]}" || { bad=$((bad + 1)); echo "copy_circuit: ${names[$i]} failed: $(tail -n 2 "$OUTDIR/${names[$i]}_train.log" | tr '\n' ' ')"; }

@@ -170,6 +170,21 @@ env $cc WORK=$work/ccw_bad scripts/copy_circuit.sh hybrid sparse > "$work/cc_bad
 env $cc WORK=$work/ccw_bad scripts/copy_circuit.sh torch > "$work/cc_torch.log" 2>&1 && fail "copy_circuit ran the PyTorch peer with no sequences to score" ||
     { grep -q 'the torch peer needs one of our variants beside it' "$work/cc_torch.log" && pass "copy_circuit refuses the PyTorch peer alone (nothing to score)" ||
       fail "copy_circuit torch alone: $(cat "$work/cc_torch.log")"; }
+# The peers at the hybrid's shape, with and without MoBA, beside ours at toy size (where a Python has
+# PyTorch): each trains, scores our sequences and says its shape.
+torch_py=""
+for p in python3 /usr/bin/python3; do "$p" -c "import torch" 2> /dev/null && { torch_py=$p; break; }; done
+if [ -n "$torch_py" ]; then
+    env $cc OUTDIR=$work/ccp WORK=$work/ccpw PYTHON=$torch_py MOBA=32,2 MODEL_ARGS="--layers 6 --width 64 --heads 1" \
+        scripts/copy_circuit.sh hybrid torch-hybrid torch-moba > "$work/ccp.log" 2>&1
+    grep -q 'NoPE layers 1,3,5, rotary window 256, log-n 512: ' "$work/ccp/torch-hybrid_train.log" &&
+        grep -q 'NoPE layers 1,3,5, rotary window 256, log-n 512, MoBA 32,2: ' "$work/ccp/torch-moba_train.log" &&
+        grep -qE '^ +128 +1 +256 ' "$work/ccp/torch-moba_copy.log" && grep -qE '^ +16 +1 +256 ' "$work/ccp/torch-hybrid_copy.log" &&
+        pass "copy_circuit: the PyTorch peers at the hybrid's shape, with and without MoBA, score our variant's sequences" ||
+        fail "copy_circuit's peers: $(tail -5 "$work/ccp.log")"
+else
+    echo "skip: copy_circuit's PyTorch peers (no Python here has PyTorch)"
+fi
 
 # Bad input: a lane naming one GPU twice, a demo depth out of range.
 scripts/run_lanes.sh "0|true" "0,1|true" > /dev/null 2>&1 && fail "run_lanes took GPU 0 in two lanes" || pass "run_lanes refuses a GPU in two lanes"
