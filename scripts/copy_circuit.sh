@@ -20,7 +20,9 @@
 #   torch-hybrid  the peer at the hybrid's shape: NoPE layers 1, 3, 5 with log-n (HLOGN), rotary
 #                 layers on a sliding window (HWINDOW), rope base 1e7
 #   torch-moba    torch-hybrid whose NoPE layers keep their own block and the top-k earlier blocks
-#                 chosen by content (MoBA, MOBA=BLOCK,TOPK, default 64,4)
+#                 chosen by content (MoBA, MOBA=BLOCK,TOPK, default 64,4), a choice per query
+#   torch-mobalag torch-moba with a choice per query block, made from the block before (as a tiled
+#                 kernel would choose: --moba BLOCK,TOPK,lagged)
 # Environment: CARRY (binaries and corpus as scripts/reading_study.sh packs them, default
 # .carry/read, unpacked into rs/), TOKENS (per run, default 78.6M: the 2K stage's share of the
 # study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR; the hybrid's HBLOCK, HWINDOW
@@ -58,9 +60,9 @@ variant_args() {
     case ${v%-theta4} in
         hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn ${HLOGN:-512}" ;;
         dense)  attn="--attn dense" ;;
-        torch|torch-hybrid|torch-moba)
+        torch|torch-hybrid|torch-moba|torch-mobalag)
                 [ "$1" = "$v" ] && return 0; echo "copy_circuit: the torch peers train on read's documents only (no $1)" >&2; return 1 ;;
-        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba)" >&2
+        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba, torch-mobalag)" >&2
            return 1 ;;
     esac
     echo "$MODEL_ARGS --rope-theta $theta $attn"
@@ -99,6 +101,7 @@ run_one() {  # train variant $1, then its copy loss and its quotes
         case $v in
             torch-hybrid) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512}" ;;
             torch-moba) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512} --moba ${MOBA:-64,4}" ;;
+            torch-mobalag) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512} --moba ${MOBA:-64,4},lagged" ;;
         esac
         # shellcheck disable=SC2086
         "${PYTHON:-python3}" "$(dirname "$0")/torch_copy_peer.py" --data "$CORPUS" --mix "$shard:0.5" --copy-tokens "$OUTDIR/${ours}_copy_tokens.csv" \

@@ -18,7 +18,8 @@ and --mix's fraction of each batch from whole documents of the task shard.
 
 Our hybrid's shape: --nope-layers 1,3,5 --window 2048 --logn 512 --rope-theta 1e7. --moba 64,4 then
 gives its NoPE layers blocks chosen by content (MoBA's gate: the query against each earlier block's
-mean key), an idea tried here before our kernels carry it.
+mean key), --moba 64,4,lagged one choice per query block as a tiled kernel would make it: an idea
+tried here before our kernels carry it.
 
 PyTorch is never a dependency of the project: this runs where it is installed (the GPU machines).
 """
@@ -116,9 +117,13 @@ def window_mask(torch, T, window, device):
     return (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < window)
 
 
-def moba_mask(torch, q, k, block, topk):
+def moba_mask(torch, q, k, block, topk, lagged=False):
     """As MoBA: each query (B, H, T, D) keeps its own block of keys (causal) and the `topk` earlier
-    blocks whose mean key it scores highest; the choice carries no gradient, as MoBA's gate."""
+    blocks whose mean key it scores highest; the choice carries no gradient, as MoBA's gate.
+
+    lagged: one choice per query block, as a tiled kernel would make it: block j keeps itself, block
+    j - 1, and the `topk` blocks before j - 1 that the mean query of block j - 1 scores highest (a
+    block's own queries would tell its earlier rows about later tokens; block j - 1's are all past)."""
     F = torch.nn.functional
     B, H, T, _ = k.shape
     nb = (T + block - 1) // block
@@ -127,15 +132,24 @@ def moba_mask(torch, q, k, block, topk):
         count = torch.full((nb,), float(block), device=k.device)
         count[-1] = T - (nb - 1) * block
         kmean = kp.view(B, H, nb, block, -1).sum(3) / count[:, None]
-        own = torch.arange(T, device=k.device) // block
-        past = torch.arange(nb, device=k.device)[None, :] < own[:, None]  # (T, nb)
-        score = (q.float() @ kmean.transpose(-1, -2)).masked_fill(~past, float("-inf"))
-        keep = torch.zeros(B, H, T, nb, dtype=torch.bool, device=k.device)
+        blocks = torch.arange(nb, device=k.device)
+        if lagged:  # a choice per query block j from the mean query of block j - 1
+            qmean = F.pad(q.float(), (0, 0, 0, nb * block - T)).view(B, H, nb, block, -1).sum(3) / count[:, None]
+            query = F.pad(qmean, (0, 0, 1, 0))[:, :, :nb]  # row j: block j - 1's mean query (row 0: zeros)
+            own, before = blocks, blocks[None, :] < blocks[:, None] - 1  # (nb, nb): blocks before j - 1
+        else:  # a choice per query
+            query = q.float()
+            own = torch.arange(T, device=k.device) // block
+            before = blocks[None, :] < own[:, None]  # (T, nb)
+        score = (query @ kmean.transpose(-1, -2)).masked_fill(~before, float("-inf"))
+        keep = torch.zeros(score.shape, dtype=torch.bool, device=k.device)
         if topk > 0 and nb > 1:
-            # A row with fewer earlier blocks than topk also picks -inf ones: its own block or later
-            # ones, which the own block and the causal mask below settle.
             keep.scatter_(-1, score.topk(min(topk, nb - 1), dim=-1).indices, True)
-        keep |= torch.arange(nb, device=k.device)[None, :] == own[:, None]
+            keep &= before  # a row with fewer candidate blocks than topk also picked -inf ones
+        keep |= blocks[None, :] == own[:, None]
+        if lagged:
+            keep |= blocks[None, :] == own[:, None] - 1
+            keep = keep.repeat_interleave(block, dim=-2)[..., :T, :]
         token = keep.repeat_interleave(block, dim=-1)[..., :T]
         i = torch.arange(T, device=k.device)
         return token & (i[None, :] <= i[:, None])
@@ -174,7 +188,11 @@ def build_model(torch, vocab, args):
                 if args.logn:  # as --logn-attn: a query at position p >= N scaled by ln(p + 1) / ln N
                     p = torch.arange(T, device=x.device, dtype=torch.float32)
                     q = q * (torch.log(p + 1) / math.log(args.logn)).clamp(min=1.0).to(q.dtype)[:, None]
-                mask = moba_mask(torch, q, k, *(int(v) for v in args.moba.split(","))) if args.moba else None
+                if args.moba:
+                    block, topk = (int(v) for v in args.moba.split(",")[:2])
+                    mask = moba_mask(torch, q, k, block, topk, lagged=args.moba.endswith(",lagged"))
+                else:
+                    mask = None
             else:
                 q, k = rope(q), rope(k)
                 mask = window_mask(torch, T, args.window, x.device) if args.window else None
@@ -244,16 +262,18 @@ def main():
     ap.add_argument("--nope-layers", default="", help="layers (0-based, comma-separated) without rotary embedding, as our hybrid's 1,3,5")
     ap.add_argument("--window", type=int, default=0, help="the rotary layers keep only the last N keys (a sliding window, as --window)")
     ap.add_argument("--logn", type=int, default=0, help="the NoPE layers' queries at position p >= N scaled by ln(p + 1) / ln N (as --logn-attn N)")
-    ap.add_argument("--moba", default="", help="BLOCK,TOPK: the NoPE layers keep their own block and the TOPK earlier blocks their query "
-                    "scores highest against the block's mean key (as MoBA)")
+    ap.add_argument("--moba", default="", help="BLOCK,TOPK[,lagged]: the NoPE layers keep their own block and the TOPK earlier blocks their "
+                    "query scores highest against the block's mean key (as MoBA); lagged: one choice per query block, from the "
+                    "block before's mean query (as a tiled kernel would choose)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--wait-pid", type=int, default=0, help="after training, wait for --copy-tokens while this process (the run that writes it) lives")
     args = ap.parse_args()
-    if args.moba and (len(args.moba.split(",")) != 2 or not all(x.isdigit() for x in args.moba.split(","))
-                      or int(args.moba.split(",")[0]) < 1):
-        sys.exit(f"error: --moba {args.moba} is not BLOCK,TOPK (say 64,4): give a block size and a count")
+    moba = args.moba.split(",")
+    if args.moba and (len(moba) not in (2, 3) or not all(x.isdigit() for x in moba[:2]) or int(moba[0]) < 1
+                      or moba[2:] not in ([], ["lagged"])):
+        sys.exit(f"error: --moba {args.moba} is not BLOCK,TOPK or BLOCK,TOPK,lagged (say 64,4): give a block size and a count")
     if args.width % args.heads or (args.width // args.heads) % 2:
         sys.exit(f"error: --width {args.width} is not --heads {args.heads} heads of an even size: give a width that divides")
 

@@ -80,11 +80,22 @@ for B, H, T, D, block, topk in [(2, 3, 37, 8, 8, 2), (1, 2, 64, 4, 16, 1), (1, 1
         chosen = sorted(range(own), key=lambda j: -float(q[b, h, i] @ means[j]))[:topk] + [own]
         want = torch.tensor([j // block in chosen and j <= i for j in range(T)])
         wrong += not torch.equal(m[b, h, i], want)
+    # lagged: block j keeps itself, j - 1 and the topk before j - 1 by block j - 1's mean query
+    m = moba_mask(torch, q, k, block, topk, lagged=True)
+    for b, h, i in itertools.product(range(B), range(H), range(T)):
+        j = i // block
+        chosen = [j, j - 1]
+        if j >= 2:
+            qm = q[b, h, (j - 1) * block:j * block].mean(0)
+            means = [k[b, h, c * block:(c + 1) * block].mean(0) for c in range(j - 1)]
+            chosen += sorted(range(j - 1), key=lambda c: -float(qm @ means[c]))[:topk]
+        want = torch.tensor([c // block in chosen and c <= i for c in range(T)])
+        wrong += not torch.equal(m[b, h, i], want)
 w = window_mask(torch, 9, 3, "cpu")
 print(wrong == 0 and torch.equal(w, torch.tensor([[0 <= i - j < 3 for j in range(9)] for i in range(9)])))
 PY
 )
-    [ "$out" = True ] && pass "torch_copy_peer's MoBA mask equals a brute force of its rule (odd sizes, fewer blocks than topk, topk 0); its window mask" \
+    [ "$out" = True ] && pass "torch_copy_peer's MoBA masks (a choice per query, and per block from the block before) equal a brute force of their rule (odd sizes, fewer blocks than topk, topk 0); its window mask" \
         || fail "torch_copy_peer's moba_mask or window_mask: $out"
 else
     echo "skip: torch_copy_peer's MoBA mask (no Python here has PyTorch)"

@@ -176,11 +176,13 @@ torch_py=""
 for p in python3 /usr/bin/python3; do "$p" -c "import torch" 2> /dev/null && { torch_py=$p; break; }; done
 if [ -n "$torch_py" ]; then
     env $cc OUTDIR=$work/ccp WORK=$work/ccpw PYTHON=$torch_py MOBA=32,2 MODEL_ARGS="--layers 6 --width 64 --heads 1" \
-        scripts/copy_circuit.sh hybrid torch-hybrid torch-moba > "$work/ccp.log" 2>&1
+        scripts/copy_circuit.sh hybrid torch-hybrid torch-moba torch-mobalag > "$work/ccp.log" 2>&1
     grep -q 'NoPE layers 1,3,5, rotary window 256, log-n 512: ' "$work/ccp/torch-hybrid_train.log" &&
         grep -q 'NoPE layers 1,3,5, rotary window 256, log-n 512, MoBA 32,2: ' "$work/ccp/torch-moba_train.log" &&
+        grep -q 'NoPE layers 1,3,5, rotary window 256, log-n 512, MoBA 32,2,lagged: ' "$work/ccp/torch-mobalag_train.log" &&
         grep -qE '^ +128 +1 +256 ' "$work/ccp/torch-moba_copy.log" && grep -qE '^ +16 +1 +256 ' "$work/ccp/torch-hybrid_copy.log" &&
-        pass "copy_circuit: the PyTorch peers at the hybrid's shape, with and without MoBA, score our variant's sequences" ||
+        grep -qE '^ +128 +1 +256 ' "$work/ccp/torch-mobalag_copy.log" &&
+        pass "copy_circuit: the PyTorch peers at the hybrid's shape, without MoBA and with its two gates, score our variant's sequences" ||
         fail "copy_circuit's peers: $(tail -5 "$work/ccp.log")"
 else
     echo "skip: copy_circuit's PyTorch peers (no Python here has PyTorch)"
