@@ -49,12 +49,14 @@ static const char* kUsage =
     "  inspect FILE.bin [--tokenizer FILE.model] [--n 32]\n"
     "      Validate a shard and print its header, documents and first tokens.\n"
     "  tasks --data DIR | --tokenizer FILE.model [--haystack SRC] --task passkey[,multikey,multiquery,quote]\n"
-    "        --lengths 2K,8K,... [--depths 0,0.25,0.5,0.75,1] [--samples 1] [--needles 4] [--seed 1] --out FILE.jsonl\n"
+    "        --lengths 2K,8K,... [--depths 0,0.25,0.5,0.75,1] [--samples 1] [--needles 4] [--answer-words 2] [--seed 1]\n"
+    "        --out FILE.jsonl\n"
     "      Retrieval items (data/task_file.h), each exactly its length in tokens with the asked needle at its\n"
     "      depth to the token. SRC: filler (the classic repeated sentences), a token shard (default DIR/val.bin:\n"
     "      held-out documents), a text file or a directory of text files. Lengths take K (1024) and M suffixes.\n"
     "      quote: the first part of one of the haystack's own lines at the depth, answered by its next word or\n"
-    "      two; each comes with its control (task quote-control: the same item, that line taken out).\n"
+    "      two (--answer-words: up to N words); each comes with its control (task quote-control: the same item,\n"
+    "      that line taken out).\n"
     "  task-shard --data DIR [--haystack SRC] --doc-tokens 32768 --tokens N [--needle-every 1024]\n"
     "        [--passkey-every 4096] [--filler-fraction 0.1] [--lead-needle 0] [--lead-kind any] [--quote-every 0]\n"
     "        [--repeat-every 0] [--random-every 0] [--repeat-tokens 256] [--copy-min-distance 0] [--seed 1] --out FILE.bin\n"
@@ -474,12 +476,12 @@ struct TasksOptions {
     std::vector<TaskKind> kinds;
     std::vector<long long> lengths;
     std::vector<double> depths;
-    long long samples = 1, needles = 4, seed = 1;
+    long long samples = 1, needles = 4, seed = 1, answer_words = 2;
 };
 
 static TasksOptions tasks_flags(const std::vector<std::string>& args) {
     TasksOptions o;
-    std::string tasks = "passkey", lengths, depths = "0,0.25,0.5,0.75,1", samples = "1", needles = "4", seed = "1";
+    std::string tasks = "passkey", lengths, depths = "0,0.25,0.5,0.75,1", samples = "1", needles = "4", seed = "1", answer_words = "2";
     Flags f("data_tool tasks", "retrieval items, each exactly its length in tokens");
     f.add_string("data", &o.data, "a prepared corpus: its tokenizer and val.bin as the haystack");
     f.add_string("tokenizer", &o.tokenizer, "the tokenizer, without --data");
@@ -489,11 +491,13 @@ static TasksOptions tasks_flags(const std::vector<std::string>& args) {
     f.add_string("depths", &depths, "needle depths in [0, 1] (a comma list)");
     f.add_string("samples", &samples, "items per cell");
     f.add_string("needles", &needles, "needles of a multikey or multiquery item");
+    f.add_string("answer-words", &answer_words, "words in a quote item's answer, at most (fewer where its line ends first)");
     f.add_string("seed", &seed, "the run's seed");
     f.add_string("out", &o.out, "the task file (JSON lines)");
     parse_flags(f, "tasks", args);
     o.samples = parse_int("--samples", samples, 1, 1 << 20);
     o.needles = parse_int("--needles", needles, 1, 1024);
+    o.answer_words = parse_int("--answer-words", answer_words, 1, 16);
     o.seed = parse_int("--seed", seed, 0, LLONG_MAX);
     if (o.out.empty()) fatal("tasks needs --out FILE.jsonl");
     check_output_path(o.out, OutputKind::TaskFile, "--out");  // an earlier task file may be overwritten
@@ -516,6 +520,8 @@ static TasksOptions tasks_flags(const std::vector<std::string>& args) {
     if (f.was_set("needles") && std::count(o.kinds.begin(), o.kinds.end(), TaskKind::MultiKey) +
                                         std::count(o.kinds.begin(), o.kinds.end(), TaskKind::MultiQuery) == 0)
         fatal("--needles has no effect on passkey and quote items: drop it, or add multikey or multiquery to --task");
+    if (f.was_set("answer-words") && std::count(o.kinds.begin(), o.kinds.end(), TaskKind::Quote) == 0)
+        fatal("--answer-words has no effect on needle items: drop it, or add quote to --task");
     return o;
 }
 
@@ -531,7 +537,8 @@ static std::vector<TaskCell> task_cells(const TasksOptions& o) {
         for (long long L : o.lengths)
             for (size_t d = 0; d < o.depths.size(); d++)
                 for (int s = 0; s < o.samples; s++) {
-                    TaskSpec spec{kind, L, o.depths[d], (int)o.needles, item_seed((uint64_t)o.seed, (int)kind, L, (int)d, s)};
+                    TaskSpec spec{kind, L, o.depths[d], (int)o.needles, item_seed((uint64_t)o.seed, (int)kind, L, (int)d, s),
+                                  (int)o.answer_words};
                     cells.push_back({spec, s});
                 }
     return cells;

@@ -3,7 +3,8 @@
 // An item's context is a stretch of a haystack (a book, a source tree, held-out documents) that
 // starts at a line start; the question is the first part of one of its lines, taken from the
 // stated depth (depth 0: the first eligible line, 1: the last whole one); the answer is the next
-// word or two of that line as written. The question is long enough to occur once in the context
+// word or two of that line as written (TaskSpec::answer_words: up to that many words, fewer where
+// the line ends first; more words leave a guess from style less to go on). The question is long enough to occur once in the context
 // (as text, anywhere), so the context determines the answer: a model that reads copies it.
 //
 // Each quote item comes with its control (task "quote-control"): the same context with the
@@ -31,7 +32,7 @@
 
 namespace quote_detail {
 // A line may be quoted when it has this many words at least (the question takes about half, the
-// answer the next one or two) and is not so long that a question from it would be a paragraph.
+// answer the next few) and is not so long that a question from it would be a paragraph.
 constexpr int kMinWords = 5;
 constexpr int kMaxLineTokens = 256;
 constexpr int kMinQuestionWords = 3, kMaxQuestionWords = 12;
@@ -59,11 +60,12 @@ inline int count_occurrences(const std::string& text, const std::string& needle,
     return n;
 }
 
-// The question (the line up to the end of word n-1) and answer (word n, and word n+1 when one
-// space joins them) of a line, or false when no cut of it works: the question must occur once
-// in the context, and be followed by exactly one space (the scorer removes leading spaces only);
-// the answer holds a letter or a digit.
-inline bool cut_line(const std::string& line, const std::string& context, std::string& question, std::string& answer) {
+// The question (the line up to the end of word n-1) and answer (word n, and the words after it
+// that single spaces join, up to answer_words in all) of a line, or false when no cut of it works:
+// the question must occur once in the context, and be followed by exactly one space (the scorer
+// removes leading spaces only); the answer holds a letter or a digit.
+inline bool cut_line(const std::string& line, const std::string& context, std::string& question, std::string& answer,
+                     int answer_words = 2) {
     const std::vector<Word> w = split_words(line);
     if ((int)w.size() < kMinWords) return false;
     const int first = std::clamp((int)w.size() / 2, kMinQuestionWords, kMaxQuestionWords);
@@ -71,8 +73,10 @@ inline bool cut_line(const std::string& line, const std::string& context, std::s
         if (w[n].begin != w[n - 1].end + 1 || line[w[n - 1].end] != ' ') continue;
         const std::string q = line.substr(0, w[n - 1].end);
         if (count_occurrences(context, q, 2) != 1) continue;
-        const bool two = n + 1 < (int)w.size() && w[n + 1].begin == w[n].end + 1 && line[w[n].end] == ' ';
-        const std::string a = line.substr(w[n].begin, (two ? w[n + 1].end : w[n].end) - w[n].begin);
+        int last = n;
+        while (last - n + 1 < answer_words && last + 1 < (int)w.size() && w[last + 1].begin == w[last].end + 1 && line[w[last].end] == ' ')
+            last++;
+        const std::string a = line.substr(w[n].begin, w[last].end - w[n].begin);
         if (a.size() > kMaxAnswerChars) return false;
         // An answer of punctuation alone ("{", "*/") is guessed from the code's shape, not read.
         if (std::none_of(a.begin(), a.end(), [](char ch) { return std::isalnum((unsigned char)ch); })) continue;
@@ -134,7 +138,7 @@ inline std::vector<TaskItem> make_quote_items(const TaskSpec& spec, const Haysta
             std::string question, answer;
             long long pick = -1;
             auto eligible = [&](const ContextLine& l) {
-                return l.end - l.begin <= kMaxLineTokens && cut_line(l.text, text, question, answer);
+                return l.end - l.begin <= kMaxLineTokens && cut_line(l.text, text, question, answer, spec.answer_words);
             };
             for (size_t i = 0; i < lines.size() && pick < 0; i++)
                 if ((double)lines[i].begin >= target && eligible(lines[i])) pick = (long long)i;

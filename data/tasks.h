@@ -203,6 +203,7 @@ struct TaskSpec {
     double depth = 0;      // of the (first) asked needle, in [0, 1]
     int needles = 4;       // multikey and multiquery: needles in the context
     uint64_t seed = 0;     // the item's own seed (make_task_items derives everything from it)
+    int answer_words = 2;  // quote: words in the answer, at most (data/quote_tasks.h)
 };
 
 namespace task_detail {

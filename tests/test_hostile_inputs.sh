@@ -167,6 +167,8 @@ refused "data_tool tasks --task passkey,passkey" "--task lists entry 1 again as 
 refused "data_tool tasks --depths 0.5,0.5" "--depths lists entry 1 again as entry 2" tests/last_wins.sh "${tasks[@]}" --task passkey --lengths 256 --depths 0.5,0.5 --out "$work/x.jsonl"
 refused "data_tool tasks --needles with passkey only" "--needles has no effect on passkey and quote items" "${tasks[@]}" --task passkey --lengths 256 --needles 3 --out "$work/x.jsonl"
 accepted "data_tool tasks --needles with multikey" "${tasks[@]}" --task passkey,multikey --lengths 512,1K --needles 3 --out "$work/ok.jsonl"
+refused "data_tool tasks --answer-words with passkey only" "--answer-words has no effect on needle items" "${tasks[@]}" --task passkey --lengths 256 --answer-words 3 --out "$work/x.jsonl"
+refused "data_tool tasks --answer-words 0" "--answer-words" "${tasks[@]}" --task quote --lengths 256 --answer-words 0 --out "$work/x.jsonl"
 
 # ---- one rule per value: each refusal beside a control that runs
 refused "train --weight-decay 1e30" "--weight-decay must be in [0, 10] (got 1e+30)" \

@@ -1000,9 +1000,37 @@ static void test_quote_items(const Tokenizer& tok, const PieceKinds& k) {
     const bool esc_cut = quote_detail::cut_line(esc_line, esc_line, esc_q, esc_a);
     check(esc_cut && esc_a == "six seven" && esc_q == "one two three four fi\x1bve",
           "a quote's answer holds no control character (the cut moves past one)", "answer '" + esc_a + "'");
+    // The answer's words: up to answer_words, fewer where the line ends or a space is not single.
+    const std::string words_line = "alpha beta gamma delta epsilon zeta eta";
+    std::string wq, w1, w2, w3, w5, wd;
+    const bool cuts = quote_detail::cut_line(words_line, words_line, wq, w1, 1) && quote_detail::cut_line(words_line, words_line, wq, w2) &&
+                      quote_detail::cut_line(words_line, words_line, wq, w3, 3) && quote_detail::cut_line(words_line, words_line, wq, w5, 5) &&
+                      quote_detail::cut_line("alpha beta gamma delta epsilon  zeta eta", words_line, wq, wd, 3);
+    check(cuts && wq == "alpha beta gamma" && w1 == "delta" && w2 == "delta epsilon" && w3 == "delta epsilon zeta" &&
+              w5 == "delta epsilon zeta eta" && wd == "delta epsilon",
+          "a quote's answer holds up to answer_words words (1, 2, 3; 5 stops at the line's end, 3 at a double space)",
+          "'" + w1 + "' '" + w2 + "' '" + w3 + "' '" + w5 + "' '" + wd + "'");
     std::vector<std::vector<int>> docs;
     for (int d = 0; d < 6; d++) docs.push_back(tok.encode(test_text(500 + d, 300)));
     const Haystack hay = haystack_from_docs(docs, "book", k);
+    // Three-word answers: the same lines and questions as two-word ones where the cut allows it,
+    // the two-word answer their start, the context going on as the answer says.
+    bool three_ok = true, some_three = false, same_questions = true;
+    for (double d : {0.0, 0.5, 1.0}) {
+        TaskSpec spec{TaskKind::Quote, 1237, d, 4, 31};
+        const std::vector<TaskItem> two = make_quote_items(spec, hay, tok, k);
+        spec.answer_words = 3;
+        const std::vector<TaskItem> three = make_quote_items(spec, hay, tok, k);
+        const TaskItem &a2 = two[0], &a3 = three[0];
+        const size_t at = a3.context.find(a3.question);
+        const long long n_words = std::count(a3.answer.begin(), a3.answer.end(), ' ') + 1;
+        three_ok = three_ok && n_words <= 3 && a3.context.compare(at + a3.question.size(), a3.answer.size() + 1, " " + a3.answer) == 0 &&
+                   three[1].answer == a3.answer;
+        some_three = some_three || n_words == 3;
+        same_questions = same_questions && a2.question == a3.question && a3.answer.rfind(a2.answer, 0) == 0;
+    }
+    check(three_ok && some_three && same_questions, "--answer-words 3: answers of up to three words (some of three), the same questions, "
+                                                    "the two-word answers their start");
     bool exact = true, once = true, goes_on = true, control_ok = true, near_depth = true, at_line = true;
     std::string detail;
     std::vector<TaskItem> items;
