@@ -270,6 +270,13 @@ def main():
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--wait-pid", type=int, default=0, help="after training, wait for --copy-tokens while this process (the run that writes it) lives")
     args = ap.parse_args()
+    if not all(x.isdigit() and int(x) < args.layers for x in args.nope_layers.split(",") if x):
+        sys.exit(f"error: --nope-layers {args.nope_layers} is not a comma list of layers below --layers {args.layers}: say 1,3,5")
+    if args.window < 0 or (args.logn != 0 and args.logn < 2):
+        sys.exit(f"error: --window {args.window} / --logn {args.logn}: a window is 0 (none) or a count of keys, a log-n base 0 "
+                 "(none) or at least 2")
+    if (args.moba or args.logn) and not args.nope_layers:
+        sys.exit("error: --moba and --logn act on the NoPE layers only: give --nope-layers (say 1,3,5)")
     moba = args.moba.split(",")
     if args.moba and (len(moba) not in (2, 3) or not all(x.isdigit() for x in moba[:2]) or int(moba[0]) < 1
                       or moba[2:] not in ([], ["lagged"])):
