@@ -144,8 +144,9 @@ def moba_mask(torch, q, k, block, topk, lagged=False):
         score = (query @ kmean.transpose(-1, -2)).masked_fill(~before, float("-inf"))
         keep = torch.zeros(score.shape, dtype=torch.bool, device=k.device)
         if topk > 0 and nb > 1:
+            # A row with fewer candidate blocks than topk also picks -inf ones: its own block or later
+            # (lagged: from j - 1 on), which the kept blocks below and the causal mask settle.
             keep.scatter_(-1, score.topk(min(topk, nb - 1), dim=-1).indices, True)
-            keep &= before  # a row with fewer candidate blocks than topk also picked -inf ones
         keep |= blocks[None, :] == own[:, None]
         if lagged:
             keep |= blocks[None, :] == own[:, None] - 1

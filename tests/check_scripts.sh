@@ -61,8 +61,7 @@ PY
 # Its MoBA mask against a brute force written from the rule (own block, causal, and the topk earlier
 # blocks by the query's score against each block's mean key), odd sizes and rows with fewer earlier
 # blocks than topk; its rotary window. Where a Python has PyTorch (Debian's python3 here may).
-torch_py=""
-for p in python3 /usr/bin/python3; do "$p" -c "import torch" 2> /dev/null && { torch_py=$p; break; }; done
+torch_py=$(torch_python)
 if [ -n "$torch_py" ]; then
     out=$("$torch_py" - <<'PY'
 import itertools, sys

@@ -34,6 +34,11 @@ need_programs() {
 need_corpus() {
     [ -f "$1/${2:-train.bin}" ] || bail "no corpus at $1 (run tests/test_data_cli.sh first)"
 }
+# A python that has PyTorch (the peers' tests), or nothing: python3, else Debian's.
+torch_python() {
+    local p
+    for p in python3 /usr/bin/python3; do "$p" -c "import torch" 2> /dev/null && { echo "$p"; return; }; done
+}
 need_gpu() {
     nvidia-smi --query-gpu=name --format=csv,noheader > /dev/null 2>&1 || bail "no GPU"
 }

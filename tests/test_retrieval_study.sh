@@ -172,8 +172,7 @@ env $cc WORK=$work/ccw_bad scripts/copy_circuit.sh torch > "$work/cc_torch.log" 
       fail "copy_circuit torch alone: $(cat "$work/cc_torch.log")"; }
 # The peers at the hybrid's shape, with and without MoBA, beside ours at toy size (where a Python has
 # PyTorch): each trains, scores our sequences and says its shape.
-torch_py=""
-for p in python3 /usr/bin/python3; do "$p" -c "import torch" 2> /dev/null && { torch_py=$p; break; }; done
+torch_py=$(torch_python)
 if [ -n "$torch_py" ]; then
     env $cc OUTDIR=$work/ccp WORK=$work/ccpw PYTHON=$torch_py MOBA=32,2 MODEL_ARGS="--layers 6 --width 64 --heads 1" \
         scripts/copy_circuit.sh hybrid torch-hybrid torch-moba torch-mobalag > "$work/ccp.log" 2>&1
