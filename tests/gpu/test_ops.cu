@@ -303,15 +303,19 @@ static void test_layernorm() {
 // ------------------------------------------------------------------------------------------------
 // matmul
 
-static double gelu_d(double x) {
-    double r;
-    gelu_forward(&r, &x, 1);
-    return r;
+// The CPU reference's GELU and its derivative over whole arrays: one OpenMP region a call (a
+// region an element stalls for minutes when other processes keep the host's cores busy).
+template <typename V>
+static VD gelu_all(const V& x) {
+    VD in(x.begin(), x.end()), out(x.size());
+    gelu_forward(out.data(), in.data(), in.size());
+    return out;
 }
-static double gelu_grad_d(double x) {
-    double r = 0, one = 1;
-    gelu_backward(&r, &x, &one, 1);
-    return r;
+template <typename V>
+static VD gelu_grad_all(const V& x) {
+    VD in(x.begin(), x.end()), out(x.size(), 0.0), one(x.size(), 1.0);
+    gelu_backward(out.data(), in.data(), one.data(), in.size());
+    return out;
 }
 
 struct MatmulCase {
@@ -351,17 +355,19 @@ static void test_matmul_forward() {
         }
         const VF pre = down(d_pre), out = down(d_out);
         check_vs_base("fwd", op + ".pre_gelu", shape, pre, ref, round_bf16(ref));
-        VD gref(ref.size()), gbase(ref.size());
-        for (size_t i = 0; i < ref.size(); i++) gref[i] = gelu_d(ref[i]), gbase[i] = bfr(gelu_d(bfr(ref[i])));
+        const VD gref = gelu_all(ref), gelu_of_rounded = gelu_all(round_bf16(ref));
+        VD gbase(ref.size());
+        for (size_t i = 0; i < ref.size(); i++) gbase[i] = bfr(gelu_of_rounded[i]);
         check_vs_base("fwd", op + ".out", shape, out, gref, gbase);
         // Which GELU: over outputs whose input lies in [-5.5, -2.5], the mean relative distance of
         // out to gelu_tanh(pre) and to the exact erf GELU.
+        const VD gelu_pre = gelu_all(pre);
         double e_tanh = 0, e_erf = 0;
         int cnt = 0;
         for (size_t i = 0; i < pre.size(); i++) {
             const double p = pre[i];
             if (p < -5.5 || p > -2.5) continue;
-            const double t = gelu_d(p), e = 0.5 * p * (1 + std::erf(p / std::sqrt(2.0)));
+            const double t = gelu_pre[i], e = 0.5 * p * (1 + std::erf(p / std::sqrt(2.0)));
             e_tanh += std::fabs(out[i] - t) / std::fabs(t), e_erf += std::fabs(out[i] - e) / std::fabs(e), cnt++;
         }
         e_tanh /= std::max(cnt, 1), e_erf /= std::max(cnt, 1);
@@ -415,8 +421,7 @@ static void test_matmul_fused_rows() {
             VD ln((size_t)N * C), mean(N), rstd(N);
             layernorm_forward(ln.data(), mean.data(), rstd.data(), to_d(x).data(), to_d(lw).data(), to_d(lb).data(), N, C);
             matmul_forward(ref.data(), round_bf16(ln).data(), to_d(w).data(), to_d(b).data(), N, C, OC);
-            if (fc.gelu)
-                for (double& v : ref) v = gelu_d(v);
+            if (fc.gelu) ref = gelu_all(ref);
             base = round_bf16(ref);
             d_out.poison(), d_pre.poison(), d_out2.poison(), d_pre2.poison();
             bf16* pre = fc.gelu ? d_pre.p : nullptr;
@@ -451,12 +456,14 @@ static void test_matmul_backward() {
         VD xd = to_d(x), wd = to_d(w), doutd = to_d(dout), dx(NC, 0.0), dw(OCC, 0.0), db(OC, 0.0);
         matmul_backward(dx.data(), dw.data(), db.data(), doutd.data(), xd.data(), wd.data(), N, C, OC);
         VD dx_ref = dx, dx_base = round_bf16(dx);
-        if (mc.gelu)
+        if (mc.gelu) {
+            const VD grad = gelu_grad_all(pre);
             for (size_t i = 0; i < NC; i++) {
-                const double g = gelu_grad_d(pre[i]);
+                const double g = grad[i];
                 dx_ref[i] = dx[i] * g;
                 dx_base[i] = bfr(dx_base[i] * g);  // a plain implementation rounds dout @ W first
             }
+        }
         VF dw0 = rand_f32(OCC, rng, -1, 1), db0 = rand_f32(OC, rng, -1, 1);
         VF db_gpu[2];
         for (int run = 0; run < 2; run++) {
@@ -560,7 +567,9 @@ static void test_gelu() {
     DBuf<bf16> d_x(n), d_out(n), d_dout(n), d_dinp(n);
     up(d_x, x), up(d_dout, dout);
     VD ref(n), dref(n);
-    for (size_t i = 0; i < n; i++) ref[i] = gelu_d(x[i]), dref[i] = gelu_grad_d(x[i]) * dout[i];
+    const VD grad = gelu_grad_all(x);
+    ref = gelu_all(x);
+    for (size_t i = 0; i < n; i++) dref[i] = grad[i] * dout[i];
     const VD base = round_bf16(ref), dbase = round_bf16(dref);
     d_out.poison();
     gelu_forward_cuda(d_out.p, d_x.p, n, g_stream);
