@@ -23,6 +23,8 @@
 #                 chosen by content (MoBA, MOBA=BLOCK,TOPK, default 64,4), a choice per query
 #   torch-mobalag torch-moba with a choice per query block, made from the block before (as a tiled
 #                 kernel would choose: --moba BLOCK,TOPK,lagged)
+#   torch-qkconv  torch-hybrid whose NoPE layers pass q and k through a causal depthwise convolution
+#                 of QKCONV positions (default 4; --qk-conv), so that a head can match several tokens
 # Environment: CARRY (binaries and corpus as scripts/reading_study.sh packs them, default
 # .carry/read, unpacked into rs/), TOKENS (per run, default 78.6M: the 2K stage's share of the
 # study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR; the hybrid's HBLOCK, HWINDOW
@@ -60,9 +62,9 @@ variant_args() {
     case ${v%-theta4} in
         hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn ${HLOGN:-512}" ;;
         dense)  attn="--attn dense" ;;
-        torch|torch-hybrid|torch-moba|torch-mobalag)
+        torch|torch-hybrid|torch-moba|torch-mobalag|torch-qkconv)
                 [ "$1" = "$v" ] && return 0; echo "copy_circuit: the torch peers train on read's documents only (no $1)" >&2; return 1 ;;
-        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba, torch-mobalag)" >&2
+        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba, torch-mobalag, torch-qkconv)" >&2
            return 1 ;;
     esac
     echo "$MODEL_ARGS --rope-theta $theta $attn"
@@ -102,6 +104,7 @@ run_one() {  # train variant $1, then its copy loss and its quotes
             torch-hybrid) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512}" ;;
             torch-moba) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512} --moba ${MOBA:-64,4}" ;;
             torch-mobalag) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512} --moba ${MOBA:-64,4},lagged" ;;
+            torch-qkconv) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512} --qk-conv ${QKCONV:-4}" ;;
         esac
         # shellcheck disable=SC2086
         "${PYTHON:-python3}" "$(dirname "$0")/torch_copy_peer.py" --data "$CORPUS" --mix "$shard:0.5" --copy-tokens "$OUTDIR/${ours}_copy_tokens.csv" \

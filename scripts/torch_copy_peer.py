@@ -18,8 +18,9 @@ and --mix's fraction of each batch from whole documents of the task shard.
 
 Our hybrid's shape: --nope-layers 1,3,5 --window 2048 --logn 512 --rope-theta 1e7. --moba 64,4 then
 gives its NoPE layers blocks chosen by content (MoBA's gate: the query against each earlier block's
-mean key), --moba 64,4,lagged one choice per query block as a tiled kernel would make it: an idea
-tried here before our kernels carry it.
+mean key), --moba 64,4,lagged one choice per query block as a tiled kernel would make it; --qk-conv 4
+gives their queries and keys a causal depthwise convolution (Primer's), so that one head can match
+several tokens. Ideas tried here before our kernels carry them.
 
 PyTorch is never a dependency of the project: this runs where it is installed (the GPU machines).
 """
@@ -156,6 +157,14 @@ def moba_mask(torch, q, k, block, topk, lagged=False):
         return token & (i[None, :] <= i[:, None])
 
 
+def causal_depthwise_conv(torch, x, weight):
+    """x (B, T, C), weight (C, 1, W): out[t, c] = sum_j weight[c, 0, j] x[t - (W - 1) + j, c], positions
+    before 0 read as 0 (causal: a position mixes itself and the W - 1 before it, channel by channel)."""
+    F = torch.nn.functional
+    W = weight.shape[-1]
+    return F.conv1d(F.pad(x.transpose(1, 2), (W - 1, 0)), weight.to(x.dtype), groups=x.shape[2]).transpose(1, 2)
+
+
 def build_model(torch, vocab, args):
     nn, F = torch.nn, torch.nn.functional
     D = args.width // args.heads
@@ -174,16 +183,27 @@ def build_model(torch, vocab, args):
             return torch.cat([a * c - b * s, a * s + b * c], dim=-1)
 
     class Block(nn.Module):
-        def __init__(self):
+        def __init__(self, nope):
             super().__init__()
             C = args.width
             self.ln1, self.ln2 = nn.LayerNorm(C, eps=1e-5), nn.LayerNorm(C, eps=1e-5)
             self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
             self.fc, self.fc_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+            # --qk-conv W: each channel of q and k mixes its own value at the W - 1 positions before
+            # (Primer's depthwise convolution, on q and k only), so that a key can carry the tokens
+            # before it and a query the tokens it ends, and one head can match several tokens
+            # instead of one. Starts as the identity (the weight on the position itself 1).
+            self.qconv = self.kconv = None
+            if args.qk_conv and nope:
+                w = torch.zeros(C, 1, args.qk_conv)
+                w[:, 0, -1] = 1.0
+                self.qconv, self.kconv = nn.Parameter(w.clone()), nn.Parameter(w.clone())
 
         def attention(self, x, rope, nope):
             B, T, C = x.shape
             q, k, v = self.qkv(x).split(C, dim=2)
+            if nope and self.qconv is not None:
+                q, k = causal_depthwise_conv(torch, q, self.qconv), causal_depthwise_conv(torch, k, self.kconv)
             q, k, v = (t.view(B, T, args.heads, D).transpose(1, 2) for t in (q, k, v))
             if nope:
                 if args.logn:  # as --logn-attn: a query at position p >= N scaled by ln(p + 1) / ln N
@@ -218,7 +238,7 @@ def build_model(torch, vocab, args):
             # position of a window has none), so a key can carry its predecessor without a layer
             # having to move it there: the first half of an induction circuit given as input.
             self.wprev = nn.Embedding(vocab, args.width) if args.prev_embed else None
-            self.blocks = nn.ModuleList(Block() for _ in range(args.layers))
+            self.blocks = nn.ModuleList(Block(i in nope_layers) for i in range(args.layers))
             self.ln_f = nn.LayerNorm(args.width, eps=1e-5)
             self.rope = None
             for name, p in self.named_parameters():
@@ -266,6 +286,8 @@ def main():
     ap.add_argument("--moba", default="", help="BLOCK,TOPK[,lagged]: the NoPE layers keep their own block and the TOPK earlier blocks their "
                     "query scores highest against the block's mean key (as MoBA); lagged: one choice per query block, from the "
                     "block before's mean query (as a tiled kernel would choose)")
+    ap.add_argument("--qk-conv", type=int, default=0, help="W: the NoPE layers' queries and keys each pass a causal depthwise "
+                    "convolution of W positions (Primer's), started as the identity, so that a head can match several tokens")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--log-every", type=int, default=50)
@@ -276,8 +298,10 @@ def main():
     if args.window < 0 or (args.logn != 0 and args.logn < 2):
         sys.exit(f"error: --window {args.window} / --logn {args.logn}: a window is 0 (none) or a count of keys, a log-n base 0 "
                  "(none) or at least 2")
-    if (args.moba or args.logn) and not args.nope_layers:
-        sys.exit("error: --moba and --logn act on the NoPE layers only: give --nope-layers (say 1,3,5)")
+    if (args.moba or args.logn or args.qk_conv) and not args.nope_layers:
+        sys.exit("error: --moba, --logn and --qk-conv act on the NoPE layers only: give --nope-layers (say 1,3,5)")
+    if args.qk_conv < 0 or args.qk_conv == 1:
+        sys.exit(f"error: --qk-conv {args.qk_conv} is not a convolution's width: give 0 (none) or at least 2 (say 4)")
     moba = args.moba.split(",")
     if args.moba and (len(moba) not in (2, 3) or not all(x.isdigit() for x in moba[:2]) or int(moba[0]) < 1
                       or moba[2:] not in ([], ["lagged"])):
@@ -303,8 +327,9 @@ def main():
             sys.exit(f"error: --mix {path} has no document of --seq-len {args.seq_len} tokens: give its window's shard")
         mix = (mtok, docs)
     model = build_model(torch, vocab, args).to(dev)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
+    # Decay on the matrices only: the convolutions' identity start is not pulled toward zero.
+    decay = [p for p in model.parameters() if p.dim() == 2]
+    rest = [p for p in model.parameters() if p.dim() != 2]
     opt_kw = {"fused": True} if dev.type == "cuda" else {}
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8, **opt_kw)
@@ -312,7 +337,8 @@ def main():
     print(f"peer: PyTorch {torch.__version__}, {args.layers} layers, width {args.width}, {args.heads} heads, vocab {vocab}"
           f"{', previous-token embedding' if args.prev_embed else ''}"
           f"{f', NoPE layers {args.nope_layers}' if args.nope_layers else ''}{f', rotary window {args.window}' if args.window else ''}"
-          f"{f', log-n {args.logn}' if args.logn else ''}{f', MoBA {args.moba}' if args.moba else ''}: "
+          f"{f', log-n {args.logn}' if args.logn else ''}{f', MoBA {args.moba}' if args.moba else ''}"
+          f"{f', q/k convolution {args.qk_conv}' if args.qk_conv else ''}: "
           f"{n_params / 1e6:.2f}M parameters, on {dev}", flush=True)
     g = torch.Generator().manual_seed(args.seed)
     T, B = args.seq_len, args.batch

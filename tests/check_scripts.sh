@@ -58,6 +58,19 @@ PY
 )
 [ "$out" = True ] && pass "torch_copy_peer scores passage tokens 1..P-1 of each occurrence as infer does, and averages a gap's samples" \
     || fail "torch_copy_peer's copy_score or copy_table: $out"
+# Its bad flags: one line naming the flag and the fix, a non-zero exit, before PyTorch is imported.
+bad=0
+for flags in "--nope-layers 1,9" "--nope-layers 1 --moba 64" "--nope-layers 1 --moba 64,4,late" "--nope-layers 1 --qk-conv 1" \
+             "--qk-conv 4" "--nope-layers 1 --logn 1" "--width 100 --heads 3"; do
+    # shellcheck disable=SC2086
+    msg=$(python3 scripts/torch_copy_peer.py --data /nonexistent --copy-tokens /nonexistent $flags 2>&1)
+    code=$?
+    flag=${flags##*--}; flag=--${flag%% *}
+    { [ $code -ne 0 ] && [ "$(printf '%s\n' "$msg" | wc -l)" -eq 1 ] && [[ $msg == error:*"$flag"* ]]; } ||
+        { bad=$((bad + 1)); echo "  $flags -> exit $code: $msg"; }
+done
+[ $bad -eq 0 ] && pass "torch_copy_peer refuses bad --nope-layers, --moba, --qk-conv, --logn and widths in one line naming the flag" \
+    || fail "torch_copy_peer's refusals: $bad of 7 wrong"
 # Its MoBA mask against a brute force written from the rule (own block, causal, and the topk earlier
 # blocks by the query's score against each block's mean key), odd sizes and rows with fewer earlier
 # blocks than topk; its rotary window. Where a Python has PyTorch (Debian's python3 here may).
@@ -96,7 +109,29 @@ PY
 )
     [ "$out" = True ] && pass "torch_copy_peer's MoBA masks (a choice per query, and per block from the block before) equal a brute force of their rule (odd sizes, fewer blocks than topk, topk 0); its window mask" \
         || fail "torch_copy_peer's moba_mask or window_mask: $out"
+    # The q/k convolution against a loop over its definition (odd sizes, a width past the sequence).
+    out=$("$torch_py" - <<'PY'
+import sys
+sys.path.insert(0, "scripts")
+import torch
+from torch_copy_peer import causal_depthwise_conv
+torch.manual_seed(5)
+wrong = 0
+for B, T, C, W in [(2, 7, 3, 4), (1, 5, 4, 2), (3, 2, 5, 3)]:
+    x, w = torch.randn(B, T, C, dtype=torch.float64), torch.randn(C, 1, W, dtype=torch.float64)
+    y = causal_depthwise_conv(torch, x, w)
+    want = torch.zeros(B, T, C, dtype=torch.float64)
+    for b in range(B):
+        for t in range(T):
+            for c in range(C):
+                want[b, t, c] = sum(w[c, 0, j] * x[b, t - (W - 1) + j, c] for j in range(W) if t - (W - 1) + j >= 0)
+    wrong += not torch.allclose(y, want, atol=1e-12)
+print(wrong == 0)
+PY
+)
+    [ "$out" = True ] && pass "torch_copy_peer's q/k convolution equals a loop over its definition (causal, channel by channel; odd sizes)" \
+        || fail "torch_copy_peer's causal_depthwise_conv: $out"
 else
-    echo "skip: torch_copy_peer's MoBA mask (no Python here has PyTorch)"
+    echo "skip: torch_copy_peer's MoBA mask and q/k convolution (no Python here has PyTorch)"
 fi
 summary
