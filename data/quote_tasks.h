@@ -3,9 +3,10 @@
 // An item's context is a stretch of a haystack (a book, a source tree, held-out documents) that
 // starts at a line start; the question is the first part of one of its lines, taken from the
 // stated depth (depth 0: the first eligible line, 1: the last whole one); the answer is the next
-// word or two of that line as written (TaskSpec::answer_words: up to that many words, fewer where
-// the line ends first; more words leave a guess from style less to go on). The question is long enough to occur once in the context
-// (as text, anywhere), so the context determines the answer: a model that reads copies it.
+// few words of that line as written (TaskSpec::answer_words: up to that many, two by default,
+// fewer where the line ends first; more words leave a guess from style less to go on). The
+// question is long enough to occur once in the context (as text, anywhere), so the context
+// determines the answer: a model that reads copies it.
 //
 // Each quote item comes with its control (task "quote-control"): the same context with the
 // quoted line (and its newline) taken out, and the same question and answer. Nothing in the

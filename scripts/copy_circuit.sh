@@ -27,9 +27,9 @@
 #                 of QKCONV positions (default 4; --qk-conv), so that a head can match several tokens
 # Environment: CARRY (binaries and corpus as scripts/reading_study.sh packs them, default
 # .carry/read, unpacked into rs/), TOKENS (per run, default 78.6M: the 2K stage's share of the
-# study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR; the hybrid's HBLOCK, HWINDOW
-# and HLOGN (its --logn-attn base, 512); PYTHON, a python with PyTorch for the peers (python3); COPY_ATTN=1 adds where the heads look on the repeat (infer
-# --copy-attn) to each _copy.log.
+# study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR; the hybrid's HBLOCK,
+# HWINDOW and HLOGN (its --logn-attn base, 512); PYTHON, a python with PyTorch for the peers
+# (python3); COPY_ATTN=1 adds where the heads look on the repeat (infer --copy-attn) to each _copy.log.
 # Outputs: OUTDIR/<variant>_train.log, _copy.log/.csv, _quote.log/.csv; OUTDIR/summary.txt.
 set -uo pipefail
 CARRY=${CARRY:-.carry/read}
@@ -99,12 +99,13 @@ steps=$(( TOKENS / (SEQ * BATCH) ))
 run_one() {  # train variant $1, then its copy loss and its quotes
     local v=$1 dir=$WORK/$1
     if is_peer "$v"; then
-        local shape="--rope-theta 1e4"
+        local hybrid="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512}" shape
         case $v in
-            torch-hybrid) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512}" ;;
-            torch-moba) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512} --moba ${MOBA:-64,4}" ;;
-            torch-mobalag) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512} --moba ${MOBA:-64,4},lagged" ;;
-            torch-qkconv) shape="--rope-theta 1e7 --nope-layers 1,3,5 --window ${HWINDOW:-2048} --logn ${HLOGN:-512} --qk-conv ${QKCONV:-4}" ;;
+            torch) shape="--rope-theta 1e4" ;;
+            torch-hybrid) shape=$hybrid ;;
+            torch-moba) shape="$hybrid --moba ${MOBA:-64,4}" ;;
+            torch-mobalag) shape="$hybrid --moba ${MOBA:-64,4},lagged" ;;
+            torch-qkconv) shape="$hybrid --qk-conv ${QKCONV:-4}" ;;
         esac
         # shellcheck disable=SC2086
         "${PYTHON:-python3}" "$(dirname "$0")/torch_copy_peer.py" --data "$CORPUS" --mix "$shard:0.5" --copy-tokens "$OUTDIR/${ours}_copy_tokens.csv" \

@@ -8,10 +8,10 @@ kernel rung in layers/cuda/attention/ is included by the launch templates, so al
     tests/check_function_length.py --list N  every production function past N lines, longest first
 
 A function's length runs from the line of its opening brace to that of its closing one (the body:
-a signature over several lines does not count). Functions are found by matching braces in the text with comments, strings and
-preprocessor lines blanked: a brace after a parameter list opens a function, one after struct,
-class, namespace or enum opens a scope to look inside, anything else (initializers, lambdas at
-namespace scope) is skipped. A planted file shows the check can fail.
+a signature over several lines does not count). Functions are found by matching braces in the
+text with comments, strings and preprocessor lines blanked: a brace after a parameter list opens a
+function, one after struct, class, namespace or enum opens a scope to look inside, anything else
+(initializers, lambdas at namespace scope) is skipped. A planted file shows the check can fail.
 """
 import glob
 import os

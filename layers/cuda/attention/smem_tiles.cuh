@@ -103,14 +103,16 @@ __device__ __forceinline__ void mma_rows_times_tile(float (&acc)[MT][NB][4], con
 // a_tile and B an [n][k] tile, both (., D) in the mma.sync layout: the mma.sync kernels' S = Q K^T,
 // S^T = K Q^T and dP^T = V dO^T.
 template <int MT, int NB, int D>
+__device__ __forceinline__ void mma_rows_times_tile_chunk(float (&acc)[MT][NB][4], uint32_t a_tile, int row0, uint32_t b_tile, int k0) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], a_tile, row0 + mt * 16, k0);
+    mma_rows_times_tile<MT, NB, D, true>(acc, a, b_tile, k0);
+}
+template <int MT, int NB, int D>
 __device__ __forceinline__ void mma_rows_times_tile_t(float (&acc)[MT][NB][4], uint32_t a_tile, int row0, uint32_t b_tile) {
 #pragma unroll
-    for (int kc = 0; kc < D / 16; kc++) {
-        uint32_t a[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], a_tile, row0 + mt * 16, kc * 16);
-        mma_rows_times_tile<MT, NB, D, true>(acc, a, b_tile, kc * 16);
-    }
+    for (int kc = 0; kc < D / 16; kc++) mma_rows_times_tile_chunk<MT, NB, D>(acc, a_tile, row0, b_tile, kc * 16);
 }
 // Two such products over the same rows, their k-chunks interleaved (the dQ kernel's S = Q K^T and
 // dP = dO V^T).
@@ -119,13 +121,8 @@ __device__ __forceinline__ void mma_rows_times_tile_t2(float (&acc)[MT][NB][4], 
                                                        float (&acc2)[MT][NB][4], uint32_t a_tile2, uint32_t b_tile2, int row0) {
 #pragma unroll
     for (int kc = 0; kc < D / 16; kc++) {
-        uint32_t a[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], a_tile, row0 + mt * 16, kc * 16);
-        mma_rows_times_tile<MT, NB, D, true>(acc, a, b_tile, kc * 16);
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) ld_a<D>(a[mt], a_tile2, row0 + mt * 16, kc * 16);
-        mma_rows_times_tile<MT, NB, D, true>(acc2, a, b_tile2, kc * 16);
+        mma_rows_times_tile_chunk<MT, NB, D>(acc, a_tile, row0, b_tile, kc * 16);
+        mma_rows_times_tile_chunk<MT, NB, D>(acc2, a_tile2, row0, b_tile2, kc * 16);
     }
 }
 
