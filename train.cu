@@ -40,7 +40,7 @@ struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
     std::string attn = "dense", layer_pattern, nope_layers;
     PatternFlags pattern;  // each pattern module's flags (add_pattern_flags)
-    int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600, logn_attn = 0;
+    int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600, logn_attn = 0, qk_conv = 0;
     float lr = 2e-3f, min_lr_frac = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
     AdamWConfig adamw;  // --weight-decay, --beta1, --beta2, --adam-eps (optim/adamw.h)
     int warmup = 60, seed = 1337, val_every = 100, val_batches = 8, ckpt_every = 200, log_every = 10;
@@ -111,6 +111,8 @@ static void add_model_flags(Flags& flags, TrainArgs& a) {
     flags.add_string("nope-layers", &a.nope_layers, "layers without rotary embedding (NoPE: q and k match by content at any distance), e.g. 1,3,5");
     flags.add_int("logn-attn", &a.logn_attn, "log-n attention in the NoPE layers: a query at position p >= N scaled by "
                                              "ln(p + 1) / ln(N) (0: off; recorded in the checkpoint; infer may change it)");
+    flags.add_int("qk-conv", &a.qk_conv, "W: the NoPE layers' queries and keys pass a causal depthwise convolution over the W "
+                                         "tokens up to each (started as the identity), so that a head can match a phrase (0: off)");
     flags.add_string("attn", &a.attn, ("attention pattern of the layers: " + attn_kind_names() + ", or a comma list of them cycled over the layers (docs/attention-spec.md)").c_str());
     flags.add_string("layer-pattern", &a.layer_pattern, "single layers of another pattern than --attn gives them: LAYER:PATTERN "
                                                         "entries (layers from 0, patterns as --attn names them), e.g. 0:dense,5:dense");
@@ -339,6 +341,7 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
         return "--rope-theta differs from the checkpoint's model";
     if (now.nope_layers != saved.nope_layers) return "--nope-layers differs from the checkpoint's model";
     if (now.logn_attn != saved.logn_attn) return differs("--logn-attn", now.logn_attn, saved.logn_attn);
+    if (now.qk_conv != saved.qk_conv) return differs("--qk-conv", now.qk_conv, saved.qk_conv);
     for (int l = 0; l < now.n_layer; l++) {
         const AttnPattern a = now.attn(l), b = saved.attn(l);
         if (a.causal != b.causal) return "layer " + std::to_string(l) + " of the checkpoint's model is " + (b.causal ? "" : "not ") + "causal, which train does not make";
@@ -391,12 +394,14 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
     cfg.vocab_size = vocab_size;
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta;
     cfg.nope_layers = parse_int_list(a.nope_layers, "--nope-layers");
-    // On --resume the model flags left out are the checkpoint's: a lone --logn-attn is compared
-    // with its model (require_model_flags_fit), not checked against NoPE layers nobody gave.
-    const bool logn_alone = a.resume && !flags.was_set("nope-layers");
-    cfg.logn_attn = logn_alone ? 0 : a.logn_attn;
+    // On --resume the model flags left out are the checkpoint's: a lone --logn-attn or --qk-conv
+    // is compared with its model (require_model_flags_fit), not checked against NoPE layers
+    // nobody gave.
+    const bool nope_alone = a.resume && !flags.was_set("nope-layers");
+    cfg.logn_attn = nope_alone ? 0 : a.logn_attn;
+    cfg.qk_conv = nope_alone ? 0 : a.qk_conv;
     validate_config(cfg);  // before sizing anything by --layers or --width
-    cfg.logn_attn = a.logn_attn;
+    cfg.logn_attn = a.logn_attn, cfg.qk_conv = a.qk_conv;
     if (flags.was_set("rope-theta") && !rotates_any_layer(cfg))
         fatal("--rope-theta has no effect: every layer is NoPE (--nope-layers %s), so nothing rotates; drop --rope-theta or "
               "leave a layer out of --nope-layers", a.nope_layers.c_str());
@@ -410,7 +415,8 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
 
 // Model flags given now must describe the checkpoint's model; flags left out take it.
 static void require_model_flags_fit(const GPTConfig& from_flags, const GPTConfig& saved, const Flags& flags) {
-    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "logn-attn", "attn", "layer-pattern"};
+    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "logn-attn", "qk-conv", "attn",
+                                           "layer-pattern"};
     for (const std::string& f : pattern_flag_names()) model_flags.push_back(f);
     const std::string diff = model_difference(from_flags, saved);
     bool any_model_flag = false;
@@ -473,14 +479,18 @@ static std::vector<float> load_init_weights(const TrainArgs& a, const GPTConfig&
     if (init.tokenizer != tok.serialized_model())
         fatal("--init-from %s was trained with another tokenizer than %s/tokenizer.model: use its corpus", path.c_str(),
               a.data.c_str());
-    if (say) std::printf("weights from %s\n", path.c_str());
-    return std::move(init.params);
+    if (ic.qk_conv && ic.qk_conv != cfg.qk_conv)
+        fatal("--init-from %s convolves its queries and keys over %d tokens but this run asks for %d: pass --qk-conv %d",
+              path.c_str(), ic.qk_conv, cfg.qk_conv, ic.qk_conv);
+    if (say) std::printf("weights from %s%s\n", path.c_str(), ic.qk_conv == cfg.qk_conv ? "" : ", the q/k convolutions from the identity");
+    return ic.qk_conv == cfg.qk_conv ? std::move(init.params) : weights_with_identity_convolutions(init.params, ic, cfg);
 }
 
 static AttnBackend choose_attention(const TrainArgs& a, const GPTConfig& cfg, Device device) {
     const AttnBackend attn = parse_attention_backend(a.attention, a.doc_mask);
     if (device == Device::Cuda) check_attention_backend(attn, cfg, a.deterministic);
     if (device == Device::Cuda) check_ring_backend(a.cp > 1, attn);
+    if (a.cp > 1 && cfg.qk_conv) fatal("%s", kQkConvRingError);
     return attn;
 }
 
@@ -723,7 +733,9 @@ static void report_model_and_data(const TrainArgs& a, const GPTConfig& cfg, cons
                 cfg.n_head, cfg.head_dim(), cfg.vocab_size, model.num_params() / 1e6, model.name().c_str());
     if (!cfg.nope_layers.empty())
         std::printf("rotary embedding: base %g, none in layers %s (NoPE)%s\n", cfg.rope_theta, int_list_text(cfg.nope_layers).c_str(),
-                    cfg.logn_attn ? (", log-n attention from position " + std::to_string(cfg.logn_attn)).c_str() : "");
+                    (std::string(cfg.logn_attn ? ", log-n attention from position " + std::to_string(cfg.logn_attn) : "") +
+                     (cfg.qk_conv ? ", their queries and keys convolved over " + std::to_string(cfg.qk_conv) + " tokens" : ""))
+                        .c_str());
     std::printf("data: %llu train tokens (%llu windows of %d), %llu val tokens | %lld tokens per step, %d steps\n",
                 (unsigned long long)corpus.train.n_tokens(), (unsigned long long)train.corpus_windows(), a.seq_len,
                 (unsigned long long)corpus.val.n_tokens(), (long long)a.batch * a.seq_len, a.steps);

@@ -5,10 +5,12 @@
 //   x = wte[tokens]                                   // (B, T, C)
 //   for each block l:
 //     qkv = rope(ln1(x) @ Wqkv^T + bqkv)              // (B, T, 3, H, D), rotary on q and k
+//                                                     // (a NoPE layer: its q/k convolution instead)
 //     x   = x + attention_l(qkv) @ Wproj^T + bproj    // pattern of layer l, global positions
 //     x   = x + gelu(ln2(x) @ Wfc^T + bfc) @ Wfcproj^T + bfcproj
 //   loss = cross_entropy(lnf(x) @ wte^T, targets)     // LM head tied to the embedding
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 #include "core/rng.h"
@@ -19,6 +21,7 @@
 #include "layers/gelu.h"
 #include "layers/layernorm.h"
 #include "layers/matmul.h"
+#include "layers/qk_conv.h"
 #include "layers/residual.h"
 #include "layers/rope.h"
 #include "model/gpt_config.h"
@@ -30,37 +33,40 @@ struct ParamTensor {
     std::string name;
     std::vector<int> shape;
     size_t offset, size;
-    bool decay;  // weight decay applies to matrices only
+    bool decay;  // weight decay applies to the matrices of products only
 };
 
 inline std::vector<ParamTensor> param_layout(const GPTConfig& c) {
     std::vector<ParamTensor> out;
     size_t offset = 0;
-    auto add = [&](const std::string& name, std::vector<int> shape) {
+    auto add = [&](const std::string& name, std::vector<int> shape, bool decay) {
         size_t n = 1;
         for (int d : shape) n *= (size_t)d;
-        out.push_back({name, shape, offset, n, shape.size() >= 2});
+        out.push_back({name, shape, offset, n, decay});
         offset += n;
     };
     const int C = c.n_embd;
-    add("wte", {c.vocab_size, C});
+    add("wte", {c.vocab_size, C}, true);
     for (int l = 0; l < c.n_layer; l++) {
         const std::string p = "blocks." + std::to_string(l) + ".";
-        add(p + "ln1.weight", {C});
-        add(p + "ln1.bias", {C});
-        add(p + "attn.qkv.weight", {3 * C, C});
-        add(p + "attn.qkv.bias", {3 * C});
-        add(p + "attn.proj.weight", {C, C});
-        add(p + "attn.proj.bias", {C});
-        add(p + "ln2.weight", {C});
-        add(p + "ln2.bias", {C});
-        add(p + "mlp.fc.weight", {4 * C, C});
-        add(p + "mlp.fc.bias", {4 * C});
-        add(p + "mlp.proj.weight", {C, 4 * C});
-        add(p + "mlp.proj.bias", {C});
+        add(p + "ln1.weight", {C}, false);
+        add(p + "ln1.bias", {C}, false);
+        add(p + "attn.qkv.weight", {3 * C, C}, true);
+        add(p + "attn.qkv.bias", {3 * C}, false);
+        // A convolution of a few weights per channel, started as the identity: decay would pull
+        // it toward zero, away from where it starts.
+        if (c.layer_qk_conv(l)) add(p + "attn.qk_conv.weight", {c.layer_qk_conv(l), 2 * C}, false);
+        add(p + "attn.proj.weight", {C, C}, true);
+        add(p + "attn.proj.bias", {C}, false);
+        add(p + "ln2.weight", {C}, false);
+        add(p + "ln2.bias", {C}, false);
+        add(p + "mlp.fc.weight", {4 * C, C}, true);
+        add(p + "mlp.fc.bias", {4 * C}, false);
+        add(p + "mlp.proj.weight", {C, 4 * C}, true);
+        add(p + "mlp.proj.bias", {C}, false);
     }
-    add("lnf.weight", {C});
-    add("lnf.bias", {C});
+    add("lnf.weight", {C}, false);
+    add("lnf.bias", {C}, false);
     return out;
 }
 
@@ -68,6 +74,7 @@ inline std::vector<ParamTensor> param_layout(const GPTConfig& c) {
 template <typename T>
 struct BlockParams {
     T *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+    T* qkconv = nullptr;  // (W, 2C) in a layer with a q/k convolution, else none
 };
 template <typename T>
 struct ParamViews {
@@ -84,7 +91,9 @@ ParamViews<T> param_views(T* base, const GPTConfig& c) {
     v.wte = next();
     for (int l = 0; l < c.n_layer; l++) {
         BlockParams<T> b;
-        b.ln1w = next(), b.ln1b = next(), b.qkvw = next(), b.qkvb = next(), b.projw = next(), b.projb = next();
+        b.ln1w = next(), b.ln1b = next(), b.qkvw = next(), b.qkvb = next();
+        if (c.layer_qk_conv(l)) b.qkconv = next();
+        b.projw = next(), b.projb = next();
         b.ln2w = next(), b.ln2b = next(), b.fcw = next(), b.fcb = next(), b.fcprojw = next(), b.fcprojb = next();
         v.blocks.push_back(b);
     }
@@ -93,7 +102,8 @@ ParamViews<T> param_views(T* base, const GPTConfig& c) {
 }
 
 // GPT-2 style initialization: N(0, 0.02), residual projections scaled by 1/sqrt(2L),
-// LayerNorm gains 1, biases 0. Deterministic in the seed; every backend starts from it.
+// LayerNorm gains 1, biases 0, q/k convolutions the identity. Deterministic in the seed; every
+// backend starts from it.
 template <typename T>
 void init_gpt_weights(T* params, const GPTConfig& cfg, uint64_t seed) {
     SplitMix64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
@@ -101,6 +111,10 @@ void init_gpt_weights(T* params, const GPTConfig& cfg, uint64_t seed) {
     auto normal = [&]() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); };
     for (const ParamTensor& t : param_layout(cfg)) {
         T* w = params + t.offset;
+        if (t.name.find("qk_conv") != std::string::npos) {  // row 0 (the token itself) ones, the rest zeros
+            for (size_t i = 0; i < t.size; i++) w[i] = i < (size_t)t.shape[1] ? T(1) : T(0);
+            continue;
+        }
         const bool is_ln_gain = t.name.find("ln") != std::string::npos && t.name.find(".weight") != std::string::npos;
         if (t.shape.size() == 1) {
             for (size_t i = 0; i < t.size; i++) w[i] = is_ln_gain ? T(1) : T(0);
@@ -110,6 +124,25 @@ void init_gpt_weights(T* params, const GPTConfig& cfg, uint64_t seed) {
         const double std_dev = residual_proj ? 0.02 / std::sqrt(2.0 * cfg.n_layer) : 0.02;
         for (size_t i = 0; i < t.size; i++) w[i] = (T)(std_dev * normal());
     }
+}
+
+// The weights of a model without q/k convolutions laid out for `to`, the same model with them
+// (train --init-from): every tensor by name, each convolution at the identity, where a fresh run
+// starts it, so the model computes what it computed before and training goes on from there.
+inline std::vector<float> weights_with_identity_convolutions(const std::vector<float>& params, const GPTConfig& from,
+                                                             const GPTConfig& to) {
+    const std::vector<ParamTensor> had = param_layout(from), now = param_layout(to);
+    std::vector<float> out(now.back().offset + now.back().size);
+    init_gpt_weights(out.data(), to, 0);
+    for (const ParamTensor& t : now) {
+        const auto same = std::find_if(had.begin(), had.end(), [&](const ParamTensor& h) { return h.name == t.name; });
+        if (same == had.end()) {
+            if (t.name.find("qk_conv") == std::string::npos) fatal("internal: %s has no tensor %s", "--init-from", t.name.c_str());
+            continue;
+        }
+        std::copy(params.begin() + same->offset, params.begin() + same->offset + same->size, out.begin() + t.offset);
+    }
+    return out;
 }
 
 // Every backend's forward starts here: tokens in [0, V), targets in [0, V) or negative
@@ -131,7 +164,8 @@ inline void check_token_ids(const int* tokens, const int* targets, int B, int T,
 template <typename T>
 struct BlockActs {
     std::vector<T> ln1, ln1_mean, ln1_rstd;  // (B,T,C), (B,T), (B,T)
-    std::vector<T> qkv;                      // (B,T,3,H,D) after rotary
+    std::vector<T> qkv;                      // (B,T,3,H,D) after rotary (or the q/k convolution)
+    std::vector<T> qk_raw;                   // (B,T,2C) q and k before the convolution (its layers only)
     std::vector<T> atty, att_lse;            // (B,T,H,D), (B,H,T)
     std::vector<T> resid_attn;               // (B,T,C)  x after the attention residual
     std::vector<T> ln2, ln2_mean, ln2_rstd;  // (B,T,C), (B,T), (B,T)
@@ -139,11 +173,11 @@ struct BlockActs {
     std::vector<T> resid_out;                // (B,T,C)  the block's output
 
     // Sizes the fields `keep` keeps (all of them for Recompute::None) and empties the others.
-    void allocate(size_t BT, size_t C, size_t H, Recompute keep) {
+    void allocate(size_t BT, size_t C, size_t H, Recompute keep, bool qk_conv) {
         const bool all = keep == Recompute::None, attn = keep != Recompute::Full;
         auto set = [](std::vector<T>& v, bool kept, size_t n) { v.assign(kept ? n : 0, T(0)); };
         set(ln1, all, BT * C), set(ln1_mean, all, BT), set(ln1_rstd, all, BT);
-        set(qkv, attn, BT * 3 * C), set(atty, attn, BT * C), set(att_lse, attn, BT * H), set(resid_attn, attn, BT * C);
+        set(qkv, attn, BT * 3 * C), set(qk_raw, attn && qk_conv, BT * 2 * C), set(atty, attn, BT * C), set(att_lse, attn, BT * H), set(resid_attn, attn, BT * C);
         set(ln2, all, BT * C), set(ln2_mean, all, BT), set(ln2_rstd, all, BT);
         set(fch, all, BT * 4 * C), set(fch_gelu, all, BT * 4 * C);
         set(resid_out, true, BT * C);
@@ -153,11 +187,12 @@ struct BlockActs {
 // Where each activation of one block is: its own BlockActs where it keeps it, else the shared one.
 template <typename T>
 struct BlockView {
-    T *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att_lse, *resid_attn, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *resid_out;
+    T *ln1, *ln1_mean, *ln1_rstd, *qkv, *qk_raw, *atty, *att_lse, *resid_attn, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *resid_out;
     BlockView(BlockActs<T>& own, BlockActs<T>& shared) {
         auto pick = [](std::vector<T>& a, std::vector<T>& b) { return a.empty() ? b.data() : a.data(); };
         ln1 = pick(own.ln1, shared.ln1), ln1_mean = pick(own.ln1_mean, shared.ln1_mean);
         ln1_rstd = pick(own.ln1_rstd, shared.ln1_rstd), qkv = pick(own.qkv, shared.qkv), atty = pick(own.atty, shared.atty);
+        qk_raw = pick(own.qk_raw, shared.qk_raw);
         att_lse = pick(own.att_lse, shared.att_lse), resid_attn = pick(own.resid_attn, shared.resid_attn);
         ln2 = pick(own.ln2, shared.ln2), ln2_mean = pick(own.ln2_mean, shared.ln2_mean);
         ln2_rstd = pick(own.ln2_rstd, shared.ln2_rstd), fch = pick(own.fch, shared.fch);
@@ -209,9 +244,12 @@ struct GPT {
         const size_t BT = b * t, C = c.n_embd, H = c.n_head, L = c.n_layer;
         const size_t all = BT * (16 * C + 4 + H);  // one block's every field
         const size_t kept = r == Recompute::None ? all : r == Recompute::Selective ? BT * (6 * C + H) : BT * C;
+        size_t conv = 0;  // q and k before the convolution, where a layer keeps its attention's inputs
+        for (int l = 0; l < c.n_layer; l++) conv += c.layer_qk_conv(l) && r != Recompute::Full ? BT * 2 * C : 0;
+        if (c.qk_conv && r != Recompute::None) conv += BT * 2 * C;  // work's
         const size_t per_run = BT * C /*encoded*/ + BT * (C + 3) /*lnf, stats, losses*/ + BT * 3 * C /*qkv_pre*/ +
                                BT * (C + C + 3 * C + 3 * C + C + 4 * C + 4 * C + C) /*backward scratch*/;
-        return L * kept + (r == Recompute::None ? 0 : all - BT * C) + per_run;  // work: all but resid_out
+        return L * kept + (r == Recompute::None ? 0 : all - BT * C) + per_run + conv;  // work: all but resid_out
     }
 
     void set_recompute(Recompute r) {
@@ -230,9 +268,9 @@ struct GPT {
         const size_t BT = (size_t)B * Tn, C = cfg.n_embd, H = cfg.n_head;
         encoded.assign(BT * C, 0);
         acts.assign(cfg.n_layer, BlockActs<T>{});
-        for (BlockActs<T>& a : acts) a.allocate(BT, C, H, recompute);
+        for (int l = 0; l < cfg.n_layer; l++) acts[l].allocate(BT, C, H, recompute, cfg.layer_qk_conv(l) > 0);
         if (recompute == Recompute::None) work = BlockActs<T>{};
-        else work.allocate(BT, C, H, Recompute::None);
+        else work.allocate(BT, C, H, Recompute::None, cfg.qk_conv > 0);
         work.resid_out.clear();  // a block's output is always its own
         lnf.assign(BT * C, 0), lnf_mean.assign(BT, 0), lnf_rstd.assign(BT, 0), losses.assign(BT, 0);
         qkv_pre.assign(BT * 3 * C, 0);
@@ -257,6 +295,7 @@ struct GPT {
         for (int i = 0; i < Tn; i++) pos[i] = positions ? positions[i] : i;
         if (cp && pos != RingPlan(cfg.attn(0), cp->size(), Tn * cp->size()).positions(cp->rank()))
             fatal("internal: a context-parallel forward needs the ring plan's positions (RingPlan::positions)");
+        if (cp && cfg.qk_conv) fatal("%s", kQkConvRingError);
         if (doc_start_in) doc_start.assign(doc_start_in, doc_start_in + BT);
         else doc_start.clear();
 
@@ -332,7 +371,10 @@ struct GPT {
                                    qkv + 2 * C, pos.data(), ds, cfg.attn(l), s, scale);
             logn_scale_queries(dqkv_rot.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_logn_base(l));
             std::fill(dqkv_pre.begin(), dqkv_pre.end(), T(0));
-            rope_backward(dqkv_pre.data(), dqkv_rot.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_rope_theta(l));
+            if (const int W = cfg.layer_qk_conv(l))  // a NoPE layer: no rotary to undo
+                qk_conv_backward(dqkv_pre.data(), dw.qkconv, dqkv_rot.data(), a.qk_raw, w.qkconv, pos.data(), ds, B, Tn, C, W);
+            else
+                rope_backward(dqkv_pre.data(), dqkv_rot.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_rope_theta(l));
             std::fill(dln.begin(), dln.end(), T(0));
             matmul_backward(dln.data(), dw.qkvw, dw.qkvb, dqkv_pre.data(), a.ln1, w.qkvw, BT, C, 3 * C);
             layernorm_backward(dresid.data(), dw.ln1w, dw.ln1b, dln.data(), x_in, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, C);
@@ -355,7 +397,10 @@ struct GPT {
         const T scale = T(1) / std::sqrt((T)cfg.head_dim());
         layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, w.ln1w, w.ln1b, BT, C);
         matmul_forward(qkv_pre.data(), a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);                  // (B, T, 3, H, D)
-        rope_forward(a.qkv, qkv_pre.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_rope_theta(l));
+        if (const int W = cfg.layer_qk_conv(l))  // a NoPE layer: its convolution instead of the rotary
+            qk_conv_forward(a.qkv, a.qk_raw, qkv_pre.data(), (const T*)nullptr, w.qkconv, pos.data(), ds, B, Tn, C, W);
+        else
+            rope_forward(a.qkv, qkv_pre.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_rope_theta(l));
         logn_scale_queries(a.qkv, pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_logn_base(l));
         const T* qkv = a.qkv;
         if (cp)

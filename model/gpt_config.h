@@ -25,6 +25,10 @@ struct GPTConfig {
     // by ln(p + 1) / ln(logn_attn) (layers/rope.h logn_scale_queries). Set it to the longest
     // window trained on, where it changes nothing, to read further.
     int logn_attn = 0;
+    // The NoPE layers' queries and keys pass a causal depthwise convolution of this many tokens
+    // (0: off; layers/qk_conv.h), so that a head can match a phrase rather than one token. Its
+    // weights, one (W, 2C) tensor per NoPE layer, are the model's "attn.qk_conv.weight".
+    int qk_conv = 0;
     // One pattern per layer. Empty means every layer is dense causal. A per-layer setting so
     // patterns can mix with dense layers and with each other.
     std::vector<AttnPattern> layer_attn;
@@ -38,6 +42,10 @@ struct GPTConfig {
     // The log-n base of a layer's queries: logn_attn in a NoPE layer, else 0 (no scaling).
     int layer_logn_base(int layer) const {
         return logn_attn && std::binary_search(nope_layers.begin(), nope_layers.end(), layer) ? logn_attn : 0;
+    }
+    // The width of a layer's q/k convolution: qk_conv in a NoPE layer, else 0 (none).
+    int layer_qk_conv(int layer) const {
+        return qk_conv && std::binary_search(nope_layers.begin(), nope_layers.end(), layer) ? qk_conv : 0;
     }
 };
 
@@ -91,6 +99,23 @@ inline std::string logn_attn_error(int base, const std::vector<int>& nope_layers
     return "";
 }
 
+// The q/k convolution: one rule for --qk-conv and the checkpoint's config. The ceiling keeps the
+// kernels' per-thread loops short; published uses take 3 (Primer) or 4.
+constexpr int kMaxQkConv = 64;
+inline std::string qk_conv_error(int width, const std::vector<int>& nope_layers) {
+    if (width == 0) return "";
+    if (width < 2 || width > kMaxQkConv)
+        return "--qk-conv must be 0 (off) or a convolution's width in [2, " + std::to_string(kMaxQkConv) + "] (got " + std::to_string(width) + ")";
+    if (nope_layers.empty())
+        return "--qk-conv acts on the queries and keys of NoPE layers and the model has none (train --nope-layers makes them): drop --qk-conv";
+    return "";
+}
+
+// Under context parallelism a rank's first tokens would read the rows of the rank before, which
+// the ring does not send.
+constexpr const char* kQkConvRingError =
+    "--qk-conv and --cp do not combine (a rank's first tokens would need the last rows of the rank before): drop one of them";
+
 // False when every layer is NoPE: rope_theta then shapes nothing (a flag for it has no effect,
 // and two such models are the same whatever their recorded bases).
 inline bool rotates_any_layer(const GPTConfig& c) { return (int)c.nope_layers.size() < c.n_layer; }
@@ -102,7 +127,9 @@ inline bool rope_bases_differ(const GPTConfig& a, const GPTConfig& b) {
 // Parameters of a config, in 64 bits (param_layout's total).
 inline long long config_param_count(const GPTConfig& c) {
     const long long C = c.n_embd, V = c.vocab_size, L = c.n_layer;
-    return V * C + L * (12 * C * C + 13 * C) + 2 * C;
+    long long conv = 0;  // a (W, 2C) tensor per NoPE layer with a q/k convolution
+    for (int l = 0; l < c.n_layer; l++) conv += (long long)c.layer_qk_conv(l) * 2 * C;
+    return V * C + L * (12 * C * C + 13 * C) + 2 * C + conv;
 }
 
 // Head dims the kernels take. The CPU reference takes any even head dim; the tests use small
@@ -135,6 +162,8 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
     if (!nope.empty()) fatal("%s", nope.c_str());
     const std::string logn = logn_attn_error(c.logn_attn, c.nope_layers);
     if (!logn.empty()) fatal("%s", logn.c_str());
+    const std::string conv = qk_conv_error(c.qk_conv, c.nope_layers);
+    if (!conv.empty()) fatal("%s", conv.c_str());
 }
 
 // The per-layer patterns from the flags: --attn, a pattern name or a comma list of them cycled
@@ -211,7 +240,8 @@ inline std::string config_to_json(const GPTConfig& c) {
     // Written only when there are NoPE layers, so configs without them read as before.
     const std::string nope = c.nope_layers.empty() ? "" : "\"nope_layers\":[" + int_list_text(c.nope_layers) + "],";
     const std::string logn = c.logn_attn ? "\"logn_attn\":" + std::to_string(c.logn_attn) + "," : "";  // likewise
-    return std::string(buf) + nope + logn + "\"layer_attn\":" + attn + "}";
+    const std::string conv = c.qk_conv ? "\"qk_conv\":" + std::to_string(c.qk_conv) + "," : "";  // likewise
+    return std::string(buf) + nope + logn + conv + "\"layer_attn\":" + attn + "}";
 }
 
 // Throws JsonError on a malformed or incomplete config (values of the wrong type or outside
@@ -222,10 +252,11 @@ inline GPTConfig config_from_json(const std::string& text) {
     // A key this build does not know is refused, not dropped: a model written by a newer build
     // (or edited by hand) would otherwise run as another model, and a resume would drop the key.
     for (const auto& [key, value] : j.obj) {
-        static const char* const kKeys[] = {"vocab_size", "n_layer", "n_embd", "n_head", "rope_theta", "layer_attn", "nope_layers", "logn_attn"};
+        static const char* const kKeys[] = {"vocab_size", "n_layer", "n_embd", "n_head", "rope_theta", "layer_attn", "nope_layers", "logn_attn",
+                                             "qk_conv"};
         if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
             throw JsonError("unknown key \"" + key.substr(0, 40) + "\" (this build reads vocab_size, n_layer, n_embd, n_head, rope_theta, "
-                            "layer_attn, nope_layers, logn_attn): use the build that wrote it, or remove the key");
+                            "layer_attn, nope_layers, logn_attn, qk_conv): use the build that wrote it, or remove the key");
     }
     const long long kInt = 2147483647;
     GPTConfig c;
@@ -245,5 +276,6 @@ inline GPTConfig config_from_json(const std::string& text) {
         for (const Json& l : nope) c.nope_layers.push_back((int)l.as_int("nope_layers", -kInt, kInt));
     }
     if (j.has("logn_attn")) c.logn_attn = (int)j.at("logn_attn").as_int("logn_attn", -kInt, kInt);  // validate_config: logn_attn_error
+    if (j.has("qk_conv")) c.qk_conv = (int)j.at("qk_conv").as_int("qk_conv", -kInt, kInt);  // validate_config: qk_conv_error
     return c;
 }

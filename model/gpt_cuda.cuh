@@ -20,6 +20,7 @@
 #include "layers/cuda/gelu.cuh"
 #include "layers/cuda/layernorm.cuh"
 #include "layers/cuda/matmul.cuh"
+#include "layers/cuda/qk_conv.cuh"
 #include "layers/cuda/ring_attention.cuh"
 #include "layers/cuda/residual.cuh"
 #include "layers/cuda/rope.cuh"
@@ -111,8 +112,9 @@ class DeviceArena {
 //     atomics, grids a function of the shapes only;
 //   - encoder (wte) backward: stable radix sort, then per-token sums in position order (its
 //     only atomic is an integer counter of a list whose order does not matter);
-//   - cross-entropy, GELU, RoPE, residual, AdamW, bf16 casts: elementwise or per-row with a
-//     fixed order.
+//   - the q/k convolution's weight gradient: partial sums per slab of rows, then a fixed-order sum;
+//   - cross-entropy, GELU, RoPE, the q/k convolution's forward and input gradient, residual,
+//     AdamW, bf16 casts: elementwise or per-row with a fixed order.
 // Without it (the default): everything above holds except the flash attention backward, whose
 // default (wgmma) kernels and dilated path add dQ with fp32 atomicAdd in whatever order blocks
 // finish. dQ then differs in its last bits from run to run, which reaches every upstream
@@ -219,6 +221,9 @@ class CudaBackend : public ModelBackend {
         n.extra = ring_pool_bytes(B, T);  // the ring's buffers (context parallel only)
         const size_t C = cfg_.n_embd, H = cfg_.n_head;
         n.per_token_per_layer = r == Recompute::None ? 16 * C * 2 + (4 + H) * 4 : r == Recompute::Selective ? 6 * C * 2 + H * 4 : C * 2;
+        int conv_layers = 0;  // their raw q and k, kept where the attention's inputs are
+        for (int l = 0; l < cfg_.n_layer; l++) conv_layers += cfg_.layer_qk_conv(l) > 0;
+        if (r != Recompute::Full) n.per_token_per_layer += (size_t)conv_layers * 2 * C * 2 / cfg_.n_layer;
         return n;
     }
     size_t memory_available() const override {
@@ -253,6 +258,7 @@ class CudaBackend : public ModelBackend {
     double last_loss_sum() const override { return last_loss_sum_; }
     void set_context_parallel(Comm* comm) override {
         check_ring_backend(comm != nullptr, attn_);
+        if (comm && cfg_.qk_conv) fatal("%s", kQkConvRingError);
         cp_ = comm;
     }
     // A communicator with a stream (NCCL) runs the sum there, ordered after the backward by an
@@ -410,6 +416,7 @@ class CudaBackend : public ModelBackend {
     // does not keep point into work_, shared by the blocks and recomputed in the backward.
     struct Layer {
         bf16 *ln1, *qkv, *atty, *resid_attn, *ln2, *fch_pre, *fch_gelu, *resid_out;  // (B,T,C|3C|4C)
+        bf16* qk_raw;  // (B,T,2C): q and k before the convolution, in a layer that has one
         float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lse;                       // (B,T), (B,H,T)
     };
     Recompute recompute_ = Recompute::None;
@@ -417,9 +424,11 @@ class CudaBackend : public ModelBackend {
     Layer work_{};
     bf16 *encoded_, *lnf_, *tmp_, *qkv_pre_;
     float *lnf_mean_, *lnf_rstd_, *losses_, *logits_d_;
-    // Backward scratch.
-    bf16 *dresid_, *dln_, *dqkv_, *datty_, *dfch_;
+    // Backward scratch; the q/k convolution's (when the model has one): the gradient of its input
+    // and its weight gradient's partial sums.
+    bf16 *dresid_, *dln_, *dqkv_, *datty_, *dfch_, *dqkv_conv_ = nullptr;
     void *classifier_scratch_, *ln_scratch_, *attn_workspace_;
+    float* conv_scratch_ = nullptr;
 
     // What the ring's buffer pool (layers/cuda/ring_attention.cuh) holds once a layer has run
     // its forward and backward, the most any rank of the ring holds (later layers and steps reuse the same
@@ -495,22 +504,24 @@ class CudaBackend : public ModelBackend {
         auto f32 = [&](float*& dst, size_t n) { place(dst, n * 4); };
         place(tokens_d_, BT * 4), place(targets_d_, BT * 4), place(pos_d_, (size_t)T * 4), place(doc_start_d_, BT * 4);
         // What a block keeps (model/recompute.h); work_ holds the rest for every block.
-        auto place_layer = [&](Layer& a, Recompute keep) {
+        auto place_layer = [&](Layer& a, Recompute keep, bool qk_conv) {
             const bool all = keep == Recompute::None, attn = keep != Recompute::Full;
             if (all) bf(a.ln1, BT * C), bf(a.ln2, BT * C), bf(a.fch_pre, BT * 4 * C), bf(a.fch_gelu, BT * 4 * C);
             if (all) f32(a.ln1_mean, BT), f32(a.ln1_rstd, BT), f32(a.ln2_mean, BT), f32(a.ln2_rstd, BT);
             if (attn) bf(a.qkv, BT * 3 * C), bf(a.atty, BT * C), bf(a.resid_attn, BT * C), f32(a.lse, BT * H);
+            if (attn && qk_conv) bf(a.qk_raw, BT * 2 * C);
         };
         if (assign) layers_.assign(cfg_.n_layer, Layer{}), work_ = Layer{};
         Layer unused{};  // planning only: places are counted, nothing is pointed
         auto layer = [&](int l) -> Layer& { return assign ? layers_[l] : unused; };
-        for (int l = 0; l < cfg_.n_layer; l++) bf(layer(l).resid_out, BT * C), place_layer(layer(l), r);
+        for (int l = 0; l < cfg_.n_layer; l++) bf(layer(l).resid_out, BT * C), place_layer(layer(l), r, cfg_.layer_qk_conv(l) > 0);
         if (r != Recompute::None) {
             // work_'s GELU output is dfch_ (below): matmul_backward_cuda reads it before writing dfch.
             Layer& w = assign ? work_ : unused;
             bf(w.ln1, BT * C), bf(w.ln2, BT * C), bf(w.fch_pre, BT * 4 * C);
             f32(w.ln1_mean, BT), f32(w.ln1_rstd, BT), f32(w.ln2_mean, BT), f32(w.ln2_rstd, BT);
             if (r == Recompute::Full) bf(w.qkv, BT * 3 * C), bf(w.atty, BT * C), bf(w.resid_attn, BT * C), f32(w.lse, BT * H);
+            if (r == Recompute::Full && cfg_.qk_conv) bf(w.qk_raw, BT * 2 * C);
         }
         bf(encoded_, BT * C), bf(lnf_, BT * C), bf(tmp_, BT * C);
         f32(lnf_mean_, BT), f32(lnf_rstd_, BT), f32(losses_, BT), f32(logits_d_, V);
@@ -521,6 +532,10 @@ class CudaBackend : public ModelBackend {
         place(classifier_scratch_, classifier_scratch_bytes((int)BT, (int)V));
         place(ln_scratch_, layernorm_backward_scratch_bytes((int)BT, (int)C));
         place(attn_workspace_, attention_workspace_bytes(s));
+        if (cfg_.qk_conv) {
+            bf(dqkv_conv_, BT * 3 * C);
+            place(conv_scratch_, qk_conv_backward_scratch_bytes(B, T, (int)C, cfg_.qk_conv));
+        }
         if (!assign) return;
         assign->push_back([this, r](const DeviceArena&) {
             qkv_pre_ = dqkv_;
@@ -531,7 +546,7 @@ class CudaBackend : public ModelBackend {
                 from_work(a.resid_attn, work_.resid_attn), from_work(a.ln2, work_.ln2), from_work(a.fch_pre, work_.fch_pre);
                 from_work(a.fch_gelu, work_.fch_gelu), from_work(a.ln1_mean, work_.ln1_mean);
                 from_work(a.ln1_rstd, work_.ln1_rstd), from_work(a.ln2_mean, work_.ln2_mean);
-                from_work(a.ln2_rstd, work_.ln2_rstd), from_work(a.lse, work_.lse);
+                from_work(a.ln2_rstd, work_.ln2_rstd), from_work(a.lse, work_.lse), from_work(a.qk_raw, work_.qk_raw);
             }
         });
     }
@@ -643,7 +658,11 @@ class CudaBackend : public ModelBackend {
         mark("layernorm");
         matmul_forward_cuda(qkv_pre_, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C, stream_);  // (B, T, 3, H, D)
         mark("matmul");
-        rope_forward_cuda(a.qkv, qkv_pre_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_rope_theta(l), stream_);
+        if (const int W = cfg_.layer_qk_conv(l))  // a NoPE layer: its convolution instead of the rotary
+            qk_conv_forward_cuda(a.qkv, a.qk_raw, qkv_pre_, nullptr, w.qkconv, pos_d_, use_doc_start_ ? doc_start_d_ : nullptr, B_,
+                                 T_, C, W, stream_);
+        else
+            rope_forward_cuda(a.qkv, qkv_pre_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_rope_theta(l), stream_);
         logn_scale_queries_cuda(a.qkv, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_);
         mark("rope");
         attention_forward(a.atty, a.lse, a.qkv, cfg_.attn(l));                       // (B, T, H, D)
@@ -707,9 +726,16 @@ class CudaBackend : public ModelBackend {
             attention_backward(dqkv_, datty_, a.atty, a.lse, a.qkv, cfg_.attn(l));
             mark("attention");
             logn_scale_queries_cuda(dqkv_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_);
-            rope_backward_cuda(dqkv_, dqkv_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_rope_theta(l), stream_);
+            const bf16* dqkv_pre = dqkv_;  // the gradient of the QKV product's output
+            if (const int W = cfg_.layer_qk_conv(l)) {  // a NoPE layer: no rotary to undo
+                qk_conv_backward_cuda(dqkv_conv_, dw.qkconv, dqkv_, a.qk_raw, w.qkconv, pos_d_, use_doc_start_ ? doc_start_d_ : nullptr,
+                                      B_, T_, C, W, conv_scratch_, stream_);
+                dqkv_pre = dqkv_conv_;
+            } else {
+                rope_backward_cuda(dqkv_, dqkv_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_rope_theta(l), stream_);
+            }
             mark("rope");
-            matmul_backward_cuda(dln_, dw.qkvw, dw.qkvb, dqkv_, a.ln1, w.qkvw, BT, C, 3 * C, stream_);
+            matmul_backward_cuda(dln_, dw.qkvw, dw.qkvb, dqkv_pre, a.ln1, w.qkvw, BT, C, 3 * C, stream_);
             mark("matmul");
             layernorm_backward_cuda(dresid_, dw.ln1w, dw.ln1b, dln_, x_in, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, C, ln_scratch, stream_);
             mark("layernorm");

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 #include "layers/attention_decode.h"
+#include "layers/qk_conv.h"
 #include "model/attention_probe.h"
 #include "model/gpt.h"
 
@@ -60,12 +61,15 @@ class IncrementalModel {
     // The state as host floats, for a cache file (model/kv_cache_file.h): each layer's K/V rows
     // (B, rows, 2, H, D) (every position so far, or a dilated layer's packed branches one after
     // the other: kv_cache_rows), and the final hidden state of each sequence's last token (B, C),
-    // from which its logits come. import_state puts such a state in a fresh cache.
+    // from which its logits come; in a layer with a q/k convolution (W wide), its last W - 1 raw
+    // q and k rows (B, W - 1, 2C), which the next token's convolution reads (empty elsewhere).
+    // import_state puts such a state in a fresh cache.
     struct State {
         long long position = 0;
         std::vector<long long> rows;
         std::vector<std::vector<float>> kv;
         std::vector<float> last_hidden;
+        std::vector<std::vector<float>> qk_tail;
     };
     virtual State export_state() = 0;
     virtual void import_state(const State& s) = 0;
@@ -90,7 +94,10 @@ class IncrementalModel {
 // layer unpack into, beside it.
 inline double kv_cache_bytes(const GPTConfig& cfg, long long len, int B, size_t elem) {
     double total = 0;
-    for (int l = 0; l < cfg.n_layer; l++) total += (double)kv_cache_rows_at(cfg.attn(l), len) * 2 * cfg.n_embd * elem * B;
+    for (int l = 0; l < cfg.n_layer; l++) {
+        total += (double)kv_cache_rows_at(cfg.attn(l), len) * 2 * cfg.n_embd * elem * B;
+        total += (double)std::max(cfg.layer_qk_conv(l) - 1, 0) * 2 * cfg.n_embd * elem * B;  // the q/k convolution's rows
+    }
     return total;
 }
 inline double kv_unpack_bytes(const GPTConfig& cfg, int B, int chunk, size_t elem) {
@@ -112,6 +119,8 @@ class KVCache {
                 layers_[l].store.emplace_back((size_t)B * std::max(s.rows, 0LL) * row);
                 layers_[l].branches.back().kv = layers_[l].store.back().data();
             }
+        for (int l = 0; l < model.cfg.n_layer; l++)  // zeros: what training's windows read before their first token
+            layers_[l].qk_tail.assign((size_t)B * std::max(model.cfg.layer_qk_conv(l) - 1, 0) * row, T(0));
     }
 
     int max_chunk() const { return max_chunk_; }
@@ -120,7 +129,7 @@ class KVCache {
     // Rows per sequence that layer l holds: every position so far, or its packed bound.
     long long rows(int layer) const { return kv_cache_rows_at(m_.cfg.attn(layer), next_pos_); }
     size_t layer_bytes(int layer) const {
-        size_t n = 0;
+        size_t n = layers_[layer].qk_tail.size() * sizeof(T);
         for (const std::vector<T>& s : layers_[layer].store) n += s.size() * sizeof(T);
         return n;
     }
@@ -154,6 +163,12 @@ class KVCache {
             layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(), w.ln1w, w.ln1b, BN, C);
             matmul_forward(qkv_pre_.data(), ln_.data(), w.qkvw, w.qkvb, BN, C, 3 * C);
             Layer& c = layers_[l];
+            if (const int W = cfg.layer_qk_conv(l)) {  // from here on qkv_pre_ holds the convolved q and k
+                conv_.resize(qkv_pre_.size());
+                qk_conv_forward(conv_.data(), (T*)nullptr, qkv_pre_.data(), c.qk_tail.data(), w.qkconv, qpos, nullptr, B_, n, C, W);
+                qk_conv_keep_tail(c.qk_tail.data(), qkv_pre_.data(), B_, n, C, W);
+                qkv_pre_.swap(conv_);
+            }
             const AttnPattern& pat = cfg.attn(l);
             if (n == 1 && pattern_decodes_one_token(pat)) {  // one token: rope, append and attend against the branches
                 grow(c, next_pos_ + 1);
@@ -205,6 +220,7 @@ class KVCache {
                 }
             st.rows.push_back(rows);
             st.kv.push_back(std::move(kv));
+            st.qk_tail.emplace_back(c.qk_tail.begin(), c.qk_tail.end());
         }
         st.last_hidden.assign((size_t)B_ * C, 0.0f);
         for (int b = 0; b < B_ && n_ > 0; b++)
@@ -223,6 +239,10 @@ class KVCache {
                     const long long n = br.w == kWholeSequence ? st.position : br.rows;
                     for (size_t i = 0; i < (size_t)n * row; i++) br.kv[(size_t)b * br.rows * row + i] = (T)st.kv[l][at++];
                 }
+            const std::vector<float> none;
+            const std::vector<float>& tail = l < st.qk_tail.size() ? st.qk_tail[l] : none;
+            if (tail.size() != c.qk_tail.size()) fatal("internal: a cache state whose q/k convolution rows do not fit layer %zu", l);
+            std::copy(tail.begin(), tail.end(), c.qk_tail.begin());
         }
         lnf_.assign(st.last_hidden.begin(), st.last_hidden.end());
     }
@@ -243,6 +263,9 @@ class KVCache {
                 for (int b = 0; b < B_; b++)
                     std::memcpy(dst.kv + (size_t)b * dst.rows * row, sb.kv + (size_t)from[b] * sb.rows * row, n * sizeof(T));
             }
+            const size_t tail = src.layers_[l].qk_tail.size() / src.B_;  // one sequence's
+            for (int b = 0; b < B_; b++)
+                std::copy_n(src.layers_[l].qk_tail.begin() + from[b] * tail, tail, layers_[l].qk_tail.begin() + b * tail);
         }
         lnf_.resize((size_t)B_ * C);
         for (int b = 0; b < B_; b++)
@@ -250,10 +273,12 @@ class KVCache {
     }
 
    private:
-    // One layer's cache: its branches (views of store's buffers, (B, rows, 2, H, D) each).
+    // One layer's cache: its branches (views of store's buffers, (B, rows, 2, H, D) each), and
+    // with a q/k convolution the last W - 1 raw q and k rows (B, W - 1, 2C).
     struct Layer {
         std::vector<CacheBranch<T>> branches;
         std::vector<std::vector<T>> store;
+        std::vector<T> qk_tail;
     };
     const GPT<T>& m_;
     int B_, max_chunk_, n_ = 0;
@@ -261,7 +286,7 @@ class KVCache {
     std::vector<Layer> layers_;
     std::vector<int> pos_;  // 0, 1, 2, ...: positions of queries and keys are slices of it
     AttnProbe* probe_ = nullptr;
-    std::vector<T> x_, ln_, mean_, rstd_, qkv_pre_, qkv_, atty_, lse_, tmp_, fch_, fch_gelu_, lnf_, scratch_;
+    std::vector<T> x_, ln_, mean_, rstd_, qkv_pre_, qkv_, atty_, lse_, tmp_, fch_, fch_gelu_, lnf_, scratch_, conv_;
 
     // A layer that keeps every row: room for `len` rows per sequence (doubling, so it rarely moves).
     void grow(Layer& c, long long len) {

@@ -14,6 +14,7 @@
 #include <vector>
 #include "layers/cuda/attention_decode.cuh"
 #include "layers/cuda/attention_flash_two_sided.h"
+#include "layers/cuda/qk_conv.cuh"
 #include "layers/cuda/ring_attention.cuh"
 #include "model/gpt_cuda.cuh"
 #include "model/kv_cache.h"
@@ -68,12 +69,22 @@ class KVCacheCuda : public IncrementalModel {
                 if (rows) CUDA_CHECK(cudaMemset(layers_[l].back().kv, 0, (size_t)B * rows * row * sizeof(bf16)));
             }
         }
+        // A layer with a q/k convolution keeps its last W - 1 raw q and k rows (zeros: what
+        // training's windows read before their first token), and a chunk's convolved qkv goes to qk_conv_.
+        qk_tail_.assign(cfg_.n_layer, nullptr);
+        for (int l = 0; l < cfg_.n_layer; l++)
+            if (const size_t n = tail_elements(l)) {
+                qk_tail_[l] = device_rows(n, "its q/k convolution's rows");
+                CUDA_CHECK(cudaMemset(qk_tail_[l], 0, n * sizeof(bf16)));
+            }
+        if (cfg_.qk_conv) qk_conv_ = device_rows(BN * 3 * C, "the convolved queries and keys");
     }
     ~KVCacheCuda() {
         if (graph_) cudaGraphExecDestroy(graph_);
         for (Layer& c : layers_)
             for (CacheBranch<bf16>& br : c) cudaFree(br.kv);
-        cudaFree(unpack_), cudaFree(part_o_), cudaFree(part_l_);
+        cudaFree(unpack_), cudaFree(part_o_), cudaFree(part_l_), cudaFree(qk_conv_);
+        for (bf16* t : qk_tail_) cudaFree(t);
     }
     KVCacheCuda(const KVCacheCuda&) = delete;
 
@@ -82,8 +93,8 @@ class KVCacheCuda : public IncrementalModel {
     void set_probe(AttnProbe* probe) override { probe_ = probe; }
     long long position() const override { return next_pos_; }
     long long rows(int layer) const { return kv_cache_rows_at(cfg_.attn(layer), next_pos_); }
-    size_t layer_bytes(int layer) const {  // the K/V rows allocated
-        size_t n = 0;
+    size_t layer_bytes(int layer) const {  // the K/V rows allocated, and the q/k convolution's
+        size_t n = tail_elements(layer) * sizeof(bf16);
         for (const CacheBranch<bf16>& br : layers_[layer]) n += (size_t)B_ * br.rows * 2 * cfg_.n_embd * sizeof(bf16);
         return n;
     }
@@ -159,6 +170,10 @@ class KVCacheCuda : public IncrementalModel {
                 }
             out.rows.push_back(rows);
             out.kv.push_back(std::move(kv));
+            h.resize(tail_elements(l));
+            if (!h.empty()) CUDA_CHECK(cudaMemcpy(h.data(), qk_tail_[l], h.size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+            out.qk_tail.emplace_back(h.size());
+            for (size_t i = 0; i < h.size(); i++) out.qk_tail.back()[i] = __bfloat162float(h[i]);
         }
         h.resize((size_t)B_ * C);
         out.last_hidden.assign((size_t)B_ * C, 0.0f);
@@ -181,6 +196,12 @@ class KVCacheCuda : public IncrementalModel {
                     for (size_t i = 0; i < n; i++) h[i] = __float2bfloat16(in.kv[l][at++]);
                     if (n) CUDA_CHECK(cudaMemcpy(br.kv + (size_t)b * br.rows * row, h.data(), n * sizeof(bf16), cudaMemcpyHostToDevice));
                 }
+            const std::vector<float> none;
+            const std::vector<float>& tail = (size_t)l < in.qk_tail.size() ? in.qk_tail[l] : none;
+            if (tail.size() != tail_elements(l)) fatal("internal: a cache state whose q/k convolution rows do not fit layer %d", l);
+            h.resize(tail.size());
+            for (size_t i = 0; i < h.size(); i++) h[i] = __float2bfloat16(tail[i]);
+            if (!h.empty()) CUDA_CHECK(cudaMemcpy(qk_tail_[l], h.data(), h.size() * sizeof(bf16), cudaMemcpyHostToDevice));
         }
         h.resize(in.last_hidden.size());
         for (size_t i = 0; i < h.size(); i++) h[i] = __float2bfloat16(in.last_hidden[i]);
@@ -208,6 +229,10 @@ class KVCacheCuda : public IncrementalModel {
                     CUDA_CHECK(cudaMemcpyAsync(dst.kv + (size_t)b * dst.rows * row, sb.kv + (size_t)from[b] * sb.rows * row,
                                                n * sizeof(bf16), cudaMemcpyDeviceToDevice, st));
             }
+            const size_t tail = tail_elements(l) / B_;  // one sequence's
+            for (int b = 0; b < B_ && tail > 0; b++)
+                CUDA_CHECK(cudaMemcpyAsync(qk_tail_[l] + b * tail, src->qk_tail_[l] + from[b] * tail, tail * sizeof(bf16),
+                                           cudaMemcpyDeviceToDevice, st));
         }
         for (int b = 0; b < B_; b++)
             CUDA_CHECK(cudaMemcpyAsync(lnf_ + b * C, src->lnf_ + ((size_t)from[b] * src->n_ + src->n_ - 1) * C, C * sizeof(bf16),
@@ -231,6 +256,11 @@ class KVCacheCuda : public IncrementalModel {
     // Decoding's partials (B, pieces, H, D) and (B, pieces, H) fp32, for the layer with most pieces.
     float *part_o_ = nullptr, *part_l_ = nullptr;
     int part_pieces_ = 0;
+    // Per layer, its q/k convolution's last W - 1 raw q and k rows (B, W - 1, 2C), or nullptr; and
+    // a chunk's rows (B, n, 3C) after the convolution.
+    std::vector<bf16*> qk_tail_;
+    bf16* qk_conv_ = nullptr;
+    size_t tail_elements(int l) const { return (size_t)B_ * std::max(cfg_.layer_qk_conv(l) - 1, 0) * 2 * cfg_.n_embd; }
     // Ordinary rows (B, unpack_rows_, 2, H, D) that a dilated layer's chunk attends.
     bf16* unpack_ = nullptr;
     long long unpack_rows_ = 0;
@@ -285,13 +315,19 @@ class KVCacheCuda : public IncrementalModel {
             // residual add into the product before it (matmul.cuh: matmul_rows_kernel,
             // kMatmulFuseRowsMax); more sequences and a chunk run them apart.
             layernorm_matmul_forward_cuda(qkv_pre_, ln_, mean_, rstd_, x_, w.ln1w, w.ln1b, w.qkvw, w.qkvb, BN, C, 3 * C, st);
+            const bf16* qkv_pre = qkv_pre_;  // from here on, with a q/k convolution, the convolved rows
+            if (const int W = cfg_.layer_qk_conv(l)) {
+                qk_conv_forward_cuda(qk_conv_, nullptr, qkv_pre_, qk_tail_[l], w.qkconv, qpos, nullptr, B_, n, C, W, st);
+                qk_conv_keep_tail_cuda(qk_tail_[l], qkv_pre_, B_, n, C, W, st);
+                qkv_pre = qk_conv_;
+            }
             const float theta = cfg_.layer_rope_theta(l);
             const int logn = cfg_.layer_logn_base(l);
             if (decoding && kDecodeOneLaunch && B_ <= kDecodeOneLaunchMaxBatch) {  // rope, log-n, append, attention and merge: one launch
-                attention_decode_step_cuda(atty_, lse_, qkv_pre_, layers_[l], decode_pos_, B_, H, D, scale, theta, logn,
+                attention_decode_step_cuda(atty_, lse_, qkv_pre, layers_[l], decode_pos_, B_, H, D, scale, theta, logn,
                                            kDecodePieces, part_o_, part_l_, tickets_, st);
             } else {
-                rope_forward_cuda(qkv_, qkv_pre_, qpos, B_, n, H, D, theta, st);  // (B, n, 3, H, D)
+                rope_forward_cuda(qkv_, qkv_pre, qpos, B_, n, H, D, theta, st);  // (B, n, 3, H, D)
                 logn_scale_queries_cuda(qkv_, qpos, B_, n, H, D, logn, st);
                 if (decoding) {
                     cache_append_cuda(layers_[l], qkv_, decode_pos_, 1, B_, H, D, st);

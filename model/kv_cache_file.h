@@ -3,6 +3,8 @@
 //   kv.<l>        (B, rows_l, 2C) F32: layer l's K and V rows: every position before the cache's,
 //                 or a dilated layer's packed branches one after the other (model/kv_cache.h)
 //   last_hidden   (B, C) F32: each sequence's last token's final hidden state (its logits)
+//   qk_tail.<l>   (B, W - 1, 2C) F32: in a layer with a q/k convolution of W, its last raw q and k
+//                 rows, which the next token's convolution reads
 //   metadata: format "longnet-gpt-kv/2" (/1 held unpacked dilated rows and is refused), position,
 //   the model's config, and a hash of its weights, so a cache is refused by any other model.
 // Written to a temporary file and renamed.
@@ -30,6 +32,12 @@ inline void save_kv_cache(const std::string& path, IncrementalModel& m, const GP
         tensors.push_back({names[l], {B, (int)st.rows[l], 2 * cfg.n_embd}, st.kv[l].data()});
     }
     tensors.push_back({"last_hidden", {B, cfg.n_embd}, st.last_hidden.data()});
+    std::vector<std::string> tails(cfg.n_layer);
+    for (int l = 0; l < cfg.n_layer; l++)
+        if (const int W = cfg.layer_qk_conv(l)) {
+            tails[l] = "qk_tail." + std::to_string(l);
+            tensors.push_back({tails[l], {B, W - 1, 2 * cfg.n_embd}, st.qk_tail[l].data()});
+        }
     write_safetensors(path, tensors,
                       {{"format", "longnet-gpt-kv/2"}, {"position", std::to_string(st.position)},
                        {"config", config_to_json(cfg)}, {"weights", fingerprint}},
@@ -100,6 +108,17 @@ inline void load_kv_cache(const std::string& path, IncrementalModel& m, const GP
     }
     st.last_hidden.resize((size_t)B * cfg.n_embd);
     f.read("last_hidden", {B, cfg.n_embd}, st.last_hidden.data());
+    st.qk_tail.resize(cfg.n_layer);
+    for (int l = 0; l < cfg.n_layer; l++)
+        if (const int W = cfg.layer_qk_conv(l)) {
+            const std::string name = "qk_tail." + std::to_string(l);
+            if (!f.has(name)) fatal("--load-cache %s has no tensor %s: prefill again with --save-cache", path.c_str(), name.c_str());
+            if (f.tensors.at(name).shape != std::vector<int>{B, W - 1, 2 * cfg.n_embd})
+                fatal("--load-cache %s: tensor %s does not fit %d sequences of this model: prefill again with --save-cache",
+                      path.c_str(), name.c_str(), B);
+            st.qk_tail[l].resize((size_t)B * (W - 1) * 2 * cfg.n_embd);
+            f.read(name, {B, W - 1, 2 * cfg.n_embd}, st.qk_tail[l].data());
+        }
     auto check_values = [&](const std::vector<float>& v, const std::string& name) {
         for (float x : v)
             if (!(std::fabs(x) <= kMaxCacheValue))
@@ -108,5 +127,6 @@ inline void load_kv_cache(const std::string& path, IncrementalModel& m, const GP
     };
     for (int l = 0; l < cfg.n_layer; l++) check_values(st.kv[l], "kv." + std::to_string(l));
     check_values(st.last_hidden, "last_hidden");
+    for (int l = 0; l < cfg.n_layer; l++) check_values(st.qk_tail[l], "qk_tail." + std::to_string(l));
     m.import_state(st);
 }

@@ -10,7 +10,8 @@
 #include "core/flags.h"
 #include "layers/common.h"
 
-// The decay applies to matrices only (ParamTensor::decay); vectors (biases, LayerNorm gains) keep 0.
+// The decay applies to the matrices of products only (ParamTensor::decay); vectors (biases,
+// LayerNorm gains) and the q/k convolutions keep 0.
 struct AdamWConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
 };

@@ -15,7 +15,8 @@ docs/attention-spec.md gives it. No KV cache, no document masks (infer applies n
 
 --break WHAT computes a deliberately wrong model, so that a test can see the comparison fail:
 eps (LayerNorm epsilon 1e-6), rotary (no rotary embedding in layer 0), pairing (rotate
-neighbouring dimensions, 2i with 2i+1), logn (no log-n scaling), mask (every layer dense causal).
+neighbouring dimensions, 2i with 2i+1), logn (no log-n scaling), mask (every layer dense causal),
+qkconv (the q/k convolution's taps reversed: the weight of the token itself on the oldest).
 numpy comes from Debian's python3-numpy (scripts/install_deps.sh).
 """
 import argparse
@@ -109,6 +110,17 @@ def rope(x, positions, base, pairing):
         out[..., 0::2], out[..., 1::2] = a * c - b * s, a * s + b * c
         return out
     sys.exit(f"error: rotary {pairing!r} is not one this script knows")
+
+
+def qk_conv(x, weight, broken=False):
+    """x (T, C): a causal depthwise convolution, out[t] = sum_j weight[j] * x[t - j] (weight (W, C),
+    row 0 the token itself; tokens before 0 read as 0). layers/qk_conv.h."""
+    if broken:
+        weight = weight[::-1]
+    out = np.zeros_like(x)
+    for j in range(weight.shape[0]):
+        out[j:] += weight[j] * x[:x.shape[0] - j]
+    return out
 
 
 def logn_scale(q, positions, base):
@@ -228,6 +240,11 @@ def block(x, w, l, config, fwd, positions):
     layer = fwd["layers"][l]
     p = f"blocks.{l}."
     qkv = matmul(layernorm(x, w[p + "ln1.weight"], w[p + "ln1.bias"], eps), w[p + "attn.qkv.weight"], w[p + "attn.qkv.bias"])
+    if layer.get("qk_conv", 0):  # a NoPE layer's q/k convolution: weight (W, 2C), q's channels then k's
+        conv = w[p + "attn.qk_conv.weight"]
+        broken = "qkconv" in BROKEN
+        qkv = np.concatenate([qk_conv(qkv[:, :C], conv[:, :C], broken), qk_conv(qkv[:, C:2 * C], conv[:, C:], broken),
+                              qkv[:, 2 * C:]], axis=1)
     q, k, v = (qkv[:, i * C:(i + 1) * C].reshape(T, H, D) for i in range(3))
     base = 0 if ("rotary" in BROKEN and l == 0) else layer["rotary_base"]
     pairing = "interleaved" if "pairing" in BROKEN else fwd["rotary"]
@@ -276,7 +293,7 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-4, help="--compare: the largest relative difference accepted")
     ap.add_argument("--all", action="store_true", help="print the logits of every position, not only the last")
     ap.add_argument("--break", dest="broken", action="append", default=[],
-                    choices=["eps", "rotary", "pairing", "logn", "mask"], help="compute a deliberately wrong model")
+                    choices=["eps", "rotary", "pairing", "logn", "mask", "qkconv"], help="compute a deliberately wrong model")
     a = ap.parse_args()
     BROKEN.update(a.broken)
     meta, w = read_safetensors(a.checkpoint)

@@ -94,6 +94,32 @@ edited "$work/logn_edit" 10000 '"nope_layers":[1],"logn_attn":1,'
 refused "infer, checkpoint with logn_attn 1" "--logn-attn must be 0 (off) or a window length" \
     ./build/infer --device cpu --checkpoint "$work/logn_edit" --prompt "In" --max-new 2
 
+# ---- the q/k convolution: NoPE layers only, a width in [2, 64], not under --cp; recorded; --init-from
+# a model without it starts it at the identity
+refused "train --qk-conv without NoPE layers" "--qk-conv acts on the queries and keys of NoPE layers and the model has none" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --qk-conv 4 --out "$work/conv_no_nope"
+refused "train --qk-conv 1" "--qk-conv must be 0 (off) or a convolution's width in [2, 64] (got 1)" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --qk-conv 1 --out "$work/conv_one"
+refused "train --qk-conv with --cp 2" "--qk-conv and --cp do not combine" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --qk-conv 4 --cp 2 --simulate-ranks 2 --out "$work/conv_cp"
+[ ! -e "$work/conv_no_nope" ] && [ ! -e "$work/conv_one" ] && [ ! -e "$work/conv_cp" ] && pass "the refused --qk-conv runs left no --out" \
+    || fail "a refused --qk-conv run made its --out"
+accepted "train --qk-conv 4 with NoPE layer 1" tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --qk-conv 4 --out "$work/conv_ok"
+grep -qF 'qk_conv\":4,' "$work/conv_ok/ckpt_00000002.safetensors" && grep -qF 'blocks.1.attn.qk_conv.weight' "$work/conv_ok/ckpt_00000002.safetensors" \
+    && pass "--qk-conv is recorded in the checkpoint's config, its weights as blocks.1.attn.qk_conv.weight" \
+    || fail "--qk-conv 4 or its weights are not in the checkpoint"
+refused "train --resume with another --qk-conv" "--qk-conv is 3 but the checkpoint's model has 4" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --qk-conv 3 --resume --out "$work/conv_ok"
+./build/train "${tiny[@]}" --nope-layers 0,1 --qk-conv 4 --init-from "$work/nope_ok" --out "$work/conv_from_nope" > "$work/conv_from_nope.log" 2>&1 \
+    && grep -q 'the q/k convolutions from the identity' "$work/conv_from_nope.log" \
+    && pass "--init-from a model without the convolution: its weights, the convolutions from the identity" \
+    || fail "--init-from a model without the convolution: $(tail -1 "$work/conv_from_nope.log")"
+refused "--init-from a model with another --qk-conv" "convolves its queries and keys over 4 tokens but this run asks for 3: pass --qk-conv 4" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --qk-conv 3 --init-from "$work/conv_ok" --out "$work/conv_other"
+edited "$work/conv_edit" 10000 '"nope_layers":[1],"qk_conv":70,'
+refused "infer, checkpoint with qk_conv 70" "--qk-conv must be 0 (off) or a convolution's width in [2, 64] (got 70)" \
+    ./build/infer --device cpu --checkpoint "$work/conv_edit" --prompt "In" --max-new 2
+
 # ---- --layer-pattern entries that would change nothing, name a layer twice, or are malformed
 refused "train --layer-pattern 0:dense in an all-dense model" "--layer-pattern: layer 0 is dense already (--attn dense), so 0:dense changes nothing" \
     tests/last_wins.sh ./build/train "${tiny[@]}" --layer-pattern 0:dense --out "$work/dense_dense"

@@ -52,17 +52,18 @@ static size_t encoded_size(const GPT<float>& m) {
     std::vector<const BlockActs<float>*> blocks = {&m.work};
     for (const BlockActs<float>& a : m.acts) blocks.push_back(&a);
     for (const BlockActs<float>* a : blocks)
-        for (const auto* v : {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att_lse, &a->resid_attn, &a->ln2,
+        for (const auto* v : {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->qk_raw, &a->atty, &a->att_lse, &a->resid_attn, &a->ln2,
                               &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu, &a->resid_out})
             n += v->size();
     return n;
 }
 
-static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int logn_attn = 0) {
+static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
+    cfg.qk_conv = qk_conv;
     GPT<double> m(cfg);
     m.init_weights(seed);
     // Larger weights than the init so every path carries a gradient well above rounding.
@@ -79,13 +80,18 @@ static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int
     double worst = 0;
     std::string worst_name;
     for (const ParamTensor& t : m.layout) {
+        // The convolutions' gradients are ~1e-7 here (they reach the loss through q and k only, as
+        // the key biases do), where a step of 1e-5 leaves ~1e-11 of rounding in the difference: a
+        // step of 1e-4 brings the rounding down and the truncation (~step^2) stays far below it.
+        const double step = t.name.find("qk_conv") != std::string::npos ? 1e-4 : 1e-5;
         const double err = gc::check_grad(t.name.c_str(), m.params.data() + t.offset, t.size,
-                                          analytic.data() + t.offset, loss, 1e-5, 48);
+                                          analytic.data() + t.offset, loss, step, 48);
         if (!(err <= tol)) report(false, ("gradient of " + t.name).c_str(), err, tol);
         if (!(err <= worst)) worst = err, worst_name = t.name;
     }
     const std::string nope = (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
-                             (logn_attn ? ", log-n attention from position " + std::to_string(logn_attn) : "");
+                             (logn_attn ? ", log-n attention from position " + std::to_string(logn_attn) : "") +
+                             (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "");
     report(worst <= tol, ("model gradient" + nope + ", all tensors (worst " + worst_name + ")").c_str(), worst, tol);
 }
 
@@ -286,10 +292,12 @@ static void test_checkpoint_roundtrip(uint64_t seed) {
 // computed by the same code from the same inputs), for dense, dilated and block-sparse layers
 // with document masks; and what the blocks hold is what the memory model says, smaller for
 // each policy in turn.
-static void test_recompute_policies(uint64_t seed) {
+static void test_recompute_policies(uint64_t seed, int qk_conv = 0) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.n_layer = 3;
+    if (qk_conv) cfg.nope_layers = {1}, cfg.qk_conv = qk_conv;  // its raw q and k kept or recomputed with the rest
+    const std::string conv = qk_conv ? " (q/k convolution " + std::to_string(qk_conv) + ")" : "";
     AttnPattern dil;
     dil.kind = AttnKind::Dilated, dil.dilated.segments = {2, 4}, dil.dilated.dilations = {1, 2};
     AttnPattern bs;
@@ -312,7 +320,7 @@ static void test_recompute_policies(uint64_t seed) {
         }
         size_t held = encoded_size(m);
         const size_t predicted = GPT<float>::activation_elements(cfg, b.B, b.T, r);
-        const std::string name = recompute_name(r);
+        const std::string name = recompute_name(r) + conv;
         report(held == predicted, ("recompute " + name + ": memory model == allocation").c_str(),
                std::fabs((double)held - (double)predicted), 0);
         if (r == Recompute::None) {
@@ -335,8 +343,39 @@ static void test_recompute_policies(uint64_t seed) {
         m.zero_grad();
         m.backward();
         const size_t diff = gc::count_bit_mismatch(m.grads.data(), ref_grads.data(), ref_grads.size());
-        report(diff > 0, "recompute full from other positions: gradients differ (control)", (double)diff, 0);
+        report(diff > 0, ("recompute full from other positions: gradients differ (control)" + conv).c_str(), (double)diff, 0);
     }
+}
+
+// The q/k convolution starts as the identity: a model with it computes, at init, what the same
+// weights compute without it, and train --init-from's layout change (a model without the
+// convolutions into one with them) keeps every other tensor. Off the identity, it changes the loss
+// (control: the check can fail), and each convolution tensor is out of weight decay.
+static void test_qk_conv_identity(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig plain = tiny_config(), conv = tiny_config();
+    plain.nope_layers = conv.nope_layers = {1};
+    conv.qk_conv = 4;
+    GPT<double> a(plain), b(conv);
+    a.init_weights(seed);
+    for (double& w : a.params) w += rng.uniform(-0.2, 0.2);
+    const std::vector<float> from(a.params.begin(), a.params.end());
+    const std::vector<float> to = weights_with_identity_convolutions(from, plain, conv);
+    b.params.assign(to.begin(), to.end());
+    for (double& w : a.params) w = (float)w;  // both from the same float weights
+    const Batch x = random_batch(rng, plain.vocab_size);
+    const double la = a.forward(x.tokens.data(), x.targets.data(), x.doc_start.data(), x.B, x.T, x.pos.data());
+    const double lb = b.forward(x.tokens.data(), x.targets.data(), x.doc_start.data(), x.B, x.T, x.pos.data());
+    report(std::fabs(la - lb) < 1e-12, "q/k convolution at the identity: the loss of the model without it", std::fabs(la - lb), 1e-12);
+    double* w = nullptr;
+    bool decay = true;
+    for (const ParamTensor& p : b.layout)
+        if (p.name == "blocks.1.attn.qk_conv.weight") w = b.params.data() + p.offset, decay = p.decay;
+    report(w && !decay, "q/k convolution: a tensor of its own, out of weight decay", 0, 0);
+    if (!w) return;
+    w[2 * conv.n_embd + 3] = 0.5;  // the token two back, one query channel
+    const double lc = b.forward(x.tokens.data(), x.targets.data(), x.doc_start.data(), x.B, x.T, x.pos.data());
+    report(std::fabs(lc - lb) > 1e-6, "q/k convolution off the identity changes the loss (control)", std::fabs(lc - lb), 1e-6);
 }
 
 // Incremental inference (model/kv_cache.h): a prompt prefilled in chunks, then decoded one token
@@ -346,18 +385,22 @@ static void test_recompute_policies(uint64_t seed) {
 // Dilated patterns: nested segments; and segments that do not divide one another, with a dilation
 // above the head count (offset classes that no head keeps) and one that does not divide its segment.
 static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows, std::vector<int> nope_layers = {},
-                          int logn_attn = 0) {
+                          int logn_attn = 0, int qk_conv = 0) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.n_layer = 3;
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
+    cfg.qk_conv = qk_conv;
     AttnPattern bs;
     bs.kind = AttnKind::BlockSparse, bs.block_sparse.block = 2, bs.block_sparse.window = 3, bs.block_sparse.global = 1;
     cfg.layer_attn = {AttnPattern{}, dil, bs};
     const int B = 2, N = 37, chunk = 5, prompt = 13;
     GPT<double> full(cfg);  // in double: the cache sums in another order than the full forward
     full.init_weights(seed);
+    for (const ParamTensor& t : full.layout)  // convolutions off the identity: the rows before a chunk count
+        if (t.name.find("qk_conv") != std::string::npos)
+            for (size_t i = 0; i < t.size; i++) full.params[t.offset + i] += rng.uniform(-0.5, 0.5);
     std::vector<int> tokens(B * N);
     for (int& t : tokens) t = rng.randint(0, cfg.vocab_size - 1);
     full.forward(tokens.data(), nullptr, nullptr, B, N);
@@ -384,10 +427,12 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
     const std::string name = "KV cache == full forward, dilated w " + std::to_string(dil.dilated.segments[0]) + "," +
                              std::to_string(dil.dilated.segments[1]) + " r " + std::to_string(dil.dilated.dilations[0]) + "," +
                              std::to_string(dil.dilated.dilations[1]) + (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
-                             (logn_attn ? ", log-n from " + std::to_string(logn_attn) : "");
+                             (logn_attn ? ", log-n from " + std::to_string(logn_attn) : "") +
+                             (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "");
     report(worst < 1e-10, name.c_str(), worst, 1e-10);
     // sum_i ceil(w_i / r_i) packed rows per head, of 2 x width values, per sequence.
-    const size_t bound = (size_t)B * packed_rows * 2 * cfg.n_embd * sizeof(double);
+    // With a q/k convolution the layer also keeps its last W - 1 raw q and k rows.
+    const size_t bound = (size_t)B * (packed_rows + std::max(cfg.layer_qk_conv(1) - 1, 0)) * 2 * cfg.n_embd * sizeof(double);
     const bool dense_all = cache.layer_bytes(0) >= (size_t)B * N * 2 * cfg.n_embd * sizeof(double);
     report(dilated_fixed && dilated_bytes == bound && dense_all,
            "KV cache: dilated layer holds sum w_i/r_i packed rows, never more; dense keeps all", (double)dilated_bytes,
@@ -439,31 +484,44 @@ static void test_sliding_perplexity(uint64_t seed, bool dilated) {
 
 // A cache saved to a file and loaded into a fresh one decodes exactly as the original; a file
 // from other weights is refused.
-static void test_kv_cache_file(uint64_t seed) {
+// A cache saved and loaded (and one gathered from it, as infer copies a prefilled context to
+// several prompts) decodes the same bits as the cache it came from; with a q/k convolution (off
+// the identity) its kept rows travel too.
+static void test_kv_cache_file(uint64_t seed, int qk_conv = 0) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     AttnPattern dil;
     dil.kind = AttnKind::Dilated, dil.dilated.segments = {4, 8}, dil.dilated.dilations = {1, 2};
     cfg.layer_attn = {dil, AttnPattern{}};
+    if (qk_conv) cfg.nope_layers = {0, 1}, cfg.qk_conv = qk_conv;
+    const std::string conv = qk_conv ? " (q/k convolution " + std::to_string(qk_conv) + ")" : "";
     GPT<float> m(cfg);
     m.init_weights(seed);
+    for (const ParamTensor& t : m.layout)
+        if (t.name.find("qk_conv") != std::string::npos)
+            for (size_t i = 0; i < t.size; i++) m.params[t.offset + i] += (float)rng.uniform(-0.5, 0.5);
     std::vector<int> ids(30);
     for (int& t : ids) t = rng.randint(0, cfg.vocab_size - 1);
-    CpuIncremental a(m, 1, 7), b(m, 1, 7);
+    CpuIncremental a(m, 1, 7), b(m, 1, 7), g(m, 2, 7);
     for (int at = 0; at < 21; at += 7) a.append(ids.data() + at, 7);
     const std::string path = "build/test_kv_cache_file.safetensors";
     const std::vector<float> params(m.params.begin(), m.params.end());
     save_kv_cache(path, a, cfg, weights_fingerprint(params));
     load_kv_cache(path, b, cfg, weights_fingerprint(params), 1);
-    std::vector<float> la(cfg.vocab_size), lb(cfg.vocab_size);
+    g.replicate(a);
+    std::vector<float> la(cfg.vocab_size), lb(cfg.vocab_size), lg(cfg.vocab_size);
     a.logits(la.data(), 0, 6), b.logits(lb.data(), 0, 0);
-    size_t diff = gc::count_bit_mismatch(la.data(), lb.data(), la.size());
+    size_t diff = gc::count_bit_mismatch(la.data(), lb.data(), la.size()), gathered = 0;
     for (int at = 21; at < 30; at++) {
-        a.append(&ids[at], 1), b.append(&ids[at], 1);
-        a.logits(la.data(), 0, 0), b.logits(lb.data(), 0, 0);
+        const int two[2] = {ids[at], ids[at]};
+        a.append(&ids[at], 1), b.append(&ids[at], 1), g.append(two, 1);
+        a.logits(la.data(), 0, 0), b.logits(lb.data(), 0, 0), g.logits(lg.data(), 1, 0);
         diff += gc::count_bit_mismatch(la.data(), lb.data(), la.size());
+        gathered += gc::count_bit_mismatch(la.data(), lg.data(), la.size());
     }
-    report(diff == 0 && b.position() == 30, "KV cache file: saved, loaded, decodes the same bits", (double)diff, 0);
+    report(diff == 0 && b.position() == 30, ("KV cache file: saved, loaded, decodes the same bits" + conv).c_str(), (double)diff, 0);
+    report(gathered == 0, ("KV cache gathered into another: decodes the same bits" + conv).c_str(), (double)gathered, 0);
+    if (qk_conv) return;
     std::string what;
     try {
         CpuIncremental c(m, 1, 7);
@@ -483,6 +541,9 @@ static int main_body(int argc, char** argv) {
     test_gradients(seed);
     test_gradients(seed, {1});
     test_gradients(seed, {0, 1}, 30);
+    test_gradients(seed, {1}, 0, 3);
+    test_gradients(seed, {0, 1}, 30, 4);
+    test_qk_conv_identity(seed);
     test_nope_layers(seed);
     test_logn_attn(seed);
     test_float_matches_double(seed);
@@ -491,13 +552,17 @@ static int main_body(int argc, char** argv) {
     test_overfit(seed);
     test_checkpoint_roundtrip(seed);
     test_recompute_policies(seed);
+    test_recompute_policies(seed, 3);
     test_kv_cache(seed, dilated_pattern(true, {4, 8}, {1, 2}), 4 + 4);
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3);
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2});
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10);
+    test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 1, 2}, 0, 3);
+    test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10, 7);
     test_sliding_perplexity(seed, false);
     test_sliding_perplexity(seed, true);
     test_kv_cache_file(seed);
+    test_kv_cache_file(seed, 3);
     return check_report();
 }
 

@@ -38,6 +38,7 @@
 #include "layers/gelu.h"
 #include "layers/layernorm.h"
 #include "layers/matmul.h"
+#include "layers/qk_conv.h"
 #include "layers/residual.h"
 #include "layers/rope.h"
 #include "tests/check.h"
@@ -219,6 +220,79 @@ struct RopeOp : OpBase {
         rope_backward(g[0].data(), d[0].data(), pos.data(), B, Tn, H, D, theta);
     }
 };
+
+// The q/k convolution (layers/qk_conv.h) over (B, T, 3C) rows, with a document mask whose second
+// document starts inside row 1 when `docs`; raw (q and k before it) is a saved output.
+struct QkConvOp : OpBase {
+    int B, Tn, C, W;
+    std::vector<int> pos, doc_start;
+    QkConvOp(int B_, int T_, int C_, int W_, bool docs) : B(B_), Tn(T_), C(C_), W(W_) {
+        op = "qk_conv";
+        shape = strf("B=%d,T=%d,C=%d,W=%d%s", B, Tn, C, W, docs ? ",docs" : "");
+        in = {{"qkv", (size_t)B * Tn * 3 * C, true, -1, 1}, {"weight", (size_t)W * 2 * C, true, -1, 1}};
+        out = {{"out", (size_t)B * Tn * 3 * C, true, 0, 0}, {"raw", (size_t)B * Tn * 2 * C, false, 0, 0}};
+        for (int t = 0; t < Tn; t++) pos.push_back(500 + t);
+        for (int r = 0; r < B && docs; r++)
+            for (int t = 0; t < Tn; t++) doc_start.push_back(r == 1 && t >= Tn / 3 ? 500 + Tn / 3 : 500);
+    }
+    template <typename T>
+    void forward(const Bufs<T>& i, Bufs<T>& o) const {
+        qk_conv_forward(o[0].data(), o[1].data(), i[0].data(), (const T*)nullptr, i[1].data(), pos.data(),
+                        doc_start.empty() ? nullptr : doc_start.data(), B, Tn, C, W);
+    }
+    template <typename T>
+    void backward(const Bufs<T>& i, const Bufs<T>& o, const Bufs<T>& d, Bufs<T>& g) const {
+        qk_conv_backward(g[0].data(), g[1].data(), d[0].data(), o[1].data(), i[1].data(), pos.data(),
+                         doc_start.empty() ? nullptr : doc_start.data(), B, Tn, C, W);
+    }
+};
+
+// The convolution written out at chosen rows (not the reference's loop), and a sequence run in
+// chunks, each reading the tail the chunks before kept (qk_conv_keep_tail), equal to the sequence
+// in one piece: chunks shorter and longer than the tail.
+static void qk_conv_checks(gc::Rng& rng) {
+    const int B = 2, N = 23, C = 3, W = 4;
+    std::vector<double> x((size_t)B * N * 3 * C), w((size_t)W * 2 * C), whole(x.size()), raw((size_t)B * N * 2 * C);
+    gc::fill_uniform(x.data(), x.size(), rng, -1, 1);
+    gc::fill_uniform(w.data(), w.size(), rng, -1, 1);
+    std::vector<int> pos(N), ds((size_t)B * N, 0);
+    for (int t = 0; t < N; t++) pos[t] = t;
+    for (int t = 10; t < N; t++) ds[(size_t)N + t] = 10;  // row 1: a document starts at 10
+    qk_conv_forward(whole.data(), raw.data(), x.data(), (const double*)nullptr, w.data(), pos.data(), ds.data(), B, N, C, W);
+    auto X = [&](int b, int t, int c) { return x[((size_t)b * N + t) * 3 * C + c]; };
+    auto Wt = [&](int j, int c) { return w[(size_t)j * 2 * C + c]; };
+    auto got = [&](int b, int t, int c) { return whole[((size_t)b * N + t) * 3 * C + c]; };
+    double err = 0;
+    // Row 0, token 5, a key channel: all four taps. Token 1: two taps (nothing before 0).
+    err = std::max(err, std::fabs(got(0, 5, C + 1) - (Wt(0, C + 1) * X(0, 5, C + 1) + Wt(1, C + 1) * X(0, 4, C + 1) +
+                                                       Wt(2, C + 1) * X(0, 3, C + 1) + Wt(3, C + 1) * X(0, 2, C + 1))));
+    err = std::max(err, std::fabs(got(0, 1, 2) - (Wt(0, 2) * X(0, 1, 2) + Wt(1, 2) * X(0, 0, 2))));
+    // Row 1, token 11: its document started at 10, so two taps; token 9 (the first document): four.
+    err = std::max(err, std::fabs(got(1, 11, 0) - (Wt(0, 0) * X(1, 11, 0) + Wt(1, 0) * X(1, 10, 0))));
+    err = std::max(err, std::fabs(got(1, 9, 0) - (Wt(0, 0) * X(1, 9, 0) + Wt(1, 0) * X(1, 8, 0) + Wt(2, 0) * X(1, 7, 0) +
+                                                  Wt(3, 0) * X(1, 6, 0))));
+    err = std::max(err, std::fabs(got(1, 4, 2 * C + 1) - X(1, 4, 2 * C + 1)));  // v passes
+    report("fwd", "qk_conv", "written out at chosen rows", err, 1e-15);
+
+    std::vector<double> tail((size_t)B * (W - 1) * 2 * C, 0.0), chunked(x.size());
+    const int cuts[] = {0, 2, 3, 9, 10, 11, 18, N};  // chunks of 2, 1, 6, 1, 1, 7, 5
+    for (size_t k = 0; k + 1 < sizeof cuts / sizeof cuts[0]; k++) {
+        const int at = cuts[k], n = cuts[k + 1] - at;
+        std::vector<double> in((size_t)B * n * 3 * C), o(in.size());
+        for (int b = 0; b < B; b++)
+            std::copy_n(x.begin() + ((size_t)b * N + at) * 3 * C, (size_t)n * 3 * C, in.begin() + (size_t)b * n * 3 * C);
+        qk_conv_forward(o.data(), (double*)nullptr, in.data(), tail.data(), w.data(), pos.data() + at, nullptr, B, n, C, W);
+        qk_conv_keep_tail(tail.data(), in.data(), B, n, C, W);
+        for (int b = 0; b < B; b++)
+            std::copy_n(o.begin() + (size_t)b * n * 3 * C, (size_t)n * 3 * C, chunked.begin() + ((size_t)b * N + at) * 3 * C);
+    }
+    std::vector<double> plain(x.size());  // the whole sequence without a document mask, as decoding runs
+    qk_conv_forward(plain.data(), (double*)nullptr, x.data(), (const double*)nullptr, w.data(), pos.data(), nullptr, B, N, C, W);
+    report("fwd", "qk_conv", "in chunks with the kept tail == whole", gc::rel_error(chunked.data(), plain.data(), plain.size()), 1e-15);
+    chunked[((size_t)1 * N + 12) * 3 * C] += 1e-3;  // control: one wrong element is seen
+    report("fwd", "qk_conv", "control: one element off is caught",
+           gc::rel_error(chunked.data(), plain.data(), plain.size()) > 1e-6 ? 0.0 : 1.0, 0);
+}
 
 // Q, K, V are strided views of one (B, N, 3, H, D) buffer, as the model uses them; dQ, dK, dV land
 // in the same layout of the one gradient buffer.
@@ -959,6 +1033,10 @@ static std::vector<Case> make_table() {
         plain(RopeOp(2, 5, 3, 8, 1000, 1)),
         plain(RopeOp(1, 7, 2, 16, 37, 3)),
         plain(RopeOp(2, 3, 1, 64, 0, 1)),
+        plain(QkConvOp(2, 9, 5, 3, false)),
+        plain(QkConvOp(2, 11, 4, 4, true)),
+        plain(QkConvOp(3, 5, 3, 7, true)),
+        {"qk_conv", qk_conv_checks},
         attn(AttentionOp(2, 9, 3, 8, true, Docs::None, 0)),
         attn(AttentionOp(2, 9, 3, 8, false, Docs::None, 0)),
         attn(AttentionOp(2, 17, 3, 16, true, Docs::Split, 1000)),

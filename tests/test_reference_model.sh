@@ -2,7 +2,7 @@
 # scripts/reference_model.py (numpy, float64, every hyperparameter from the checkpoint's metadata)
 # against `infer --device cpu --logits-out` on tiny checkpoints of every attention pattern (dense,
 # dilated, block-sparse with every builder, a per-head layout file, fixed, NoPE with log-n, a
-# per-layer list), to 1e-4 of the logits' scale over every position of a prompt longer than the
+# q/k convolution, a per-layer list), to 1e-4 of the logits' scale over every position of a prompt longer than the
 # patterns' segments, strides and blocks. Deliberate mistakes in the reference (--break) must be
 # seen: each pattern's mask, the LayerNorm epsilon, the rotary pairing and layer, log-n. The
 # checkpoint's "forward" record: one that contradicts this build is refused in one line, one
@@ -79,14 +79,19 @@ make_case fixed --layers 2 --attn fixed --stride 16 --summary 4 && { matches fix
 make_case nope_logn --layers 2 --nope-layers 1 --logn-attn 4 && { matches nope_logn; sees nope_logn logn; }
 make_case hybrid --layers 4 --attn dilated,block-sparse,fixed,dense --segments 16,64 --dilations 1,2 --block 8 --window 16 \
     --stride 16 --summary 4 --nope-layers 2,3 --logn-attn 32 && { matches hybrid; sees hybrid mask; }
-# Prefilled in chunks of 7 tokens, the cache gives the same logits.
-if build/infer --checkpoint "$work/hybrid" --device cpu --prompt "$prompt" --chunk 7 --logits-out "$work/hybrid7.logits" \
-        > "$work/hybrid7.log" 2>&1; then
-    out=$("$py" scripts/reference_model.py "$(ckpt hybrid)" --compare "$work/hybrid7.logits" 2>&1) \
-        && pass "hybrid, --chunk 7: the reference matches infer: $out" || fail "hybrid, --chunk 7: $out"
-else
-    fail "hybrid, --chunk 7: $(tail -1 "$work/hybrid7.log")"
-fi
+# The q/k convolution, its taps in the file's order (reversed: seen).
+make_case qkconv --layers 2 --nope-layers 1 --logn-attn 32 --qk-conv 4 && { matches qkconv; sees qkconv qkconv; }
+# Prefilled in chunks of 7 tokens (the convolution's rows carried from chunk to chunk), the cache
+# gives the same logits.
+for name in hybrid qkconv; do
+    if build/infer --checkpoint "$work/$name" --device cpu --prompt "$prompt" --chunk 7 --logits-out "$work/${name}7.logits" \
+            > "$work/${name}7.log" 2>&1; then
+        out=$("$py" scripts/reference_model.py "$(ckpt $name)" --compare "$work/${name}7.logits" 2>&1) \
+            && pass "$name, --chunk 7: the reference matches infer: $out" || fail "$name, --chunk 7: $out"
+    else
+        fail "$name, --chunk 7: $(tail -1 "$work/${name}7.log")"
+    fi
+done
 grep -q '^wrote the logits of [0-9]* positions' "$work/dense.infer.log" \
     && n=$(sed -n 's/^wrote the logits of \([0-9]*\) positions.*/\1/p' "$work/dense.infer.log") && [ "$n" -gt 64 ] \
     && pass "the prompt is $n tokens, longer than every segment, stride and block" \

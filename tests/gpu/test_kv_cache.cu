@@ -268,17 +268,27 @@ static int main_body(bool kernels_only) {
     for (int& t : tokens) t = rng.randint(0, cfg.vocab_size - 1);
     for (int with_bs = 2; with_bs >= 0; with_bs--) {
         cfg.layer_attn = {AttnPattern{}, dil, with_bs == 2 ? fx : with_bs ? bs : dil2};
-        // With the fixed layer, layers 0 and 2 NoPE with log-n attention from position 100: the
-        // prefill's chunks and the decoded tokens scale their queries as the full forward does.
+        // With the fixed layer, layers 0 and 2 NoPE with log-n attention from position 100 and a q/k
+        // convolution of 4: the prefill's chunks and the decoded tokens scale their queries and
+        // convolve (reading the rows the chunks before kept) as the full forward does.
         cfg.nope_layers = with_bs == 2 ? std::vector<int>{0, 2} : std::vector<int>{};
         cfg.logn_attn = with_bs == 2 ? 100 : 0;
+        cfg.qk_conv = with_bs == 2 ? 4 : 0;
         CudaBackend full(cfg, AttnBackend::Flash);
         full.init_weights(5);
+        if (cfg.qk_conv) {  // off the identity, so that the rows before a chunk count
+            std::vector<float> w(full.num_params());
+            full.get_params(w.data());
+            for (const ParamTensor& t : param_layout(cfg))
+                if (t.name.find("qk_conv") != std::string::npos)
+                    for (size_t i = 0; i < t.size; i++) w[t.offset + i] += (float)rng.uniform(-0.5, 0.5);
+            full.set_params(w.data());
+        }
         full.forward(tokens.data(), nullptr, nullptr, B, N, nullptr);
         std::vector<std::vector<float>> want((size_t)B * N, std::vector<float>(cfg.vocab_size));
         for (int b = 0; b < B; b++)
             for (int t = 0; t < N; t++) full.logits_at(want[(size_t)b * N + t].data(), b, t);
-        const std::string layers = with_bs == 2 ? "dense + dilated + fixed l32 c4, NoPE layers 0, 2 with log-n from 100"
+        const std::string layers = with_bs == 2 ? "dense + dilated + fixed l32 c4, NoPE layers 0, 2 with log-n from 100, q/k conv 4"
                                    : with_bs   ? "dense + dilated + block-sparse"
                                                : "dense + dilated + dilated 24/40 r 4/3";
         bool fixed = true;

@@ -37,13 +37,14 @@ static Batch make_batch(gc::Rng& rng, int B, int T, int V, bool doc_mask) {
 }
 
 static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std::vector<AttnPattern> layer_attn = {},
-                          std::vector<int> nope_layers = {}, int logn_attn = 0) {
+                          std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0) {
     gc::Rng rng(seed);
     GPTConfig cfg;
     cfg.vocab_size = 1003, cfg.n_layer = 2, cfg.n_embd = 192, cfg.n_head = 3;  // D = 64
     cfg.layer_attn = layer_attn;  // empty: every layer dense
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
+    cfg.qk_conv = qk_conv;
     const bool doc_mask = attn == AttnBackend::Flash;  // cuDNN has no document mask
     const Batch b = make_batch(rng, 3, 131, cfg.vocab_size, doc_mask);
     const int* ds = doc_mask ? b.doc_start.data() : nullptr;
@@ -346,6 +347,8 @@ static int main_body(int argc, char** argv) {
     compare_model(AttnBackend::Flash, "flash, fixed layer + NoPE dense layer, doc mask", seed + 11, {fixed, AttnPattern{}}, {1});
     // The NoPE layer with log-n attention from position 40 (rows 40..130 scaled, forward and backward).
     compare_model(AttnBackend::Flash, "flash, dense + NoPE dense layer with log-n attention from 40", seed + 12, {}, {1}, 40);
+    // The q/k convolution (started near the identity, its other taps +-0.02), cut by the document mask.
+    compare_model(AttnBackend::Flash, "flash, dense + NoPE dense layer with a q/k convolution of 4, doc mask", seed + 13, {}, {1}, 0, 4);
     compare_training(seed + 2);
     check_vocab_errors(seed + 4);
     check_gradient_buckets(seed + 13);

@@ -35,6 +35,7 @@
 #include "layers/gelu.h"
 #include "layers/layernorm.h"
 #include "layers/matmul.h"
+#include "layers/qk_conv.h"
 #include "layers/residual.h"
 #include "layers/rope.h"
 #include "tests/check.h"
@@ -47,6 +48,7 @@
 #include "layers/cuda/gelu.cuh"
 #include "layers/cuda/layernorm.cuh"
 #include "layers/cuda/matmul.cuh"
+#include "layers/cuda/qk_conv.cuh"
 #include "layers/cuda/residual.cuh"
 #include "layers/cuda/rope.cuh"
 #include "bench/ceilings.cuh"
@@ -553,6 +555,170 @@ static void test_logn_scale() {
         logn_scale_queries_cuda(d_x.p, d_pos.p, B, T, H, D, lc.base, g_stream);
         check_vs_base("fwd", "logn_scale_queries", shape, down(d_x), ref, round_bf16(ref));
     }
+}
+
+// ------------------------------------------------------------------------------------------------
+// qk_conv (the causal convolution on q and k)
+
+struct QkConvCase {
+    int C, W, pos0;
+    bool hist, doc;  // a history before the window; document starts
+    int T;           // 0: the test's size
+};
+
+// Document starts of a (B, T) batch: each row's first document began up to W positions before the
+// window (never before position 0), and a new one starts at about one token in five, so cuts fall
+// inside most windows of W tokens.
+static std::vector<int> qk_conv_doc_starts(gc::Rng& rng, const std::vector<int>& pos, int B, int W) {
+    const int T = (int)pos.size();
+    std::vector<int> ds((size_t)B * T);
+    for (int b = 0; b < B; b++) {
+        int start = std::max(0, pos[0] - rng.randint(0, W));
+        for (int t = 0; t < T; t++) {
+            if (t > 0 && rng.uniform() < 0.2) start = pos[t];
+            ds[(size_t)b * T + t] = start;
+        }
+    }
+    return ds;
+}
+
+// Rows [t0, t0 + n) of every sequence of a (B, T, width) array.
+template <class V>
+static V qk_conv_rows(const V& a, int B, int T, size_t width, int t0, int n) {
+    V r;
+    for (int b = 0; b < B; b++) {
+        const auto at = a.begin() + ((size_t)b * T + t0) * width;
+        r.insert(r.end(), at, at + (size_t)n * width);
+    }
+    return r;
+}
+
+// The window in chunks, as decoding runs it: chunks of 1, 2 and W + 1 tokens and the rest, each
+// reading the history qk_conv_keep_tail_cuda left after the one before (zeros before the first
+// without a history), must give the whole window's output bit for bit (the same sums in the same
+// order, of the same bf16 values).
+static void qk_conv_chunks(const QkConvCase& qc, int B, int T, const VF& x, const VF& hist, const VF& w, const std::vector<int>& pos,
+                           const std::vector<int>& ds, const VF& whole, const std::string& shape) {
+    const int C = qc.C, W = qc.W;
+    DBuf<bf16> d_hist((size_t)B * (W - 1) * 2 * C), d_w((size_t)W * 2 * C);
+    DBuf<int> d_pos(T);
+    up(d_w, w), up(d_pos, pos);
+    if (qc.hist) up(d_hist, hist);
+    else CUDA_CHECK(cudaMemset(d_hist.p, 0, d_hist.n * sizeof(bf16)));
+    size_t mismatches = 0;
+    int t0 = 0;
+    for (int len : {1, 2, W + 1, T}) {
+        const int n = std::min(len, T - t0);
+        if (n <= 0) break;
+        DBuf<bf16> d_x((size_t)B * n * 3 * C), d_out((size_t)B * n * 3 * C);
+        DBuf<int> d_ds((size_t)B * n);
+        up(d_x, qk_conv_rows(x, B, T, 3 * C, t0, n));
+        if (qc.doc) up(d_ds, qk_conv_rows(ds, B, T, 1, t0, n));
+        d_out.poison();
+        const bf16* h = t0 == 0 && !qc.hist ? nullptr : d_hist.p;
+        qk_conv_forward_cuda(d_out.p, nullptr, d_x.p, h, d_w.p, d_pos.p + t0, qc.doc ? d_ds.p : nullptr, B, n, C, W, g_stream);
+        mismatches += bit_mismatch(down(d_out), qk_conv_rows(whole, B, T, 3 * C, t0, n));
+        qk_conv_keep_tail_cuda(d_hist.p, d_x.p, B, n, C, W, g_stream);
+        t0 += n;
+    }
+    check_bits("bits", "qk_conv(chunks)", shape, mismatches, "chunks of 1, 2, W+1, rest through keep_tail vs whole");
+}
+
+// The checker rejects the output against a reference with the weight rows in reverse order (the
+// order of rows is what a wrong index in the kernels would get wrong).
+static void qk_conv_reversed_rows(const VF& out, const VD& x, const VD* hist, const VD& w, const std::vector<int>& pos,
+                                  const int* ds, int B, int T, int C, int W, const std::string& shape) {
+    VD wrev(w.size()), bad(out.size());
+    for (int j = 0; j < W; j++)
+        std::copy(w.begin() + (size_t)(W - 1 - j) * 2 * C, w.begin() + (size_t)(W - j) * 2 * C, wrev.begin() + (size_t)j * 2 * C);
+    qk_conv_forward(bad.data(), (double*)nullptr, x.data(), hist ? hist->data() : nullptr, wrev.data(), pos.data(), ds, B, T, C, W);
+    Metric g, b;
+    const bool caught = !judge_vs_base(out.data(), bad, round_bf16(bad), 3.0, &g, &b);
+    report(caught, "meta", "qk_conv(rows reversed)", shape,
+           strf("out against a reference with weight rows reversed: %s (err norm %.3g)", caught ? "rejected" : "NOT rejected", g.norm));
+}
+
+static void test_qk_conv_case(const QkConvCase& qc, int variant) {
+    gc::Rng rng = case_rng("qk_conv", variant);
+    const int B = 3, T = qc.T ? qc.T : S(37, 13), C = qc.C, W = qc.W;
+    const std::string shape = strf("B=%d T=%d C=%d W=%d pos0=%d%s%s", B, T, C, W, qc.pos0, qc.hist ? " hist" : "", qc.doc ? " docs" : "");
+    const size_t NX = (size_t)B * T * 3 * C, NR = (size_t)B * T * 2 * C, NH = (size_t)B * (W - 1) * 2 * C, NW = (size_t)W * 2 * C;
+    std::vector<int> pos(T);
+    for (int t = 0; t < T; t++) pos[t] = qc.pos0 + t;
+    const std::vector<int> ds = qk_conv_doc_starts(rng, pos, B, W);
+    VF x = rand_bf16(NX, rng, -1, 1), hist = rand_bf16(NH, rng, -1, 1), w = rand_bf16(NW, rng, -1, 1), dout = rand_bf16(NX, rng, -1, 1);
+    DBuf<bf16> d_x(NX), d_hist(NH), d_w(NW), d_out(NX), d_raw(NR), d_dout(NX), d_dinp(NX);
+    DBuf<int> d_pos(T), d_ds((size_t)B * T);
+    up(d_x, x), up(d_hist, hist), up(d_w, w), up(d_dout, dout), up(d_pos, pos), up(d_ds, ds);
+    const int* dsp = qc.doc ? ds.data() : nullptr;
+    const int* d_dsp = qc.doc ? d_ds.p : nullptr;
+    const bf16* d_histp = qc.hist ? d_hist.p : nullptr;
+
+    VD xd = to_d(x), hd = to_d(hist), wd = to_d(w), ref(NX), raw(NR);
+    qk_conv_forward(ref.data(), raw.data(), xd.data(), qc.hist ? hd.data() : nullptr, wd.data(), pos.data(), dsp, B, T, C, W);
+    d_out.poison(), d_raw.poison();
+    qk_conv_forward_cuda(d_out.p, d_raw.p, d_x.p, d_histp, d_w.p, d_pos.p, d_dsp, B, T, C, W, g_stream);
+    const VF out = down(d_out);
+    check_vs_base("fwd", "qk_conv.out", shape, out, ref, round_bf16(ref));
+    check_bits("fwd", "qk_conv.raw", shape, bit_mismatch(down(d_raw), VF(raw.begin(), raw.end())), "a copy of q and k");
+    d_out.poison();
+    qk_conv_forward_cuda(d_out.p, nullptr, d_x.p, d_histp, d_w.p, d_pos.p, d_dsp, B, T, C, W, g_stream);
+    check_bits("fwd", "qk_conv(raw nullptr)", shape, bit_mismatch(down(d_out), out), "vs the run with raw");
+    qk_conv_chunks(qc, B, T, x, hist, w, pos, ds, out, shape);
+    if (variant == 0) qk_conv_reversed_rows(out, xd, qc.hist ? &hd : nullptr, wd, pos, dsp, B, T, C, W, shape);
+
+    // Backward on the GPU forward's raw (checked equal to the reference's above).
+    VD dx(NX, 0.0), dw(NW, 0.0);
+    qk_conv_backward(dx.data(), dw.data(), to_d(dout).data(), raw.data(), wd.data(), pos.data(), dsp, B, T, C, W);
+    const VF dw0 = rand_f32(NW, rng, -1, 1);
+    DBuf<float> d_dw(NW), d_scratch(qk_conv_backward_scratch_bytes(B, T, C, W) / sizeof(float));
+    VF dinp_gpu[2], dw_gpu[2];
+    for (int run = 0; run < 2; run++) {
+        up(d_dw, dw0);
+        d_dinp.poison(), d_scratch.poison();
+        qk_conv_backward_cuda(d_dinp.p, d_dw.p, d_dout.p, d_raw.p, d_w.p, d_pos.p, d_dsp, B, T, C, W, d_scratch.p, g_stream);
+        dinp_gpu[run] = down(d_dinp), dw_gpu[run] = down(d_dw);
+    }
+    check_vs_base("bwd", "qk_conv.dinp", shape, dinp_gpu[0], dx, round_bf16(dx));
+    check_f32("bwd", "qk_conv.dweight(+=)", shape, minus(dw_gpu[0], dw0), dw, 1e-5, 1e-4);
+    check_bits("det", "qk_conv.bwd", shape, bit_mismatch(dinp_gpu[0], dinp_gpu[1]) + bit_mismatch(dw_gpu[0], dw_gpu[1]), "two runs");
+}
+
+// The history after keep_tail against the reference, bit for bit (a copy): fewer new rows than it
+// holds (the old rows that stay shift to the front, in place, source and destination overlapping),
+// as many, and more.
+static void test_qk_conv_keep_tail() {
+    struct KeepCase {
+        int C, W, n;
+    };
+    const KeepCase cases[] = {{40, 7, 2}, {40, 7, 6}, {40, 7, 9}, {24, 4, 1}, {13, 4, 1}, {22, 2, 1}, {13, 2, 3}, {24, 17, 5}};
+    int variant = 0;
+    for (const KeepCase& kc : cases) {
+        gc::Rng rng = case_rng("qk_conv_keep_tail", variant++);
+        const int B = 3, C = kc.C, W = kc.W, n = kc.n;
+        const size_t NH = (size_t)B * (W - 1) * 2 * C, NX = (size_t)B * n * 3 * C;
+        const VF hist = rand_bf16(NH, rng, -1, 1), x = rand_bf16(NX, rng, -1, 1);
+        VF ref = hist;
+        qk_conv_keep_tail(ref.data(), x.data(), B, n, C, W);
+        DBuf<bf16> d_hist(NH), d_x(NX);
+        up(d_hist, hist), up(d_x, x);
+        qk_conv_keep_tail_cuda(d_hist.p, d_x.p, B, n, C, W, g_stream);
+        check_bits("fwd", "qk_conv_keep_tail", strf("B=%d n=%d C=%d W=%d", B, n, C, W), bit_mismatch(down(d_hist), ref),
+                   "the last W-1 raw rows");
+    }
+}
+
+// C = 24, 40: 16-byte accesses; 22: 4-byte; 13: 2-byte. W = 11 spans two chunks of the dW partials'
+// weight rows; T = 1001 many slabs of rows, their edges inside sequences.
+static void test_qk_conv() {
+    if (!selected("qk_conv")) return;
+    const QkConvCase cases[] = {{24, 2, 0, false, false, 0},   {40, 3, 0, false, true, 0},    {24, 3, 1000, false, true, 0},
+                                {24, 4, 1000, true, false, 0},  {40, 7, 1000, true, true, 0},  {24, 7, 0, true, true, 0},
+                                {22, 3, 1000, true, true, 0},   {13, 4, 1000, true, true, 0},  {40, 11, 1000, true, true, 0},
+                                {40, 4, 0, false, true, S(1001, 37)}};
+    int variant = 0;
+    for (const QkConvCase& qc : cases) test_qk_conv_case(qc, variant++);
+    test_qk_conv_keep_tail();
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1156,6 +1322,7 @@ static int main_body(int argc, char** argv) {
     test_matmul_backward();
     test_rope();
     test_logn_scale();
+    test_qk_conv();
     test_gelu();
     test_residual();
     test_classifier();
