@@ -9,6 +9,8 @@
 # Variants (each one change from `hybrid`, the reading study's model and its 2K stage):
 #   hybrid        rotary layers 0, 2, 4 on a sliding window of 2048 (block-sparse), NoPE layers 1, 3, 5
 #                 with log-n scaling, rope base 1e7
+#   hybrid-qkconv hybrid whose NoPE layers pass q and k through a causal depthwise convolution of
+#                 QKCONV tokens (default 4; train --qk-conv)
 #   dense         every layer dense and rotary (a plain GPT), rope base 1e7
 #   hybrid-theta4 hybrid with rope base 1e4
 #   dense-theta4  dense with rope base 1e4
@@ -60,11 +62,13 @@ variant_args() {
     local theta=1e7 attn v=${1%-rand}
     case $v in *-theta4) theta=1e4 ;; esac
     case ${v%-theta4} in
-        hybrid) attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn ${HLOGN:-512}" ;;
+        hybrid|hybrid-qkconv)
+                attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn ${HLOGN:-512}"
+                [ "${v%-theta4}" = hybrid-qkconv ] && attn="$attn --qk-conv ${QKCONV:-4}" ;;
         dense)  attn="--attn dense" ;;
         torch|torch-hybrid|torch-moba|torch-mobalag|torch-qkconv)
                 [ "$1" = "$v" ] && return 0; echo "copy_circuit: the torch peers train on read's documents only (no $1)" >&2; return 1 ;;
-        *) echo "copy_circuit: unknown variant $1 (hybrid, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba, torch-mobalag, torch-qkconv)" >&2
+        *) echo "copy_circuit: unknown variant $1 (hybrid, hybrid-qkconv, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba, torch-mobalag, torch-qkconv)" >&2
            return 1 ;;
     esac
     echo "$MODEL_ARGS --rope-theta $theta $attn"

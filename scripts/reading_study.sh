@@ -16,7 +16,7 @@
 #                                   cut), then scored as full scores them, A also with 2K of sight, the
 #                                   copy loss at COPY_GAPS (16 tokens to 128K; COPY_ATTN=1: with where the
 #                                   heads look, infer --copy-attn). Only the variants A and B
-#                                   name get their shards (readwide: read's).
+#                                   name get their shards (readwide, readconv: read's).
 #   scripts/reading_study.sh data [V]  the data of variant V (read) alone, before `train` calls side by side on
 #                                   several GPUs (CUDA_VISIBLE_DEVICES one each); TPS (131072) sets the tokens a
 #                                   step of the runs they train, TRAIN_UNTIL (560) the second of the call they stop at
@@ -99,7 +99,7 @@ case $call in
     train)  # (one call) runs $2 and $3 side by side at 150M tokens, each to its end or to TRAIN_UNTIL (560) s into the call
         a=${2:?train needs two runs, say hybrid128k-readmore@1 hybrid128k-read@5} b=${3:?train needs two runs}
         export TOKENS=157286400 VARIANTS="${a#hybrid128k-}"; VARIANTS="${VARIANTS%@*} ${b#hybrid128k-}"; VARIANTS=${VARIANTS%@*}
-        VARIANTS=${VARIANTS//readwide/read}  # the wide model trains on read's shards
+        VARIANTS=${VARIANTS//readwide/read}; VARIANTS=${VARIANTS//readconv/read}  # the wide and conv models train on read's shards
         $study data | tail -1
         m=$(left "${TRAIN_UNTIL:-560}")
         side "$study train:$a:$m" "$study train:$b:$m"

@@ -64,11 +64,15 @@
 #              tokens back (data_tool task-shard --copy-min-distance); the 2K stage's copies as read's
 #   hybrid128k-readwide  hybrid128k-read at twice the width and heads (768, 12 heads of 64: WIDE_ARGS), on
 #              read's shards: whether the copy circuit is short of capacity
+#   hybrid128k-readconv  hybrid128k-read whose NoPE layers pass q and k through a causal depthwise
+#              convolution of QKCONV (4) tokens (train --qk-conv), on read's shards: a head matches a phrase
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
 #   hybrid1m-pkfar, hybrid1m-whole, hybrid1m-leadmk  the same from hybrid128k-V@S, its 1M documents
 #              changed as V changed the shorter ones (whole: as hybrid1m's, already whole documents)
+#   hybrid1m-readconv  the same from hybrid128k-readconv@S on read's 1M documents, on one GPU (the q/k
+#              convolution does not run under --cp)
 # Quote items (data_tool tasks --task quote, each with its control) are scored beside the needles at every
 # length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
 # a model reading only the last N tokens of each prompt, as the run ctlN-M.
@@ -188,17 +192,21 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
         hybrid128k-pkfar|hybrid128k-whole|hybrid128k-leadmk|hybrid128k-read|hybrid128k-readmore|hybrid128k-readfar)
                   echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
         hybrid128k-readwide) echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
+        hybrid128k-readconv) echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore|hybrid1m-readfar)
                   echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
+        hybrid1m-readconv)
+                  echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} --init-from $WORK/hybrid128k-readconv$2 --seq-len $W1M --batch 1"\
+                       "--steps ${STEPS_1M:-24} --mix $(mix_variant_1m read):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
     esac
 }
 # How many GPUs a recipe trains over (train --cp): the 1M windows take every visible GPU.
 # CP=P overrides it; SIMULATE_RANKS=1 runs the ranks as threads on one GPU (a check of the path, not a speed).
-M_CP() { [ -n "${CP:-}" ] && { echo "$CP"; return; }; case $1 in hybrid1m*) gpu_count ;; *) echo 1 ;; esac; }
+M_CP() { [ -n "${CP:-}" ] && { echo "$CP"; return; }; case $1 in hybrid1m-readconv) echo 1 ;; hybrid1m*) gpu_count ;; *) echo 1 ;; esac; }
 # The longest task files a model is scored on (dense prefill is quadratic), and how it reads them.
 M_EVAL() {
     case $1 in

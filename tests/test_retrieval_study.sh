@@ -67,9 +67,9 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk read readmore readfar readwide; do
+for v in pkfar whole leadmk read readmore readfar readwide readconv; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
-    shard=tasks4k-${v/readwide/read}.bin
+    shard=tasks4k-${v/readwide/read}.bin; shard=${shard/readconv/read}
     grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "$shard" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
         { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
     pass "hybrid128k-$v: trains on its own shards"
@@ -77,6 +77,9 @@ done
 grep -q '^model: 6 layers, width 128, 2 heads' "$STUDY_OUT/hybrid128k-readwide@1_train.log" && grep -q '^model: 6 layers, width 64, 1 heads' "$STUDY_OUT/hybrid128k-read@1_train.log" &&
     pass "hybrid128k-readwide: read's data at WIDE_ARGS's width, read at MODEL_ARGS's" ||
     fail "readwide's model: $(grep '^model:' "$STUDY_OUT"/hybrid128k-read*@1_train.log)"
+grep -q 'their queries and keys convolved over 4 tokens' "$STUDY_OUT/hybrid128k-readconv@1_train.log" &&
+    ! grep -q 'convolved' "$STUDY_OUT/hybrid128k-read@1_train.log" && pass "hybrid128k-readconv: read's with the q/k convolution of 4" ||
+    fail "readconv's model: $(grep '^rotary' "$STUDY_OUT"/hybrid128k-read*@1_train.log)"
 # TPS below a window: each stage keeps its share of the tokens, a window longer than TPS one a step.
 TPS=1024 $study train:hybrid128k@3:0.0001 > "$work/tps.log" 2>&1
 grep -q 'stage from step 0: windows of 512 tokens, 2 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
@@ -92,6 +95,13 @@ grep -q 'weights from .*hybrid128k-pkfar@1' "$STUDY_OUT/hybrid1m-pkfar@1_train.l
     grep -q '^done' "$STUDY_OUT/hybrid1m-pkfar@1_train.log" && pass "hybrid1m-pkfar: from hybrid128k-pkfar@1's weights, on its own shard" ||
     fail "hybrid1m-pkfar: $(tail -3 "$STUDY_OUT/hybrid1m-pkfar@1_train.log")"
 rm -rf "$WORK"/hybrid1m-pkfar@1 "$STUDY_OUT"/hybrid1m-pkfar@1_*
+# The convolution's long stage on one rank where two are there (it does not run under --cp).
+CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-readconv@1 > "$work/v_1m_conv.log" 2>&1
+grep -q 'weights from .*hybrid128k-readconv@1' "$STUDY_OUT/hybrid1m-readconv@1_train.log" && grep -q 'tasks4k-read.bin' "$STUDY_OUT/hybrid1m-readconv@1_train.log" &&
+    grep -q '^done' "$STUDY_OUT/hybrid1m-readconv@1_train.log" && ! grep -qE 'context parallel|cp 2' "$STUDY_OUT/hybrid1m-readconv@1_train.log" &&
+    pass "hybrid1m-readconv: from hybrid128k-readconv@1's weights, on read's shard, one rank" ||
+    fail "hybrid1m-readconv: $(tail -3 "$STUDY_OUT/hybrid1m-readconv@1_train.log")"
+rm -rf "$WORK"/hybrid1m-readconv@1 "$STUDY_OUT"/hybrid1m-readconv@1_*
 rm -rf "$WORK"/hybrid128k-*@1 "$STUDY_OUT"/hybrid128k-*@1_*
 
 # The long stage: from run 1's weights, over 2 ranks.
@@ -156,12 +166,13 @@ grep -qF '| r (3 runs) | passkey | 75% [25%] | 50% [50%] (1 of 3 runs) |' <<< "$
 # The copy circuit's call (scripts/copy_circuit.sh): two variants at toy size side by side, their
 # copy loss at two gaps and their quotes; an unknown variant is refused before any work.
 cc="CARRY=$work/carry OUTDIR=$work/cc WORK=$work/ccw TOKENS=2048 SEQ=512 BATCH=2 HWINDOW=256 HBLOCK=64 GAPS=16,128 COPY_CTX=1024 COPY_SAMPLES=1 SAMPLES=1"
-env $cc MODEL_ARGS="--layers 6 --width 64 --heads 1" scripts/copy_circuit.sh hybrid dense-theta4-rand > "$work/cc.log" 2>&1
-grep -qE '^ +16 +1 +256 ' "$work/cc/hybrid_copy.log" && grep -qE '^ +128 +1 +256 ' "$work/cc/dense-theta4-rand_copy.log" &&
+env $cc MODEL_ARGS="--layers 6 --width 64 --heads 1" QKCONV=3 scripts/copy_circuit.sh hybrid-qkconv dense-theta4-rand > "$work/cc.log" 2>&1
+grep -qE '^ +16 +1 +256 ' "$work/cc/hybrid-qkconv_copy.log" && grep -qE '^ +128 +1 +256 ' "$work/cc/dense-theta4-rand_copy.log" &&
     grep -q '^  quote-control' "$work/cc/summary.txt" && ! grep -q 'none in layers' "$work/cc/dense-theta4-rand_train.log" &&
-    grep -q 'base 1e+07, none in layers 1,3,5' "$work/cc/hybrid_train.log" && grep -q 'tasks512-read.bin' "$work/cc/hybrid_train.log" &&
+    grep -q 'base 1e+07, none in layers 1,3,5 (NoPE), log-n attention from position 512, their queries and keys convolved over 3 tokens' "$work/cc/hybrid-qkconv_train.log" &&
+    grep -q 'tasks512-read.bin' "$work/cc/hybrid-qkconv_train.log" &&
     grep -q 'tasks512-readrand.bin' "$work/cc/dense-theta4-rand_train.log" && grep -q 'random words of 16-256 tokens twice every 512' "$work/ccw/tasks512-readrand.bin.log" &&
-    pass "copy_circuit: two variants side by side, their copy loss by gap and quotes (the plain GPT without NoPE layers, on documents with random passages)" ||
+    pass "copy_circuit: two variants side by side, their copy loss by gap and quotes (the hybrid with its q/k convolution; the plain GPT without NoPE layers, on documents with random passages)" ||
     fail "copy_circuit: $(tail -5 "$work/cc.log")"
 env $cc WORK=$work/ccw_bad scripts/copy_circuit.sh hybrid sparse > "$work/cc_bad.log" 2>&1 && fail "copy_circuit took an unknown variant" ||
     { grep -q 'unknown variant sparse' "$work/cc_bad.log" && [ ! -e "$work/ccw_bad/hybrid" ] && [ ! -e "$work/ccw_bad/tasks512-read.bin" ] && pass "copy_circuit refuses an unknown variant before any work" ||
