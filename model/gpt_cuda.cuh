@@ -664,7 +664,7 @@ class CudaBackend : public ModelBackend {
         else
             rope_forward_cuda(a.qkv, qkv_pre_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_rope_theta(l), stream_);
         logn_scale_queries_cuda(a.qkv, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_);
-        mark("rope");
+        mark("rope");  // the q/k convolution too, where it stands in the rotary's place
         attention_forward(a.atty, a.lse, a.qkv, cfg_.attn(l));                       // (B, T, H, D)
         mark("attention");
         matmul_forward_cuda(tmp_, a.atty, w.projw, w.projb, BT, C, C, stream_);

@@ -29,7 +29,8 @@
 #                 of QKCONV positions (default 4; --qk-conv), so that a head can match several tokens
 # Environment: CARRY (binaries and corpus as scripts/reading_study.sh packs them, default
 # .carry/read, unpacked into rs/), TOKENS (per run, default 78.6M: the 2K stage's share of the
-# study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR; the hybrid's HBLOCK,
+# study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR, ANSWER_WORDS (the quotes'
+# answers, 3 words); the hybrid's HBLOCK,
 # HWINDOW and HLOGN (its --logn-attn base, 512); PYTHON, a python with PyTorch for the peers
 # (python3); COPY_ATTN=1 adds where the heads look on the repeat (infer --copy-attn) to each _copy.log.
 # Outputs: OUTDIR/<variant>_train.log, _copy.log/.csv, _quote.log/.csv; OUTDIR/summary.txt.
@@ -94,9 +95,11 @@ if [[ " ${VARIANTS[*]} " == *"-rand "* ]] && [ ! -f "$rand_shard" ]; then
         --passkey-every 1024 --quote-every 256 --repeat-every 2048 --random-every "${RANDOM_EVERY:-512}" --seed 7 \
         --out "$rand_shard" > "$rand_shard.log" 2>&1 || { echo "copy_circuit: task-shard failed: $(tail -1 "$rand_shard.log")"; exit 1; }
 fi
-quotes=$WORK/quote_$SEQ.jsonl
+# Answers of ANSWER_WORDS words (3: a third word leaves little to guess; notes/reading.md, Result 12).
+words=${ANSWER_WORDS:-3}
+quotes=$WORK/quote${words}w_$SEQ.jsonl
 [ -f "$quotes" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task quote --lengths "$SEQ" --depths 0,0.25,0.5,0.75,1 \
-    --samples "${SAMPLES:-10}" --seed 31 --out "$quotes" > /dev/null ||
+    --samples "${SAMPLES:-10}" --seed 31 --answer-words "$words" --out "$quotes" > /dev/null ||
     { echo "copy_circuit: quote items failed"; exit 1; }
 
 steps=$(( TOKENS / (SEQ * BATCH) ))
