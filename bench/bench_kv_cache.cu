@@ -20,7 +20,8 @@
 //   from T = 2^20 starts every segment empty, and --decode 32768 walks the longest segment once,
 //   every shorter one whole (the average over positions); T = 2^20 - 64 decodes each segment's last rows
 //   bench_kv_cache --breakdown [--dense]: the pieces of one decode step at position 1M - 1, where
-//   every segment of the dilated model is full (its slowest position)
+//   every segment of the dilated model is full (its slowest position), each beside its floor (the
+//   bytes it moves at the measured copy rate), and the step's
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <chrono>
@@ -32,15 +33,20 @@
 #include <vector>
 #include "model/kv_cache_cuda.cuh"
 #include "bench/bench_table.h"
+#include "bench/ceilings.cuh"
 
 static double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // --breakdown: what one decode step of the model is made of, each piece launched 200 times in a
-// CUDA graph (so the time is the GPU's, not the launches'): microseconds per call, and per step.
+// CUDA graph (so the time is the GPU's, not the launches'): microseconds per call, and per step;
+// beside each, the bytes it must move (weights, cache rows, its inputs and outputs, bf16) and the
+// time those take at this GPU's measured copy rate (bench/ceilings.cuh), the piece's floor, so that
+// the step's gap to its floor is in the output, piece by piece.
 static void decode_breakdown(const GPTConfig& cfg, const AttnPattern& pattern, long long pos) {
     const int C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim(), V = cfg.vocab_size, reps = 200;
+    const double copy_rate = measure_ceilings().bytes_per_s();
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreate(&st));
     auto dev = [](size_t bytes) {
@@ -68,39 +74,56 @@ static void decode_breakdown(const GPTConfig& cfg, const AttnPattern& pattern, l
         const char* name;
         int per_step;
         std::function<void()> run;
+        double bytes;  // the least it must read and write
     };
+    // A product of one row, in -> out (bf16): its weights and bias, its input and output row; a
+    // LayerNorm before it adds its gain and bias, a residual after it one more row, a GELU its
+    // pre-activation row.
+    auto product = [](double in, double out) { return 2 * (in * out + out + in + out); };
+    const double ln = 2.0 * 2 * C, row = 2.0 * C;
+    double cache_bytes = 0;  // the rows the attention reads: every branch's, each 2C wide
+    for (const CacheBranch<bf16>& br : branches) cache_bytes += (double)br.rows * 2 * C * 2;
+    const double attn_io = 2.0 * (3 * C + C);  // the token's q, k, v in, its output row
     // The step as decoding runs it (model/kv_cache_cuda.cuh: each LayerNorm fused into the product
     // after it, each residual add into the product before it), then the unfused pieces they
     // replaced (0 calls a step: for comparison).
     const std::vector<Piece> pieces = {
         {"layernorm + matmul qkv (1 x 768 -> 2304)", cfg.n_layer,
-         [&] { layernorm_matmul_forward_cuda(y, y, stats, stats + 8, x, bias, bias, w, bias, 1, C, 3 * C, st); }},
+         [&] { layernorm_matmul_forward_cuda(y, y, stats, stats + 8, x, bias, bias, w, bias, 1, C, 3 * C, st); },
+         ln + product(C, 3 * C)},
         {"matmul proj + residual (768 -> 768)", cfg.n_layer,
-         [&] { matmul_residual_forward_cuda(y, pre, x, w, bias, 1, C, C, st); }},
+         [&] { matmul_residual_forward_cuda(y, pre, x, w, bias, 1, C, C, st); }, product(C, C) + row},
         {"layernorm + matmul fc + GELU (768 -> 3072)", cfg.n_layer,
-         [&] { layernorm_matmul_forward_cuda(y, y, stats, stats + 8, x, bias, bias, w, bias, 1, C, 4 * C, st, pre); }},
+         [&] { layernorm_matmul_forward_cuda(y, y, stats, stats + 8, x, bias, bias, w, bias, 1, C, 4 * C, st, pre); },
+         ln + product(C, 4 * C) + 4 * row},
         {"matmul fcproj + residual (3072 -> 768)", cfg.n_layer,
-         [&] { matmul_residual_forward_cuda(y, pre, x, w, bias, 1, 4 * C, C, st); }},
-        {"layernorm (final)", 1, [&] { layernorm_forward_cuda(y, stats, stats + 8, x, bias, bias, 1, C, st); }},
-        {"unfused: matmul qkv (1 x 768 -> 2304)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, 3 * C, st); }},
-        {"unfused: matmul proj (768 -> 768)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, C, st); }},
-        {"unfused: matmul fc + GELU (768 -> 3072)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, 4 * C, st, pre); }},
-        {"unfused: matmul fcproj (3072 -> 768)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, 4 * C, C, st); }},
-        {"unfused: layernorm", 0, [&] { layernorm_forward_cuda(y, stats, stats + 8, x, bias, bias, 1, C, st); }},
-        {"unfused: residual", 0, [&] { residual_forward_cuda(y, y, x, C, st); }},
+         [&] { matmul_residual_forward_cuda(y, pre, x, w, bias, 1, 4 * C, C, st); }, product(4 * C, C) + row},
+        {"layernorm (final)", 1, [&] { layernorm_forward_cuda(y, stats, stats + 8, x, bias, bias, 1, C, st); }, ln + 2 * row},
+        {"unfused: matmul qkv (1 x 768 -> 2304)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, 3 * C, st); }, product(C, 3 * C)},
+        {"unfused: matmul proj (768 -> 768)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, C, st); }, product(C, C)},
+        {"unfused: matmul fc + GELU (768 -> 3072)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, C, 4 * C, st, pre); },
+         product(C, 4 * C) + 4 * row},
+        {"unfused: matmul fcproj (3072 -> 768)", 0, [&] { matmul_forward_cuda(y, x, w, bias, 1, 4 * C, C, st); }, product(4 * C, C)},
+        {"unfused: layernorm", 0, [&] { layernorm_forward_cuda(y, stats, stats + 8, x, bias, bias, 1, C, st); }, ln + 2 * row},
+        {"unfused: residual", 0, [&] { residual_forward_cuda(y, y, x, C, st); }, 3 * row},
         {"attention step: rope + append + decode + merge, one launch", cfg.n_layer,
          [&] {
              attention_decode_step_cuda(o, lse, qkv, branches, p_dev, 1, H, D, 0.125f, cfg.rope_theta, 0,
                                         KVCacheCuda::kDecodePieces, po, pl, tickets, st);
-         }},
-        {"unfused: rope", 0, [&] { rope_forward_cuda(qkv, qkv, p_dev, 1, 1, H, D, cfg.rope_theta, st); }},
-        {"unfused: cache append", 0, [&] { cache_append_cuda(branches, qkv, p_dev, 1, 1, H, D, st); }},
+         },
+         cache_bytes + attn_io},
+        {"unfused: rope", 0, [&] { rope_forward_cuda(qkv, qkv, p_dev, 1, 1, H, D, cfg.rope_theta, st); }, 2 * 2 * 3 * row},
+        {"unfused: cache append", 0, [&] { cache_append_cuda(branches, qkv, p_dev, 1, 1, H, D, st); }, 2 * 2 * row},
         {"unfused: attention decode + merge", 0,
-         [&] { attention_decode_cuda(o, lse, qkv, 3 * C, branches, p_dev, 1, H, D, 0.125f, KVCacheCuda::kDecodePieces, po, pl, st); }},
-        {"logits (768 -> vocab, fp32)", 1, [&] { logits_cuda(logits, x, wte, C, V, st); }},
+         [&] { attention_decode_cuda(o, lse, qkv, 3 * C, branches, p_dev, 1, H, D, 0.125f, KVCacheCuda::kDecodePieces, po, pl, st); },
+         cache_bytes + attn_io},
+        {"logits (768 -> vocab, fp32)", 1, [&] { logits_cuda(logits, x, wte, C, V, st); }, 2.0 * V * C + row + 4.0 * V},
     };
-    std::printf("\ndecode step breakdown at position %lld (a dilated layer's segments all full: its slowest position; each piece %d times in a graph, the best of 5 replays):\n\n| piece | us per call | calls per step | us per step |\n| --- | --- | --- | --- |\n", pos, reps);
-    double total = 0;
+    std::printf("\ndecode step breakdown at position %lld (a dilated layer's segments all full: its slowest position; each piece %d "
+                "times in a graph, the best of 5 replays; floor: its bytes at the copy rate, %.2f TB/s here):\n\n"
+                "| piece | us per call | calls per step | us per step | MB per call | floor us | x floor |\n"
+                "| --- | --- | --- | --- | --- | --- | --- |\n", pos, reps, copy_rate / 1e12);
+    double total = 0, floor_total = 0;
     cudaEvent_t ev0, ev1;
     CUDA_CHECK(cudaEventCreate(&ev0));
     CUDA_CHECK(cudaEventCreate(&ev1));
@@ -128,8 +151,10 @@ static void decode_breakdown(const GPTConfig& cfg, const AttnPattern& pattern, l
             us = std::min(us, 1e3 * ms / reps);
         }
         cudaGraphExecDestroy(ge), cudaGraphDestroy(g);
-        std::printf("| %s | %.2f | %d | %.1f |\n", pc.name, us, pc.per_step, us * pc.per_step);
-        total += us * pc.per_step;
+        const double floor_us = pc.bytes / copy_rate * 1e6;
+        std::printf("| %s | %.2f | %d | %.1f | %.3f | %.2f | %.1f |\n", pc.name, us, pc.per_step, us * pc.per_step, pc.bytes / 1e6,
+                    floor_us, us / floor_us);
+        total += us * pc.per_step, floor_total += floor_us * pc.per_step;
     }
     // The logits' trip to the host, as generation takes it every token: the median of reps trips.
     std::vector<double> trips;
@@ -142,8 +167,9 @@ static void decode_breakdown(const GPTConfig& cfg, const AttnPattern& pattern, l
     std::sort(trips.begin(), trips.end());
     const double sync_us = trips[trips.size() / 2];
     cudaEventDestroy(ev0), cudaEventDestroy(ev1);
-    std::printf("| logits to the host + sync | %.2f | 1 | %.1f |\n| **sum** | | | **%.1f** (%.0f tokens/s) |\n", sync_us, sync_us,
-                total + sync_us, 1e6 / (total + sync_us));
+    std::printf("| logits to the host + sync | %.2f | 1 | %.1f | | | |\n| **sum** | | | **%.1f** (%.0f tokens/s) | | **%.1f** (%.0f tokens/s) | "
+                "%.1f |\n", sync_us, sync_us, total + sync_us, 1e6 / (total + sync_us), floor_total, 1e6 / floor_total,
+                (total + sync_us) / floor_total);
 }
 
 static int main_body(int argc, char** argv) {
