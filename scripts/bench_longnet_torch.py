@@ -8,18 +8,20 @@ segments of w_i' = min(w_i, N); in a segment, head h keeps the rows whose offset
 start is h mod r_i, and attends causally over that "virtual sequence"; the branches merge by their
 log-sum-exps, L = log sum_i exp(L_i), O = sum_i exp(L_i - L) O_i. As a LongNet implementation in
 PyTorch does it (torchscale's): each (branch, head class) is gathered into a batch of virtual
-sequences and run through PyTorch's flash attention (FlashAttention-2,
-aten._scaled_dot_product_flash_attention), whose log-sum-exp comes back with the output. The
-backward is the spec's generic one: for every branch, flash attention's backward with the MERGED
-output and log-sum-exp in place of the branch's own (P = exp(S - L) and delta = rowsum(dO * O) are
-then the merged softmax's), the per-branch dQ, dK, dV added up. Autograd through the branch LSEs
-would drop their gradient (PyTorch marks the flash LSE non-differentiable), so this is a custom
-autograd.Function.
+sequences and run through one of PyTorch's fused attentions that return the log-sum-exp with the
+output: flash (FlashAttention-2, aten._scaled_dot_product_flash_attention) or cuDNN's
+(aten._scaled_dot_product_cudnn_attention). Both are timed and the faster is the peer: the
+strongest LongNet a user could write from PyTorch's parts. The backward is the spec's generic one:
+for every branch, the backend's backward with the MERGED output and log-sum-exp in place of the
+branch's own (P = exp(S - L) and delta = rowsum(dO * O) are then the merged softmax's), the
+per-branch dQ, dK, dV added up. Autograd through the branch LSEs would drop their gradient
+(PyTorch marks them non-differentiable), so this is a custom autograd.Function.
 
-First it checks itself against a float64 dense reference that applies the spec's multiplicity
-m(p, k) (the number of branches in which p and k share a segment and head h's class) as log m added
-to the scores, forward and backward, on odd sizes with a class that no head keeps (r > H); a
-failed check prints FAIL and exits 1 before any timing.
+First it checks itself, with each backend, against a float64 dense reference that applies the
+spec's multiplicity m(p, k) (the number of branches in which p and k share a segment and head h's
+class) as log m added to the scores, forward and backward, on odd sizes with a class that no head
+keeps (r > H); a failed check prints FAIL and exits 1 before any timing. A backend this PyTorch or
+GPU does not offer (the op raises) is skipped with a SKIP line; flash must run.
 
 Benchmark (the same problem as ours): B = 1, H = 12, D = 64, bf16, causal, (w, r) = (2048, 1),
 (4096, 2), (8192, 4), N = 16K .. 1M. FLOPs 4*B*D*pairs_kept, x3.5 for forward + backward, with
@@ -69,6 +71,32 @@ def main():
     flash_fwd = torch.ops.aten._scaled_dot_product_flash_attention
     flash_bwd = torch.ops.aten._scaled_dot_product_flash_attention_backward
 
+    # Each backend: forward (q, k, v (batch, heads, m, D) contiguous, scale) -> (O, L (batch, heads,
+    # m) fp32, what its backward needs); backward (dO, q, k, v, O, L, that, scale) -> dQ, dK, dV.
+    def flash_forward(q, k, v, scale):
+        res = flash_fwd(q, k, v, 0.0, True, False, scale=scale)
+        return res[0], res[1][..., :q.shape[2]], tuple(res[2:8])
+
+    def flash_backward(do, q, k, v, o, lse, saved, scale):
+        cq, ck, mq, mk, seed, offset = saved
+        return flash_bwd(do, q, k, v, o, lse, cq, ck, mq, mk, 0.0, True, seed, offset, scale=scale)
+
+    def cudnn_forward(q, k, v, scale):
+        res = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, attn_bias=None, compute_log_sumexp=True,
+                                                                 dropout_p=0.0, is_causal=True, return_debug_mask=False,
+                                                                 scale=scale)
+        lse = res[1]
+        trailing = lse.dim() == 4  # some versions keep cuDNN's (batch, heads, m, 1) statistics
+        return res[0], (lse[..., 0] if trailing else lse).float(), (res[2], res[3], res[4], res[5], res[6], res[7], trailing)
+
+    def cudnn_backward(do, q, k, v, o, lse, saved, scale):
+        cq, ck, mq, mk, seed, offset, trailing = saved
+        return torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+            do, q, k, v, o, logsumexp=lse.unsqueeze(-1) if trailing else lse, philox_seed=seed, philox_offset=offset,
+            attn_bias=None, cum_seq_q=cq, cum_seq_k=ck, max_q=mq, max_k=mk, dropout_p=0.0, is_causal=True, scale=scale)
+
+    BACKENDS = {"flash": (flash_forward, flash_backward), "cudnn": (cudnn_forward, cudnn_backward)}
+
     def geometry(n, w, r):
         w = min(w, n)
         nseg = -(-n // w)
@@ -108,7 +136,8 @@ def main():
 
     class LongNet(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, branches, scale):  # (B, N, H, D) each
+        def forward(ctx, q, k, v, branches, scale, backend):  # (B, N, H, D) each
+            sdpa_forward = BACKENDS[backend][0]
             bsz, n, h, d = q.shape
             outs, lses, saved = [], [], []
             for w, r in branches:
@@ -119,13 +148,12 @@ def main():
                 for c in range(min(r, h)):
                     hs = heads_of(c, r, h, q.device)
                     gq, gk, gv = gather(qc, c, hs), gather(kc, c, hs), gather(vc, c, hs)
-                    res = flash_fwd(gq, gk, gv, 0.0, True, False, scale=scale)
-                    o, lse = res[0], res[1][..., :m]
+                    o, lse, kept = sdpa_forward(gq, gk, gv, scale)
                     scatter(ob, c, hs, o, bsz, nseg)
                     # (B*nseg, Hc, m) -> (B, nseg, m, Hc, 1), copied (not added: the buffer holds -inf)
                     lb.select(3, c).index_copy_(3, hs, lse.reshape(bsz, nseg, -1, m).transpose(2, 3).unsqueeze(-1)
                                                 .float().contiguous())
-                    saved.append((w, r, c, gq, gk, gv, res[2], res[3], res[4], res[5], res[6], res[7]))
+                    saved.append((w, r, c, gq, gk, gv, kept))
                 outs.append(from_classes(ob, n, w, r))
                 lses.append(from_classes(lb, n, w, r)[..., 0])
             lse_all = torch.stack(lses, -1)                        # (B, N, H, branches)
@@ -134,7 +162,7 @@ def main():
             out = sum(wts[..., i, None] * outs[i] for i in range(len(outs)))
             out = out.to(q.dtype)
             ctx.saved = saved
-            ctx.shape, ctx.scale = (bsz, n, h, d), scale
+            ctx.shape, ctx.scale, ctx.backend = (bsz, n, h, d), scale, backend
             ctx.save_for_backward(out, lse)
             ctx.mark_non_differentiable(lse)
             return out, lse
@@ -147,7 +175,8 @@ def main():
             dk, dv = torch.zeros_like(dq), torch.zeros_like(dq)
             dout = dout.to(out.dtype).contiguous()
             per_branch = {}
-            for (w, r, c, gq, gk, gv, cq, ck, mq, mk, seed, offset) in ctx.saved:
+            sdpa_backward = BACKENDS[ctx.backend][1]
+            for (w, r, c, gq, gk, gv, kept) in ctx.saved:
                 _, nseg, m = geometry(n, w, r)
                 if (w, r) not in per_branch:
                     # The merged O, L and dO in this branch's classes; padded rows: L = 0, O = dO = 0,
@@ -160,18 +189,17 @@ def main():
                 hs = heads_of(c, r, h, out.device)
                 go, gdo = gather(oc, c, hs), gather(doc, c, hs)
                 gl = gather(lc, c, hs)[..., 0].float().contiguous()  # (B*nseg, Hc, m)
-                gdq, gdk, gdv = flash_bwd(gdo, gq, gk, gv, go, gl, cq, ck, mq, mk, 0.0, True, seed, offset,
-                                          scale=ctx.scale)
+                gdq, gdk, gdv = sdpa_backward(gdo, gq, gk, gv, go, gl, kept, ctx.scale)[:3]
                 for a, g in zip(acc, (gdq, gdk, gdv)):
                     scatter(a, c, hs, g, bsz, nseg)
             for (w, r), (_, _, _, acc) in per_branch.items():
                 dq += from_classes(acc[0], n, w, r)
                 dk += from_classes(acc[1], n, w, r)
                 dv += from_classes(acc[2], n, w, r)
-            return dq.to(out.dtype), dk.to(out.dtype), dv.to(out.dtype), None, None
+            return dq.to(out.dtype), dk.to(out.dtype), dv.to(out.dtype), None, None, None
 
-    def longnet(q, k, v, branches):
-        return LongNet.apply(q, k, v, branches, 1.0 / math.sqrt(q.shape[-1]))
+    def longnet(q, k, v, branches, backend):
+        return LongNet.apply(q, k, v, branches, 1.0 / math.sqrt(q.shape[-1]), backend)
 
     # ---- the self-check against a float64 dense reference with the spec's multiplicity
     def reference(q, k, v, branches):
@@ -201,7 +229,7 @@ def main():
     def rel(a, b):
         return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
 
-    def check(n, h, d, branches, seed):
+    def check(n, h, d, branches, seed, backend):
         g = torch.Generator(device="cuda").manual_seed(seed)
         x = [torch.randn(1, n, h, d, device="cuda", generator=g).to(torch.bfloat16) for _ in range(4)]
         q, k, v, do = x
@@ -209,7 +237,7 @@ def main():
         o_ref, l_ref = reference(q64, k64, v64, branches)
         o_ref.backward(do.double())
         qb, kb, vb = (t.clone().requires_grad_() for t in (q, k, v))
-        o, lse = longnet(qb, kb, vb, branches)
+        o, lse = longnet(qb, kb, vb, branches, backend)
         o.backward(do)
         kept = torch.isfinite(l_ref)
         errs = {"O": rel(o, o_ref), "L": (lse - l_ref).abs()[kept].max().item(),
@@ -217,13 +245,23 @@ def main():
         empty_ok = bool((o.float()[~kept[..., None].expand_as(o)] == 0).all()) and bool(torch.isinf(lse[~kept]).all())
         ok = errs["O"] < 2e-2 and errs["L"] < 2e-2 and max(errs["dQ"], errs["dK"], errs["dV"]) < 3e-2 and empty_ok
         what = ", ".join(f"{k_} {v_:.2e}" for k_, v_ in errs.items())
-        print(f"{'PASS' if ok else 'FAIL'} PyTorch LongNet vs float64 spec, N={n} H={h} D={d} {branches}: {what}"
+        print(f"{'PASS' if ok else 'FAIL'} PyTorch LongNet ({backend}) vs float64 spec, N={n} H={h} D={d} {branches}: {what}"
               f"{'' if empty_ok else ', rows kept by no branch not empty'}")
         return ok
 
-    ok = check(1000, 6, 64, ((64, 1), (128, 2), (256, 4), (100, 7)), 1)      # r = 7 > H: class 6 kept by no head
-    ok = check(777, 4, 64, ((256, 2), (96, 3)), 2) and ok                    # no r = 1 branch: empty rows
-    ok = check(2048, 12, 64, BRANCHES, 3) and ok                             # the benchmark's branches
+    ok, backends = True, []
+    for backend in BACKENDS:
+        try:
+            good = check(1000, 6, 64, ((64, 1), (128, 2), (256, 4), (100, 7)), 1, backend)  # r = 7 > H: class 6 kept by no head
+            good = check(777, 4, 64, ((256, 2), (96, 3)), 2, backend) and good             # no r = 1 branch: empty rows
+            good = check(2048, 12, 64, BRANCHES, 3, backend) and good                      # the benchmark's branches
+        except (RuntimeError, TypeError) as e:  # the op is missing here, or refuses this GPU or shape
+            if backend == "flash":
+                raise
+            print(f"SKIP PyTorch LongNet ({backend}): {str(e).splitlines()[0][:200]}")
+            continue
+        ok = ok and good
+        backends.append(backend)
     if not ok:
         print("FAIL bench_longnet_torch: the self-check failed; no timings")
         return 1
@@ -233,9 +271,10 @@ def main():
     from check_attention_torch import median_ms  # the same timing as our other PyTorch peer (CUDA events, median)
 
     B, H, D = 1, 12, 64
-    lines = [f"# PyTorch LongNet (flash attention per branch and class, merged by LSE), causal, bf16, B={B} H={H} D={D}, "
+    lines = [f"# PyTorch LongNet ({' and '.join(backends)} attention per branch and class, merged by LSE; the peer: the faster "
+             f"f+b), causal, bf16, B={B} H={H} D={D}, "
              f"(w,r) = {BRANCHES}, {torch.cuda.get_device_name()}, torch {torch.__version__}\n",
-             "# TF/s = 4*B*D*pairs_kept / time (x3.5 for fwd+bwd); pairs_kept per head summed over heads\n",
+             "# TF/s = 4*B*D*pairs_kept / time (x3.5 for fwd+bwd); pairs_kept per head summed over heads; * the peer (faster f+b)\n",
              f"{'N':<8} {'pattern':<13} {'fwd ms':>9} {'fwd TF/s':>9} {'f+b ms':>9} {'f+b TF/s':>10} {'pairs_kept':>14}\n"]
     print("".join(lines), end="")
     for n in (int(s) for s in args.sizes.split(",")):
@@ -243,20 +282,29 @@ def main():
         q, k, v, do = (torch.randn(B, n, H, D, device="cuda", generator=g).to(torch.bfloat16) for _ in range(4))
         q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
         flops = 4 * B * D * pairs_kept(n, H, BRANCHES)
-        try:
-            fwd = median_ms(lambda: longnet(q, k, v, BRANCHES), args.warmup, args.reps)
+        times = {}
+        for backend in backends:
+            try:
+                fwd = median_ms(lambda: longnet(q, k, v, BRANCHES, backend), args.warmup, args.reps)
 
-            def fb():
-                o, _ = longnet(q, k, v, BRANCHES)
-                o.backward(do)
-            fb_ms = median_ms(fb, args.warmup, args.reps)
-        except torch.cuda.OutOfMemoryError:
-            lines.append(f"# N = {n}: out of memory, stop\n")
+                def fb():
+                    o, _ = longnet(q, k, v, BRANCHES, backend)
+                    o.backward(do)
+                times[backend] = (fwd, median_ms(fb, args.warmup, args.reps))
+            except torch.cuda.OutOfMemoryError:
+                lines.append(f"# N = {n}, {backend}: out of memory\n")
+                print(lines[-1], end="")
+                torch.cuda.empty_cache()
+        if not times:
+            lines.append(f"# N = {n}: out of memory with every backend, stop\n")
             print(lines[-1], end="")
             break
-        lines.append(f"{n:<8} {'torch longnet':<13} {fwd:9.3f} {flops / fwd * 1e-9:9.1f} {fb_ms:9.3f} "
-                     f"{3.5 * flops / fb_ms * 1e-9:10.1f} {pairs_kept(n, H, BRANCHES):14d}\n")
-        print(lines[-1], end="")
+        peer = min(times, key=lambda b: times[b][1])
+        for backend, (fwd, fb_ms) in times.items():
+            name = f"torch {backend}" + (" *" if backend == peer and len(times) > 1 else "")
+            lines.append(f"{n:<8} {name:<13} {fwd:9.3f} {flops / fwd * 1e-9:9.1f} {fb_ms:9.3f} "
+                         f"{3.5 * flops / fb_ms * 1e-9:10.1f} {pairs_kept(n, H, BRANCHES):14d}\n")
+            print(lines[-1], end="")
         sys.stdout.flush()
         del q, k, v, do
         torch.cuda.empty_cache()
