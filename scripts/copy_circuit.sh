@@ -95,7 +95,7 @@ if [[ " ${VARIANTS[*]} " == *"-rand "* ]] && [ ! -f "$rand_shard" ]; then
         --passkey-every 1024 --quote-every 256 --repeat-every 2048 --random-every "${RANDOM_EVERY:-512}" --seed 7 \
         --out "$rand_shard" > "$rand_shard.log" 2>&1 || { echo "copy_circuit: task-shard failed: $(tail -1 "$rand_shard.log")"; exit 1; }
 fi
-# Answers of ANSWER_WORDS words (3: a third word leaves little to guess; notes/reading.md, Result 12).
+# Answers of up to ANSWER_WORDS words (3: a third word leaves little to guess; notes/reading.md, Result 12).
 words=${ANSWER_WORDS:-3}
 quotes=$WORK/quote${words}w_$SEQ.jsonl
 [ -f "$quotes" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task quote --lengths "$SEQ" --depths 0,0.25,0.5,0.75,1 \

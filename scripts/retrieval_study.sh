@@ -73,7 +73,8 @@
 #              changed as V changed the shorter ones (whole: as hybrid1m's, already whole documents)
 #   hybrid1m-readconv  the same from hybrid128k-readconv@S on read's 1M documents, on one GPU (the q/k
 #              convolution does not run under --cp)
-# Quote items (data_tool tasks --task quote, each with its control) are scored beside the needles at every
+# Quote items (data_tool tasks --task quote, each with its control; answers of ANSWER_WORDS = 3 words,
+# where the controls guess <= 10%) are scored beside the needles at every
 # length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
 # a model reading only the last N tokens of each prompt, as the run ctlN-M.
 # SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, WIDE_ARGS, DEMOS,
@@ -216,6 +217,7 @@ M_EVAL() {
     esac
 }
 read -r -a LENGTHS <<< "${LENGTHS:-2048 8192 32768 131072 524288 1048576}"
+WORDS=${ANSWER_WORDS:-3}  # a quote's answer: a third word leaves little to guess (notes/reading.md, Result 12)
 # Items per (task, length, depth): 10 up to 128K (50 per task and length: a 2% step), fewer past it,
 # where one item's prefill takes seconds.
 samples_at() { [ "$1" -le 131072 ] && echo "${SAMPLES:-10}" || echo "${SAMPLES_LONG:-2}"; }
@@ -297,7 +299,7 @@ for step in "$@"; do
             # off the grid.
             for L in "${LENGTHS[@]}"; do
                 [ -f "$D/eval_quote_$L.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task quote --lengths "$L" \
-                    --depths 0,0.25,0.5,0.75,1 --samples "$(samples_at "$L")" --seed 31 --out "$D/eval_quote_$L.jsonl" > /dev/null &
+                    --depths 0,0.25,0.5,0.75,1 --samples "$(samples_at "$L")" --seed 31 --answer-words "$WORDS" --out "$D/eval_quote_$L.jsonl" > /dev/null &
                 pids+=($!)
             done
             for q in "qbook:${QUOTE_BOOK:-$CARRY/demo/debian-policy.txt}:${QBOOK_LENGTHS:-6000,50000,200000}" \
@@ -305,7 +307,7 @@ for step in "$@"; do
                 IFS=: read -r kind src lens <<< "$q"
                 [ -e "$src" ] || continue
                 [ -f "$D/eval_$kind.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --haystack "$src" --task quote --lengths "$lens" \
-                    --depths 0,0.1,0.33,0.6,0.9 --samples "${QUOTE_SAMPLES:-2}" --seed 37 --out "$D/eval_$kind.jsonl" > /dev/null &
+                    --depths 0,0.1,0.33,0.6,0.9 --samples "${QUOTE_SAMPLES:-2}" --seed 37 --answer-words "$WORDS" --out "$D/eval_$kind.jsonl" > /dev/null &
                 pids+=($!)
             done
             for L in "${LENGTHS[@]}"; do

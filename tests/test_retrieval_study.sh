@@ -38,6 +38,10 @@ done
 grep -q 'quoted line every 256' "$WORK/data/tasks2k-read.bin.log" && grep -q 'quoted line every 64 tokens, a repeated passage of 16-512' "$WORK/data/tasks2k-readmore.bin.log" && grep -q '"task": *"quote-control"' "$WORK/data/eval_qtree.jsonl" &&
     pass "data: the read shards carry quoted lines (readmore more, and longer passages); quote items come with their controls" ||
     fail "data: read shards or quote items: $(tail -1 "$WORK/data/tasks2k-read.bin.log")"
+# Answers of up to ANSWER_WORDS (3) words: fewer only where the line ends.
+words=$(python3 -c 'import json, sys; print(max(len(json.loads(l)["answer"].split()) for f in sys.argv[1:] for l in open(f)))' \
+        "$WORK/data/eval_quote_600.jsonl" "$WORK/data/eval_qbook.jsonl" "$WORK/data/eval_qtree.jsonl" 2>&1)
+[ "$words" = 3 ] && pass "data: quote items' answers of up to 3 words (ANSWER_WORDS)" || fail "data: quote answers of up to $words words"
 grep -q 'each from 256 or more tokens back' "$WORK/data/tasks1k-readfar.bin.log" && grep -q 'each from 256 or more' "$WORK/data/tasks4k-readfar.bin.log" &&
     grep -q 'quoted line every 256' "$WORK/data/tasks512-readfar.bin.log" && ! grep -q 'or more tokens back' "$WORK/data/tasks512-readfar.bin.log" &&
     pass "data: readfar's copies past the first window come from READFAR_MIN or more tokens back, its first window's as read's" ||
