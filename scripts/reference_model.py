@@ -16,7 +16,8 @@ docs/attention-spec.md gives it. No KV cache, no document masks (infer applies n
 --break WHAT computes a deliberately wrong model, so that a test can see the comparison fail:
 eps (LayerNorm epsilon 1e-6), rotary (no rotary embedding in layer 0), pairing (rotate
 neighbouring dimensions, 2i with 2i+1), logn (no log-n scaling), mask (every layer dense causal),
-qkconv (the q/k convolution's taps reversed: the weight of the token itself on the oldest).
+qkconv (the q/k convolution's taps reversed: the weight of the token itself on the oldest), qkswap
+(q's convolution weights on k and k's on q).
 numpy comes from Debian's python3-numpy (scripts/install_deps.sh).
 """
 import argparse
@@ -242,6 +243,8 @@ def block(x, w, l, config, fwd, positions):
     qkv = matmul(layernorm(x, w[p + "ln1.weight"], w[p + "ln1.bias"], eps), w[p + "attn.qkv.weight"], w[p + "attn.qkv.bias"])
     if layer.get("qk_conv", 0):  # a NoPE layer's q/k convolution: weight (W, 2C), q's channels then k's
         conv = w[p + "attn.qk_conv.weight"]
+        if "qkswap" in BROKEN:
+            conv = np.concatenate([conv[:, C:], conv[:, :C]], axis=1)
         broken = "qkconv" in BROKEN
         qkv = np.concatenate([qk_conv(qkv[:, :C], conv[:, :C], broken), qk_conv(qkv[:, C:2 * C], conv[:, C:], broken),
                               qkv[:, 2 * C:]], axis=1)
@@ -293,7 +296,7 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-4, help="--compare: the largest relative difference accepted")
     ap.add_argument("--all", action="store_true", help="print the logits of every position, not only the last")
     ap.add_argument("--break", dest="broken", action="append", default=[],
-                    choices=["eps", "rotary", "pairing", "logn", "mask", "qkconv"], help="compute a deliberately wrong model")
+                    choices=["eps", "rotary", "pairing", "logn", "mask", "qkconv", "qkswap"], help="compute a deliberately wrong model")
     a = ap.parse_args()
     BROKEN.update(a.broken)
     meta, w = read_safetensors(a.checkpoint)

@@ -207,7 +207,11 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
 }
 # How many GPUs a recipe trains over (train --cp): the 1M windows take every visible GPU.
 # CP=P overrides it; SIMULATE_RANKS=1 runs the ranks as threads on one GPU (a check of the path, not a speed).
-M_CP() { [ -n "${CP:-}" ] && { echo "$CP"; return; }; case $1 in hybrid1m-readconv) echo 1 ;; hybrid1m*) gpu_count ;; *) echo 1 ;; esac; }
+M_CP() {  # the q/k convolution does not run under --cp: its recipe takes one rank whatever CP says
+    [ "$1" = hybrid1m-readconv ] && { echo 1; return; }
+    [ -n "${CP:-}" ] && { echo "$CP"; return; }
+    case $1 in hybrid1m*) gpu_count ;; *) echo 1 ;; esac
+}
 # The longest task files a model is scored on (dense prefill is quadratic), and how it reads them.
 M_EVAL() {
     case $1 in

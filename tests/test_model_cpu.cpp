@@ -373,7 +373,7 @@ static void test_qk_conv_identity(uint64_t seed) {
         if (p.name == "blocks.1.attn.qk_conv.weight") w = b.params.data() + p.offset, decay = p.decay;
     report(w && !decay, "q/k convolution: a tensor of its own, out of weight decay", 0, 0);
     if (!w) return;
-    w[2 * conv.n_embd + 3] = 0.5;  // the token two back, one query channel
+    w[2 * conv.n_embd + 3] = 0.5;  // row 1 (the token one back), one query channel
     const double lc = b.forward(x.tokens.data(), x.targets.data(), x.doc_start.data(), x.B, x.T, x.pos.data());
     report(std::fabs(lc - lb) > 1e-6, "q/k convolution off the identity changes the loss (control)", std::fabs(lc - lb), 1e-6);
 }

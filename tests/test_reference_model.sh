@@ -34,7 +34,7 @@ tiny=(--data "$corpus" --width 128 --heads 2 --seq-len 64 --batch 2 --steps 3 --
 # name, train flags...: a checkpoint in $work/NAME, its prompt's logits from infer in $work/NAME.logits.
 make_case() {
     local name=$1; shift
-    if ! build/train "${tiny[@]}" "$@" --out "$work/$name" > "$work/$name.train.log" 2>&1; then
+    if ! tests/last_wins.sh build/train "${tiny[@]}" "$@" --out "$work/$name" > "$work/$name.train.log" 2>&1; then
         fail "$name: training the tiny model: $(tail -1 "$work/$name.train.log")"; return 1
     fi
     if ! build/infer --checkpoint "$work/$name" --device cpu --prompt "$prompt" --logits-out "$work/$name.logits" \
@@ -79,8 +79,10 @@ make_case fixed --layers 2 --attn fixed --stride 16 --summary 4 && { matches fix
 make_case nope_logn --layers 2 --nope-layers 1 --logn-attn 4 && { matches nope_logn; sees nope_logn logn; }
 make_case hybrid --layers 4 --attn dilated,block-sparse,fixed,dense --segments 16,64 --dilations 1,2 --block 8 --window 16 \
     --stride 16 --summary 4 --nope-layers 2,3 --logn-attn 32 && { matches hybrid; sees hybrid mask; }
-# The q/k convolution, its taps in the file's order (reversed: seen).
-make_case qkconv --layers 2 --nope-layers 1 --logn-attn 32 --qk-conv 4 && { matches qkconv; sees qkconv qkconv; }
+# The q/k convolution, its taps in the file's order and q's apart from k's (reversed, swapped: seen);
+# a learning rate that moves the taps well off the identity in 3 steps, so that they count.
+make_case qkconv --layers 2 --nope-layers 1 --logn-attn 32 --qk-conv 4 --lr 3e-2 \
+    && { matches qkconv; sees qkconv qkconv; sees qkconv qkswap; }
 # Prefilled in chunks of 7 tokens (the convolution's rows carried from chunk to chunk), the cache
 # gives the same logits.
 for name in hybrid qkconv; do

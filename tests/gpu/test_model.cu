@@ -285,10 +285,12 @@ struct DoublingComm : Comm {
     void abort(const std::string&) override {}
 };
 
-static void check_gradient_buckets(uint64_t seed) {
+static void check_gradient_buckets(uint64_t seed, int qk_conv = 0) {
     gc::Rng rng(seed);
     GPTConfig cfg;
     cfg.vocab_size = 512, cfg.n_layer = 3, cfg.n_embd = 128, cfg.n_head = 2;
+    if (qk_conv) cfg.nope_layers = {1}, cfg.qk_conv = qk_conv;  // a block whose bucket holds the convolution's weights
+    const std::string conv = qk_conv ? strf(" (q/k convolution %d in layer 1)", qk_conv) : "";
     const std::vector<Batch> batches = {make_batch(rng, 2, 256, cfg.vocab_size, true), make_batch(rng, 2, 256, cfg.vocab_size, false)};
     CudaBackend plain(cfg, AttnBackend::Flash, true), bucketed(cfg, AttnBackend::Flash, true);
     std::vector<float> w(plain.num_params());
@@ -307,7 +309,7 @@ static void check_gradient_buckets(uint64_t seed) {
         plain.get_grads(g.data()), bucketed.get_grads(g2.data());
         size_t wrong = 0;
         for (size_t i = 0; i < n; i++) wrong += g2[i] != 2.0f * g[i];
-        check(wrong == 0, strf("gradient buckets, step %zu: summed gradients are exactly twice the unsummed (%zu of %zu differ)", s + 1, wrong, n));
+        check(wrong == 0, strf("gradient buckets, step %zu: summed gradients are exactly twice the unsummed (%zu of %zu differ)", s + 1, wrong, n) + conv);
         // The buckets tile the buffer: sorted by start, each begins where the last ended.
         std::vector<std::pair<const float*, size_t>> c = comm.calls;
         std::sort(c.begin(), c.end());
@@ -315,7 +317,7 @@ static void check_gradient_buckets(uint64_t seed) {
         size_t at = 0;
         for (const auto& [p, len] : c) tiled = tiled && len > 0 && p == c.front().first + at, at += len;
         check(tiled && at == n, strf("gradient buckets, step %zu: %zu sums (a block each and the embedding) cover the %zu gradients once",
-                                     s + 1, comm.calls.size(), n));
+                                     s + 1, comm.calls.size(), n) + conv);
     }
 }
 
@@ -352,6 +354,7 @@ static int main_body(int argc, char** argv) {
     compare_training(seed + 2);
     check_vocab_errors(seed + 4);
     check_gradient_buckets(seed + 13);
+    check_gradient_buckets(seed + 15, 3);
     {
         GPTConfig dense;  // D = 64
         dense.vocab_size = 2048, dense.n_layer = 2, dense.n_embd = 256, dense.n_head = 4;
@@ -370,6 +373,9 @@ static int main_body(int argc, char** argv) {
         f.fixed.stride = 128, f.fixed.summary = 16;
         fx.layer_attn = {f, AttnPattern{}};
         check_determinism("fixed + dense, 4 heads of 64, T 1024", fx, seed + 10);
+        GPTConfig conv = dense;  // layer 1 NoPE with a q/k convolution: its two-stage weight gradient, its raw q/k recomputed
+        conv.nope_layers = {1}, conv.qk_conv = 4;
+        check_determinism("dense + NoPE dense with a q/k convolution of 4, 4 heads of 64, T 1024", conv, seed + 14);
     }
     return check_report();
 }
