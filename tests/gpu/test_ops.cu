@@ -1118,6 +1118,21 @@ static void run_perf(const char* out_path) {
                 rope_backward_cuda(qkv2.p, qkv2.p, pos.p, B, T, H, D, 10000.0f, g_stream);
             }),
             4.0 * N3, 0);
+        {  // the q/k convolution (a NoPE layer's, in the rotary's place): W = 4
+            const int W = 4;
+            DBuf<bf16> raw(NC * 2), dinp(N3), cw((size_t)W * 2 * C);
+            DBuf<float> dcw((size_t)W * 2 * C);
+            DBuf<char> scratch(qk_conv_backward_scratch_bytes(B, T, C, W));
+            fill(cw.p, cw.n), fill(dcw.p, dcw.n);
+            add("qk_conv_forward", strf("N=%d C=%d W=%d", N, C, W), time_us([&] {
+                    qk_conv_forward_cuda(qkv2.p, raw.p, qkv.p, nullptr, cw.p, pos.p, nullptr, B, T, C, W, g_stream);
+                }),
+                2.0 * (3 + 3 + 2) * NC, 0);  // qkv in, qkv and raw q, k out
+            add("qk_conv_backward", strf("N=%d C=%d W=%d", N, C, W), time_us([&] {
+                    qk_conv_backward_cuda(dinp.p, dcw.p, qkv.p, raw.p, cw.p, pos.p, nullptr, B, T, C, W, (float*)scratch.p, g_stream);
+                }),
+                2.0 * (3 + 3 + 2 + 2) * NC, 0);  // dout in, dinp out; dout's and raw's q, k again for the weights
+        }
         add("gelu_forward", strf("n=%zu", N4), time_us([&] { gelu_forward_cuda(hg.p, h.p, N4, g_stream); }), 4.0 * N4, 0);
         add("gelu_backward", strf("n=%zu", N4), time_us([&] { gelu_backward_cuda(dh.p, h.p, hg.p, N4, g_stream); }), 6.0 * N4, 0);
     }
