@@ -137,7 +137,7 @@ inline std::vector<float> weights_with_identity_convolutions(const std::vector<f
     for (const ParamTensor& t : now) {
         const auto same = std::find_if(had.begin(), had.end(), [&](const ParamTensor& h) { return h.name == t.name; });
         if (same == had.end()) {
-            if (t.name.find("qk_conv") == std::string::npos) fatal("internal: %s has no tensor %s", "--init-from", t.name.c_str());
+            if (t.name.find("qk_conv") == std::string::npos) fatal("internal: --init-from: the checkpoint has no tensor %s", t.name.c_str());
             continue;
         }
         std::copy(params.begin() + same->offset, params.begin() + same->offset + same->size, out.begin() + t.offset);
