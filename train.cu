@@ -38,7 +38,7 @@
 
 struct TrainArgs {
     std::string data = "corpus", out = "out/train", device = "auto", attention = "flash";
-    std::string attn = "dense", layer_pattern, nope_layers;
+    std::string attn = "dense", layer_pattern, nope_layers, qk_conv_layers;
     PatternFlags pattern;  // each pattern module's flags (add_pattern_flags)
     int layers = 4, width = 128, heads = 2, seq_len = 256, batch = 8, steps = 600, logn_attn = 0, qk_conv = 0;
     float lr = 2e-3f, min_lr_frac = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
@@ -113,6 +113,7 @@ static void add_model_flags(Flags& flags, TrainArgs& a) {
                                              "ln(p + 1) / ln(N) (0: off; recorded in the checkpoint; infer may change it)");
     flags.add_int("qk-conv", &a.qk_conv, "W: the NoPE layers' queries and keys pass a causal depthwise convolution over the W "
                                          "tokens up to each (started as the identity), so that a head can match a phrase (0: off)");
+    flags.add_string("qk-conv-layers", &a.qk_conv_layers, "the NoPE layers that --qk-conv convolves, e.g. 3,5 (default: every NoPE layer)");
     flags.add_string("attn", &a.attn, ("attention pattern of the layers: " + attn_kind_names() + ", or a comma list of them cycled over the layers (docs/attention-spec.md)").c_str());
     flags.add_string("layer-pattern", &a.layer_pattern, "single layers of another pattern than --attn gives them: LAYER:PATTERN "
                                                         "entries (layers from 0, patterns as --attn names them), e.g. 0:dense,5:dense");
@@ -342,6 +343,10 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
     if (now.nope_layers != saved.nope_layers) return "--nope-layers differs from the checkpoint's model";
     if (now.logn_attn != saved.logn_attn) return differs("--logn-attn", now.logn_attn, saved.logn_attn);
     if (now.qk_conv != saved.qk_conv) return differs("--qk-conv", now.qk_conv, saved.qk_conv);
+    for (int l = 0; l < now.n_layer; l++)
+        if (now.layer_qk_conv(l) != saved.layer_qk_conv(l))
+            return "layer " + std::to_string(l) + (now.layer_qk_conv(l) ? " convolves" : " does not convolve") + " its queries and keys " +
+                   "(--qk-conv-layers) but " + (saved.layer_qk_conv(l) ? "does" : "does not") + " in the checkpoint's model";
     for (int l = 0; l < now.n_layer; l++) {
         const AttnPattern a = now.attn(l), b = saved.attn(l);
         if (a.causal != b.causal) return "layer " + std::to_string(l) + " of the checkpoint's model is " + (b.causal ? "" : "not ") + "causal, which train does not make";
@@ -400,8 +405,10 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
     const bool nope_alone = a.resume && !flags.was_set("nope-layers");
     cfg.logn_attn = nope_alone ? 0 : a.logn_attn;
     cfg.qk_conv = nope_alone ? 0 : a.qk_conv;
+    const std::vector<int> conv_layers = parse_int_list(a.qk_conv_layers, "--qk-conv-layers");
+    if (!nope_alone) cfg.qk_conv_layers = conv_layers;
     validate_config(cfg);  // before sizing anything by --layers or --width
-    cfg.logn_attn = a.logn_attn, cfg.qk_conv = a.qk_conv;
+    cfg.logn_attn = a.logn_attn, cfg.qk_conv = a.qk_conv, cfg.qk_conv_layers = conv_layers;
     if (flags.was_set("rope-theta") && !rotates_any_layer(cfg))
         fatal("--rope-theta has no effect: every layer is NoPE (--nope-layers %s), so nothing rotates; drop --rope-theta or "
               "leave a layer out of --nope-layers", a.nope_layers.c_str());
@@ -415,8 +422,8 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
 
 // Model flags given now must describe the checkpoint's model; flags left out take it.
 static void require_model_flags_fit(const GPTConfig& from_flags, const GPTConfig& saved, const Flags& flags) {
-    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "logn-attn", "qk-conv", "attn",
-                                           "layer-pattern"};
+    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "logn-attn", "qk-conv",
+                                           "qk-conv-layers", "attn", "layer-pattern"};
     for (const std::string& f : pattern_flag_names()) model_flags.push_back(f);
     const std::string diff = model_difference(from_flags, saved);
     bool any_model_flag = false;
@@ -482,8 +489,15 @@ static std::vector<float> load_init_weights(const TrainArgs& a, const GPTConfig&
     if (ic.qk_conv && ic.qk_conv != cfg.qk_conv)
         fatal("--init-from %s convolves its queries and keys over %d tokens but this run asks for %d: pass --qk-conv %d",
               path.c_str(), ic.qk_conv, cfg.qk_conv, ic.qk_conv);
-    if (say) std::printf("weights from %s%s\n", path.c_str(), ic.qk_conv == cfg.qk_conv ? "" : ", the q/k convolutions from the identity");
-    return ic.qk_conv == cfg.qk_conv ? std::move(init.params) : weights_with_identity_convolutions(init.params, ic, cfg);
+    bool same_convolutions = true;
+    for (int l = 0; l < cfg.n_layer; l++) {
+        if (ic.layer_qk_conv(l) && !cfg.layer_qk_conv(l))
+            fatal("--init-from %s convolves the queries and keys of layer %d and this run does not: pass --qk-conv-layers %s",
+                  path.c_str(), l, int_list_text(ic.qk_conv_layers.empty() ? ic.nope_layers : ic.qk_conv_layers).c_str());
+        same_convolutions = same_convolutions && ic.layer_qk_conv(l) == cfg.layer_qk_conv(l);
+    }
+    if (say) std::printf("weights from %s%s\n", path.c_str(), same_convolutions ? "" : ", the q/k convolutions from the identity");
+    return same_convolutions ? std::move(init.params) : weights_with_identity_convolutions(init.params, ic, cfg);
 }
 
 static AttnBackend choose_attention(const TrainArgs& a, const GPTConfig& cfg, Device device) {
@@ -734,7 +748,8 @@ static void report_model_and_data(const TrainArgs& a, const GPTConfig& cfg, cons
     if (!cfg.nope_layers.empty())
         std::printf("rotary embedding: base %g, none in layers %s (NoPE)%s\n", cfg.rope_theta, int_list_text(cfg.nope_layers).c_str(),
                     (std::string(cfg.logn_attn ? ", log-n attention from position " + std::to_string(cfg.logn_attn) : "") +
-                     (cfg.qk_conv ? ", their queries and keys convolved over " + std::to_string(cfg.qk_conv) + " tokens" : ""))
+                     (cfg.qk_conv ? ", their queries and keys convolved over " + std::to_string(cfg.qk_conv) + " tokens" : "") +
+                     (cfg.qk_conv_layers.empty() ? "" : " in layers " + int_list_text(cfg.qk_conv_layers) + " only"))
                         .c_str());
     std::printf("data: %llu train tokens (%llu windows of %d), %llu val tokens | %lld tokens per step, %d steps\n",
                 (unsigned long long)corpus.train.n_tokens(), (unsigned long long)train.corpus_windows(), a.seq_len,

@@ -29,6 +29,9 @@ struct GPTConfig {
     // (0: off; layers/qk_conv.h), so that a head can match a phrase rather than one token. Its
     // weights, one (W, 2C) tensor per NoPE layer, are the model's "attn.qk_conv.weight".
     int qk_conv = 0;
+    // The NoPE layers whose q and k are convolved, sorted; empty: every NoPE layer. A subset
+    // leaves the others matching single tokens.
+    std::vector<int> qk_conv_layers;
     // One pattern per layer. Empty means every layer is dense causal. A per-layer setting so
     // patterns can mix with dense layers and with each other.
     std::vector<AttnPattern> layer_attn;
@@ -43,9 +46,11 @@ struct GPTConfig {
     int layer_logn_base(int layer) const {
         return logn_attn && std::binary_search(nope_layers.begin(), nope_layers.end(), layer) ? logn_attn : 0;
     }
-    // The width of a layer's q/k convolution: qk_conv in a NoPE layer, else 0 (none).
+    // The width of a layer's q/k convolution: qk_conv in a NoPE layer that qk_conv_layers names
+    // (or in every NoPE layer when it names none), else 0 (none).
     int layer_qk_conv(int layer) const {
-        return qk_conv && std::binary_search(nope_layers.begin(), nope_layers.end(), layer) ? qk_conv : 0;
+        const bool named = qk_conv_layers.empty() || std::binary_search(qk_conv_layers.begin(), qk_conv_layers.end(), layer);
+        return qk_conv && named && std::binary_search(nope_layers.begin(), nope_layers.end(), layer) ? qk_conv : 0;
     }
 };
 
@@ -110,6 +115,18 @@ inline std::string qk_conv_error(int width, const std::vector<int>& nope_layers)
         return "--qk-conv acts on the queries and keys of NoPE layers and the model has none (train --nope-layers makes them): drop --qk-conv";
     return "";
 }
+inline std::string qk_conv_layers_error(const std::vector<int>& layers, int width, const std::vector<int>& nope_layers) {
+    if (layers.empty()) return "";
+    if (width == 0) return "--qk-conv-layers names the layers of a q/k convolution and --qk-conv is 0: give --qk-conv W or drop --qk-conv-layers";
+    for (size_t i = 0; i < layers.size(); i++) {
+        if (!std::binary_search(nope_layers.begin(), nope_layers.end(), layers[i]))
+            return "--qk-conv-layers: layer " + std::to_string(layers[i]) + " is not a NoPE layer (--nope-layers " +
+                   int_list_text(nope_layers) + "): the convolution acts on NoPE layers only";
+        if (i && layers[i] <= layers[i - 1]) return "--qk-conv-layers must list distinct layers in increasing order (got " +
+                                                    std::to_string(layers[i - 1]) + " before " + std::to_string(layers[i]) + ")";
+    }
+    return "";
+}
 
 // Under context parallelism a rank's first tokens would read the rows of the rank before, which
 // the ring does not send.
@@ -164,6 +181,8 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
     if (!logn.empty()) fatal("%s", logn.c_str());
     const std::string conv = qk_conv_error(c.qk_conv, c.nope_layers);
     if (!conv.empty()) fatal("%s", conv.c_str());
+    const std::string conv_layers = qk_conv_layers_error(c.qk_conv_layers, c.qk_conv, c.nope_layers);
+    if (!conv_layers.empty()) fatal("%s", conv_layers.c_str());
 }
 
 // The per-layer patterns from the flags: --attn, a pattern name or a comma list of them cycled
@@ -241,7 +260,8 @@ inline std::string config_to_json(const GPTConfig& c) {
     const std::string nope = c.nope_layers.empty() ? "" : "\"nope_layers\":[" + int_list_text(c.nope_layers) + "],";
     const std::string logn = c.logn_attn ? "\"logn_attn\":" + std::to_string(c.logn_attn) + "," : "";  // likewise
     const std::string conv = c.qk_conv ? "\"qk_conv\":" + std::to_string(c.qk_conv) + "," : "";  // likewise
-    return std::string(buf) + nope + logn + conv + "\"layer_attn\":" + attn + "}";
+    const std::string conv_layers = c.qk_conv_layers.empty() ? "" : "\"qk_conv_layers\":[" + int_list_text(c.qk_conv_layers) + "],";
+    return std::string(buf) + nope + logn + conv + conv_layers + "\"layer_attn\":" + attn + "}";
 }
 
 // Throws JsonError on a malformed or incomplete config (values of the wrong type or outside
@@ -253,10 +273,10 @@ inline GPTConfig config_from_json(const std::string& text) {
     // (or edited by hand) would otherwise run as another model, and a resume would drop the key.
     for (const auto& [key, value] : j.obj) {
         static const char* const kKeys[] = {"vocab_size", "n_layer", "n_embd", "n_head", "rope_theta", "layer_attn", "nope_layers", "logn_attn",
-                                             "qk_conv"};
+                                             "qk_conv", "qk_conv_layers"};
         if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
             throw JsonError("unknown key \"" + key.substr(0, 40) + "\" (this build reads vocab_size, n_layer, n_embd, n_head, rope_theta, "
-                            "layer_attn, nope_layers, logn_attn, qk_conv): use the build that wrote it, or remove the key");
+                            "layer_attn, nope_layers, logn_attn, qk_conv, qk_conv_layers): use the build that wrote it, or remove the key");
     }
     const long long kInt = 2147483647;
     GPTConfig c;
@@ -277,5 +297,10 @@ inline GPTConfig config_from_json(const std::string& text) {
     }
     if (j.has("logn_attn")) c.logn_attn = (int)j.at("logn_attn").as_int("logn_attn", -kInt, kInt);  // validate_config: logn_attn_error
     if (j.has("qk_conv")) c.qk_conv = (int)j.at("qk_conv").as_int("qk_conv", -kInt, kInt);  // validate_config: qk_conv_error
+    if (j.has("qk_conv_layers")) {  // validate_config: qk_conv_layers_error
+        const std::vector<Json>& conv = j.at("qk_conv_layers").as_array("qk_conv_layers");
+        if (conv.size() > (size_t)kMaxLayers) throw JsonError("qk_conv_layers has too many entries");
+        for (const Json& l : conv) c.qk_conv_layers.push_back((int)l.as_int("qk_conv_layers", -kInt, kInt));
+    }
     return c;
 }

@@ -10,7 +10,8 @@
 #   hybrid        rotary layers 0, 2, 4 on a sliding window of 2048 (block-sparse), NoPE layers 1, 3, 5
 #                 with log-n scaling, rope base 1e7
 #   hybrid-qkconv hybrid whose NoPE layers pass q and k through a causal depthwise convolution of
-#                 QKCONV tokens (default 4; train --qk-conv)
+#                 QKCONV tokens (default 4; train --qk-conv), in the NoPE layers QKCONV_LAYERS names
+#                 (default all: train --qk-conv-layers)
 #   dense         every layer dense and rotary (a plain GPT), rope base 1e7
 #   hybrid-theta4 hybrid with rope base 1e4
 #   dense-theta4  dense with rope base 1e4
@@ -65,7 +66,7 @@ variant_args() {
     case ${v%-theta4} in
         hybrid|hybrid-qkconv)
                 attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn ${HLOGN:-512}"
-                [ "${v%-theta4}" = hybrid-qkconv ] && attn="$attn --qk-conv ${QKCONV:-4}" ;;
+                [ "${v%-theta4}" = hybrid-qkconv ] && attn="$attn --qk-conv ${QKCONV:-4}${QKCONV_LAYERS:+ --qk-conv-layers $QKCONV_LAYERS}" ;;
         dense)  attn="--attn dense" ;;
         torch|torch-hybrid|torch-moba|torch-mobalag|torch-qkconv)
                 [ "$1" = "$v" ] && return 0; echo "copy_circuit: the torch peers train on read's documents only (no $1)" >&2; return 1 ;;

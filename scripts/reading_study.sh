@@ -99,7 +99,7 @@ case $call in
     train)  # (one call) runs $2 and $3 side by side at 150M tokens, each to its end or to TRAIN_UNTIL (560) s into the call
         a=${2:?train needs two runs, say hybrid128k-readmore@1 hybrid128k-read@5} b=${3:?train needs two runs}
         export TOKENS=157286400 VARIANTS="${a#hybrid128k-}"; VARIANTS="${VARIANTS%@*} ${b#hybrid128k-}"; VARIANTS=${VARIANTS%@*}
-        VARIANTS=${VARIANTS//readwide/read}; VARIANTS=${VARIANTS//readconv/read}  # the wide and conv models train on read's shards
+        VARIANTS=${VARIANTS//readwide/read}; VARIANTS=${VARIANTS//readconvpart/read}; VARIANTS=${VARIANTS//readconv/read}  # these train on read's shards
         $study data | tail -1
         m=$(left "${TRAIN_UNTIL:-560}")
         side "$study train:$a:$m" "$study train:$b:$m"

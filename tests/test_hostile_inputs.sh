@@ -116,6 +116,24 @@ refused "train --resume with another --qk-conv" "--qk-conv is 3 but the checkpoi
     || fail "--init-from a model without the convolution: $(tail -1 "$work/conv_from_nope.log")"
 refused "--init-from a model with another --qk-conv" "convolves its queries and keys over 4 tokens but this run asks for 3: pass --qk-conv 4" \
     tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --qk-conv 3 --init-from "$work/conv_ok" --out "$work/conv_other"
+refused "train --qk-conv-layers naming a rotary layer" "--qk-conv-layers: layer 0 is not a NoPE layer (--nope-layers 1): the convolution acts on NoPE layers only" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --qk-conv 4 --qk-conv-layers 0 --out "$work/conv_rotary"
+refused "train --qk-conv-layers without --qk-conv" "--qk-conv-layers names the layers of a q/k convolution and --qk-conv is 0" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 0,1 --qk-conv-layers 1 --out "$work/conv_layers_alone"
+accepted "train --qk-conv 4 --qk-conv-layers 1 of NoPE layers 0,1" tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 0,1 --qk-conv 4 \
+    --qk-conv-layers 1 --out "$work/conv_part"
+grep -qF 'blocks.1.attn.qk_conv.weight' "$work/conv_part/ckpt_00000002.safetensors" && ! grep -qF 'blocks.0.attn.qk_conv.weight' "$work/conv_part/ckpt_00000002.safetensors" \
+    && grep -qF 'qk_conv_layers\":[1]' "$work/conv_part/ckpt_00000002.safetensors" \
+    && pass "--qk-conv-layers 1: recorded, and only layer 1 has the convolution's weights" \
+    || fail "--qk-conv-layers 1 is not recorded, or another layer has the convolution's weights"
+refused "train --resume with the convolution in every NoPE layer" "layer 0 convolves its queries and keys (--qk-conv-layers) but does not in the checkpoint's model" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 0,1 --qk-conv 4 --resume --out "$work/conv_part"
+refused "--init-from a model whose convolution this run drops" "convolves the queries and keys of layer 1 and this run does not: pass --qk-conv-layers 1" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 0,1 --qk-conv 4 --qk-conv-layers 0 --init-from "$work/conv_part" --out "$work/conv_drop"
+./build/train "${tiny[@]}" --nope-layers 0,1 --qk-conv 4 --init-from "$work/conv_part" --out "$work/conv_grow" > "$work/conv_grow.log" 2>&1 \
+    && grep -q 'the q/k convolutions from the identity' "$work/conv_grow.log" \
+    && pass "--init-from a model convolving layer 1 into one convolving 0 and 1: layer 0's from the identity" \
+    || fail "--init-from a model convolving layer 1 into 0 and 1: $(tail -1 "$work/conv_grow.log")"
 edited "$work/conv_edit" 10000 '"nope_layers":[1],"qk_conv":70,'
 refused "infer, checkpoint with qk_conv 70" "--qk-conv must be 0 (off) or a convolution's width in [2, 64] (got 70)" \
     ./build/infer --device cpu --checkpoint "$work/conv_edit" --prompt "In" --max-new 2

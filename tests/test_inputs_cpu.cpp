@@ -125,6 +125,15 @@ static void test_config_limits() {
     c.layer_attn.assign(kMaxLayers, fixed);
     for (int l = 0; l < kMaxLayers; l++) c.nope_layers.push_back(l);
     round_trips("1024 layers, all NoPE, fixed stride = summary = 2^24", c);
+    c = base;  // the q/k convolution in some NoPE layers: recorded, read back, refused outside them
+    c.n_layer = 4, c.nope_layers = {1, 3}, c.qk_conv = kMaxQkConv, c.qk_conv_layers = {3};
+    round_trips("q/k convolution 64 in NoPE layer 3 of 1,3", c);
+    c.qk_conv_layers = {2};
+    refused_both("--qk-conv-layers 2, a rotary layer", c, "layer 2 is not a NoPE layer");
+    c.qk_conv_layers = {3, 1};
+    refused_both("--qk-conv-layers 3,1", c, "distinct layers in increasing order");
+    c.qk_conv_layers = {1}, c.qk_conv = 0;
+    refused_both("--qk-conv-layers without --qk-conv", c, "--qk-conv is 0");
     c = base;
     c.n_layer = kMaxLayers + 1;
     refused_both("1025 layers", c, "--layers", "layer_attn has too many entries");  // the reader's bound on the list

@@ -58,12 +58,14 @@ static size_t encoded_size(const GPT<float>& m) {
     return n;
 }
 
-static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0) {
+static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0,
+                           std::vector<int> qk_conv_layers = {}) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
     cfg.qk_conv = qk_conv;
+    cfg.qk_conv_layers = qk_conv_layers;
     GPT<double> m(cfg);
     m.init_weights(seed);
     // Larger weights than the init so every path carries a gradient well above rounding.
@@ -91,7 +93,8 @@ static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int
     }
     const std::string nope = (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
                              (logn_attn ? ", log-n attention from position " + std::to_string(logn_attn) : "") +
-                             (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "");
+                             (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "") +
+                             (qk_conv_layers.empty() ? "" : " in layers " + int_list_text(qk_conv_layers));
     report(worst <= tol, ("model gradient" + nope + ", all tensors (worst " + worst_name + ")").c_str(), worst, tol);
 }
 
@@ -378,6 +381,37 @@ static void test_qk_conv_identity(uint64_t seed) {
     report(std::fabs(lc - lb) > 1e-6, "q/k convolution off the identity changes the loss (control)", std::fabs(lc - lb), 1e-6);
 }
 
+// --qk-conv-layers: the convolution in the NoPE layers it names only; the others keep no tensor
+// and match single tokens. A model convolving some of its NoPE layers grows into one convolving
+// all of them (train --init-from) computing the same loss, and a subset naming every NoPE layer is
+// the model without a subset.
+static void test_qk_conv_layers(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig part = tiny_config(), all = tiny_config(), listed = tiny_config();
+    part.nope_layers = all.nope_layers = listed.nope_layers = {0, 1};
+    part.qk_conv = all.qk_conv = listed.qk_conv = 3;
+    part.qk_conv_layers = {1};
+    listed.qk_conv_layers = {0, 1};
+    report(part.layer_qk_conv(0) == 0 && part.layer_qk_conv(1) == 3 && all.layer_qk_conv(0) == 3, "--qk-conv-layers 1 of NoPE 0,1: layer 1 only", 0, 0);
+    GPT<double> a(part), b(all);
+    bool only_1 = true;
+    for (const ParamTensor& p : a.layout) only_1 = only_1 && (p.name.find("qk_conv") == std::string::npos || p.name == "blocks.1.attn.qk_conv.weight");
+    report(only_1 && a.num_params + 3 * 2 * part.n_embd == b.num_params, "--qk-conv-layers 1: one convolution tensor, in layer 1", 0, 0);
+    a.init_weights(seed);
+    for (double& w : a.params) w += rng.uniform(-0.2, 0.2);
+    const std::vector<float> from(a.params.begin(), a.params.end());
+    const std::vector<float> to = weights_with_identity_convolutions(from, part, all);
+    b.params.assign(to.begin(), to.end());
+    for (double& w : a.params) w = (float)w;
+    const Batch x = random_batch(rng, part.vocab_size);
+    const double la = a.forward(x.tokens.data(), x.targets.data(), x.doc_start.data(), x.B, x.T, x.pos.data());
+    const double lb = b.forward(x.tokens.data(), x.targets.data(), x.doc_start.data(), x.B, x.T, x.pos.data());
+    report(std::fabs(la - lb) < 1e-12, "layer 1's convolution kept, layer 0's from the identity: the same loss", std::fabs(la - lb), 1e-12);
+    GPT<double> c(listed);
+    report(config_to_json(listed) != config_to_json(all) && param_layout(listed).size() == param_layout(all).size() &&
+               c.num_params == b.num_params, "--qk-conv-layers naming every NoPE layer: the model without it", 0, 0);
+}
+
 // Incremental inference (model/kv_cache.h): a prompt prefilled in chunks, then decoded one token
 // at a time, gives the logits of a full forward over the whole sequence at every position, for
 // dense, dilated and block-sparse layers, across the dilated segments' borders; the dilated
@@ -544,6 +578,8 @@ static int main_body(int argc, char** argv) {
     test_gradients(seed, {1}, 0, 3);
     test_gradients(seed, {0, 1}, 30, 4);
     test_qk_conv_identity(seed);
+    test_qk_conv_layers(seed);
+    test_gradients(seed, {0, 1}, 30, 3, {0});
     test_nope_layers(seed);
     test_logn_attn(seed);
     test_float_matches_double(seed);

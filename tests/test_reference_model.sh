@@ -83,6 +83,9 @@ make_case hybrid --layers 4 --attn dilated,block-sparse,fixed,dense --segments 1
 # a learning rate that moves the taps well off the identity in 3 steps, so that they count.
 make_case qkconv --layers 2 --nope-layers 1 --logn-attn 32 --qk-conv 4 --lr 3e-2 \
     && { matches qkconv; sees qkconv qkconv; sees qkconv qkswap; }
+# The convolution in one of two NoPE layers (--qk-conv-layers): the reference reads which from the file.
+make_case qkconvpart --layers 3 --nope-layers 1,2 --qk-conv 4 --qk-conv-layers 2 --lr 3e-2 \
+    && { matches qkconvpart; sees qkconvpart qkconv; }
 # Prefilled in chunks of 7 tokens (the convolution's rows carried from chunk to chunk), the cache
 # gives the same logits.
 for name in hybrid qkconv; do

@@ -71,9 +71,9 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk read readmore readfar readwide readconv; do
+for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
-    shard=tasks4k-${v/readwide/read}.bin; shard=${shard/readconv/read}
+    shard=tasks4k-${v/readwide/read}.bin; shard=${shard/readconvpart/read}; shard=${shard/readconv/read}
     grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "$shard" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
         { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
     pass "hybrid128k-$v: trains on its own shards"
@@ -84,6 +84,9 @@ grep -q '^model: 6 layers, width 128, 2 heads' "$STUDY_OUT/hybrid128k-readwide@1
 grep -q 'their queries and keys convolved over 4 tokens' "$STUDY_OUT/hybrid128k-readconv@1_train.log" &&
     ! grep -q 'convolved' "$STUDY_OUT/hybrid128k-read@1_train.log" && pass "hybrid128k-readconv: read's with the q/k convolution of 4" ||
     fail "readconv's model: $(grep '^rotary' "$STUDY_OUT"/hybrid128k-read*@1_train.log)"
+grep -q 'their queries and keys convolved over 4 tokens in layers 3,5 only' "$STUDY_OUT/hybrid128k-readconvpart@1_train.log" &&
+    pass "hybrid128k-readconvpart: readconv's convolution in NoPE layers 3 and 5 only" ||
+    fail "readconvpart's model: $(grep '^rotary' "$STUDY_OUT/hybrid128k-readconvpart@1_train.log")"
 # TPS below a window: each stage keeps its share of the tokens, a window longer than TPS one a step.
 TPS=1024 $study train:hybrid128k@3:0.0001 > "$work/tps.log" 2>&1
 grep -q 'stage from step 0: windows of 512 tokens, 2 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
@@ -170,10 +173,10 @@ grep -qF '| r (3 runs) | passkey | 75% [25%] | 50% [50%] (1 of 3 runs) |' <<< "$
 # The copy circuit's call (scripts/copy_circuit.sh): two variants at toy size side by side, their
 # copy loss at two gaps and their quotes; an unknown variant is refused before any work.
 cc="CARRY=$work/carry OUTDIR=$work/cc WORK=$work/ccw TOKENS=2048 SEQ=512 BATCH=2 HWINDOW=256 HBLOCK=64 GAPS=16,128 COPY_CTX=1024 COPY_SAMPLES=1 SAMPLES=1"
-env $cc MODEL_ARGS="--layers 6 --width 64 --heads 1" QKCONV=3 scripts/copy_circuit.sh hybrid-qkconv dense-theta4-rand > "$work/cc.log" 2>&1
+env $cc MODEL_ARGS="--layers 6 --width 64 --heads 1" QKCONV=3 QKCONV_LAYERS=3,5 scripts/copy_circuit.sh hybrid-qkconv dense-theta4-rand > "$work/cc.log" 2>&1
 grep -qE '^ +16 +1 +256 ' "$work/cc/hybrid-qkconv_copy.log" && grep -qE '^ +128 +1 +256 ' "$work/cc/dense-theta4-rand_copy.log" &&
     grep -q '^  quote-control' "$work/cc/summary.txt" && ! grep -q 'none in layers' "$work/cc/dense-theta4-rand_train.log" &&
-    grep -q 'base 1e+07, none in layers 1,3,5 (NoPE), log-n attention from position 512, their queries and keys convolved over 3 tokens' "$work/cc/hybrid-qkconv_train.log" &&
+    grep -q 'base 1e+07, none in layers 1,3,5 (NoPE), log-n attention from position 512, their queries and keys convolved over 3 tokens in layers 3,5 only' "$work/cc/hybrid-qkconv_train.log" &&
     grep -q 'tasks512-read.bin' "$work/cc/hybrid-qkconv_train.log" &&
     grep -q 'tasks512-readrand.bin' "$work/cc/dense-theta4-rand_train.log" && grep -q 'random words of 16-256 tokens twice every 512' "$work/ccw/tasks512-readrand.bin.log" &&
     pass "copy_circuit: two variants side by side, their copy loss by gap and quotes (the hybrid with its q/k convolution; the plain GPT without NoPE layers, on documents with random passages)" ||
