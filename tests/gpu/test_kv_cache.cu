@@ -272,11 +272,12 @@ static int main_body(bool kernels_only) {
         // convolution of 4: the prefill's chunks and the decoded tokens scale their queries and
         // convolve (reading the rows the chunks before kept) as the full forward does.
         // Without the block-sparse layer (every layer decodes a token directly: the one-launch
-        // step, the graph and the four launches below), layers 0 and 2 NoPE with a q/k
-        // convolution of 3.
+        // step, the graph and the four launches below), layers 0 and 2 NoPE, a q/k convolution of
+        // 3 in layer 2 only (--qk-conv-layers 2), so a step mixes convolved and plain NoPE layers.
         cfg.nope_layers = with_bs == 2 || with_bs == 0 ? std::vector<int>{0, 2} : std::vector<int>{};
         cfg.logn_attn = with_bs == 2 ? 100 : 0;
         cfg.qk_conv = with_bs == 2 ? 4 : with_bs == 0 ? 3 : 0;
+        if (with_bs == 0) cfg.qk_conv_layers = {2};
         CudaBackend full(cfg, AttnBackend::Flash);
         full.init_weights(5);
         if (cfg.qk_conv) {  // off the identity, so that the rows before a chunk count
@@ -293,7 +294,7 @@ static int main_body(bool kernels_only) {
             for (int t = 0; t < N; t++) full.logits_at(want[(size_t)b * N + t].data(), b, t);
         const std::string layers = with_bs == 2 ? "dense + dilated + fixed l32 c4, NoPE layers 0, 2 with log-n from 100, q/k conv 4"
                                    : with_bs   ? "dense + dilated + block-sparse"
-                                               : "dense + dilated + dilated 24/40 r 4/3, NoPE layers 0, 2, q/k conv 3";
+                                               : "dense + dilated + dilated 24/40 r 4/3, NoPE layers 0, 2, q/k conv 3 in layer 2";
         bool fixed = true;
         std::vector<float> graph_logits, eager_logits;
         KVCacheCuda::kUseGraphs = true;

@@ -37,7 +37,7 @@ static Batch make_batch(gc::Rng& rng, int B, int T, int V, bool doc_mask) {
 }
 
 static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std::vector<AttnPattern> layer_attn = {},
-                          std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0) {
+                          std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0, std::vector<int> qk_conv_layers = {}) {
     gc::Rng rng(seed);
     GPTConfig cfg;
     cfg.vocab_size = 1003, cfg.n_layer = 2, cfg.n_embd = 192, cfg.n_head = 3;  // D = 64
@@ -45,6 +45,7 @@ static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
     cfg.qk_conv = qk_conv;
+    cfg.qk_conv_layers = qk_conv_layers;
     const bool doc_mask = attn == AttnBackend::Flash;  // cuDNN has no document mask
     const Batch b = make_batch(rng, 3, 131, cfg.vocab_size, doc_mask);
     const int* ds = doc_mask ? b.doc_start.data() : nullptr;
@@ -351,6 +352,9 @@ static int main_body(int argc, char** argv) {
     compare_model(AttnBackend::Flash, "flash, dense + NoPE dense layer with log-n attention from 40", seed + 12, {}, {1}, 40);
     // The q/k convolution (started near the identity, its other taps +-0.02), cut by the document mask.
     compare_model(AttnBackend::Flash, "flash, dense + NoPE dense layer with a q/k convolution of 4, doc mask", seed + 13, {}, {1}, 0, 4);
+    // Both layers NoPE, the convolution in layer 1 only (--qk-conv-layers 1): layer 0 matches single tokens.
+    compare_model(AttnBackend::Flash, "flash, two NoPE dense layers, a q/k convolution of 4 in layer 1 only, doc mask", seed + 14, {}, {0, 1}, 0, 4,
+                  {1});
     compare_training(seed + 2);
     check_vocab_errors(seed + 4);
     check_gradient_buckets(seed + 13);
