@@ -109,6 +109,13 @@ grep -q 'weights from .*hybrid128k-readconv@1' "$STUDY_OUT/hybrid1m-readconv@1_t
     pass "hybrid1m-readconv: from hybrid128k-readconv@1's weights, on read's shard, one rank" ||
     fail "hybrid1m-readconv: $(tail -3 "$STUDY_OUT/hybrid1m-readconv@1_train.log")"
 rm -rf "$WORK"/hybrid1m-readconv@1 "$STUDY_OUT"/hybrid1m-readconv@1_*
+CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-readconvpart@1 > "$work/v_1m_convpart.log" 2>&1
+grep -q 'weights from .*hybrid128k-readconvpart@1' "$STUDY_OUT/hybrid1m-readconvpart@1_train.log" &&
+    grep -q 'convolved over 4 tokens in layers 3,5 only' "$STUDY_OUT/hybrid1m-readconvpart@1_train.log" &&
+    grep -q '^done' "$STUDY_OUT/hybrid1m-readconvpart@1_train.log" && ! grep -qE 'context parallel|cp 2' "$STUDY_OUT/hybrid1m-readconvpart@1_train.log" &&
+    pass "hybrid1m-readconvpart: from hybrid128k-readconvpart@1's weights, layers 3 and 5 convolved, one rank" ||
+    fail "hybrid1m-readconvpart: $(tail -3 "$STUDY_OUT/hybrid1m-readconvpart@1_train.log")"
+rm -rf "$WORK"/hybrid1m-readconvpart@1 "$STUDY_OUT"/hybrid1m-readconvpart@1_*
 rm -rf "$WORK"/hybrid128k-*@1 "$STUDY_OUT"/hybrid128k-*@1_*
 
 # The long stage: from run 1's weights, over 2 ranks.
