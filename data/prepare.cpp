@@ -59,7 +59,8 @@ static const char* kUsage =
     "      that line taken out).\n"
     "  task-shard --data DIR [--haystack SRC] --doc-tokens 32768 --tokens N [--needle-every 1024]\n"
     "        [--passkey-every 4096] [--filler-fraction 0.1] [--lead-needle 0] [--lead-kind any] [--quote-every 0]\n"
-    "        [--repeat-every 0] [--random-every 0] [--repeat-tokens 256] [--copy-min-distance 0] [--seed 1] --out FILE.bin\n"
+    "        [--repeat-every 0] [--random-every 0] [--repeat-tokens 256] [--copy-min-distance 0] [--copy-first-one-in 8]\n"
+    "        [--seed 1] --out FILE.bin\n"
     "      Training documents of --doc-tokens tokens (haystack: default DIR/train.bin) carrying many needles and\n"
     "      their questions, as a token shard that train --mix FILE.bin:FRACTION mixes with the corpus.\n"
     "      --lead-needle F: a fraction F of the documents open with a needle (depth 0), asked from anywhere later;\n"
@@ -68,7 +69,8 @@ static const char* kUsage =
     "      --repeat-every N: a passage of 16 to --repeat-tokens earlier tokens again per N tokens (0: none; from\n"
     "      near, far and the document's first lines, never a needle or question); --random-every N: 16 to\n"
     "      --repeat-tokens words drawn at random, written twice, the second time later, per N tokens;\n"
-    "      --copy-min-distance D: every copy's source at least D tokens back (0: anywhere).\n"
+    "      --copy-min-distance D: every copy's source at least D tokens back (0: anywhere); --copy-first-one-in N:\n"
+    "      one quote and one repeated passage in N from the document's first lines (1: every one).\n"
     "  encode --tokenizer FILE.model     text on stdin -> space-separated ids on stdout\n"
     "  decode --tokenizer FILE.model     space-separated ids on stdin -> text on stdout\n";
 
@@ -592,8 +594,8 @@ struct TaskShardOptions {
     long long doc_tokens = 32768, tokens = 0, seed = 1;
     double needle_every = 1024, passkey_every = 4096, filler_fraction = 0.1, lead_needle = 0;
     double quote_every = 0, repeat_every = 0, random_every = 0;
-    long long repeat_tokens = 256, copy_min_distance = 0;
-    bool repeat_tokens_given = false;
+    long long repeat_tokens = 256, copy_min_distance = 0, copy_first_one_in = 8;
+    bool repeat_tokens_given = false, copy_first_given = false;
 };
 
 // A number of at least lo (a finite one).
@@ -627,7 +629,7 @@ static void check_every(const char* flag, const char* what, double every, bool g
 static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     TaskShardOptions o;
     std::string doc_tokens = "32768", tokens = "0", seed = "1", needle_every = "1024", passkey_every = "4096", filler = "0.1", lead = "0";
-    std::string quote_every = "0", repeat_every = "0", random_every = "0", repeat_tokens = "256", copy_min = "0";
+    std::string quote_every = "0", repeat_every = "0", random_every = "0", repeat_tokens = "256", copy_min = "0", copy_first = "8";
     Flags f("data_tool task-shard", "training documents carrying needles, as a token shard");
     f.add_string("data", &o.data, "a prepared corpus: its tokenizer and train.bin as the haystack");
     f.add_string("haystack", &o.haystack, "a token shard, a text file or a directory of them");
@@ -643,6 +645,7 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     f.add_string("random-every", &random_every, "random words written twice every this many tokens (0: none)");
     f.add_string("repeat-tokens", &repeat_tokens, "a repeated or random passage's longest length (16 to 4096)");
     f.add_string("copy-min-distance", &copy_min, "every copy's source at least this many tokens back (K suffix; 0: anywhere)");
+    f.add_string("copy-first-one-in", &copy_first, "one quote and one repeated passage in N from the document's first lines (1: all)");
     f.add_string("seed", &seed, "the run's seed");
     f.add_string("out", &o.out, "the token shard");
     parse_flags(f, "task-shard", args);
@@ -658,6 +661,8 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     o.repeat_tokens = parse_int("--repeat-tokens", repeat_tokens, 16, 4096);
     o.repeat_tokens_given = f.was_set("repeat-tokens");
     if (copy_min != "0") o.copy_min_distance = parse_tokens("--copy-min-distance", copy_min);
+    o.copy_first_one_in = parse_int("--copy-first-one-in", copy_first, 1, 1 << 20);
+    o.copy_first_given = f.was_set("copy-first-one-in");
     o.seed = parse_int("--seed", seed, 0, LLONG_MAX);
     check_every("--needle-every", "multi-key needle", o.needle_every, f.was_set("needle-every"), o.doc_tokens);
     check_every("--passkey-every", "pass key", o.passkey_every, f.was_set("passkey-every"), o.doc_tokens);
@@ -740,6 +745,8 @@ static void check_task_shard_options(TaskShardOptions& o) {
     if (o.copy_min_distance > 0 && o.quote_every == 0 && o.repeat_every == 0 && o.random_every == 0)
         fatal("--copy-min-distance %lld has no effect without --quote-every, --repeat-every or --random-every N > 0: give one, or drop it",
               o.copy_min_distance);
+    if (o.copy_first_given && o.quote_every == 0 && o.repeat_every == 0)
+        fatal("--copy-first-one-in %lld has no effect without --quote-every or --repeat-every N > 0: give one, or drop it", o.copy_first_one_in);
     if (o.copy_min_distance >= o.doc_tokens / 2)
         fatal("--copy-min-distance %lld leaves no room for copies in documents of --doc-tokens %lld: give less than half of it",
               o.copy_min_distance, o.doc_tokens);
@@ -754,7 +761,8 @@ static void check_task_shard_options(TaskShardOptions& o) {
 static std::vector<std::vector<int>> make_documents(const TaskShardOptions& o, const Haystack& text, const Haystack& filler,
                                                     const Tokenizer& tok, const PieceKinds& kinds_of_pieces, long long* copied) {
     const TrainDocSpec spec{(int)o.doc_tokens, o.needle_every, o.passkey_every, o.lead_needle, o.lead_kind == "multikey",
-                            o.quote_every, o.repeat_every, (int)o.repeat_tokens, o.random_every, o.copy_min_distance};
+                            o.quote_every, o.repeat_every, (int)o.repeat_tokens, o.random_every, o.copy_min_distance,
+                            (int)o.copy_first_one_in};
     const long long n_docs = (o.tokens + o.doc_tokens - 1) / o.doc_tokens;
     std::vector<std::vector<int>> docs(n_docs);
     std::vector<std::string> errors(n_docs);
@@ -800,15 +808,16 @@ static int cmd_task_shard(const std::vector<std::string>& args) {
         all.insert(all.end(), d.begin(), d.end());
     }
     write_shard(o.out, all, starts, (uint32_t)tok.vocab_size(), tok.fingerprint());
-    char quotes[64] = "", passages[96] = "", randoms[96] = "", far[64] = "", copies[384] = "";
+    char quotes[64] = "", passages[96] = "", randoms[96] = "", far[64] = "", first[64] = "", copies[448] = "";
     if (o.quote_every > 0) std::snprintf(quotes, sizeof quotes, ", a quoted line every %g tokens", o.quote_every);
     if (o.repeat_every > 0)
         std::snprintf(passages, sizeof passages, ", a repeated passage of 16-%lld tokens every %g tokens", o.repeat_tokens, o.repeat_every);
     if (o.random_every > 0)
         std::snprintf(randoms, sizeof randoms, ", random words of 16-%lld tokens twice every %g tokens", o.repeat_tokens, o.random_every);
     if (o.copy_min_distance > 0) std::snprintf(far, sizeof far, ", each from %lld or more tokens back", o.copy_min_distance);
+    if (o.copy_first_given) std::snprintf(first, sizeof first, ", one in %lld from the first lines", o.copy_first_one_in);
     if (o.quote_every > 0 || o.repeat_every > 0 || o.random_every > 0)
-        std::snprintf(copies, sizeof copies, "%s%s%s%s (copies: %.1f%% of the tokens)", quotes, passages, randoms, far,
+        std::snprintf(copies, sizeof copies, "%s%s%s%s%s (copies: %.1f%% of the tokens)", quotes, passages, randoms, far, first,
                       100.0 * (double)copied / (double)all.size());
     std::printf("task-shard: wrote %zu documents of %lld tokens (%zu tokens; haystack %s, %.0f%% filler, %.0f%% opening with a needle%s) to %s in %.1fs\n",
                 docs.size(), o.doc_tokens, all.size(), text.source.c_str(), 100 * o.filler_fraction, 100 * o.lead_needle, copies, o.out.c_str(),

@@ -435,6 +435,11 @@ struct TrainDocSpec {
     // written, its distance drawn as before over what lies beyond (a model whose near copies
     // already form learns the far ones from these). 0: anywhere, with the same draws as before.
     long long copy_min_distance = 0;
+    // One quote and one repeated passage in this many take their source from the document's first
+    // lines (a quote: one of its first 4 usable lines; a passage: its first 64 tokens), the rest
+    // from a drawn distance: a question about a long context's opening is the one recency never
+    // answers. 8 draws as the documents made before it existed.
+    int copy_first_one_in = 8;
 };
 
 // One copy in a finished training document: tokens [source, source + length) appear again at
@@ -476,20 +481,20 @@ class CopyWriter {
     }
 
     // Quoted lines: a line start d, then the free line nearest before d - distance (or after it), or
-    // one in 8 among the first lines; written at d with its newline, when that room is free.
+    // (one in copy_first_one_in) one of the first lines; written at d with its newline, when that room is free.
     void add_quoted_lines() {
         const long long n_quotes = spec_.quote_every > 0 ? std::lround((double)N_ / spec_.quote_every) : 0;
         for (long long i = 0; i < n_quotes && !line_starts_.empty(); i++) {
             const long long d = line_starts_[rng_.below(line_starts_.size())];
             const long long before = std::lower_bound(lines_.begin(), lines_.end(), d, [](const Line& l, long long p) { return l.start < p; }) -
                                      lines_.begin();  // the lines that start before d
-            const long long pick = rng_.below(8) == 0 ? first_line_for(d, before) : line_near(d, before);
+            const long long pick = rng_.below(spec_.copy_first_one_in) == 0 ? first_line_for(d, before) : line_near(d, before);
             if (pick >= 0) write({CopyRecord::QuotedLine, lines_[(size_t)pick].start, d, lines_[(size_t)pick].length});
         }
     }
 
     // Repeated passages: a cut point d, then a source of L tokens starting at a cut point near
-    // d - distance (or near the intro, one in 8), both free; a few draws of d before giving up.
+    // d - distance (or near the intro, one in copy_first_one_in), both free; a few draws of d before giving up.
     void add_repeated_passages() {
         const long long n_passages = spec_.repeat_every > 0 ? std::lround((double)N_ / spec_.repeat_every) : 0;
         for (long long i = 0; i < n_passages && !cut_points_.empty(); i++) {
@@ -497,7 +502,7 @@ class CopyWriter {
             for (long long attempt = 0; attempt < kTries; attempt++) {
                 const long long d = cut_points_[rng_.below(cut_points_.size())];
                 if (d - body_ < L || !free_for(d, d + L, false)) continue;
-                const long long t = rng_.below(8) == 0 ? std::min(d - L, body_ + (long long)rng_.below(kFirstTokens))
+                const long long t = rng_.below(spec_.copy_first_one_in) == 0 ? std::min(d - L, body_ + (long long)rng_.below(kFirstTokens))
                                                        : d - std::max(L, back(d - body_));
                 const long long found = source_near(t, d, L, /*readable=*/true);
                 if (found >= 0) {
@@ -730,5 +735,7 @@ inline std::vector<int> make_training_document(const TrainDocSpec& spec, const H
     if (spec.quote_every <= 0 && spec.repeat_every <= 0 && spec.random_every <= 0) return doc;  // no draw: as before copies existed
     if ((spec.repeat_every > 0 || spec.random_every > 0) && spec.repeat_tokens < 16)
         fatal("--repeat-tokens %d: a repeated passage is at least 16 tokens; give 16 to 4096", spec.repeat_tokens);
+    if (spec.copy_first_one_in < 1)
+        fatal("--copy-first-one-in %d: one copy in N from the first lines needs N >= 1 (1: every copy)", spec.copy_first_one_in);
     return add_copies(spec, doc, spans, body, k, rng, distance, copies);
 }

@@ -16,9 +16,10 @@
 #                                   cut), then scored as full scores them, A also with 2K of sight, the
 #                                   copy loss at COPY_GAPS (16 tokens to 128K; COPY_ATTN=1: with where the
 #                                   heads look, infer --copy-attn). Only the variants A and B
-#                                   name get their shards (readwide, readconv: read's).
-#   scripts/reading_study.sh data [V]  the data of variant V (read) alone, before `train` calls side by side on
-#                                   several GPUs (CUDA_VISIBLE_DEVICES one each); TPS (131072) sets the tokens a
+#                                   name get their shards (readwide, readconv, readconvpart: read's).
+#   scripts/reading_study.sh data [V]  the data of variants V (read; "read readfirst": both) alone, before
+#                                   `train` calls side by side on several GPUs (CUDA_VISIBLE_DEVICES one
+#                                   each); TPS (131072) sets the tokens a
 #                                   step of the runs they train, TRAIN_UNTIL (560) the second of the call they stop at
 #   scripts/reading_study.sh 1 2    the first plan, two calls back to back in one hold, at TOKENS (100M)
 #                                   per run: four runs side by side (read@1-3, pkfar@1), then their scores

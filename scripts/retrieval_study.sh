@@ -21,7 +21,8 @@
 #   train:M[:MIN]     train M for at most MIN minutes (default 8: one device call), resuming what $WORK/M holds;
 #                     nothing once M_train.log says it is done
 #   eval:M            score M on the task files its context allows (lengths in [EVAL_MIN, EVAL_MAX]), write
-#                     $OUT/M_needles$EVAL_TAG.* (the grid), M_offgrid*, M_tree*, M_filler* (CSV, PNG, log)
+#                     $OUT/M_needles$EVAL_TAG.* (the grid), M_offgrid*, M_tree*, M_start* (depth 0, more items),
+#                     M_filler* (CSV, PNG, log)
 #   positions:M       M's loss by position over the held-out documents >= 256K tokens
 #   demo:M            M continues a held-out book and a source tree after a cue taken from a stated depth
 #   table             every scored model's accuracy by length; the median and worst run of each recipe
@@ -68,6 +69,9 @@
 #              convolution of QKCONV (4) tokens (train --qk-conv), on read's shards: a head matches a phrase
 #   hybrid128k-readconvpart  hybrid128k-readconv with the convolution in the NoPE layers QKCONV_LAYERS
 #              (3,5) only (train --qk-conv-layers): the others still match single tokens
+#   hybrid128k-readfirst  hybrid128k-readconvpart on read's documents with one quote and one repeated
+#              passage in READFIRST_ONE_IN (2, read: 8) taken from the document's first lines
+#              (data_tool task-shard --copy-first-one-in): questions about a context's opening
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
@@ -80,7 +84,8 @@
 # length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
 # a model reading only the last N tokens of each prompt, as the run ctlN-M.
 # SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, WIDE_ARGS, DEMOS,
-# QUOTE_EVERY, REPEAT_EVERY, READMORE_*, READFAR_MIN, TPS, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS, QUOTE_SAMPLES narrow or
+# QUOTE_EVERY, REPEAT_EVERY, READMORE_*, READFAR_MIN, READFIRST_ONE_IN, TPS, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS,
+# QUOTE_SAMPLES, START_LENGTHS, START_SAMPLES narrow or
 # change what `data` makes and the runs take (tests/test_retrieval_study.sh runs every step on the CPU).
 set -uo pipefail
 CARRY=${CARRY:-.carry/lead}
@@ -151,12 +156,12 @@ mix_variant() {
     case $1 in
         pkfar|leadmk) echo "$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(vshard "$W3" "$1"):0.5;$(vshard $((2 * W4)) "$1"):0.5" ;;
         whole) echo "$(shard "$W1"):0.5;$(shard "$W2"):0.5;$(shard "$W3"):0.5;$(shard "$W4"):0.5" ;;
-        read|readmore|readfar) echo "$(vshard "$W1" "$1"):0.5;$(vshard "$W2" "$1"):0.5;$(vshard "$W3" "$1"):0.5;$(vshard $((2 * W4)) "$1"):0.5" ;;
+        read|readmore|readfar|readfirst) echo "$(vshard "$W1" "$1"):0.5;$(vshard "$W2" "$1"):0.5;$(vshard "$W3" "$1"):0.5;$(vshard $((2 * W4)) "$1"):0.5" ;;
     esac
 }
 mix_variant_1m() {  # the 1M stage's shard of variant $1 (whole: the recipe's own, its documents are whole)
     case $1 in
-        pkfar|leadmk|read|readmore|readfar) vshard "$W1M" "$1" ;;
+        pkfar|leadmk|read|readmore|readfar|readfirst) vshard "$W1M" "$1" ;;
         *) shard "$W1M" ;;
     esac
 }
@@ -196,8 +201,10 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                   echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
         hybrid128k-readwide) echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
         hybrid128k-readconv) echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
-        hybrid128k-readconvpart) echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} --qk-conv-layers ${QKCONV_LAYERS:-3,5}"\
-                                      "${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
+        hybrid128k-readconvpart|hybrid128k-readfirst)
+                  local data=read; [ "$1" = hybrid128k-readfirst ] && data=readfirst
+                  echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} --qk-conv-layers ${QKCONV_LAYERS:-3,5}"\
+                       "${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant $data)} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore|hybrid1m-readfar)
@@ -275,12 +282,14 @@ for step in "$@"; do
                     pids+=($!)
                 done
             done
-            # read, readmore, readfar: pkfar's shards at every window, each document also carrying quoted lines of
-            # its own text and repeated passages (data_tool task-shard --quote-every, --repeat-every)
+            # read, readmore, readfar, readfirst: pkfar's shards at every window, each document also carrying quoted
+            # lines of its own text and repeated passages (data_tool task-shard --quote-every, --repeat-every)
             for v in ${VARIANTS:-}; do
                 case $v in
                     read) copies=(--quote-every "${QUOTE_EVERY:-256}" --repeat-every "${REPEAT_EVERY:-2048}") ;;
                     readfar) copies=(--quote-every "${QUOTE_EVERY:-256}" --repeat-every "${REPEAT_EVERY:-2048}") ;;  # far below
+                    readfirst) copies=(--quote-every "${QUOTE_EVERY:-256}" --repeat-every "${REPEAT_EVERY:-2048}"
+                                       --copy-first-one-in "${READFIRST_ONE_IN:-2}") ;;
                     readmore) copies=(--quote-every "${READMORE_QUOTE_EVERY:-64}" --repeat-every "${READMORE_REPEAT_EVERY:-1024}"
                                       --repeat-tokens "${READMORE_REPEAT_TOKENS:-512}") ;;
                     *) continue ;;
@@ -324,6 +333,11 @@ for step in "$@"; do
                     --depths 0,0.25,0.5,0.75,1 --samples "$(samples_at "$L")" --needles 4 --seed 11 --out "$D/eval_$L.jsonl" > /dev/null &
                 pids+=($!)
             done
+            # A context's opening, asked more often than the grid's 10 items a depth: pass keys and quotes
+            # (with their controls) at depth 0, START_SAMPLES (30) a length, at START_LENGTHS.
+            [ -f "$D/eval_start.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --task passkey,quote --lengths "${START_LENGTHS:-32768,131072}" \
+                --depths 0 --samples "${START_SAMPLES:-30}" --seed 43 --answer-words "$WORDS" --out "$D/eval_start.jsonl" > /dev/null &
+            pids+=($!)
             [ -f "$D/eval_filler.jsonl" ] || "$BIN/data_tool" tasks --data "$CORPUS" --haystack filler --task passkey --lengths "${FILLER_LENGTHS:-2048,32768}" \
                 --depths 0,0.5,1 --seed 13 --out "$D/eval_filler.jsonl" > /dev/null &
             pids+=($!)
@@ -376,13 +390,13 @@ for step in "$@"; do
             for L in "${LENGTHS[@]}"; do
                 [ "$L" -ge "$lo" ] && [ "$L" -le "$hi" ] && cat "$D/eval_$L.jsonl" "$D/eval_quote_$L.jsonl" >> "${pre}_tasks.jsonl" 2>/dev/null
             done
-            for f in offgrid tree qbook qtree; do
+            for f in offgrid tree qbook qtree start; do
                 [ -f "$D/eval_$f.jsonl" ] || { : > "${pre}_$f.jsonl"; continue; }
                 awk -v lo="$lo" -v hi="$hi" 'match($0, /"length": *[0-9]+/) { n = substr($0, RSTART, RLENGTH); sub(/.*: */, "", n); if (n + 0 >= lo && n + 0 <= hi) print }' \
                     "$D/eval_$f.jsonl" > "${pre}_$f.jsonl"
             done
             code=0 scored=()
-            for f in tasks offgrid tree qbook qtree; do
+            for f in tasks offgrid tree qbook qtree start; do
                 [ -s "${pre}_$f.jsonl" ] || continue
                 out=${pre}_${f/tasks/needles}$tag
                 # shellcheck disable=SC2086
@@ -399,7 +413,7 @@ for step in "$@"; do
                 scored+=("filler $(grep -hE '^tasks' "${pre}_filler.log" | grep -oE '[0-9]+ of [0-9]+ correct')")
             fi
             fail_if $code
-            rm -f "${pre}_tasks.jsonl" "${pre}_offgrid.jsonl" "${pre}_tree.jsonl" "${pre}_qbook.jsonl" "${pre}_qtree.jsonl"
+            rm -f "${pre}_tasks.jsonl" "${pre}_offgrid.jsonl" "${pre}_tree.jsonl" "${pre}_qbook.jsonl" "${pre}_qtree.jsonl" "${pre}_start.jsonl"
             summary+=("eval $model [$lo, $hi]: exit $code ($((SECONDS - t0)) s): $(IFS='|'; echo "${scored[*]}")")
             grep -E '^  (passkey|multikey|quote|all) ' "${pre}_needles$tag.log" 2>/dev/null; tail -2 "${pre}_eval$tag.err" ;;
         positions)

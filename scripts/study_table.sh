@@ -7,7 +7,8 @@
 #      that fewer of the runs were scored at says how many;
 #   3. the same over the files off the grid (RUN_offgrid*.csv: other lengths, depths and seed;
 #      RUN_tree*.csv: a source tree no model trained on; RUN_qbook*.csv, RUN_qtree*.csv: quote items
-#      over a book and a source tree no model trained on).
+#      over a book and a source tree no model trained on; RUN_start*.csv: pass keys and quotes at
+#      depth 0, more items than the grid's).
 # The median of an even count is the mean of the middle two.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: scripts/study_table.sh DIR LENGTH..." >&2; exit 2; }
@@ -88,7 +89,7 @@ table() {  # kind (needles, offgrid, tree), then the CSV files
     }' "$@"
 }
 shopt -s nullglob
-for kind in needles offgrid tree qbook qtree; do
+for kind in needles offgrid tree qbook qtree start; do
     files=()
     for f in "$dir"/*_"$kind"*.csv; do [[ $f == *_items.csv ]] || files+=("$f"); done
     [ ${#files[@]} -eq 0 ] || table "$kind" "${files[@]}"

@@ -23,15 +23,17 @@ export CARRY=$work/carry STUDY_OUT=$work/out WORK=$work/runs DEVICE=cpu OMP_NUM_
     MODEL_ARGS="--layers 6 --width 64 --heads 1 --rope-theta 1e7" WIDE_ARGS="--layers 6 --width 128 --heads 2 --rope-theta 1e7" WINDOWS="512 1024 2048 2048" TPS=2048 TOKENS=16384 \
     HBLOCK=64 HWINDOW=256 W1M=4096 STEPS_1M=2 SHARDS="512:2048:512 1024:1024:1024 2048:1024:2048 4096:1024:4096" \
     READFAR_MIN=256 SHARD_TOKENS=40K LENGTHS="600 1200" SAMPLES=1 OFFGRID_LENGTHS=700,1500 TREE_LENGTHS=800 OFFGRID_TREE=$PWD/core FILLER_LENGTHS=700 \
-    MIN_DOC=1000 QUOTE_BOOK=$PWD/$corpus/bible.txt QBOOK_LENGTHS=700 QUOTE_TREE=$PWD/core QTREE_LENGTHS=800 QUOTE_SAMPLES=1
+    MIN_DOC=1000 QUOTE_BOOK=$PWD/$corpus/bible.txt QBOOK_LENGTHS=700 QUOTE_TREE=$PWD/core QTREE_LENGTHS=800 QUOTE_SAMPLES=1 \
+    START_LENGTHS=1200 START_SAMPLES=3
 study=scripts/retrieval_study.sh
 
-out=$(VARIANTS="pkfar whole leadmk read readmore readfar" $study data 2>&1)
+out=$(VARIANTS="pkfar whole leadmk read readmore readfar readfirst" $study data 2>&1)
 data_ok=1
 for f in tasks512.bin tasks1k.bin tasks2k.bin tasks4k.bin eval_600.jsonl eval_1200.jsonl eval_filler.jsonl eval_offgrid.jsonl eval_tree.jsonl \
          tasks2k-pkfar.bin tasks4k-pkfar.bin tasks2k-leadmk.bin tasks4k-leadmk.bin \
          tasks512-read.bin tasks1k-read.bin tasks2k-read.bin tasks4k-read.bin tasks512-readmore.bin tasks4k-readmore.bin \
-         tasks512-readfar.bin tasks1k-readfar.bin tasks4k-readfar.bin eval_quote_600.jsonl eval_quote_1200.jsonl eval_qbook.jsonl eval_qtree.jsonl; do
+         tasks512-readfar.bin tasks1k-readfar.bin tasks4k-readfar.bin tasks512-readfirst.bin tasks4k-readfirst.bin \
+         eval_quote_600.jsonl eval_quote_1200.jsonl eval_qbook.jsonl eval_qtree.jsonl eval_start.jsonl; do
     [ -s "$WORK/data/$f" ] || { data_ok=0; fail "data: $f missing ($(tail -1 <<< "$out"))"; }
 done
 [ $data_ok -eq 1 ] && pass "data: every shard (named by its document length) and task file, made side by side"
@@ -46,6 +48,15 @@ grep -q 'each from 256 or more tokens back' "$WORK/data/tasks1k-readfar.bin.log"
     grep -q 'quoted line every 256' "$WORK/data/tasks512-readfar.bin.log" && ! grep -q 'or more tokens back' "$WORK/data/tasks512-readfar.bin.log" &&
     pass "data: readfar's copies past the first window come from READFAR_MIN or more tokens back, its first window's as read's" ||
     fail "data: readfar's shards: $(tail -qn1 "$WORK"/data/tasks512-readfar.bin.log "$WORK"/data/tasks1k-readfar.bin.log)"
+grep -q 'one in 2 from the first lines' "$WORK/data/tasks512-readfirst.bin.log" && grep -q 'one in 2 from the first lines' "$WORK/data/tasks4k-readfirst.bin.log" &&
+    ! grep -q 'first lines' "$WORK/data/tasks4k-read.bin.log" &&
+    pass "data: readfirst's shards take one copy in READFIRST_ONE_IN (2) from the first lines, read's as before" ||
+    fail "data: readfirst's shards: $(tail -qn1 "$WORK"/data/tasks4k-readfirst.bin.log)"
+start=$(python3 -c 'import json, sys
+items = [json.loads(l) for l in open(sys.argv[1])]
+print(sorted(set(i["task"] for i in items)), sorted(set(i["depth"] for i in items)), sorted(set(i["length"] for i in items)), len(items))' "$WORK/data/eval_start.jsonl" 2>&1)
+[ "$start" = "['passkey', 'quote', 'quote-control'] [0] [1200] 9" ] &&
+    pass "data: the opening's file: START_SAMPLES pass keys and quotes (with controls) at depth 0, at START_LENGTHS" || fail "data: eval_start.jsonl: $start"
 grep -q '"length": *700' "$WORK/data/eval_offgrid.jsonl" && grep -q '"length": *800' "$WORK/data/eval_tree.jsonl" &&
     pass "data: the off-grid lengths, and the source tree's items" || fail "data: off-grid or tree items missing"
 
@@ -71,7 +82,7 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart; do
+for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart readfirst; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
     shard=tasks4k-${v/readwide/read}.bin; shard=${shard/readconvpart/read}; shard=${shard/readconv/read}
     grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "$shard" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
@@ -87,6 +98,9 @@ grep -q 'their queries and keys convolved over 4 tokens' "$STUDY_OUT/hybrid128k-
 grep -q 'their queries and keys convolved over 4 tokens in layers 3,5 only' "$STUDY_OUT/hybrid128k-readconvpart@1_train.log" &&
     pass "hybrid128k-readconvpart: readconv's convolution in NoPE layers 3 and 5 only" ||
     fail "readconvpart's model: $(grep '^rotary' "$STUDY_OUT/hybrid128k-readconvpart@1_train.log")"
+grep -q 'their queries and keys convolved over 4 tokens in layers 3,5 only' "$STUDY_OUT/hybrid128k-readfirst@1_train.log" &&
+    pass "hybrid128k-readfirst: readconvpart's model on readfirst's shards" ||
+    fail "readfirst's model: $(grep '^rotary' "$STUDY_OUT/hybrid128k-readfirst@1_train.log")"
 # TPS below a window: each stage keeps its share of the tokens, a window longer than TPS one a step.
 TPS=1024 $study train:hybrid128k@3:0.0001 > "$work/tps.log" 2>&1
 grep -q 'stage from step 0: windows of 512 tokens, 2 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
@@ -127,9 +141,9 @@ grep -q 'weights from .*hybrid128k@1' "$STUDY_OUT/hybrid1m@1_train.log" && grep 
 for m in hybrid128k@1 hybrid128k@2 hybrid1m@1; do $study eval:$m > "$work/eval_$m.log" 2>&1; done
 ok=1
 for m in hybrid128k@1 hybrid128k@2 hybrid1m@1; do
-    for f in needles offgrid tree filler; do [ -s "$STUDY_OUT/${m}_$f.csv" ] || { ok=0; fail "eval $m: no ${m}_$f.csv ($(tail -2 "$work/eval_$m.log"))"; }; done
+    for f in needles offgrid tree filler start; do [ -s "$STUDY_OUT/${m}_$f.csv" ] || { ok=0; fail "eval $m: no ${m}_$f.csv ($(tail -2 "$work/eval_$m.log"))"; }; done
 done
-[ $ok -eq 1 ] && pass "eval: the grid, off the grid, the source tree and the filler, for every run"
+[ $ok -eq 1 ] && pass "eval: the grid, off the grid, the source tree, the opening and the filler, for every run"
 grep -q '^quote,600,all,' "$STUDY_OUT/hybrid128k@1_needles.csv" && grep -q '^quote-control,1200,all,' "$STUDY_OUT/hybrid128k@1_needles.csv" &&
     [ -s "$STUDY_OUT/hybrid128k@1_qbook.csv" ] && [ -s "$STUDY_OUT/hybrid128k@1_qtree.csv" ] && grep -q 'quote against quote-control' "$STUDY_OUT/hybrid128k@1_needles.log" &&
     pass "eval: quotes and their controls on the grid, over the book and the source tree, side by side in the report" ||
@@ -162,8 +176,8 @@ grep -q '^-- the text after the cue' "$STUDY_OUT/hybrid128k@1_demo.txt" && grep 
 # its highest guess rate.
 table=$($study table 2>&1)
 grep -q '| hybrid128k (2 runs) | passkey |' <<< "$table" && grep -q 'median \[worst\] by depth' <<< "$table" &&
-    grep -q '(offgrid)' <<< "$table" && grep -q '(tree)' <<< "$table" &&
-    pass "table: the recipe's runs, by depth, off the grid and over the source tree" || fail "table: $(head -20 <<< "$table")"
+    grep -q '(offgrid)' <<< "$table" && grep -q '(tree)' <<< "$table" && grep -q '(start) | task | 1200 |' <<< "$table" &&
+    pass "table: the recipe's runs, by depth, off the grid, over the source tree and at the opening" || fail "table: $(head -20 <<< "$table")"
 mkdir -p "$work/t"
 csv() {  # run, correct of 4 at length 100, correct of 2 at depth 0
     printf 'task,length,depth,items,correct,accuracy\npasskey,100,0,2,%d,0\npasskey,100,1,2,%d,0\npasskey,100,all,4,%d,0\nquote-control,100,all,4,%d,0\n' \

@@ -669,6 +669,48 @@ static void test_far_copies(const Tokenizer& tok, const PieceKinds& k) {
               ", " + std::to_string(by_kind[2]) + "; " + std::to_string(written) + " of " + std::to_string(asked) + " asked)");
 }
 
+// Copies from the document's first lines (TrainDocSpec's copy_first_one_in): the share of quotes
+// and repeated passages whose source lies in the document's opening rises as N falls (1: nearly
+// all; 8: as before, pinned by test_far_copies), every copy is still its source token for token,
+// and N < 1 is refused.
+static void test_first_copies(const Tokenizer& tok, const PieceKinds& k) {
+    std::vector<std::vector<int>> docs;
+    for (int d = 0; d < 8; d++) docs.push_back(tok.encode(test_text(700 + d, 400)));
+    const Haystack hay = haystack_from_docs(docs, "train text", k);
+    const long long kOpening = 1024;  // a document of 8192: its first eighth
+    double share[3] = {0, 0, 0};
+    const int one_in[3] = {1, 2, 8};
+    bool equal = true;
+    std::string detail;
+    for (int i = 0; i < 3; i++) {
+        long long from_opening = 0, all = 0;
+        for (int d = 0; d < 10; d++) {
+            TrainDocSpec spec{8192, 512, 2048};
+            spec.quote_every = 256, spec.repeat_every = 512, spec.copy_first_one_in = one_in[i];
+            SplitMix64 rng(800 + d);
+            std::vector<CopyRecord> copies;
+            const std::vector<int> doc = make_training_document(spec, hay, tok, k, rng, &copies);
+            for (const CopyRecord& c : copies) {
+                all++, from_opening += c.source < kOpening;
+                if (!std::equal(doc.begin() + c.source, doc.begin() + c.source + c.length, doc.begin() + c.dest))
+                    equal = false, detail = "1 in " + std::to_string(one_in[i]) + ", document " + std::to_string(d);
+            }
+        }
+        share[i] = all ? (double)from_opening / (double)all : 0;
+    }
+    char text[160];
+    std::snprintf(text, sizeof text, "(sources in the first 1024 tokens: %.2f / %.2f / %.2f at 1 in 1 / 2 / 8)", share[0], share[1], share[2]);
+    check(share[0] > 0.9 && share[0] > share[1] && share[1] > share[2] + 0.2,
+          std::string("copy_first_one_in: the fewer N, the more copies from the document's opening ") + text);
+    check(equal, "copies from the opening are their sources token for token", detail);
+    expect_fatal("copy_first_one_in 0", [&] {
+        TrainDocSpec spec{4096, 256, 1024};
+        spec.quote_every = 256, spec.copy_first_one_in = 0;
+        SplitMix64 rng(1);
+        make_training_document(spec, hay, tok, k, rng);
+    }, {"--copy-first-one-in 0"});
+}
+
 // ---- the batches of a mixed, scheduled run
 
 static TokenShard counting_shard(uint32_t base, size_t n, size_t doc) {
@@ -1110,6 +1152,7 @@ static int main_body() {
     test_reading_documents(tok, k);
     test_random_passages(tok, k);
     test_far_copies(tok, k);
+    test_first_copies(tok, k);
     test_batch_source();
     test_format_length();
     test_scoring(tok, k);

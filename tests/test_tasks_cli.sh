@@ -73,6 +73,21 @@ if build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --qu
 else
     fail "task-shard --copy-min-distance failed: $(tail -2 "$work/far.log")"
 fi
+# One copy in 2 from the first lines: other documents, said in the summary; 8, the default, given
+# outright: the same bytes as without the flag.
+if build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --quote-every 256 --repeat-every 1024 --copy-first-one-in 2 \
+       --out "$work/first.bin" > "$work/first.log" 2>&1 \
+   && build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --quote-every 256 --repeat-every 1024 --copy-first-one-in 8 \
+       --out "$work/first8.bin" > "$work/first8.log" 2>&1; then
+    grep -q "one in 2 from the first lines (copies: [1-9]" "$work/first.log" && ! cmp -s "$work/copies.bin" "$work/first.bin" \
+        && cmp -s "$work/copies.bin" "$work/first8.bin" \
+        && pass "task-shard --copy-first-one-in 2: more copies from the first lines, said in the summary; 8 is the default's bytes" \
+        || fail "task-shard --copy-first-one-in: $(cat "$work/first.log" "$work/first8.log")"
+else
+    fail "task-shard --copy-first-one-in failed: $(tail -2 "$work/first.log" "$work/first8.log")"
+fi
+expect_error "bad input: task-shard: --copy-first-one-in without copies" "--copy-first-one-in 2 has no effect without" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --copy-first-one-in 2 --out "$work/y.bin"
+expect_error "bad input: task-shard: --copy-first-one-in 0" "--copy-first-one-in" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --quote-every 256 --copy-first-one-in 0 --out "$work/y.bin"
 expect_error "bad input: task-shard: --copy-min-distance without copies" "--copy-min-distance 512 has no effect without" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --copy-min-distance 512 --out "$work/y.bin"
 expect_error "bad input: task-shard: --copy-min-distance of half a document" "leaves no room for copies" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --quote-every 256 --copy-min-distance 1K --out "$work/y.bin"
 expect_error "bad input: task-shard: --copy-min-distance abc" "--copy-min-distance" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --quote-every 256 --copy-min-distance abc --out "$work/y.bin"
