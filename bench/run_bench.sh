@@ -24,6 +24,8 @@ source scripts/gpu_lib_paths.sh "$(cd "$BIN" && pwd)"
 # FLOPs depend on the branches).
 "$BIN/bench_train" --split on --batches 32 --attention flash,cudnn --out "$OUTDIR/train_split.md" > /dev/null
 "$BIN/bench_kv_cache" --breakdown > "$OUTDIR/decode_split.md"
+# The 1M-context targets: prefill, then decode averaged over a whole segment cycle, one sequence.
+"$BIN/bench_kv_cache" --contexts 1048576 --batches 1 --decode 32768 --graph-only --out "$OUTDIR/decode_1m.md" > /dev/null
 # The 91M model's dilated pattern at 256K, whole and branch by branch (its attention is half of
 # that model's step), without and with documents (training masks them: --doc-mask).
 "$BIN/bench_attention_dilated" --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12 --sizes 262144 --branches \
@@ -32,9 +34,11 @@ source scripts/gpu_lib_paths.sh "$(cd "$BIN" && pwd)"
 if [ -f "${SCALING_DATA:-corpus-long}/train.bin" ]; then
     "$BIN/train" --device cuda --data "${SCALING_DATA:-corpus-long}" --layers 12 --width 768 --heads 12 --attn dilated \
         --segments 2048,4096,8192,16384,32768 --dilations 1,2,4,6,12 --seq-len 262144 --batch 1 --steps 6 --warmup 2 \
-        --val-every 0 --val-batches 1 --ckpt-every 0 --sample-tokens 0 --op-split 5 --out "$OUTDIR/split_256k" > "$OUTDIR/split_256k.log" 2>&1
-    { echo "91M dilated model, T = 262144, one step by kind of op (train --op-split 5):"; echo; echo '```'
-      grep -A14 '^op split' "$OUTDIR/split_256k.log"; echo '```'; } > "$OUTDIR/train_split_256k.md"
+        --val-every 0 --val-batches 1 --ckpt-every 0 --log-every 1 --sample-tokens 0 --op-split 5 --out "$OUTDIR/split_256k" \
+        > "$OUTDIR/split_256k.log" 2>&1
+    { echo "91M dilated model, T = 262144, its steps, then one step by kind of op (train --op-split 5):"; echo; echo '```'
+      grep -E '^step +[0-9]+/[0-9]+ \| loss' "$OUTDIR/split_256k.log"; grep -A14 '^op split' "$OUTDIR/split_256k.log"; echo '```'; } \
+        > "$OUTDIR/train_split_256k.md"
 fi
 # Ring attention: per-rank compute measured here, the ring time predicted for a link (--bw)
 "$BIN/bench_ring" --out "$OUTDIR/ring.md" ${BENCH_RING_ARGS:-}
@@ -50,3 +54,5 @@ if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
     DATA=${SCALING_DATA:-corpus-long} BIN=$BIN OUTDIR=$OUTDIR bench/bench_scaling.sh
 fi
 echo; for f in "$OUTDIR"/*.md; do echo "== $f"; cat "$f"; echo; done
+# Last, each target's row, ours beside its peer from the tables above.
+python3 bench/peer_table.py "$OUTDIR" --out "$OUTDIR/peer_table.md"

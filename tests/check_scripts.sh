@@ -13,7 +13,7 @@ for f in scripts/*.sh tests/*.sh tests/gpu/*.sh tests/fuzz/*.sh bench/*.sh .ci/r
 done
 [ -z "$bad" ] && pass "every shell script parses (bash -n)" || fail "shell scripts that do not parse:$bad"
 bad=""
-for f in scripts/*.py tests/*.py; do
+for f in scripts/*.py tests/*.py bench/*.py; do
     [ -f "$f" ] || continue
     python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])" "$f" 2> /dev/null || bad+=" $f"
 done

@@ -55,6 +55,7 @@ lane_rest() {
     run cublaslt_loader ./build/test_cublaslt_loader
     run rendezvous_fuzz ./build/test_rendezvous --fuzz
     run bench_scaling tests/test_bench_scaling.sh
+    run peer_table tests/test_peer_table.sh
     run data ./build/test_data
     run tasks ./build/test_tasks
     run copy_loss ./build/test_copy_loss_cpu
