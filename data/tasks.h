@@ -438,7 +438,7 @@ struct TrainDocSpec {
     // One quote and one repeated passage in this many take their source from the document's first
     // lines (a quote: one of its first 4 usable lines; a passage: its first 64 tokens), the rest
     // from a drawn distance: a question about a long context's opening is the one recency never
-    // answers. 8 draws as the documents made before it existed.
+    // answers. The default, 8, is the read recipes' share; readfirst takes 2 (scripts/retrieval_study.sh).
     int copy_first_one_in = 8;
 };
 
