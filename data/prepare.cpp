@@ -60,7 +60,7 @@ static const char* kUsage =
     "  task-shard --data DIR [--haystack SRC] --doc-tokens 32768 --tokens N [--needle-every 1024]\n"
     "        [--passkey-every 4096] [--filler-fraction 0.1] [--lead-needle 0] [--lead-kind any] [--quote-every 0]\n"
     "        [--repeat-every 0] [--random-every 0] [--repeat-tokens 256] [--copy-min-distance 0] [--copy-first-one-in 8]\n"
-    "        [--seed 1] --out FILE.bin\n"
+    "        [--copy-first-tokens 0] [--seed 1] --out FILE.bin\n"
     "      Training documents of --doc-tokens tokens (haystack: default DIR/train.bin) carrying many needles and\n"
     "      their questions, as a token shard that train --mix FILE.bin:FRACTION mixes with the corpus.\n"
     "      --lead-needle F: a fraction F of the documents open with a needle (depth 0), asked from anywhere later;\n"
@@ -70,7 +70,8 @@ static const char* kUsage =
     "      near, far and the document's first lines, never a needle or question); --random-every N: 16 to\n"
     "      --repeat-tokens words drawn at random, written twice, the second time later, per N tokens;\n"
     "      --copy-min-distance D: every copy's source at least D tokens back (0: anywhere); --copy-first-one-in N:\n"
-    "      one quote and one repeated passage in N from the document's first lines (1: every one).\n"
+    "      one quote and one repeated passage in N from the document's first lines (1: every one), those of the\n"
+    "      first 4 lines and 64 tokens, or, --copy-first-tokens T, any starting in the first T tokens.\n"
     "  encode --tokenizer FILE.model     text on stdin -> space-separated ids on stdout\n"
     "  decode --tokenizer FILE.model     space-separated ids on stdin -> text on stdout\n";
 
@@ -594,7 +595,7 @@ struct TaskShardOptions {
     long long doc_tokens = 32768, tokens = 0, seed = 1;
     double needle_every = 1024, passkey_every = 4096, filler_fraction = 0.1, lead_needle = 0;
     double quote_every = 0, repeat_every = 0, random_every = 0;
-    long long repeat_tokens = 256, copy_min_distance = 0, copy_first_one_in = 8;
+    long long repeat_tokens = 256, copy_min_distance = 0, copy_first_one_in = 8, copy_first_tokens = 0;
     bool repeat_tokens_given = false, copy_first_given = false;
 };
 
@@ -629,7 +630,7 @@ static void check_every(const char* flag, const char* what, double every, bool g
 static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     TaskShardOptions o;
     std::string doc_tokens = "32768", tokens = "0", seed = "1", needle_every = "1024", passkey_every = "4096", filler = "0.1", lead = "0";
-    std::string quote_every = "0", repeat_every = "0", random_every = "0", repeat_tokens = "256", copy_min = "0", copy_first = "8";
+    std::string quote_every = "0", repeat_every = "0", random_every = "0", repeat_tokens = "256", copy_min = "0", copy_first = "8", first_tokens = "0";
     Flags f("data_tool task-shard", "training documents carrying needles, as a token shard");
     f.add_string("data", &o.data, "a prepared corpus: its tokenizer and train.bin as the haystack");
     f.add_string("haystack", &o.haystack, "a token shard, a text file or a directory of them");
@@ -646,6 +647,7 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     f.add_string("repeat-tokens", &repeat_tokens, "a repeated or random passage's longest length (16 to 4096)");
     f.add_string("copy-min-distance", &copy_min, "every copy's source at least this many tokens back (K suffix; 0: anywhere)");
     f.add_string("copy-first-one-in", &copy_first, "one quote and one repeated passage in N from the document's first lines (1: all)");
+    f.add_string("copy-first-tokens", &first_tokens, "those copies' opening: the first T tokens (K suffix; 0: the first 4 lines)");
     f.add_string("seed", &seed, "the run's seed");
     f.add_string("out", &o.out, "the token shard");
     parse_flags(f, "task-shard", args);
@@ -663,6 +665,7 @@ static TaskShardOptions task_shard_flags(const std::vector<std::string>& args) {
     if (copy_min != "0") o.copy_min_distance = parse_tokens("--copy-min-distance", copy_min);
     o.copy_first_one_in = parse_int("--copy-first-one-in", copy_first, 1, 1 << 20);
     o.copy_first_given = f.was_set("copy-first-one-in");
+    if (first_tokens != "0") o.copy_first_tokens = parse_tokens("--copy-first-tokens", first_tokens);
     o.seed = parse_int("--seed", seed, 0, LLONG_MAX);
     check_every("--needle-every", "multi-key needle", o.needle_every, f.was_set("needle-every"), o.doc_tokens);
     check_every("--passkey-every", "pass key", o.passkey_every, f.was_set("passkey-every"), o.doc_tokens);
@@ -747,6 +750,10 @@ static void check_task_shard_options(TaskShardOptions& o) {
               o.copy_min_distance);
     if (o.copy_first_given && o.quote_every == 0 && o.repeat_every == 0)
         fatal("--copy-first-one-in %lld has no effect without --quote-every or --repeat-every N > 0: give one, or drop it", o.copy_first_one_in);
+    if (o.copy_first_tokens > 0 && o.quote_every == 0 && o.repeat_every == 0)
+        fatal("--copy-first-tokens %lld has no effect without --quote-every or --repeat-every N > 0: give one, or drop it", o.copy_first_tokens);
+    if (o.copy_first_tokens >= o.doc_tokens)
+        fatal("--copy-first-tokens %lld is not an opening of documents of --doc-tokens %lld: give less", o.copy_first_tokens, o.doc_tokens);
     if (o.copy_min_distance >= o.doc_tokens / 2)
         fatal("--copy-min-distance %lld leaves no room for copies in documents of --doc-tokens %lld: give less than half of it",
               o.copy_min_distance, o.doc_tokens);
@@ -762,7 +769,7 @@ static std::vector<std::vector<int>> make_documents(const TaskShardOptions& o, c
                                                     const Tokenizer& tok, const PieceKinds& kinds_of_pieces, long long* copied) {
     const TrainDocSpec spec{(int)o.doc_tokens, o.needle_every, o.passkey_every, o.lead_needle, o.lead_kind == "multikey",
                             o.quote_every, o.repeat_every, (int)o.repeat_tokens, o.random_every, o.copy_min_distance,
-                            (int)o.copy_first_one_in};
+                            (int)o.copy_first_one_in, o.copy_first_tokens};
     const long long n_docs = (o.tokens + o.doc_tokens - 1) / o.doc_tokens;
     std::vector<std::vector<int>> docs(n_docs);
     std::vector<std::string> errors(n_docs);
@@ -815,7 +822,9 @@ static int cmd_task_shard(const std::vector<std::string>& args) {
     if (o.random_every > 0)
         std::snprintf(randoms, sizeof randoms, ", random words of 16-%lld tokens twice every %g tokens", o.repeat_tokens, o.random_every);
     if (o.copy_min_distance > 0) std::snprintf(far, sizeof far, ", each from %lld or more tokens back", o.copy_min_distance);
-    if (o.copy_first_given) std::snprintf(first, sizeof first, ", one in %lld from the first lines", o.copy_first_one_in);
+    if (o.copy_first_given || o.copy_first_tokens > 0)
+        std::snprintf(first, sizeof first, ", one in %lld from the first %s", o.copy_first_one_in,
+                      o.copy_first_tokens > 0 ? (std::to_string(o.copy_first_tokens) + " tokens").c_str() : "lines");
     if (o.quote_every > 0 || o.repeat_every > 0 || o.random_every > 0)
         std::snprintf(copies, sizeof copies, "%s%s%s%s%s (copies: %.1f%% of the tokens)", quotes, passages, randoms, far, first,
                       100.0 * (double)copied / (double)all.size());

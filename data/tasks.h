@@ -440,6 +440,12 @@ struct TrainDocSpec {
     // from a drawn distance: a question about a long context's opening is the one recency never
     // answers. The default, 8, is the read recipes' share; readfirst takes 2 (scripts/retrieval_study.sh).
     int copy_first_one_in = 8;
+    // The opening those copies come from. 0: a quote's source is one of the first 4 usable lines
+    // and a passage's starts in the first 64 tokens. T > 0: any usable line starting in the first T
+    // tokens of the body, and a passage starting there: with a pool of 4 lines, one quote in 2
+    // would quote each of them ~16 times in a 32K document, every repeat copyable from the one
+    // before it rather than from the opening.
+    long long copy_first_tokens = 0;
 };
 
 // One copy in a finished training document: tokens [source, source + length) appear again at
@@ -502,7 +508,7 @@ class CopyWriter {
             for (long long attempt = 0; attempt < kTries; attempt++) {
                 const long long d = cut_points_[rng_.below(cut_points_.size())];
                 if (d - body_ < L || !free_for(d, d + L, false)) continue;
-                const long long t = rng_.below(spec_.copy_first_one_in) == 0 ? std::min(d - L, body_ + (long long)rng_.below(kFirstTokens))
+                const long long t = rng_.below(spec_.copy_first_one_in) == 0 ? std::min(d - L, body_ + (long long)rng_.below(first_tokens()))
                                                        : d - std::max(L, back(d - body_));
                 const long long found = source_near(t, d, L, /*readable=*/true);
                 if (found >= 0) {
@@ -581,13 +587,16 @@ class CopyWriter {
         return l.start + l.length + 1 <= d && d - l.start >= far_ && free_for(l.start - 1, l.start + l.length + 1, true) &&
                free_for(d, d + l.length + 1, false) && doc[(size_t)d - 1] == k_.newline;
     }
-    // Depth 0: one of the first usable lines after the intro (of the `before` lines that start before d).
+    // Depth 0: one of the first usable lines after the intro (of the `before` lines that start
+    // before d): the first kFirstLines, or those starting in the first copy_first_tokens.
     long long first_line_for(long long d, long long before) {
         std::vector<long long> first;
-        for (long long j = 0; j < before && (long long)first.size() < kFirstLines; j++)
+        const long long span = spec_.copy_first_tokens;
+        for (long long j = 0; j < before && (span > 0 ? lines_[(size_t)j].start < body_ + span : (long long)first.size() < kFirstLines); j++)
             if (usable(lines_[(size_t)j], d)) first.push_back(j);
         return first.empty() ? -1 : first[rng_.below(first.size())];
     }
+    uint64_t first_tokens() const { return spec_.copy_first_tokens > 0 ? (uint64_t)spec_.copy_first_tokens : (uint64_t)kFirstTokens; }
     // The usable line nearest before d - distance (or, failing 64 of them, after it).
     long long line_near(long long d, long long before) {
         const long long t = d - back(d - body_);
@@ -737,5 +746,8 @@ inline std::vector<int> make_training_document(const TrainDocSpec& spec, const H
         fatal("--repeat-tokens %d: a repeated passage is at least 16 tokens; give 16 to 4096", spec.repeat_tokens);
     if (spec.copy_first_one_in < 1)
         fatal("--copy-first-one-in %d: one copy in N from the first lines needs N >= 1 (1: every copy)", spec.copy_first_one_in);
+    if (spec.copy_first_tokens < 0 || spec.copy_first_tokens >= spec.doc_tokens)
+        fatal("--copy-first-tokens %lld: the opening must be 0 (the first 4 lines) or shorter than --doc-tokens %d", spec.copy_first_tokens,
+              spec.doc_tokens);
     return add_copies(spec, doc, spans, body, k, rng, distance, copies);
 }

@@ -70,8 +70,9 @@
 #   hybrid128k-readconvpart  hybrid128k-readconv with the convolution in the NoPE layers QKCONV_LAYERS
 #              (3,5) only (train --qk-conv-layers): the others still match single tokens
 #   hybrid128k-readfirst  hybrid128k-readconvpart on read's documents with one quote and one repeated
-#              passage in READFIRST_ONE_IN (2, read: 8) taken from the document's first lines
-#              (data_tool task-shard --copy-first-one-in): questions about a context's opening
+#              passage in READFIRST_ONE_IN (2, read: 8) taken from the document's opening, its first
+#              1/READFIRST_SPAN (32) (read: its first 4 lines and 64 tokens; data_tool task-shard
+#              --copy-first-one-in, --copy-first-tokens): questions about a context's opening
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
@@ -84,7 +85,7 @@
 # length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
 # a model reading only the last N tokens of each prompt, as the run ctlN-M.
 # SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, WIDE_ARGS, DEMOS,
-# QUOTE_EVERY, REPEAT_EVERY, READMORE_*, READFAR_MIN, READFIRST_ONE_IN, TPS, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS,
+# QUOTE_EVERY, REPEAT_EVERY, READMORE_*, READFAR_MIN, READFIRST_ONE_IN, READFIRST_SPAN, TPS, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS,
 # QUOTE_SAMPLES, START_LENGTHS, START_SAMPLES narrow or
 # change what `data` makes and the runs take (tests/test_retrieval_study.sh runs every step on the CPU).
 set -uo pipefail
@@ -305,8 +306,11 @@ for step in "$@"; do
                     f=$(vshard "$len" "$v")
                     [[ $made == *" $f "* ]] && continue
                     made+="$f "
-                    # readfar: read's copies, those in windows past the first drawn READFAR_MIN (2048) or more tokens back
+                    # readfar: read's copies, those in windows past the first drawn READFAR_MIN (2048) or more tokens back;
+                    # readfirst: its opening the first 1/READFIRST_SPAN (32) of a document, at least 64 tokens
                     far_copies=(); [ "$v" = readfar ] && [ "$len" -gt "$W1" ] && far_copies=(--copy-min-distance "${READFAR_MIN:-2048}")
+                    span=$((len / ${READFIRST_SPAN:-32})); [ "$span" -ge 64 ] || span=64
+                    [ "$v" = readfirst ] && far_copies=(--copy-first-tokens "$span")
                     [ -f "$f" ] || "$BIN/data_tool" task-shard --data "$CORPUS" --doc-tokens "$len" --tokens "${SHARD_TOKENS:-50M}" \
                         --needle-every "$every" --passkey-every "$far" "${copies[@]}" "${far_copies[@]}" --seed 7 --out "$f" > "$f.log" 2>&1 &
                     pids+=($!)

@@ -48,9 +48,9 @@ grep -q 'each from 256 or more tokens back' "$WORK/data/tasks1k-readfar.bin.log"
     grep -q 'quoted line every 256' "$WORK/data/tasks512-readfar.bin.log" && ! grep -q 'or more tokens back' "$WORK/data/tasks512-readfar.bin.log" &&
     pass "data: readfar's copies past the first window come from READFAR_MIN or more tokens back, its first window's as read's" ||
     fail "data: readfar's shards: $(tail -qn1 "$WORK"/data/tasks512-readfar.bin.log "$WORK"/data/tasks1k-readfar.bin.log)"
-grep -q 'one in 2 from the first lines' "$WORK/data/tasks512-readfirst.bin.log" && grep -q 'one in 2 from the first lines' "$WORK/data/tasks4k-readfirst.bin.log" &&
+grep -q 'one in 2 from the first 64 tokens' "$WORK/data/tasks512-readfirst.bin.log" && grep -q 'one in 2 from the first 128 tokens' "$WORK/data/tasks4k-readfirst.bin.log" &&
     ! grep -q 'first lines' "$WORK/data/tasks4k-read.bin.log" &&
-    pass "data: readfirst's shards take one copy in READFIRST_ONE_IN (2) from the first lines, read's as before" ||
+    pass "data: readfirst's shards take one copy in READFIRST_ONE_IN (2) from the first 1/32 of a document (at least 64 tokens), read's as before" ||
     fail "data: readfirst's shards: $(tail -qn1 "$WORK"/data/tasks4k-readfirst.bin.log)"
 start=$(python3 -c 'import json, sys
 items = [json.loads(l) for l in open(sys.argv[1])]

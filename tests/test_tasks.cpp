@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -703,6 +704,41 @@ static void test_first_copies(const Tokenizer& tok, const PieceKinds& k) {
     check(share[0] > 0.9 && share[0] > share[1] && share[1] > share[2] + 0.2,
           std::string("copy_first_one_in: the fewer N, the more copies from the document's opening ") + text);
     check(equal, "copies from the opening are their sources token for token", detail);
+    // A wider opening (copy_first_tokens): its quotes spread over more lines, so fewer repeat a line
+    // quoted before; with every copy from it (1 in 1), every source starts inside it (the body
+    // starts after an intro of fewer than 64 tokens).
+    long long distinct[2] = {0, 0}, opening_quotes[2] = {0, 0};
+    bool inside = true, spread = false;
+    for (int wide = 0; wide < 3; wide++)
+        for (int d = 0; d < 10; d++) {
+            TrainDocSpec spec{8192, 512, 2048};
+            spec.quote_every = 256, spec.repeat_every = wide == 2 ? 512 : 0;
+            spec.copy_first_one_in = wide == 2 ? 1 : 2, spec.copy_first_tokens = wide ? 1024 : 0;
+            SplitMix64 rng(900 + d);
+            std::vector<CopyRecord> copies;
+            make_training_document(spec, hay, tok, k, rng, &copies);
+            std::set<long long> sources;
+            for (const CopyRecord& c : copies) {
+                if (wide == 2)
+                    inside = inside && c.source < 1024 + 64, spread = spread || (c.kind == CopyRecord::RepeatedPassage && c.source >= 256);
+                if (wide < 2 && c.kind == CopyRecord::QuotedLine && c.source < 1024 + 64) sources.insert(c.source), opening_quotes[wide]++;
+            }
+            if (wide < 2) distinct[wide] += (long long)sources.size();
+        }
+    const double repeats[2] = {1 - (double)distinct[0] / std::max(1LL, opening_quotes[0]), 1 - (double)distinct[1] / std::max(1LL, opening_quotes[1])};
+    char shares[160];
+    std::snprintf(shares, sizeof shares, "(quotes of the opening repeating a line quoted before: %.0f%%, with 4 lines %.0f%%; %lld and %lld quotes)",
+                  100 * repeats[1], 100 * repeats[0], opening_quotes[1], opening_quotes[0]);
+    check(2 * repeats[1] < repeats[0] && opening_quotes[1] * 2 > opening_quotes[0],
+          std::string("copy_first_tokens 1024: the opening's quotes spread over its lines ") + shares);
+    check(inside && spread, "copy_first_tokens 1024, every copy from the opening: every quote's and passage's source starts inside it, "
+                            "passages past its first 256 tokens too");
+    expect_fatal("copy_first_tokens as long as the document", [&] {
+        TrainDocSpec spec{4096, 256, 1024};
+        spec.quote_every = 256, spec.copy_first_tokens = 4096;
+        SplitMix64 rng(1);
+        make_training_document(spec, hay, tok, k, rng);
+    }, {"--copy-first-tokens 4096"});
     expect_fatal("copy_first_one_in 0", [&] {
         TrainDocSpec spec{4096, 256, 1024};
         spec.quote_every = 256, spec.copy_first_one_in = 0;

@@ -86,6 +86,16 @@ if build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --qu
 else
     fail "task-shard --copy-first-one-in failed: $(tail -2 "$work/first.log" "$work/first8.log")"
 fi
+if build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 64K --quote-every 256 --repeat-every 1024 --copy-first-one-in 2 \
+       --copy-first-tokens 512 --out "$work/firstwide.bin" > "$work/firstwide.log" 2>&1; then
+    grep -q "one in 2 from the first 512 tokens (copies: [1-9]" "$work/firstwide.log" && ! cmp -s "$work/first.bin" "$work/firstwide.bin" \
+        && pass "task-shard --copy-first-tokens 512: a wider opening, said in the summary" \
+        || fail "task-shard --copy-first-tokens: $(cat "$work/firstwide.log")"
+else
+    fail "task-shard --copy-first-tokens failed: $(tail -2 "$work/firstwide.log")"
+fi
+expect_error "bad input: task-shard: --copy-first-tokens without copies" "--copy-first-tokens 512 has no effect without" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --copy-first-tokens 512 --out "$work/y.bin"
+expect_error "bad input: task-shard: --copy-first-tokens of a whole document" "is not an opening of documents" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --quote-every 256 --copy-first-tokens 2K --out "$work/y.bin"
 expect_error "bad input: task-shard: --copy-first-one-in without copies" "--copy-first-one-in 2 has no effect without" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --copy-first-one-in 2 --out "$work/y.bin"
 expect_error "bad input: task-shard: --copy-first-one-in 0" "--copy-first-one-in" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --quote-every 256 --copy-first-one-in 0 --out "$work/y.bin"
 expect_error "bad input: task-shard: --copy-min-distance without copies" "--copy-min-distance 512 has no effect without" build/data_tool task-shard --data "$corpus" --doc-tokens 2K --tokens 4K --copy-min-distance 512 --out "$work/y.bin"
