@@ -314,6 +314,15 @@ static void test_scoring_rule() {
     check(answer_matches("77", " 77"), "an answer written with a leading space means the same");
 }
 
+// make_training_document on `spec` must end in a fatal error whose message holds each of `want`.
+static void expect_document_fatal(const std::string& name, const TrainDocSpec& spec, const Haystack& hay, const Tokenizer& tok,
+                                  const PieceKinds& k, const std::vector<std::string>& want) {
+    expect_fatal(name, [&] {
+        SplitMix64 rng(1);
+        make_training_document(spec, hay, tok, k, rng);
+    }, want);
+}
+
 static void test_training_documents(const Tokenizer& tok, const PieceKinds& k) {
     std::vector<std::vector<int>> docs;
     for (int d = 0; d < 8; d++) docs.push_back(tok.encode(test_text(200 + d, 400)));
@@ -394,14 +403,9 @@ static void test_training_documents(const Tokenizer& tok, const PieceKinds& k) {
     }
     check(opened_mk_only == 24 && led_by_pk == 0, "--lead-kind multikey: every document opens with a multi-key needle, none with a "
                                                   "pass key (" + std::to_string(opened_mk_only) + " of 24, " + std::to_string(led_by_pk) + ")");
-    expect_fatal("more multi-key needles a document than distinct words", [&] {
-        SplitMix64 rng(1);
-        make_training_document({1 << 20, 16, 1e9}, hay, tok, k, rng);
-    }, {"--needle-every 16", "distinct words"});
-    expect_fatal("needles too dense for the document", [&] {
-        SplitMix64 rng(1);
-        make_training_document({512, 16, 16}, hay, tok, k, rng);
-    }, {"--doc-tokens 512", "too short"});
+    expect_document_fatal("more multi-key needles a document than distinct words", {1 << 20, 16, 1e9}, hay, tok, k,
+                          {"--needle-every 16", "distinct words"});
+    expect_document_fatal("needles too dense for the document", {512, 16, 16}, hay, tok, k, {"--doc-tokens 512", "too short"});
 }
 
 // Copies of a document's own text (TrainDocSpec's quote_every, repeat_every): each copy is its
@@ -545,12 +549,9 @@ static void test_reading_documents(const Tokenizer& tok, const PieceKinds& k) {
           "intro: " + std::to_string(first_q) + " of " + std::to_string(late_q) + " quotes, " + std::to_string(first_p) + " of " +
               std::to_string(late_p) + " passages)");
     check(early_dest > 0 && late_dest > 0, "copies land all over the document (first and last quarter)");
-    expect_fatal("a repeated passage shorter than 16 tokens", [&] {
-        TrainDocSpec spec{4096, 256, 1024};
-        spec.repeat_every = 512, spec.repeat_tokens = 8;
-        SplitMix64 rng(1);
-        make_training_document(spec, hay, tok, k, rng);
-    }, {"--repeat-tokens 8"});
+    TrainDocSpec short_passage{4096, 256, 1024};
+    short_passage.repeat_every = 512, short_passage.repeat_tokens = 8;
+    expect_document_fatal("a repeated passage shorter than 16 tokens", short_passage, hay, tok, k, {"--repeat-tokens 8"});
 }
 
 // Random passages (TrainDocSpec's random_every): random words written twice, the second time
@@ -611,12 +612,9 @@ static void test_random_passages(const Tokenizer& tok, const PieceKinds& k) {
     check(randoms * 2 > asked && others > 0, "about doc_tokens / N random passages (" + std::to_string(randoms) + " of " + std::to_string(asked) +
                                                   ") beside " + std::to_string(others) + " quotes and repeated passages");
     check(near > 0 && far > 0, "random passages repeated from near (" + std::to_string(near) + ") and far (" + std::to_string(far) + ")");
-    expect_fatal("a random passage shorter than 16 tokens", [&] {
-        TrainDocSpec spec{4096, 256, 1024};
-        spec.random_every = 512, spec.repeat_tokens = 8;
-        SplitMix64 rng(1);
-        make_training_document(spec, hay, tok, k, rng);
-    }, {"--repeat-tokens 8"});
+    TrainDocSpec short_random{4096, 256, 1024};
+    short_random.random_every = 512, short_random.repeat_tokens = 8;
+    expect_document_fatal("a random passage shorter than 16 tokens", short_random, hay, tok, k, {"--repeat-tokens 8"});
 }
 
 // Far copies only (TrainDocSpec's copy_min_distance): every copy of each kind starts its source at
@@ -733,18 +731,11 @@ static void test_first_copies(const Tokenizer& tok, const PieceKinds& k) {
           std::string("copy_first_tokens 1024: the opening's quotes spread over its lines ") + shares);
     check(inside && spread, "copy_first_tokens 1024, every copy from the opening: every quote's and passage's source starts inside it, "
                             "passages past its first 256 tokens too");
-    expect_fatal("copy_first_tokens as long as the document", [&] {
-        TrainDocSpec spec{4096, 256, 1024};
-        spec.quote_every = 256, spec.copy_first_tokens = 4096;
-        SplitMix64 rng(1);
-        make_training_document(spec, hay, tok, k, rng);
-    }, {"--copy-first-tokens 4096"});
-    expect_fatal("copy_first_one_in 0", [&] {
-        TrainDocSpec spec{4096, 256, 1024};
-        spec.quote_every = 256, spec.copy_first_one_in = 0;
-        SplitMix64 rng(1);
-        make_training_document(spec, hay, tok, k, rng);
-    }, {"--copy-first-one-in 0"});
+    TrainDocSpec whole_opening{4096, 256, 1024}, none_in{4096, 256, 1024};
+    whole_opening.quote_every = 256, whole_opening.copy_first_tokens = 4096;
+    none_in.quote_every = 256, none_in.copy_first_one_in = 0;
+    expect_document_fatal("copy_first_tokens as long as the document", whole_opening, hay, tok, k, {"--copy-first-tokens 4096"});
+    expect_document_fatal("copy_first_one_in 0", none_in, hay, tok, k, {"--copy-first-one-in 0"});
 }
 
 // ---- the batches of a mixed, scheduled run
