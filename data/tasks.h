@@ -435,10 +435,10 @@ struct TrainDocSpec {
     // written, its distance drawn as before over what lies beyond (a model whose near copies
     // already form learns the far ones from these). 0: anywhere, with the same draws as before.
     long long copy_min_distance = 0;
-    // One quote and one repeated passage in this many take their source from the document's first
-    // lines (a quote: one of its first 4 usable lines; a passage: its first 64 tokens), the rest
-    // from a drawn distance: a question about a long context's opening is the one recency never
-    // answers. The default, 8, is the read recipes' share; readfirst takes 2 (scripts/retrieval_study.sh).
+    // One quote and one repeated passage in this many take their source from the document's
+    // opening (copy_first_tokens), the rest from a drawn distance: a question about a long
+    // context's opening is the one recency never answers. The default, 8, is the read recipes'
+    // share; readfirst takes 2 (scripts/retrieval_study.sh).
     int copy_first_one_in = 8;
     // The opening those copies come from. 0: a quote's source is one of the first 4 usable lines
     // and a passage's starts in the first 64 tokens. T > 0: any usable line starting in the first T
