@@ -87,6 +87,11 @@ def decode_1m(text):
     return (float(m.group(1)), float(m.group(2))) if m else None
 
 
+def ratio(num, den):
+    """num / den, or None where either is missing or den is 0 (a table that printed no time)."""
+    return num / den if num is not None and den else None
+
+
 def fmt(x, digits=1):
     return "-" if x is None else f"{x:,.{digits}f}"
 
@@ -94,9 +99,9 @@ def fmt(x, digits=1):
 def table(dir_):
     rows = []  # (what, ours, peer, ratio text, target, met: True / False / None)
 
-    def add(what, ours, peer, ratio, target, lowest, digits=1, ratio_text=None):
-        met = None if ratio is None else ratio >= lowest
-        text = ratio_text if ratio_text is not None else (f"{ratio:.2f}x" if ratio is not None else "not run")
+    def add(what, ours, peer, times, target, lowest, digits=1, ratio_text=None):
+        met = None if times is None else times >= lowest
+        text = ratio_text if ratio_text is not None else (f"{times:.2f}x" if times is not None else "not run")
         rows.append((what, ours if isinstance(ours, str) else fmt(ours, digits),
                      peer if isinstance(peer, str) else fmt(peer, digits), text, target, met))
 
@@ -104,27 +109,27 @@ def table(dir_):
     for d in (64, 128):
         for ns, lowest, label in (((1024, 2048, 4096), 0.95, "1K-4K"), ((8192, 16384, 32768, 65536), 1.0, "8K-64K")):
             got = [dense[(n, d)] for n in ns if (n, d) in dense]
-            ratios = [r[1] / r[3] for r in got]
+            ratios = [x for x in (ratio(r[1], r[3]) for r in got) if x is not None]
             add(f"dense causal f+b, D = {d}, {label} (TF/s)", " / ".join(f"{r[1]:.0f}" for r in got) or "-",
                 " / ".join(f"{r[3]:.0f}" for r in got) or "-", min(ratios) if ratios else None,
                 f">= {lowest:.2f}x cuDNN", lowest,
                 ratio_text=(" / ".join(f"{x:.2f}" for x in ratios) + " (worst)") if ratios else None)
     for d in (64, 128):
         r = dense.get((16384, d))
-        add(f"dense forward 16K, D = {d} (TF/s)", r and r[0], r and r[2], r and r[0] / r[2], ">= 1.0x cuDNN", 1.0)
+        add(f"dense forward 16K, D = {d} (TF/s)", r and r[0], r and r[2], r and ratio(r[0], r[2]), ">= 1.0x cuDNN", 1.0)
 
     ours = block_sparse_ms(read(dir_, "attention_block_sparse.md"), 1 << 20)
     flex = flex_ms(read(dir_, "attention_block_sparse_flex.md"), 1 << 20)
     for i, (what, lowest) in enumerate((("forward", 1.2), ("f+b", 1.5))):
         add(f"block-sparse 1M, window 2048 + 128 global, {what} (ms)", ours and ours[i], flex and flex[i],
-            ours and flex and flex[i] / ours[i], f">= {lowest}x FlexAttention", lowest, digits=2)
+            ours and flex and ratio(flex[i], ours[i]), f">= {lowest}x FlexAttention", lowest, digits=2)
 
     ours = dilated(read(dir_, "attention_dilated.md"), 1 << 20, "dilated")
     peer = dilated(read(dir_, "attention_dilated_torch.md"), 1 << 20, r"torch \w+ \*")
     add("LongNet 1M, f+b (TF/s)", ours and ours[2], "-", ours and ours[2] / 330.0, ">= 330 TF/s", 1.0,
         ratio_text=f"{ours[2] / 330.0:.2f} of 330" if ours else None)
     add("LongNet 1M, f+b (ms) against the PyTorch LongNet", ours and ours[1], peer and peer[1],
-        ours and peer and peer[1] / ours[1], ">= 4x", 4.0, digits=2)
+        ours and peer and ratio(peer[1], ours[1]), ">= 4x", 4.0, digits=2)
 
     tps = step_tokens_per_s(read(dir_, "train_split_256k.md"))
     add("91M dilated model, T = 256K, one GPU (tokens/s)", tps, "-", tps and tps / 490000, ">= 490K tokens/s", 1.0, digits=0,
@@ -133,18 +138,19 @@ def table(dir_):
     train = read(dir_, "train_124m.md")
     for batch in (32, 64):
         o, p = train_tokens_per_s(train, "flash", batch), train_tokens_per_s(train, "cudnn", batch)
-        add(f"GPT-2 124M shape, T = 1024, batch {batch} (tokens/s)", o, p, o and p and o / p, ">= 1.1x cuDNN's", 1.1, digits=0)
+        add(f"GPT-2 124M shape, T = 1024, batch {batch} (tokens/s)", o, p, ratio(o, p), ">= 1.1x cuDNN's", 1.1, digits=0)
 
     dec = decode_1m(read(dir_, "decode_1m.md"))
     add("1M context, batch 1: decode averaged over 32K positions (tokens/s)", dec and dec[1], "-", dec and dec[1] / 5000,
         ">= 5,000 tokens/s", 1.0, digits=0, ratio_text=f"{dec[1] / 5000:.2f} of 5,000" if dec else None)
-    add("1M context, batch 1: prefill (s)", dec and dec[0], "-", dec and 0.6 / dec[0], "<= 0.6 s", 1.0, digits=3,
-        ratio_text=f"{0.6 / dec[0]:.2f} of the target's speed" if dec else None)
+    speed = dec and ratio(0.6, dec[0])
+    add("1M context, batch 1: prefill (s)", dec and dec[0], "-", speed, "<= 0.6 s", 1.0, digits=3,
+        ratio_text=f"{speed:.2f} of the target's speed" if speed else None)
 
     out = ["# make bench: ours beside the strongest peer, the same run on the same GPU (bench/peer_table.py)", "",
            "| what | ours | peer | ours against the peer | target | met |", "| --- | --- | --- | --- | --- | --- |"]
-    for what, o, p, ratio, target, met in rows:
-        out.append(f"| {what} | {o} | {p} | {ratio} | {target} | {'-' if met is None else 'yes' if met else 'no'} |")
+    for what, o, p, against, target, met in rows:
+        out.append(f"| {what} | {o} | {p} | {against} | {target} | {'-' if met is None else 'yes' if met else 'no'} |")
     return "\n".join(out) + "\n"
 
 

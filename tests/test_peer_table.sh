@@ -115,5 +115,10 @@ t=$(python3 bench/peer_table.py "$work/some" 2>&1)
 [ "$(grep -c 'not run' <<< "$t")" -eq 9 ] && grep -qF "| 240 / 300 / 380 |" <<< "$t" &&
     pass "missing tables: nine rows say not run, the dense ones keep their figures" || fail "missing tables: $t"
 expect_row "LongNet 1M, f+b (ms) against the PyTorch LongNet" "- | - | not run | >= 4x | - |" "a missing table's row: no figures, no verdict"
+# A table that printed a time of 0 (a run that did not happen): no ratio, no division by zero.
+mkdir -p "$work/zero" && sed 's/    74.621 /     0.000 /' "$work/all/attention_dilated.md" > "$work/zero/attention_dilated.md"
+cp "$work/all/attention_dilated_torch.md" "$work/zero/"
+t=$(python3 bench/peer_table.py "$work/zero" 2>&1)
+expect_row "LongNet 1M, f+b (ms) against the PyTorch LongNet" "0.00 | 245.18 | not run | >= 4x | - |" "a time of 0: the row has no ratio, no exception"
 expect_error "peer_table: not a directory" "is not a directory" python3 bench/peer_table.py "$work/none"
 summary
