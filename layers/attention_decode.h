@@ -61,12 +61,13 @@ void cache_append(std::vector<CacheBranch<T>>& branches, const T* qkv, long long
 // One query row per sequence at position p (q: row b at q + b q_stride, H*D values) against the
 // branches, after cache_append has stored position p itself. Per branch that keeps p for head h,
 // the query attends the packed rows 0 .. cache_row(p): exactly the kept keys of its segment up to
-// p. The branches mix by their log-sum-exp, as in the full forward.
+// p. The branches mix by their log-sum-exp, as in the full forward; a sink (H logits, or nullptr:
+// none) mixes in as one more branch whose output is zero (layers/attn_sink.h).
 template <typename T>
 void attention_decode(T* out,  // (B, H, D)
                       T* lse,  // (B, H)
                       const T* q, int q_stride, const std::vector<CacheBranch<T>>& branches, long long p, int B, int H,
-                      int D, T scale) {
+                      int D, T scale, const T* sink = nullptr) {
     const size_t C = (size_t)H * D;
     const T neg_inf = -std::numeric_limits<T>::infinity();
     std::vector<T> o_br(branches.size() * D), l_br(branches.size()), score;
@@ -99,14 +100,17 @@ void attention_decode(T* out,  // (B, H, D)
                 for (int d = 0; d < D; d++) o[d] /= sum;
                 l_br[i] = mx + std::log(sum);
             }
-            // Mix: L = logsumexp_i l_i, O = sum_i exp(l_i - L) o_i.
-            T mx = neg_inf;
+            // Mix: L = logsumexp_i l_i (and the sink's s_h), O = sum_i exp(l_i - L) o_i.
+            const T s = sink ? sink[h] : neg_inf;
+            T mx = s;
             for (T l : l_br) mx = std::max(mx, l);
             T* oh = out + ((size_t)b * H + h) * D;
             for (int d = 0; d < D; d++) oh[d] = 0;
             T sum = 0;
-            if (mx != neg_inf)
+            if (mx != neg_inf) {
                 for (T l : l_br) sum += std::exp(l - mx);
+                if (sink) sum += std::exp(s - mx);
+            }
             const T L = mx == neg_inf ? neg_inf : mx + std::log(sum);
             lse[(size_t)b * H + h] = L;
             for (size_t i = 0; i < branches.size() && mx != neg_inf; i++)
@@ -119,13 +123,13 @@ void attention_decode(T* out,  // (B, H, D)
 // K and V appended, then attention_decode. attention_decode_step_cuda does all of it in one launch.
 template <typename T>
 void attention_decode_step(T* out, T* lse, const T* qkv_pre, std::vector<CacheBranch<T>>& branches, long long p, int B, int H,
-                           int D, T scale, float theta, int logn_base) {
+                           int D, T scale, float theta, int logn_base, const T* sink = nullptr) {
     std::vector<T> qkv((size_t)B * 3 * H * D);
     const int pos = (int)p;
     rope_forward(qkv.data(), qkv_pre, &pos, B, 1, H, D, theta);
     logn_scale_queries(qkv.data(), &pos, B, 1, H, D, logn_base);
     cache_append(branches, qkv.data(), p, 1, B, H, D);
-    attention_decode(out, lse, qkv.data(), 3 * H * D, branches, p, B, H, D, scale);
+    attention_decode(out, lse, qkv.data(), 3 * H * D, branches, p, B, H, D, scale, sink);
 }
 
 // The rows a chunk of queries from position p0 needs from before it, unpacked into ordinary

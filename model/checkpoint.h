@@ -112,15 +112,18 @@ inline std::string latest_checkpoint(const std::string& dir) {
 // scripts/reference_model.py reads them). Each value is what the code computes: the LayerNorm
 // epsilon (layers/layernorm.h), the GELU's tanh form (layers/gelu.h), the rotary pairing of
 // dimension i with i + D/2 (layers/rope.h), the LM head tied to wte and the attention scale
-// 1/sqrt(D) (model/gpt.h); per layer the rotary base (0: NoPE), the log-n base (0: none) and, in
-// a layer that has one, the width of the q/k convolution (layers/qk_conv.h; its weights the
-// layer's attn.qk_conv.weight; written only there, so records of models without it read as
-// before). Each layer's attention pattern, with its parameters, is the config's layer_attn.
+// 1/sqrt(D) (model/gpt.h); per layer the rotary base (0: NoPE), the log-n base (0: none), in a
+// layer that has one the width of the q/k convolution (layers/qk_conv.h; its weights the layer's
+// attn.qk_conv.weight) and, in a model with them, "attn_sink": true (layers/attn_sink.h; the
+// logits the layer's attn.sink); the last two written only there, so records of models without
+// them read as before. Each layer's attention pattern, with its parameters, is the config's
+// layer_attn.
 inline std::string forward_record_json(const GPTConfig& c) {
     std::string layers = "[";
     for (int l = 0; l < c.n_layer; l++)
-        layers += strf("%s{\"rotary_base\":%.9g,\"logn_base\":%d%s}", l ? "," : "", (double)c.layer_rope_theta(l),
-                       c.layer_logn_base(l), c.layer_qk_conv(l) ? strf(",\"qk_conv\":%d", c.layer_qk_conv(l)).c_str() : "");
+        layers += strf("%s{\"rotary_base\":%.9g,\"logn_base\":%d%s%s}", l ? "," : "", (double)c.layer_rope_theta(l),
+                       c.layer_logn_base(l), c.layer_qk_conv(l) ? strf(",\"qk_conv\":%d", c.layer_qk_conv(l)).c_str() : "",
+                       c.attn_sink ? ",\"attn_sink\":true" : "");
     return strf("{\"layernorm_eps\":%.9g,\"activation\":\"gelu_tanh\",\"rotary\":\"half_split\",\"lm_head\":\"tied_to_wte\","
                 "\"attn_scale\":%.9g,\"layers\":%s]}",
                 kLayerNormEps, 1.0 / std::sqrt((double)c.head_dim()), layers.c_str());

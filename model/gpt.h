@@ -7,6 +7,7 @@
 //     qkv = rope(ln1(x) @ Wqkv^T + bqkv)              // (B, T, 3, H, D), rotary on q and k
 //                                                     // (a NoPE layer: its q/k convolution instead)
 //     x   = x + attention_l(qkv) @ Wproj^T + bproj    // pattern of layer l, global positions
+//                                                     // (and its sink, layers/attn_sink.h)
 //     x   = x + gelu(ln2(x) @ Wfc^T + bfc) @ Wfcproj^T + bfcproj
 //   loss = cross_entropy(lnf(x) @ wte^T, targets)     // LM head tied to the embedding
 #pragma once
@@ -15,6 +16,7 @@
 #include <vector>
 #include "core/rng.h"
 #include "layers/attention.h"
+#include "layers/attn_sink.h"
 #include "layers/ring_attention.h"
 #include "layers/classifier.h"
 #include "layers/encoder.h"
@@ -36,12 +38,19 @@ struct ParamTensor {
     bool decay;  // weight decay applies to the matrices of products only
 };
 
+// Every tensor starts at a multiple of kParamAlign elements of the flat buffer (16 bytes of the
+// GPU's bf16 copy), where the GPU's vector loads can read it: a tensor whose size is not a multiple
+// (a sink's H logits) is followed by zeros that belong to no tensor, that no kernel reads and no
+// update changes.
+constexpr size_t kParamAlign = 8;
+
 inline std::vector<ParamTensor> param_layout(const GPTConfig& c) {
     std::vector<ParamTensor> out;
     size_t offset = 0;
     auto add = [&](const std::string& name, std::vector<int> shape, bool decay) {
         size_t n = 1;
         for (int d : shape) n *= (size_t)d;
+        offset = (offset + kParamAlign - 1) / kParamAlign * kParamAlign;
         out.push_back({name, shape, offset, n, decay});
         offset += n;
     };
@@ -56,6 +65,9 @@ inline std::vector<ParamTensor> param_layout(const GPTConfig& c) {
         // A convolution of a few weights per channel, started as the identity: decay would pull
         // it toward zero, away from where it starts.
         if (c.layer_qk_conv(l)) add(p + "attn.qk_conv.weight", {c.layer_qk_conv(l), 2 * C}, false);
+        // The sink logits start at 0, like a key that matches nothing in particular; decay would
+        // pull them toward that start, away from what they learn.
+        if (c.attn_sink) add(p + "attn.sink", {c.n_head}, false);
         add(p + "attn.proj.weight", {C, C}, true);
         add(p + "attn.proj.bias", {C}, false);
         add(p + "ln2.weight", {C}, false);
@@ -75,6 +87,7 @@ template <typename T>
 struct BlockParams {
     T *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
     T* qkconv = nullptr;  // (W, 2C) in a layer with a q/k convolution, else none
+    T* sink = nullptr;    // (H) in a model with attention sinks, else none
 };
 template <typename T>
 struct ParamViews {
@@ -93,6 +106,7 @@ ParamViews<T> param_views(T* base, const GPTConfig& c) {
         BlockParams<T> b;
         b.ln1w = next(), b.ln1b = next(), b.qkvw = next(), b.qkvb = next();
         if (c.layer_qk_conv(l)) b.qkconv = next();
+        if (c.attn_sink) b.sink = next();
         b.projw = next(), b.projb = next();
         b.ln2w = next(), b.ln2b = next(), b.fcw = next(), b.fcb = next(), b.fcprojw = next(), b.fcprojb = next();
         v.blocks.push_back(b);
@@ -369,6 +383,9 @@ struct GPT {
             else
                 attention_backward(dqkv, dqkv + C, dqkv + 2 * C, datty.data(), a.atty, a.att_lse, qkv, qkv + C,
                                    qkv + 2 * C, pos.data(), ds, cfg.attn(l), s, scale);
+            // The sink's gradient; atty and att_lse are the sink's already, so the attention's
+            // backward above needed nothing of it (layers/attn_sink.h).
+            if (w.sink) attn_sink_backward(dw.sink, datty.data(), a.atty, a.att_lse, w.sink, B, Tn, cfg.n_head, cfg.head_dim());
             logn_scale_queries(dqkv_rot.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_logn_base(l));
             std::fill(dqkv_pre.begin(), dqkv_pre.end(), T(0));
             if (const int W = cfg.layer_qk_conv(l))  // a NoPE layer: no rotary to undo
@@ -409,6 +426,7 @@ struct GPT {
         else
             attention_forward(a.atty, a.att_lse, qkv, qkv + C, qkv + 2 * C, pos.data(), ds, cfg.attn(l), attn_shape(),
                               scale);                                                          // (B, T, H, D)
+        if (w.sink) attn_sink_forward(a.atty, a.att_lse, w.sink, B, Tn, cfg.n_head, cfg.head_dim());
         matmul_forward(dtmp.data(), a.atty, w.projw, w.projb, BT, C, C);
         residual_forward(a.resid_attn, x_in, dtmp.data(), (size_t)BT * C);
         mlp_up_forward(l, a);

@@ -32,6 +32,10 @@ struct GPTConfig {
     // The NoPE layers whose q and k are convolved, sorted; empty: every NoPE layer. A subset
     // leaves the others matching single tokens.
     std::vector<int> qk_conv_layers;
+    // Every layer's softmax has one more key per head, of learned score and zero value, so that a
+    // head can attend nowhere (layers/attn_sink.h). Its logits, one (H) tensor per layer, are the
+    // model's "attn.sink".
+    bool attn_sink = false;
     // One pattern per layer. Empty means every layer is dense causal. A per-layer setting so
     // patterns can mix with dense layers and with each other.
     std::vector<AttnPattern> layer_attn;
@@ -141,12 +145,14 @@ inline bool rope_bases_differ(const GPTConfig& a, const GPTConfig& b) {
     return a.rope_theta != b.rope_theta && (rotates_any_layer(a) || rotates_any_layer(b));
 }
 
-// Parameters of a config, in 64 bits (param_layout's total).
+// Parameters of a config, in 64 bits: the sum of param_layout's tensor sizes (its flat buffer adds
+// the alignment's padding, fewer than 8 elements after a tensor).
 inline long long config_param_count(const GPTConfig& c) {
     const long long C = c.n_embd, V = c.vocab_size, L = c.n_layer;
     long long conv = 0;  // a (W, 2C) tensor per NoPE layer with a q/k convolution
     for (int l = 0; l < c.n_layer; l++) conv += (long long)c.layer_qk_conv(l) * 2 * C;
-    return V * C + L * (12 * C * C + 13 * C) + 2 * C + conv;
+    const long long sinks = c.attn_sink ? L * c.n_head : 0;  // an (H) tensor per layer
+    return V * C + L * (12 * C * C + 13 * C) + 2 * C + conv + sinks;
 }
 
 // Head dims the kernels take. The CPU reference takes any even head dim; the tests use small
@@ -261,7 +267,8 @@ inline std::string config_to_json(const GPTConfig& c) {
     const std::string logn = c.logn_attn ? "\"logn_attn\":" + std::to_string(c.logn_attn) + "," : "";  // likewise
     const std::string conv = c.qk_conv ? "\"qk_conv\":" + std::to_string(c.qk_conv) + "," : "";  // likewise
     const std::string conv_layers = c.qk_conv_layers.empty() ? "" : "\"qk_conv_layers\":[" + int_list_text(c.qk_conv_layers) + "],";
-    return std::string(buf) + nope + logn + conv + conv_layers + "\"layer_attn\":" + attn + "}";
+    const std::string sink = c.attn_sink ? "\"attn_sink\":true," : "";  // likewise
+    return std::string(buf) + nope + logn + conv + conv_layers + sink + "\"layer_attn\":" + attn + "}";
 }
 
 // Throws JsonError on a malformed or incomplete config (values of the wrong type or outside
@@ -273,10 +280,10 @@ inline GPTConfig config_from_json(const std::string& text) {
     // (or edited by hand) would otherwise run as another model, and a resume would drop the key.
     for (const auto& [key, value] : j.obj) {
         static const char* const kKeys[] = {"vocab_size", "n_layer", "n_embd", "n_head", "rope_theta", "layer_attn", "nope_layers", "logn_attn",
-                                             "qk_conv", "qk_conv_layers"};
+                                             "qk_conv", "qk_conv_layers", "attn_sink"};
         if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
             throw JsonError("unknown key \"" + key.substr(0, 40) + "\" (this build reads vocab_size, n_layer, n_embd, n_head, rope_theta, "
-                            "layer_attn, nope_layers, logn_attn, qk_conv, qk_conv_layers): use the build that wrote it, or remove the key");
+                            "layer_attn, nope_layers, logn_attn, qk_conv, qk_conv_layers, attn_sink): use the build that wrote it, or remove the key");
     }
     const long long kInt = 2147483647;
     GPTConfig c;
@@ -302,5 +309,6 @@ inline GPTConfig config_from_json(const std::string& text) {
         if (conv.size() > (size_t)kMaxLayers) throw JsonError("qk_conv_layers has too many entries");
         for (const Json& l : conv) c.qk_conv_layers.push_back((int)l.as_int("qk_conv_layers", -kInt, kInt));
     }
+    if (j.has("attn_sink")) c.attn_sink = j.at("attn_sink").as_bool("attn_sink");
     return c;
 }

@@ -14,6 +14,7 @@
 #include "model/op_timer.cuh"
 #include "layers/cuda/attention_cudnn.h"
 #include "layers/cuda/attention_flash.h"
+#include "layers/cuda/attn_sink.cuh"
 #include "layers/cuda/classifier.cuh"
 #include "layers/cuda/common.cuh"
 #include "layers/cuda/encoder.cuh"
@@ -429,6 +430,7 @@ class CudaBackend : public ModelBackend {
     bf16 *dresid_, *dln_, *dqkv_, *datty_, *dfch_, *dqkv_conv_ = nullptr;
     void *classifier_scratch_, *ln_scratch_, *attn_workspace_;
     float* conv_scratch_ = nullptr;
+    float* sink_scratch_ = nullptr;  // the sinks' backward partials (layers/cuda/attn_sink.cuh)
 
     // What the ring's buffer pool (layers/cuda/ring_attention.cuh) holds once a layer has run
     // its forward and backward, the most any rank of the ring holds (later layers and steps reuse the same
@@ -536,6 +538,7 @@ class CudaBackend : public ModelBackend {
             bf(dqkv_conv_, BT * 3 * C);
             place(conv_scratch_, qk_conv_backward_scratch_bytes(B, T, (int)C, cfg_.qk_conv));
         }
+        if (cfg_.attn_sink) f32(sink_scratch_, attn_sink_scratch_floats((long long)BT, (int)H));
         if (!assign) return;
         assign->push_back([this, r](const DeviceArena&) {
             qkv_pre_ = dqkv_;
@@ -666,6 +669,7 @@ class CudaBackend : public ModelBackend {
         logn_scale_queries_cuda(a.qkv, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_);
         mark("rope");  // the q/k convolution too, where it stands in the rotary's place
         attention_forward(a.atty, a.lse, a.qkv, cfg_.attn(l));                       // (B, T, H, D)
+        if (w.sink) attn_sink_forward_cuda(a.atty, a.lse, w.sink, B_, T_, cfg_.n_head, cfg_.head_dim(), stream_);
         mark("attention");
         matmul_forward_cuda(tmp_, a.atty, w.projw, w.projb, BT, C, C, stream_);
         mark("matmul");
@@ -724,6 +728,9 @@ class CudaBackend : public ModelBackend {
             matmul_backward_cuda(datty_, dw.projw, dw.projb, dresid_, a.atty, w.projw, BT, C, C, stream_);
             mark("matmul");
             attention_backward(dqkv_, datty_, a.atty, a.lse, a.qkv, cfg_.attn(l));
+            // atty and lse are the sink's already: the attention's backward needed nothing of it
+            if (w.sink) attn_sink_backward_cuda(dw.sink, datty_, a.atty, a.lse, w.sink, B_, T_, cfg_.n_head, cfg_.head_dim(),
+                                                sink_scratch_, stream_);
             mark("attention");
             logn_scale_queries_cuda(dqkv_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_);
             const bf16* dqkv_pre = dqkv_;  // the gradient of the QKV product's output

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 #include "layers/attention_decode.h"
+#include "layers/attn_sink.h"
 #include "layers/qk_conv.h"
 #include "model/attention_probe.h"
 #include "model/gpt.h"
@@ -173,7 +174,7 @@ class KVCache {
             if (n == 1 && pattern_decodes_one_token(pat)) {  // one token: rope, append and attend against the branches
                 grow(c, next_pos_ + 1);
                 attention_decode_step(atty_.data(), lse_.data(), qkv_pre_.data(), c.branches, next_pos_, B_, H, D, scale,
-                                      cfg.layer_rope_theta(l), cfg.layer_logn_base(l));
+                                      cfg.layer_rope_theta(l), cfg.layer_logn_base(l), w.sink);
             } else {
                 rope_forward(qkv_.data(), qkv_pre_.data(), qpos, B_, n, H, D, cfg.layer_rope_theta(l));  // (B, n, 3, H, D)
                 logn_scale_queries(qkv_.data(), qpos, B_, n, H, D, cfg.layer_logn_base(l));
@@ -319,6 +320,7 @@ class KVCache {
                 const AttnKeys<T> ks{kv, kv + C, 2 * C, (int)(next_pos_ + n), pos_.data(), 0};
                 attention_forward(atty_.data() + (size_t)b * n * C, lse_.data() + (size_t)b * H * n, qs, ks, pat, dm, scale);
             }
+            add_sink(layer, n);
             if (probe_)
                 probe_chunk_layer<T>(*probe_, layer, next_pos_, n, qkv_.data(), 3 * C, 0,
                                      [&](long long j) { return (const T*)br.kv + (size_t)j * 2 * C; }, lse_.data(), pat, H, D,
@@ -340,7 +342,14 @@ class KVCache {
             }
             attention_forward(atty_.data() + (size_t)b * n * C, lse_.data() + (size_t)b * H * n, qs, ks, pat, dm, scale);
         }
+        add_sink(layer, n);
         cache_append(c.branches, qkv_.data(), next_pos_, n, B_, H, D);
+    }
+
+    // The chunk's attention output and log-sum-exp made those of the softmax with the layer's
+    // sink, where the model has sinks (layers/attn_sink.h).
+    void add_sink(int layer, int n) {
+        if (const T* sink = m_.p.blocks[layer].sink) attn_sink_forward(atty_.data(), lse_.data(), sink, B_, n, m_.cfg.n_head, m_.cfg.head_dim());
     }
 };
 

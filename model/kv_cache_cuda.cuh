@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 #include "layers/cuda/attention_decode.cuh"
+#include "layers/cuda/attn_sink.cuh"
 #include "layers/cuda/attention_flash_two_sided.h"
 #include "layers/cuda/qk_conv.cuh"
 #include "layers/cuda/ring_attention.cuh"
@@ -325,14 +326,14 @@ class KVCacheCuda : public IncrementalModel {
             const int logn = cfg_.layer_logn_base(l);
             if (decoding && kDecodeOneLaunch && B_ <= kDecodeOneLaunchMaxBatch) {  // rope, log-n, append, attention and merge: one launch
                 attention_decode_step_cuda(atty_, lse_, qkv_pre, layers_[l], decode_pos_, B_, H, D, scale, theta, logn,
-                                           kDecodePieces, part_o_, part_l_, tickets_, st);
+                                           kDecodePieces, part_o_, part_l_, tickets_, st, w.sink);
             } else {
                 rope_forward_cuda(qkv_, qkv_pre, qpos, B_, n, H, D, theta, st);  // (B, n, 3, H, D)
                 logn_scale_queries_cuda(qkv_, qpos, B_, n, H, D, logn, st);
                 if (decoding) {
                     cache_append_cuda(layers_[l], qkv_, decode_pos_, 1, B_, H, D, st);
                     attention_decode_cuda(atty_, lse_, qkv_, 3 * C, layers_[l], decode_pos_, B_, H, D, scale, kDecodePieces,
-                                          part_o_, part_l_, st);
+                                          part_o_, part_l_, st, w.sink);
                 } else {
                     attend_chunk(layers_[l], cfg_.attn(l), l, n, pos, scale, st);
                 }
@@ -425,6 +426,7 @@ class KVCacheCuda : public IncrementalModel {
                 const AttnKeys<bf16> ks{kv, kv + C, 2 * C, (int)(next_pos_ + n), pos, 0};
                 attention_forward_cuda(atty_ + (size_t)b * n * C, lse_ + (size_t)b * H * n, qs, ks, pat, dm, scale, st);
             }
+            add_sink(layer, n, st);
             const std::pair<int, int> probed = probe_rows(probe_, next_pos_, n);
             if (probed.first <= probed.second) probe_layer(c[0], pat, layer, n, probed.first, probed.second, scale, st);
             return;
@@ -456,6 +458,14 @@ class KVCacheCuda : public IncrementalModel {
             }
             attention_forward_cuda(atty_ + (size_t)b * n * C, lse_ + (size_t)b * H * n, qs, ks, pat, dm, scale, st);
         }
+        add_sink(layer, n, st);
         cache_append_cuda(c, qkv_, pos + next_pos_, n, B_, H, D, st);
+    }
+
+    // The chunk's attention output and log-sum-exp made those of the softmax with the layer's
+    // sink, where the model has sinks (KVCache::add_sink).
+    void add_sink(int layer, int n, cudaStream_t st) {
+        if (const bf16* sink = m_.weights().blocks[layer].sink)
+            attn_sink_forward_cuda(atty_, lse_, sink, B_, n, cfg_.n_head, cfg_.head_dim(), st);
     }
 };

@@ -16,7 +16,7 @@
 #                                   cut), then scored as full scores them, A also with 2K of sight, the
 #                                   copy loss at COPY_GAPS (16 tokens to 128K; COPY_ATTN=1: with where the
 #                                   heads look, infer --copy-attn). Only the variants A and B
-#                                   name get their shards (readwide, readconv, readconvpart: read's).
+#                                   name get their shards (readwide, readconv, readconvpart, readsink: read's).
 #   scripts/reading_study.sh data [V]  the data of variants V (read; "read readfirst": both) alone, before
 #                                   `train` calls side by side on several GPUs (CUDA_VISIBLE_DEVICES one
 #                                   each); TPS (131072) sets the tokens a
@@ -100,7 +100,7 @@ case $call in
     train)  # (one call) runs $2 and $3 side by side at 150M tokens, each to its end or to TRAIN_UNTIL (560) s into the call
         a=${2:?train needs two runs, say hybrid128k-readmore@1 hybrid128k-read@5} b=${3:?train needs two runs}
         export TOKENS=157286400 VARIANTS="${a#hybrid128k-}"; VARIANTS="${VARIANTS%@*} ${b#hybrid128k-}"; VARIANTS=${VARIANTS%@*}
-        VARIANTS=${VARIANTS//readwide/read}; VARIANTS=${VARIANTS//readconvpart/read}; VARIANTS=${VARIANTS//readconv/read}  # these train on read's shards
+        VARIANTS=${VARIANTS//readwide/read}; VARIANTS=${VARIANTS//readconvpart/read}; VARIANTS=${VARIANTS//readconv/read}; VARIANTS=${VARIANTS//readsink/read}  # these train on read's shards
         $study data | tail -1
         m=$(left "${TRAIN_UNTIL:-560}")
         side "$study train:$a:$m" "$study train:$b:$m"

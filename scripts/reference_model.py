@@ -17,7 +17,7 @@ docs/attention-spec.md gives it. No KV cache, no document masks (infer applies n
 eps (LayerNorm epsilon 1e-6), rotary (no rotary embedding in layer 0), pairing (rotate
 neighbouring dimensions, 2i with 2i+1), logn (no log-n scaling), mask (every layer dense causal),
 qkconv (the q/k convolution's taps reversed: the weight of the token itself on the oldest), qkswap
-(q's convolution weights on k and k's on q).
+(q's convolution weights on k and k's on q), sink (the attention sinks left out).
 numpy comes from Debian's python3-numpy (scripts/install_deps.sh).
 """
 import argparse
@@ -214,9 +214,9 @@ def multiplicity(pattern, head, N):
     return m
 
 
-def attention(q, k, v, pattern, scale):
+def attention(q, k, v, pattern, scale, sink=None):
     """#common's one formula per head: O(p) = sum_k m(p,k) exp(s q_p.k_k - L(p)) v_k; a row with
-    no key gives O = 0."""
+    no key gives O = 0. #sink: sink[h] is one more score in every row of head h, of value zero."""
     T, H, D = q.shape
     out = np.zeros_like(q)
     for h in range(H):
@@ -224,9 +224,13 @@ def attention(q, k, v, pattern, scale):
         s = scale * q[:, h] @ k[:, h].T
         s = np.where(m > 0, s, -np.inf)
         top = s.max(-1, keepdims=True)
+        if sink is not None:
+            top = np.maximum(top, sink[h])
         top[~np.isfinite(top)] = 0
         w = m * np.exp(s - top)
         total = w.sum(-1, keepdims=True)
+        if sink is not None:
+            total = total + np.exp(sink[h] - top)
         out[:, h] = np.divide(w, total, out=np.zeros_like(w), where=total > 0) @ v[:, h]
     return out
 
@@ -253,7 +257,8 @@ def block(x, w, l, config, fwd, positions):
     pairing = "interleaved" if "pairing" in BROKEN else fwd["rotary"]
     q, k = rope(q, positions, base, pairing), rope(k, positions, base, pairing)
     q = logn_scale(q, positions, 0 if "logn" in BROKEN else layer["logn_base"])
-    a = attention(q, k, v, config["layer_attn"][l], fwd["attn_scale"]).reshape(T, C)
+    sink = w[p + "attn.sink"] if layer.get("attn_sink", False) and "sink" not in BROKEN else None
+    a = attention(q, k, v, config["layer_attn"][l], fwd["attn_scale"], sink).reshape(T, C)
     x = x + matmul(a, w[p + "attn.proj.weight"], w[p + "attn.proj.bias"])  # residual
     h = gelu(matmul(layernorm(x, w[p + "ln2.weight"], w[p + "ln2.bias"], eps), w[p + "mlp.fc.weight"], w[p + "mlp.fc.bias"]),
              fwd["activation"])
@@ -296,7 +301,7 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-4, help="--compare: the largest relative difference accepted")
     ap.add_argument("--all", action="store_true", help="print the logits of every position, not only the last")
     ap.add_argument("--break", dest="broken", action="append", default=[],
-                    choices=["eps", "rotary", "pairing", "logn", "mask", "qkconv", "qkswap"], help="compute a deliberately wrong model")
+                    choices=["eps", "rotary", "pairing", "logn", "mask", "qkconv", "qkswap", "sink"], help="compute a deliberately wrong model")
     a = ap.parse_args()
     BROKEN.update(a.broken)
     meta, w = read_safetensors(a.checkpoint)

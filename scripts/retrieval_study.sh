@@ -73,13 +73,17 @@
 #              passage in READFIRST_ONE_IN (2, read: 8) taken from the document's opening, its first
 #              1/READFIRST_SPAN (32) (read: its first 4 lines and 64 tokens; data_tool task-shard
 #              --copy-first-one-in, --copy-first-tokens): questions about a context's opening
+#   hybrid128k-readsink  hybrid128k-readconvpart with attention sinks (train --attn-sink: one more key
+#              per head of learned score and zero value, layers/attn_sink.h), on read's shards: a head
+#              need not spend its weight on the context's first tokens
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
 #   hybrid1m-pkfar, hybrid1m-whole, hybrid1m-leadmk  the same from hybrid128k-V@S, its 1M documents
 #              changed as V changed the shorter ones (whole: as hybrid1m's, already whole documents)
-#   hybrid1m-readconv, hybrid1m-readconvpart  the same from hybrid128k-readconv@S (-readconvpart@S) on
-#              read's 1M documents, on one GPU (the q/k convolution does not run under --cp)
+#   hybrid1m-readconv, hybrid1m-readconvpart, hybrid1m-readsink  the same from hybrid128k-readconv@S
+#              (-readconvpart@S, -readsink@S) on read's 1M documents, on one GPU (the q/k convolution does
+#              not run under --cp)
 # Quote items (data_tool tasks --task quote, each with its control; answers of ANSWER_WORDS = 3 words,
 # where the controls guess <= 10%) are scored beside the needles at every
 # length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
@@ -202,17 +206,18 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                   echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
         hybrid128k-readwide) echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
         hybrid128k-readconv) echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
-        hybrid128k-readconvpart|hybrid128k-readfirst)
-                  local data=read; [ "$1" = hybrid128k-readfirst ] && data=readfirst
-                  echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} --qk-conv-layers ${QKCONV_LAYERS:-3,5}"\
+        hybrid128k-readconvpart|hybrid128k-readfirst|hybrid128k-readsink)
+                  local data=read sink=""; [ "$1" = hybrid128k-readfirst ] && data=readfirst; [ "$1" = hybrid128k-readsink ] && sink=--attn-sink
+                  echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} --qk-conv-layers ${QKCONV_LAYERS:-3,5} $sink"\
                        "${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant $data)} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore|hybrid1m-readfar)
                   echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
-        hybrid1m-readconv|hybrid1m-readconvpart)
-                  local layers=""; [ "$1" = hybrid1m-readconvpart ] && layers="--qk-conv-layers ${QKCONV_LAYERS:-3,5}"
+        hybrid1m-readconv|hybrid1m-readconvpart|hybrid1m-readsink)
+                  local layers=""; [ "$1" != hybrid1m-readconv ] && layers="--qk-conv-layers ${QKCONV_LAYERS:-3,5}"
+                  [ "$1" = hybrid1m-readsink ] && layers+=" --attn-sink"
                   echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} $layers --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M"\
                        "--batch 1 --steps ${STEPS_1M:-24} --mix $(mix_variant_1m read):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
@@ -221,7 +226,7 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
 # How many GPUs a recipe trains over (train --cp): the 1M windows take every visible GPU.
 # CP=P overrides it; SIMULATE_RANKS=1 runs the ranks as threads on one GPU (a check of the path, not a speed).
 M_CP() {  # the q/k convolution does not run under --cp: its recipe takes one rank whatever CP says
-    case $1 in hybrid1m-readconv|hybrid1m-readconvpart) echo 1; return ;; esac
+    case $1 in hybrid1m-readconv|hybrid1m-readconvpart|hybrid1m-readsink) echo 1; return ;; esac
     [ -n "${CP:-}" ] && { echo "$CP"; return; }
     case $1 in hybrid1m*) gpu_count ;; *) echo 1 ;; esac
 }

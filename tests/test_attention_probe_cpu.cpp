@@ -5,6 +5,7 @@
 //   - on random weights, every query's weights over all its keys sum to 1 in every head of every
 //     measured layer, NoPE with log-n included, and a dilated layer is left unmeasured (NaN);
 //   - prefill in chunks of 7 gives the weights of one chunk of 64; a one-token step stays NaN;
+//   - with attention sinks, each key's weight is the sinkless one scaled by its query's sum (< 1);
 //   - the copy pairs: the query reads passage token j - 1 of the repeat, "next" is token j of the
 //     first occurrence, "same" token j - 1, checked on the sequence's own tokens; the means, table
 //     and CSV; perplexity_cached refuses a probe over windows or in chunks of fewer than 3;
@@ -128,6 +129,42 @@ static void test_sums_and_chunks() {
           "a one-token step (the dense layers' decode) is not probed: its pairs stay NaN (perplexity_cached never reads one)");
 }
 
+// With sinks the keys' weights are the sinkless model's scaled by one factor per query, their own
+// sum (1 less the sink's share, below 1): the same weights otherwise, the sinks far from -inf.
+static void test_sinks() {
+    const GPTConfig plain = probe_config();
+    GPTConfig with = plain;
+    with.attn_sink = true;
+    GPT<float> a(plain), b(with);
+    a.init_weights(9);
+    b.init_weights(9);
+    for (float& w : a.params) w *= 4;
+    for (const ParamTensor& t : b.layout) {
+        if (t.name.find("attn.sink") != std::string::npos) {
+            for (size_t i = 0; i < t.size; i++) b.params[t.offset + i] = 1.0f + (float)i;
+            continue;
+        }
+        const auto same = std::find_if(a.layout.begin(), a.layout.end(), [&](const ParamTensor& p) { return p.name == t.name; });
+        std::copy(a.params.begin() + same->offset, a.params.begin() + same->offset + same->size, b.params.begin() + t.offset);
+    }
+    const std::vector<int> tokens = random_tokens(64, plain.vocab_size, 7);
+    const std::vector<long long> queries = {1, 6, 31, 63};
+    // Layer 0 only: the layers above it see another input once layer 0's sinks take their share.
+    const AttnProbe pa = probe_run(a, tokens, 7, all_keys_of(queries)), pb = probe_run(b, tokens, 7, all_keys_of(queries));
+    double worst = 0, lowest_sum = 1;
+    for (int h = 0; h < plain.n_head; h++) {
+        size_t p = 0;
+        for (long long q : queries) {
+            double sum = 0;
+            for (long long k = 0; k <= q; k++) sum += pb.at(p + k, 0, h);
+            for (long long k = 0; k <= q; k++, p++) worst = worst_of(worst, std::fabs(pb.at(p, 0, h) - pa.at(p, 0, h) * sum));
+            lowest_sum = std::min(lowest_sum, sum);
+        }
+    }
+    check(worst < 1e-5 && lowest_sum < 0.99, "sinks: each key's weight is the sinkless one times the query's sum, which is below 1",
+          strf("worst %.2g, lowest sum %.3f", worst, lowest_sum));
+}
+
 static void test_copy_pairs() {
     Haystack hay;
     hay.source = "distinct tokens";
@@ -238,6 +275,7 @@ int main() {
     return guarded_main([] {
         test_zero_queries();
         test_sums_and_chunks();
+        test_sinks();
         test_copy_pairs();
         test_two_sequences();
         return check_report();

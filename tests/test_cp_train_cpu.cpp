@@ -130,6 +130,9 @@ int main() {
         dil.dilated.dilations = {1, 2};
         cfg.layer_attn = {dil, AttnPattern{}};
         run("dilated (8,1)(32,2) + dense, documents", cfg);
+        cfg.attn_sink = true;  // each rank adds the sinks to its own rows, after the ring
+        run("dilated + dense with attention sinks, documents", cfg);
+        cfg.attn_sink = false;
 
         InProcessWorld world(2);  // positions that are not the plan's: refused
         std::string what;

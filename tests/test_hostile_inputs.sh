@@ -138,6 +138,24 @@ edited "$work/conv_edit" 10000 '"nope_layers":[1],"qk_conv":70,'
 refused "infer, checkpoint with qk_conv 70" "--qk-conv must be 0 (off) or a convolution's width in [2, 64] (got 70)" \
     ./build/infer --device cpu --checkpoint "$work/conv_edit" --prompt "In" --max-new 2
 
+# ---- attention sinks (--attn-sink): recorded with their tensors; a resume or --init-from that
+# would change them, and a config whose attn_sink is not true or false, refused
+accepted "train --attn-sink" tests/last_wins.sh ./build/train "${tiny[@]}" --attn-sink --out "$work/sink_ok"
+grep -qF 'attn_sink\":true' "$work/sink_ok/ckpt_00000002.safetensors" && grep -qF 'blocks.1.attn.sink' "$work/sink_ok/ckpt_00000002.safetensors" \
+    && pass "--attn-sink is recorded in the checkpoint's config, its logits as blocks.L.attn.sink" \
+    || fail "--attn-sink or its logits are not in the checkpoint"
+refused "train --resume with the sinks turned off" "--attn-sink is off but the checkpoint's model has sinks" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --attn-sink=off --resume --out "$work/sink_ok"
+refused "--init-from a model with sinks into one without" "has attention sinks and this run does not: pass --attn-sink" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --init-from "$work/sink_ok" --out "$work/sink_drop"
+[ ! -e "$work/sink_drop" ] && pass "the refused --init-from left no --out" || fail "the refused --init-from made its --out"
+edited "$work/sink_edit" 10000 '"attn_sink":1,'
+refused "infer, checkpoint with attn_sink 1" "attn_sink is not true or false" \
+    ./build/infer --device cpu --checkpoint "$work/sink_edit" --prompt "In" --max-new 2
+edited "$work/sink_missing" 10000 '"attn_sink":true,'
+refused "infer, checkpoint whose config has sinks and whose tensors do not" "blocks.0.attn.sink" \
+    ./build/infer --device cpu --checkpoint "$work/sink_missing" --prompt "In" --max-new 2
+
 # ---- --layer-pattern entries that would change nothing, name a layer twice, or are malformed
 refused "train --layer-pattern 0:dense in an all-dense model" "--layer-pattern: layer 0 is dense already (--attn dense), so 0:dense changes nothing" \
     tests/last_wins.sh ./build/train "${tiny[@]}" --layer-pattern 0:dense --out "$work/dense_dense"

@@ -59,13 +59,14 @@ static size_t encoded_size(const GPT<float>& m) {
 }
 
 static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0,
-                           std::vector<int> qk_conv_layers = {}) {
+                           std::vector<int> qk_conv_layers = {}, bool attn_sink = false) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
     cfg.qk_conv = qk_conv;
     cfg.qk_conv_layers = qk_conv_layers;
+    cfg.attn_sink = attn_sink;
     GPT<double> m(cfg);
     m.init_weights(seed);
     // Larger weights than the init so every path carries a gradient well above rounding.
@@ -94,7 +95,8 @@ static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int
     const std::string nope = (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
                              (logn_attn ? ", log-n attention from position " + std::to_string(logn_attn) : "") +
                              (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "") +
-                             (qk_conv_layers.empty() ? "" : " in layers " + int_list_text(qk_conv_layers));
+                             (qk_conv_layers.empty() ? "" : " in layers " + int_list_text(qk_conv_layers)) +
+                             (attn_sink ? ", attention sinks" : "");
     report(worst <= tol, ("model gradient" + nope + ", all tensors (worst " + worst_name + ")").c_str(), worst, tol);
 }
 
@@ -295,12 +297,13 @@ static void test_checkpoint_roundtrip(uint64_t seed) {
 // computed by the same code from the same inputs), for dense, dilated and block-sparse layers
 // with document masks; and what the blocks hold is what the memory model says, smaller for
 // each policy in turn.
-static void test_recompute_policies(uint64_t seed, int qk_conv = 0) {
+static void test_recompute_policies(uint64_t seed, int qk_conv = 0, bool attn_sink = false) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.n_layer = 3;
     if (qk_conv) cfg.nope_layers = {1}, cfg.qk_conv = qk_conv;  // its raw q and k kept or recomputed with the rest
-    const std::string conv = qk_conv ? " (q/k convolution " + std::to_string(qk_conv) + ")" : "";
+    cfg.attn_sink = attn_sink;  // the recomputed attention must add its sink again
+    const std::string conv = (qk_conv ? " (q/k convolution " + std::to_string(qk_conv) + ")" : "") + (attn_sink ? " (sinks)" : "");
     AttnPattern dil;
     dil.kind = AttnKind::Dilated, dil.dilated.segments = {2, 4}, dil.dilated.dilations = {1, 2};
     AttnPattern bs;
@@ -385,6 +388,46 @@ static void test_qk_conv_identity(uint64_t seed) {
 // and match single tokens. A model convolving some of its NoPE layers grows into one convolving
 // all of them (train --init-from) computing the same loss, and a subset naming every NoPE layer is
 // the model without a subset.
+// Attention sinks: one (H) tensor per layer, out of weight decay, in the config's JSON and the
+// parameter count. A sink far below every score is no sink: the model computes what the same
+// weights compute without sinks; at 0 it changes the loss (control: the check can fail).
+static void test_attn_sink(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig plain = tiny_config(), with = tiny_config();
+    with.attn_sink = true;
+    GPT<double> a(plain), b(with);
+    a.init_weights(seed);
+    b.init_weights(seed);
+    size_t sinks = 0, total = 0;
+    bool shapes = true;
+    for (const ParamTensor& t : b.layout) {
+        total += t.size;
+        shapes = shapes && t.offset % kParamAlign == 0;  // the GPU's vector loads read every tensor
+        if (t.name.find("attn.sink") == std::string::npos) {
+            const auto same = std::find_if(a.layout.begin(), a.layout.end(), [&](const ParamTensor& p) { return p.name == t.name; });
+            std::copy(a.params.begin() + same->offset, a.params.begin() + same->offset + same->size, b.params.begin() + t.offset);
+            continue;
+        }
+        sinks++;
+        shapes = shapes && t.shape == std::vector<int>{with.n_head} && !t.decay;
+        for (size_t i = 0; i < t.size; i++) b.params[t.offset + i] = -1e4;
+    }
+    report(sinks == (size_t)with.n_layer && shapes && (long long)total == config_param_count(with),
+           "attention sinks: an (H) tensor per layer, no decay, counted, every tensor aligned", (double)sinks, with.n_layer);
+    const GPTConfig back = config_from_json(config_to_json(with));
+    report(back.attn_sink && !config_from_json(config_to_json(plain)).attn_sink, "attention sinks: the config's JSON keeps them", 0, 0);
+    const Batch batch = random_batch(rng, plain.vocab_size);
+    auto loss = [&](GPT<double>& m) {
+        return m.forward(batch.tokens.data(), batch.targets.data(), batch.doc_start.data(), batch.B, batch.T, batch.pos.data());
+    };
+    const double la = loss(a), lb = loss(b);
+    report(std::fabs(la - lb) <= 1e-12 * std::fabs(la), "attention sinks far below every score == no sinks", std::fabs(la - lb), 1e-12);
+    for (const ParamTensor& t : b.layout)
+        if (t.name.find("attn.sink") != std::string::npos) std::fill(b.params.begin() + t.offset, b.params.begin() + t.offset + t.size, 0.0);
+    const double l0 = loss(b);
+    report(std::fabs(l0 - la) > 1e-6, "attention sinks at 0 change the loss (control)", std::fabs(l0 - la), 1e-6);
+}
+
 static void test_qk_conv_layers(uint64_t seed) {
     gc::Rng rng(seed);
     GPTConfig part = tiny_config(), all = tiny_config(), listed = tiny_config();
@@ -419,13 +462,14 @@ static void test_qk_conv_layers(uint64_t seed) {
 // Dilated patterns: nested segments; and segments that do not divide one another, with a dilation
 // above the head count (offset classes that no head keeps) and one that does not divide its segment.
 static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows, std::vector<int> nope_layers = {},
-                          int logn_attn = 0, int qk_conv = 0) {
+                          int logn_attn = 0, int qk_conv = 0, bool attn_sink = false) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.n_layer = 3;
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
     cfg.qk_conv = qk_conv;
+    cfg.attn_sink = attn_sink;
     AttnPattern bs;
     bs.kind = AttnKind::BlockSparse, bs.block_sparse.block = 2, bs.block_sparse.window = 3, bs.block_sparse.global = 1;
     cfg.layer_attn = {AttnPattern{}, dil, bs};
@@ -435,6 +479,9 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
     for (const ParamTensor& t : full.layout)  // convolutions off the identity: the rows before a chunk count
         if (t.name.find("qk_conv") != std::string::npos)
             for (size_t i = 0; i < t.size; i++) full.params[t.offset + i] += rng.uniform(-0.5, 0.5);
+    for (const ParamTensor& t : full.layout)  // sinks that weigh: near the scores of the keys
+        if (t.name.find("attn.sink") != std::string::npos)
+            for (size_t i = 0; i < t.size; i++) full.params[t.offset + i] = rng.uniform(-1, 2);
     std::vector<int> tokens(B * N);
     for (int& t : tokens) t = rng.randint(0, cfg.vocab_size - 1);
     full.forward(tokens.data(), nullptr, nullptr, B, N);
@@ -462,7 +509,7 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
                              std::to_string(dil.dilated.segments[1]) + " r " + std::to_string(dil.dilated.dilations[0]) + "," +
                              std::to_string(dil.dilated.dilations[1]) + (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
                              (logn_attn ? ", log-n from " + std::to_string(logn_attn) : "") +
-                             (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "");
+                             (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "") + (attn_sink ? ", sinks" : "");
     report(worst < 1e-10, name.c_str(), worst, 1e-10);
     // sum_i ceil(w_i / r_i) packed rows per head, of 2 x width values, per sequence.
     // With a q/k convolution the layer also keeps its last W - 1 raw q and k rows.
@@ -580,6 +627,9 @@ static int main_body(int argc, char** argv) {
     test_qk_conv_identity(seed);
     test_qk_conv_layers(seed);
     test_gradients(seed, {0, 1}, 30, 3, {0});
+    test_gradients(seed, {}, 0, 0, {}, true);
+    test_gradients(seed, {1}, 30, 3, {}, true);
+    test_attn_sink(seed);
     test_nope_layers(seed);
     test_logn_attn(seed);
     test_float_matches_double(seed);
@@ -589,12 +639,15 @@ static int main_body(int argc, char** argv) {
     test_checkpoint_roundtrip(seed);
     test_recompute_policies(seed);
     test_recompute_policies(seed, 3);
+    test_recompute_policies(seed, 0, true);
     test_kv_cache(seed, dilated_pattern(true, {4, 8}, {1, 2}), 4 + 4);
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3);
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2});
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10);
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 1, 2}, 0, 3);
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10, 7);
+    test_kv_cache(seed, dilated_pattern(true, {4, 8}, {1, 2}), 4 + 4, {}, 0, 0, true);
+    test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10, 3, true);
     test_sliding_perplexity(seed, false);
     test_sliding_perplexity(seed, true);
     test_kv_cache_file(seed);

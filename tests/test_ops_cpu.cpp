@@ -32,6 +32,7 @@
 #include "optim/clip.h"
 #include "optim/schedule.h"
 #include "layers/attention.h"
+#include "layers/attn_sink.h"
 #include "layers/patterns/dilated_reference.h"
 #include "layers/classifier.h"
 #include "layers/encoder.h"
@@ -387,6 +388,30 @@ struct AttentionOp : OpBase {
     }
 };
 
+// Attention with a sink (layers/attn_sink.h): the attention above, then its output and
+// log-sum-exp made those of the softmax with one more key per head, of score sink[h] and value
+// zero. The backward is the sink's gradient, then the attention's unchanged backward on the
+// sink's O and L: the finite differences check that the pair is the gradient of the composite.
+struct AttnSinkOp : OpBase {
+    AttentionOp a;
+    explicit AttnSinkOp(AttentionOp a_) : a(std::move(a_)) {
+        op = "attn_sink";
+        shape = a.shape;
+        in = {a.in[0], {"sink", (size_t)a.H, true, -2, 2}};
+        out = a.out;
+    }
+    template <typename T>
+    void forward(const Bufs<T>& i, Bufs<T>& o) const {
+        a.forward<T>(i, o);
+        attn_sink_forward(o[0].data(), o[1].data(), i[1].data(), a.B, a.N, a.H, a.D);
+    }
+    template <typename T>
+    void backward(const Bufs<T>& i, const Bufs<T>& o, const Bufs<T>& d, Bufs<T>& g) const {
+        attn_sink_backward(g[1].data(), d[0].data(), o[0].data(), o[1].data(), i[1].data(), a.B, a.N, a.H, a.D);
+        a.backward<T>(i, o, d, g);
+    }
+};
+
 struct GeluOp : OpBase {
     size_t n;
     explicit GeluOp(size_t n_) : n(n_) {
@@ -631,6 +656,51 @@ static void naive_attention(const AttentionOp& op, const double* qkv, std::vecto
                 for (int d = 0; d < D; d++) o[d] = (double)(acc[d] / z);
                 L[((size_t)b * H + h) * N + i] = (double)(mx + std::log(z));
             }
+}
+
+// The sink from its definition, written apart from layers/: each row's softmax over its keys (each
+// counted op.mult times) and one more score, sink[h], whose value is zero; long double.
+static void naive_attention_sink(const AttentionOp& op, const double* qkv, const double* sink, std::vector<double>& O,
+                                 std::vector<double>& L) {
+    const int B = op.B, N = op.N, H = op.H, D = op.D;
+    const size_t stride = (size_t)3 * H * D;
+    const long double scale = 1.0L / std::sqrt((long double)D);
+    O.assign((size_t)B * N * H * D, 0.0);
+    L.assign((size_t)B * H * N, 0.0);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < N; i++) {
+                long double z = std::exp((long double)sink[h]);
+                std::vector<long double> acc(D, 0);
+                for (int j = 0; j < N; j++) {
+                    const int m = op.mult(b, h, i, j);
+                    if (!m) continue;
+                    long double dot = 0;
+                    for (int d = 0; d < D; d++)
+                        dot += (long double)qkv[(b * N + i) * stride + h * D + d] * qkv[(b * N + j) * stride + (size_t)H * D + h * D + d];
+                    const long double e = m * std::exp(scale * dot);
+                    z += e;
+                    for (int d = 0; d < D; d++) acc[d] += e * qkv[(b * N + j) * stride + 2 * (size_t)H * D + h * D + d];
+                }
+                for (int d = 0; d < D; d++) O[((size_t)b * N + i) * H * D + (size_t)h * D + d] = (double)(acc[d] / z);
+                L[((size_t)b * H + h) * N + i] = (double)std::log(z);
+            }
+}
+
+static void sink_extra(const AttnSinkOp& op, const CaseState<AttnSinkOp>& s) {
+    std::vector<double> O, L;
+    naive_attention_sink(op.a, s.in_d[0].data(), s.in_d[1].data(), O, L);
+    const double e_d = std::max(gc::rel_error(s.out_d[0].data(), O.data(), O.size()), gc::rel_error(s.out_d[1].data(), L.data(), L.size()));
+    report("naive", "attn_sink.double", op.shape, e_d, 1e-12);
+    const double e_f = std::max(gc::norm_rel_error(s.out_f[0].data(), O.data(), O.size()),
+                                gc::norm_rel_error(s.out_f[1].data(), L.data(), L.size()));
+    report("naive", "attn_sink.float", op.shape, e_f, 1e-5);
+    // The control: the same reference with the sink far below every score (as good as none)
+    // differs from the op by more than the tolerance, so the check above can fail.
+    std::vector<double> none(op.a.H, -1e4), O0, L0;
+    naive_attention_sink(op.a, s.in_d[0].data(), none.data(), O0, L0);
+    report("naive", "attn_sink.control", "the reference without its sink differs",
+           gc::rel_error(s.out_d[0].data(), O0.data(), O0.size()) > 1e-6 ? 0.0 : 1.0, 0);
 }
 
 static void attention_extra(const AttentionOp& op, const CaseState<AttentionOp>& s) {
@@ -1014,6 +1084,9 @@ static Case attn(AttentionOp op) {
     if (!op.segments.empty()) return {op.op, [op](gc::Rng& rng) mutable { dilated_extra(op, run_case(op, rng)); }};
     return {op.op, [op](gc::Rng& rng) mutable { attention_extra(op, run_case(op, rng)); }};
 }
+static Case sink(AttnSinkOp op) {
+    return {op.op, [op](gc::Rng& rng) mutable { sink_extra(op, run_case(op, rng)); }};
+}
 static Case clf(ClassifierOp op) {
     return {op.op, [op](gc::Rng& rng) mutable { classifier_extra(op, run_case(op, rng)); }};
 }
@@ -1052,6 +1125,13 @@ static std::vector<Case> make_table() {
         attn(AttentionOp(1, 19, 3, 16, true, Docs::None, 0).dilated({6}, {6})),
         attn(AttentionOp(2, 17, 3, 8, true, Docs::Split, 0).dilated({4, 16}, {1, 2})),
         {"attention_dilated", dilated_special_cases},
+        // The sink: dense and dilated, with documents, a row with no key (its O 0, its L the
+        // sink's), a single token.
+        sink(AttnSinkOp(AttentionOp(2, 9, 3, 8, true, Docs::None, 0))),
+        sink(AttnSinkOp(AttentionOp(2, 17, 3, 16, true, Docs::Split, 1000))),
+        sink(AttnSinkOp(AttentionOp(2, 9, 3, 16, true, Docs::SplitEmpty, 1000))),
+        sink(AttnSinkOp(AttentionOp(1, 1, 2, 8, true, Docs::None, 0))),
+        sink(AttnSinkOp(AttentionOp(2, 23, 5, 8, true, Docs::None, 0).dilated({8, 5, 40}, {3, 2, 4}))),
         plain(GeluOp(37)),
         plain(GeluOp(1000)),
         plain(ResidualOp(29)),

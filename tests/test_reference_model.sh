@@ -2,7 +2,7 @@
 # scripts/reference_model.py (numpy, float64, every hyperparameter from the checkpoint's metadata)
 # against `infer --device cpu --logits-out` on tiny checkpoints of every attention pattern (dense,
 # dilated, block-sparse with every builder, a per-head layout file, fixed, NoPE with log-n, a
-# q/k convolution, a per-layer list), to 1e-4 of the logits' scale over every position of a prompt longer than the
+# q/k convolution, attention sinks, a per-layer list), to 1e-4 of the logits' scale over every position of a prompt longer than the
 # patterns' segments, strides and blocks. Deliberate mistakes in the reference (--break) must be
 # seen: each pattern's mask, the LayerNorm epsilon, the rotary pairing and layer, log-n. The
 # checkpoint's "forward" record: one that contradicts this build is refused in one line, one
@@ -86,9 +86,12 @@ make_case qkconv --layers 2 --nope-layers 1 --logn-attn 32 --qk-conv 4 --lr 3e-2
 # The convolution in one of two NoPE layers (--qk-conv-layers): the reference reads which from the file.
 make_case qkconvpart --layers 3 --nope-layers 1,2 --qk-conv 4 --qk-conv-layers 2 --lr 3e-2 \
     && { matches qkconvpart; sees qkconvpart qkconv; }
+# Attention sinks (one more score per head, of value zero), beside a dilated layer: left out, seen.
+make_case sink --layers 2 --attn dilated,dense --segments 16,32 --dilations 1,2 --nope-layers 1 --attn-sink --lr 3e-2 \
+    && { matches sink; sees sink sink; }
 # Prefilled in chunks of 7 tokens (the convolution's rows carried from chunk to chunk), the cache
 # gives the same logits.
-for name in hybrid qkconv; do
+for name in hybrid qkconv sink; do
     if build/infer --checkpoint "$work/$name" --device cpu --prompt "$prompt" --chunk 7 --logits-out "$work/${name}7.logits" \
             > "$work/${name}7.log" 2>&1; then
         out=$("$py" scripts/reference_model.py "$(ckpt $name)" --compare "$work/${name}7.logits" 2>&1) \

@@ -82,9 +82,9 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart readfirst; do
+for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart readfirst readsink; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
-    shard=tasks4k-${v/readwide/read}.bin; shard=${shard/readconvpart/read}; shard=${shard/readconv/read}
+    shard=tasks4k-${v/readwide/read}.bin; shard=${shard/readconvpart/read}; shard=${shard/readconv/read}; shard=${shard/readsink/read}
     grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "$shard" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
         { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
     pass "hybrid128k-$v: trains on its own shards"
@@ -101,6 +101,10 @@ grep -q 'their queries and keys convolved over 4 tokens in layers 3,5 only' "$ST
 grep -q 'their queries and keys convolved over 4 tokens in layers 3,5 only' "$STUDY_OUT/hybrid128k-readfirst@1_train.log" &&
     pass "hybrid128k-readfirst: readconvpart's model on readfirst's shards" ||
     fail "readfirst's model: $(grep '^rotary' "$STUDY_OUT/hybrid128k-readfirst@1_train.log")"
+grep -q 'their queries and keys convolved over 4 tokens in layers 3,5 only' "$STUDY_OUT/hybrid128k-readsink@1_train.log" &&
+    grep -q '^attention sinks' "$STUDY_OUT/hybrid128k-readsink@1_train.log" && ! grep -q '^attention sinks' "$STUDY_OUT/hybrid128k-readconvpart@1_train.log" &&
+    pass "hybrid128k-readsink: readconvpart's model with attention sinks" ||
+    fail "readsink's model: $(grep -E '^(rotary|attention sinks)' "$STUDY_OUT/hybrid128k-readsink@1_train.log")"
 # TPS below a window: each stage keeps its share of the tokens, a window longer than TPS one a step.
 TPS=1024 $study train:hybrid128k@3:0.0001 > "$work/tps.log" 2>&1
 grep -q 'stage from step 0: windows of 512 tokens, 2 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
@@ -130,6 +134,12 @@ grep -q 'weights from .*hybrid128k-readconvpart@1' "$STUDY_OUT/hybrid1m-readconv
     pass "hybrid1m-readconvpart: from hybrid128k-readconvpart@1's weights, layers 3 and 5 convolved, one rank" ||
     fail "hybrid1m-readconvpart: $(tail -3 "$STUDY_OUT/hybrid1m-readconvpart@1_train.log")"
 rm -rf "$WORK"/hybrid1m-readconvpart@1 "$STUDY_OUT"/hybrid1m-readconvpart@1_*
+CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-readsink@1 > "$work/v_1m_sink.log" 2>&1
+grep -q 'weights from .*hybrid128k-readsink@1' "$STUDY_OUT/hybrid1m-readsink@1_train.log" && grep -q '^attention sinks' "$STUDY_OUT/hybrid1m-readsink@1_train.log" &&
+    grep -q '^done' "$STUDY_OUT/hybrid1m-readsink@1_train.log" && ! grep -qE 'context parallel|cp 2' "$STUDY_OUT/hybrid1m-readsink@1_train.log" &&
+    pass "hybrid1m-readsink: from hybrid128k-readsink@1's weights, with its sinks, one rank" ||
+    fail "hybrid1m-readsink: $(tail -3 "$STUDY_OUT/hybrid1m-readsink@1_train.log")"
+rm -rf "$WORK"/hybrid1m-readsink@1 "$STUDY_OUT"/hybrid1m-readsink@1_*
 rm -rf "$WORK"/hybrid128k-*@1 "$STUDY_OUT"/hybrid128k-*@1_*
 
 # The long stage: from run 1's weights, over 2 ranks.

@@ -120,14 +120,17 @@ struct StepArgs {
     int* tickets;    // (B, H), zeros: pieces finished; the last one merges and sets it back to 0
     bf16* out;       // (B, H, D) and (B, H): the merged O and log-sum-exp
     float* lse;
+    const bf16* sink;  // (H) the layer's sink logits (layers/attn_sink.h), or nullptr: none
     int prefetch_rows;  // how many of its piece's rows a dense layer's block fetches into L2 before the wait
 };
 
 // The merge of a (head h, sequence b)'s S partials by log-sum-exp into out (B, H, D) bf16 and
 // lse (B, H), by kThreads threads: a thread takes 8 dims of every G-th piece. The partials are
 // read through L2 (__ldcg): in the one-launch step other blocks of the same launch wrote them.
+// A sink (sink != nullptr) is one more partial, of log-sum-exp sink[h] and output zero.
 template <int D>
-__device__ void merge_pieces(bf16* out, float* lse, const float* po, const float* pl, int S, int h, int b, int H) {
+__device__ void merge_pieces(bf16* out, float* lse, const float* po, const float* pl, int S, int h, int b, int H,
+                             const bf16* sink) {
     constexpr int NW = kThreads / 32, DC = D / 8, G = kThreads / DC;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c = tid % DC, g = tid / DC;
     const float* L = pl + (size_t)b * S * H + h;  // piece s's at L[s H]
@@ -140,8 +143,10 @@ __device__ void merge_pieces(bf16* out, float* lse, const float* po, const float
     __syncthreads();
     mx = red[0];
     for (int w = 1; w < NW; w++) mx = fmaxf(mx, red[w]);
+    const float sk = sink ? __bfloat162float(sink[h]) : -INFINITY;
+    mx = fmaxf(mx, sk);
     bf16* oh = out + ((size_t)b * H + h) * D;
-    if (mx == -INFINITY) {  // no branch keeps the query for this head
+    if (mx == -INFINITY) {  // no branch keeps the query for this head, and no sink
         for (int d = tid; d < D; d += kThreads) oh[d] = __float2bfloat16(0.0f);
         if (tid == 0) lse[(size_t)b * H + h] = -INFINITY;
         return;
@@ -161,7 +166,7 @@ __device__ void merge_pieces(bf16* out, float* lse, const float* po, const float
     for (int j = 0; j < 8; j++) acc_s[g][c * 8 + j] = acc[j];
     if (c == 0) wsum_s[g] = wsum;
     __syncthreads();
-    float total = 0;
+    float total = sink ? __expf(sk - mx) : 0.0f;
     for (int r = 0; r < G; r++) total += wsum_s[r];
     for (int d = tid; d < D; d += kThreads) {
         float a = 0;
@@ -345,7 +350,7 @@ __device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* _
         __syncthreads();
         if (!last) return;
         __threadfence();
-        merge_pieces<D>(st.out, st.lse, po, pl, S, h, b, H);
+        merge_pieces<D>(st.out, st.lse, po, pl, S, h, b, H, st.sink);
     }
 }
 
@@ -369,8 +374,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 1) attention_decode_st
 // Block (head h, sequence b): the S partials merged (merge_pieces).
 template <int D>
 __global__ void __launch_bounds__(kThreads) attention_decode_merge_kernel(bf16* out, float* lse, const float* po, const float* pl,
-                                                                           int S) {
-    merge_pieces<D>(out, lse, po, pl, S, blockIdx.x, blockIdx.y, gridDim.x);
+                                                                           int S, const bf16* sink) {
+    merge_pieces<D>(out, lse, po, pl, S, blockIdx.x, blockIdx.y, gridDim.x, sink);
 }
 
 // One thread per (sequence, position in [lo, p0), head, 8 values of D): the first branch whose
@@ -420,9 +425,11 @@ inline void cache_append_cuda(const std::vector<CacheBranch<bf16>>& branches, co
 
 // out (B, H, D) bf16, lse (B, H): each sequence's query row (q + b q_stride) at position *pos_dev
 // against the branches, after cache_append_cuda stored that position. po, pl: the partials.
+// sink: the layer's sink logits (H), or nullptr: none.
 inline void attention_decode_cuda(bf16* out, float* lse, const bf16* q, int q_stride,
                                   const std::vector<CacheBranch<bf16>>& branches, const int* pos_dev, int B, int H, int D,
-                                  float scale, const DecodePieces& cut, float* po, float* pl, cudaStream_t stream) {
+                                  float scale, const DecodePieces& cut, float* po, float* pl, cudaStream_t stream,
+                                  const bf16* sink = nullptr) {
     decode::check_head_dim(D, "attention_decode_cuda");
     const decode::Branches br = decode::make_branches(branches, H, cut);
     const int S = br.first_piece[br.n];
@@ -431,11 +438,11 @@ inline void attention_decode_cuda(bf16* out, float* lse, const bf16* q, int q_st
     if (D == 64) {
         decode::attention_decode_kernel<64><<<grid, decode::kThreads, 0, stream>>>(po, pl, q, q_stride, br, pos_dev, scale_log2);
         CUDA_CHECK_LAST();
-        decode::attention_decode_merge_kernel<64><<<dim3(H, B), decode::kThreads, 0, stream>>>(out, lse, po, pl, S);
+        decode::attention_decode_merge_kernel<64><<<dim3(H, B), decode::kThreads, 0, stream>>>(out, lse, po, pl, S, sink);
     } else {
         decode::attention_decode_kernel<128><<<grid, decode::kThreads, 0, stream>>>(po, pl, q, q_stride, br, pos_dev, scale_log2);
         CUDA_CHECK_LAST();
-        decode::attention_decode_merge_kernel<128><<<dim3(H, B), decode::kThreads, 0, stream>>>(out, lse, po, pl, S);
+        decode::attention_decode_merge_kernel<128><<<dim3(H, B), decode::kThreads, 0, stream>>>(out, lse, po, pl, S, sink);
     }
     CUDA_CHECK_LAST();
 }
@@ -449,12 +456,13 @@ inline int g_decode_prefetch_rows = decode::kThreads;  // StepArgs::prefetch_row
 // each call leaves them zero (one launch at a time may use them).
 inline void attention_decode_step_cuda(bf16* out, float* lse, const bf16* qkv_pre, const std::vector<CacheBranch<bf16>>& branches,
                                        const int* pos_dev, int B, int H, int D, float scale, float theta, int logn_base,
-                                       const DecodePieces& cut, float* po, float* pl, int* tickets, cudaStream_t stream) {
+                                       const DecodePieces& cut, float* po, float* pl, int* tickets, cudaStream_t stream,
+                                       const bf16* sink = nullptr) {
     decode::check_head_dim(D, "attention_decode_step_cuda");
     const decode::Branches br = decode::make_branches(branches, H, cut);
     const dim3 grid(br.first_piece[br.n], H, B);
     const float scale_log2 = scale * 1.4426950408889634f;
-    const decode::StepArgs st{theta, logn_base, tickets, out, lse, g_decode_prefetch_rows};
+    const decode::StepArgs st{theta, logn_base, tickets, out, lse, sink, g_decode_prefetch_rows};
     if (D == 64) launch_pdl(decode::attention_decode_step_kernel<64>, grid, decode::kThreads, 0, stream, po, pl, qkv_pre, br, pos_dev, scale_log2, st);
     else launch_pdl(decode::attention_decode_step_kernel<128>, grid, decode::kThreads, 0, stream, po, pl, qkv_pre, br, pos_dev, scale_log2, st);
 }

@@ -134,6 +134,8 @@ int main() {
         run("dilated (128,1)(512,2) + dense, documents", cfg);
         run("dilated + dense, documents, --recompute selective", cfg, Recompute::Selective);
         run("dilated + dense, documents, --recompute full", cfg, Recompute::Full);
+        cfg.attn_sink = true;  // each rank adds the sinks to its own rows, after the ring
+        run("dilated + dense with attention sinks, documents, --recompute full", cfg, Recompute::Full);
         return check_report();
     });
 }

@@ -66,7 +66,7 @@ static TestCaches filled_caches(gc::Rng& rng, DevArena& mem, const std::vector<C
 // The three kernels against the CPU reference: branches filled by appending chunks of random
 // K/V rows up to position p, then one query row decoded at p.
 static void test_decode_kernels(gc::Rng& rng, int D, int B, int H, const std::vector<CacheBranchShape>& shapes, long long p,
-                                const DecodePieces& cut, const std::string& what) {
+                                const DecodePieces& cut, const std::string& what, bool sink = false) {
     const int C = H * D;
     DevArena mem;
     TestCaches t = filled_caches(rng, mem, shapes, B, H, D, p + 1, p, 1);
@@ -85,13 +85,18 @@ static void test_decode_kernels(gc::Rng& rng, int D, int B, int H, const std::ve
     const std::vector<double> q_r = as_double(q_bf);
     const double scale = 1.0 / std::sqrt((double)D);
     std::vector<double> want_o((size_t)B * C), want_l((size_t)B * H);
-    attention_decode(want_o.data(), want_l.data(), q_r.data(), C, ref, p, B, H, D, scale);
+    // A sink per head (layers/attn_sink.h), near the rows' log-sum-exps so that it takes a share.
+    std::vector<double> sinks(H);
+    gc::fill_uniform(sinks.data(), sinks.size(), rng, -1.0, 4.0);
+    const std::vector<bf16> sinks_bf = to_bf16(sinks);
+    const std::vector<double> sinks_r = as_double(sinks_bf);
+    attention_decode(want_o.data(), want_l.data(), q_r.data(), C, ref, p, B, H, D, scale, sink ? sinks_r.data() : nullptr);
     const int S = attention_decode_pieces(dev, cut);
     float *po = mem.alloc<float>((size_t)B * S * C, 0xff), *pl = mem.alloc<float>((size_t)B * S * H, 0xff);  // NaN poison
     bf16* d_o = mem.alloc<bf16>((size_t)B * C, 0xff);
     float* d_l = mem.alloc<float>((size_t)B * H, 0xff);
     attention_decode_cuda(d_o, d_l, mem.upload(q_bf), C, dev, mem.upload(std::vector<int>{(int)p}), B, H, D, (float)scale,
-                          cut, po, pl, 0);
+                          cut, po, pl, 0, sink ? mem.upload(sinks_bf) : nullptr);
     const std::vector<double> got_o = as_double(download(d_o, (size_t)B * C));
     const std::vector<double> got_l = as_double(download(d_l, (size_t)B * H));
     // bf16 output: rounding alone is up to 2^-9 relative; fp32 sums of <= 2K terms add far less.
@@ -236,6 +241,10 @@ static int main_body(bool kernels_only) {
             test_decode_kernels(rng, D, 2, 3, dense, 1030, pieces_of(100), "D " + std::to_string(D) + ", dense, p 1030, pieces of >= 100");
         }
         test_decode_kernels(rng, 64, 1, 12, dense, 5000, pieces_of(7), "D 64, dense, 12 heads, p 5000: 251 pieces of 20 (at most 256)");
+        for (int D : {64, 128}) {  // a sink mixed in as one more piece of output zero
+            test_decode_kernels(rng, D, 3, 5, longnet, 599, pieces_of(7), "D " + std::to_string(D) + ", dilated, p 599, sinks", true);
+            test_decode_kernels(rng, D, 2, 3, dense, 1030, pieces_of(100), "D " + std::to_string(D) + ", dense, p 1030, sinks", true);
+        }
         for (int D : {64, 128}) {
             const std::string d = "D " + std::to_string(D);
             test_decode_step(rng, D, 3, 5, longnet, 599, pieces_of(7), 10000.0f, 0, d + ", dilated 64/96/200 r 1/3/16, p 599, 600");
@@ -278,14 +287,20 @@ static int main_body(bool kernels_only) {
         cfg.logn_attn = with_bs == 2 ? 100 : 0;
         cfg.qk_conv = with_bs == 2 ? 4 : with_bs == 0 ? 3 : 0;
         if (with_bs == 0) cfg.qk_conv_layers = {2};
+        // Attention sinks without the fixed layer: in the decode step's merge (direct decoding) and
+        // after a chunk's attention (prefill; with the block-sparse layer, decoding too).
+        cfg.attn_sink = with_bs < 2;
         CudaBackend full(cfg, AttnBackend::Flash);
         full.init_weights(5);
-        if (cfg.qk_conv) {  // off the identity, so that the rows before a chunk count
+        if (cfg.qk_conv || cfg.attn_sink) {  // convolutions off the identity, so that the rows before a chunk count; sinks that weigh
             std::vector<float> w(full.num_params());
             full.get_params(w.data());
-            for (const ParamTensor& t : param_layout(cfg))
+            for (const ParamTensor& t : param_layout(cfg)) {
                 if (t.name.find("qk_conv") != std::string::npos)
                     for (size_t i = 0; i < t.size; i++) w[t.offset + i] += (float)rng.uniform(-0.5, 0.5);
+                if (t.name.find("attn.sink") != std::string::npos)
+                    for (size_t i = 0; i < t.size; i++) w[t.offset + i] = (float)rng.uniform(-1, 2);
+            }
             full.set_params(w.data());
         }
         full.forward(tokens.data(), nullptr, nullptr, B, N, nullptr);
@@ -293,8 +308,8 @@ static int main_body(bool kernels_only) {
         for (int b = 0; b < B; b++)
             for (int t = 0; t < N; t++) full.logits_at(want[(size_t)b * N + t].data(), b, t);
         const std::string layers = with_bs == 2 ? "dense + dilated + fixed l32 c4, NoPE layers 0, 2 with log-n from 100, q/k conv 4"
-                                   : with_bs   ? "dense + dilated + block-sparse"
-                                               : "dense + dilated + dilated 24/40 r 4/3, NoPE layers 0, 2, q/k conv 3 in layer 2";
+                                   : with_bs   ? "dense + dilated + block-sparse, sinks"
+                                               : "dense + dilated + dilated 24/40 r 4/3, NoPE layers 0, 2, q/k conv 3 in layer 2, sinks";
         bool fixed = true;
         std::vector<float> graph_logits, eager_logits;
         KVCacheCuda::kUseGraphs = true;
@@ -395,7 +410,8 @@ static int main_body(bool kernels_only) {
         }
         {  // The attention probe (model/attention_probe.h): each query's weights over all its keys
            // sum to 1 in every measured layer and head (the flash kernel's log-sum-exp against the
-           // probe's own dot products), the same over chunks of 48 and one chunk of 300.
+           // probe's own dot products), the same over chunks of 48 and one chunk of 300. With
+           // sinks the keys' weights sum to 1 less the sink's share: never above 1, and below it.
             const std::vector<long long> queries{5, 47, 48, 150, 299};
             std::vector<ProbePair> pairs;
             for (long long q : queries)
@@ -409,7 +425,7 @@ static int main_body(bool kernels_only) {
                 return pr;
             };
             const AttnProbe a = probe_run(chunk), b = probe_run(N);
-            double worst_sum = 0, worst_diff = 0;
+            double worst_sum = 0, worst_diff = 0, sink_share = 0;
             int measured = 0;
             for (int l = 0; l < cfg.n_layer; l++) {
                 if (!pattern_cache_keeps_every_row(cfg.attn(l))) continue;
@@ -423,11 +439,19 @@ static int main_body(bool kernels_only) {
                             const double d = std::fabs(a.at(p, l, h) - b.at(p, l, h));
                             worst_diff = std::isnan(d) ? INFINITY : std::max(worst_diff, d);
                         }
-                        worst_sum = std::isnan(sum) ? INFINITY : std::max(worst_sum, std::fabs(sum - 1));
+                        const double off = cfg.attn_sink ? sum - 1 : std::fabs(sum - 1);
+                        worst_sum = std::isnan(sum) ? INFINITY : std::max(worst_sum, off);
+                        sink_share = std::max(sink_share, 1 - sum);
                     }
                 }
             }
-            report(measured >= 1 && worst_sum < 1e-2, "attention probe: each query's weights over its keys sum to 1: " + layers, worst_sum, 1e-2);
+            if (cfg.attn_sink) {
+                report(measured >= 1 && worst_sum < 1e-2, "attention probe: each query's weights over its keys sum to at most 1: " + layers,
+                       worst_sum, 1e-2);
+                report(sink_share > 1e-2, "attention probe: the sinks take a share of some query's weight: " + layers, sink_share, 1e-2);
+            } else {
+                report(measured >= 1 && worst_sum < 1e-2, "attention probe: each query's weights over its keys sum to 1: " + layers, worst_sum, 1e-2);
+            }
             report(worst_diff < 1e-3, "attention probe: chunks of 48 == one chunk of 300: " + layers, worst_diff, 1e-3);
         }
         if (with_bs) {

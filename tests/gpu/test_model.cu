@@ -37,7 +37,8 @@ static Batch make_batch(gc::Rng& rng, int B, int T, int V, bool doc_mask) {
 }
 
 static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std::vector<AttnPattern> layer_attn = {},
-                          std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0, std::vector<int> qk_conv_layers = {}) {
+                          std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0, std::vector<int> qk_conv_layers = {},
+                          bool attn_sink = false) {
     gc::Rng rng(seed);
     GPTConfig cfg;
     cfg.vocab_size = 1003, cfg.n_layer = 2, cfg.n_embd = 192, cfg.n_head = 3;  // D = 64
@@ -46,6 +47,7 @@ static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std
     cfg.logn_attn = logn_attn;
     cfg.qk_conv = qk_conv;
     cfg.qk_conv_layers = qk_conv_layers;
+    cfg.attn_sink = attn_sink;
     const bool doc_mask = attn == AttnBackend::Flash;  // cuDNN has no document mask
     const Batch b = make_batch(rng, 3, 131, cfg.vocab_size, doc_mask);
     const int* ds = doc_mask ? b.doc_start.data() : nullptr;
@@ -54,6 +56,9 @@ static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std
     std::vector<float> w(param_layout(cfg).back().offset + param_layout(cfg).back().size);
     init_gpt_weights(w.data(), cfg, seed);
     for (float& x : w) x = round_bf16(x + (float)rng.uniform(-0.02, 0.02));
+    for (const ParamTensor& t : param_layout(cfg))  // sinks that take a share of every row: their gradient matters
+        if (t.name.find("attn.sink") != std::string::npos)
+            for (size_t i = 0; i < t.size; i++) w[t.offset + i] = round_bf16((float)rng.uniform(-1, 2));
     GPT<double> ref(cfg);
     for (size_t i = 0; i < w.size(); i++) ref.params[i] = w[i];
     CudaBackend gpu(cfg, attn);
@@ -286,12 +291,13 @@ struct DoublingComm : Comm {
     void abort(const std::string&) override {}
 };
 
-static void check_gradient_buckets(uint64_t seed, int qk_conv = 0) {
+static void check_gradient_buckets(uint64_t seed, int qk_conv = 0, bool attn_sink = false) {
     gc::Rng rng(seed);
     GPTConfig cfg;
     cfg.vocab_size = 512, cfg.n_layer = 3, cfg.n_embd = 128, cfg.n_head = 2;
     if (qk_conv) cfg.nope_layers = {1}, cfg.qk_conv = qk_conv;  // a block whose bucket holds the convolution's weights
-    const std::string conv = qk_conv ? strf(" (q/k convolution %d in layer 1)", qk_conv) : "";
+    cfg.attn_sink = attn_sink;                                   // every block's bucket holds its sinks
+    const std::string conv = (qk_conv ? strf(" (q/k convolution %d in layer 1)", qk_conv) : "") + (attn_sink ? " (sinks)" : "");
     const std::vector<Batch> batches = {make_batch(rng, 2, 256, cfg.vocab_size, true), make_batch(rng, 2, 256, cfg.vocab_size, false)};
     CudaBackend plain(cfg, AttnBackend::Flash, true), bucketed(cfg, AttnBackend::Flash, true);
     std::vector<float> w(plain.num_params());
@@ -355,10 +361,17 @@ static int main_body(int argc, char** argv) {
     // Both layers NoPE, the convolution in layer 1 only (--qk-conv-layers 1): layer 0 matches single tokens.
     compare_model(AttnBackend::Flash, "flash, two NoPE dense layers, a q/k convolution of 4 in layer 1 only, doc mask", seed + 14, {}, {0, 1}, 0, 4,
                   {1});
+    // Attention sinks: dense (flash and cuDNN, whose backward takes the sink's log-sum-exp as its
+    // own), a dilated layer beside a NoPE one.
+    compare_model(AttnBackend::Flash, "flash attention with sinks, doc mask", seed + 16, {}, {}, 0, 0, {}, true);
+    compare_model(AttnBackend::Cudnn, "cudnn attention with sinks", seed + 17, {}, {}, 0, 0, {}, true);
+    compare_model(AttnBackend::Flash, "flash, dilated layer + NoPE dense layer with log-n from 40, sinks, doc mask", seed + 18,
+                  {dilated, AttnPattern{}}, {1}, 40, 0, {}, true);
     compare_training(seed + 2);
     check_vocab_errors(seed + 4);
     check_gradient_buckets(seed + 13);
     check_gradient_buckets(seed + 15, 3);
+    check_gradient_buckets(seed + 19, 0, true);
     {
         GPTConfig dense;  // D = 64
         dense.vocab_size = 2048, dense.n_layer = 2, dense.n_embd = 256, dense.n_head = 4;
@@ -380,6 +393,9 @@ static int main_body(int argc, char** argv) {
         GPTConfig conv = dense;  // layer 1 NoPE with a q/k convolution: its two-stage weight gradient, its raw q/k recomputed
         conv.nope_layers = {1}, conv.qk_conv = 4;
         check_determinism("dense + NoPE dense with a q/k convolution of 4, 4 heads of 64, T 1024", conv, seed + 14);
+        GPTConfig sink = dil;  // sinks: their gradient's two-stage sum over rows
+        sink.attn_sink = true;
+        check_determinism("dilated + dense with sinks, 4 heads of 128, T 1024", sink, seed + 20);
     }
     return check_report();
 }

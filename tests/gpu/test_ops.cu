@@ -36,6 +36,7 @@
 #include "layers/layernorm.h"
 #include "layers/matmul.h"
 #include "layers/qk_conv.h"
+#include "layers/attn_sink.h"
 #include "layers/residual.h"
 #include "layers/rope.h"
 #include "tests/check.h"
@@ -49,6 +50,7 @@
 #include "layers/cuda/layernorm.cuh"
 #include "layers/cuda/matmul.cuh"
 #include "layers/cuda/qk_conv.cuh"
+#include "layers/cuda/attn_sink.cuh"
 #include "layers/cuda/residual.cuh"
 #include "layers/cuda/rope.cuh"
 #include "bench/ceilings.cuh"
@@ -722,6 +724,58 @@ static void test_qk_conv() {
 }
 
 // ------------------------------------------------------------------------------------------------
+// attn_sink (layers/attn_sink.h): O and L of an attention made those of the softmax with a sink;
+// the sink's gradient. Rows of no key (L = -inf) among them; N = 1100 with B = 2: rows of a head
+// past one backward slab (1024), the slab's edge inside a sequence.
+
+static void test_attn_sink_case(int B, int N, int H, int D, int variant) {
+    gc::Rng rng = case_rng("attn_sink", variant);
+    const std::string shape = strf("B=%d N=%d H=%d D=%d", B, N, H, D);
+    const size_t NO = (size_t)B * N * H * D, NL = (size_t)B * H * N;
+    const VF out = rand_bf16(NO, rng, -1, 1), dout = rand_bf16(NO, rng, -1, 1), sink = rand_bf16(H, rng, -1, 4);
+    VF lse = rand_f32(NL, rng, -2, 6);
+    for (size_t i = 0; i < NL; i += 97) lse[i] = -INFINITY;  // rows whose pattern kept no key
+    VD o_ref = to_d(out);
+    for (size_t i = 0; i < NL; i += 97) {  // such a row's O is 0 (layers/attention.h)
+        const size_t b = i / ((size_t)H * N), h = i / N % H, t = i % N;
+        for (int d = 0; d < D; d++) o_ref[((b * N + t) * H + h) * D + d] = 0;
+    }
+    const VF out_in(o_ref.begin(), o_ref.end());
+    VD l_ref = to_d(lse);
+    const VD sink_d = to_d(sink);
+    attn_sink_forward(o_ref.data(), l_ref.data(), sink_d.data(), B, N, H, D);
+    DBuf<bf16> d_out(NO), d_dout(NO), d_sink(H);
+    DBuf<float> d_lse(NL), d_dsink(H), d_scratch(attn_sink_scratch_floats((long long)B * N, H));
+    up(d_out, out_in), up(d_lse, lse), up(d_sink, sink), up(d_dout, dout);
+    attn_sink_forward_cuda(d_out.p, d_lse.p, d_sink.p, B, N, H, D, g_stream);
+    const VF out_gpu = down(d_out), lse_gpu = down(d_lse);
+    check_vs_base("fwd", "attn_sink.out", shape, out_gpu, o_ref, round_bf16(o_ref));
+    check_f32("fwd", "attn_sink.lse", shape, lse_gpu, l_ref, 1e-6, 1e-5);
+
+    // The gradient from the GPU forward's O and L (bf16 O: the reference reads the same values).
+    VD dsink(H, 0.0);
+    const VD o_used = to_d(out_gpu), l_used = to_d(lse_gpu);
+    attn_sink_backward(dsink.data(), to_d(dout).data(), o_used.data(), l_used.data(), sink_d.data(), B, N, H, D);
+    const VF dsink0 = rand_f32(H, rng, -1, 1);
+    VF got[2];
+    for (int run = 0; run < 2; run++) {
+        up(d_dsink, dsink0);
+        d_scratch.poison();
+        attn_sink_backward_cuda(d_dsink.p, d_dout.p, d_out.p, d_lse.p, d_sink.p, B, N, H, D, d_scratch.p, g_stream);
+        got[run] = down(d_dsink);
+    }
+    check_f32("bwd", "attn_sink.dsink(+=)", shape, minus(got[0], dsink0), dsink, 1e-5, 1e-4);
+    check_bits("det", "attn_sink.bwd", shape, bit_mismatch(got[0], got[1]), "two runs");
+}
+
+static void test_attn_sink() {
+    if (!selected("attn_sink")) return;
+    test_attn_sink_case(3, S(37, 13), 5, 64, 0);
+    test_attn_sink_case(2, S(1100, 29), 3, 128, 1);
+    test_attn_sink_case(1, 1, 12, 64, 2);
+}
+
+// ------------------------------------------------------------------------------------------------
 // gelu, residual (elementwise); also the checker's own sanity
 
 static void test_gelu() {
@@ -1338,6 +1392,7 @@ static int main_body(int argc, char** argv) {
     test_rope();
     test_logn_scale();
     test_qk_conv();
+    test_attn_sink();
     test_gelu();
     test_residual();
     test_classifier();
