@@ -3,7 +3,8 @@
 //   w = m * exp(scale * q_i . k_j - L_i)
 // with q_i the query after rotation and log-n scaling, k_j the key as the cache keeps it, L_i the
 // attention's log-sum-exp of that row and m the pattern's multiplicity of the pair (0 where the
-// mask hides the key). The weights of all keys of a row sum to 1, so a probe needs no second
+// mask hides the key). The weights of all keys of a row sum to 1 (with attention sinks, to 1 less
+// the sink's share: L_i is then the sink's, layers/attn_sink.h), so a probe needs no second
 // attention pass: a few dot products per pair. Measured only in layers that keep every row
 // (dense, block-sparse, fixed); a dilated layer's rows are packed by branch and stay NaN.
 #pragma once

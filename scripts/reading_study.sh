@@ -21,6 +21,11 @@
 #                                   `train` calls side by side on several GPUs (CUDA_VISIBLE_DEVICES one
 #                                   each); TPS (131072) sets the tokens a
 #                                   step of the runs they train, TRAIN_UNTIL (560) the second of the call they stop at
+#   scripts/reading_study.sh pairs train|score A B S1 S2 ...   one call on a host of several GPUs:
+#                                   `train A@Sg B@Sg` (after the data of both, once) or `score` (after
+#                                   finishing a run the call before cut) on GPU g for the g-th seed,
+#                                   side by side; each GPU's output in build/pairs_train_Sg.log
+#                                   (a version beside its base in the same calls: notes/reading.md)
 #   scripts/reading_study.sh 1 2    the first plan, two calls back to back in one hold, at TOKENS (100M)
 #                                   per run: four runs side by side (read@1-3, pkfar@1), then their scores
 #                                   and controls beside the 1M stage of read@1 (cut by the call's end). At
@@ -33,6 +38,41 @@ set -uo pipefail
 call=${1:-}
 CARRY=${CARRY:-.carry/read}
 T0=$SECONDS
+# The variants whose shards runs A and B train on (readwide, readconv, readconvpart, readsink: read's).
+train_variants() {
+    local v="${1#hybrid128k-}"; v="${v%@*} ${2#hybrid128k-}"; v=${v%@*}
+    v=${v//readwide/read}; v=${v//readconvpart/read}; v=${v//readconv/read}; echo "${v//readsink/read}"
+}
+if [ "$call" = pairs ]; then
+    what=${2:-} a=${3:-} b=${4:-}
+    if [[ ! $what =~ ^(train|score)$ ]] || [ -z "$a" ] || [ -z "$b" ] || [ $# -lt 5 ]; then
+        echo "usage: scripts/reading_study.sh pairs train|score A B S1 [S2 ...] (one seed a GPU)" >&2; exit 2
+    fi
+    shift 4
+    self=${READING_STUDY:-$0}  # tests put a stand-in here
+    mkdir -p build
+    [ "$what" = train ] && { "$self" data "$(train_variants "$a" "$b")" 2>&1 | tail -1; echo "data: $((SECONDS - T0)) s"; }
+    pids=() g=0
+    for s in "$@"; do
+        if [ "$what" = train ]; then
+            CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=$((${TRAIN_UNTIL:-578} - (SECONDS - T0))) "$self" train "$a@$s" "$b@$s" > "build/pairs_train_$s.log" 2>&1 &
+        else
+            (CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=300 "$self" train "$a@$s" "$b@$s"
+             CUDA_VISIBLE_DEVICES=$g "$self" score "$a@$s" "$b@$s") > "build/pairs_score_$s.log" 2>&1 &
+        fi
+        pids+=($!) g=$((g + 1))
+    done
+    failed=0 i=0
+    for s in "$@"; do
+        wait "${pids[$i]}" || failed=1
+        echo "== GPU $i, seed $s: $(tail -n 1 "build/pairs_${what}_$s.log")"
+        i=$((i + 1))
+    done
+    [ "$what" = score ] && tail -n 45 "build/pairs_score_$1.log"
+    [ -n "${OUT:-}" ] && tar -czf "$OUT/pairs_${what}_$1.tgz" build/pairs_"$what"_*.log
+    echo "call pairs $what: $((SECONDS - T0)) s"
+    exit $failed
+fi
 study=scripts/retrieval_study.sh
 export STUDY_OUT=build/rs WORK=out/study TOKENS=${TOKENS:-104857600} VARIANTS="pkfar read readmore"
 if [ "$call" = pack ]; then
@@ -99,8 +139,7 @@ case $call in
         $study data | tail -1 ;;
     train)  # (one call) runs $2 and $3 side by side at 150M tokens, each to its end or to TRAIN_UNTIL (560) s into the call
         a=${2:?train needs two runs, say hybrid128k-readmore@1 hybrid128k-read@5} b=${3:?train needs two runs}
-        export TOKENS=157286400 VARIANTS="${a#hybrid128k-}"; VARIANTS="${VARIANTS%@*} ${b#hybrid128k-}"; VARIANTS=${VARIANTS%@*}
-        VARIANTS=${VARIANTS//readwide/read}; VARIANTS=${VARIANTS//readconvpart/read}; VARIANTS=${VARIANTS//readconv/read}; VARIANTS=${VARIANTS//readsink/read}  # these train on read's shards
+        export TOKENS=157286400 VARIANTS; VARIANTS=$(train_variants "$a" "$b")
         $study data | tail -1
         m=$(left "${TRAIN_UNTIL:-560}")
         side "$study train:$a:$m" "$study train:$b:$m"
@@ -113,5 +152,5 @@ case $call in
              "CTL=2048 $short eval:$a"
         $study table | head -60
         pack ;;
-    *) echo "usage: scripts/reading_study.sh pack|1|2|full|data [V]|train A B|score A B" >&2; exit 2 ;;
+    *) echo "usage: scripts/reading_study.sh pack|1|2|full|data [V]|train A B|score A B|pairs train|score A B S1 S2..." >&2; exit 2 ;;
 esac

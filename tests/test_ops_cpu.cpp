@@ -617,8 +617,11 @@ static CaseState<Op> run_case(Op& op, gc::Rng& rng) {
 // ------------------------------------------------------------------------------------------------
 // Attention-specific checks.
 
-// Naive attention in long double: explicit softmax over the masked scores of each row.
-static void naive_attention(const AttentionOp& op, const double* qkv, std::vector<double>& O, std::vector<double>& L) {
+// Naive attention in long double: explicit softmax over the masked scores of each row (each key
+// counted op.mult times) and, with `sink`, one more score per head, sink[h], whose value is zero:
+// the sink from its definition, written apart from layers/.
+static void naive_attention(const AttentionOp& op, const double* qkv, std::vector<double>& O, std::vector<double>& L,
+                            const double* sink = nullptr) {
     const int B = op.B, N = op.N, H = op.H, D = op.D;
     const size_t stride = (size_t)3 * H * D;
     const long double scale = 1.0L / std::sqrt((long double)D);
@@ -628,8 +631,8 @@ static void naive_attention(const AttentionOp& op, const double* qkv, std::vecto
         for (int h = 0; h < H; h++)
             for (int i = 0; i < N; i++) {
                 std::vector<long double> sc(N, 0);
-                long double mx = -INFINITY;
-                bool any = false;
+                long double mx = sink ? (long double)sink[h] : -INFINITY;
+                bool any = sink != nullptr;
                 for (int j = 0; j < N; j++) {
                     if (!op.allowed(b, h, i, j)) continue;
                     long double dot = 0;
@@ -645,7 +648,7 @@ static void naive_attention(const AttentionOp& op, const double* qkv, std::vecto
                     L[((size_t)b * H + h) * N + i] = -INFINITY;
                     continue;
                 }
-                long double z = 0;
+                long double z = sink ? std::exp(sink[h] - mx) : 0;
                 std::vector<long double> acc(D, 0);
                 for (int j = 0; j < N; j++) {
                     if (!op.allowed(b, h, i, j)) continue;
@@ -658,38 +661,9 @@ static void naive_attention(const AttentionOp& op, const double* qkv, std::vecto
             }
 }
 
-// The sink from its definition, written apart from layers/: each row's softmax over its keys (each
-// counted op.mult times) and one more score, sink[h], whose value is zero; long double.
-static void naive_attention_sink(const AttentionOp& op, const double* qkv, const double* sink, std::vector<double>& O,
-                                 std::vector<double>& L) {
-    const int B = op.B, N = op.N, H = op.H, D = op.D;
-    const size_t stride = (size_t)3 * H * D;
-    const long double scale = 1.0L / std::sqrt((long double)D);
-    O.assign((size_t)B * N * H * D, 0.0);
-    L.assign((size_t)B * H * N, 0.0);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < N; i++) {
-                long double z = std::exp((long double)sink[h]);
-                std::vector<long double> acc(D, 0);
-                for (int j = 0; j < N; j++) {
-                    const int m = op.mult(b, h, i, j);
-                    if (!m) continue;
-                    long double dot = 0;
-                    for (int d = 0; d < D; d++)
-                        dot += (long double)qkv[(b * N + i) * stride + h * D + d] * qkv[(b * N + j) * stride + (size_t)H * D + h * D + d];
-                    const long double e = m * std::exp(scale * dot);
-                    z += e;
-                    for (int d = 0; d < D; d++) acc[d] += e * qkv[(b * N + j) * stride + 2 * (size_t)H * D + h * D + d];
-                }
-                for (int d = 0; d < D; d++) O[((size_t)b * N + i) * H * D + (size_t)h * D + d] = (double)(acc[d] / z);
-                L[((size_t)b * H + h) * N + i] = (double)std::log(z);
-            }
-}
-
 static void sink_extra(const AttnSinkOp& op, const CaseState<AttnSinkOp>& s) {
     std::vector<double> O, L;
-    naive_attention_sink(op.a, s.in_d[0].data(), s.in_d[1].data(), O, L);
+    naive_attention(op.a, s.in_d[0].data(), O, L, s.in_d[1].data());
     const double e_d = std::max(gc::rel_error(s.out_d[0].data(), O.data(), O.size()), gc::rel_error(s.out_d[1].data(), L.data(), L.size()));
     report("naive", "attn_sink.double", op.shape, e_d, 1e-12);
     const double e_f = std::max(gc::norm_rel_error(s.out_f[0].data(), O.data(), O.size()),
@@ -698,7 +672,7 @@ static void sink_extra(const AttnSinkOp& op, const CaseState<AttnSinkOp>& s) {
     // The control: the same reference with the sink far below every score (as good as none)
     // differs from the op by more than the tolerance, so the check above can fail.
     std::vector<double> none(op.a.H, -1e4), O0, L0;
-    naive_attention_sink(op.a, s.in_d[0].data(), none.data(), O0, L0);
+    naive_attention(op.a, s.in_d[0].data(), O0, L0, none.data());
     report("naive", "attn_sink.control", "the reference without its sink differs",
            gc::rel_error(s.out_d[0].data(), O0.data(), O0.size()) > 1e-6 ? 0.0 : 1.0, 0);
 }

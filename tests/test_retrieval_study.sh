@@ -120,26 +120,18 @@ grep -q 'weights from .*hybrid128k-pkfar@1' "$STUDY_OUT/hybrid1m-pkfar@1_train.l
     grep -q '^done' "$STUDY_OUT/hybrid1m-pkfar@1_train.log" && pass "hybrid1m-pkfar: from hybrid128k-pkfar@1's weights, on its own shard" ||
     fail "hybrid1m-pkfar: $(tail -3 "$STUDY_OUT/hybrid1m-pkfar@1_train.log")"
 rm -rf "$WORK"/hybrid1m-pkfar@1 "$STUDY_OUT"/hybrid1m-pkfar@1_*
-# The convolution's long stage on one rank where two are there (it does not run under --cp).
-CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-readconv@1 > "$work/v_1m_conv.log" 2>&1
-grep -q 'weights from .*hybrid128k-readconv@1' "$STUDY_OUT/hybrid1m-readconv@1_train.log" && grep -q 'tasks4k-read.bin' "$STUDY_OUT/hybrid1m-readconv@1_train.log" &&
-    grep -q '^done' "$STUDY_OUT/hybrid1m-readconv@1_train.log" && ! grep -qE 'context parallel|cp 2' "$STUDY_OUT/hybrid1m-readconv@1_train.log" &&
-    pass "hybrid1m-readconv: from hybrid128k-readconv@1's weights, on read's shard, one rank" ||
-    fail "hybrid1m-readconv: $(tail -3 "$STUDY_OUT/hybrid1m-readconv@1_train.log")"
-rm -rf "$WORK"/hybrid1m-readconv@1 "$STUDY_OUT"/hybrid1m-readconv@1_*
-CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-readconvpart@1 > "$work/v_1m_convpart.log" 2>&1
-grep -q 'weights from .*hybrid128k-readconvpart@1' "$STUDY_OUT/hybrid1m-readconvpart@1_train.log" &&
-    grep -q 'convolved over 4 tokens in layers 3,5 only' "$STUDY_OUT/hybrid1m-readconvpart@1_train.log" &&
-    grep -q '^done' "$STUDY_OUT/hybrid1m-readconvpart@1_train.log" && ! grep -qE 'context parallel|cp 2' "$STUDY_OUT/hybrid1m-readconvpart@1_train.log" &&
-    pass "hybrid1m-readconvpart: from hybrid128k-readconvpart@1's weights, layers 3 and 5 convolved, one rank" ||
-    fail "hybrid1m-readconvpart: $(tail -3 "$STUDY_OUT/hybrid1m-readconvpart@1_train.log")"
-rm -rf "$WORK"/hybrid1m-readconvpart@1 "$STUDY_OUT"/hybrid1m-readconvpart@1_*
-CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-readsink@1 > "$work/v_1m_sink.log" 2>&1
-grep -q 'weights from .*hybrid128k-readsink@1' "$STUDY_OUT/hybrid1m-readsink@1_train.log" && grep -q '^attention sinks' "$STUDY_OUT/hybrid1m-readsink@1_train.log" &&
-    grep -q '^done' "$STUDY_OUT/hybrid1m-readsink@1_train.log" && ! grep -qE 'context parallel|cp 2' "$STUDY_OUT/hybrid1m-readsink@1_train.log" &&
-    pass "hybrid1m-readsink: from hybrid128k-readsink@1's weights, with its sinks, one rank" ||
-    fail "hybrid1m-readsink: $(tail -3 "$STUDY_OUT/hybrid1m-readsink@1_train.log")"
-rm -rf "$WORK"/hybrid1m-readsink@1 "$STUDY_OUT"/hybrid1m-readsink@1_*
+# The convolution's long stages on one rank where two are there (it does not run under --cp):
+# variant, what its log must say, what that means.
+for spec in "readconv|tasks4k-read.bin|on read's shard" "readconvpart|convolved over 4 tokens in layers 3,5 only|layers 3 and 5 convolved" \
+            "readsink|^attention sinks|with its sinks"; do
+    IFS='|' read -r v want what <<< "$spec"
+    log=$STUDY_OUT/hybrid1m-$v@1_train.log
+    CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-$v@1 > "$work/v_1m_$v.log" 2>&1
+    grep -q "weights from .*hybrid128k-$v@1" "$log" && grep -q -- "$want" "$log" && grep -q '^done' "$log" &&
+        ! grep -qE 'context parallel|cp 2' "$log" && pass "hybrid1m-$v: from hybrid128k-$v@1's weights, $what, one rank" ||
+        fail "hybrid1m-$v: $(tail -3 "$log")"
+    rm -rf "$WORK/hybrid1m-$v@1" "$STUDY_OUT/hybrid1m-$v@1_"*
+done
 rm -rf "$WORK"/hybrid128k-*@1 "$STUDY_OUT"/hybrid128k-*@1_*
 
 # The long stage: from run 1's weights, over 2 ranks.
