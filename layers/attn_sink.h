@@ -18,7 +18,6 @@
 // Layout as layers/attention.h: out (B, N, H, D), lse (B, H, N), sink (H).
 #pragma once
 #include <cmath>
-#include <limits>
 #include <vector>
 #include "layers/attention.h"
 #include "layers/common.h"

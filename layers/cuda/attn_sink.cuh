@@ -14,7 +14,7 @@ constexpr int kSinkWarps = 8;     // rows in flight per block
 constexpr int kSinkSlab = 1024;   // rows of one head each backward block sums
 
 // Rows r = b N + i of head h: O at ((b N + i) H + h) D, L at (b H + h) N + i.
-__device__ __forceinline__ size_t sink_out_row(long long r, int h, int N, int H, int D) {
+__device__ __forceinline__ size_t sink_out_row(long long r, int h, int H, int D) {
     return ((size_t)r * H + h) * D;
 }
 __device__ __forceinline__ size_t sink_lse_row(long long r, int h, int N, int H) {
@@ -31,7 +31,7 @@ __global__ void attn_sink_forward_kernel(bf16* out, float* lse, const bf16* sink
     const float L = *lp, mx = fmaxf(L, s);
     const float L_new = mx + logf(expf(L - mx) + expf(s - mx));  // L = -inf (no key): L_new = s, O stays 0
     const float f = expf(L - L_new);
-    bf16* o = out + sink_out_row(r, h, N, H, D);
+    bf16* o = out + sink_out_row(r, h, H, D);
     for (int d = lane; d < D; d += 32) o[d] = __float2bfloat16(f * __bfloat162float(o[d]));
     __syncwarp();
     if (lane == 0) *lp = L_new;
@@ -48,7 +48,7 @@ __global__ void attn_sink_backward_partial_kernel(float* partial, const bf16* do
     for (int k = warp; k < kSinkSlab; k += kSinkWarps) {
         const long long r = first + k;
         if (r >= rows) break;
-        const size_t row = sink_out_row(r, h, N, H, D);
+        const size_t row = sink_out_row(r, h, H, D);
         float delta = 0;
         for (int d = lane; d < D; d += 32) delta += __bfloat162float(dout[row + d]) * __bfloat162float(out[row + d]);
         delta = warp_sum(delta);
