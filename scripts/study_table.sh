@@ -8,7 +8,9 @@
 #   3. the same over the files off the grid (RUN_offgrid*.csv: other lengths, depths and seed;
 #      RUN_tree*.csv: a source tree no model trained on; RUN_qbook*.csv, RUN_qtree*.csv: quote items
 #      over a book and a source tree no model trained on; RUN_start*.csv: pass keys and quotes at
-#      depth 0, more items than the grid's).
+#      depth 0, more items than the grid's);
+#   4. the copy loss on the repeat by gap (RUN_copy.csv, infer --copy-loss --copy-out), nats a
+#      token: every run's, then every recipe's median and, in brackets, its worst (highest) run.
 # The median of an even count is the mean of the middle two.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: scripts/study_table.sh DIR LENGTH..." >&2; exit 2; }
@@ -88,9 +90,49 @@ table() {  # kind (needles, offgrid, tree), then the CSV files
         }
     }' "$@"
 }
+copy_table() {  # the RUN_copy.csv files
+    awk -F, '
+    function median(list, n,   i, j, t, a) {
+        split(list, a, " ")
+        for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    function highest(list,   i, n, a, w) { n = split(list, a, " "); w = a[1]; for (i = 2; i <= n; i++) if (a[i] + 0 > w + 0) w = a[i]; return w }
+    function sorted(arr, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j - 1] + 0 > arr[j] + 0; j--) { t = arr[j]; arr[j] = arr[j - 1]; arr[j - 1] = t } }
+    FNR == 1 { run = FILENAME; sub(/.*\//, "", run); sub(/_copy\.csv$/, "", run); runs[run] = 1; next }
+    { loss[run SUBSEP $1] = $5; gaps[$1] = 1 }
+    END {
+        ng = 0; for (g in gaps) G[++ng] = g; sorted(G, ng)
+        head = ""; for (i = 1; i <= ng; i++) head = head " " G[i] " |"
+        nr = 0; for (r in runs) R[++nr] = r
+        for (i = 2; i <= nr; i++) for (j = i; j > 1 && R[j - 1] > R[j]; j--) { t = R[j]; R[j] = R[j - 1]; R[j - 1] = t }
+        print ""; print "| run: copy loss on the repeat, by gap |" head
+        for (i = 1; i <= nr; i++) {
+            row = "| " R[i] " |"
+            for (g = 1; g <= ng; g++) { k = R[i] SUBSEP G[g]; row = row " " ((k in loss) ? sprintf("%.2f", loss[k]) : "-") " |" }
+            print row
+            if (R[i] ~ /@/) { rec = R[i]; sub(/@.*/, "", rec); nruns[rec]++; members[rec] = members[rec] " " R[i] }
+        }
+        any = 0; for (rec in nruns) if (nruns[rec] >= 2) any = 1
+        if (!any) exit
+        print ""; print "| recipe: copy loss, median [worst] of its runs |" head
+        for (rec in nruns) if (nruns[rec] >= 2) {
+            n = split(substr(members[rec], 2), M, " ")
+            row = "| " rec " (" n " runs) |"
+            for (g = 1; g <= ng; g++) {
+                list = ""; m = 0
+                for (x = 1; x <= n; x++) { k = M[x] SUBSEP G[g]; if (k in loss) { list = list " " loss[k]; m++ } }
+                row = row " " (m ? sprintf("%.2f [%.2f]", median(substr(list, 2), m), highest(substr(list, 2))) (m < n ? " (" m " of " n " runs)" : "") : "-") " |"
+            }
+            print row
+        }
+    }' "$@"
+}
 shopt -s nullglob
 for kind in needles offgrid tree qbook qtree start; do
     files=()
     for f in "$dir"/*_"$kind"*.csv; do [[ $f == *_items.csv ]] || files+=("$f"); done
     [ ${#files[@]} -eq 0 ] || table "$kind" "${files[@]}"
 done
+copies=("$dir"/*_copy.csv)
+[ ${#copies[@]} -eq 0 ] || copy_table "${copies[@]}"

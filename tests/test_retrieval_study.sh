@@ -192,6 +192,16 @@ grep -qF '| r (3 runs) | passkey | 75% [25%] | 50% [50%] (1 of 3 runs) |' <<< "$
     grep -qF '| r (3 runs) | quote-control | 75% [100%] |' <<< "$t" &&
     grep -qF '| r | passkey | 100 | 50% [0%] |' <<< "$t" && ! grep -q '| solo (' <<< "$t" && grep -qF '| solo | passkey | 100% |' <<< "$t" &&
     pass "study_table: median and worst of 3 and of 2 runs (a control's worst its highest), by depth; a length fewer runs reached says so; a lone run only as itself" || fail "study_table: $t"
+# The copy loss by gap: r's 3 runs at gap 16 (0.5, 0.3, 0.9), only r@1 at gap 2048; q's 2 (0.2, 0.4);
+# its worst is the highest loss.
+copy_csv() { printf 'gap,samples,passage,first_loss,repeat_loss,repeat_loss_second_half\n16,4,256,2.0,%s,0.1\n' "$2" > "$work/t/$1_copy.csv"; }
+copy_csv r@1 0.5; copy_csv r@2 0.3; copy_csv r@3 0.9; copy_csv q@1 0.2; copy_csv q@7 0.4; copy_csv solo 0.7
+printf '2048,4,256,2.0,1.25,0.1\n' >> "$work/t/r@1_copy.csv"
+t=$(scripts/study_table.sh "$work/t" 100 400)
+grep -qF '| r (3 runs) | 0.50 [0.90] | 1.25 [1.25] (1 of 3 runs) |' <<< "$t" && grep -qF '| q (2 runs) | 0.30 [0.40] | - |' <<< "$t" &&
+    grep -qF '| solo | 0.70 | - |' <<< "$t" && ! grep -q '| solo (' <<< "$t" && grep -qF '| run: copy loss on the repeat, by gap | 16 | 2048 |' <<< "$t" &&
+    pass "study_table: the copy loss by gap, each run's and each recipe's median and worst (its highest); a gap fewer runs reached says so" ||
+    fail "study_table's copy loss: $(grep -i copy -A9 <<< "$t")"
 
 # The copy circuit's call (scripts/copy_circuit.sh): two variants at toy size side by side, their
 # copy loss at two gaps and their quotes; an unknown variant is refused before any work.
