@@ -4,8 +4,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Two lanes, one per core of the CI machine: the suites that read build/test_corpus run after
-# data_cli, which makes it, in one lane, then the launcher and fuzzer smoke tests; the others (the
-# header and pattern-module builds, the unit tests) in the other. Each suite's output goes to build/logs/<name>.log and is
+# data_cli, which makes it, in one lane, then the launcher and fuzzer smoke tests and three more that
+# even the lanes' times; the others (the header and pattern-module builds, the unit tests) in the
+# other. Each suite's output goes to build/logs/<name>.log and is
 # printed whole when the lanes are done; its result line as soon as it ends. TEST_LANES=1 runs
 # every suite in one lane, in order.
 mkdir -p build/logs
@@ -42,6 +43,9 @@ lane_corpus() {
     run reference_model tests/test_reference_model.sh
     run launch tests/test_launch.sh
     run fuzz tests/fuzz/run_fuzz.sh smoke
+    run rendezvous ./build/test_rendezvous
+    run rendezvous_fuzz ./build/test_rendezvous --fuzz
+    run attention_tool tests/test_attention_tool.sh
 }
 lane_rest() {
     run ops ./build/test_ops_cpu
@@ -51,9 +55,7 @@ lane_rest() {
     run attention ./build/test_attention_cpu
     run ring ./build/test_ring_cpu
     run cp_train ./build/test_cp_train_cpu
-    run rendezvous ./build/test_rendezvous
     run cublaslt_loader ./build/test_cublaslt_loader
-    run rendezvous_fuzz ./build/test_rendezvous --fuzz
     run bench_scaling tests/test_bench_scaling.sh
     run peer_table tests/test_peer_table.sh
     run reading_pairs tests/test_reading_pairs.sh
@@ -62,7 +64,6 @@ lane_rest() {
     run copy_loss ./build/test_copy_loss_cpu
     run attention_probe ./build/test_attention_probe_cpu
     run plot_heatmap tests/test_plot_heatmap.sh
-    run attention_tool tests/test_attention_tool.sh
     run headers tests/check_headers_alone.sh
     run layers tests/check_layers.sh
     run kernel_rooms tests/check_kernel_rooms.sh
