@@ -1187,6 +1187,19 @@ static void run_perf(const char* out_path) {
                 }),
                 2.0 * (3 + 3 + 2 + 2) * NC, 0);  // dout in, dinp out; dout's and raw's q, k again for the weights
         }
+        {  // attention sinks on a layer's O and L at this shape: one pass over O each way
+            DBuf<bf16> o(NC), dout(NC), sink(H);
+            DBuf<float> lse((size_t)N * H), dsink(H), scratch(attn_sink_scratch_floats(N, H));
+            fill(o.p, NC), fill(dout.p, NC), fill(sink.p, H), fill(lse.p, lse.n, 0.0f, 2.0f), fill(dsink.p, H);
+            add("attn_sink_forward", strf("N=%d H=%d D=%d", N, H, D), time_us([&] {
+                    attn_sink_forward_cuda(o.p, lse.p, sink.p, B, T, H, D, g_stream);
+                }),
+                4.0 * NC + 8.0 * N * H, 0);  // O read and written, L read and written
+            add("attn_sink_backward", strf("N=%d H=%d D=%d", N, H, D), time_us([&] {
+                    attn_sink_backward_cuda(dsink.p, dout.p, o.p, lse.p, sink.p, B, T, H, D, scratch.p, g_stream);
+                }),
+                4.0 * NC + 4.0 * N * H, 0);  // dO and O read, L read
+        }
         add("gelu_forward", strf("n=%zu", N4), time_us([&] { gelu_forward_cuda(hg.p, h.p, N4, g_stream); }), 4.0 * N4, 0);
         add("gelu_backward", strf("n=%zu", N4), time_us([&] { gelu_backward_cuda(dh.p, h.p, hg.p, N4, g_stream); }), 6.0 * N4, 0);
     }
