@@ -16,7 +16,10 @@
 #                                   cut), then scored as full scores them, A also with 2K of sight, the
 #                                   copy loss at COPY_GAPS (16 tokens to 128K; COPY_ATTN=1: with where the
 #                                   heads look, infer --copy-attn). Only the variants A and B
-#                                   name get their shards (readwide, readconv, readconvpart, readsink: read's).
+#                                   name get their shards (readwide, readconv, readconvpart, readsink,
+#                                   readsink2x: read's; readsink2x's twice as large). A and B may be two
+#                                   seeds of one recipe (on one GPU: hybrid128k-readsink@11 hybrid128k-readsink@12).
+#                                   readsink2x's runs take two train calls (~14 minutes side by side), then score
 #   scripts/reading_study.sh data [V]  the data of variants V (read; "read readfirst": both) alone, before
 #                                   `train` calls side by side on several GPUs (CUDA_VISIBLE_DEVICES one
 #                                   each); TPS (131072) sets the tokens a
@@ -38,11 +41,14 @@ set -uo pipefail
 call=${1:-}
 CARRY=${CARRY:-.carry/read}
 T0=$SECONDS
-# The variants whose shards runs A and B train on (readwide, readconv, readconvpart, readsink: read's).
+# The variants whose shards runs A and B train on (readwide, readconv, readconvpart, readsink, readsink2x: read's).
 train_variants() {
     local v="${1#hybrid128k-}"; v="${v%@*} ${2#hybrid128k-}"; v=${v%@*}
-    v=${v//readwide/read}; v=${v//readconvpart/read}; v=${v//readconv/read}; echo "${v//readsink/read}"
+    v=${v//readwide/read}; v=${v//readconvpart/read}; v=${v//readconv/read}; v=${v//readsink2x/read}; echo "${v//readsink/read}"
 }
+# readsink2x trains on twice the tokens: its task shards twice the default's, so that no task
+# document is seen more often than in readsink (scripts/retrieval_study.sh).
+shard_tokens() { case "$*" in *readsink2x*) echo "${SHARD_TOKENS:-100M}" ;; *) echo "${SHARD_TOKENS:-50M}" ;; esac; }
 if [ "$call" = pairs ]; then
     what=${2:-} a=${3:-} b=${4:-}
     if [[ ! $what =~ ^(train|score)$ ]] || [ -z "$a" ] || [ -z "$b" ] || [ $# -lt 5 ]; then
@@ -51,7 +57,7 @@ if [ "$call" = pairs ]; then
     shift 4
     self=${READING_STUDY:-$0}  # tests put a stand-in here
     mkdir -p build
-    [ "$what" = train ] && { "$self" data "$(train_variants "$a" "$b")" 2>&1 | tail -1; echo "data: $((SECONDS - T0)) s"; }
+    [ "$what" = train ] && { SHARD_TOKENS=$(shard_tokens "$a" "$b") "$self" data "$(train_variants "$a" "$b")" 2>&1 | tail -1; echo "data: $((SECONDS - T0)) s"; }
     pids=() g=0
     for s in "$@"; do
         if [ "$what" = train ]; then
@@ -139,7 +145,7 @@ case $call in
         $study data | tail -1 ;;
     train)  # (one call) runs $2 and $3 side by side at 150M tokens, each to its end or to TRAIN_UNTIL (560) s into the call
         a=${2:?train needs two runs, say hybrid128k-readmore@1 hybrid128k-read@5} b=${3:?train needs two runs}
-        export TOKENS=157286400 VARIANTS; VARIANTS=$(train_variants "$a" "$b")
+        export TOKENS=157286400 VARIANTS SHARD_TOKENS; VARIANTS=$(train_variants "$a" "$b") SHARD_TOKENS=$(shard_tokens "$a" "$b")
         $study data | tail -1
         m=$(left "${TRAIN_UNTIL:-560}")
         side "$study train:$a:$m" "$study train:$b:$m"

@@ -76,6 +76,10 @@
 #   hybrid128k-readsink  hybrid128k-readconvpart with attention sinks (train --attn-sink: one more key
 #              per head of learned score and zero value, layers/attn_sink.h), on read's shards: a head
 #              need not spend its weight on the context's first tokens
+#   hybrid128k-readsink2x  hybrid128k-readsink at twice the tokens (every stage's steps doubled, 2 x TOKENS):
+#              whether the copy is still forming when readsink's runs end. Make its data with SHARD_TOKENS
+#              twice the default (100M: scripts/reading_study.sh does) so that no task document is seen
+#              more often than in readsink; the corpus's own windows are seen twice as often
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
@@ -171,6 +175,7 @@ mix_variant_1m() {  # the 1M stage's shard of variant $1 (whole: the recipe's ow
     esac
 }
 CURRICULUM128K="--seq-len $W1 --batch $B1 --steps $STEPS --schedule ${W2}x$B2@$S2K,${W3}x$B3@$S8K,${W4}x$B4@$S32K --mix $MIX128K"
+CURRICULUM128K2X="--seq-len $W1 --batch $B1 --steps $((2 * STEPS)) --schedule ${W2}x$B2@$((2 * S2K)),${W3}x$B3@$((2 * S8K)),${W4}x$B4@$((2 * S32K)) --mix $MIX128K"
 W1M=${W1M:-1048576}  # the window of hybrid1m (tests shrink it)
 M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
     case $1 in
@@ -206,10 +211,13 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                   echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
         hybrid128k-readwide) echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
         hybrid128k-readconv) echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
-        hybrid128k-readconvpart|hybrid128k-readfirst|hybrid128k-readsink)
-                  local data=read sink=""; [ "$1" = hybrid128k-readfirst ] && data=readfirst; [ "$1" = hybrid128k-readsink ] && sink=--attn-sink
+        hybrid128k-readconvpart|hybrid128k-readfirst|hybrid128k-readsink|hybrid128k-readsink2x)
+                  local data=read sink="" cur=$CURRICULUM128K
+                  [ "$1" = hybrid128k-readfirst ] && data=readfirst
+                  [ "${1#hybrid128k-readsink}" != "$1" ] && sink=--attn-sink
+                  [ "$1" = hybrid128k-readsink2x ] && cur=$CURRICULUM128K2X
                   echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} --qk-conv-layers ${QKCONV_LAYERS:-3,5} $sink"\
-                       "${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant $data)} $OPT" ;;
+                       "${cur/--mix $MIX128K/--mix $(mix_variant $data)} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore|hybrid1m-readfar)

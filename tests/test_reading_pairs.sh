@@ -15,6 +15,7 @@ stub=$work/stub.sh
 cat > "$stub" <<'STUB'
 #!/usr/bin/env bash
 echo "${CUDA_VISIBLE_DEVICES:--}|${TRAIN_UNTIL:--}|$*" >> "$CALLS"
+[ "$1" = data ] && echo "${SHARD_TOKENS:--}" >> "$CALLS.shard"
 [ "${FAIL_ON:-}" = "$*" ] && exit 3
 sleep 0.2
 echo "stub $*"
@@ -34,6 +35,15 @@ grep -qE '^0\|(500|499)\|train hybrid128k-readsink@11 hybrid128k-readconvpart@11
     && pass "pairs train: seed 11 on GPU 0, seed 12 on GPU 1, to the call's TRAIN_UNTIL" || fail "pairs train's calls: $(cat "$CALLS")"
 grep -q '^== GPU 1, seed 12: stub train hybrid128k-readsink@12 hybrid128k-readconvpart@12$' "$work/train.log" \
     && pass "pairs train: each GPU's last line shown" || fail "pairs train's output: $(cat "$work/train.log")"
+[ "$(cat "$CALLS.shard")" = 50M ] && pass "pairs train: the task shards at their default size (50M tokens)" \
+    || fail "pairs train's shard size: $(cat "$CALLS.shard")"
+
+: > "$CALLS"; : > "$CALLS.shard"
+scripts/reading_study.sh pairs train hybrid128k-readsink2x hybrid128k-readsink 11 12 > "$work/train2x.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(head -n 1 "$CALLS" | cut -d'|' -f3)" = "data read read" ] && [ "$(cat "$CALLS.shard")" = 100M ] \
+    && pass "pairs train: readsink2x on read's shards, made twice as large (100M tokens)" \
+    || fail "pairs train with readsink2x: exit $rc, calls $(cat "$CALLS"), shard size $(cat "$CALLS.shard")"
 
 : > "$CALLS"
 scripts/reading_study.sh pairs score hybrid128k-readsink hybrid128k-readconvpart 13 14 > "$work/score.log" 2>&1

@@ -82,9 +82,10 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart readfirst readsink; do
+for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart readfirst readsink readsink2x; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
-    shard=tasks4k-${v/readwide/read}.bin; shard=${shard/readconvpart/read}; shard=${shard/readconv/read}; shard=${shard/readsink/read}
+    shard=tasks4k-${v/readwide/read}.bin; shard=${shard/readconvpart/read}; shard=${shard/readconv/read}; shard=${shard/readsink2x/read}
+    shard=${shard/readsink/read}
     grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "$shard" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
         { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
     pass "hybrid128k-$v: trains on its own shards"
@@ -105,6 +106,12 @@ grep -q 'their queries and keys convolved over 4 tokens in layers 3,5 only' "$ST
     grep -q '^attention sinks' "$STUDY_OUT/hybrid128k-readsink@1_train.log" && ! grep -q '^attention sinks' "$STUDY_OUT/hybrid128k-readconvpart@1_train.log" &&
     pass "hybrid128k-readsink: readconvpart's model with attention sinks" ||
     fail "readsink's model: $(grep -E '^(rotary|attention sinks)' "$STUDY_OUT/hybrid128k-readsink@1_train.log")"
+sched() { grep -E '^(stage from|data:)' "$STUDY_OUT/hybrid128k-$1@1_train.log" | sed -E 's/.*(tokens per step, [0-9]+ steps).*/\1/' | tr '\n' ' '; }
+[ "$(sched readsink)" = "stage from step 0: windows of 512 tokens, 4 per step stage from step 4: windows of 1024 tokens, 2 per step stage from step 5: windows of 2048 tokens, 1 per step stage from step 6: windows of 2048 tokens, 1 per step tokens per step, 8 steps " ] &&
+    [ "$(sched readsink2x)" = "stage from step 0: windows of 512 tokens, 4 per step stage from step 8: windows of 1024 tokens, 2 per step stage from step 10: windows of 2048 tokens, 1 per step stage from step 12: windows of 2048 tokens, 1 per step tokens per step, 16 steps " ] &&
+    grep -q '^attention sinks' "$STUDY_OUT/hybrid128k-readsink2x@1_train.log" &&
+    pass "hybrid128k-readsink2x: readsink's model with every stage's steps doubled" ||
+    fail "readsink2x's schedule: '$(sched readsink2x)' against readsink's '$(sched readsink)'"
 # TPS below a window: each stage keeps its share of the tokens, a window longer than TPS one a step.
 TPS=1024 $study train:hybrid128k@3:0.0001 > "$work/tps.log" 2>&1
 grep -q 'stage from step 0: windows of 512 tokens, 2 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
