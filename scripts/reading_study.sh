@@ -96,12 +96,16 @@ pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$label.tgz" --exclude='*_items.c
 # Minutes until $1 s into the call (at least 0.3: train's --time-limit 0 would mean none).
 left() { echo "$1 $SECONDS $T0" | awk '{ m = ($1 - ($2 - $3)) / 60; printf "%.2f", m < 0.3 ? 0.3 : m }'; }
 # Commands side by side on the one GPU; each one's output in build/rs/side_N.log, its last lines shown.
-sides=0
+# A command that fails makes the call exit 1 (after the rest have run and the call has packed).
+sides=0 side_failed=0
 side() {
-    local pids=() i=0
+    local pids=() i=0 rc
     sides=$((sides + 1))
     for c in "$@"; do bash -c "$c" > "build/rs/side_$label.$sides.$i.log" 2>&1 < /dev/null & pids+=($!); i=$((i + 1)); done
-    for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "== ${*:$((i + 1)):1}: exit $?"; tail -n 4 "build/rs/side_$label.$sides.$i.log"; done
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}"; rc=$?; [ $rc -eq 0 ] || side_failed=1
+        echo "== ${*:$((i + 1)):1}: exit $rc"; tail -n 4 "build/rs/side_$label.$sides.$i.log"
+    done
 }
 copy() {  # copy loss of model $1 at the gaps $2 (ctx $3); COPY_ATTN=1: where its heads look too (--copy-attn)
     echo "rs/bin/infer --device cuda --checkpoint $WORK/$1 --copy-loss rs/corpus-long/val.bin --gaps $2 --copy-samples ${COPY_SAMPLES:-4}" \
@@ -160,3 +164,4 @@ case $call in
         pack ;;
     *) echo "usage: scripts/reading_study.sh pack|1|2|full|data [V]|train A B|score A B|pairs train|score A B S1 S2..." >&2; exit 2 ;;
 esac
+exit "$side_failed"

@@ -3,7 +3,9 @@
 # the study's own calls (READING_STUDY), which records how it was called: `train` makes the data of
 # both runs once, first, then trains A@S and B@S on GPU g for the g-th seed, side by side, each to
 # the call's TRAIN_UNTIL less what the data took; `score` finishes a run the call before cut, then
-# scores it, on the same GPUs; a call that fails makes pairs fail; bad usage is refused.
+# scores it, on the same GPUs; a call that fails makes pairs fail; bad usage is refused. Then one
+# call's `train` and `score` on one GPU with stand-ins for the study and infer: the shards each
+# recipe gets, what score runs, and a failed run failing the call.
 # Prints PASS/FAIL lines and "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +23,7 @@ sleep 0.2
 echo "stub $*"
 STUB
 chmod +x "$stub"
-export READING_STUDY=$stub CALLS=$work/calls.txt
+export READING_STUDY=$stub CALLS=$PWD/$work/calls.txt
 
 : > "$CALLS"
 TRAIN_UNTIL=500 scripts/reading_study.sh pairs train hybrid128k-readsink hybrid128k-readconvpart 11 12 > "$work/train.log" 2>&1
@@ -58,6 +60,47 @@ g0=$(grep '^0|' "$CALLS" | cut -d'|' -f2-); g1=$(grep '^1|' "$CALLS" | cut -d'|'
 FAIL_ON="train hybrid128k-readsink@12 hybrid128k-readconvpart@12" \
     scripts/reading_study.sh pairs train hybrid128k-readsink hybrid128k-readconvpart 11 12 > "$work/fail.log" 2>&1
 [ $? -ne 0 ] && pass "pairs: a GPU's failed call fails the call" || fail "pairs: a failed call went unnoticed"
+
+# One call's `train` and `score` on one GPU, in a folder of their own with stand-ins for the study
+# (scripts/retrieval_study.sh) and for infer: two seeds of readsink2x side by side get read's shards
+# at twice the default size; score asks for both runs' evals, their copy loss and A's 2K control.
+site=$work/site
+mkdir -p "$site/scripts" "$site/rs/bin" "$site/rs/corpus-long" "$site/rs/demo"
+cp scripts/reading_study.sh scripts/gpu_lib_paths.sh "$site/scripts/"
+cat > "$site/scripts/retrieval_study.sh" <<'STUB'
+#!/usr/bin/env bash
+echo "${TOKENS:--}|${VARIANTS:--}|${SHARD_TOKENS:--}|${CTL:--}|$*" >> "$CALLS"
+case "$*" in "${FAIL_ON:-none}"*) exit 3 ;; esac
+STUB
+printf '#!/usr/bin/env bash\necho "infer|$*" >> "$CALLS"\n' > "$site/rs/bin/infer"
+chmod +x "$site/scripts/retrieval_study.sh" "$site/rs/bin/infer"
+touch "$site/rs/bin/train" "$site/rs/corpus-long/val.bin" "$site/rs/demo/net-sctp.txt" && chmod +x "$site/rs/bin/train"
+: > "$CALLS"
+(cd "$site" && scripts/reading_study.sh train hybrid128k-readsink2x@11 hybrid128k-readsink2x@12 > train.log 2>&1)
+rc=$?
+[ $rc -eq 0 ] && [ "$(head -n 1 "$CALLS")" = "157286400|read read|100M|-|data" ] \
+    && grep -qE '^157286400\|read read\|100M\|-\|train:hybrid128k-readsink2x@11:[0-9.]+$' "$CALLS" \
+    && grep -qE '^157286400\|read read\|100M\|-\|train:hybrid128k-readsink2x@12:[0-9.]+$' "$CALLS" \
+    && pass "train: two seeds of readsink2x side by side, after the data of read's shards at 100M tokens" \
+    || fail "train with readsink2x: exit $rc, calls: $(cat "$CALLS")"
+: > "$CALLS"
+(cd "$site" && scripts/reading_study.sh train hybrid128k-readsink@11 hybrid128k-readconvpart@11 > train1.log 2>&1)
+[ "$(head -n 1 "$CALLS")" = "157286400|read read|50M|-|data" ] && pass "train: readsink beside readconvpart on read's shards at 50M tokens" \
+    || fail "train with readsink and readconvpart: calls: $(cat "$CALLS")"
+: > "$CALLS"
+(cd "$site" && scripts/reading_study.sh score hybrid128k-readsink2x@11 hybrid128k-readsink2x@12 > score.log 2>&1)
+rc=$?
+evals=$(grep -cE '^[^|]*\|[^|]*\|[^|]*\|-\|eval:hybrid128k-readsink2x@1[12]$' "$CALLS")
+[ $rc -eq 0 ] && [ "$evals" -eq 2 ] && grep -qE '^[^|]*\|[^|]*\|[^|]*\|2048\|eval:hybrid128k-readsink2x@11$' "$CALLS" \
+    && [ "$(grep -c -- '--copy-loss rs/corpus-long/val.bin --gaps 16,128,512,2K,8K,32K,128K' "$CALLS")" -eq 2 ] \
+    && ! grep -q 'data' "$CALLS" && pass "score: both runs' evals and copy loss, the first also with 2K of sight; no data step" \
+    || fail "score: exit $rc, calls: $(cat "$CALLS")"
+
+: > "$CALLS"
+(cd "$site" && FAIL_ON="train:hybrid128k-readsink@12" scripts/reading_study.sh train hybrid128k-readsink@11 hybrid128k-readsink@12 > fail.log 2>&1)
+rc=$?
+[ $rc -eq 1 ] && grep -q 'train:hybrid128k-readsink@11' "$CALLS" && pass "train: a run that fails makes the call exit 1, the other run still runs" \
+    || fail "train with a failing run: exit $rc, calls: $(cat "$CALLS")"
 
 for args in "pairs" "pairs train" "pairs eval a b 1" "pairs train a b"; do
     # shellcheck disable=SC2086
