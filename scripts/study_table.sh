@@ -16,26 +16,32 @@ set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: scripts/study_table.sh DIR LENGTH..." >&2; exit 2; }
 dir=$1; shift
 lengths="$*"
+# The awk functions both tables use: the median of n numbers in a list, the worst of them (the
+# lowest, or with high the highest), and in-place sorts of arr[1..n] by number or by text.
+AWK_STATS='
+function median(list, n,   i, j, t, a) {
+    split(list, a, " ")
+    sort_num(a, n)
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function worst(list, n, high,   i, a, w) {
+    split(list, a, " "); w = a[1]
+    for (i = 2; i <= n; i++) if (high ? a[i] + 0 > w + 0 : a[i] + 0 < w + 0) w = a[i]
+    return w
+}
+function sort_num(arr, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j - 1] + 0 > arr[j] + 0; j--) { t = arr[j]; arr[j] = arr[j - 1]; arr[j - 1] = t } }
+function sort_text(arr, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j - 1] > arr[j]; j--) { t = arr[j]; arr[j] = arr[j - 1]; arr[j - 1] = t } }
+'
 table() {  # kind (needles, offgrid, tree), then the CSV files
     local kind=$1; shift
     [ $# -gt 0 ] || return 0
-    awk -F, -v kind="$kind" -v lengths="$lengths" '
+    awk -F, -v kind="$kind" -v lengths="$lengths" "$AWK_STATS"'
     function fmt(x) { return sprintf("%.0f%%", 100 * x) }
-    function median(list, n,   i, j, t, a) {
-        split(list, a, " ")
-        for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
     # median [worst] of the m runs scored there, and "(m of n runs)" when fewer than all n runs were;
     # the worst of a control (task T-control, the guess rate) is its highest
     function cell(list, m, n, task) {
         if (!m) return "-"
         return fmt(median(substr(list, 2), m)) " [" fmt(worst(substr(list, 2), m, task ~ /-control$/)) "]" (m < n ? " (" m " of " n " runs)" : "")
-    }
-    function worst(list, n, high,   i, a, w) {
-        split(list, a, " "); w = a[1]
-        for (i = 2; i <= n; i++) if (high ? a[i] + 0 > w + 0 : a[i] + 0 < w + 0) w = a[i]
-        return w
     }
     FNR == 1 { run = FILENAME; sub(/.*\//, "", run); sub("_" kind ".*", "", run); runs[run] = 1; next }
     $1 == "all" { next }
@@ -46,14 +52,14 @@ table() {  # kind (needles, offgrid, tree), then the CSV files
     }
     END {
         nl = split(lengths, L, " ")
-        if (kind != "needles") { nl = 0; for (l in seen_len) L[++nl] = l; for (i = 2; i <= nl; i++) for (j = i; j > 1 && L[j - 1] + 0 > L[j] + 0; j--) { t = L[j]; L[j] = L[j - 1]; L[j - 1] = t } }
+        if (kind != "needles") { nl = 0; for (l in seen_len) L[++nl] = l; sort_num(L, nl) }
         head = ""; for (i = 1; i <= nl; i++) head = head " " L[i] " |"
         nd = 0; for (d in depths) D[++nd] = d
-        for (i = 2; i <= nd; i++) for (j = i; j > 1 && D[j - 1] + 0 > D[j] + 0; j--) { t = D[j]; D[j] = D[j - 1]; D[j - 1] = t }
+        sort_num(D, nd)
         # 1. each run
         print ""; print "| " (kind == "needles" ? "run" : "run (" kind ")") " | task |" head
         nr = 0; for (r in runs) R[++nr] = r
-        for (i = 2; i <= nr; i++) for (j = i; j > 1 && R[j - 1] > R[j]; j--) { t = R[j]; R[j] = R[j - 1]; R[j - 1] = t }
+        sort_text(R, nr)
         for (i = 1; i <= nr; i++) for (task in tasks) {
             row = "| " R[i] " | " task " |"
             for (l = 1; l <= nl; l++) { k = R[i] SUBSEP task SUBSEP L[l] SUBSEP "all"; row = row " " ((k in items) && items[k] ? fmt(correct[k] / items[k]) : "-") " |" }
@@ -91,21 +97,14 @@ table() {  # kind (needles, offgrid, tree), then the CSV files
     }' "$@"
 }
 copy_table() {  # the RUN_copy.csv files
-    awk -F, '
-    function median(list, n,   i, j, t, a) {
-        split(list, a, " ")
-        for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
-    function highest(list,   i, n, a, w) { n = split(list, a, " "); w = a[1]; for (i = 2; i <= n; i++) if (a[i] + 0 > w + 0) w = a[i]; return w }
-    function sorted(arr, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j - 1] + 0 > arr[j] + 0; j--) { t = arr[j]; arr[j] = arr[j - 1]; arr[j - 1] = t } }
+    awk -F, "$AWK_STATS"'
     FNR == 1 { run = FILENAME; sub(/.*\//, "", run); sub(/_copy\.csv$/, "", run); runs[run] = 1; next }
     { loss[run SUBSEP $1] = $5; gaps[$1] = 1 }
     END {
-        ng = 0; for (g in gaps) G[++ng] = g; sorted(G, ng)
+        ng = 0; for (g in gaps) G[++ng] = g; sort_num(G, ng)
         head = ""; for (i = 1; i <= ng; i++) head = head " " G[i] " |"
         nr = 0; for (r in runs) R[++nr] = r
-        for (i = 2; i <= nr; i++) for (j = i; j > 1 && R[j - 1] > R[j]; j--) { t = R[j]; R[j] = R[j - 1]; R[j - 1] = t }
+        sort_text(R, nr)
         print ""; print "| run: copy loss on the repeat, by gap |" head
         for (i = 1; i <= nr; i++) {
             row = "| " R[i] " |"
@@ -122,7 +121,7 @@ copy_table() {  # the RUN_copy.csv files
             for (g = 1; g <= ng; g++) {
                 list = ""; m = 0
                 for (x = 1; x <= n; x++) { k = M[x] SUBSEP G[g]; if (k in loss) { list = list " " loss[k]; m++ } }
-                row = row " " (m ? sprintf("%.2f [%.2f]", median(substr(list, 2), m), highest(substr(list, 2))) (m < n ? " (" m " of " n " runs)" : "") : "-") " |"
+                row = row " " (m ? sprintf("%.2f [%.2f]", median(substr(list, 2), m), worst(substr(list, 2), m, 1)) (m < n ? " (" m " of " n " runs)" : "") : "-") " |"
             }
             print row
         }
