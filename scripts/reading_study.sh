@@ -17,7 +17,7 @@
 #                                   copy loss at COPY_GAPS (16 tokens to 128K; COPY_ATTN=1: with where the
 #                                   heads look, infer --copy-attn). Only the variants A and B
 #                                   name get their shards (readwide, readconv, readconvpart, readsink,
-#                                   readsink2x: read's; readsink2x's twice as large). A and B may be two
+#                                   readsink2x, readsinkhd128: read's; readsink2x's twice as large). A and B may be two
 #                                   seeds of one recipe (on one GPU: hybrid128k-readsink@11 hybrid128k-readsink@12).
 #                                   readsink2x's runs take two train calls (~14 minutes side by side), then score
 #   scripts/reading_study.sh data [V]  the data of variants V (read; "read readfirst": both) alone, before
@@ -41,10 +41,12 @@ set -uo pipefail
 call=${1:-}
 CARRY=${CARRY:-.carry/read}
 T0=$SECONDS
-# The variants whose shards runs A and B train on (readwide, readconv, readconvpart, readsink, readsink2x: read's).
+# The variants whose shards runs A and B train on (readwide, readconv, readconvpart, readsink, readsink2x,
+# readsinkhd128: read's).
 train_variants() {
     local v="${1#hybrid128k-}"; v="${v%@*} ${2#hybrid128k-}"; v=${v%@*}
-    v=${v//readwide/read}; v=${v//readconvpart/read}; v=${v//readconv/read}; v=${v//readsink2x/read}; echo "${v//readsink/read}"
+    v=${v//readwide/read}; v=${v//readconvpart/read}; v=${v//readconv/read}; v=${v//readsink2x/read}; v=${v//readsinkhd128/read}
+    echo "${v//readsink/read}"
 }
 # readsink2x trains on twice the tokens: its task shards twice the default's, so that no task
 # document is seen more often than in readsink (scripts/retrieval_study.sh).

@@ -80,6 +80,8 @@
 #              whether the copy is still forming when readsink's runs end. Make its data with SHARD_TOKENS
 #              twice the default (100M: scripts/reading_study.sh does) so that no task document is seen
 #              more often than in readsink; the corpus's own windows are seen twice as often
+#   hybrid128k-readsinkhd128  hybrid128k-readsink with 3 heads of 128 in the same width (HD128_ARGS): each
+#              head matches over twice the dimensions
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
@@ -92,7 +94,7 @@
 # where the controls guess <= 10%) are scored beside the needles at every
 # length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
 # a model reading only the last N tokens of each prompt, as the run ctlN-M.
-# SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, WIDE_ARGS, DEMOS,
+# SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, WIDE_ARGS, HD128_ARGS, DEMOS,
 # QUOTE_EVERY, REPEAT_EVERY, READMORE_*, READFAR_MIN, READFIRST_ONE_IN, READFIRST_SPAN, TPS, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS,
 # QUOTE_SAMPLES, START_LENGTHS, START_SAMPLES narrow or
 # change what `data` makes and the runs take (tests/test_retrieval_study.sh runs every step on the CPU).
@@ -119,10 +121,12 @@ gpu_count() {
     fi
 }
 
-# The model of recipe $1: the study's own, or twice its width and heads for the -readwide recipes.
+# The model of recipe $1: the study's own; twice its width and heads for the -readwide recipes; half
+# its heads at twice their size for the -readsinkhd128 ones.
 M_MODEL() {
     case $1 in
         *-readwide) echo "${WIDE_ARGS:---layers 6 --width 768 --heads 12 --rope-theta 1e7}" ;;
+        *-readsinkhd128) echo "${HD128_ARGS:---layers 6 --width 384 --heads 3 --rope-theta 1e7}" ;;
         *) echo "${MODEL_ARGS:---layers 6 --width 384 --heads 6 --rope-theta 1e7}" ;;
     esac
 }
@@ -211,7 +215,7 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                   echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
         hybrid128k-readwide) echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
         hybrid128k-readconv) echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
-        hybrid128k-readconvpart|hybrid128k-readfirst|hybrid128k-readsink|hybrid128k-readsink2x)
+        hybrid128k-readconvpart|hybrid128k-readfirst|hybrid128k-readsink|hybrid128k-readsink2x|hybrid128k-readsinkhd128)
                   local data=read sink="" cur=$CURRICULUM128K
                   [ "$1" = hybrid128k-readfirst ] && data=readfirst
                   [ "${1#hybrid128k-readsink}" != "$1" ] && sink=--attn-sink

@@ -88,6 +88,10 @@ rc=$?
 [ "$(head -n 1 "$CALLS")" = "157286400|read read|50M|-|data" ] && pass "train: readsink beside readconvpart on read's shards at 50M tokens" \
     || fail "train with readsink and readconvpart: calls: $(cat "$CALLS")"
 : > "$CALLS"
+(cd "$site" && scripts/reading_study.sh train hybrid128k-readsinkhd128@11 hybrid128k-readsink@11 > train2.log 2>&1)
+[ "$(head -n 1 "$CALLS")" = "157286400|read read|50M|-|data" ] && pass "train: readsinkhd128 beside readsink on read's shards at 50M tokens" \
+    || fail "train with readsinkhd128 and readsink: calls: $(cat "$CALLS")"
+: > "$CALLS"
 (cd "$site" && scripts/reading_study.sh score hybrid128k-readsink2x@11 hybrid128k-readsink2x@12 > score.log 2>&1)
 rc=$?
 evals=$(grep -cE '^[^|]*\|[^|]*\|[^|]*\|-\|eval:hybrid128k-readsink2x@1[12]$' "$CALLS")

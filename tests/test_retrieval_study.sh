@@ -20,7 +20,7 @@ ln -s "$PWD/$corpus" "$work/carry/corpus-long"
 
 # Toy sizes: windows of 512..2048 tokens, 2048 tokens a step, 8 steps, a model of 6 layers of width 64.
 export CARRY=$work/carry STUDY_OUT=$work/out WORK=$work/runs DEVICE=cpu OMP_NUM_THREADS=1 \
-    MODEL_ARGS="--layers 6 --width 64 --heads 1 --rope-theta 1e7" WIDE_ARGS="--layers 6 --width 128 --heads 2 --rope-theta 1e7" WINDOWS="512 1024 2048 2048" TPS=2048 TOKENS=16384 \
+    MODEL_ARGS="--layers 6 --width 64 --heads 1 --rope-theta 1e7" WIDE_ARGS="--layers 6 --width 128 --heads 2 --rope-theta 1e7" HD128_ARGS="--layers 6 --width 128 --heads 1 --rope-theta 1e7" WINDOWS="512 1024 2048 2048" TPS=2048 TOKENS=16384 \
     HBLOCK=64 HWINDOW=256 W1M=4096 STEPS_1M=2 SHARDS="512:2048:512 1024:1024:1024 2048:1024:2048 4096:1024:4096" \
     READFAR_MIN=256 SHARD_TOKENS=40K LENGTHS="600 1200" SAMPLES=1 OFFGRID_LENGTHS=700,1500 TREE_LENGTHS=800 OFFGRID_TREE=$PWD/core FILLER_LENGTHS=700 \
     MIN_DOC=1000 QUOTE_BOOK=$PWD/$corpus/bible.txt QBOOK_LENGTHS=700 QUOTE_TREE=$PWD/core QTREE_LENGTHS=800 QUOTE_SAMPLES=1 \
@@ -82,10 +82,10 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart readfirst readsink readsink2x; do
+for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart readfirst readsink readsink2x readsinkhd128; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
     shard=tasks4k-${v/readwide/read}.bin; shard=${shard/readconvpart/read}; shard=${shard/readconv/read}; shard=${shard/readsink2x/read}
-    shard=${shard/readsink/read}
+    shard=${shard/readsinkhd128/read}; shard=${shard/readsink/read}
     grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "$shard" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
         { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
     pass "hybrid128k-$v: trains on its own shards"
@@ -112,6 +112,12 @@ sched() { grep -E '^(stage from|data:)' "$STUDY_OUT/hybrid128k-$1@1_train.log" |
     grep -q '^attention sinks' "$STUDY_OUT/hybrid128k-readsink2x@1_train.log" &&
     pass "hybrid128k-readsink2x: readsink's model with every stage's steps doubled" ||
     fail "readsink2x's schedule: '$(sched readsink2x)' against readsink's '$(sched readsink)'"
+grep -q '^model: 6 layers, width 128, 1 heads' "$STUDY_OUT/hybrid128k-readsinkhd128@1_train.log" &&
+    grep -q '^attention sinks' "$STUDY_OUT/hybrid128k-readsinkhd128@1_train.log" &&
+    grep -q 'their queries and keys convolved over 4 tokens in layers 3,5 only' "$STUDY_OUT/hybrid128k-readsinkhd128@1_train.log" &&
+    [ "$(sched readsinkhd128)" = "$(sched readsink)" ] &&
+    pass "hybrid128k-readsinkhd128: readsink's model and schedule at HD128_ARGS's heads" ||
+    fail "readsinkhd128's model: $(grep -E '^(model|attention sinks|rotary)' "$STUDY_OUT/hybrid128k-readsinkhd128@1_train.log")"
 # TPS below a window: each stage keeps its share of the tokens, a window longer than TPS one a step.
 TPS=1024 $study train:hybrid128k@3:0.0001 > "$work/tps.log" 2>&1
 grep -q 'stage from step 0: windows of 512 tokens, 2 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
