@@ -94,7 +94,9 @@ export CARRY=rs
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 label=$call; case $call in train|score) label="${call}_${2:-}_${3:-}" ;; esac
 label=${label//@/-}  # the device tool brings back only plain file names
-pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$label.tgz" --exclude='*_items.csv' --exclude='*_tokens.csv' --exclude='*.jsonl' build/rs; echo "call $label: $((SECONDS - T0)) s"; }
+# Each item's answer and continuation come back too (the *_items.csv: what a miss wrote); the scored
+# tokens and the task files do not (the sizes).
+pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$label.tgz" --exclude='*_tokens.csv' --exclude='*.jsonl' build/rs; echo "call $label: $((SECONDS - T0)) s"; }
 # Minutes until $1 s into the call (at least 0.3: train's --time-limit 0 would mean none).
 left() { echo "$1 $SECONDS $T0" | awk '{ m = ($1 - ($2 - $3)) / 60; printf "%.2f", m < 0.3 ? 0.3 : m }'; }
 # Commands side by side on the one GPU; each one's output in build/rs/side_N.log, its last lines shown.
