@@ -20,13 +20,19 @@
 #                                   readsink2x, readsinkhd128: read's; readsink2x's twice as large). A and B may be two
 #                                   seeds of one recipe (on one GPU: hybrid128k-readsink@11 hybrid128k-readsink@12).
 #                                   readsink2x's runs take two train calls (~14 minutes side by side), then score
+#   scripts/reading_study.sh long A [B]  then  score1m A [B]   after `train A B` finished them in the
+#                                   same hold (the checkpoints stay on the machine): the 1M stage of each
+#                                   readsink-family run (hybrid1m-X@S from hybrid128k-X@S's weights,
+#                                   STEPS_1M steps of 1M windows, side by side, resumed by a second `long`),
+#                                   then each scored at 512K-1M (SAMPLES_LONG, 2, items a depth) with the copy
+#                                   loss at COPY_GAPS_1M (128K,512K,1000K); ~5 minutes a run alone
 #   scripts/reading_study.sh data [V]  the data of variants V (read; "read readfirst": both) alone, before
 #                                   `train` calls side by side on several GPUs (CUDA_VISIBLE_DEVICES one
 #                                   each); TPS (131072) sets the tokens a
 #                                   step of the runs they train, TRAIN_UNTIL (560) the second of the call they stop at
-#   scripts/reading_study.sh pairs train|score A B S1 S2 ...   one call on a host of several GPUs:
+#   scripts/reading_study.sh pairs train|score|long|score1m A B S1 S2 ...   one call on a host of several GPUs:
 #                                   `train A@Sg B@Sg` (after the data of both, once) or `score` (after
-#                                   finishing a run the call before cut) on GPU g for the g-th seed,
+#                                   finishing a run the call before cut), `long` or `score1m`, on GPU g for the g-th seed,
 #                                   side by side; each GPU's output in build/pairs_train_Sg.log
 #                                   (a version beside its base in the same calls: notes/reading.md)
 #   scripts/reading_study.sh 1 2    the first plan, two calls back to back in one hold, at TOKENS (100M)
@@ -53,21 +59,25 @@ train_variants() {
 shard_tokens() { case "$*" in *readsink2x*) echo "${SHARD_TOKENS:-100M}" ;; *) echo "${SHARD_TOKENS:-50M}" ;; esac; }
 if [ "$call" = pairs ]; then
     what=${2:-} a=${3:-} b=${4:-}
-    if [[ ! $what =~ ^(train|score)$ ]] || [ -z "$a" ] || [ -z "$b" ] || [ $# -lt 5 ]; then
-        echo "usage: scripts/reading_study.sh pairs train|score A B S1 [S2 ...] (one seed a GPU)" >&2; exit 2
+    if [[ ! $what =~ ^(train|score|long|score1m)$ ]] || [ -z "$a" ] || [ -z "$b" ] || [ $# -lt 5 ]; then
+        echo "usage: scripts/reading_study.sh pairs train|score|long|score1m A B S1 [S2 ...] (one seed a GPU)" >&2; exit 2
     fi
     shift 4
     self=${READING_STUDY:-$0}  # tests put a stand-in here
     mkdir -p build
-    [ "$what" = train ] && { SHARD_TOKENS=$(shard_tokens "$a" "$b") "$self" data "$(train_variants "$a" "$b")" 2>&1 | tail -1; echo "data: $((SECONDS - T0)) s"; }
+    # The data once, before the GPUs' calls side by side would each make it.
+    [[ $what =~ ^(train|long)$ ]] && { SHARD_TOKENS=$(shard_tokens "$a" "$b") "$self" data "$(train_variants "$a" "$b")" 2>&1 | tail -1; echo "data: $((SECONDS - T0)) s"; }
     pids=() g=0
     for s in "$@"; do
-        if [ "$what" = train ]; then
-            CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=$((${TRAIN_UNTIL:-578} - (SECONDS - T0))) "$self" train "$a@$s" "$b@$s" > "build/pairs_train_$s.log" 2>&1 &
-        else
-            (CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=300 "$self" train "$a@$s" "$b@$s"
-             CUDA_VISIBLE_DEVICES=$g "$self" score "$a@$s" "$b@$s") > "build/pairs_score_$s.log" 2>&1 &
-        fi
+        case $what in
+            train|long)
+                CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=$((${TRAIN_UNTIL:-578} - (SECONDS - T0))) "$self" "$what" "$a@$s" "$b@$s" > "build/pairs_${what}_$s.log" 2>&1 & ;;
+            score)
+                (CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=300 "$self" train "$a@$s" "$b@$s"
+                 CUDA_VISIBLE_DEVICES=$g "$self" score "$a@$s" "$b@$s") > "build/pairs_score_$s.log" 2>&1 & ;;
+            score1m)  # finishes a 1M stage the call before cut by itself
+                CUDA_VISIBLE_DEVICES=$g "$self" score1m "$a@$s" "$b@$s" > "build/pairs_score1m_$s.log" 2>&1 & ;;
+        esac
         pids+=($!) g=$((g + 1))
     done
     failed=0 i=0
@@ -76,7 +86,7 @@ if [ "$call" = pairs ]; then
         echo "== GPU $i, seed $s: $(tail -n 1 "build/pairs_${what}_$s.log")"
         i=$((i + 1))
     done
-    [ "$what" = score ] && tail -n 45 "build/pairs_score_$1.log"
+    [[ $what =~ ^score ]] && tail -n 45 "build/pairs_${what}_$1.log"
     [ -n "${OUT:-}" ] && tar -czf "$OUT/pairs_${what}_$1.tgz" build/pairs_"$what"_*.log
     echo "call pairs $what: $((SECONDS - T0)) s"
     exit $failed
@@ -92,7 +102,7 @@ mkdir -p rs/bin rs/corpus-long rs/demo build/rs
 [ -f rs/demo/net-sctp.txt ] || tar -xJf "$CARRY/demo.tar.xz" -C rs/demo
 export CARRY=rs
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
-label=$call; case $call in train|score) label="${call}_${2:-}_${3:-}" ;; esac
+label=$call; case $call in train|score|long|score1m) label="${call}_${2:-}_${3:-}" ;; esac
 label=${label//@/-}  # the device tool brings back only plain file names
 # Each item's answer and continuation come back too (the *_items.csv: what a miss wrote); the scored
 # tokens and the task files do not (the sizes).
@@ -117,7 +127,7 @@ copy() {  # copy loss of model $1 at the gaps $2 (ctx $3); COPY_ATTN=1: where it
 }
 source scripts/gpu_lib_paths.sh "$PWD/rs/bin"
 export DEMOS="rs/demo/debian-policy.txt:0.3 rs/demo/net-sctp.txt:0.5 rs/demo/fs-nfs.txt:0.1"
-export STEPS_1M=${STEPS_1M:-12} SAMPLES_LONG=${SAMPLES_LONG:-1} LENGTHS="2048 8192 32768 131072 524288 1048576"
+export STEPS_1M=${STEPS_1M:-12} SAMPLES_LONG=${SAMPLES_LONG:-2} LENGTHS="2048 8192 32768 131072 524288 1048576"
 short="EVAL_MAX=131072 $study"
 case $call in
     1)  # data, then four 128K runs side by side
@@ -166,6 +176,27 @@ case $call in
              "CTL=2048 $short eval:$a"
         $study table | head -60
         pack ;;
-    *) echo "usage: scripts/reading_study.sh pack|1|2|full|data [V]|train A B|score A B|pairs train|score A B S1 S2..." >&2; exit 2 ;;
+    long|score1m)  # (one call each) the 1M stages of the 128K runs named, side by side; then their scores at 512K-1M
+        [ $# -ge 2 ] || { echo "usage: scripts/reading_study.sh $call A@S [B@S] (128K runs trained in this hold)" >&2; exit 2; }
+        runs=() trains=() cmds=()
+        for r in "${@:2}"; do runs+=("${r/#hybrid128k-/hybrid1m-}"); done
+        if [ "$call" = long ]; then
+            export TOKENS=157286400 VARIANTS SHARD_TOKENS; VARIANTS=$(train_variants "$2" "${3:-$2}") SHARD_TOKENS=$(shard_tokens "$@")
+            $study data | tail -1
+            m=$(left "${TRAIN_UNTIL:-560}")
+            for r in "${runs[@]}"; do trains+=("$study train:$r:$m"); done
+            side "${trains[@]}"
+        else
+            m=$(left "${TRAIN_UNTIL:-300}")  # finish a stage the call before cut (nothing if it is done)
+            for r in "${runs[@]}"; do trains+=("$study train:$r:$m"); done
+            side "${trains[@]}" > /dev/null
+            g=${COPY_GAPS_1M:-128K,512K,1000K}
+            for r in "${runs[@]}"; do cmds+=("EVAL_MIN=524288 $study eval:$r; $(copy "$r" "$g" 1048576)"); done
+            side "${cmds[@]}"
+            $study table | head -60
+        fi
+        for r in "${runs[@]}"; do grep -hE '^(done|stopped)' "build/rs/${r}_train.log" | tail -1; done
+        pack ;;
+    *) echo "usage: scripts/reading_study.sh pack|1|2|full|data [V]|train A B|score A B|long A [B]|score1m A [B]|pairs train|score A B S1 S2..." >&2; exit 2 ;;
 esac
 exit "$side_failed"

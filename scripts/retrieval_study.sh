@@ -87,9 +87,9 @@
 #              documents of 1M tokens
 #   hybrid1m-pkfar, hybrid1m-whole, hybrid1m-leadmk  the same from hybrid128k-V@S, its 1M documents
 #              changed as V changed the shorter ones (whole: as hybrid1m's, already whole documents)
-#   hybrid1m-readconv, hybrid1m-readconvpart, hybrid1m-readsink  the same from hybrid128k-readconv@S
-#              (-readconvpart@S, -readsink@S) on read's 1M documents, on one GPU (the q/k convolution does
-#              not run under --cp)
+#   hybrid1m-readconv, hybrid1m-readconvpart, hybrid1m-readsink, hybrid1m-readsink2x, hybrid1m-readsinkhd128
+#              the same from hybrid128k-readconv@S (-readconvpart@S, -readsink@S, ...) on read's 1M documents,
+#              on one GPU (the q/k convolution does not run under --cp)
 # Quote items (data_tool tasks --task quote, each with its control; answers of ANSWER_WORDS = 3 words,
 # where the controls guess <= 10%) are scored beside the needles at every
 # length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
@@ -227,9 +227,9 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
         hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore|hybrid1m-readfar)
                   echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
-        hybrid1m-readconv|hybrid1m-readconvpart|hybrid1m-readsink)
+        hybrid1m-readconv|hybrid1m-readconvpart|hybrid1m-readsink|hybrid1m-readsink2x|hybrid1m-readsinkhd128)
                   local layers=""; [ "$1" != hybrid1m-readconv ] && layers="--qk-conv-layers ${QKCONV_LAYERS:-3,5}"
-                  [ "$1" = hybrid1m-readsink ] && layers+=" --attn-sink"
+                  [ "${1#hybrid1m-readsink}" != "$1" ] && layers+=" --attn-sink"
                   echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} $layers --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M"\
                        "--batch 1 --steps ${STEPS_1M:-24} --mix $(mix_variant_1m read):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
@@ -238,7 +238,7 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
 # How many GPUs a recipe trains over (train --cp): the 1M windows take every visible GPU.
 # CP=P overrides it; SIMULATE_RANKS=1 runs the ranks as threads on one GPU (a check of the path, not a speed).
 M_CP() {  # the q/k convolution does not run under --cp: its recipe takes one rank whatever CP says
-    case $1 in hybrid1m-readconv|hybrid1m-readconvpart|hybrid1m-readsink) echo 1; return ;; esac
+    case $1 in hybrid1m-readconv|hybrid1m-readconvpart|hybrid1m-readsink*) echo 1; return ;; esac
     [ -n "${CP:-}" ] && { echo "$CP"; return; }
     case $1 in hybrid1m*) gpu_count ;; *) echo 1 ;; esac
 }

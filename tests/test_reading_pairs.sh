@@ -3,9 +3,10 @@
 # the study's own calls (READING_STUDY), which records how it was called: `train` makes the data of
 # both runs once, first, then trains A@S and B@S on GPU g for the g-th seed, side by side, each to
 # the call's TRAIN_UNTIL less what the data took; `score` finishes a run the call before cut, then
-# scores it, on the same GPUs; a call that fails makes pairs fail; bad usage is refused. Then one
-# call's `train` and `score` on one GPU with stand-ins for the study and infer: the shards each
-# recipe gets, what score runs, and a failed run failing the call.
+# scores it, on the same GPUs; `long` and `score1m` the same for the 1M stages; a call that fails
+# makes pairs fail; bad usage is refused. Then one call's `train`, `score`, `long` and `score1m` on
+# one GPU with stand-ins for the study and infer: the shards each recipe gets, what score runs, the
+# 1M stages named from the 128K runs and scored at 512K-1M, and a failed run failing the call.
 # Prints PASS/FAIL lines and "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +62,20 @@ FAIL_ON="train hybrid128k-readsink@12 hybrid128k-readconvpart@12" \
     scripts/reading_study.sh pairs train hybrid128k-readsink hybrid128k-readconvpart 11 12 > "$work/fail.log" 2>&1
 [ $? -ne 0 ] && pass "pairs: a GPU's failed call fails the call" || fail "pairs: a failed call went unnoticed"
 
+: > "$CALLS"
+TRAIN_UNTIL=500 scripts/reading_study.sh pairs long hybrid128k-readsink2x hybrid128k-readsink 11 12 > "$work/long.log" 2>&1
+rc=$?
+first=$(head -n 1 "$CALLS")
+[ $rc -eq 0 ] && [ "${first#*|*|}" = "data read read" ] \
+    && grep -qE '^0\|(500|499)\|long hybrid128k-readsink2x@11 hybrid128k-readsink@11$' "$CALLS" \
+    && grep -qE '^1\|(500|499)\|long hybrid128k-readsink2x@12 hybrid128k-readsink@12$' "$CALLS" \
+    && pass "pairs long: the data once, then each GPU's 1M stages of its seed's two runs" || fail "pairs long: exit $rc, calls: $(cat "$CALLS")"
+: > "$CALLS"
+scripts/reading_study.sh pairs score1m hybrid128k-readsink2x hybrid128k-readsink 11 12 > "$work/score1m.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(sort "$CALLS")" = $'0|-|score1m hybrid128k-readsink2x@11 hybrid128k-readsink@11\n1|-|score1m hybrid128k-readsink2x@12 hybrid128k-readsink@12' ] \
+    && pass "pairs score1m: each GPU scores its seed's 1M stages; no data step" || fail "pairs score1m: exit $rc, calls: $(cat "$CALLS")"
+
 # One call's `train` and `score` on one GPU, in a folder of their own with stand-ins for the study
 # (scripts/retrieval_study.sh) and for infer: two seeds of readsink2x side by side get read's shards
 # at twice the default size; score asks for both runs' evals, their copy loss and A's 2K control.
@@ -70,6 +85,7 @@ cp scripts/reading_study.sh scripts/gpu_lib_paths.sh "$site/scripts/"
 cat > "$site/scripts/retrieval_study.sh" <<'STUB'
 #!/usr/bin/env bash
 echo "${TOKENS:--}|${VARIANTS:--}|${SHARD_TOKENS:--}|${CTL:--}|$*" >> "$CALLS"
+[ -n "${EVAL_MIN:-}" ] && echo "$EVAL_MIN|$*" >> "$CALLS.evalmin"
 case "$*" in "${FAIL_ON:-none}"*) exit 3 ;; esac
 STUB
 printf '#!/usr/bin/env bash\necho "infer|$*" >> "$CALLS"\n' > "$site/rs/bin/infer"
@@ -101,12 +117,30 @@ evals=$(grep -cE '^[^|]*\|[^|]*\|[^|]*\|-\|eval:hybrid128k-readsink2x@1[12]$' "$
     || fail "score: exit $rc, calls: $(cat "$CALLS")"
 
 : > "$CALLS"
+(cd "$site" && scripts/reading_study.sh long hybrid128k-readsink2x@11 hybrid128k-readsink2x@12 > long.log 2>&1)
+rc=$?
+[ $rc -eq 0 ] && [ "$(head -n 1 "$CALLS")" = "157286400|read read|100M|-|data" ] \
+    && grep -qE '\|train:hybrid1m-readsink2x@11:[0-9.]+$' "$CALLS" && grep -qE '\|train:hybrid1m-readsink2x@12:[0-9.]+$' "$CALLS" \
+    && ! grep -q 'train:hybrid128k' "$CALLS" \
+    && pass "long: the data, then the 1M stages of both 128K runs side by side" || fail "long: exit $rc, calls: $(cat "$CALLS")"
+: > "$CALLS"; : > "$CALLS.evalmin"
+(cd "$site" && scripts/reading_study.sh score1m hybrid128k-readsinkhd128@13 > score1m.log 2>&1)
+rc=$?
+[ $rc -eq 0 ] && grep -qE '\|train:hybrid1m-readsinkhd128@13:[0-9.]+$' "$CALLS" \
+    && [ "$(cat "$CALLS.evalmin")" = "524288|eval:hybrid1m-readsinkhd128@13" ] \
+    && grep -q -- '--checkpoint out/study/hybrid1m-readsinkhd128@13 --copy-loss rs/corpus-long/val.bin --gaps 128K,512K,1000K .*--ctx 1048576' "$CALLS" \
+    && ! grep -q 'data' "$CALLS" \
+    && pass "score1m: a 1M stage finished, then scored at 512K-1M with the copy at 128K-1000K back" || fail "score1m: exit $rc, calls: $(cat "$CALLS"), $(cat "$CALLS.evalmin")"
+(cd "$site" && scripts/reading_study.sh long > usage.log 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q '^usage:' "$site/usage.log" && pass "refused: reading_study.sh long without a run" || fail "long without a run: exit $rc"
+
+: > "$CALLS"
 (cd "$site" && FAIL_ON="train:hybrid128k-readsink@12" scripts/reading_study.sh train hybrid128k-readsink@11 hybrid128k-readsink@12 > fail.log 2>&1)
 rc=$?
 [ $rc -eq 1 ] && grep -q 'train:hybrid128k-readsink@11' "$CALLS" && pass "train: a run that fails makes the call exit 1, the other run still runs" \
     || fail "train with a failing run: exit $rc, calls: $(cat "$CALLS")"
 
-for args in "pairs" "pairs train" "pairs eval a b 1" "pairs train a b"; do
+for args in "pairs" "pairs train" "pairs eval a b 1" "pairs train a b" "pairs long a b"; do
     # shellcheck disable=SC2086
     out=$(scripts/reading_study.sh $args 2>&1); rc=$?
     [ $rc -eq 2 ] && [[ $out == usage:* ]] && pass "refused: reading_study.sh $args" || fail "reading_study.sh $args: exit $rc: $out"
