@@ -33,7 +33,7 @@
 #   scripts/reading_study.sh pairs train|score|long|score1m A B S1 S2 ...   one call on a host of several GPUs:
 #                                   `train A@Sg B@Sg` (after the data of both, once) or `score` (after
 #                                   finishing a run the call before cut), `long` or `score1m`, on GPU g for the g-th seed,
-#                                   side by side; each GPU's output in build/pairs_train_Sg.log
+#                                   side by side; each GPU's output in build/pairs_<what>_Sg.log
 #                                   (a version beside its base in the same calls: notes/reading.md)
 #   scripts/reading_study.sh 1 2    the first plan, two calls back to back in one hold, at TOKENS (100M)
 #                                   per run: four runs side by side (read@1-3, pkfar@1), then their scores
@@ -125,6 +125,12 @@ copy() {  # copy loss of model $1 at the gaps $2 (ctx $3); COPY_ATTN=1: where it
     echo "rs/bin/infer --device cuda --checkpoint $WORK/$1 --copy-loss rs/corpus-long/val.bin --gaps $2 --copy-samples ${COPY_SAMPLES:-4}" \
          "--ctx $3 ${COPY_ATTN:+--copy-attn} --copy-out build/rs/$1_copy > build/rs/$1_copy.log 2>&1"
 }
+# How the runs' quote items were missed (scripts/quote_misses.py), where their grid was scored.
+misses() {
+    local f files=()
+    for r in "$@"; do f=build/rs/${r}_needles_items.csv; [ -f "$f" ] && files+=("$f"); done
+    [ ${#files[@]} -gt 0 ] && python3 scripts/quote_misses.py "${files[@]}"
+}
 source scripts/gpu_lib_paths.sh "$PWD/rs/bin"
 export DEMOS="rs/demo/debian-policy.txt:0.3 rs/demo/net-sctp.txt:0.5 rs/demo/fs-nfs.txt:0.1"
 export STEPS_1M=${STEPS_1M:-12} SAMPLES_LONG=${SAMPLES_LONG:-2} LENGTHS="2048 8192 32768 131072 524288 1048576"
@@ -175,6 +181,7 @@ case $call in
         side "$short eval:$a" "$short eval:$b" "$(copy "$a" "$g" 140000); $(copy "$b" "$g" 140000)" \
              "CTL=2048 $short eval:$a"
         $study table | head -60
+        misses "$a" "$b" "ctl2048-$a"
         pack ;;
     long|score1m)  # (one call each) the 1M stages of the 128K runs named, side by side; then their scores at 512K-1M
         [ $# -ge 2 ] || { echo "usage: scripts/reading_study.sh $call A@S [B@S] (128K runs trained in this hold)" >&2; exit 2; }
@@ -194,6 +201,7 @@ case $call in
             for r in "${runs[@]}"; do cmds+=("EVAL_MIN=524288 $study eval:$r; $(copy "$r" "$g" 1048576)"); done
             side "${cmds[@]}"
             $study table | head -60
+            misses "${runs[@]}"
         fi
         for r in "${runs[@]}"; do grep -hE '^(done|stopped)' "build/rs/${r}_train.log" | tail -1; done
         pack ;;

@@ -59,6 +59,7 @@ lane_rest() {
     run bench_scaling tests/test_bench_scaling.sh
     run peer_table tests/test_peer_table.sh
     run reading_pairs tests/test_reading_pairs.sh
+    run quote_misses tests/test_quote_misses.sh
     run data ./build/test_data
     run tasks ./build/test_tasks
     run copy_loss ./build/test_copy_loss_cpu
