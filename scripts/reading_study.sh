@@ -192,10 +192,14 @@ case $call in
             $study data | tail -1
             m=$(left "${TRAIN_UNTIL:-560}")
             for r in "${runs[@]}"; do trains+=("$study train:$r:$m"); done
+            # Each run's memory plan sees the whole GPU free when it starts: two side by side on one
+            # GPU must not both keep every activation.
+            [ ${#runs[@]} -gt 1 ] && export RECOMPUTE_1M=${RECOMPUTE_1M:-selective}
             side "${trains[@]}"
         else
             m=$(left "${TRAIN_UNTIL:-300}")  # finish a stage the call before cut (nothing if it is done)
             for r in "${runs[@]}"; do trains+=("$study train:$r:$m"); done
+            [ ${#runs[@]} -gt 1 ] && export RECOMPUTE_1M=${RECOMPUTE_1M:-selective}
             side "${trains[@]}" > /dev/null
             g=${COPY_GAPS_1M:-128K,512K,1000K}
             for r in "${runs[@]}"; do cmds+=("EVAL_MIN=524288 $study eval:$r; $(copy "$r" "$g" 1048576)"); done

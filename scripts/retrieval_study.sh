@@ -94,7 +94,7 @@
 # where the controls guess <= 10%) are scored beside the needles at every
 # length, and over QUOTE_BOOK and QUOTE_TREE (a book and a source tree no model trained on); CTL=N scores
 # a model reading only the last N tokens of each prompt, as the run ctlN-M.
-# SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, W1M, DEVICE, MODEL_ARGS, WIDE_ARGS, HD128_ARGS, DEMOS,
+# SHARDS, SHARD_TOKENS, VARIANTS, LENGTHS, SAMPLES, SAMPLES_LONG, TOKENS, LR, STEPS_1M, LR_1M, RECOMPUTE_1M, W1M, DEVICE, MODEL_ARGS, WIDE_ARGS, HD128_ARGS, DEMOS,
 # QUOTE_EVERY, REPEAT_EVERY, READMORE_*, READFAR_MIN, READFIRST_ONE_IN, READFIRST_SPAN, TPS, QUOTE_BOOK, QUOTE_TREE, QBOOK_LENGTHS, QTREE_LENGTHS,
 # QUOTE_SAMPLES, START_LENGTHS, START_SAMPLES narrow or
 # change what `data` makes and the runs take (tests/test_retrieval_study.sh runs every step on the CPU).
@@ -133,6 +133,9 @@ M_MODEL() {
 COMMON=(--device "$DEVICE" --data "$CORPUS" --val-every 0 --val-batches 2
         --ckpt-every 0 --keep-ckpts 1 --log-every "${LOG_EVERY:-50}" --sample-tokens 0)
 OPT="--lr ${LR:-1.5e-3} --warmup 50"
+# The 1M stages' learning rate and recompute policy (RECOMPUTE_1M: auto takes the fastest that fits the
+# GPU's free memory when the run starts, so runs started side by side on one GPU must name one).
+OPT_1M="--lr ${LR_1M:-3e-4} --warmup 2 --recompute ${RECOMPUTE_1M:-auto}"
 LONGNET=(--segments 2048,8192,32768,131072,524288,1048576 --dilations 1,4,16,64,256,512)
 # The NoPE layers' log-n base (HLOGN, 512): queries past that position scaled by ln(p + 1) / ln(base).
 LOGN=${HLOGN:-512}
@@ -223,15 +226,15 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                   echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} --qk-conv-layers ${QKCONV_LAYERS:-3,5} $sink"\
                        "${cur/--mix $MIX128K/--mix $(mix_variant $data)} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
-                       "--mix $(shard "$W1M"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
+                       "--mix $(shard "$W1M"):0.5 $OPT_1M" ;;
         hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore|hybrid1m-readfar)
                   echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
-                       "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
+                       "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 $OPT_1M" ;;
         hybrid1m-readconv|hybrid1m-readconvpart|hybrid1m-readsink|hybrid1m-readsink2x|hybrid1m-readsinkhd128)
                   local layers=""; [ "$1" != hybrid1m-readconv ] && layers="--qk-conv-layers ${QKCONV_LAYERS:-3,5}"
                   [ "${1#hybrid1m-readsink}" != "$1" ] && layers+=" --attn-sink"
                   echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} $layers --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M"\
-                       "--batch 1 --steps ${STEPS_1M:-24} --mix $(mix_variant_1m read):0.5 --lr ${LR_1M:-3e-4} --warmup 2" ;;
+                       "--batch 1 --steps ${STEPS_1M:-24} --mix $(mix_variant_1m read):0.5 $OPT_1M" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
     esac
 }

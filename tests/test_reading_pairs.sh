@@ -86,6 +86,7 @@ cat > "$site/scripts/retrieval_study.sh" <<'STUB'
 #!/usr/bin/env bash
 echo "${TOKENS:--}|${VARIANTS:--}|${SHARD_TOKENS:--}|${CTL:--}|$*" >> "$CALLS"
 [ -n "${EVAL_MIN:-}" ] && echo "$EVAL_MIN|$*" >> "$CALLS.evalmin"
+[[ $* == train:hybrid1m-* ]] && echo "${RECOMPUTE_1M:-auto}|$*" >> "$CALLS.recompute"
 case "$*" in "${FAIL_ON:-none}"*) exit 3 ;; esac
 STUB
 printf '#!/usr/bin/env bash\necho "infer|$*" >> "$CALLS"\n' > "$site/rs/bin/infer"
@@ -123,6 +124,12 @@ rc=$?
     && grep -qE '\|train:hybrid1m-readsink2x@11:[0-9.]+$' "$CALLS" && grep -qE '\|train:hybrid1m-readsink2x@12:[0-9.]+$' "$CALLS" \
     && ! grep -q 'train:hybrid128k' "$CALLS" \
     && pass "long: the data, then the 1M stages of both 128K runs side by side" || fail "long: exit $rc, calls: $(cat "$CALLS")"
+[ "$(cut -d'|' -f1 "$CALLS.recompute" | sort -u)" = selective ] && pass "long: two 1M stages on one GPU keep less (selective recompute)" \
+    || fail "long's recompute: $(cat "$CALLS.recompute")"
+: > "$CALLS.recompute"
+(cd "$site" && scripts/reading_study.sh long hybrid128k-readsink@11 > long1.log 2>&1)
+[ "$(wc -l < "$CALLS.recompute")" -eq 1 ] && grep -qE '^auto\|train:hybrid1m-readsink@11:[0-9.]+$' "$CALLS.recompute" \
+    && pass "long: one 1M stage alone takes the fastest policy that fits" || fail "long alone's recompute: $(cat "$CALLS.recompute")"
 : > "$CALLS"; : > "$CALLS.evalmin"
 (cd "$site" && scripts/reading_study.sh score1m hybrid128k-readsinkhd128@13 > score1m.log 2>&1)
 rc=$?
