@@ -5,8 +5,9 @@
 # each of all_params.h, all.h, all.cuh (and all_launch.cuh for a pattern with launches of its
 # own); nothing else in the production code names it. Checked by taking each out in turn: a copy
 # of the sources without its files and lines still builds (every header of core/, data/, comm/,
-# layers/ and model/ with g++; the flash kernels' instantiation unit with nvcc to PTX, every
-# kernel template instantiated from the list, without ptxas's minutes per copy). The canary, per
+# layers/ and model/ with g++; the flash kernels' instantiation unit through nvcc's front ends,
+# host and device, every kernel template instantiated from the list, without the device code
+# generation's minute per copy: -fdevice-syntax-only). The canary, per
 # pattern: the same copy with the files gone but the lines kept must fail, or the check could not
 # fail.
 # What a user and a reader meet must not outlive a module either: no flag declared outside
@@ -89,11 +90,30 @@ for stem in "${stems[@]}"; do
     else fail "without the $stem pattern the headers do not compile:"; grep -m3 error "$work/without_$stem.log"; fi
     if [ "${1:-}" != --quick ]; then
         if (cd "$work/without_$stem" && nice "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=compute_90a -I. --expt-relaxed-constexpr \
-                -Xcompiler -fopenmp -ptx -o flash.ptx layers/cuda/attention/attention_flash.cu) > "$work/nvcc_$stem.log" 2>&1; then
+                -Xcompiler -fopenmp -fdevice-syntax-only -c -o flash.o layers/cuda/attention/attention_flash.cu) > "$work/nvcc_$stem.log" 2>&1; then
             pass "without the $stem pattern: the flash kernels' instantiation unit compiles (its instances from the list)"
         else fail "without the $stem pattern attention_flash.cu does not compile:"; grep -m3 error "$work/nvcc_$stem.log"; fi
     fi
 done
+
+# The nvcc canary: front ends that stop before device code must still instantiate the kernels the
+# list names, or step 3 could pass a copy whose kernels no longer compile. A static_assert that only
+# an instance reached through the list trips (the fixed pattern's kept_bits) must fail the unit.
+if [ "${1:-}" != --quick ]; then
+    mkdir -p "$work/nvcc_canary" && cp -r core data comm layers model optim "$work/nvcc_canary"/
+    f=$work/nvcc_canary/layers/patterns/fixed.cuh
+    sed -i -E 's/(static uint32_t kept_bits\(const Params&, int, int, int\) \{)/\1 static_assert(NC < 0, "nvcc canary");/' "$f"
+    if ! grep -q 'nvcc canary' "$f"; then
+        fail "the nvcc canary could not be planted: layers/patterns/fixed.cuh has no kept_bits template to plant it in (update this check)"
+    elif (cd "$work/nvcc_canary" && nice "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=compute_90a -I. --expt-relaxed-constexpr \
+              -Xcompiler -fopenmp -fdevice-syntax-only -c -o flash.o layers/cuda/attention/attention_flash.cu) > "$work/nvcc_canary.log" 2>&1; then
+        fail "the nvcc canary (a static_assert in an instance the list reaches) compiled: step 3's nvcc check cannot fail"
+    elif grep -q 'static assertion failed with "nvcc canary"' "$work/nvcc_canary.log"; then
+        pass "the nvcc canary fails on its static_assert: the list's instances are compiled"
+    else
+        fail "the nvcc canary failed for another reason: $(grep -m1 error "$work/nvcc_canary.log")"
+    fi
+fi
 
 # ---- Flags, help lines and doc rows. A pattern's name (kName) and flags, read from its module.
 registry=()  # every pattern's name, in the list's order
