@@ -187,19 +187,18 @@ case $call in
         [ $# -ge 2 ] || { echo "usage: scripts/reading_study.sh $call A@S [B@S] (128K runs trained in this hold)" >&2; exit 2; }
         runs=() trains=() cmds=()
         for r in "${@:2}"; do runs+=("${r/#hybrid128k-/hybrid1m-}"); done
+        # long trains to TRAIN_UNTIL; score1m first finishes a stage the call before cut (nothing if done).
+        until=${TRAIN_UNTIL:-560}; [ "$call" = score1m ] && until=${TRAIN_UNTIL:-300}
+        m=$(left "$until")
+        for r in "${runs[@]}"; do trains+=("$study train:$r:$m"); done
+        # Each run's memory plan sees the whole GPU free when it starts: two side by side on one
+        # GPU must not both keep every activation.
+        [ ${#runs[@]} -gt 1 ] && export RECOMPUTE_1M=${RECOMPUTE_1M:-selective}
         if [ "$call" = long ]; then
             export TOKENS=157286400 VARIANTS SHARD_TOKENS; VARIANTS=$(train_variants "$2" "${3:-$2}") SHARD_TOKENS=$(shard_tokens "$@")
             $study data | tail -1
-            m=$(left "${TRAIN_UNTIL:-560}")
-            for r in "${runs[@]}"; do trains+=("$study train:$r:$m"); done
-            # Each run's memory plan sees the whole GPU free when it starts: two side by side on one
-            # GPU must not both keep every activation.
-            [ ${#runs[@]} -gt 1 ] && export RECOMPUTE_1M=${RECOMPUTE_1M:-selective}
             side "${trains[@]}"
         else
-            m=$(left "${TRAIN_UNTIL:-300}")  # finish a stage the call before cut (nothing if it is done)
-            for r in "${runs[@]}"; do trains+=("$study train:$r:$m"); done
-            [ ${#runs[@]} -gt 1 ] && export RECOMPUTE_1M=${RECOMPUTE_1M:-selective}
             side "${trains[@]}" > /dev/null
             g=${COPY_GAPS_1M:-128K,512K,1000K}
             for r in "${runs[@]}"; do cmds+=("EVAL_MIN=524288 $study eval:$r; $(copy "$r" "$g" 1048576)"); done

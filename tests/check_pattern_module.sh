@@ -41,6 +41,11 @@ list_line[dilated]='X(Dilated, dilated)'
 files[dilated]='dilated_params.h dilated.h dilated.cuh dilated_launch.cuh dilated_reference.h dilated_tuning.h'
 names[dilated]='Dilated[A-Z][A-Za-z]*|AttnKind::Dilated|\.dilated\.|patterns/dilated|dilated_[a-z_]+\(|kMaxDilatedBranches|dilated_(min_chunk_tokens|forward_group|backward_group)'
 
+# The flash kernels' instantiation unit in dir $1 through nvcc's front ends (log in $2).
+nvcc_front() {
+    (cd "$1" && nice "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=compute_90a -I. --expt-relaxed-constexpr \
+        -Xcompiler -fopenmp -fdevice-syntax-only -c -o flash.o layers/cuda/attention/attention_flash.cu) > "$2" 2>&1
+}
 host_build() {  # dir -> every header in one translation unit, syntax only
     local dir=$1
     (cd "$dir" && find core data comm layers model optim -name '*.h' | sort | sed 's/.*/#include "&"/' > all_headers.cpp &&
@@ -89,8 +94,7 @@ for stem in "${stems[@]}"; do
     if host_build "$work/without_$stem"; then pass "without the $stem pattern: every header of core/ data/ comm/ layers/ model/ compiles"
     else fail "without the $stem pattern the headers do not compile:"; grep -m3 error "$work/without_$stem.log"; fi
     if [ "${1:-}" != --quick ]; then
-        if (cd "$work/without_$stem" && nice "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=compute_90a -I. --expt-relaxed-constexpr \
-                -Xcompiler -fopenmp -fdevice-syntax-only -c -o flash.o layers/cuda/attention/attention_flash.cu) > "$work/nvcc_$stem.log" 2>&1; then
+        if nvcc_front "$work/without_$stem" "$work/nvcc_$stem.log"; then
             pass "without the $stem pattern: the flash kernels' instantiation unit compiles (its instances from the list)"
         else fail "without the $stem pattern attention_flash.cu does not compile:"; grep -m3 error "$work/nvcc_$stem.log"; fi
     fi
@@ -105,8 +109,7 @@ if [ "${1:-}" != --quick ]; then
     sed -i -E 's/(static uint32_t kept_bits\(const Params&, int, int, int\) \{)/\1 static_assert(NC < 0, "nvcc canary");/' "$f"
     if ! grep -q 'nvcc canary' "$f"; then
         fail "the nvcc canary could not be planted: layers/patterns/fixed.cuh has no kept_bits template to plant it in (update this check)"
-    elif (cd "$work/nvcc_canary" && nice "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=compute_90a -I. --expt-relaxed-constexpr \
-              -Xcompiler -fopenmp -fdevice-syntax-only -c -o flash.o layers/cuda/attention/attention_flash.cu) > "$work/nvcc_canary.log" 2>&1; then
+    elif nvcc_front "$work/nvcc_canary" "$work/nvcc_canary.log"; then
         fail "the nvcc canary (a static_assert in an instance the list reaches) compiled: step 3's nvcc check cannot fail"
     elif grep -q 'static assertion failed with "nvcc canary"' "$work/nvcc_canary.log"; then
         pass "the nvcc canary fails on its static_assert: the list's instances are compiled"
