@@ -17,9 +17,11 @@
 #                                   copy loss at COPY_GAPS (16 tokens to 128K; COPY_ATTN=1: with where the
 #                                   heads look, infer --copy-attn). Only the variants A and B
 #                                   name get their shards (readwide, readconv, readconvpart, readsink,
-#                                   readsink2x, readsinkhd128: read's; readsink2x's twice as large). A and B may be two
+#                                   readsink2x, readsinkhd128[x3]: read's; readsink2x's twice as large,
+#                                   readsinkhd128x3's three times). A and B may be two
 #                                   seeds of one recipe (on one GPU: hybrid128k-readsink@11 hybrid128k-readsink@12).
-#                                   readsink2x's runs take two train calls (~14 minutes side by side), then score
+#                                   readsink2x's and readsinkhd128x3's runs take two train calls (~14 and ~18
+#                                   minutes side by side), then score
 #   scripts/reading_study.sh long A [B]  then  score1m A [B]   after `train A B` finished them in the
 #                                   same hold (the checkpoints stay on the machine): the 1M stage of each
 #                                   readsink-family run (hybrid1m-X@S from hybrid128k-X@S's weights,
@@ -48,15 +50,22 @@ call=${1:-}
 CARRY=${CARRY:-.carry/read}
 T0=$SECONDS
 # The variants whose shards runs A and B train on (readwide, readconv, readconvpart, readsink, readsink2x,
-# readsinkhd128: read's).
+# readsinkhd128[x3]: read's).
 train_variants() {
     local v="${1#hybrid128k-}"; v="${v%@*} ${2#hybrid128k-}"; v=${v%@*}
-    v=${v//readwide/read}; v=${v//readconvpart/read}; v=${v//readconv/read}; v=${v//readsink2x/read}; v=${v//readsinkhd128/read}
+    v=${v//readwide/read}; v=${v//readconvpart/read}; v=${v//readconv/read}; v=${v//readsink2x/read}; v=${v//readsinkhd128x3/read}; v=${v//readsinkhd128/read}
     echo "${v//readsink/read}"
 }
-# readsink2x trains on twice the tokens: its task shards twice the default's, so that no task
-# document is seen more often than in readsink (scripts/retrieval_study.sh).
-shard_tokens() { case "$*" in *readsink2x*) echo "${SHARD_TOKENS:-100M}" ;; *) echo "${SHARD_TOKENS:-50M}" ;; esac; }
+# readsink2x trains on twice the tokens, readsinkhd128x3 on three times: their task shards as many
+# times the default's, so that no task document is seen more often than in readsink
+# (scripts/retrieval_study.sh).
+shard_tokens() {
+    case "$*" in
+        *readsinkhd128x3*) echo "${SHARD_TOKENS:-150M}" ;;
+        *readsink2x*) echo "${SHARD_TOKENS:-100M}" ;;
+        *) echo "${SHARD_TOKENS:-50M}" ;;
+    esac
+}
 if [ "$call" = pairs ]; then
     what=${2:-} a=${3:-} b=${4:-}
     if [[ ! $what =~ ^(train|score|long|score1m)$ ]] || [ -z "$a" ] || [ -z "$b" ] || [ $# -lt 5 ]; then

@@ -82,12 +82,15 @@
 #              more often than in readsink; the corpus's own windows are seen twice as often
 #   hybrid128k-readsinkhd128  hybrid128k-readsink with 3 heads of 128 in the same width (HD128_ARGS): each
 #              head matches over twice the dimensions
+#   hybrid128k-readsinkhd128x3  hybrid128k-readsinkhd128 at three times the tokens (every stage's steps
+#              tripled; its data with SHARD_TOKENS three times the default, 150M: scripts/reading_study.sh does):
+#              the tokens that help (readsink2x) at the heads that make them cheaper
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
 #   hybrid1m-pkfar, hybrid1m-whole, hybrid1m-leadmk  the same from hybrid128k-V@S, its 1M documents
 #              changed as V changed the shorter ones (whole: as hybrid1m's, already whole documents)
-#   hybrid1m-readconv, hybrid1m-readconvpart, hybrid1m-readsink, hybrid1m-readsink2x, hybrid1m-readsinkhd128
+#   hybrid1m-readconv, hybrid1m-readconvpart, hybrid1m-readsink, hybrid1m-readsink2x, hybrid1m-readsinkhd128[x3]
 #              the same from hybrid128k-readconv@S (-readconvpart@S, -readsink@S, ...) on read's 1M documents,
 #              on one GPU (the q/k convolution does not run under --cp)
 # Quote items (data_tool tasks --task quote, each with its control; answers of ANSWER_WORDS = 3 words,
@@ -122,11 +125,11 @@ gpu_count() {
 }
 
 # The model of recipe $1: the study's own; twice its width and heads for the -readwide recipes; half
-# its heads at twice their size for the -readsinkhd128 ones.
+# its heads at twice their size for the -readsinkhd128[x3] ones.
 M_MODEL() {
     case $1 in
         *-readwide) echo "${WIDE_ARGS:---layers 6 --width 768 --heads 12 --rope-theta 1e7}" ;;
-        *-readsinkhd128) echo "${HD128_ARGS:---layers 6 --width 384 --heads 3 --rope-theta 1e7}" ;;
+        *-readsinkhd128|*-readsinkhd128x3) echo "${HD128_ARGS:---layers 6 --width 384 --heads 3 --rope-theta 1e7}" ;;
         *) echo "${MODEL_ARGS:---layers 6 --width 384 --heads 6 --rope-theta 1e7}" ;;
     esac
 }
@@ -182,7 +185,10 @@ mix_variant_1m() {  # the 1M stage's shard of variant $1 (whole: the recipe's ow
     esac
 }
 CURRICULUM128K="--seq-len $W1 --batch $B1 --steps $STEPS --schedule ${W2}x$B2@$S2K,${W3}x$B3@$S8K,${W4}x$B4@$S32K --mix $MIX128K"
-CURRICULUM128K2X="--seq-len $W1 --batch $B1 --steps $((2 * STEPS)) --schedule ${W2}x$B2@$((2 * S2K)),${W3}x$B3@$((2 * S8K)),${W4}x$B4@$((2 * S32K)) --mix $MIX128K"
+# The curriculum with every stage's steps multiplied by $1.
+curriculum_times() {
+    echo "--seq-len $W1 --batch $B1 --steps $(($1 * STEPS)) --schedule ${W2}x$B2@$(($1 * S2K)),${W3}x$B3@$(($1 * S8K)),${W4}x$B4@$(($1 * S32K)) --mix $MIX128K"
+}
 W1M=${W1M:-1048576}  # the window of hybrid1m (tests shrink it)
 M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
     case $1 in
@@ -218,11 +224,12 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                   echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant "${1#hybrid128k-}")} $OPT" ;;
         hybrid128k-readwide) echo "$HYBRID --logn-attn $LOGN ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
         hybrid128k-readconv) echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
-        hybrid128k-readconvpart|hybrid128k-readfirst|hybrid128k-readsink|hybrid128k-readsink2x|hybrid128k-readsinkhd128)
+        hybrid128k-readconvpart|hybrid128k-readfirst|hybrid128k-readsink|hybrid128k-readsink2x|hybrid128k-readsinkhd128|hybrid128k-readsinkhd128x3)
                   local data=read sink="" cur=$CURRICULUM128K
                   [ "$1" = hybrid128k-readfirst ] && data=readfirst
                   [ "${1#hybrid128k-readsink}" != "$1" ] && sink=--attn-sink
-                  [ "$1" = hybrid128k-readsink2x ] && cur=$CURRICULUM128K2X
+                  [ "$1" = hybrid128k-readsink2x ] && cur=$(curriculum_times 2)
+                  [ "$1" = hybrid128k-readsinkhd128x3 ] && cur=$(curriculum_times 3)
                   echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} --qk-conv-layers ${QKCONV_LAYERS:-3,5} $sink"\
                        "${cur/--mix $MIX128K/--mix $(mix_variant $data)} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
@@ -230,7 +237,7 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
         hybrid1m-pkfar|hybrid1m-whole|hybrid1m-leadmk|hybrid1m-read|hybrid1m-readmore|hybrid1m-readfar)
                   echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 $OPT_1M" ;;
-        hybrid1m-readconv|hybrid1m-readconvpart|hybrid1m-readsink|hybrid1m-readsink2x|hybrid1m-readsinkhd128)
+        hybrid1m-readconv|hybrid1m-readconvpart|hybrid1m-readsink|hybrid1m-readsink2x|hybrid1m-readsinkhd128|hybrid1m-readsinkhd128x3)
                   local layers=""; [ "$1" != hybrid1m-readconv ] && layers="--qk-conv-layers ${QKCONV_LAYERS:-3,5}"
                   [ "${1#hybrid1m-readsink}" != "$1" ] && layers+=" --attn-sink"
                   echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} $layers --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M"\

@@ -47,6 +47,12 @@ rc=$?
 [ $rc -eq 0 ] && [ "$(head -n 1 "$CALLS" | cut -d'|' -f3)" = "data read read" ] && [ "$(cat "$CALLS.shard")" = 100M ] \
     && pass "pairs train: readsink2x on read's shards, made twice as large (100M tokens)" \
     || fail "pairs train with readsink2x: exit $rc, calls $(cat "$CALLS"), shard size $(cat "$CALLS.shard")"
+: > "$CALLS"; : > "$CALLS.shard"
+scripts/reading_study.sh pairs train hybrid128k-readsinkhd128x3 hybrid128k-readsinkhd128 11 12 > "$work/train3x.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(head -n 1 "$CALLS" | cut -d'|' -f3)" = "data read read" ] && [ "$(cat "$CALLS.shard")" = 150M ] \
+    && pass "pairs train: readsinkhd128x3 on read's shards, made three times as large (150M tokens)" \
+    || fail "pairs train with readsinkhd128x3: exit $rc, calls $(cat "$CALLS"), shard size $(cat "$CALLS.shard")"
 
 : > "$CALLS"
 scripts/reading_study.sh pairs score hybrid128k-readsink hybrid128k-readconvpart 13 14 > "$work/score.log" 2>&1
