@@ -37,6 +37,9 @@
 #                                   finishing a run the call before cut), `long` or `score1m`, on GPU g for the g-th seed,
 #                                   side by side; each GPU's output in build/pairs_<what>_Sg.log
 #                                   (a version beside its base in the same calls: notes/reading.md)
+#   scripts/reading_study.sh seeds train|score|long|score1m A S1 S2 S3 S4 ...   the same for four (2n)
+#                                   runs of one recipe: A@S1 beside A@S2 on GPU 0, A@S3 beside A@S4 on GPU 1;
+#                                   long and score1m: the 1M stages of A@S1 on GPU 0 and A@S3 on GPU 1, each alone
 #   scripts/reading_study.sh 1 2    the first plan, two calls back to back in one hold, at TOKENS (100M)
 #                                   per run: four runs side by side (read@1-3, pkfar@1), then their scores
 #                                   and controls beside the 1M stage of read@1 (cut by the call's end). At
@@ -66,38 +69,54 @@ shard_tokens() {
         *) echo "${SHARD_TOKENS:-50M}" ;;
     esac
 }
-if [ "$call" = pairs ]; then
-    what=${2:-} a=${3:-} b=${4:-}
-    if [[ ! $what =~ ^(train|score|long|score1m)$ ]] || [ -z "$a" ] || [ -z "$b" ] || [ $# -lt 5 ]; then
-        echo "usage: scripts/reading_study.sh pairs train|score|long|score1m A B S1 [S2 ...] (one seed a GPU)" >&2; exit 2
+if [ "$call" = pairs ] || [ "$call" = seeds ]; then
+    what=${2:-} a=${3:-} b=${4:-} nfixed=4
+    [ "$call" = seeds ] && b=$a nfixed=3
+    usage="usage: scripts/reading_study.sh pairs train|score|long|score1m A B S1 [S2 ...] (one seed a GPU)"
+    [ "$call" = seeds ] && usage="usage: scripts/reading_study.sh seeds train|score|long|score1m A S1 S2 [S3 S4 ...] (two seeds a GPU)"
+    if [[ ! $what =~ ^(train|score|long|score1m)$ ]] || [ -z "$a" ] || [ -z "$b" ] || [ $# -le $nfixed ]; then
+        echo "$usage" >&2; exit 2
     fi
-    shift 4
+    shift $nfixed
+    [ "$call" = seeds ] && [ $(($# % 2)) -ne 0 ] && { echo "$usage: an even number of seeds" >&2; exit 2; }
+    # Each GPU's runs and the seed that names its log. pairs: A@S and B@S for the g-th seed. seeds: A at
+    # the g-th two seeds; the 1M stages (long, score1m) of the first of them only, alone on the GPU, so
+    # that it keeps every activation.
+    gpu_runs=() gpu_seed=()
+    while [ $# -gt 0 ]; do
+        if [ "$call" = pairs ]; then gpu_runs+=("$a@$1 $b@$1"); gpu_seed+=("$1"); shift
+        else
+            if [[ $what =~ ^(train|score)$ ]]; then gpu_runs+=("$a@$1 $a@$2"); else gpu_runs+=("$a@$1"); fi
+            gpu_seed+=("$1"); shift 2
+        fi
+    done
     self=${READING_STUDY:-$0}  # tests put a stand-in here
     mkdir -p build
     # The data once, before the GPUs' calls side by side would each make it.
     [[ $what =~ ^(train|long)$ ]] && { SHARD_TOKENS=$(shard_tokens "$a" "$b") "$self" data "$(train_variants "$a" "$b")" 2>&1 | tail -1; echo "data: $((SECONDS - T0)) s"; }
-    pids=() g=0
-    for s in "$@"; do
+    pids=()
+    for g in "${!gpu_runs[@]}"; do
+        read -ra runs <<< "${gpu_runs[$g]}"
+        log=build/pairs_${what}_${gpu_seed[$g]}.log
         case $what in
             train|long)
-                CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=$((${TRAIN_UNTIL:-578} - (SECONDS - T0))) "$self" "$what" "$a@$s" "$b@$s" > "build/pairs_${what}_$s.log" 2>&1 & ;;
+                CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=$((${TRAIN_UNTIL:-578} - (SECONDS - T0))) "$self" "$what" "${runs[@]}" > "$log" 2>&1 & ;;
             score)
-                (CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=300 "$self" train "$a@$s" "$b@$s"
-                 CUDA_VISIBLE_DEVICES=$g "$self" score "$a@$s" "$b@$s") > "build/pairs_score_$s.log" 2>&1 & ;;
+                (CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=300 "$self" train "${runs[@]}"
+                 CUDA_VISIBLE_DEVICES=$g "$self" score "${runs[@]}") > "$log" 2>&1 & ;;
             score1m)  # finishes a 1M stage the call before cut by itself
-                CUDA_VISIBLE_DEVICES=$g "$self" score1m "$a@$s" "$b@$s" > "build/pairs_score1m_$s.log" 2>&1 & ;;
+                CUDA_VISIBLE_DEVICES=$g "$self" score1m "${runs[@]}" > "$log" 2>&1 & ;;
         esac
-        pids+=($!) g=$((g + 1))
+        pids+=($!)
     done
-    failed=0 i=0
-    for s in "$@"; do
-        wait "${pids[$i]}" || failed=1
-        echo "== GPU $i, seed $s: $(tail -n 1 "build/pairs_${what}_$s.log")"
-        i=$((i + 1))
+    failed=0
+    for g in "${!gpu_runs[@]}"; do
+        wait "${pids[$g]}" || failed=1
+        echo "== GPU $g, seed ${gpu_seed[$g]}: $(tail -n 1 "build/pairs_${what}_${gpu_seed[$g]}.log")"
     done
-    [[ $what =~ ^score ]] && tail -n 45 "build/pairs_${what}_$1.log"
-    [ -n "${OUT:-}" ] && tar -czf "$OUT/pairs_${what}_$1.tgz" build/pairs_"$what"_*.log
-    echo "call pairs $what: $((SECONDS - T0)) s"
+    [[ $what =~ ^score ]] && tail -n 45 "build/pairs_${what}_${gpu_seed[0]}.log"
+    [ -n "${OUT:-}" ] && tar -czf "$OUT/pairs_${what}_${gpu_seed[0]}.tgz" build/pairs_"$what"_*.log
+    echo "call $call $what: $((SECONDS - T0)) s"
     exit $failed
 fi
 study=scripts/retrieval_study.sh
@@ -217,6 +236,6 @@ case $call in
         fi
         for r in "${runs[@]}"; do grep -hE '^(done|stopped)' "build/rs/${r}_train.log" | tail -1; done
         pack ;;
-    *) echo "usage: scripts/reading_study.sh pack|1|2|full|data [V]|train A B|score A B|long A [B]|score1m A [B]|pairs train|score A B S1 S2..." >&2; exit 2 ;;
+    *) echo "usage: scripts/reading_study.sh pack|1|2|full|data [V]|train A B|score A B|long A [B]|score1m A [B]|pairs train|score|long|score1m A B S1 S2...|seeds train|score|long|score1m A S1 S2 S3 S4..." >&2; exit 2 ;;
 esac
 exit "$side_failed"

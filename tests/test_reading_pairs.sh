@@ -4,7 +4,8 @@
 # both runs once, first, then trains A@S and B@S on GPU g for the g-th seed, side by side, each to
 # the call's TRAIN_UNTIL less what the data took; `score` finishes a run the call before cut, then
 # scores it, on the same GPUs; `long` and `score1m` the same for the 1M stages; a call that fails
-# makes pairs fail; bad usage is refused. Then one call's `train`, `score`, `long` and `score1m` on
+# makes pairs fail; bad usage is refused; `seeds`, four runs of one recipe two a GPU, and the 1M
+# stages of each GPU's first seed. Then one call's `train`, `score`, `long` and `score1m` on
 # one GPU with stand-ins for the study and infer: the shards each recipe gets, what score runs, the
 # 1M stages named from the 128K runs and scored at 512K-1M, and a failed run failing the call.
 # Prints PASS/FAIL lines and "N passed, M failed".
@@ -82,6 +83,35 @@ rc=$?
 [ $rc -eq 0 ] && [ "$(sort "$CALLS")" = $'0|-|score1m hybrid128k-readsink2x@11 hybrid128k-readsink@11\n1|-|score1m hybrid128k-readsink2x@12 hybrid128k-readsink@12' ] \
     && pass "pairs score1m: each GPU scores its seed's 1M stages; no data step" || fail "pairs score1m: exit $rc, calls: $(cat "$CALLS")"
 
+# seeds: four runs of one recipe, two a GPU; the 1M stages of each GPU's first seed, alone.
+: > "$CALLS"; : > "$CALLS.shard"
+TRAIN_UNTIL=500 scripts/reading_study.sh seeds train hybrid128k-readsinkhd128x3 11 12 13 14 > "$work/seeds_train.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(head -n 1 "$CALLS" | cut -d'|' -f3)" = "data read read" ] && [ "$(cat "$CALLS.shard")" = 150M ] \
+    && grep -qE '^0\|(500|499)\|train hybrid128k-readsinkhd128x3@11 hybrid128k-readsinkhd128x3@12$' "$CALLS" \
+    && grep -qE '^1\|(500|499)\|train hybrid128k-readsinkhd128x3@13 hybrid128k-readsinkhd128x3@14$' "$CALLS" \
+    && [ "$(wc -l < "$CALLS")" -eq 3 ] && grep -q '^== GPU 1, seed 13: stub train' "$work/seeds_train.log" \
+    && pass "seeds train: the data once, then seeds 11, 12 on GPU 0 and 13, 14 on GPU 1" \
+    || fail "seeds train: exit $rc, calls: $(cat "$CALLS"), shard $(cat "$CALLS.shard")"
+: > "$CALLS"
+scripts/reading_study.sh seeds score hybrid128k-readsinkhd128x3 11 12 13 14 > "$work/seeds_score.log" 2>&1
+rc=$?
+g1=$(grep '^1|' "$CALLS" | cut -d'|' -f2-)
+[ $rc -eq 0 ] && [ "$g1" = $'300|train hybrid128k-readsinkhd128x3@13 hybrid128k-readsinkhd128x3@14\n-|score hybrid128k-readsinkhd128x3@13 hybrid128k-readsinkhd128x3@14' ] \
+    && ! grep -q 'data' "$CALLS" && pass "seeds score: each GPU finishes its two runs, then scores them" \
+    || fail "seeds score: exit $rc, calls: $(cat "$CALLS")"
+: > "$CALLS"
+TRAIN_UNTIL=500 scripts/reading_study.sh seeds long hybrid128k-readsinkhd128x3 11 12 13 14 > "$work/seeds_long.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -qE '^0\|(500|499)\|long hybrid128k-readsinkhd128x3@11$' "$CALLS" \
+    && grep -qE '^1\|(500|499)\|long hybrid128k-readsinkhd128x3@13$' "$CALLS" && [ "$(wc -l < "$CALLS")" -eq 3 ] \
+    && pass "seeds long: the 1M stage of each GPU's first seed, alone" || fail "seeds long: exit $rc, calls: $(cat "$CALLS")"
+: > "$CALLS"
+scripts/reading_study.sh seeds score1m hybrid128k-readsinkhd128x3 11 12 13 14 > "$work/seeds_score1m.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(sort "$CALLS")" = $'0|-|score1m hybrid128k-readsinkhd128x3@11\n1|-|score1m hybrid128k-readsinkhd128x3@13' ] \
+    && pass "seeds score1m: each GPU scores its first seed's 1M stage" || fail "seeds score1m: exit $rc, calls: $(cat "$CALLS")"
+
 # One call's `train` and `score` on one GPU, in a folder of their own with stand-ins for the study
 # (scripts/retrieval_study.sh) and for infer: two seeds of readsink2x side by side get read's shards
 # at twice the default size; score asks for both runs' evals, their copy loss and A's 2K control.
@@ -153,7 +183,7 @@ rc=$?
 [ $rc -eq 1 ] && grep -q 'train:hybrid128k-readsink@11' "$CALLS" && pass "train: a run that fails makes the call exit 1, the other run still runs" \
     || fail "train with a failing run: exit $rc, calls: $(cat "$CALLS")"
 
-for args in "pairs" "pairs train" "pairs eval a b 1" "pairs train a b" "pairs long a b"; do
+for args in "pairs" "pairs train" "pairs eval a b 1" "pairs train a b" "pairs long a b" "seeds train a" "seeds score a 1 2 3" "seeds eval a 1 2"; do
     # shellcheck disable=SC2086
     out=$(scripts/reading_study.sh $args 2>&1); rc=$?
     [ $rc -eq 2 ] && [[ $out == usage:* ]] && pass "refused: reading_study.sh $args" || fail "reading_study.sh $args: exit $rc: $out"
