@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# scripts/copy_screen.sh with a stand-in for scripts/copy_circuit.sh (COPY_CIRCUIT) that records the
+# settings each run got and prints a run's output as copy_circuit.sh prints it, its numbers made from
+# the settings: every config runs on every GPU with seed g + 1, a config's VAR=VALUE pairs reach its
+# runs only (a value with spaces included), the bench's defaults reach the rest, and the table has
+# one row a run with the copy loss on the repeat by gap, quotes (control), validation loss and
+# speed. A run that fails fails the call and still gets its row; bad configs are refused.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+work=$PWD/build/test_copy_screen
+rm -rf "$work" && mkdir -p "$work"
+stub=$work/circuit.sh
+cat > "$stub" <<'STUB'
+#!/usr/bin/env bash
+echo "$CUDA_VISIBLE_DEVICES|$SEED|${QKCONV:-4}|$LR_SEEN|$QKCONV_LAYERS|$BATCH|$MODEL_ARGS|$*" >> "$CALLS"
+[ "${FAIL_QK:-none}" = "${QKCONV:-4}" ] && { echo "train: out of memory"; exit 3; }
+q=${QKCONV:-4}
+echo "== hybrid-qkconv: done: 2400 steps, val loss 1.9$q$SEED, 49${q}000 tokens/s, 2m40s in training steps"
+echo "       gap  samples  passage      first     repeat   repeat 2nd"
+echo "        16       16      256     1.7658     0.4$q$SEED       0.3984"
+echo "        2K       16      256     2.1368     0.7$q$SEED       0.7109"
+echo "  quote | 2K 6$q.0% (30/50)"
+echo "  quote-control | 2K 1$SEED.0% (6/50)"
+echo "  quote against quote-control (%): | 2K 6$q vs 1$SEED"
+STUB
+chmod +x "$stub"
+export COPY_CIRCUIT=$stub CALLS=$work/calls.txt OUT=$work/out CARRY=$work/nocarry GPUS=2 LR_SEEN=-
+
+: > "$CALLS"
+out=$(scripts/copy_screen.sh C H:QKCONV=8 'W:QKCONV=2;MODEL_ARGS=--layers 2 --width 64 --heads 1' 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(wc -l < "$CALLS")" -eq 6 ] && pass "three configs on two GPUs: six runs" || fail "runs: exit $rc, calls: $(cat "$CALLS"); $out"
+[ "$(grep -c '^0|1|' "$CALLS")" -eq 3 ] && [ "$(grep -c '^1|2|' "$CALLS")" -eq 3 ] \
+    && pass "GPU 0 runs seed 1, GPU 1 seed 2" || fail "seeds by GPU: $(cat "$CALLS")"
+grep -qx '0|1|4|-|3,5|16|--layers 6 --width 384 --heads 3 --attn-sink|hybrid-qkconv' "$CALLS" \
+    && pass "C: the bench's defaults (W 4 in layers 3 and 5, 16 windows, readsinkhd128's model)" || fail "C's settings: $(cat "$CALLS")"
+grep -qx '1|2|8|-|3,5|16|--layers 6 --width 384 --heads 3 --attn-sink|hybrid-qkconv' "$CALLS" \
+    && pass "H: QKCONV=8 reaches its runs, the rest stays the bench's" || fail "H's settings: $(cat "$CALLS")"
+grep -qx '0|1|2|-|3,5|16|--layers 2 --width 64 --heads 1|hybrid-qkconv' "$CALLS" \
+    && pass "W: two settings, one with spaces, reach its runs" || fail "W's settings: $(cat "$CALLS")"
+row() { grep -F "| $1 |" "$OUT/table.md"; }
+[ "$(row H_s2)" = "| H_s2 | 0.482 | 0.782 | 68.0 (12.0) | 1.982 | 498000 |" ] \
+    && [ "$(row C_s1)" = "| C_s1 | 0.441 | 0.741 | 64.0 (11.0) | 1.941 | 494000 |" ] \
+    && [ "$(head -n 1 "$OUT/table.md")" = "| run | gap 16 | gap 2K | quote (control) % | val loss | tokens/s |" ] \
+    && [ "$(grep -c '^| [CHW]_s[12] |' "$OUT/table.md")" -eq 6 ] \
+    && pass "the table: a row a run, the repeat's loss by gap, quotes (control), validation loss, speed" \
+    || fail "table: $(cat "$OUT/table.md")"
+[ -f "$OUT/W_s2.log" ] && grep -q 'call copy_screen' <<< "$out" && pass "each run's output in OUT/NAME_sS.log" || fail "logs: $(ls "$OUT")"
+
+: > "$CALLS"
+out=$(FAIL_QK=8 scripts/copy_screen.sh C H:QKCONV=8 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q '^H_s1: exit 3 (train: out of memory)' <<< "$out" && [ "$(row C_s2)" = "| C_s2 | 0.442 | 0.742 | 64.0 (12.0) | 1.942 | 494000 |" ] \
+    && [ "$(row H_s1)" = "| H_s1 | - | - | - (-) | - | - |" ] \
+    && pass "a failed run fails the call, names its cause, and keeps its row" || fail "a failed run: exit $rc: $out; $(cat "$OUT/table.md")"
+
+for args in "" "H:qkconv=8" ":QKCONV=8" "H:QKCONV" "H:QKCONV=8;bad"; do
+    # shellcheck disable=SC2086
+    out=$(scripts/copy_screen.sh ${args:+"$args"} 2>&1); rc=$?
+    [ $rc -eq 2 ] && [[ $out == usage:* || $out == error:* ]] && [ "$(wc -l <<< "$out")" -eq 1 ] \
+        && pass "refused: copy_screen.sh '$args'" || fail "copy_screen.sh '$args': exit $rc: $out"
+done
+out=$(GPUS='' PATH=/usr/bin:/bin scripts/copy_screen.sh C 2>&1); rc=$?
+if command -v nvidia-smi > /dev/null; then echo "skip: no GPU (this machine has nvidia-smi)"
+else [ $rc -eq 1 ] && [[ $out == error:* ]] && pass "no GPU: one line naming GPUS" || fail "no GPU: exit $rc: $out"; fi
+summary
