@@ -42,18 +42,16 @@ grep -q '^== GPU 1, seed 12: stub train hybrid128k-readsink@12 hybrid128k-readco
 [ "$(cat "$CALLS.shard")" = 50M ] && pass "pairs train: the task shards at their default size (50M tokens)" \
     || fail "pairs train's shard size: $(cat "$CALLS.shard")"
 
-: > "$CALLS"; : > "$CALLS.shard"
-scripts/reading_study.sh pairs train hybrid128k-readsink2x hybrid128k-readsink 11 12 > "$work/train2x.log" 2>&1
-rc=$?
-[ $rc -eq 0 ] && [ "$(head -n 1 "$CALLS" | cut -d'|' -f3)" = "data read read" ] && [ "$(cat "$CALLS.shard")" = 100M ] \
-    && pass "pairs train: readsink2x on read's shards, made twice as large (100M tokens)" \
-    || fail "pairs train with readsink2x: exit $rc, calls $(cat "$CALLS"), shard size $(cat "$CALLS.shard")"
-: > "$CALLS"; : > "$CALLS.shard"
-scripts/reading_study.sh pairs train hybrid128k-readsinkhd128x3 hybrid128k-readsinkhd128 11 12 > "$work/train3x.log" 2>&1
-rc=$?
-[ $rc -eq 0 ] && [ "$(head -n 1 "$CALLS" | cut -d'|' -f3)" = "data read read" ] && [ "$(cat "$CALLS.shard")" = 150M ] \
-    && pass "pairs train: readsinkhd128x3 on read's shards, made three times as large (150M tokens)" \
-    || fail "pairs train with readsinkhd128x3: exit $rc, calls $(cat "$CALLS"), shard size $(cat "$CALLS.shard")"
+# The recipes at more tokens get task shards as many times larger: recipe, its base, shard size, how much.
+for spec in "readsink2x|readsink|100M|twice" "readsinkhd128x3|readsinkhd128|150M|three times"; do
+    IFS='|' read -r v base size times <<< "$spec"
+    : > "$CALLS"; : > "$CALLS.shard"
+    scripts/reading_study.sh pairs train "hybrid128k-$v" "hybrid128k-$base" 11 12 > "$work/train_$v.log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && [ "$(head -n 1 "$CALLS" | cut -d'|' -f3)" = "data read read" ] && [ "$(cat "$CALLS.shard")" = "$size" ] \
+        && pass "pairs train: $v on read's shards, made $times as large ($size tokens)" \
+        || fail "pairs train with $v: exit $rc, calls $(cat "$CALLS"), shard size $(cat "$CALLS.shard")"
+done
 
 : > "$CALLS"
 scripts/reading_study.sh pairs score hybrid128k-readsink hybrid128k-readconvpart 13 14 > "$work/score.log" 2>&1
