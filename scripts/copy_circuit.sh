@@ -28,6 +28,10 @@
 #                 kernel would choose: --moba BLOCK,TOPK,lagged)
 #   torch-qkconv  torch-hybrid whose NoPE layers pass q and k through a causal depthwise convolution
 #                 of QKCONV positions (default 4; --qk-conv), so that a head can match several tokens
+#   torch-diff    torch-hybrid whose NoPE layers' attention is differential (--diff-attn: two softmaxes
+#                 from the halves of each head's query and key, the second's weights times a learned
+#                 lambda taken from the first's, so that weight spread over unrelated keys cancels)
+#   torch-qkconv-diff  torch-qkconv with differential attention
 # Environment: CARRY (binaries and corpus as scripts/reading_study.sh packs them, default
 # .carry/read, unpacked into rs/), TOKENS (per run, default 78.6M: the 2K stage's share of the
 # study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR, ANSWER_WORDS (the quotes'
@@ -68,9 +72,9 @@ variant_args() {
                 attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn ${HLOGN:-512}"
                 [ "${v%-theta4}" = hybrid-qkconv ] && attn="$attn --qk-conv ${QKCONV:-4}${QKCONV_LAYERS:+ --qk-conv-layers $QKCONV_LAYERS}" ;;
         dense)  attn="--attn dense" ;;
-        torch|torch-hybrid|torch-moba|torch-mobalag|torch-qkconv)
+        torch|torch-hybrid|torch-moba|torch-mobalag|torch-qkconv|torch-diff|torch-qkconv-diff)
                 [ "$1" = "$v" ] && return 0; echo "copy_circuit: the torch peers train on read's documents only (no $1)" >&2; return 1 ;;
-        *) echo "copy_circuit: unknown variant $1 (hybrid, hybrid-qkconv, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba, torch-mobalag, torch-qkconv)" >&2
+        *) echo "copy_circuit: unknown variant $1 (hybrid, hybrid-qkconv, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba, torch-mobalag, torch-qkconv, torch-diff, torch-qkconv-diff)" >&2
            return 1 ;;
     esac
     echo "$MODEL_ARGS --rope-theta $theta $attn"
@@ -114,6 +118,8 @@ run_one() {  # train variant $1, then its copy loss and its quotes
             torch-moba) shape="$hybrid --moba ${MOBA:-64,4}" ;;
             torch-mobalag) shape="$hybrid --moba ${MOBA:-64,4},lagged" ;;
             torch-qkconv) shape="$hybrid --qk-conv ${QKCONV:-4}" ;;
+            torch-diff) shape="$hybrid --diff-attn" ;;
+            torch-qkconv-diff) shape="$hybrid --qk-conv ${QKCONV:-4} --diff-attn" ;;
         esac
         # shellcheck disable=SC2086
         "${PYTHON:-python3}" "$(dirname "$0")/torch_copy_peer.py" --data "$CORPUS" --mix "$shard:0.5" --copy-tokens "$OUTDIR/${ours}_copy_tokens.csv" \

@@ -20,7 +20,9 @@ Our hybrid's shape: --nope-layers 1,3,5 --window 2048 --logn 512 --rope-theta 1e
 gives its NoPE layers blocks chosen by content (MoBA's gate: the query against each earlier block's
 mean key), --moba 64,4,lagged one choice per query block as a tiled kernel would make it; --qk-conv 4
 gives their queries and keys a causal depthwise convolution (Primer's), so that one head can match
-several tokens. Ideas tried here before our kernels carry them.
+several tokens; --diff-attn makes them differential (DIFF Transformer's: the weights of one half of
+each head's query and key less lambda times those of the other half, noise common to both cancelled).
+Ideas tried here before our kernels carry them.
 
 PyTorch is never a dependency of the project: this runs where it is installed (the GPU machines).
 """
@@ -157,6 +159,29 @@ def moba_mask(torch, q, k, block, topk, lagged=False):
         return token & (i[None, :] <= i[:, None])
 
 
+def attend(torch, q, k, v, mask):
+    """Softmax attention of q, k (B, H, T, E) over v (B, H, T, Ev), scaled by 1 / sqrt(E); mask
+    (T, T, True where a query sees a key) or None for causal."""
+    F = torch.nn.functional
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
+    T = q.shape[2]  # PyTorch before 2.0
+    if mask is None:
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    s = ((q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf"))
+    return s.softmax(-1) @ v
+
+
+def diff_attend(torch, q, k, v, mask, lam, subln, lambda_init):
+    """Differential attention (DIFF Transformer) of q, k, v (B, H, T, D): (A1 - lam A2) v, A1 and A2
+    the softmax weights of the first and the second half of each head's query and key; each head's
+    output RMS-normalized over its D values, times subln (D) and 1 - lambda_init."""
+    h = q.shape[-1] // 2
+    y = attend(torch, q[..., :h], k[..., :h], v, mask) - lam.to(v.dtype) * attend(torch, q[..., h:], k[..., h:], v, mask)
+    y = y.float()
+    return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5) * subln * (1 - lambda_init)).to(v.dtype)
+
+
 def causal_depthwise_conv(torch, x, weight):
     """x (B, T, C), weight (C, 1, W): out[t, c] = sum_j weight[c, 0, j] x[t - (W - 1) + j, c], positions
     before 0 read as 0 (causal: a position mixes itself and the W - 1 before it, channel by channel)."""
@@ -183,7 +208,7 @@ def build_model(torch, vocab, args):
             return torch.cat([a * c - b * s, a * s + b * c], dim=-1)
 
     class Block(nn.Module):
-        def __init__(self, nope):
+        def __init__(self, layer, nope):
             super().__init__()
             C = args.width
             self.ln1, self.ln2 = nn.LayerNorm(C, eps=1e-5), nn.LayerNorm(C, eps=1e-5)
@@ -198,6 +223,15 @@ def build_model(torch, vocab, args):
                 w = torch.zeros(C, 1, args.qk_conv)
                 w[:, 0, -1] = 1.0
                 self.qconv, self.kconv = nn.Parameter(w.clone()), nn.Parameter(w.clone())
+            # --diff-attn: the head's query and key halves make two softmaxes over the same keys; the
+            # output is (A1 - lambda A2) V, so weight both spread over unrelated keys cancels (DIFF
+            # Transformer). lambda = exp(lq1 . lk1) - exp(lq2 . lk2) + lambda_init, lambda_init rising
+            # with depth as the paper sets it; each head's output RMS-normalized, scaled by 1 - lambda_init.
+            self.diff = bool(args.diff_attn and nope)
+            if self.diff:
+                self.lambda_init = 0.8 - 0.6 * math.exp(-0.3 * layer)
+                self.lq1, self.lk1, self.lq2, self.lk2 = (nn.Parameter(0.1 * torch.randn(D // 2)) for _ in range(4))
+                self.subln = nn.Parameter(torch.ones(D))
 
         def attention(self, x, rope, nope):
             B, T, C = x.shape
@@ -217,13 +251,11 @@ def build_model(torch, vocab, args):
             else:
                 q, k = rope(q), rope(k)
                 mask = window_mask(torch, T, args.window, x.device) if args.window else None
-            if hasattr(F, "scaled_dot_product_attention"):
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
-            else:  # PyTorch before 2.0
-                if mask is None:
-                    mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-                s = ((q @ k.transpose(-1, -2)) / math.sqrt(D)).masked_fill(~mask, float("-inf"))
-                y = s.softmax(-1) @ v
+            if self.diff:
+                lam = torch.exp((self.lq1 * self.lk1).sum()) - torch.exp((self.lq2 * self.lk2).sum()) + self.lambda_init
+                y = diff_attend(torch, q, k, v, mask, lam, self.subln, self.lambda_init)
+            else:
+                y = attend(torch, q, k, v, mask)
             return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
         def forward(self, x, rope, nope):
@@ -238,7 +270,7 @@ def build_model(torch, vocab, args):
             # position of a window has none), so a key can carry its predecessor without a layer
             # having to move it there: the first half of an induction circuit given as input.
             self.wprev = nn.Embedding(vocab, args.width) if args.prev_embed else None
-            self.blocks = nn.ModuleList(Block(i in nope_layers) for i in range(args.layers))
+            self.blocks = nn.ModuleList(Block(i, i in nope_layers) for i in range(args.layers))
             self.ln_f = nn.LayerNorm(args.width, eps=1e-5)
             self.rope = None
             for name, p in self.named_parameters():
@@ -288,6 +320,8 @@ def main():
                     "block before's mean query (as a tiled kernel would choose)")
     ap.add_argument("--qk-conv", type=int, default=0, help="W: the NoPE layers' queries and keys each pass a causal depthwise "
                     "convolution of W positions (Primer's), started as the identity, so that a head can match several tokens")
+    ap.add_argument("--diff-attn", action="store_true", help="the NoPE layers' attention differential (DIFF Transformer): "
+                    "(softmax of the query and key halves' first - lambda x their second) V, each head RMS-normalized")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--log-every", type=int, default=50)
@@ -298,8 +332,10 @@ def main():
     if args.window < 0 or (args.logn != 0 and args.logn < 2):
         sys.exit(f"error: --window {args.window} / --logn {args.logn}: a window is 0 (none) or a count of keys, a log-n base 0 "
                  "(none) or at least 2")
-    if (args.moba or args.logn or args.qk_conv) and not args.nope_layers:
-        sys.exit("error: --moba, --logn and --qk-conv act on the NoPE layers only: give --nope-layers (say 1,3,5)")
+    if (args.moba or args.logn or args.qk_conv or args.diff_attn) and not args.nope_layers:
+        sys.exit("error: --moba, --logn, --qk-conv and --diff-attn act on the NoPE layers only: give --nope-layers (say 1,3,5)")
+    if args.diff_attn and args.moba:
+        sys.exit("error: --diff-attn with --moba: the block choice is made from one query and key; give one of them")
     if args.qk_conv < 0 or args.qk_conv == 1:
         sys.exit(f"error: --qk-conv {args.qk_conv} is not a convolution's width: give 0 (none) or at least 2 (say 4)")
     moba = args.moba.split(",")
@@ -338,7 +374,7 @@ def main():
           f"{', previous-token embedding' if args.prev_embed else ''}"
           f"{f', NoPE layers {args.nope_layers}' if args.nope_layers else ''}{f', rotary window {args.window}' if args.window else ''}"
           f"{f', log-n {args.logn}' if args.logn else ''}{f', MoBA {args.moba}' if args.moba else ''}"
-          f"{f', q/k convolution {args.qk_conv}' if args.qk_conv else ''}: "
+          f"{f', q/k convolution {args.qk_conv}' if args.qk_conv else ''}{', differential attention' if args.diff_attn else ''}: "
           f"{n_params / 1e6:.2f}M parameters, on {dev}", flush=True)
     g = torch.Generator().manual_seed(args.seed)
     T, B = args.seq_len, args.batch

@@ -61,7 +61,7 @@ PY
 # Its bad flags: one line naming the flag and the fix, a non-zero exit, before PyTorch is imported.
 bad=0
 for flags in "--nope-layers 1,9" "--nope-layers 1 --moba 64" "--nope-layers 1 --moba 64,4,late" "--nope-layers 1 --qk-conv 1" \
-             "--qk-conv 4" "--nope-layers 1 --logn 1" "--width 100 --heads 3"; do
+             "--qk-conv 4" "--nope-layers 1 --logn 1" "--width 100 --heads 3" "--diff-attn" "--nope-layers 1 --moba 64,4 --diff-attn"; do
     # shellcheck disable=SC2086
     msg=$(python3 scripts/torch_copy_peer.py --data /nonexistent --copy-tokens /nonexistent $flags 2>&1)
     code=$?
@@ -69,8 +69,8 @@ for flags in "--nope-layers 1,9" "--nope-layers 1 --moba 64" "--nope-layers 1 --
     { [ $code -ne 0 ] && [ "$(printf '%s\n' "$msg" | wc -l)" -eq 1 ] && [[ $msg == error:*"$flag"* ]]; } ||
         { bad=$((bad + 1)); echo "  $flags -> exit $code: $msg"; }
 done
-[ $bad -eq 0 ] && pass "torch_copy_peer refuses bad --nope-layers, --moba, --qk-conv, --logn and widths in one line naming the flag" \
-    || fail "torch_copy_peer's refusals: $bad of 7 wrong"
+[ $bad -eq 0 ] && pass "torch_copy_peer refuses bad --nope-layers, --moba, --qk-conv, --logn, --diff-attn and widths in one line naming the flag" \
+    || fail "torch_copy_peer's refusals: $bad of 9 wrong"
 # Its MoBA mask against a brute force written from the rule (own block, causal, and the topk earlier
 # blocks by the query's score against each block's mean key), odd sizes and rows with fewer earlier
 # blocks than topk; its rotary window. Where a Python has PyTorch (Debian's python3 here may).
@@ -131,7 +131,36 @@ PY
 )
     [ "$out" = True ] && pass "torch_copy_peer's q/k convolution equals a loop over its definition (causal, channel by channel; odd sizes)" \
         || fail "torch_copy_peer's causal_depthwise_conv: $out"
+    # Differential attention against a loop over its definition (causal; odd sizes).
+    out=$("$torch_py" - <<'PY'
+import math, sys
+sys.path.insert(0, "scripts")
+import torch
+from torch_copy_peer import diff_attend
+torch.manual_seed(7)
+wrong = 0
+for B, H, T, D in [(2, 3, 7, 6), (1, 1, 5, 4), (1, 2, 1, 8)]:
+    q, k, v = (torch.randn(B, H, T, D, dtype=torch.float64) for _ in range(3))
+    lam, subln, init = torch.tensor(0.37, dtype=torch.float64), torch.randn(D, dtype=torch.float64), 0.2
+    y = diff_attend(torch, q, k, v, None, lam, subln, init)
+    want = torch.zeros(B, H, T, D, dtype=torch.float64)
+    h = D // 2
+    for b in range(B):
+        for n in range(H):
+            for i in range(T):
+                w = []
+                for lo in (0, h):
+                    s = torch.tensor([float(q[b, n, i, lo:lo + h] @ k[b, n, j, lo:lo + h]) / math.sqrt(h) for j in range(i + 1)])
+                    w.append(torch.softmax(s, 0))
+                o = sum((w[0][j] - 0.37 * w[1][j]) * v[b, n, j] for j in range(i + 1))
+                want[b, n, i] = o / torch.sqrt((o * o).mean() + 1e-5) * subln * (1 - init)
+    wrong += not torch.allclose(y, want, atol=1e-9)
+print(wrong == 0)
+PY
+)
+    [ "$out" = True ] && pass "torch_copy_peer's differential attention equals a loop over its definition (two softmaxes from the halves, lambda, the head's RMS norm)" \
+        || fail "torch_copy_peer's diff_attend: $out"
 else
-    echo "skip: torch_copy_peer's MoBA mask and q/k convolution (no Python here has PyTorch)"
+    echo "skip: torch_copy_peer's MoBA mask, q/k convolution and differential attention (no Python here has PyTorch)"
 fi
 summary
