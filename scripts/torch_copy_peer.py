@@ -178,7 +178,7 @@ def diff_attend(torch, q, k, v, mask, lam, subln, lambda_init):
     output RMS-normalized over its D values, times subln (D) and 1 - lambda_init."""
     h = q.shape[-1] // 2
     y = attend(torch, q[..., :h], k[..., :h], v, mask) - lam.to(v.dtype) * attend(torch, q[..., h:], k[..., h:], v, mask)
-    y = y.float()
+    y = y.to(torch.promote_types(y.dtype, torch.float32))  # the norm's sums in at least fp32
     return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5) * subln * (1 - lambda_init)).to(v.dtype)
 
 

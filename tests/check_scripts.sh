@@ -150,7 +150,7 @@ for B, H, T, D in [(2, 3, 7, 6), (1, 1, 5, 4), (1, 2, 1, 8)]:
             for i in range(T):
                 w = []
                 for lo in (0, h):
-                    s = torch.tensor([float(q[b, n, i, lo:lo + h] @ k[b, n, j, lo:lo + h]) / math.sqrt(h) for j in range(i + 1)])
+                    s = torch.tensor([float(q[b, n, i, lo:lo + h] @ k[b, n, j, lo:lo + h]) / math.sqrt(h) for j in range(i + 1)], dtype=torch.float64)
                     w.append(torch.softmax(s, 0))
                 o = sum((w[0][j] - 0.37 * w[1][j]) * v[b, n, j] for j in range(i + 1))
                 want[b, n, i] = o / torch.sqrt((o * o).mean() + 1e-5) * subln * (1 - init)
