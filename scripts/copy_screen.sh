@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# A screen on the 2K bench (scripts/copy_circuit.sh hybrid-qkconv; notes/reading.md, Results 19
-# and 21): several configs side by side on each GPU, GPU g with seed g + 1, each config the bench
-# with some of its settings changed; then one table of every config's copy loss by gap, quotes and
-# controls, validation loss and speed, by seed. One device call (~4 minutes for four configs a GPU).
+# A screen on the 2K bench (scripts/copy_circuit.sh; notes/reading.md, Results 19 and 21): several
+# configs side by side on each GPU, GPU g with seed g + 1, each config the bench with some of its
+# settings changed; then one table of every config's copy loss by gap, quotes and controls,
+# validation loss and speed, by seed and variant. One device call (~4 minutes for four configs a GPU).
 #
 #   scripts/copy_screen.sh NAME[:VAR=VALUE[;VAR=VALUE...]] ...
 #   e.g. scripts/copy_screen.sh C H:QKCONV=8 I:QKCONV=16 'G:LR=7.5e-4;MODEL_ARGS=--layers 6 --width 768 --heads 6 --attn-sink'
@@ -10,8 +10,11 @@
 # The bench: readsinkhd128's model (MODEL_ARGS: 3 heads of 128, sinks) trained on the reading
 # study's 2K documents (TOKENS, 78.6M; 16 windows a step, BATCH), its convolution (QKCONV, 4) in
 # NoPE layers 3 and 5 (QKCONV_LAYERS), scored by the copy loss at GAPS over COPY_SAMPLES passages a
-# gap and by quotes at 2K. A config's VAR=VALUE pairs override these or any other setting
-# copy_circuit.sh reads (LR, HLOGN, ...). GPUS (default: the GPUs nvidia-smi lists) sets how many
+# gap and by quotes at 2K. VARIANTS (hybrid-qkconv) names the copy_circuit.sh variants each run
+# trains side by side (the PyTorch peers among them: `VARIANTS="hybrid-qkconv torch-qkconv
+# torch-qkconv-diff"`). A config's VAR=VALUE pairs override these or any other setting
+# copy_circuit.sh reads (LR, HLOGN, ...); QKCONV_LAYERS= (empty) convolves every NoPE layer. GPUS
+# (default: the GPUs nvidia-smi lists) sets how many
 # seeds; CARRY (.carry/read) the binaries and corpus as scripts/reading_study.sh packs them.
 # Outputs in $OUT (else build/copy_screen): NAME_sS.log, NAME_sS/ (copy_circuit.sh's files), table.md.
 set -uo pipefail
@@ -41,7 +44,7 @@ gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 [ "$gpus" -ge 1 ] 2>/dev/null || { echo "error: no GPU found (nvidia-smi lists none); set GPUS=N to name how many" >&2; exit 1; }
 circuit=${COPY_CIRCUIT:-scripts/copy_circuit.sh}  # tests put a stand-in here
 export CARRY BATCH=${BATCH:-16} GAPS=${GAPS:-16,128,512,1K,2K} COPY_CTX=${COPY_CTX:-4608} COPY_SAMPLES=${COPY_SAMPLES:-16}
-export QKCONV_LAYERS=${QKCONV_LAYERS:-3,5} TOKENS=${TOKENS:-78643200} MODEL_ARGS=${MODEL_ARGS:---layers 6 --width 384 --heads 3 --attn-sink}
+export QKCONV_LAYERS=${QKCONV_LAYERS-3,5} TOKENS=${TOKENS:-78643200} MODEL_ARGS=${MODEL_ARGS:---layers 6 --width 384 --heads 3 --attn-sink}
 pids=() runs=()
 for ((g = 0; g < gpus; g++)); do
     s=$((g + 1))
@@ -50,7 +53,8 @@ for ((g = 0; g < gpus; g++)); do
         (
             IFS=';' read -ra pairs <<< "${envs[$i]}"
             for p in "${pairs[@]}"; do export "${p?}"; done
-            CUDA_VISIBLE_DEVICES=$g SEED=$s OUTDIR=$out/$run WORK=out/screen_$run "$circuit" hybrid-qkconv
+            # shellcheck disable=SC2086
+            CUDA_VISIBLE_DEVICES=$g SEED=$s OUTDIR=$out/$run WORK=out/screen_$run "$circuit" ${VARIANTS:-hybrid-qkconv}
         ) > "$out/$run.log" 2>&1 &
         pids+=($!) runs+=("$run")
     done
@@ -60,24 +64,28 @@ for i in "${!pids[@]}"; do
     wait "${pids[$i]}"; rc=$?
     [ $rc -eq 0 ] || { failed=1; echo "${runs[$i]}: exit $rc ($(tail -n 1 "$out/${runs[$i]}.log"))"; }
 done
-# One row a run: its copy loss on the repeat at each gap, quotes (control), validation loss, speed.
+# One row a run and variant (copy_circuit.sh's summary: a block from each "== VARIANT:" line): the
+# copy loss on the repeat at each gap, quotes (control), validation loss, speed.
 python3 - "$out" "${runs[@]}" > "$out/table.md" <<'PY'
 import re, sys
 out, runs = sys.argv[1], sys.argv[2:]
 rows, gaps = [], []
 for run in runs:
     text = open(f"{out}/{run}.log", errors="replace").read()
-    copy = dict(re.findall(r"^\s*(\d+K?)\s+\d+\s+\d+\s+[\d.]+\s+([\d.]+)", text, re.M))
-    for g in copy:
-        if g not in gaps: gaps.append(g)
-    quote = re.search(r"^\s*quote \| \S+ ([\d.]+)%", text, re.M)
-    ctl = re.search(r"^\s*quote-control \| \S+ ([\d.]+)%", text, re.M)
-    done = re.search(r"val loss ([\d.]+), (\d+) tokens/s", text)
-    rows.append((run, copy, quote and quote.group(1), ctl and ctl.group(1), done and done.group(1), done and done.group(2)))
-print("| run | " + " | ".join(f"gap {g}" for g in gaps) + " | quote (control) % | val loss | tokens/s |")
-print("| --- " * (len(gaps) + 4) + "|")
-for run, copy, q, c, v, t in rows:
-    print(f"| {run} | " + " | ".join(copy.get(g, "-") for g in gaps) + f" | {q or '-'} ({c or '-'}) | {v or '-'} | {t or '-'} |")
+    blocks = re.split(r"^== ([\w.-]+): ", text, flags=re.M)
+    pairs = list(zip(blocks[1::2], blocks[2::2])) or [("-", text)]
+    for variant, block in pairs:
+        copy = dict(re.findall(r"^\s*(\d+K?)\s+\d+\s+\d+\s+[\d.]+\s+([\d.]+)", block, re.M))
+        gaps += [g for g in copy if g not in gaps]
+        quote = re.search(r"^\s*quote \| \S+ ([\d.]+)%", block, re.M)
+        ctl = re.search(r"^\s*quote-control \| \S+ ([\d.]+)%", block, re.M)
+        val = re.search(r"val loss ([\d.]+)", block)
+        speed = re.search(r"(\d+) tokens/s", block)
+        rows.append((run, variant, copy, *(m and m.group(1) for m in (quote, ctl, val, speed))))
+print("| run | variant | " + " | ".join(f"gap {g}" for g in gaps) + " | quote (control) % | val loss | tokens/s |")
+print("| --- " * (len(gaps) + 5) + "|")
+for run, variant, copy, q, c, v, t in rows:
+    print(f"| {run} | {variant} | " + " | ".join(copy.get(g, "-") for g in gaps) + f" | {q or '-'} ({c or '-'}) | {v or '-'} | {t or '-'} |")
 PY
 cat "$out/table.md"
 echo "call copy_screen: $((SECONDS - T0)) s"

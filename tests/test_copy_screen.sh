@@ -4,7 +4,8 @@
 # the settings: every config runs on every GPU with seed g + 1, a config's VAR=VALUE pairs reach its
 # runs only (a value with spaces included), the bench's defaults reach the rest, and the table has
 # one row a run with the copy loss on the repeat by gap, quotes (control), validation loss and
-# speed. A run that fails fails the call and still gets its row; bad configs are refused.
+# speed, by variant (VARIANTS: several a run). A run that fails fails the call and still gets its
+# row; bad configs are refused.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tests/lib.sh
@@ -16,14 +17,17 @@ cat > "$stub" <<'STUB'
 #!/usr/bin/env bash
 echo "$CUDA_VISIBLE_DEVICES|$SEED|${QKCONV:-4}|$LR_SEEN|$QKCONV_LAYERS|$BATCH|$MODEL_ARGS|$*" >> "$CALLS"
 [ "${FAIL_QK:-none}" = "${QKCONV:-4}" ] && { echo "train: out of memory"; exit 3; }
-q=${QKCONV:-4}
-echo "== hybrid-qkconv: done: 2400 steps, val loss 1.9$q$SEED, 49${q}000 tokens/s, 2m40s in training steps"
-echo "       gap  samples  passage      first     repeat   repeat 2nd"
-echo "        16       16      256     1.7658     0.4$q$SEED       0.3984"
-echo "        2K       16      256     2.1368     0.7$q$SEED       0.7109"
-echo "  quote | 2K 6$q.0% (30/50)"
-echo "  quote-control | 2K 1$SEED.0% (6/50)"
-echo "  quote against quote-control (%): | 2K 6$q vs 1$SEED"
+q=${QKCONV:-4} n=0
+for v in "$@"; do
+    n=$((n + 1))
+    echo "== $v: done: 2400 steps, val loss 1.9$q$SEED, 49${q}00$n tokens/s, 2m40s in training steps"
+    echo "       gap  samples  passage      first     repeat   repeat 2nd"
+    echo "        16       16      256     1.7658     0.4$q$SEED       0.3984"
+    echo "        2K       16      256     2.1368     0.$n$q$SEED       0.7109"
+    echo "  quote | 2K 6$q.0% (30/50)"
+    echo "  quote-control | 2K 1$SEED.0% (6/50)"
+    echo "  quote against quote-control (%): | 2K 6$q vs 1$SEED"
+done
 STUB
 chmod +x "$stub"
 export COPY_CIRCUIT=$stub CALLS=$work/calls.txt OUT=$work/out CARRY=$work/nocarry GPUS=2 LR_SEEN=-
@@ -40,9 +44,9 @@ grep -qx '1|2|8|-|3,5|16|--layers 6 --width 384 --heads 3 --attn-sink|hybrid-qkc
 grep -qx '0|1|2|-|3,5|16|--layers 2 --width 64 --heads 1|hybrid-qkconv' "$CALLS" \
     && pass "W: two settings, one with spaces, reach its runs" || fail "W's settings: $(cat "$CALLS")"
 row() { grep -F "| $1 |" "$OUT/table.md"; }
-[ "$(row H_s2)" = "| H_s2 | 0.482 | 0.782 | 68.0 (12.0) | 1.982 | 498000 |" ] \
-    && [ "$(row C_s1)" = "| C_s1 | 0.441 | 0.741 | 64.0 (11.0) | 1.941 | 494000 |" ] \
-    && [ "$(head -n 1 "$OUT/table.md")" = "| run | gap 16 | gap 2K | quote (control) % | val loss | tokens/s |" ] \
+[ "$(row H_s2)" = "| H_s2 | hybrid-qkconv | 0.482 | 0.182 | 68.0 (12.0) | 1.982 | 498001 |" ] \
+    && [ "$(row C_s1)" = "| C_s1 | hybrid-qkconv | 0.441 | 0.141 | 64.0 (11.0) | 1.941 | 494001 |" ] \
+    && [ "$(head -n 1 "$OUT/table.md")" = "| run | variant | gap 16 | gap 2K | quote (control) % | val loss | tokens/s |" ] \
     && [ "$(grep -c '^| [CHW]_s[12] |' "$OUT/table.md")" -eq 6 ] \
     && pass "the table: a row a run, the repeat's loss by gap, quotes (control), validation loss, speed" \
     || fail "table: $(cat "$OUT/table.md")"
@@ -50,9 +54,19 @@ row() { grep -F "| $1 |" "$OUT/table.md"; }
 
 : > "$CALLS"
 out=$(FAIL_QK=8 scripts/copy_screen.sh C H:QKCONV=8 2>&1); rc=$?
-[ $rc -eq 1 ] && grep -q '^H_s1: exit 3 (train: out of memory)' <<< "$out" && [ "$(row C_s2)" = "| C_s2 | 0.442 | 0.742 | 64.0 (12.0) | 1.942 | 494000 |" ] \
-    && [ "$(row H_s1)" = "| H_s1 | - | - | - (-) | - | - |" ] \
+[ $rc -eq 1 ] && grep -q '^H_s1: exit 3 (train: out of memory)' <<< "$out" \
+    && [ "$(row C_s2)" = "| C_s2 | hybrid-qkconv | 0.442 | 0.142 | 64.0 (12.0) | 1.942 | 494001 |" ] \
+    && [ "$(row H_s1)" = "| H_s1 | - | - | - | - (-) | - | - |" ] \
     && pass "a failed run fails the call, names its cause, and keeps its row" || fail "a failed run: exit $rc: $out; $(cat "$OUT/table.md")"
+
+# VARIANTS: each run trains them all side by side, a row each; QKCONV_LAYERS= (empty) reaches the runs empty.
+: > "$CALLS"
+out=$(VARIANTS="hybrid-qkconv torch-qkconv-diff" QKCONV_LAYERS='' scripts/copy_screen.sh D 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -qx '1|2|4|-||16|--layers 6 --width 384 --heads 3 --attn-sink|hybrid-qkconv torch-qkconv-diff' "$CALLS" \
+    && [ "$(grep -F '| D_s1 | torch-qkconv-diff |' "$OUT/table.md")" = "| D_s1 | torch-qkconv-diff | 0.441 | 0.241 | 64.0 (11.0) | 1.941 | 494002 |" ] \
+    && [ "$(grep -c '^| D_s[12] |' "$OUT/table.md")" -eq 4 ] \
+    && pass "VARIANTS: each run trains every variant named, a row each; an empty QKCONV_LAYERS stays empty" \
+    || fail "VARIANTS: exit $rc, calls $(cat "$CALLS"); $(cat "$OUT/table.md")"
 
 for args in "" "H:qkconv=8" ":QKCONV=8" "H:QKCONV" "H:QKCONV=8;bad"; do
     # shellcheck disable=SC2086
