@@ -177,7 +177,10 @@ def diff_attend(torch, q, k, v, mask, lam, subln, lambda_init):
     the softmax weights of the first and the second half of each head's query and key; each head's
     output RMS-normalized over its D values, times subln (D) and 1 - lambda_init."""
     h = q.shape[-1] // 2
-    y = attend(torch, q[..., :h], k[..., :h], v, mask) - lam.to(v.dtype) * attend(torch, q[..., h:], k[..., h:], v, mask)
+
+    def half(lo):  # v in two halves as wide as the query's half: the shapes fused attention serves
+        return torch.cat([attend(torch, q[..., lo:lo + h], k[..., lo:lo + h], v[..., i:i + h], mask) for i in (0, h)], -1)
+    y = half(0) - lam.to(v.dtype) * half(h)
     y = y.to(torch.promote_types(y.dtype, torch.float32))  # the norm's sums in at least fp32
     return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5) * subln * (1 - lambda_init)).to(v.dtype)
 
