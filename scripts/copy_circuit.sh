@@ -30,7 +30,7 @@
 #                 of QKCONV positions (default 4; --qk-conv), so that a head can match several tokens
 #   torch-diff    torch-hybrid whose NoPE layers' attention is differential (--diff-attn: two softmaxes
 #                 from the halves of each head's query and key, the second's weights times a learned
-#                 lambda taken from the first's, so that weight spread over unrelated keys cancels)
+#                 lambda subtracted from the first's, so that weight spread over unrelated keys cancels)
 #   torch-qkconv-diff  torch-qkconv with differential attention
 # Environment: CARRY (binaries and corpus as scripts/reading_study.sh packs them, default
 # .carry/read, unpacked into rs/), TOKENS (per run, default 78.6M: the 2K stage's share of the
