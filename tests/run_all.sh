@@ -61,6 +61,7 @@ lane_rest() {
     run reading_pairs tests/test_reading_pairs.sh
     run quote_misses tests/test_quote_misses.sh
     run copy_screen tests/test_copy_screen.sh
+    run quote_examples tests/test_quote_examples.sh
     run data ./build/test_data
     run tasks ./build/test_tasks
     run copy_loss ./build/test_copy_loss_cpu
