@@ -16,7 +16,9 @@
 # copy_circuit.sh reads (LR, HLOGN, ...); QKCONV_LAYERS= (empty) convolves every NoPE layer. GPUS
 # (default: the GPUs nvidia-smi lists) sets how many
 # seeds; CARRY (.carry/read) the binaries and corpus as scripts/reading_study.sh packs them.
-# Outputs in $OUT (else build/copy_screen): NAME_sS.log, NAME_sS/ (copy_circuit.sh's files), table.md.
+# Outputs in SCREEN_DIR (build/copy_screen): NAME_sS.log, NAME_sS/ (copy_circuit.sh's files), table.md;
+# with OUT set (a device call), table.md and the whole folder as copy_screen.tgz there too (a call
+# brings back 8 files at most, and each run writes a dozen).
 set -uo pipefail
 T0=$SECONDS
 [ $# -gt 0 ] || { echo "usage: scripts/copy_screen.sh NAME[:VAR=VALUE[;VAR=VALUE...]] ... (a config per argument)" >&2; exit 2; }
@@ -30,7 +32,7 @@ for spec in "$@"; do
     done
     names+=("$name") envs+=("$sets")
 done
-out=${OUT:-build/copy_screen}
+out=${SCREEN_DIR:-build/copy_screen}
 mkdir -p "$out"
 CARRY=${CARRY:-.carry/read}
 # The binaries and corpus once, before the runs side by side would each unpack them.
@@ -88,5 +90,9 @@ for run, variant, copy, q, c, v, t in rows:
     print(f"| {run} | {variant} | " + " | ".join(copy.get(g, "-") for g in gaps) + f" | {q or '-'} ({c or '-'}) | {v or '-'} | {t or '-'} |")
 PY
 cat "$out/table.md"
+if [ -n "${OUT:-}" ]; then
+    cp "$out/table.md" "$OUT/table.md"
+    tar -czf "$OUT/copy_screen.tgz" --exclude='*_tokens.csv' -C "$(dirname "$out")" "$(basename "$out")"
+fi
 echo "call copy_screen: $((SECONDS - T0)) s"
 exit $failed

@@ -16,8 +16,8 @@
 #                                   cut), then scored as full scores them, A also with 2K of sight, the
 #                                   copy loss at COPY_GAPS (16 tokens to 128K; COPY_ATTN=1: with where the
 #                                   heads look, infer --copy-attn). Only the variants A and B
-#                                   name get their shards (readwide, readconv, readconvpart, readsink,
-#                                   readsink2x, readsinkhd128[x3]: read's; readsink2x's twice as large,
+#                                   name get their shards (readwide, readconv, readconvpart and every
+#                                   readsink recipe, cW ones included: read's; readsink2x's twice as large,
 #                                   readsinkhd128x3's three times). A and B may be two
 #                                   seeds of one recipe (on one GPU: hybrid128k-readsink@11 hybrid128k-readsink@12).
 #                                   readsink2x's and readsinkhd128x3's runs take two train calls (~14 and ~18
@@ -52,12 +52,17 @@ set -uo pipefail
 call=${1:-}
 CARRY=${CARRY:-.carry/read}
 T0=$SECONDS
-# The variants whose shards runs A and B train on (readwide, readconv, readconvpart, readsink, readsink2x,
-# readsinkhd128[x3]: read's).
+# The variants whose shards runs A and B train on (readwide, readconv, readconvpart and every readsink
+# recipe: read's).
 train_variants() {
-    local v="${1#hybrid128k-}"; v="${v%@*} ${2#hybrid128k-}"; v=${v%@*}
-    v=${v//readwide/read}; v=${v//readconvpart/read}; v=${v//readconv/read}; v=${v//readsink2x/read}; v=${v//readsinkhd128x3/read}; v=${v//readsinkhd128/read}
-    echo "${v//readsink/read}"
+    local out="" n v
+    for n in "$1" "$2"; do
+        [ -n "$n" ] || continue
+        v=${n#hybrid128k-}; v=${v%@*}
+        case $v in readwide|readconv|readconvpart|readsink*) v=read ;; esac
+        out+="${out:+ }$v"
+    done
+    echo "$out"
 }
 # readsink2x trains on twice the tokens, readsinkhd128x3 on three times: their task shards as many
 # times the default's, so that no task document is seen more often than in readsink

@@ -85,6 +85,8 @@
 #   hybrid128k-readsinkhd128x3  hybrid128k-readsinkhd128 at three times the tokens (every stage's steps
 #              tripled; its data with SHARD_TOKENS three times the default, 150M: scripts/reading_study.sh does):
 #              the tokens that help (readsink2x) at the heads that make them cheaper
+#   hybrid128k-readsink...cW  any readsink recipe above with its convolution over W tokens in place of
+#              QKCONV (e.g. hybrid128k-readsinkhd128x3c16): the window a head's match spans
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
@@ -124,10 +126,14 @@ gpu_count() {
     fi
 }
 
+# A readsink recipe named with a trailing cW (hybrid128k-readsinkhd128x3c16) is that recipe with its
+# q/k convolution over W tokens: conv_base prints the recipe without it, conv_width the W (else QKCONV's).
+conv_base() { if [[ $1 =~ ^(hybrid(128k|1m)-readsink[a-z0-9]*)c([0-9]+)$ ]]; then echo "${BASH_REMATCH[1]}"; else echo "$1"; fi; }
+conv_width() { if [[ $1 =~ ^hybrid(128k|1m)-readsink[a-z0-9]*c([0-9]+)$ ]]; then echo "${BASH_REMATCH[2]}"; else echo "${QKCONV:-4}"; fi; }
 # The model of recipe $1: the study's own; twice its width and heads for the -readwide recipes; half
 # its heads at twice their size for the -readsinkhd128[x3] ones.
 M_MODEL() {
-    case $1 in
+    case $(conv_base "$1") in
         *-readwide) echo "${WIDE_ARGS:---layers 6 --width 768 --heads 12 --rope-theta 1e7}" ;;
         *-readsinkhd128|*-readsinkhd128x3) echo "${HD128_ARGS:---layers 6 --width 384 --heads 3 --rope-theta 1e7}" ;;
         *) echo "${MODEL_ARGS:---layers 6 --width 384 --heads 6 --rope-theta 1e7}" ;;
@@ -191,7 +197,8 @@ curriculum_times() {
 }
 W1M=${W1M:-1048576}  # the window of hybrid1m (tests shrink it)
 M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
-    case $1 in
+    local base w; base=$(conv_base "$1") w=$(conv_width "$1")
+    case $base in
         dense2k)  echo "--attn dense --seq-len 2048 --batch 64 --steps $STEPS --mix $D/tasks2k.bin:0.5 $OPT" ;;
         dense32k) echo "--attn dense --seq-len 2048 --batch 64 --steps $STEPS --schedule 8192x16@$S2K,32768x4@$S8K"\
                        "--mix $D/tasks2k.bin:0.5;$D/tasks8k.bin:0.5;$D/tasks32k.bin:0.5 $OPT" ;;
@@ -226,11 +233,11 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
         hybrid128k-readconv) echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} ${CURRICULUM128K/--mix $MIX128K/--mix $(mix_variant read)} $OPT" ;;
         hybrid128k-readconvpart|hybrid128k-readfirst|hybrid128k-readsink|hybrid128k-readsink2x|hybrid128k-readsinkhd128|hybrid128k-readsinkhd128x3)
                   local data=read sink="" cur=$CURRICULUM128K
-                  [ "$1" = hybrid128k-readfirst ] && data=readfirst
-                  [ "${1#hybrid128k-readsink}" != "$1" ] && sink=--attn-sink
-                  [ "$1" = hybrid128k-readsink2x ] && cur=$(curriculum_times 2)
-                  [ "$1" = hybrid128k-readsinkhd128x3 ] && cur=$(curriculum_times 3)
-                  echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} --qk-conv-layers ${QKCONV_LAYERS:-3,5} $sink"\
+                  [ "$base" = hybrid128k-readfirst ] && data=readfirst
+                  [ "${base#hybrid128k-readsink}" != "$base" ] && sink=--attn-sink
+                  [ "$base" = hybrid128k-readsink2x ] && cur=$(curriculum_times 2)
+                  [ "$base" = hybrid128k-readsinkhd128x3 ] && cur=$(curriculum_times 3)
+                  echo "$HYBRID --logn-attn $LOGN --qk-conv $w --qk-conv-layers ${QKCONV_LAYERS:-3,5} $sink"\
                        "${cur/--mix $MIX128K/--mix $(mix_variant $data)} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 $OPT_1M" ;;
@@ -238,9 +245,9 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                   echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 $OPT_1M" ;;
         hybrid1m-readconv|hybrid1m-readconvpart|hybrid1m-readsink|hybrid1m-readsink2x|hybrid1m-readsinkhd128|hybrid1m-readsinkhd128x3)
-                  local layers=""; [ "$1" != hybrid1m-readconv ] && layers="--qk-conv-layers ${QKCONV_LAYERS:-3,5}"
-                  [ "${1#hybrid1m-readsink}" != "$1" ] && layers+=" --attn-sink"
-                  echo "$HYBRID --logn-attn $LOGN --qk-conv ${QKCONV:-4} $layers --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M"\
+                  local layers=""; [ "$base" != hybrid1m-readconv ] && layers="--qk-conv-layers ${QKCONV_LAYERS:-3,5}"
+                  [ "${base#hybrid1m-readsink}" != "$base" ] && layers+=" --attn-sink"
+                  echo "$HYBRID --logn-attn $LOGN --qk-conv $w $layers --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M"\
                        "--batch 1 --steps ${STEPS_1M:-24} --mix $(mix_variant_1m read):0.5 $OPT_1M" ;;
         *) echo "unknown model $1" >&2; return 1 ;;
     esac

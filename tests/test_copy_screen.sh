@@ -30,7 +30,8 @@ for v in "$@"; do
 done
 STUB
 chmod +x "$stub"
-export COPY_CIRCUIT=$stub CALLS=$work/calls.txt OUT=$work/out CARRY=$work/nocarry GPUS=2 LR_SEEN=-
+export COPY_CIRCUIT=$stub CALLS=$work/calls.txt OUT=$work/out SCREEN_DIR=$work/screen CARRY=$work/nocarry GPUS=2 LR_SEEN=-
+mkdir -p "$OUT"
 
 : > "$CALLS"
 out=$(scripts/copy_screen.sh C H:QKCONV=8 'W:QKCONV=2;MODEL_ARGS=--layers 2 --width 64 --heads 1' 2>&1); rc=$?
@@ -43,30 +44,34 @@ grep -qx '1|2|8|-|3,5|16|--layers 6 --width 384 --heads 3 --attn-sink|hybrid-qkc
     && pass "H: QKCONV=8 reaches its runs, the rest stays the bench's" || fail "H's settings: $(cat "$CALLS")"
 grep -qx '0|1|2|-|3,5|16|--layers 2 --width 64 --heads 1|hybrid-qkconv' "$CALLS" \
     && pass "W: two settings, one with spaces, reach its runs" || fail "W's settings: $(cat "$CALLS")"
-row() { grep -F "| $1 |" "$OUT/table.md"; }
+row() { grep -F "| $1 |" "$SCREEN_DIR/table.md"; }
 [ "$(row H_s2)" = "| H_s2 | hybrid-qkconv | 0.482 | 0.182 | 68.0 (12.0) | 1.982 | 498001 |" ] \
     && [ "$(row C_s1)" = "| C_s1 | hybrid-qkconv | 0.441 | 0.141 | 64.0 (11.0) | 1.941 | 494001 |" ] \
     && [ "$(head -n 1 "$OUT/table.md")" = "| run | variant | gap 16 | gap 2K | quote (control) % | val loss | tokens/s |" ] \
     && [ "$(grep -c '^| [CHW]_s[12] |' "$OUT/table.md")" -eq 6 ] \
     && pass "the table: a row a run, the repeat's loss by gap, quotes (control), validation loss, speed" \
-    || fail "table: $(cat "$OUT/table.md")"
-[ -f "$OUT/W_s2.log" ] && grep -q 'call copy_screen' <<< "$out" && pass "each run's output in OUT/NAME_sS.log" || fail "logs: $(ls "$OUT")"
+    || fail "table: $(cat "$SCREEN_DIR/table.md")"
+[ -f "$SCREEN_DIR/W_s2.log" ] && grep -q 'call copy_screen' <<< "$out" && pass "each run's output in SCREEN_DIR/NAME_sS.log" || fail "logs: $(ls "$SCREEN_DIR")"
+# A device call brings back 8 files at most: OUT holds the table and one archive of everything.
+[ "$(ls "$OUT" | tr '\n' ' ')" = "copy_screen.tgz table.md " ] && cmp -s "$OUT/table.md" "$SCREEN_DIR/table.md" \
+    && tar -tzf "$OUT/copy_screen.tgz" | grep -qx 'screen/W_s2.log' \
+    && pass "OUT: the table and copy_screen.tgz with every run's files, two files" || fail "OUT: $(ls "$OUT")"
 
 : > "$CALLS"
 out=$(FAIL_QK=8 scripts/copy_screen.sh C H:QKCONV=8 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q '^H_s1: exit 3 (train: out of memory)' <<< "$out" \
     && [ "$(row C_s2)" = "| C_s2 | hybrid-qkconv | 0.442 | 0.142 | 64.0 (12.0) | 1.942 | 494001 |" ] \
     && [ "$(row H_s1)" = "| H_s1 | - | - | - | - (-) | - | - |" ] \
-    && pass "a failed run fails the call, names its cause, and keeps its row" || fail "a failed run: exit $rc: $out; $(cat "$OUT/table.md")"
+    && pass "a failed run fails the call, names its cause, and keeps its row" || fail "a failed run: exit $rc: $out; $(cat "$SCREEN_DIR/table.md")"
 
 # VARIANTS: each run trains them all side by side, a row each; QKCONV_LAYERS= (empty) reaches the runs empty.
 : > "$CALLS"
 out=$(VARIANTS="hybrid-qkconv torch-qkconv-diff" QKCONV_LAYERS='' scripts/copy_screen.sh D 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -qx '1|2|4|-||16|--layers 6 --width 384 --heads 3 --attn-sink|hybrid-qkconv torch-qkconv-diff' "$CALLS" \
-    && [ "$(grep -F '| D_s1 | torch-qkconv-diff |' "$OUT/table.md")" = "| D_s1 | torch-qkconv-diff | 0.441 | 0.241 | 64.0 (11.0) | 1.941 | 494002 |" ] \
-    && [ "$(grep -c '^| D_s[12] |' "$OUT/table.md")" -eq 4 ] \
+    && [ "$(grep -F '| D_s1 | torch-qkconv-diff |' "$SCREEN_DIR/table.md")" = "| D_s1 | torch-qkconv-diff | 0.441 | 0.241 | 64.0 (11.0) | 1.941 | 494002 |" ] \
+    && [ "$(grep -c '^| D_s[12] |' "$SCREEN_DIR/table.md")" -eq 4 ] \
     && pass "VARIANTS: each run trains every variant named, a row each; an empty QKCONV_LAYERS stays empty" \
-    || fail "VARIANTS: exit $rc, calls $(cat "$CALLS"); $(cat "$OUT/table.md")"
+    || fail "VARIANTS: exit $rc, calls $(cat "$CALLS"); $(cat "$SCREEN_DIR/table.md")"
 
 for args in "" "H:qkconv=8" ":QKCONV=8" "H:QKCONV" "H:QKCONV=8;bad"; do
     # shellcheck disable=SC2086
