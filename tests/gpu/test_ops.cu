@@ -711,13 +711,15 @@ static void test_qk_conv_keep_tail() {
 }
 
 // C = 24, 40: 16-byte accesses; 22: 4-byte; 13: 2-byte. W = 11 spans two chunks of the dW partials'
-// weight rows; T = 1001 many slabs of rows, their edges inside sequences.
+// weight rows, 16 two whole ones, 33 five with one row over, 64 (QK_CONV_MAX_W) eight; T = 1001
+// many slabs of rows, their edges inside sequences.
 static void test_qk_conv() {
     if (!selected("qk_conv")) return;
     const QkConvCase cases[] = {{24, 2, 0, false, false, 0},   {40, 3, 0, false, true, 0},    {24, 3, 1000, false, true, 0},
                                 {24, 4, 1000, true, false, 0},  {40, 7, 1000, true, true, 0},  {24, 7, 0, true, true, 0},
                                 {22, 3, 1000, true, true, 0},   {13, 4, 1000, true, true, 0},  {40, 11, 1000, true, true, 0},
-                                {40, 4, 0, false, true, S(1001, 37)}};
+                                {40, 4, 0, false, true, S(1001, 37)}, {40, 16, 1000, true, true, 0}, {22, 33, 0, true, true, 0},
+                                {40, 64, 1000, true, true, S(1001, 37)}};
     int variant = 0;
     for (const QkConvCase& qc : cases) test_qk_conv_case(qc, variant++);
     test_qk_conv_keep_tail();
