@@ -112,23 +112,19 @@ sched() { grep -E '^(stage from|data:)' "$STUDY_OUT/hybrid128k-$1@1_train.log" |
     grep -q '^attention sinks' "$STUDY_OUT/hybrid128k-readsink2x@1_train.log" &&
     pass "hybrid128k-readsink2x: readsink's model with every stage's steps doubled" ||
     fail "readsink2x's schedule: '$(sched readsink2x)' against readsink's '$(sched readsink)'"
-grep -q '^model: 6 layers, width 128, 1 heads' "$STUDY_OUT/hybrid128k-readsinkhd128@1_train.log" &&
-    grep -q '^attention sinks' "$STUDY_OUT/hybrid128k-readsinkhd128@1_train.log" &&
-    grep -q 'their queries and keys convolved over 4 tokens in layers 3,5 only' "$STUDY_OUT/hybrid128k-readsinkhd128@1_train.log" &&
-    [ "$(sched readsinkhd128)" = "$(sched readsink)" ] &&
-    pass "hybrid128k-readsinkhd128: readsink's model and schedule at HD128_ARGS's heads" ||
-    fail "readsinkhd128's model: $(grep -E '^(model|attention sinks|rotary)' "$STUDY_OUT/hybrid128k-readsinkhd128@1_train.log")"
-grep -q '^model: 6 layers, width 128, 1 heads' "$STUDY_OUT/hybrid128k-readsinkhd128x3@1_train.log" &&
-    grep -q '^attention sinks' "$STUDY_OUT/hybrid128k-readsinkhd128x3@1_train.log" &&
-    [ "$(sched readsinkhd128x3)" = "stage from step 0: windows of 512 tokens, 4 per step stage from step 12: windows of 1024 tokens, 2 per step stage from step 15: windows of 2048 tokens, 1 per step stage from step 18: windows of 2048 tokens, 1 per step tokens per step, 24 steps " ] &&
-    pass "hybrid128k-readsinkhd128x3: readsinkhd128's model with every stage's steps tripled" ||
-    fail "readsinkhd128x3's model and schedule: $(grep -E '^(model|attention sinks)' "$STUDY_OUT/hybrid128k-readsinkhd128x3@1_train.log") '$(sched readsinkhd128x3)'"
-grep -q 'their queries and keys convolved over 8 tokens in layers 3,5 only' "$STUDY_OUT/hybrid128k-readsinkhd128x3c8@1_train.log" &&
-    grep -q '^model: 6 layers, width 128, 1 heads' "$STUDY_OUT/hybrid128k-readsinkhd128x3c8@1_train.log" &&
-    grep -q '^attention sinks' "$STUDY_OUT/hybrid128k-readsinkhd128x3c8@1_train.log" &&
-    [ "$(sched readsinkhd128x3c8)" = "$(sched readsinkhd128x3)" ] &&
-    pass "hybrid128k-readsinkhd128x3c8: readsinkhd128x3 with its convolution over 8 tokens" ||
-    fail "readsinkhd128x3c8's model: $(grep -E '^(model|attention sinks|rotary)' "$STUDY_OUT/hybrid128k-readsinkhd128x3c8@1_train.log") '$(sched readsinkhd128x3c8)'"
+# A heads-of-128 recipe: run V@1 has HD128_ARGS's heads, sinks, the convolution over W tokens in
+# layers 3 and 5, and the schedule SCHED; WHAT says what that means.
+hd128_recipe() {
+    local v=$1 w=$2 want=$3 what=$4 log=$STUDY_OUT/hybrid128k-$1@1_train.log
+    grep -q '^model: 6 layers, width 128, 1 heads' "$log" && grep -q '^attention sinks' "$log" &&
+        grep -q "their queries and keys convolved over $w tokens in layers 3,5 only" "$log" && [ "$(sched "$v")" = "$want" ] &&
+        pass "hybrid128k-$v: $what" ||
+        fail "$v's model and schedule: $(grep -E '^(model|attention sinks|rotary)' "$log") '$(sched "$v")'"
+}
+hd128_recipe readsinkhd128 4 "$(sched readsink)" "readsink's model and schedule at HD128_ARGS's heads"
+hd128_recipe readsinkhd128x3 4 "stage from step 0: windows of 512 tokens, 4 per step stage from step 12: windows of 1024 tokens, 2 per step stage from step 15: windows of 2048 tokens, 1 per step stage from step 18: windows of 2048 tokens, 1 per step tokens per step, 24 steps " \
+    "readsinkhd128's model with every stage's steps tripled"
+hd128_recipe readsinkhd128x3c8 8 "$(sched readsinkhd128x3)" "readsinkhd128x3 with its convolution over 8 tokens (the name's c8)"
 # TPS below a window: each stage keeps its share of the tokens, a window longer than TPS one a step.
 TPS=1024 $study train:hybrid128k@3:0.0001 > "$work/tps.log" 2>&1
 grep -q 'stage from step 0: windows of 512 tokens, 2 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
