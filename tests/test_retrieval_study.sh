@@ -144,8 +144,7 @@ rm -rf "$WORK"/hybrid1m-pkfar@1 "$STUDY_OUT"/hybrid1m-pkfar@1_*
 # variant, what its log must say, what that means.
 for spec in "readconv|tasks4k-read.bin|on read's shard" "readconvpart|convolved over 4 tokens in layers 3,5 only|layers 3 and 5 convolved" \
             "readsink|^attention sinks|with its sinks" "readsinkhd128|^model: 6 layers, width 128, 1 heads|at its heads of 128" \
-            "readsinkhd128x3|^model: 6 layers, width 128, 1 heads|at its heads of 128" \
-            "readsinkhd128x3c8|convolved over 8 tokens in layers 3,5 only|its convolution over 8 tokens"; do
+            "readsinkhd128x3c8|convolved over 8 tokens in layers 3,5 only|readsinkhd128x3's with its convolution over 8 tokens"; do
     IFS='|' read -r v want what <<< "$spec"
     log=$STUDY_OUT/hybrid1m-$v@1_train.log
     CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-$v@1 > "$work/v_1m_$v.log" 2>&1
