@@ -103,7 +103,7 @@ static InferFlags parse_flags(int argc, char** argv) {
     flags.add_int("copy-samples", &f.copy_samples, "--copy-loss: passages per gap, each at its own place in the haystack");
     flags.add_bool("copy-attn", &f.copy_attn, "--copy-loss: also the weight each head puts on the first occurrence while reading "
                    "the repeat (layers that keep every row; each sequence read in one window); with --copy-out, PREFIX_attn.csv");
-    flags.add_string("copy-out", &f.copy_out, "--copy-loss: write PREFIX.csv (a row per gap), PREFIX_items.csv (a row per passage) and PREFIX_tokens.csv (each sequence's tokens, for another implementation to score)");
+    flags.add_string("copy-out", &f.copy_out, "--copy-loss: write PREFIX.csv (a row per gap), PREFIX_items.csv (a row per passage), PREFIX_tokens.csv (each sequence's tokens, for another implementation to score) and PREFIX_positions.csv (each passage token's loss at either occurrence)");
     flags.parse(argc, argv);
     for (const std::string& name : flags.names())
         if (flags.was_set(name.c_str())) f.given.push_back(name);
@@ -570,8 +570,9 @@ static int score_copy_loss(const InferFlags& f, const InferPlan& plan, const Loa
     write_file_atomic(f.copy_out + ".csv", copy_loss_csv(rows));
     write_file_atomic(f.copy_out + "_items.csv", copy_items_csv(items, scores));
     write_file_atomic(f.copy_out + "_tokens.csv", copy_tokens_csv(hay, items, m.tok.bos_id()));
-    std::printf("wrote %s.csv, %s_items.csv, %s_tokens.csv%s\n", f.copy_out.c_str(), f.copy_out.c_str(), f.copy_out.c_str(),
-                f.copy_attn ? (", " + f.copy_out + "_attn.csv").c_str() : "");
+    write_file_atomic(f.copy_out + "_positions.csv", copy_positions_csv(hay, items, scores));
+    std::printf("wrote %s.csv, %s_items.csv, %s_tokens.csv, %s_positions.csv%s\n", f.copy_out.c_str(), f.copy_out.c_str(),
+                f.copy_out.c_str(), f.copy_out.c_str(), f.copy_attn ? (", " + f.copy_out + "_attn.csv").c_str() : "");
     return 0;
 }
 

@@ -62,9 +62,11 @@ struct CopyItem {
     long long length() const { return 1 + 2LL * passage + gap; }
 };
 
-// Mean loss (nats/token) over passage tokens 1..P-1 of each occurrence, and over P/2..P-1 of the repeat.
+// Mean loss (nats/token) over passage tokens 1..P-1 of each occurrence, and over P/2..P-1 of the
+// repeat; and each of those tokens' own loss (passage token j at [j - 1]), for PREFIX_positions.csv.
 struct CopyScore {
     double first = 0, repeat = 0, repeat_second_half = 0;
+    std::vector<float> first_tokens, repeat_tokens;
 };
 
 // One row of the report: a gap's samples averaged (every sample scores the same P - 1 tokens).
@@ -201,7 +203,12 @@ inline CopyScore copy_score(const CopyItem& it, const std::vector<float>& token_
         return sum / (to - from);
     };
     const int P = it.passage;
-    return CopyScore{mean(it.first_at(), 1, P), mean(it.repeat_at(), 1, P), mean(it.repeat_at(), P / 2, P)};
+    CopyScore score{mean(it.first_at(), 1, P), mean(it.repeat_at(), 1, P), mean(it.repeat_at(), P / 2, P), {}, {}};
+    for (int j = 1; j < P; j++) {
+        score.first_tokens.push_back(token_losses[(size_t)(it.first_at() + j - 1)]);
+        score.repeat_tokens.push_back(token_losses[(size_t)(it.repeat_at() + j - 1)]);
+    }
+    return score;
 }
 
 // Every item's sequence scored through a fresh cache from factory() (perplexity_cached, windows of
@@ -270,6 +277,7 @@ inline std::string format_copy_loss_table(const std::vector<CopyLossRow>& rows) 
 inline const char* const kCopyLossCsvHeader = "gap,samples,passage,first_loss,repeat_loss,repeat_loss_second_half\n";
 inline const char* const kCopyItemsCsvHeader = "gap,sample,start,first_loss,repeat_loss\n";
 inline const char* const kCopyTokensCsvHeader = "gap,sample,first_at,repeat_at,passage,tokens\n";
+inline const char* const kCopyPositionsCsvHeader = "gap,sample,position,token,first_loss,repeat_loss\n";
 
 // PREFIX.csv: a row per gap.
 inline std::string copy_loss_csv(const std::vector<CopyLossRow>& rows) {
@@ -311,7 +319,29 @@ inline std::string copy_tokens_csv(const Haystack& hay, const std::vector<CopyIt
     return s;
 }
 
-// The check of core/output_path.h for the three CSVs (check_output_path), which knows no copy-loss
+// PREFIX_positions.csv: a row per passage token j = 1..P-1 of each sequence, its id and its loss at
+// either occurrence: where in the repeat a copy's loss sits (the tokens before it finds its place,
+// or tokens where it loses it) and on which tokens.
+inline std::string copy_positions_csv(const Haystack& hay, const std::vector<CopyItem>& items, const std::vector<CopyScore>& scores) {
+    if (scores.size() != items.size()) fatal("internal: %zu copy scores for %zu sequences", scores.size(), items.size());
+    std::string s = kCopyPositionsCsvHeader;
+    char buf[160];
+    for (size_t i = 0; i < items.size(); i++) {
+        const CopyItem& it = items[i];
+        const CopyScore& sc = scores[i];
+        if ((int)sc.first_tokens.size() != it.passage - 1 || (int)sc.repeat_tokens.size() != it.passage - 1)
+            fatal("internal: %zu and %zu token losses for a passage of %d tokens", sc.first_tokens.size(), sc.repeat_tokens.size(),
+                  it.passage);
+        for (int j = 1; j < it.passage; j++) {
+            std::snprintf(buf, sizeof buf, "%lld,%d,%d,%d,%.6f,%.6f\n", it.gap, it.sample, j, hay.tokens[(size_t)(it.start + j)],
+                          sc.first_tokens[(size_t)j - 1], sc.repeat_tokens[(size_t)j - 1]);
+            s += buf;
+        }
+    }
+    return s;
+}
+
+// The check of core/output_path.h for the four CSVs (check_output_path), which knows no copy-loss
 // kind: a file is overwritten only when it is absent, empty or an earlier copy-loss CSV of the
 // same kind (told by its header), so that a re-run works and nothing else is replaced.
 inline void check_copy_loss_output(const std::string& path, const char* header, const char* flag) {
@@ -338,4 +368,5 @@ inline void check_copy_loss_outputs(const std::string& prefix, const char* flag)
     check_copy_loss_output(prefix + ".csv", kCopyLossCsvHeader, flag);
     check_copy_loss_output(prefix + "_items.csv", kCopyItemsCsvHeader, flag);
     check_copy_loss_output(prefix + "_tokens.csv", kCopyTokensCsvHeader, flag);
+    check_copy_loss_output(prefix + "_positions.csv", kCopyPositionsCsvHeader, flag);
 }

@@ -42,8 +42,25 @@ for r in rows:
     assert all(0 < float(r[k]) < 50 for k in ('first_loss', 'repeat_loss', 'repeat_loss_second_half'))
 assert all(len({i['start'] for i in items if i['gap'] == g}) == 2 for g in ('64', '256', '1024'))
 EOF
-    grep -qF "wrote $work/a.csv, $work/a_items.csv, $work/a_tokens.csv" "$work/a.log" && [ ! -e "$work/a.longnet-lock" ] \
-        && pass "--copy-out: the three files named; the lock PREFIX.longnet-lock gone after the run" || fail "--copy-out: $(tail -1 "$work/a.log"); $(ls "$work")"
+    grep -qxF "wrote $work/a.csv, $work/a_items.csv, $work/a_tokens.csv, $work/a_positions.csv" "$work/a.log" && [ ! -e "$work/a.longnet-lock" ] \
+        && pass "--copy-out: the four files named; the lock PREFIX.longnet-lock gone after the run" || fail "--copy-out: $(tail -1 "$work/a.log"); $(ls "$work")"
+    # The positions file: tokens 1..P-1 of each passage in order, their ids as the tokens file has
+    # them (sequence index 1 + j), and losses whose means over a passage are the items file's.
+    python3 - "$work/a_positions.csv" "$work/a_items.csv" "$work/a_tokens.csv" <<'EOF' && pass "a_positions.csv: tokens 1..P-1 of each passage, their ids, losses whose means are a_items.csv's" || fail "a_positions.csv: $(head -c 300 "$work/a_positions.csv")"
+import csv, sys
+pos = list(csv.DictReader(open(sys.argv[1])))
+items = list(csv.DictReader(open(sys.argv[2])))
+seqs = list(csv.DictReader(open(sys.argv[3])))
+assert open(sys.argv[1]).readline() == "gap,sample,position,token,first_loss,repeat_loss\n"
+assert len(pos) == 15 * len(items) == 90
+for i, t in zip(items, seqs):
+    mine = [p for p in pos if (p['gap'], p['sample']) == (i['gap'], i['sample'])]
+    ids = [int(x) for x in t['tokens'].split()]
+    assert [int(p['position']) for p in mine] == list(range(1, 16)), i
+    assert [int(p['token']) for p in mine] == ids[2:17], i
+    for k in ('first_loss', 'repeat_loss'):
+        assert abs(sum(float(p[k]) for p in mine) / 15 - float(i[k])) < 1e-5, (i, k)
+EOF
     # The tokens file: each sequence as the items file places it, read back from val.bin by hand
     # (its documents in order, BOS dropped and each ended by a newline, the byte piece <0x0A> = id 13,
     # as the haystack reads them): BOS, the passage and the gap's text, the passage again.
@@ -74,8 +91,9 @@ else
 fi
 # The same seed: the same files, written over the run's own CSVs; another seed: other passages.
 if cp "$work/a.csv" "$work/first.csv" && cp "$work/a_items.csv" "$work/first_items.csv" && cp "$work/a_tokens.csv" "$work/first_tokens.csv" \
-   && "${C[@]}" "${run[@]}" --copy-out "$work/a" > "$work/a3.log" 2>&1 \
-   && cmp -s "$work/a.csv" "$work/first.csv" && cmp -s "$work/a_items.csv" "$work/first_items.csv" && cmp -s "$work/a_tokens.csv" "$work/first_tokens.csv"; then
+   && cp "$work/a_positions.csv" "$work/first_positions.csv" && "${C[@]}" "${run[@]}" --copy-out "$work/a" > "$work/a3.log" 2>&1 \
+   && cmp -s "$work/a.csv" "$work/first.csv" && cmp -s "$work/a_items.csv" "$work/first_items.csv" && cmp -s "$work/a_tokens.csv" "$work/first_tokens.csv" \
+   && cmp -s "$work/a_positions.csv" "$work/first_positions.csv"; then
     pass "the same seed writes the same CSVs, over the earlier run's"
 else
     fail "a re-run with the same seed: $(tail -1 "$work/a3.log") $(diff "$work/a_items.csv" "$work/first_items.csv" | head -2 | tr '\n' ' ')"
@@ -153,6 +171,11 @@ expect_error "bad input: --copy-out over a file of another kind (PREFIX_tokens.c
     "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256 --copy-out "$work/mine"
 [ "$(cat "$work/mine_tokens.csv")" = "my tokens" ] && [ ! -e "$work/mine.csv" ] && pass "a refused PREFIX_tokens.csv is left as it was, nothing written" ||
     fail "mine_tokens.csv: $(ls "$work" | tr '\n' ' ')"
+printf 'my positions\n' > "$work/mine2_positions.csv"
+expect_error "bad input: --copy-out over a file of another kind (PREFIX_positions.csv)" "--copy-out $work/mine2_positions.csv is an existing file that is not an infer --copy-out CSV" \
+    "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256 --copy-out "$work/mine2"
+[ "$(cat "$work/mine2_positions.csv")" = "my positions" ] && [ ! -e "$work/mine2.csv" ] && pass "a refused PREFIX_positions.csv is left as it was, nothing written" ||
+    fail "mine2_positions.csv: $(ls "$work" | tr '\n' ' ')"
 printf 'my notes\n' > "$work/notes_items.csv"
 expect_error "bad input: --copy-out over a file of another kind" "--copy-out $work/notes_items.csv is an existing file that is not an infer --copy-out CSV" \
     "${C[@]}" --copy-loss "$corpus/val.bin" --gaps 256 --copy-out "$work/notes"

@@ -254,6 +254,30 @@ static void test_copier() {
     check(items_csv.rfind(kCopyItemsCsvHeader, 0) == 0 && std::count(items_csv.begin(), items_csv.end(), '\n') == 7 &&
               items_csv.find(strf("\n1000,2,%lld,", items[5].start)) != std::string::npos,
           "PREFIX_items.csv: the header and a row per passage");
+    // PREFIX_positions.csv: a row per passage token j = 1..7 of each sequence, in order: its id (the
+    // sequence's token 1 + j), the copier's loss on it at the first occurrence, 0 on the repeat.
+    const std::string pos_csv = copy_positions_csv(hay, items, whole);
+    bool rows_ok = pos_csv.rfind(kCopyPositionsCsvHeader, 0) == 0 &&
+                   std::count(pos_csv.begin(), pos_csv.end(), '\n') == 1 + 7 * (long)items.size();
+    size_t at = pos_csv.find('\n') + 1;
+    std::string bad;
+    for (size_t i = 0; i < items.size() && rows_ok; i++) {
+        const std::vector<int> ids = copy_sequence(hay, items[i], bos);
+        for (int j = 1; j < 8 && rows_ok; j++, at = pos_csv.find('\n', at) + 1) {
+            long long gap = 0;
+            int sample = 0, position = 0, token = 0;
+            double first = 0, repeat = 0;
+            rows_ok = std::sscanf(pos_csv.c_str() + at, "%lld,%d,%d,%d,%lf,%lf", &gap, &sample, &position, &token, &first, &repeat) == 6 &&
+                      gap == items[i].gap && sample == items[i].sample && position == j && token == ids[(size_t)(1 + j)] &&
+                      std::fabs(first - copier_base(ids[(size_t)j], ids[(size_t)(1 + j)])) < 1e-5 && repeat == 0;
+            if (!rows_ok) bad = pos_csv.substr(at, pos_csv.find('\n', at) - at);
+        }
+    }
+    check(rows_ok, "PREFIX_positions.csv: a row per passage token 1..P-1: its id, its loss at the first occurrence and the repeat", bad);
+    std::vector<CopyScore> short_scores = whole;
+    short_scores[2].repeat_tokens.pop_back();
+    expect_fatal("positions of a score missing a token's loss", [&] { copy_positions_csv(hay, items, short_scores); },
+                 {"internal: 7 and 6 token losses for a passage of 8 tokens"});
 }
 
 // The spans to the token: a loss vector that is 0 exactly where the repeat's tokens 1..P-1 are
@@ -267,6 +291,9 @@ static void test_spans() {
         for (int j = 1; j < P; j++) L[(size_t)(it.first_at() + j - 1)] = (float)j;
         for (int j = 1; j < P; j++) L[(size_t)(r + j - 1)] = j < P / 2 ? 1.0f : 0.0f;
         const CopyScore s = copy_score(it, L);
+        bool each = (int)s.first_tokens.size() == P - 1 && (int)s.repeat_tokens.size() == P - 1;
+        for (int j = 1; j < P && each; j++) each = s.first_tokens[(size_t)j - 1] == j && s.repeat_tokens[(size_t)j - 1] == (j < P / 2 ? 1 : 0);
+        check(each, strf("P = %d: each of tokens 1..P-1 keeps its own loss, at either occurrence", P));
         const double first = P / 2.0, repeat = (double)(P / 2 - 1) / (P - 1);
         check(std::fabs(s.first - first) < 1e-9 && std::fabs(s.repeat - repeat) < 1e-9 && s.repeat_second_half == 0,
               strf("P = %d: the summary reads tokens 1..P-1 of each occurrence and P/2..P-1 of the repeat", P),

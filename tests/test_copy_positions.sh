@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# scripts/copy_positions.py on a positions file written as infer --copy-out writes it, its numbers
+# made by hand: the repeat's loss by place, the worst tenth's share, tokens copied and lost, the
+# hard tokens against the rest; a file of another kind and no file are refused in one line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=tests/lib.sh
+source tests/lib.sh
+work=$PWD/build/test_copy_positions
+rm -rf "$work" && mkdir -p "$work"
+# Gap 16: tokens 1-3 lost (3 nats), the rest copied (0.05); tokens 1-2 were hard the first time
+# (5 nats), the rest 1. Gap 2048: every token 1 nat at both occurrences.
+{
+    echo "gap,sample,position,token,first_loss,repeat_loss"
+    for j in $(seq 1 20); do
+        f=1.0; [ "$j" -le 2 ] && f=5.0
+        r=0.05; [ "$j" -le 3 ] && r=3.0
+        echo "16,0,$j,$((100 + j)),$f,$r"
+    done
+    for j in $(seq 1 20); do echo "2048,0,$j,$((200 + j)),1.0,1.0"; done
+} > "$work/run_positions.csv"
+out=$(python3 scripts/copy_positions.py "$work/run_positions.csv" 2>&1); rc=$?
+row() { grep -F "| $work/run_positions.csv | $1 |" <<< "$out"; }
+[ $rc -eq 0 ] && [ "$(row 16)" = "| $work/run_positions.csv | 16 | 0.49 | 3.00 | 0.05 | 0.05 | - | - | 61% | 85% | 15% | 3.00 | 0.21 | 20 (2) |" ] \
+    && pass "gap 16: by place 3.00 then 0.05; the worst tenth 61% of the loss; 85% copied, 15% lost; hard tokens 3.00 against 0.21" \
+    || fail "gap 16: exit $rc: $out"
+[ "$(row 2048)" = "| $work/run_positions.csv | 2048 | 1.00 | 1.00 | 1.00 | 1.00 | - | - | 10% | 0% | 0% | - | 1.00 | 20 (0) |" ] \
+    && pass "gap 2048: a flat 1.00, the worst tenth a tenth of it, no hard tokens" || fail "gap 2048: $out"
+[ "$(head -n 1 <<< "$out")" = "| file | gap | repeat | at 1-3 | at 4-15 | at 16-63 | at 64-127 | at 128+ | worst 10% share | copied (<0.1) | lost (>2) | repeat where first > 4 | elsewhere | tokens (first > 4) |" ] \
+    && pass "the header names every column" || fail "header: $(head -n 1 <<< "$out")"
+
+echo "gap,sample,start,first_loss,repeat_loss" > "$work/run_items.csv"
+out=$(python3 scripts/copy_positions.py "$work/run_items.csv" 2>&1); rc=$?
+[ $rc -ne 0 ] && [[ $out == "error: $work/run_items.csv is not an infer --copy-out PREFIX_positions.csv"* ]] && [ "$(wc -l <<< "$out")" -eq 1 ] \
+    && pass "an items file is refused in one line naming what it is not" || fail "items file: exit $rc: $out"
+printf 'gap,sample,position,token,first_loss,repeat_loss\n16,0,x,5,1,1\n' > "$work/bad_positions.csv"
+out=$(python3 scripts/copy_positions.py "$work/bad_positions.csv" 2>&1); rc=$?
+[ $rc -ne 0 ] && [[ $out == "error: $work/bad_positions.csv line 2 is not a row"* ]] && pass "a corrupt row is refused naming its line" || fail "corrupt row: exit $rc: $out"
+out=$(python3 scripts/copy_positions.py "$work/none.csv" 2>&1); rc=$?
+[ $rc -ne 0 ] && [[ $out == "error: cannot read $work/none.csv"* ]] && pass "a missing file: one line" || fail "missing: exit $rc: $out"
+out=$(python3 scripts/copy_positions.py 2>&1); rc=$?
+[ $rc -ne 0 ] && [[ $out == usage:* ]] && pass "no file: the usage" || fail "no file: exit $rc: $out"
+summary
