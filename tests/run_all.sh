@@ -4,9 +4,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Two lanes, one per core of the CI machine: the suites that read build/test_corpus run after
-# data_cli, which makes it, in one lane, then the launcher and fuzzer smoke tests and three more that
-# even the lanes' times; the others (the header and pattern-module builds, the unit tests) in the
-# other. Each suite's output goes to build/logs/<name>.log and is
+# data_cli, which makes it, in one lane, then the fuzzer smoke test (two harnesses at a time, so
+# both cores once the other lane is done); the others (the header and pattern-module builds, the
+# unit tests, the launcher and rendezvous tests, which even the lanes' times) in the other. Each suite's output goes to build/logs/<name>.log and is
 # printed whole when the lanes are done; its result line as soon as it ends. TEST_LANES=1 runs
 # every suite in one lane, in order.
 mkdir -p build/logs
@@ -41,11 +41,7 @@ lane_corpus() {
     run retrieval_study tests/test_retrieval_study.sh
     run layout_files tests/test_layout_files.sh
     run reference_model tests/test_reference_model.sh
-    run launch tests/test_launch.sh
     run fuzz tests/fuzz/run_fuzz.sh smoke
-    run rendezvous ./build/test_rendezvous
-    run rendezvous_fuzz ./build/test_rendezvous --fuzz
-    run attention_tool tests/test_attention_tool.sh
 }
 lane_rest() {
     run ops ./build/test_ops_cpu
@@ -75,6 +71,10 @@ lane_rest() {
     run pattern_module tests/check_pattern_module.sh
     run scripts tests/check_scripts.sh
     run no_history tests/check_no_history.sh
+    run launch tests/test_launch.sh
+    run rendezvous ./build/test_rendezvous
+    run rendezvous_fuzz ./build/test_rendezvous --fuzz
+    run attention_tool tests/test_attention_tool.sh
 }
 if [ "${TEST_LANES:-2}" = 1 ]; then
     lane_rest

@@ -54,8 +54,8 @@ row() { grep -F "| $1 |" "$SCREEN_DIR/table.md"; }
 [ -f "$SCREEN_DIR/W_s2.log" ] && grep -q 'call copy_screen' <<< "$out" && pass "each run's output in SCREEN_DIR/NAME_sS.log" || fail "logs: $(ls "$SCREEN_DIR")"
 # A device call brings back 8 files at most: OUT holds the table and one archive of everything.
 [ "$(ls "$OUT" | tr '\n' ' ')" = "copy_screen.tgz table.md " ] && cmp -s "$OUT/table.md" "$SCREEN_DIR/table.md" \
-    && tar -tzf "$OUT/copy_screen.tgz" | grep -qx 'screen/W_s2.log' \
-    && pass "OUT: the table and copy_screen.tgz with every run's files, two files" || fail "OUT: $(ls "$OUT")"
+    && grep -qx 'screen/W_s2.log' <<< "$(tar -tzf "$OUT/copy_screen.tgz")" \
+    && pass "OUT: the table and copy_screen.tgz with every run's files, two files" || fail "OUT: $(ls "$OUT" | tr '\n' ' '); $(tar -tzf "$OUT/copy_screen.tgz" | head -3 | tr '\n' ' ')"
 
 : > "$CALLS"
 out=$(FAIL_QK=8 scripts/copy_screen.sh C H:QKCONV=8 2>&1); rc=$?
