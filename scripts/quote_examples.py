@@ -82,13 +82,26 @@ def main():
                         sys.exit(f"error: {args.tasks} line {n} is not JSON ({e.msg}): give the task file the runs were scored on")
     except OSError as e:
         sys.exit(f"error: cannot read {args.tasks}: {e.strerror}")
+    for n, t in enumerate(tasks, 1):  # the quote items' fields this reads, checked once
+        if not isinstance(t, dict):
+            sys.exit(f"error: {args.tasks} item {n} is not a JSON object: give the task file the runs were scored on")
+        if t.get("task") != "quote":
+            continue
+        try:
+            t["depth"] = round(float(t["depth"]), 6)
+            ok = isinstance(t["answer"], str) and isinstance(t["question"], str)
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            sys.exit(f"error: {args.tasks} item {n} is a quote without a numeric depth, an answer and a question: "
+                     "give a task file of data_tool tasks --task quote")
     runs = [(run_name(p), read_items(p)) for p in args.items]
     control = read_items(args.control) if args.control else None
     label = args.label or f"{os.path.basename(args.tasks)}, {args.length}"
     printed = 0
     for depth in depths:
         item = next((t for t in tasks if t.get("task") == "quote" and t.get("length") == args.length
-                     and round(float(t.get("depth", -1)), 6) == depth), None)
+                     and t["depth"] == depth), None)
         if item is None:
             continue
         k = key("quote", args.length, depth, item["answer"])

@@ -47,7 +47,10 @@ Book, depth 0.33: "mid"  the text: "five six"  (1 of 2 runs)
     && pass "the first quote at each depth of the length: cue, text, runs right, two runs' outputs and the control's; a depth without items skipped" \
     || fail "quote_examples: exit $rc:"$'\n'"$out"
 
-for args in "--length 500 $work/r@1_q_items.csv" "--tasks $work/none.jsonl --length 500 $work/r@1_q_items.csv" \
+printf '{"task":"quote","context":"x","question":"q","answer":"a","length":500,"depth":"deep"}\n' > "$work/baddepth.jsonl"
+printf '{"task":"quote","context":"x","question":"q","length":500,"depth":0}\n' > "$work/noanswer.jsonl"
+for args in "--tasks $work/baddepth.jsonl --length 500 $work/r@1_q_items.csv" "--tasks $work/noanswer.jsonl --length 500 $work/r@1_q_items.csv" \
+            "--length 500 $work/r@1_q_items.csv" "--tasks $work/none.jsonl --length 500 $work/r@1_q_items.csv" \
             "--tasks $work/t.jsonl --length 700 $work/r@1_q_items.csv" "--tasks $work/t.jsonl --length 500 $work/t.jsonl" \
             "--tasks $work/t.jsonl --length 500 --depths 0,x $work/r@1_q_items.csv" "--tasks $work/t.jsonl --length 100 $work/r@1_q_items.csv"; do
     # shellcheck disable=SC2086
