@@ -17,6 +17,7 @@
 # (default: the GPUs nvidia-smi lists) sets how many
 # seeds; CARRY (.carry/read) the binaries and corpus as scripts/reading_study.sh packs them.
 # Outputs in SCREEN_DIR (build/copy_screen): NAME_sS.log, NAME_sS/ (copy_circuit.sh's files), table.md;
+# checkpoints in SCREEN_WORK (out/screen/<SCREEN_DIR's name>);
 # with OUT set (a device call), table.md and the whole folder as copy_screen.tgz there too (a call
 # brings back 8 files at most, and each run writes a dozen).
 set -uo pipefail
@@ -33,6 +34,17 @@ for spec in "$@"; do
     names+=("$name") envs+=("$sets")
 done
 out=${SCREEN_DIR:-build/copy_screen}
+# Each run's checkpoints and task files, apart from every other screen's (SCREEN_WORK sets the folder):
+# a name screened twice into one folder would meet the first run's checkpoints, which train refuses
+# to overwrite, so that is refused here, before any run starts.
+work_root=${SCREEN_WORK:-out/screen/$(basename "$out")}
+for name in "${names[@]}"; do
+    for ckpt in "$work_root/${name}"_s*/*/ckpt_*.safetensors "$work_root/${name}"_s*/ckpt_*.safetensors; do
+        [ -e "$ckpt" ] || continue
+        echo "error: config $name was screened before into $out (its checkpoints: $(dirname "$ckpt")); set SCREEN_DIR to a new folder, or remove $work_root" >&2
+        exit 2
+    done
+done
 mkdir -p "$out"
 CARRY=${CARRY:-.carry/read}
 # The binaries and corpus once, before the runs side by side would each unpack them.
@@ -56,7 +68,7 @@ for ((g = 0; g < gpus; g++)); do
             IFS=';' read -ra pairs <<< "${envs[$i]}"
             for p in "${pairs[@]}"; do export "${p?}"; done
             # shellcheck disable=SC2086
-            CUDA_VISIBLE_DEVICES=$g SEED=$s OUTDIR=$out/$run WORK=out/screen_$run "$circuit" ${VARIANTS:-hybrid-qkconv}
+            CUDA_VISIBLE_DEVICES=$g SEED=$s OUTDIR=$out/$run WORK=$work_root/$run "$circuit" ${VARIANTS:-hybrid-qkconv}
         ) > "$out/$run.log" 2>&1 &
         pids+=($!) runs+=("$run")
     done

@@ -16,6 +16,7 @@ stub=$work/circuit.sh
 cat > "$stub" <<'STUB'
 #!/usr/bin/env bash
 echo "$CUDA_VISIBLE_DEVICES|$SEED|${QKCONV:-4}|$LR_SEEN|$QKCONV_LAYERS|$BATCH|$MODEL_ARGS|$*" >> "$CALLS"
+echo "$WORK" >> "$CALLS.work"
 [ "${FAIL_QK:-none}" = "${QKCONV:-4}" ] && { echo "train: out of memory"; exit 3; }
 q=${QKCONV:-4} n=0
 for v in "$@"; do
@@ -30,7 +31,7 @@ for v in "$@"; do
 done
 STUB
 chmod +x "$stub"
-export COPY_CIRCUIT=$stub CALLS=$work/calls.txt OUT=$work/out SCREEN_DIR=$work/screen CARRY=$work/nocarry GPUS=2 LR_SEEN=-
+export COPY_CIRCUIT=$stub CALLS=$work/calls.txt OUT=$work/out SCREEN_DIR=$work/screen SCREEN_WORK=$work/wk CARRY=$work/nocarry GPUS=2 LR_SEEN=-
 mkdir -p "$OUT"
 
 : > "$CALLS"
@@ -72,6 +73,19 @@ out=$(VARIANTS="hybrid-qkconv torch-qkconv-diff" QKCONV_LAYERS='' scripts/copy_s
     && [ "$(grep -c '^| D_s[12] |' "$SCREEN_DIR/table.md")" -eq 4 ] \
     && pass "VARIANTS: each run trains every variant named, a row each; an empty QKCONV_LAYERS stays empty" \
     || fail "VARIANTS: exit $rc, calls $(cat "$CALLS"); $(cat "$SCREEN_DIR/table.md")"
+
+# A config screened before into the same folder: its checkpoints are there, and train would refuse
+# them one run at a time; the screen refuses at once, before any run, naming the way out.
+grep -qx "$work/wk/H_s2" "$CALLS.work" && pass "each run's checkpoints in SCREEN_WORK/NAME_sS" || fail "WORK: $(sort -u "$CALLS.work" | tr '\n' ' ')"
+mkdir -p "$work/wk/H_s2/hybrid-qkconv" && touch "$work/wk/H_s2/hybrid-qkconv/ckpt_00002400.safetensors"
+: > "$CALLS"
+out=$(scripts/copy_screen.sh C H:QKCONV=8 2>&1); rc=$?
+[ $rc -eq 2 ] && [[ $out == "error: config H was screened before into $SCREEN_DIR"*"set SCREEN_DIR to a new folder"* ]] \
+    && [ "$(wc -l <<< "$out")" -eq 1 ] && [ ! -s "$CALLS" ] \
+    && pass "a config screened before into SCREEN_DIR: refused in one line before any run" || fail "screened twice: exit $rc: $out; calls $(cat "$CALLS")"
+out=$(SCREEN_DIR=$work/screen2 SCREEN_WORK='' scripts/copy_screen.sh H:QKCONV=8 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -qx "out/screen/screen2/H_s1" "$CALLS.work" \
+    && pass "another SCREEN_DIR: the same config runs again, its checkpoints in out/screen/<its name>" || fail "a new SCREEN_DIR: exit $rc: $out"
 
 for args in "" "H:qkconv=8" ":QKCONV=8" "H:QKCONV" "H:QKCONV=8;bad"; do
     # shellcheck disable=SC2086
