@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/copy_positions.py on a positions file written as infer --copy-out writes it, its numbers
-# made by hand: the repeat's loss by place, the worst tenth's share, tokens copied and lost, the
-# hard tokens against the rest; a file of another kind and no file are refused in one line.
+# made by hand: the repeat's loss by place and its share at tokens 1-15, the worst tenth's share,
+# tokens copied and lost, the hard tokens against the rest and their share; a file of another kind and no file are refused in one line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tests/lib.sh
@@ -21,13 +21,39 @@ rm -rf "$work" && mkdir -p "$work"
 } > "$work/run_positions.csv"
 out=$(python3 scripts/copy_positions.py "$work/run_positions.csv" 2>&1); rc=$?
 row() { grep -F "| $work/run_positions.csv | $1 |" <<< "$out"; }
-[ $rc -eq 0 ] && [ "$(row 16)" = "| $work/run_positions.csv | 16 | 0.49 | 3.00 | 0.05 | 0.05 | - | - | 61% | 85% | 15% | 3.00 | 0.21 | 20 (2) |" ] \
-    && pass "gap 16: by place 3.00 then 0.05; the worst tenth 61% of the loss; 85% copied, 15% lost; hard tokens 3.00 against 0.21" \
+[ $rc -eq 0 ] && [ "$(row 16)" = "| $work/run_positions.csv | 16 | 0.49 | 3.00 | 0.05 | 0.05 | - | - | 97% | 61% | 85% | 15% | 3.00 | 0.21 | 61% | 20 (2) |" ] \
+    && pass "gap 16: by place 3.00 then 0.05, 97% of the loss at 1-15; the worst tenth 61%; 85% copied, 15% lost; hard tokens 3.00 against 0.21, 61% of the loss" \
     || fail "gap 16: exit $rc: $out"
-[ "$(row 2048)" = "| $work/run_positions.csv | 2048 | 1.00 | 1.00 | 1.00 | 1.00 | - | - | 10% | 0% | 0% | - | 1.00 | 20 (0) |" ] \
+[ "$(row 2048)" = "| $work/run_positions.csv | 2048 | 1.00 | 1.00 | 1.00 | 1.00 | - | - | 75% | 10% | 0% | 0% | - | 1.00 | 0% | 20 (0) |" ] \
     && pass "gap 2048: a flat 1.00, the worst tenth a tenth of it, no hard tokens" || fail "gap 2048: $out"
-[ "$(head -n 1 <<< "$out")" = "| file | gap | repeat | at 1-3 | at 4-15 | at 16-63 | at 64-127 | at 128+ | worst 10% share | copied (<0.1) | lost (>2) | repeat where first > 4 | elsewhere | tokens (first > 4) |" ] \
+[ "$(head -n 1 <<< "$out")" = "| file | gap | repeat | at 1-3 | at 4-15 | at 16-63 | at 64-127 | at 128+ | share at 1-15 | worst 10% share | copied (<0.1) | lost (>2) | repeat where first > 4 | elsewhere | their share | tokens (first > 4) |" ] \
     && pass "the header names every column" || fail "header: $(head -n 1 <<< "$out")"
+
+# --freq: a shard of 200,000 tokens where id 101 occurs once (5 a million), 102 ten times (50), every
+# other passage id 100 times (500), the rest filler (id 0).
+python3 - "$work/train.bin" <<'PY'
+import struct, sys
+ids = [101] + [102] * 10 + [t for t in list(range(103, 121)) + list(range(201, 221)) for _ in range(100)]
+ids += [0] * (200000 - len(ids))
+with open(sys.argv[1], "wb") as f:
+    f.write(b"LNGSHARD" + struct.pack("<IIQQIQ", 2, 2, len(ids), 1, 8192, 0) + bytes(20))
+    f.write(struct.pack("<Q", 0) + struct.pack("<%dH" % len(ids), *ids))
+PY
+out=$(python3 scripts/copy_positions.py --freq "$work/train.bin" "$work/run_positions.csv" 2>&1); rc=$?
+frow() { grep -F "| $work/run_positions.csv | $1 | " <<< "$out" | tail -n 1; }
+[ $rc -eq 0 ] && [ "$(frow 0-10)" = "| $work/run_positions.csv | 0-10 | 1 | 5.00 | 3.00 | 3.00 | - |" ] \
+    && [ "$(frow 10-100)" = "| $work/run_positions.csv | 10-100 | 1 | 5.00 | 3.00 | 3.00 | - |" ] \
+    && [ "$(frow 100-1000)" = "| $work/run_positions.csv | 100-1000 | 38 | 1.00 | 0.63 | - | 0.63 |" ] \
+    && [ -z "$(frow 10000+)" ] \
+    && pass "--freq: the repeats by how common each token is in the shard, every gap together" || fail "--freq: exit $rc: $out"
+out=$(python3 scripts/copy_positions.py --freq "$work/run_positions.csv" "$work/run_positions.csv" 2>&1); rc=$?
+[ $rc -ne 0 ] && [[ $out == "error: $work/run_positions.csv is not a token shard"* ]] && [ "$(wc -l <<< "$out")" -eq 1 ] \
+    && pass "--freq with a file that is no shard: one line" || fail "--freq not a shard: exit $rc: $out"
+head -c 1000 "$work/train.bin" > "$work/cut.bin"
+out=$(python3 scripts/copy_positions.py --freq "$work/cut.bin" "$work/run_positions.csv" 2>&1); rc=$?
+[ $rc -ne 0 ] && [[ $out == "error: $work/cut.bin is cut short"* ]] && pass "--freq with a shard cut short: one line" || fail "--freq cut: exit $rc: $out"
+out=$(python3 scripts/copy_positions.py --freq 2>&1); rc=$?
+[ $rc -ne 0 ] && [[ $out == usage:* ]] && pass "--freq without its shard: the usage" || fail "--freq alone: exit $rc: $out"
 
 echo "gap,sample,start,first_loss,repeat_loss" > "$work/run_items.csv"
 out=$(python3 scripts/copy_positions.py "$work/run_items.csv" 2>&1); rc=$?
