@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A screen on the 2K bench (scripts/copy_circuit.sh; notes/reading.md, Results 19 and 21): several
-# configs side by side on each GPU, GPU g with seed g + 1, each config the bench with some of its
+# configs side by side on each GPU, GPU g with seed SEED0 + g (SEED0: 1), each config the bench with some of its
 # settings changed; then one table of every config's copy loss by gap, quotes and controls,
 # validation loss and speed, by seed and variant. One device call (~4 minutes for four configs a GPU).
 #
@@ -54,6 +54,7 @@ if [ -f "$CARRY/bins.tar.xz" ]; then
     [ -f rs/corpus-long/val.bin ] || { cp "$CARRY"/corpus-long/* rs/corpus-long/ && xz -d -T0 rs/corpus-long/*.xz; }
     CARRY=rs
 fi
+[[ ${SEED0:-1} =~ ^[0-9]+$ ]] || { echo "error: SEED0 '$SEED0' is not a whole number (the first GPU's seed)" >&2; exit 2; }
 gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 [ "$gpus" -ge 1 ] 2>/dev/null || { echo "error: no GPU found (nvidia-smi lists none); set GPUS=N to name how many" >&2; exit 1; }
 circuit=${COPY_CIRCUIT:-scripts/copy_circuit.sh}  # tests put a stand-in here
@@ -61,7 +62,7 @@ export CARRY BATCH=${BATCH:-16} GAPS=${GAPS:-16,128,512,1K,2K} COPY_CTX=${COPY_C
 export QKCONV_LAYERS=${QKCONV_LAYERS-3,5} TOKENS=${TOKENS:-78643200} MODEL_ARGS=${MODEL_ARGS:---layers 6 --width 384 --heads 3 --attn-sink}
 pids=() runs=()
 for ((g = 0; g < gpus; g++)); do
-    s=$((g + 1))
+    s=$((${SEED0:-1} + g))
     for i in "${!names[@]}"; do
         run=${names[$i]}_s$s
         (

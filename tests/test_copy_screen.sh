@@ -87,6 +87,14 @@ out=$(SCREEN_DIR=$work/screen2 SCREEN_WORK='' scripts/copy_screen.sh H:QKCONV=8 
 [ $rc -eq 0 ] && grep -qx "out/screen/screen2/H_s1" "$CALLS.work" \
     && pass "another SCREEN_DIR: the same config runs again, its checkpoints in out/screen/<its name>" || fail "a new SCREEN_DIR: exit $rc: $out"
 
+# SEED0: the seeds after the first screen's, the same configs again (GPU g: SEED0 + g).
+: > "$CALLS"
+out=$(SEED0=3 scripts/copy_screen.sh C 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(cut -d'|' -f1,2 "$CALLS" | sort | tr '\n' ' ')" = "0|3 1|4 " ] && [ -n "$(row C_s4)" ] \
+    && pass "SEED0=3: GPU 0 runs seed 3, GPU 1 seed 4, rows C_s3 and C_s4" || fail "SEED0: exit $rc: $(cat "$CALLS"); $out"
+out=$(SEED0=x scripts/copy_screen.sh C 2>&1); rc=$?
+[ $rc -eq 2 ] && [[ $out == "error: SEED0 'x'"* ]] && pass "SEED0 not a number: refused in one line" || fail "SEED0=x: exit $rc: $out"
+
 for args in "" "H:qkconv=8" ":QKCONV=8" "H:QKCONV" "H:QKCONV=8;bad"; do
     # shellcheck disable=SC2086
     out=$(scripts/copy_screen.sh ${args:+"$args"} 2>&1); rc=$?
