@@ -32,6 +32,9 @@
 #                 from the halves of each head's query and key, the second's weights times a learned
 #                 lambda subtracted from the first's, so that weight spread over unrelated keys cancels)
 #   torch-qkconv-diff  torch-qkconv with differential attention
+#   torch-qkconv-ptr   torch-qkconv with a pointer-generator's copy (--pointer: one more head over the
+#                 final states weighs the tokens that followed states like the current one; a gate
+#                 mixes that distribution with the language model's)
 # Environment: CARRY (binaries and corpus as scripts/reading_study.sh packs them, default
 # .carry/read, unpacked into rs/), TOKENS (per run, default 78.6M: the 2K stage's share of the
 # study's 157M), SEED, DEVICE, MODEL_ARGS (without --rope-theta), GAPS, OUTDIR, ANSWER_WORDS (the quotes'
@@ -72,9 +75,9 @@ variant_args() {
                 attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn ${HLOGN:-512}"
                 [ "${v%-theta4}" = hybrid-qkconv ] && attn="$attn --qk-conv ${QKCONV:-4}${QKCONV_LAYERS:+ --qk-conv-layers $QKCONV_LAYERS}" ;;
         dense)  attn="--attn dense" ;;
-        torch|torch-hybrid|torch-moba|torch-mobalag|torch-qkconv|torch-diff|torch-qkconv-diff)
+        torch|torch-hybrid|torch-moba|torch-mobalag|torch-qkconv|torch-diff|torch-qkconv-diff|torch-qkconv-ptr)
                 [ "$1" = "$v" ] && return 0; echo "copy_circuit: the torch peers train on read's documents only (no $1)" >&2; return 1 ;;
-        *) echo "copy_circuit: unknown variant $1 (hybrid, hybrid-qkconv, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba, torch-mobalag, torch-qkconv, torch-diff, torch-qkconv-diff)" >&2
+        *) echo "copy_circuit: unknown variant $1 (hybrid, hybrid-qkconv, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba, torch-mobalag, torch-qkconv, torch-diff, torch-qkconv-diff, torch-qkconv-ptr)" >&2
            return 1 ;;
     esac
     echo "$MODEL_ARGS --rope-theta $theta $attn"
@@ -120,11 +123,12 @@ run_one() {  # train variant $1, then its copy loss and its quotes
             torch-qkconv) shape="$hybrid --qk-conv ${QKCONV:-4}" ;;
             torch-diff) shape="$hybrid --diff-attn" ;;
             torch-qkconv-diff) shape="$hybrid --qk-conv ${QKCONV:-4} --diff-attn" ;;
+            torch-qkconv-ptr) shape="$hybrid --qk-conv ${QKCONV:-4} --pointer" ;;
         esac
         # shellcheck disable=SC2086
         "${PYTHON:-python3}" "$(dirname "$0")/torch_copy_peer.py" --data "$CORPUS" --mix "$shard:0.5" --copy-tokens "$OUTDIR/${ours}_copy_tokens.csv" \
             --wait-pid "$OURS_PID" --seq-len "$SEQ" --batch "$BATCH" --steps "$steps" --lr "${LR:-1.5e-3}" --seed "$SEED" \
-            --device "$DEVICE" $MODEL_ARGS $shape > "$OUTDIR/${v}_train.log" 2>&1 || return 1
+            --device "$DEVICE" --positions-out "$OUTDIR/${v}_copy_positions.csv" $MODEL_ARGS $shape > "$OUTDIR/${v}_train.log" 2>&1 || return 1
         cp "$OUTDIR/${v}_train.log" "$OUTDIR/${v}_copy.log"
         return 0
     fi

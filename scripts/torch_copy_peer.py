@@ -22,7 +22,10 @@ mean key), --moba 64,4,lagged one choice per query block as a tiled kernel would
 gives their queries and keys a causal depthwise convolution (Primer's), so that one head can match
 several tokens; --diff-attn makes them differential (DIFF Transformer's: the weights of one half of
 each head's query and key less lambda times those of the other half, noise common to both cancelled).
-Ideas tried here before our kernels carry them.
+--pointer mixes a copy distribution into the output (a pointer-generator's): one more head over the
+final states puts its weight on the tokens that followed states like the current one, and a gate
+mixes that distribution with the language model's, so a copy can outweigh a confident language
+model instead of adding a bounded push to one logit. Ideas tried here before our kernels carry them.
 
 PyTorch is never a dependency of the project: this runs where it is installed (the GPU machines).
 """
@@ -77,6 +80,14 @@ def copy_score(row, token_losses):
     def mean(at, lo, hi):
         return sum(token_losses[at + j - 1] for j in range(lo, hi)) / (hi - lo)
     return mean(row["first_at"], 1, P), mean(row["repeat_at"], 1, P), mean(row["repeat_at"], P // 2, P)
+
+
+def positions_rows(row, token_losses):
+    """PREFIX_positions.csv's rows of one sequence, as infer --copy-out writes them (eval/copy_loss.h):
+    passage token j = 1..P-1, its id, its loss at the first occurrence and at the repeat."""
+    P, a, b = row["passage"], row["first_at"], row["repeat_at"]
+    return [f"{row['gap']},{row['sample']},{j},{row['ids'][a + j]},{token_losses[a + j - 1]:.6f},{token_losses[b + j - 1]:.6f}"
+            for j in range(1, P)]
 
 
 def copy_table(rows, scores):
@@ -185,6 +196,33 @@ def diff_attend(torch, q, k, v, mask, lam, subln, lambda_init):
     return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5) * subln * (1 - lambda_init)).to(v.dtype)
 
 
+def pointer_token_losses(torch, q, k, tokens, lm_logits, gate_logit, targets):
+    """-log p(targets) (B, T) of the pointer-generator mixture, 0 where a target is -1 (none).
+
+    q, k (B, T, Dp): the pointer's query at each position t and its key for each position s (the
+    model makes k[:, s] from position s - 1's state, so a query matches the state the token at s
+    followed); tokens (B, T) the inputs; lm_logits (B, T, V); gate_logit (B, T); targets (B, T).
+      a_t       = softmax over {null} and {s : 1 <= s <= t} of (0, q_t . k_s / sqrt(Dp))
+      p_copy(v) = sum over 1 <= s <= t of a_ts [tokens_s == v]    (the null key copies nothing)
+      p(v)      = (1 - g_t) softmax(lm_logits_t)(v) + g_t p_copy(v),  g_t = sigmoid(gate_logit_t)
+    The null key lets a query that matches nothing keep its copy mass off every token."""
+    F = torch.nn.functional
+    B, T, Dp = q.shape
+    dt = torch.promote_types(q.dtype, torch.float32)
+    with torch.autocast(q.device.type, enabled=False):  # the scores and the mixture in at least fp32
+        s = (q.to(dt) @ k.to(dt).transpose(1, 2)) / math.sqrt(Dp)
+        pos = torch.arange(T, device=q.device)
+        keep = (pos[None, :] <= pos[:, None]) & (pos[None, :] >= 1)
+        s = torch.cat([torch.zeros(B, T, 1, dtype=dt, device=q.device), s.masked_fill(~keep, float("-inf"))], dim=2)
+        a = s.softmax(-1)[..., 1:]
+        y = targets.clamp(min=0)
+        p_copy = (a * (tokens[:, None, :] == y[:, :, None]).to(dt)).sum(-1)
+        lm = F.log_softmax(lm_logits.to(dt), -1).gather(-1, y[..., None])[..., 0]
+        g = gate_logit.to(dt)
+        logp = torch.logaddexp(F.logsigmoid(-g) + lm, F.logsigmoid(g) + torch.log(p_copy.clamp(min=1e-30)))
+        return torch.where(targets >= 0, -logp, torch.zeros_like(logp))
+
+
 def causal_depthwise_conv(torch, x, weight):
     """x (B, T, C), weight (C, 1, W): out[t, c] = sum_j weight[c, 0, j] x[t - (W - 1) + j, c], positions
     before 0 read as 0 (causal: a position mixes itself and the W - 1 before it, channel by channel)."""
@@ -275,6 +313,11 @@ def build_model(torch, vocab, args):
             self.wprev = nn.Embedding(vocab, args.width) if args.prev_embed else None
             self.blocks = nn.ModuleList(Block(i, i in nope_layers) for i in range(args.layers))
             self.ln_f = nn.LayerNorm(args.width, eps=1e-5)
+            # --pointer: the copy head (query and key of one head's size) and the gate, over the final states.
+            self.ptr_q = self.ptr_k = self.ptr_gate = None
+            if args.pointer:
+                self.ptr_q, self.ptr_k = nn.Linear(args.width, D, bias=False), nn.Linear(args.width, D, bias=False)
+                self.ptr_gate = nn.Linear(args.width, 1)
             self.rope = None
             for name, p in self.named_parameters():
                 if p.dim() == 2:
@@ -282,8 +325,23 @@ def build_model(torch, vocab, args):
                     nn.init.normal_(p, 0.0, std)
                 elif name.endswith("bias"):
                     nn.init.zeros_(p)
+            if self.ptr_gate is not None:  # the gate starts nearly shut: the language model learns first
+                nn.init.constant_(self.ptr_gate.bias, -3.0)
+
+        def token_losses(self, idx, targets):
+            """The loss of each target (B, T), 0 where it is -1: the language model's, or with --pointer the mixture's."""
+            h = self.hidden(idx)
+            logits = h @ self.wte.weight.t()
+            if self.ptr_q is None:
+                losses = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), targets.clamp(min=0), reduction="none")
+                return torch.where(targets >= 0, losses, torch.zeros_like(losses))
+            k = torch.nn.functional.pad(self.ptr_k(h)[:, :-1], (0, 0, 1, 0))  # key s from the state at s - 1
+            return pointer_token_losses(torch, self.ptr_q(h), k, idx, logits, self.ptr_gate(h)[..., 0], targets)
 
         def forward(self, idx):
+            return self.hidden(idx) @ self.wte.weight.t()  # the tied head
+
+        def hidden(self, idx):
             T = idx.shape[1]
             if self.rope is None or self.rope.cos.shape[0] < T:
                 self.rope = Rotary(max(T, args.seq_len), idx.device)
@@ -292,7 +350,7 @@ def build_model(torch, vocab, args):
                 x = x + torch.nn.functional.pad(self.wprev(idx[:, :-1]), (0, 0, 1, 0))
             for i, b in enumerate(self.blocks):
                 x = b(x, self.rope, i in nope_layers)
-            return self.ln_f(x) @ self.wte.weight.t()  # the tied head
+            return self.ln_f(x)
 
     return GPT()
 
@@ -325,6 +383,10 @@ def main():
                     "convolution of W positions (Primer's), started as the identity, so that a head can match several tokens")
     ap.add_argument("--diff-attn", action="store_true", help="the NoPE layers' attention differential (DIFF Transformer): "
                     "(softmax of the query and key halves' first - lambda x their second) V, each head RMS-normalized")
+    ap.add_argument("--pointer", action="store_true", help="mix a copy distribution into the output (a pointer-generator): one head over the "
+                    "final states weighs the tokens that followed states like the current one, a gate mixes it with the language model's")
+    ap.add_argument("--positions-out", default="", help="write each passage token's loss at either occurrence here, as infer "
+                    "--copy-out's PREFIX_positions.csv (for scripts/copy_positions.py)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--log-every", type=int, default=50)
@@ -377,7 +439,8 @@ def main():
           f"{', previous-token embedding' if args.prev_embed else ''}"
           f"{f', NoPE layers {args.nope_layers}' if args.nope_layers else ''}{f', rotary window {args.window}' if args.window else ''}"
           f"{f', log-n {args.logn}' if args.logn else ''}{f', MoBA {args.moba}' if args.moba else ''}"
-          f"{f', q/k convolution {args.qk_conv}' if args.qk_conv else ''}{', differential attention' if args.diff_attn else ''}: "
+          f"{f', q/k convolution {args.qk_conv}' if args.qk_conv else ''}{', differential attention' if args.diff_attn else ''}"
+          f"{', pointer' if args.pointer else ''}: "
           f"{n_params / 1e6:.2f}M parameters, on {dev}", flush=True)
     g = torch.Generator().manual_seed(args.seed)
     T, B = args.seq_len, args.batch
@@ -402,8 +465,8 @@ def main():
         for group in opt.param_groups:
             group["lr"] = lr
         with autocast:
-            logits = model(x)
-        loss = torch.nn.functional.cross_entropy(logits.float().view(-1, vocab), y.view(-1), ignore_index=-1)
+            losses = model.token_losses(x, y)
+        loss = losses.float().sum() / (y >= 0).sum().clamp(min=1)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if args.grad_clip > 0:
@@ -422,14 +485,18 @@ def main():
                  "... --copy-out PREFIX first")
     rows = read_copy_tokens(args.copy_tokens)
     model.eval()
-    scores = []
+    scores, positions = [], ["gap,sample,position,token,first_loss,repeat_loss"]
     with torch.no_grad():
         for r in rows:
             ids = torch.tensor(r["ids"], dtype=torch.int64, device=dev)[None]
             with autocast:
-                logits = model(ids[:, :-1])
-            losses = torch.nn.functional.cross_entropy(logits.float()[0], ids[0, 1:], reduction="none")
+                losses = model.token_losses(ids[:, :-1], ids[:, 1:])[0].float()
             scores.append(copy_score(r, losses.tolist()))
+            positions += positions_rows(r, losses.tolist())
+    if args.positions_out:
+        with open(args.positions_out + ".tmp", "w") as f:
+            f.write("\n".join(positions) + "\n")
+        os.replace(args.positions_out + ".tmp", args.positions_out)
     print("copy loss by gap (nats/token over passage tokens 1..P-1; second half: P/2..P-1)")
     print(copy_table(rows, scores))
 

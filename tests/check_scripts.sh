@@ -45,18 +45,21 @@ PY
 out=$(python3 - <<'PY'
 import sys
 sys.path.insert(0, "scripts")
-from torch_copy_peer import copy_score, copy_table
+from torch_copy_peer import copy_score, copy_table, positions_rows
 P, G = 4, 2
 row = {"gap": G, "sample": 0, "first_at": 1, "repeat_at": 1 + P + G, "passage": P, "ids": list(range(1 + 2 * P + G))}
 losses = [float(i) for i in range(2 * P + G)]             # the loss of token i + 1 is i
 first, repeat, half = copy_score(row, losses)
 ok = (first, repeat, half) == ((1 + 2 + 3) / 3, (7 + 8 + 9) / 3, (8 + 9) / 2)
+# positions_rows: token j of the passage (id first_at + j here), its loss at either occurrence.
+ok = ok and positions_rows(dict(row, ids=[100 + i for i in row["ids"]]), losses) == [
+    "2,0,1,102,1.000000,7.000000", "2,0,2,103,2.000000,8.000000", "2,0,3,104,3.000000,9.000000"]
 t = copy_table([row, dict(row, sample=1)], [(1.0, 0.5, 0.25), (3.0, 1.5, 0.75)]).splitlines()
 ok = ok and len(t) == 2 and t[1].split() == ["2", "2", "4", "2.0000", "1.0000", "0.5000"]
 print(ok)
 PY
 )
-[ "$out" = True ] && pass "torch_copy_peer scores passage tokens 1..P-1 of each occurrence as infer does, and averages a gap's samples" \
+[ "$out" = True ] && pass "torch_copy_peer scores passage tokens 1..P-1 of each occurrence as infer does, writes their positions rows as infer does, and averages a gap's samples" \
     || fail "torch_copy_peer's copy_score or copy_table: $out"
 # Its bad flags: one line naming the flag and the fix, a non-zero exit, before PyTorch is imported.
 bad=0
@@ -160,7 +163,39 @@ PY
 )
     [ "$out" = True ] && pass "torch_copy_peer's differential attention equals a loop over its definition (two softmaxes from the halves, lambda, the head's RMS norm)" \
         || fail "torch_copy_peer's diff_attend: $out"
+    # The pointer-generator mixture against a loop over its definition (the null key, keys from the
+    # state before, a position with no key, a target of -1; odd sizes).
+    out=$("$torch_py" - <<'PY'
+import math, sys
+sys.path.insert(0, "scripts")
+import torch
+from torch_copy_peer import pointer_token_losses
+torch.manual_seed(11)
+wrong = 0
+for B, T, Dp, V in [(2, 7, 3, 5), (1, 1, 4, 3), (3, 5, 2, 4)]:
+    q, k = torch.randn(B, T, Dp, dtype=torch.float64), torch.randn(B, T, Dp, dtype=torch.float64)
+    tokens, targets = torch.randint(V, (B, T)), torch.randint(V, (B, T))
+    targets[0, -1] = -1
+    lm, gate = torch.randn(B, T, V, dtype=torch.float64), torch.randn(B, T, dtype=torch.float64)
+    got = pointer_token_losses(torch, q, k, tokens, lm, gate, targets)
+    for b in range(B):
+        for t in range(T):
+            y = int(targets[b, t])
+            if y < 0:
+                wrong += float(got[b, t]) != 0.0
+                continue
+            scores = [0.0] + [float(q[b, t] @ k[b, s]) / math.sqrt(Dp) for s in range(1, t + 1)]
+            z = sum(math.exp(x) for x in scores)
+            p_copy = sum(math.exp(scores[s]) / z for s in range(1, t + 1) if int(tokens[b, s]) == y)
+            p_lm = math.exp(float(lm[b, t, y])) / sum(math.exp(float(x)) for x in lm[b, t])
+            g = 1 / (1 + math.exp(-float(gate[b, t])))
+            wrong += abs(float(got[b, t]) + math.log((1 - g) * p_lm + g * p_copy)) > 1e-9
+print(wrong == 0)
+PY
+)
+    [ "$out" = True ] && pass "torch_copy_peer's pointer mixture equals a loop over its definition (the null key, keys from the state before, no target)" \
+        || fail "torch_copy_peer's pointer_token_losses: $out"
 else
-    echo "skip: torch_copy_peer's MoBA mask, q/k convolution and differential attention (no Python here has PyTorch)"
+    echo "skip: torch_copy_peer's MoBA mask, q/k convolution, differential attention and pointer mixture (no Python here has PyTorch)"
 fi
 summary

@@ -242,12 +242,12 @@ env $cc WORK=$work/ccw_bad scripts/copy_circuit.sh hybrid sparse > "$work/cc_bad
 env $cc WORK=$work/ccw_bad scripts/copy_circuit.sh torch > "$work/cc_torch.log" 2>&1 && fail "copy_circuit ran the PyTorch peer with no sequences to score" ||
     { grep -q 'the torch peer needs one of our variants beside it' "$work/cc_torch.log" && pass "copy_circuit refuses the PyTorch peer alone (nothing to score)" ||
       fail "copy_circuit torch alone: $(cat "$work/cc_torch.log")"; }
-# The peers at the hybrid's shape (plain, MoBA's two gates, the q/k convolution, differential attention) beside ours at toy size (where a Python has
+# The peers at the hybrid's shape (plain, MoBA's two gates, the q/k convolution, differential attention, the pointer) beside ours at toy size (where a Python has
 # PyTorch): each trains, scores our sequences and says its shape.
 torch_py=$(torch_python)
 if [ -n "$torch_py" ]; then
     env $cc OUTDIR=$work/ccp WORK=$work/ccpw PYTHON=$torch_py MOBA=32,2 MODEL_ARGS="--layers 6 --width 64 --heads 1" \
-        scripts/copy_circuit.sh hybrid torch-hybrid torch-moba torch-mobalag torch-qkconv torch-diff torch-qkconv-diff > "$work/ccp.log" 2>&1
+        scripts/copy_circuit.sh hybrid torch-hybrid torch-moba torch-mobalag torch-qkconv torch-diff torch-qkconv-diff torch-qkconv-ptr > "$work/ccp.log" 2>&1
     grep -q 'NoPE layers 1,3,5, rotary window 256, log-n 512: ' "$work/ccp/torch-hybrid_train.log" &&
         grep -q 'NoPE layers 1,3,5, rotary window 256, log-n 512, MoBA 32,2: ' "$work/ccp/torch-moba_train.log" &&
         grep -q 'NoPE layers 1,3,5, rotary window 256, log-n 512, MoBA 32,2,lagged: ' "$work/ccp/torch-mobalag_train.log" &&
@@ -258,7 +258,9 @@ if [ -n "$torch_py" ]; then
         grep -q 'NoPE layers 1,3,5, rotary window 256, log-n 512, differential attention: ' "$work/ccp/torch-diff_train.log" &&
         grep -q 'NoPE layers 1,3,5, rotary window 256, log-n 512, q/k convolution 4, differential attention: ' "$work/ccp/torch-qkconv-diff_train.log" &&
         grep -qE '^ +128 +1 +256 ' "$work/ccp/torch-diff_copy.log" && grep -qE '^ +128 +1 +256 ' "$work/ccp/torch-qkconv-diff_copy.log" &&
-        pass "copy_circuit: the PyTorch peers at the hybrid's shape, without MoBA, with its two gates, with the q/k convolution and differential attention, score our variant's sequences" ||
+        grep -q 'NoPE layers 1,3,5, rotary window 256, log-n 512, q/k convolution 4, pointer: ' "$work/ccp/torch-qkconv-ptr_train.log" &&
+        grep -qE '^ +128 +1 +256 ' "$work/ccp/torch-qkconv-ptr_copy.log" &&
+        pass "copy_circuit: the PyTorch peers at the hybrid's shape, without MoBA, with its two gates, with the q/k convolution, differential attention and the pointer, score our variant's sequences" ||
         fail "copy_circuit's peers: $(tail -5 "$work/ccp.log")"
 else
     echo "skip: copy_circuit's PyTorch peers (no Python here has PyTorch)"
