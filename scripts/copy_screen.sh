@@ -34,18 +34,7 @@ for spec in "$@"; do
     names+=("$name") envs+=("$sets")
 done
 out=${SCREEN_DIR:-build/copy_screen}
-# Each run's checkpoints and task files, apart from every other screen's (SCREEN_WORK sets the folder):
-# a name screened twice into one folder would meet the first run's checkpoints, which train refuses
-# to overwrite, so that is refused here, before any run starts.
 work_root=${SCREEN_WORK:-out/screen/$(basename "$out")}
-for name in "${names[@]}"; do
-    for ckpt in "$work_root/${name}"_s*/*/ckpt_*.safetensors "$work_root/${name}"_s*/ckpt_*.safetensors; do
-        [ -e "$ckpt" ] || continue
-        echo "error: config $name was screened before into $out (its checkpoints: $(dirname "$ckpt")); set SCREEN_DIR to a new folder, or remove $work_root" >&2
-        exit 2
-    done
-done
-mkdir -p "$out"
 CARRY=${CARRY:-.carry/read}
 # The binaries and corpus once, before the runs side by side would each unpack them.
 if [ -f "$CARRY/bins.tar.xz" ]; then
@@ -57,6 +46,19 @@ fi
 [[ ${SEED0:-1} =~ ^[0-9]+$ ]] || { echo "error: SEED0 '$SEED0' is not a whole number (the first GPU's seed)" >&2; exit 2; }
 gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 [ "$gpus" -ge 1 ] 2>/dev/null || { echo "error: no GPU found (nvidia-smi lists none); set GPUS=N to name how many" >&2; exit 1; }
+# Each run's checkpoints and task files, apart from every other screen's (SCREEN_WORK sets the folder):
+# a config screened twice at one seed into one folder would meet the first run's checkpoints, which
+# train refuses to overwrite, so that is refused here, before any run starts.
+for ((g = 0; g < gpus; g++)); do
+    for name in "${names[@]}"; do
+        for ckpt in "$work_root/${name}_s$((${SEED0:-1} + g))"/{,*/}ckpt_*.safetensors; do
+            [ -e "$ckpt" ] || continue
+            echo "error: config $name was screened at seed $((${SEED0:-1} + g)) before into $out (its checkpoints: $(dirname "$ckpt")); set SCREEN_DIR to a new folder or SEED0 to other seeds, or remove $work_root" >&2
+            exit 2
+        done
+    done
+done
+mkdir -p "$out"
 circuit=${COPY_CIRCUIT:-scripts/copy_circuit.sh}  # tests put a stand-in here
 export CARRY BATCH=${BATCH:-16} GAPS=${GAPS:-16,128,512,1K,2K} COPY_CTX=${COPY_CTX:-4608} COPY_SAMPLES=${COPY_SAMPLES:-16}
 export QKCONV_LAYERS=${QKCONV_LAYERS-3,5} TOKENS=${TOKENS:-78643200} MODEL_ARGS=${MODEL_ARGS:---layers 6 --width 384 --heads 3 --attn-sink}

@@ -80,9 +80,13 @@ grep -qx "$work/wk/H_s2" "$CALLS.work" && pass "each run's checkpoints in SCREEN
 mkdir -p "$work/wk/H_s2/hybrid-qkconv" && touch "$work/wk/H_s2/hybrid-qkconv/ckpt_00002400.safetensors"
 : > "$CALLS"
 out=$(scripts/copy_screen.sh C H:QKCONV=8 2>&1); rc=$?
-[ $rc -eq 2 ] && [[ $out == "error: config H was screened before into $SCREEN_DIR"*"set SCREEN_DIR to a new folder"* ]] \
+[ $rc -eq 2 ] && [[ $out == "error: config H was screened at seed 2 before into $SCREEN_DIR"*"set SCREEN_DIR to a new folder"* ]] \
     && [ "$(wc -l <<< "$out")" -eq 1 ] && [ ! -s "$CALLS" ] \
     && pass "a config screened before into SCREEN_DIR: refused in one line before any run" || fail "screened twice: exit $rc: $out; calls $(cat "$CALLS")"
+: > "$CALLS"
+out=$(SEED0=3 scripts/copy_screen.sh H:QKCONV=8 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(cut -d'|' -f2 "$CALLS" | sort | tr '\n' ' ')" = "3 4 " ] \
+    && pass "the same config and folder at other seeds (SEED0=3) runs" || fail "other seeds: exit $rc: $out"
 out=$(SCREEN_DIR=$work/screen2 SCREEN_WORK='' scripts/copy_screen.sh H:QKCONV=8 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -qx "out/screen/screen2/H_s1" "$CALLS.work" \
     && pass "another SCREEN_DIR: the same config runs again, its checkpoints in out/screen/<its name>" || fail "a new SCREEN_DIR: exit $rc: $out"
