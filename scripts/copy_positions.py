@@ -12,7 +12,8 @@ on its worst tenth of tokens (a copy that slips now and then concentrates it), t
 (repeat loss under 0.1 nats) and lost (over 2), and the repeat's loss on the tokens the first
 occurrence found hardest (first loss over 4 nats: names, numbers, what only the source can tell)
 against the rest, with those tokens' share of the loss (a copy that yields to the language model
-where the two disagree most).
+where the two disagree most). Given several files (the runs of one recipe), a last row per gap
+gives each column's median over them.
 
 --freq SHARD (the corpus's train.bin the model was trained on) adds a table of the same repeats by
 how common each token is in SHARD (per million tokens), all gaps of a file together: whether what
@@ -22,6 +23,7 @@ the copy and the language model disagree), which any token can be.
 import array
 import csv
 import os
+import statistics
 import struct
 import sys
 from collections import Counter, defaultdict
@@ -99,6 +101,14 @@ def fmt(v):
     return "-" if v != v else f"{v:.2f}"
 
 
+def row_cells(s):
+    """A summarize() list as the table's cells."""
+    cells = [fmt(v) for v in s[:1 + len(BUCKETS)]]
+    finding, share, copied, lost, hard, easy, hard_share, n_hard, n = s[1 + len(BUCKETS):]
+    return cells + [pct(finding), pct(share), pct(copied), pct(lost), fmt(hard), fmt(easy), pct(hard_share),
+                    f"{n:.0f} ({n_hard:.0f})"]
+
+
 def pct(v):
     return "-" if v != v else f"{100 * v:.0f}%"
 
@@ -140,13 +150,16 @@ def main(args):
           " | share at 1-15 | worst 10% share | copied (<0.1) | lost (>2) | repeat where first > 4 | elsewhere"
           " | their share | tokens (first > 4) |")
     print("| --- " * (len(BUCKETS) + 12) + "|")
+    by_gap_all = defaultdict(list)
     for path, by_gap in files:
         for gap, rows in sorted(by_gap.items()):
             s = summarize(rows)
-            cells = [fmt(v) for v in s[:1 + len(BUCKETS)]]
-            finding, share, copied, lost, hard, easy, hard_share, n_hard, n = s[1 + len(BUCKETS):]
-            cells += [pct(finding), pct(share), pct(copied), pct(lost), fmt(hard), fmt(easy), pct(hard_share), f"{n} ({n_hard})"]
-            print(f"| {path} | {gap} | " + " | ".join(cells) + " |")
+            by_gap_all[gap].append(s)
+            print(f"| {path} | {gap} | " + " | ".join(row_cells(s)) + " |")
+    if len(files) > 1:
+        for gap, summaries in sorted(by_gap_all.items()):
+            med = [statistics.median(col) if all(v == v for v in col) else float("nan") for col in zip(*summaries)]
+            print(f"| median of {len(summaries)} files | {gap} | " + " | ".join(row_cells(med)) + " |")
     if shard:
         print_freq(files, counts, n_tokens)
 

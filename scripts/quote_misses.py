@@ -9,9 +9,11 @@ items (and of their controls), how many of the answer's words the continuation r
 it leaves the text: none (the model did not find the line, or guessed), some (it found the line
 and lost it), all (correct, infer's rule: the continuation, leading spaces removed, starts with
 the answer). A model that finds its lines but copies badly misses with words right; one that
-cannot find them misses with none, as the control (the line taken out) does.
+cannot find them misses with none, as the control (the line taken out) does. Given several files
+(the runs of one recipe), a last row per task and length gives each column's median over them.
 """
 import csv
+import statistics
 import sys
 from collections import defaultdict
 
@@ -83,6 +85,20 @@ def main(paths):
         for (task, length), (n, none, some, right) in sorted(cells.items()):
             pct = lambda k: f"{100 * k / n:.0f}%"
             print(f"| {path} | {task} | {length} | {n} | {pct(right)} | {pct(some)} | {pct(none)} |")
+    if len(summaries) > 1:
+        print_medians(summaries)
+
+
+def print_medians(summaries):
+    """Each task and length's shares, the median over the files that have it."""
+    keys = sorted({key for _, cells in summaries for key in cells})
+    for task, length in keys:
+        have = [cells[(task, length)] for _, cells in summaries if (task, length) in cells]
+        items = sorted({c[0] for c in have})
+        shares = [[100 * c[k] / c[0] for c in have] for k in (3, 2, 1)]  # correct, some, none
+        n = str(items[0]) if len(items) == 1 else f"{items[0]}-{items[-1]}"
+        print(f"| median of {len(have)} files | {task} | {length} | {n} each | " +
+              " | ".join(f"{statistics.median(v):.0f}%" for v in shares) + " |")
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -29,6 +29,14 @@ row() { grep -F "| $work/run_positions.csv | $1 |" <<< "$out"; }
 [ "$(head -n 1 <<< "$out")" = "| file | gap | repeat | at 1-3 | at 4-15 | at 16-63 | at 64-127 | at 128+ | share at 1-15 | worst 10% share | copied (<0.1) | lost (>2) | repeat where first > 4 | elsewhere | their share | tokens (first > 4) |" ] \
     && pass "the header names every column" || fail "header: $(head -n 1 <<< "$out")"
 
+# Two files (two runs): a median row per gap after the files' rows. The second run's repeat at gap
+# 2048 costs 3 nats a token: the medians there are the two runs' means.
+sed 's/^\(2048,0,[0-9]*,[0-9]*,1.0\),1.0$/\1,3.0/' "$work/run_positions.csv" > "$work/run2_positions.csv"
+out=$(python3 scripts/copy_positions.py "$work/run_positions.csv" "$work/run2_positions.csv" 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(grep -F '| median of 2 files | 2048 |' <<< "$out")" = "| median of 2 files | 2048 | 2.00 | 2.00 | 2.00 | 2.00 | - | - | 75% | 10% | 0% | 50% | - | 2.00 | 0% | 20 (0) |" ] \
+    && [ "$(grep -F '| median of 2 files | 16 |' <<< "$out")" = "| median of 2 files | 16 | 0.49 | 3.00 | 0.05 | 0.05 | - | - | 97% | 61% | 85% | 15% | 3.00 | 0.21 | 61% | 20 (2) |" ] \
+    && pass "two files: each gap's columns, the median over the files" || fail "medians: exit $rc: $out"
+
 # --freq: a shard of 200,000 tokens where id 101 occurs once (5 a million), 102 ten times (50), every
 # other passage id 100 times (500), the rest filler (id 0).
 python3 - "$work/train.bin" <<'PY'

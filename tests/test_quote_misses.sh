@@ -33,6 +33,17 @@ row() { grep -F "| $work/run_items.csv | $1 | $2 |" <<< "$out"; }
     && pass "the control's own row" || fail "control row: $out"
 ! grep -q passkey <<< "$out" && pass "passkey rows skipped" || fail "a passkey row in: $out"
 
+# Several files (a recipe's runs): a median row per task and length after the files' own rows.
+sed 's/^5,quote,2048,1,2040,"risk, of"," risk, of the",1$/5,quote,2048,1,2040,"risk, of"," dog",0/' "$work/run_items.csv" > "$work/run2_items.csv"
+cp "$work/run2_items.csv" "$work/run3_items.csv"
+out=$(python3 scripts/quote_misses.py "$work/run_items.csv" "$work/run2_items.csv" "$work/run3_items.csv" 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(grep -F '| median of 3 files | quote | 2048 |' <<< "$out")" = "| median of 3 files | quote | 2048 | 4 each | 25% | 25% | 50% |" ] \
+    && [ "$(grep -F '| median of 3 files | quote | 8192 |' <<< "$out")" = "| median of 3 files | quote | 8192 | 4 each | 25% | 50% | 25% |" ] \
+    && [ "$(grep -c '^| median of' <<< "$out")" -eq 3 ] \
+    && pass "three files: each task and length's shares, the median over the files" || fail "medians: exit $rc: $out"
+[ "$(python3 scripts/quote_misses.py "$work/run_items.csv" | grep -c '^| median')" -eq 0 ] \
+    && pass "one file: no median row" || fail "one file printed a median"
+
 out=$(python3 scripts/quote_misses.py 2>&1); rc=$?
 [ $rc -eq 2 ] && [[ $out == usage:* ]] && pass "refused: no file" || fail "no file: exit $rc: $out"
 printf 'task,length,depth,items,correct,accuracy\nquote,2048,0,10,5,0.5\n' > "$work/cells.csv"
