@@ -15,10 +15,11 @@ against the rest, with those tokens' share of the loss (a copy that yields to th
 where the two disagree most). Given several files (the runs of one recipe), a last row per gap
 gives each column's median over them.
 
---freq SHARD (the corpus's train.bin the model was trained on) adds a table of the same repeats by
-how common each token is in SHARD (per million tokens), all gaps of a file together: whether what
-the copy loses is the rare tokens (whose embeddings trained least) or the surprising ones (where
-the copy and the language model disagree), which any token can be.
+--freq SHARD (the corpus's train.bin the model was trained on) adds two tables of the same
+repeats, all gaps of a file together: by how common each token is in SHARD (per million tokens),
+and by the first occurrence's loss, rare tokens (under 100 a million) apart from the rest: whether
+what the copy loses is the rare tokens (whose embeddings trained least) or the surprising ones
+(where the copy and the language model disagree), which any token can be.
 """
 import array
 import csv
@@ -31,6 +32,8 @@ from collections import Counter, defaultdict
 HEADER = ["gap", "sample", "position", "token", "first_loss", "repeat_loss"]
 BUCKETS = [(1, 3), (4, 15), (16, 63), (64, 127), (128, 1 << 30)]
 FREQ_BANDS = [(0, 10), (10, 100), (100, 1000), (1000, 10000), (10000, None)]  # per million tokens
+FIRST_BANDS = [(0, 1), (1, 2), (2, 4), (4, 6), (6, 8), (8, None)]  # the first occurrence's loss, nats
+RARE = 100  # per million tokens
 
 
 def bucket_name(lo, hi):
@@ -131,6 +134,17 @@ def print_freq(files, counts, n_tokens):
                 continue
             cells = [mean([f for f, _ in sel]), mean([r for _, r in sel]),
                      mean([r for f, r in sel if f > 4]), mean([r for f, r in sel if f <= 4])]
+            print(f"| {path} | {band_name(lo, hi)} | {len(sel)} | " + " | ".join(fmt(v) for v in cells) + " |")
+    print()
+    print(f"| file | first occurrence's loss | tokens | repeat | rare tokens (under {RARE} a million) | the rest |")
+    print("| --- " * 6 + "|")
+    for path, by_gap in files:
+        rows = [(f, r, 1e6 * counts[t] / n_tokens < RARE) for gap_rows in by_gap.values() for _, f, r, t in gap_rows]
+        for lo, hi in FIRST_BANDS:
+            sel = [(r, rare) for f, r, rare in rows if lo <= f and (hi is None or f < hi)]
+            if not sel:
+                continue
+            cells = [mean([r for r, _ in sel]), mean([r for r, rare in sel if rare]), mean([r for r, rare in sel if not rare])]
             print(f"| {path} | {band_name(lo, hi)} | {len(sel)} | " + " | ".join(fmt(v) for v in cells) + " |")
 
 

@@ -54,6 +54,12 @@ frow() { grep -F "| $work/run_positions.csv | $1 | " <<< "$out" | tail -n 1; }
     && [ "$(frow 100-1000)" = "| $work/run_positions.csv | 100-1000 | 38 | 1.00 | 0.63 | - | 0.63 |" ] \
     && [ -z "$(frow 10000+)" ] \
     && pass "--freq: the repeats by how common each token is in the shard, every gap together" || fail "--freq: exit $rc: $out"
+# By the first occurrence's loss: 4-6 nats holds ids 101 and 102 (5 and 50 a million: rare), both
+# lost (3.0); 1-2 the other 38 tokens, none rare (gap 16's 3rd at 3.0 and 17 at 0.05, gap 2048's 20
+# at 1.0).
+[ "$(grep -F "| $work/run_positions.csv | 4-6 | " <<< "$out")" = "| $work/run_positions.csv | 4-6 | 2 | 3.00 | 3.00 | - |" ] \
+    && [ "$(grep -F "| $work/run_positions.csv | 1-2 | " <<< "$out")" = "| $work/run_positions.csv | 1-2 | 38 | 0.63 | - | 0.63 |" ] \
+    && pass "--freq: the repeats by the first occurrence's loss, rare tokens apart" || fail "--freq by first loss: $out"
 out=$(python3 scripts/copy_positions.py --freq "$work/run_positions.csv" "$work/run_positions.csv" 2>&1); rc=$?
 [ $rc -ne 0 ] && [[ $out == "error: $work/run_positions.csv is not a token shard"* ]] && [ "$(wc -l <<< "$out")" -eq 1 ] \
     && pass "--freq with a file that is no shard: one line" || fail "--freq not a shard: exit $rc: $out"
