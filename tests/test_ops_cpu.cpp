@@ -39,6 +39,7 @@
 #include "layers/gelu.h"
 #include "layers/layernorm.h"
 #include "layers/matmul.h"
+#include "layers/pointer.h"
 #include "layers/qk_conv.h"
 #include "layers/residual.h"
 #include "layers/rope.h"
@@ -245,6 +246,40 @@ struct QkConvOp : OpBase {
     void backward(const Bufs<T>& i, const Bufs<T>& o, const Bufs<T>& d, Bufs<T>& g) const {
         qk_conv_backward(g[0].data(), g[1].data(), d[0].data(), o[1].data(), i[1].data(), pos.data(),
                          doc_start.empty() ? nullptr : doc_start.data(), B, Tn, C, W);
+    }
+};
+
+// The pointer (layers/pointer.h) over B rows of T positions: tokens from a vocabulary of V so that
+// targets recur, one target no token holds (its copy is 0), targets of -1 (no loss), the first
+// position (only the null key).
+struct PointerOp : OpBase {
+    int B, Tn, D, V;
+    double scale;
+    std::vector<int> tokens, targets;
+    PointerOp(int B_, int T_, int D_, int V_) : B(B_), Tn(T_), D(D_), V(V_), scale(1.0 / std::sqrt((double)D_)) {
+        op = "pointer";
+        shape = strf("B=%d,T=%d,D=%d,V=%d", B, Tn, D, V);
+        const size_t n = (size_t)B * Tn;
+        in = {{"q", n * D, true, -1, 1}, {"kp", n * D, true, -1, 1}, {"gate", n, true, -3, 3}, {"lm", n, true, -8, -0.05}};
+        out = {{"loss", n, true, 0, 0}, {"lse", n, false, 0, 0}, {"pcopy", n, false, 0, 0}};
+    }
+    void setup(gc::Rng& rng) {
+        tokens.resize((size_t)B * Tn), targets.resize((size_t)B * Tn);
+        for (auto& t : tokens) t = rng.randint(0, V - 1);
+        for (auto& t : targets) t = rng.randint(0, V - 1);
+        targets[1] = -1;
+        if (B * Tn > 4) targets[B * Tn - 2] = -1, targets[B * Tn - 1] = V;  // V: no token holds it
+    }
+    template <typename T>
+    void forward(const Bufs<T>& i, Bufs<T>& o) const {
+        pointer_forward(o[0].data(), o[1].data(), o[2].data(), i[0].data(), i[1].data(), i[2].data(), i[3].data(),
+                        tokens.data(), targets.data(), B, Tn, D, (T)scale);
+    }
+    template <typename T>
+    void backward(const Bufs<T>& i, const Bufs<T>& o, const Bufs<T>& d, Bufs<T>& g) const {
+        pointer_backward(g[0].data(), g[1].data(), g[2].data(), g[3].data(), d[0].data(), i[0].data(), i[1].data(),
+                         i[2].data(), i[3].data(), o[1].data(), o[2].data(), tokens.data(), targets.data(), B, Tn, D,
+                         (T)scale);
     }
 };
 
@@ -854,6 +889,38 @@ static void classifier_extra(const ClassifierOp& op, const CaseState<ClassifierO
     report("ignore", "classifier", op.shape, (double)bad, 0);
 }
 
+// The pointer's loss against its definition written as a materialized softmax (long double): the
+// null key's score 0, keys from the state before, the mixture; rows without a target exactly 0 in
+// the loss and in every gradient of their own position.
+static void pointer_extra(const PointerOp& op, const CaseState<PointerOp>& s) {
+    const int D = op.D;
+    double err = 0;
+    size_t bad = 0;
+    for (int b = 0; b < op.B; b++)
+        for (int t = 0; t < op.Tn; t++) {
+            const size_t r = (size_t)b * op.Tn + t;
+            const int y = op.targets[r];
+            if (y < 0) {
+                bad += (s.out_d[0][r] != 0.0) + (s.out_f[0][r] != 0.0f) + (s.grad_d[2][r] != 0.0) + (s.grad_d[3][r] != 0.0);
+                for (int c = 0; c < D; c++) bad += s.grad_d[0][r * D + c] != 0.0;
+                continue;
+            }
+            std::vector<long double> score((size_t)t + 1, 0.0L);  // key 0: zero, score 0
+            for (int j = 1; j <= t; j++)
+                for (int c = 0; c < D; c++)
+                    score[j] += (long double)op.scale * s.in_d[0][r * D + c] * s.in_d[1][((size_t)b * op.Tn + j - 1) * D + c];
+            long double z = 0, copy = 0;
+            for (int j = 0; j <= t; j++) z += std::exp(score[j]);
+            for (int j = 1; j <= t; j++)
+                if (op.tokens[(size_t)b * op.Tn + j] == y) copy += std::exp(score[j]) / z;
+            const long double g = 1.0L / (1.0L + std::exp(-(long double)s.in_d[2][r]));
+            const double ref = (double)-std::log((1 - g) * std::exp((long double)s.in_d[3][r]) + g * copy);
+            err = std::max(err, std::fabs(s.out_d[0][r] - ref) / (std::fabs(ref) + 1e-3));
+        }
+    report("naive", "pointer.loss", op.shape, err, 1e-12);
+    report("ignore", "pointer", op.shape, (double)bad, 0);
+}
+
 // ------------------------------------------------------------------------------------------------
 // AdamW, schedule, clipping, gradient norm.
 
@@ -1065,6 +1132,10 @@ static Case clf(ClassifierOp op) {
     return {op.op, [op](gc::Rng& rng) mutable { classifier_extra(op, run_case(op, rng)); }};
 }
 
+static Case ptr(PointerOp op) {
+    return {op.op, [op](gc::Rng& rng) mutable { pointer_extra(op, run_case(op, rng)); }};
+}
+
 static std::vector<Case> make_table() {
     return {
         plain(EncoderOp(2, 5, 12, 11)),
@@ -1111,6 +1182,9 @@ static std::vector<Case> make_table() {
         plain(ResidualOp(29)),
         clf(ClassifierOp(5, 9, 7)),
         clf(ClassifierOp(70, 12, 23)),
+        ptr(PointerOp(2, 9, 4, 3)),
+        ptr(PointerOp(1, 13, 8, 5)),
+        ptr(PointerOp(3, 7, 3, 2)),
         {"adamw", adamw_checks},
     };
 }
