@@ -333,8 +333,9 @@ def build_model(torch, vocab, args):
             h = self.hidden(idx)
             logits = h @ self.wte.weight.t()
             if self.ptr_q is None:
-                losses = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), targets.clamp(min=0), reduction="none")
-                return torch.where(targets >= 0, losses, torch.zeros_like(losses))
+                losses = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-1,
+                                                           reduction="none")
+                return losses.view_as(targets)  # 0 where the target is -1
             k = torch.nn.functional.pad(self.ptr_k(h)[:, :-1], (0, 0, 1, 0))  # key s from the state at s - 1
             return pointer_token_losses(torch, self.ptr_q(h), k, idx, logits, self.ptr_gate(h)[..., 0], targets)
 
