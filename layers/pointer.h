@@ -3,25 +3,33 @@
 //
 // One more head over the final states h (after the last LayerNorm): a query q_t and a key kp_t at
 // each position, D wide, made from h by two matrices outside this file. Key s of the head is
-// kp_(s-1), the state the token at s followed; key 0 is zero (the null key: score 0, copies
+// K'_s = kp_(s-1), the state the token at s followed; K'_0 is zero (the null key: score 0, copies
 // nothing). Query t sees keys 0..t, so the head is one causal dense head whose diagonal key is the
 // state before token t, which the input already holds:
 //   a_ts      = softmax over s in [0, t] of scale q_t . K'_s          (L_t: its log-sum-exp)
 //   p_copy_t  = sum over 1 <= s <= t with tokens_s == y_t of a_ts
 //   loss_t    = -log((1 - g_t) exp(lm_t) + g_t p_copy_t),   g_t = sigmoid(gate_t)
-// lm_t is log p_LM(y_t), the classifier's -loss; y_t = targets_t (< 0: no loss, no gradient).
+// lm_t is log p_LM(y_t); the classifier forms the mixture (layers/classifier.h), since it holds lm_t,
+// and hands back w_t = g_t p_copy_t / P_t, the copy's share of the target's probability P_t.
 // Why: attention adds the copied token's value to the residual, a bounded push on one logit that
-// loses where the language model is sure of something else (notes/reading.md, Result 24); mixed
-// in probability, a copy of weight a costs at most -log(g a), whatever the language model believes.
+// loses where the language model is sure of something else (notes/reading.md, Results 24 and 26);
+// mixed in probability, a copy of weight a costs at most -log(g a), whatever the language model
+// believes.
 //
-// The backward, per unit of dloss_t, with w_t = g_t p_copy_t / P_t (the copy's share of the
-// target's probability):   d lm_t = -(1 - w_t),   d gate_t = g_t - w_t,
-//   dS_ts = w_t a_ts (1 - [tokens_s == y_t] / p_copy_t)      (0 where p_copy_t = 0),
-// dq_t = scale sum_s dS_ts K'_s, dK'_s = scale sum_t dS_ts q_t (into dkp_(s-1)). The first term,
-// w_t a_ts over every key, is a flash backward's dS = P (dP - delta) with dO = 0 and delta = -w_t;
-// the second touches only the keys holding the target.
+// The backward, per unit of dloss_t:   d lm_t = -(1 - w_t) (the classifier's),   d gate_t = g_t - w_t,
+//   dS_ts = w_t a_ts - [tokens_s == y_t] w_t a_ts / p_copy_t      (s >= 1; 0 where p_copy_t = 0),
+// dq_t = scale sum_s dS_ts K'_s, dK'_s = scale sum_t dS_ts q_t. The first term, w_t a_ts over every
+// key, is a flash backward's dS = P (dP - delta) with dP = 0 and delta = -w_t (the GPU runs it so:
+// layers/cuda/pointer.cuh); the second touches only the keys that hold the target.
 //
-// Layout: q, kp (B, T, D); gate, lm, loss, lse, pcopy (B, T); tokens, targets (B, T).
+// The keys that hold a query's target, and the queries whose target a key holds, are chained
+// (pointer_links): first_key_t is the last s in [1, t] with tokens_s == targets_t, prev_key_s the
+// last s' in [1, s) with tokens_s' == tokens_s; first_query_s the first t >= s with targets_t ==
+// tokens_s, next_query_t the next t' > t with targets_t' == targets_t; -1 ends a chain. Walking
+// them costs T^2 sum_v f_v^2 D for token frequencies f_v, a few percent of the dense head's T^2 D.
+//
+// Layout: q, ks (B, T, D), ks the shifted keys K'; gate, lse, pcopy, w (B, T); tokens, targets and
+// the links (B, T), a link a position within its row.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -35,96 +43,131 @@ T pointer_log_sigmoid(T x) {
     return -(std::max(-x, T(0)) + std::log1p(std::exp(-std::fabs(x))));
 }
 
-// log of the mixture's probability of the target: log((1 - g) e^lm + g p_copy), and the two terms'
-// logs (the second -inf where p_copy is 0).
+// The mixture of one row: its loss -log P (P = (1 - g) e^lm + g p_copy), w = g p_copy / P and
+// lm_share = 1 - w (computed as its own ratio: 1 - w loses the digits where w is near 1).
 template <typename T>
-T pointer_log_mix(T gate, T lm, T pcopy, T* log_lm_part, T* log_copy_part) {
+T pointer_mix_loss(T gate, T lm, T pcopy, T* w, T* lm_share) {
     const T a = pointer_log_sigmoid(-gate) + lm;
-    const T b = pcopy > 0 ? pointer_log_sigmoid(gate) + std::log(pcopy) : -std::numeric_limits<T>::infinity();
-    const T hi = a > b ? a : b;
-    *log_lm_part = a, *log_copy_part = b;
-    return hi + std::log1p(std::exp((a > b ? b : a) - hi));
-}
-
-// Row t's scores against keys 0..t into s (t + 1 of them); returns their log-sum-exp.
-template <typename T>
-T pointer_scores(T* s, const T* qt, const T* kp_row0, int t, int D, T scale) {
-    s[0] = 0;  // the null key
-    T mx = 0;
-    for (int j = 1; j <= t; j++) {
-        const T* k = kp_row0 + (size_t)(j - 1) * D;
-        T dot = 0;
-        for (int d = 0; d < D; d++) dot += qt[d] * k[d];
-        s[j] = scale * dot;
-        mx = s[j] > mx ? s[j] : mx;
+    if (!(pcopy > 0)) {
+        *w = 0, *lm_share = 1;
+        return -a;
     }
-    T sum = 0;
-    for (int j = 0; j <= t; j++) sum += std::exp(s[j] - mx);
-    return mx + std::log(sum);
+    const T c = pointer_log_sigmoid(gate) + std::log(pcopy);
+    const T hi = a > c ? a : c;
+    const T log_p = hi + std::log1p(std::exp((a > c ? c : a) - hi));
+    *w = std::exp(c - log_p), *lm_share = std::exp(a - log_p);
+    return -log_p;
 }
 
-// loss (and the saved lse, pcopy) of every position; rows whose target is < 0 get loss 0 and
-// pcopy 0 (their lse is still the head's).
+// The four chains of every row (above). V: the vocabulary (ids in [0, V); targets < 0 have none).
+inline void pointer_links(int* first_key, int* prev_key, int* first_query, int* next_query, const int* tokens,
+                          const int* targets, int B, int Tn, int V) {
+    std::vector<int> last((size_t)V, -1);
+    for (int b = 0; b < B; b++) {
+        const int* tok = tokens + (size_t)b * Tn;
+        const int* tgt = targets + (size_t)b * Tn;
+        const size_t r0 = (size_t)b * Tn;
+        for (int t = 0; t < Tn; t++) {  // forward: the last key at or before t
+            prev_key[r0 + t] = -1;
+            if (t >= 1) prev_key[r0 + t] = last[tok[t]], last[tok[t]] = t;
+            first_key[r0 + t] = tgt[t] >= 0 ? last[tgt[t]] : -1;
+        }
+        for (int t = 1; t < Tn; t++) last[tok[t]] = -1;
+        for (int t = Tn - 1; t >= 0; t--) {  // backward: the first query at or after t
+            next_query[r0 + t] = -1;
+            if (tgt[t] >= 0) next_query[r0 + t] = last[tgt[t]], last[tgt[t]] = t;
+            first_query[r0 + t] = t >= 1 ? last[tok[t]] : -1;
+        }
+        for (int t = 0; t < Tn; t++)
+            if (tgt[t] >= 0) last[tgt[t]] = -1;
+    }
+}
+
+// The shifted keys: ks_(b, s) = kp_(b, s - 1), ks_(b, 0) = 0.
 template <typename T>
-void pointer_forward(T* loss, T* lse, T* pcopy, const T* q, const T* kp, const T* gate, const T* lm,
-                     const int* tokens, const int* targets, int B, int Tn, int D, T scale) {
+void pointer_shift_keys(T* ks, const T* kp, int B, int Tn, int D) {
+    for (int b = 0; b < B; b++) {
+        T* out = ks + (size_t)b * Tn * D;
+        std::fill(out, out + D, T(0));
+        std::copy(kp + (size_t)b * Tn * D, kp + ((size_t)b * Tn + Tn - 1) * D, out + D);
+    }
+}
+
+// Adds the shifted keys' gradient into kp's: dkp_(b, s - 1) += dks_(b, s) (the zero key has none).
+template <typename T>
+void pointer_unshift_grad(T* dkp, const T* dks, int B, int Tn, int D) {
+    for (int b = 0; b < B; b++)
+        for (size_t i = (size_t)D; i < (size_t)Tn * D; i++) dkp[(size_t)b * Tn * D + i - D] += dks[(size_t)b * Tn * D + i];
+}
+
+template <typename T>
+T pointer_dot(const T* a, const T* b, int D) {
+    T s = 0;
+    for (int d = 0; d < D; d++) s += a[d] * b[d];
+    return s;
+}
+
+// lse (B, T): the head's log-sum-exp over keys 0..t; pcopy (B, T): the weight on the keys holding
+// the target (0 where the target is < 0 or no key holds it).
+template <typename T>
+void pointer_forward(T* lse, T* pcopy, const T* q, const T* ks, const int* first_key, const int* prev_key, int B, int Tn,
+                     int D, T scale) {
     OMP_PARALLEL_FOR
     for (int b = 0; b < B; b++) {
-        std::vector<T> s((size_t)Tn);
-        const T* kp0 = kp + (size_t)b * Tn * D;
+        const size_t r0 = (size_t)b * Tn;
         for (int t = 0; t < Tn; t++) {
-            const size_t r = (size_t)b * Tn + t;
-            const T l = pointer_scores(s.data(), q + r * D, kp0, t, D, scale);
-            lse[r] = l;
-            const int y = targets[r];
-            if (y < 0) {
-                loss[r] = 0, pcopy[r] = 0;
-                continue;
-            }
+            const T* qt = q + (r0 + t) * D;
+            T mx = -std::numeric_limits<T>::infinity();
+            for (int s = 0; s <= t; s++) mx = std::max(mx, scale * pointer_dot(qt, ks + (r0 + s) * D, D));
+            T sum = 0;
+            for (int s = 0; s <= t; s++) sum += std::exp(scale * pointer_dot(qt, ks + (r0 + s) * D, D) - mx);
+            const T l = mx + std::log(sum);
+            lse[r0 + t] = l;
             T p = 0;
-            for (int j = 1; j <= t; j++)
-                if (tokens[(size_t)b * Tn + j] == y) p += std::exp(s[j] - l);
-            pcopy[r] = p;
-            T a, c;
-            loss[r] = -pointer_log_mix(gate[r], lm[r], p, &a, &c);
+            for (int s = first_key[r0 + t]; s >= 1; s = prev_key[r0 + s]) p += std::exp(scale * pointer_dot(qt, ks + (r0 + s) * D, D) - l);
+            pcopy[r0 + t] = p;
         }
     }
 }
 
-// Adds the gradients of sum_t dloss_t loss_t into dq, dkp (B, T, D) and dgate, dlm (B, T), from
-// pointer_forward's lse and pcopy.
+// Adds the gradients of sum_t dloss_t loss_t into dq, dks (B, T, D) and dgate (B, T), from the
+// forward's lse, pcopy and the classifier's w. Rows whose target is < 0 get no gradient.
 template <typename T>
-void pointer_backward(T* dq, T* dkp, T* dgate, T* dlm, const T* dloss, const T* q, const T* kp, const T* gate,
-                      const T* lm, const T* lse, const T* pcopy, const int* tokens, const int* targets, int B, int Tn,
-                      int D, T scale) {
+void pointer_backward(T* dq, T* dks, T* dgate, const T* q, const T* ks, const T* gate, const T* w, const T* lse,
+                      const T* pcopy, const int* targets, const int* first_key, const int* prev_key, const int* first_query,
+                      const int* next_query, int B, int Tn, int D, T scale, const T* dloss) {
     OMP_PARALLEL_FOR
     for (int b = 0; b < B; b++) {
-        std::vector<T> s((size_t)Tn);
-        const T* kp0 = kp + (size_t)b * Tn * D;
-        for (int t = 0; t < Tn; t++) {
-            const size_t r = (size_t)b * Tn + t;
-            const int y = targets[r];
-            if (y < 0) continue;
-            T log_lm, log_copy;
-            const T log_p = pointer_log_mix(gate[r], lm[r], pcopy[r], &log_lm, &log_copy);
-            const T w = std::exp(log_copy - log_p);  // 0 where pcopy is 0
-            const T d = dloss[r];
-            dlm[r] += -std::exp(log_lm - log_p) * d;
-            dgate[r] += (T(1) / (T(1) + std::exp(-gate[r])) - w) * d;
-            if (!(w > 0)) continue;
-            pointer_scores(s.data(), q + r * D, kp0, t, D, scale);
+        const size_t r0 = (size_t)b * Tn;
+        for (int t = 0; t < Tn; t++) {  // the gate, and dq: every key's dense term, then the target's keys
+            const size_t r = r0 + t;
+            if (targets[r] < 0) continue;
+            dgate[r] += (T(1) / (T(1) + std::exp(-gate[r])) - w[r]) * dloss[r];
+            if (!(w[r] > 0)) continue;
             const T* qt = q + r * D;
-            T* dqt = dq + r * D;
-            for (int j = 1; j <= t; j++) {
-                const T a = std::exp(s[j] - lse[r]);
-                const T e = tokens[(size_t)b * Tn + j] == y ? T(1) / pcopy[r] : T(0);
-                const T ds = w * a * (T(1) - e) * d * scale;
-                const T* k = kp0 + (size_t)(j - 1) * D;
-                T* dk = dkp + ((size_t)b * Tn + j - 1) * D;
-                for (int c = 0; c < D; c++) {
-                    dqt[c] += ds * k[c];
-                    dk[c] += ds * qt[c];
-                }
+            for (int s = 0; s <= t; s++) {
+                const T ds = w[r] * dloss[r] * std::exp(scale * pointer_dot(qt, ks + (r0 + s) * D, D) - lse[r]) * scale;
+                for (int c = 0; c < D; c++) dq[r * D + c] += ds * ks[(r0 + s) * D + c];
+            }
+            for (int s = first_key[r]; s >= 1; s = prev_key[r0 + s]) {
+                const T ds = -w[r] * dloss[r] * std::exp(scale * pointer_dot(qt, ks + (r0 + s) * D, D) - lse[r]) / pcopy[r] * scale;
+                for (int c = 0; c < D; c++) dq[r * D + c] += ds * ks[(r0 + s) * D + c];
+            }
+        }
+        for (int s = 1; s < Tn; s++) {  // dks: every query's dense term, then the queries whose target it holds
+            const T* k = ks + (r0 + s) * D;
+            T* dk = dks + (r0 + s) * D;
+            for (int t = s; t < Tn; t++) {
+                const size_t r = r0 + t;
+                if (!(w[r] > 0)) continue;
+                const T ds = w[r] * dloss[r] * std::exp(scale * pointer_dot(q + r * D, k, D) - lse[r]) * scale;
+                for (int c = 0; c < D; c++) dk[c] += ds * q[r * D + c];
+            }
+            for (int t = first_query[r0 + s]; t >= 0; t = next_query[r0 + t]) {
+                const size_t r = r0 + t;
+                if (!(w[r] > 0)) continue;
+                const T ds = -w[r] * dloss[r] * std::exp(scale * pointer_dot(q + r * D, k, D) - lse[r]) / pcopy[r] * scale;
+                for (int c = 0; c < D; c++) dk[c] += ds * q[r * D + c];
             }
         }
     }

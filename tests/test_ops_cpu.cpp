@@ -249,13 +249,14 @@ struct QkConvOp : OpBase {
     }
 };
 
-// The pointer (layers/pointer.h) over B rows of T positions: tokens from a vocabulary of V so that
-// targets recur, one target no token holds (its copy is 0), targets of -1 (no loss), the first
-// position (only the null key).
+// The pointer (layers/pointer.h) over B rows of T positions, composed as the model composes it:
+// the chains, the shifted keys, the head's forward, the mixture (pointer_mix_loss, the classifier's
+// per row), and back. Tokens from a vocabulary of V so that targets recur, one target no token
+// holds (its copy is 0), targets of -1 (no loss), the first position (only the null key).
 struct PointerOp : OpBase {
     int B, Tn, D, V;
     double scale;
-    std::vector<int> tokens, targets;
+    std::vector<int> tokens, targets, first_key, prev_key, first_query, next_query;
     PointerOp(int B_, int T_, int D_, int V_) : B(B_), Tn(T_), D(D_), V(V_), scale(1.0 / std::sqrt((double)D_)) {
         op = "pointer";
         shape = strf("B=%d,T=%d,D=%d,V=%d", B, Tn, D, V);
@@ -264,22 +265,41 @@ struct PointerOp : OpBase {
         out = {{"loss", n, true, 0, 0}, {"lse", n, false, 0, 0}, {"pcopy", n, false, 0, 0}};
     }
     void setup(gc::Rng& rng) {
-        tokens.resize((size_t)B * Tn), targets.resize((size_t)B * Tn);
+        const size_t n = (size_t)B * Tn;
+        tokens.resize(n), targets.resize(n);
         for (auto& t : tokens) t = rng.randint(0, V - 1);
         for (auto& t : targets) t = rng.randint(0, V - 1);
         targets[1] = -1;
-        if (B * Tn > 4) targets[B * Tn - 2] = -1, targets[B * Tn - 1] = V;  // V: no token holds it
+        if (B * Tn > 4) targets[n - 2] = -1, targets[n - 1] = V;  // V: no token holds it
+        first_key.resize(n), prev_key.resize(n), first_query.resize(n), next_query.resize(n);
+        pointer_links(first_key.data(), prev_key.data(), first_query.data(), next_query.data(), tokens.data(), targets.data(),
+                      B, Tn, V + 1);
     }
     template <typename T>
     void forward(const Bufs<T>& i, Bufs<T>& o) const {
-        pointer_forward(o[0].data(), o[1].data(), o[2].data(), i[0].data(), i[1].data(), i[2].data(), i[3].data(),
-                        tokens.data(), targets.data(), B, Tn, D, (T)scale);
+        std::vector<T> ks(i[1].size());
+        pointer_shift_keys(ks.data(), i[1].data(), B, Tn, D);
+        pointer_forward(o[1].data(), o[2].data(), i[0].data(), ks.data(), first_key.data(), prev_key.data(), B, Tn, D, (T)scale);
+        for (size_t r = 0; r < targets.size(); r++) {
+            T w, keep;
+            o[0][r] = targets[r] < 0 ? T(0) : pointer_mix_loss(i[2][r], i[3][r], o[2][r], &w, &keep);
+        }
     }
     template <typename T>
     void backward(const Bufs<T>& i, const Bufs<T>& o, const Bufs<T>& d, Bufs<T>& g) const {
-        pointer_backward(g[0].data(), g[1].data(), g[2].data(), g[3].data(), d[0].data(), i[0].data(), i[1].data(),
-                         i[2].data(), i[3].data(), o[1].data(), o[2].data(), tokens.data(), targets.data(), B, Tn, D,
-                         (T)scale);
+        const size_t n = targets.size();
+        std::vector<T> ks(i[1].size()), dks(i[1].size(), T(0)), w(n, T(0));
+        pointer_shift_keys(ks.data(), i[1].data(), B, Tn, D);
+        for (size_t r = 0; r < n; r++) {
+            if (targets[r] < 0) continue;
+            T keep;
+            pointer_mix_loss(i[2][r], i[3][r], o[2][r], &w[r], &keep);
+            g[3][r] += -keep * d[0][r];  // the classifier's: d lm = -(1 - w)
+        }
+        pointer_backward(g[0].data(), dks.data(), g[2].data(), i[0].data(), ks.data(), i[2].data(), w.data(), o[1].data(),
+                         o[2].data(), targets.data(), first_key.data(), prev_key.data(), first_query.data(), next_query.data(),
+                         B, Tn, D, (T)scale, d[0].data());
+        pointer_unshift_grad(g[1].data(), dks.data(), B, Tn, D);
     }
 };
 
@@ -919,6 +939,21 @@ static void pointer_extra(const PointerOp& op, const CaseState<PointerOp>& s) {
         }
     report("naive", "pointer.loss", op.shape, err, 1e-12);
     report("ignore", "pointer", op.shape, (double)bad, 0);
+    // Every chain link against its definition, searched for directly.
+    size_t wrong = 0;
+    for (int b = 0; b < op.B; b++)
+        for (int t = 0; t < op.Tn; t++) {
+            const size_t r0 = (size_t)b * op.Tn, r = r0 + t;
+            const int* tok = op.tokens.data() + r0;
+            const int* tgt = op.targets.data() + r0;
+            int fk = -1, pk = -1, fq = -1, nq = -1;
+            for (int s2 = 1; s2 <= t; s2++) fk = tgt[t] >= 0 && tok[s2] == tgt[t] ? s2 : fk;
+            for (int s2 = 1; s2 < t; s2++) pk = t >= 1 && tok[s2] == tok[t] ? s2 : pk;
+            for (int t2 = op.Tn - 1; t2 >= t; t2--) fq = t >= 1 && tgt[t2] == tok[t] ? t2 : fq;
+            for (int t2 = op.Tn - 1; t2 > t; t2--) nq = tgt[t] >= 0 && tgt[t2] == tgt[t] ? t2 : nq;
+            wrong += (op.first_key[r] != fk) + (op.prev_key[r] != pk) + (op.first_query[r] != fq) + (op.next_query[r] != nq);
+        }
+    report("links", "pointer", op.shape, (double)wrong, 0);
 }
 
 // ------------------------------------------------------------------------------------------------
