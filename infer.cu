@@ -257,6 +257,11 @@ static LoadedModel load_model(const std::string& checkpoint) {
     m.ck = load_checkpoint(m.path);
     m.tok.load_serialized(m.ck.tokenizer);
     if (m.tok.vocab_size() != m.ck.cfg.vocab_size) fatal("checkpoint %s: tokenizer and model vocab sizes differ", m.path.c_str());
+    // Its output mixes in a copy over the keys of every earlier position, which the KV cache
+    // does not keep yet; train's own validation loss is the mixture's.
+    if (m.ck.cfg.pointer)
+        fatal("checkpoint %s has a pointer (train --pointer), which infer does not run yet: score it by train's validation loss, "
+              "or train without --pointer", m.path.c_str());
     return m;
 }
 

@@ -44,7 +44,7 @@ struct TrainArgs {
     float lr = 2e-3f, min_lr_frac = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
     AdamWConfig adamw;  // --weight-decay, --beta1, --beta2, --adam-eps (optim/adamw.h)
     int warmup = 60, seed = 1337, val_every = 100, val_batches = 8, ckpt_every = 200, log_every = 10;
-    bool resume = false, doc_mask = true, deterministic = false, attn_sink = false;
+    bool resume = false, doc_mask = true, deterministic = false, attn_sink = false, pointer = false;
     int sample_tokens = 160, keep_ckpts = 3, max_bad_steps = 5;
     int cp = 1, simulate_ranks = 0;  // context-parallel degree; ranks run as threads of this process
     bool grad_overlap = true;        // data parallel: gradients summed block by block during the backward
@@ -116,6 +116,9 @@ static void add_model_flags(Flags& flags, TrainArgs& a) {
     flags.add_string("qk-conv-layers", &a.qk_conv_layers, "the NoPE layers that --qk-conv convolves, e.g. 3,5 (default: every NoPE layer)");
     flags.add_bool("attn-sink", &a.attn_sink, "every layer's softmax gains one key per head of learned score and zero value "
                                               "(an attention sink), so that a head can attend nowhere");
+    flags.add_bool("pointer", &a.pointer, "a pointer after the last LayerNorm: one more head whose weights on the earlier "
+                                          "positions, gathered by the token each holds, are mixed into the output by a learned "
+                                          "gate (layers/pointer.h)");
     flags.add_string("attn", &a.attn, ("attention pattern of the layers: " + attn_kind_names() + ", or a comma list of them cycled over the layers (docs/attention-spec.md)").c_str());
     flags.add_string("layer-pattern", &a.layer_pattern, "single layers of another pattern than --attn gives them: LAYER:PATTERN "
                                                         "entries (layers from 0, patterns as --attn names them), e.g. 0:dense,5:dense");
@@ -347,6 +350,8 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
     if (now.qk_conv != saved.qk_conv) return differs("--qk-conv", now.qk_conv, saved.qk_conv);
     if (now.attn_sink != saved.attn_sink)
         return std::string("--attn-sink is ") + (now.attn_sink ? "on" : "off") + " but the checkpoint's model " + (saved.attn_sink ? "has" : "has no") + " sinks";
+    if (now.pointer != saved.pointer)
+        return std::string("--pointer is ") + (now.pointer ? "on" : "off") + " but the checkpoint's model " + (saved.pointer ? "has a" : "has no") + " pointer";
     for (int l = 0; l < now.n_layer; l++)
         if (now.layer_qk_conv(l) != saved.layer_qk_conv(l))
             return "layer " + std::to_string(l) + (now.layer_qk_conv(l) ? " convolves" : " does not convolve") + " its queries and keys " +
@@ -402,6 +407,7 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
     GPTConfig cfg;
     cfg.vocab_size = vocab_size;
     cfg.n_layer = a.layers, cfg.n_embd = a.width, cfg.n_head = a.heads, cfg.rope_theta = a.rope_theta, cfg.attn_sink = a.attn_sink;
+    cfg.pointer = a.pointer;
     cfg.nope_layers = parse_int_list(a.nope_layers, "--nope-layers");
     // On --resume the model flags left out are the checkpoint's: a lone --logn-attn or --qk-conv
     // is compared with its model (require_model_flags_fit), not checked against NoPE layers
@@ -427,7 +433,7 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
 // Model flags given now must describe the checkpoint's model; flags left out take it.
 static void require_model_flags_fit(const GPTConfig& from_flags, const GPTConfig& saved, const Flags& flags) {
     std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "logn-attn", "qk-conv",
-                                           "qk-conv-layers", "attn-sink", "attn", "layer-pattern"};
+                                           "qk-conv-layers", "attn-sink", "pointer", "attn", "layer-pattern"};
     for (const std::string& f : pattern_flag_names()) model_flags.push_back(f);
     const std::string diff = model_difference(from_flags, saved);
     bool any_model_flag = false;
@@ -496,6 +502,9 @@ static std::vector<float> load_init_weights(const TrainArgs& a, const GPTConfig&
     if (ic.attn_sink != cfg.attn_sink)
         fatal("--init-from %s %s attention sinks and this run %s: %s --attn-sink", path.c_str(), ic.attn_sink ? "has" : "has no",
               cfg.attn_sink ? "asks for them" : "does not", ic.attn_sink ? "pass" : "drop");
+    if (ic.pointer != cfg.pointer)
+        fatal("--init-from %s %s a pointer and this run %s: %s --pointer", path.c_str(), ic.pointer ? "has" : "has no",
+              cfg.pointer ? "asks for one" : "does not", ic.pointer ? "pass" : "drop");
     bool same_convolutions = true;
     for (int l = 0; l < cfg.n_layer; l++) {
         if (ic.layer_qk_conv(l) && !cfg.layer_qk_conv(l))
@@ -759,6 +768,7 @@ static void report_model_and_data(const TrainArgs& a, const GPTConfig& cfg, cons
                      (cfg.qk_conv_layers.empty() ? "" : " in layers " + int_list_text(cfg.qk_conv_layers) + " only"))
                         .c_str());
     if (cfg.attn_sink) std::printf("attention sinks: one learned logit per head in every layer\n");
+    if (cfg.pointer) std::printf("pointer: a copy head of %d after the last LayerNorm, mixed into the output by a gate\n", cfg.head_dim());
     std::printf("data: %llu train tokens (%llu windows of %d), %llu val tokens | %lld tokens per step, %d steps\n",
                 (unsigned long long)corpus.train.n_tokens(), (unsigned long long)train.corpus_windows(), a.seq_len,
                 (unsigned long long)corpus.val.n_tokens(), (long long)a.batch * a.seq_len, a.steps);

@@ -117,16 +117,21 @@ inline std::string latest_checkpoint(const std::string& dir) {
 // attn.qk_conv.weight) and, in a model with them, "attn_sink": true (layers/attn_sink.h; the
 // logits the layer's attn.sink); the last two written only there, so records of models without
 // them read as before. Each layer's attention pattern, with its parameters, is the config's
-// layer_attn.
+// layer_attn. A model with a pointer has "pointer" (layers/pointer.h: its head's scale, the null
+// key, the keys from the state before, the gate's mixture in probability), likewise only there.
 inline std::string forward_record_json(const GPTConfig& c) {
     std::string layers = "[";
     for (int l = 0; l < c.n_layer; l++)
         layers += strf("%s{\"rotary_base\":%.9g,\"logn_base\":%d%s%s}", l ? "," : "", (double)c.layer_rope_theta(l),
                        c.layer_logn_base(l), c.layer_qk_conv(l) ? strf(",\"qk_conv\":%d", c.layer_qk_conv(l)).c_str() : "",
                        c.attn_sink ? ",\"attn_sink\":true" : "");
+    const std::string pointer =
+        c.pointer ? strf(",\"pointer\":{\"scale\":%.9g,\"null_key\":true,\"key_from\":\"previous_state\",\"mix\":\"probability\"}",
+                         1.0 / std::sqrt((double)c.head_dim()))
+                  : "";
     return strf("{\"layernorm_eps\":%.9g,\"activation\":\"gelu_tanh\",\"rotary\":\"half_split\",\"lm_head\":\"tied_to_wte\","
-                "\"attn_scale\":%.9g,\"layers\":%s]}",
-                kLayerNormEps, 1.0 / std::sqrt((double)c.head_dim()), layers.c_str());
+                "\"attn_scale\":%.9g,\"layers\":%s]%s}",
+                kLayerNormEps, 1.0 / std::sqrt((double)c.head_dim()), layers.c_str(), pointer.c_str());
 }
 
 inline void save_checkpoint(const std::string& path, ModelBackend& model, const std::string& tokenizer,

@@ -10,6 +10,8 @@
 //                                                     // (and its sink, layers/attn_sink.h)
 //     x   = x + gelu(ln2(x) @ Wfc^T + bfc) @ Wfcproj^T + bfcproj
 //   loss = cross_entropy(lnf(x) @ wte^T, targets)     // LM head tied to the embedding
+//                                                     // (with a pointer, the mixture's loss:
+//                                                     //  layers/pointer.h)
 #pragma once
 #include <algorithm>
 #include <string>
@@ -23,6 +25,7 @@
 #include "layers/gelu.h"
 #include "layers/layernorm.h"
 #include "layers/matmul.h"
+#include "layers/pointer.h"
 #include "layers/qk_conv.h"
 #include "layers/residual.h"
 #include "layers/rope.h"
@@ -79,6 +82,12 @@ inline std::vector<ParamTensor> param_layout(const GPTConfig& c) {
     }
     add("lnf.weight", {C}, false);
     add("lnf.bias", {C}, false);
+    if (c.pointer) {
+        add("ptr.q.weight", {c.head_dim(), C}, true);
+        add("ptr.k.weight", {c.head_dim(), C}, true);
+        add("ptr.gate.weight", {1, C}, true);
+        add("ptr.gate.bias", {1}, false);
+    }
     return out;
 }
 
@@ -94,6 +103,7 @@ struct ParamViews {
     T* wte;
     std::vector<BlockParams<T>> blocks;
     T *lnfw, *lnfb;
+    T *ptrq = nullptr, *ptrk = nullptr, *ptrgw = nullptr, *ptrgb = nullptr;  // a model with a pointer
 };
 template <typename T>
 ParamViews<T> param_views(T* base, const GPTConfig& c) {
@@ -112,11 +122,13 @@ ParamViews<T> param_views(T* base, const GPTConfig& c) {
         v.blocks.push_back(b);
     }
     v.lnfw = next(), v.lnfb = next();
+    if (c.pointer) v.ptrq = next(), v.ptrk = next(), v.ptrgw = next(), v.ptrgb = next();
     return v;
 }
 
 // GPT-2 style initialization: N(0, 0.02), residual projections scaled by 1/sqrt(2L),
-// LayerNorm gains 1, biases 0, q/k convolutions the identity. Deterministic in the seed; every
+// LayerNorm gains 1, biases 0, q/k convolutions the identity, the pointer's gate bias -3 (nearly
+// shut: the language model learns first, the copy where it pays). Deterministic in the seed; every
 // backend starts from it.
 template <typename T>
 void init_gpt_weights(T* params, const GPTConfig& cfg, uint64_t seed) {
@@ -127,6 +139,10 @@ void init_gpt_weights(T* params, const GPTConfig& cfg, uint64_t seed) {
         T* w = params + t.offset;
         if (t.name.find("qk_conv") != std::string::npos) {  // row 0 (the token itself) ones, the rest zeros
             for (size_t i = 0; i < t.size; i++) w[i] = i < (size_t)t.shape[1] ? T(1) : T(0);
+            continue;
+        }
+        if (t.name == "ptr.gate.bias") {
+            w[0] = T(-3);
             continue;
         }
         const bool is_ln_gain = t.name.find("ln") != std::string::npos && t.name.find(".weight") != std::string::npos;
@@ -230,6 +246,10 @@ struct GPT {
     std::vector<BlockActs<T>> acts;                    // what each block keeps
     BlockActs<T> work;                                 // the rest, shared by the blocks
     std::vector<T> lnf, lnf_mean, lnf_rstd, losses;    // (B,T,C), (B,T), (B,T), (B,T)
+    // The pointer's (a model with one): query, key, shifted keys (B,T,D); gate logits, the head's
+    // log-sum-exp, the copy weight, the copy's share (B,T); the chains (B,T) (layers/pointer.h).
+    std::vector<T> ptr_q, ptr_kp, ptr_ks, ptr_gate, ptr_lse, ptr_pcopy, ptr_w;
+    std::vector<int> ptr_first_key, ptr_prev_key, ptr_first_query, ptr_next_query;
     // Scratch of the forward and the backward.
     std::vector<T> qkv_pre, dresid, dln, dqkv_rot, dqkv_pre, datty, dfch, dfch_gelu, dtmp;
     // Context parallelism: with cp set, this object holds one rank's zigzag rows of a sequence
@@ -263,7 +283,8 @@ struct GPT {
         if (c.qk_conv && r != Recompute::None) conv += BT * 2 * C;  // work's
         const size_t per_run = BT * C /*encoded*/ + BT * (C + 3) /*lnf, stats, losses*/ + BT * 3 * C /*qkv_pre*/ +
                                BT * (C + C + 3 * C + 3 * C + C + 4 * C + 4 * C + C) /*backward scratch*/;
-        return L * kept + (r == Recompute::None ? 0 : all - BT * C) + per_run + conv;  // work: all but resid_out
+        const size_t pointer = c.pointer ? BT * (3 * c.head_dim() + 4) : 0;  // its T-typed buffers (the chains are ints)
+        return L * kept + (r == Recompute::None ? 0 : all - BT * C) + per_run + conv + pointer;  // work: all but resid_out
     }
 
     void set_recompute(Recompute r) {
@@ -287,6 +308,10 @@ struct GPT {
         else work.allocate(BT, C, H, Recompute::None, cfg.qk_conv > 0);
         work.resid_out.clear();  // a block's output is always its own
         lnf.assign(BT * C, 0), lnf_mean.assign(BT, 0), lnf_rstd.assign(BT, 0), losses.assign(BT, 0);
+        const size_t P = cfg.pointer ? BT : 0, D = cfg.head_dim();
+        for (std::vector<T>* v : {&ptr_q, &ptr_kp, &ptr_ks}) v->assign(P * D, 0);
+        for (std::vector<T>* v : {&ptr_gate, &ptr_lse, &ptr_pcopy, &ptr_w}) v->assign(P, 0);
+        for (std::vector<int>* v : {&ptr_first_key, &ptr_prev_key, &ptr_first_query, &ptr_next_query}) v->assign(P, -1);
         qkv_pre.assign(BT * 3 * C, 0);
         dresid.assign(BT * C, 0), dln.assign(BT * C, 0), dqkv_rot.assign(BT * 3 * C, 0), dqkv_pre.assign(BT * 3 * C, 0);
         datty.assign(BT * C, 0), dfch.assign(BT * 4 * C, 0), dfch_gelu.assign(BT * 4 * C, 0), dtmp.assign(BT * C, 0);
@@ -310,6 +335,7 @@ struct GPT {
         if (cp && pos != RingPlan(cfg.attn(0), cp->size(), Tn * cp->size()).positions(cp->rank()))
             fatal("internal: a context-parallel forward needs the ring plan's positions (RingPlan::positions)");
         if (cp && cfg.qk_conv) fatal("%s", kQkConvRingError);
+        if (cp && cfg.pointer) fatal("%s", kPointerRingError);
         if (doc_start_in) doc_start.assign(doc_start_in, doc_start_in + BT);
         else doc_start.clear();
 
@@ -323,8 +349,9 @@ struct GPT {
         targets.assign(in_targets, in_targets + BT);
         int counted = 0;
         for (int i = 0; i < BT; i++) counted += targets[i] >= 0;
+        if (cfg.pointer) pointer_forward_all();
         classifier_forward_backward(losses.data(), (T*)nullptr, (T*)nullptr, lnf.data(), p.wte, targets.data(), BT, C,
-                                    cfg.vocab_size, T(0));
+                                    cfg.vocab_size, T(0), pointer_mix());
         T total = 0;
         for (int i = 0; i < BT; i++) total += losses[i];
         last_loss_sum = total, last_counted = counted;
@@ -347,7 +374,8 @@ struct GPT {
         std::fill(dln.begin(), dln.end(), T(0));
         std::vector<T> scratch_losses(BT);
         classifier_forward_backward(scratch_losses.data(), dln.data(), g.wte, lnf.data(), p.wte, targets.data(), BT,
-                                    C, cfg.vocab_size, counted ? T(1) / counted : T(0));
+                                    C, cfg.vocab_size, counted ? T(1) / counted : T(0), pointer_mix());
+        if (cfg.pointer) pointer_backward_all(counted ? T(1) / counted : T(0));
         std::fill(dresid.begin(), dresid.end(), T(0));
         layernorm_backward(dresid.data(), g.lnfw, g.lnfb, dln.data(), block_input(cfg.n_layer), p.lnfw, lnf_mean.data(),
                            lnf_rstd.data(), BT, C);
@@ -397,6 +425,40 @@ struct GPT {
             layernorm_backward(dresid.data(), dw.ln1w, dw.ln1b, dln.data(), x_in, w.ln1w, a.ln1_mean, a.ln1_rstd, BT, C);
         }
         encoder_backward(g.wte, dresid.data(), tokens.data(), B, Tn, C);
+    }
+
+    // The pointer's side of the classifier (none without a pointer).
+    PointerMix<T> pointer_mix() {
+        if (!cfg.pointer) return {};
+        return {ptr_gate.data(), ptr_pcopy.data(), ptr_w.data()};
+    }
+
+    // The pointer's head over lnf, up to its copy weights (layers/pointer.h); needs targets.
+    void pointer_forward_all() {
+        const int C = cfg.n_embd, BT = B * Tn, D = cfg.head_dim();
+        matmul_forward(ptr_q.data(), lnf.data(), p.ptrq, (const T*)nullptr, BT, C, D);
+        matmul_forward(ptr_kp.data(), lnf.data(), p.ptrk, (const T*)nullptr, BT, C, D);
+        matmul_forward(ptr_gate.data(), lnf.data(), p.ptrgw, p.ptrgb, BT, C, 1);
+        pointer_shift_keys(ptr_ks.data(), ptr_kp.data(), B, Tn, D);
+        pointer_links(ptr_first_key.data(), ptr_prev_key.data(), ptr_first_query.data(), ptr_next_query.data(), tokens.data(),
+                      targets.data(), B, Tn, cfg.vocab_size);
+        pointer_forward(ptr_lse.data(), ptr_pcopy.data(), ptr_q.data(), ptr_ks.data(), ptr_first_key.data(), ptr_prev_key.data(), B,
+                        Tn, D, T(1) / std::sqrt((T)D));
+    }
+
+    // Adds the pointer's gradient (the classifier gave ptr_w) into its weights and dln, the
+    // gradient at lnf.
+    void pointer_backward_all(T dloss) {
+        const int C = cfg.n_embd, BT = B * Tn, D = cfg.head_dim();
+        std::vector<T> dq((size_t)BT * D, T(0)), dks((size_t)BT * D, T(0)), dkp((size_t)BT * D, T(0)), dgate(BT, T(0));
+        std::vector<T> dloss_rows(BT, dloss);
+        pointer_backward(dq.data(), dks.data(), dgate.data(), ptr_q.data(), ptr_ks.data(), ptr_gate.data(), ptr_w.data(),
+                         ptr_lse.data(), ptr_pcopy.data(), targets.data(), ptr_first_key.data(), ptr_prev_key.data(),
+                         ptr_first_query.data(), ptr_next_query.data(), B, Tn, D, T(1) / std::sqrt((T)D), dloss_rows.data());
+        pointer_unshift_grad(dkp.data(), dks.data(), B, Tn, D);
+        matmul_backward(dln.data(), g.ptrq, (T*)nullptr, dq.data(), lnf.data(), p.ptrq, BT, C, D);
+        matmul_backward(dln.data(), g.ptrk, (T*)nullptr, dkp.data(), lnf.data(), p.ptrk, BT, C, D);
+        matmul_backward(dln.data(), g.ptrgw, g.ptrgb, dgate.data(), lnf.data(), p.ptrgw, BT, C, 1);
     }
 
     // The residual stream entering block l (l = n_layer: the last block's output).
@@ -454,8 +516,10 @@ struct GPT {
         mlp_up_forward(l, a);
     }
 
-    // Logits (V) of token t of batch row b after a forward (targets not needed).
+    // Logits (V) of token t of batch row b after a forward (targets not needed). A pointer's
+    // mixture needs its keys and tokens, which the KV cache holds (model/kv_cache.h).
     void logits_at(T* out, int b, int t) const {
+        if (cfg.pointer) fatal("a model with a pointer (train --pointer) does not generate yet: its output mixes in a copy that logits do not hold");
         const int C = cfg.n_embd;
         matmul_forward(out, lnf.data() + ((size_t)b * Tn + t) * C, p.wte, (const T*)nullptr, 1, C, cfg.vocab_size);
     }

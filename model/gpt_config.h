@@ -36,6 +36,9 @@ struct GPTConfig {
     // head can attend nowhere (layers/attn_sink.h). Its logits, one (H) tensor per layer, are the
     // model's "attn.sink".
     bool attn_sink = false;
+    // A pointer after the last LayerNorm (layers/pointer.h): one more head, of head_dim(), whose
+    // copy distribution is mixed into the output by a gate. Its weights are the model's "ptr.*".
+    bool pointer = false;
     // One pattern per layer. Empty means every layer is dense causal. A per-layer setting so
     // patterns can mix with dense layers and with each other.
     std::vector<AttnPattern> layer_attn;
@@ -136,6 +139,8 @@ inline std::string qk_conv_layers_error(const std::vector<int>& layers, int widt
 // the ring does not send.
 constexpr const char* kQkConvRingError =
     "--qk-conv and --cp do not combine (a rank's first tokens would need the last rows of the rank before): drop one of them";
+// The pointer's head is one more dense head over the whole window, which the ring does not run.
+constexpr const char* kPointerRingError = "--pointer and --cp do not combine (the pointer's head reads the whole window): drop one of them";
 
 // False when every layer is NoPE: rope_theta then shapes nothing (a flag for it has no effect,
 // and two such models are the same whatever their recorded bases).
@@ -152,7 +157,8 @@ inline long long config_param_count(const GPTConfig& c) {
     long long conv = 0;  // a (W, 2C) tensor per NoPE layer with a q/k convolution
     for (int l = 0; l < c.n_layer; l++) conv += (long long)c.layer_qk_conv(l) * 2 * C;
     const long long sinks = c.attn_sink ? L * c.n_head : 0;  // an (H) tensor per layer
-    return V * C + L * (12 * C * C + 13 * C) + 2 * C + conv + sinks;
+    const long long pointer = c.pointer ? 2LL * c.head_dim() * C + C + 1 : 0;  // query, key, gate
+    return V * C + L * (12 * C * C + 13 * C) + 2 * C + conv + sinks + pointer;
 }
 
 // Head dims the kernels take. The CPU reference takes any even head dim; the tests use small
@@ -268,7 +274,8 @@ inline std::string config_to_json(const GPTConfig& c) {
     const std::string conv = c.qk_conv ? "\"qk_conv\":" + std::to_string(c.qk_conv) + "," : "";  // likewise
     const std::string conv_layers = c.qk_conv_layers.empty() ? "" : "\"qk_conv_layers\":[" + int_list_text(c.qk_conv_layers) + "],";
     const std::string sink = c.attn_sink ? "\"attn_sink\":true," : "";  // likewise
-    return std::string(buf) + nope + logn + conv + conv_layers + sink + "\"layer_attn\":" + attn + "}";
+    const std::string pointer = c.pointer ? "\"pointer\":true," : "";  // likewise
+    return std::string(buf) + nope + logn + conv + conv_layers + sink + pointer + "\"layer_attn\":" + attn + "}";
 }
 
 // Throws JsonError on a malformed or incomplete config (values of the wrong type or outside
@@ -280,10 +287,10 @@ inline GPTConfig config_from_json(const std::string& text) {
     // (or edited by hand) would otherwise run as another model, and a resume would drop the key.
     for (const auto& [key, value] : j.obj) {
         static const char* const kKeys[] = {"vocab_size", "n_layer", "n_embd", "n_head", "rope_theta", "layer_attn", "nope_layers", "logn_attn",
-                                             "qk_conv", "qk_conv_layers", "attn_sink"};
+                                             "qk_conv", "qk_conv_layers", "attn_sink", "pointer"};
         if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
             throw JsonError("unknown key \"" + key.substr(0, 40) + "\" (this build reads vocab_size, n_layer, n_embd, n_head, rope_theta, "
-                            "layer_attn, nope_layers, logn_attn, qk_conv, qk_conv_layers, attn_sink): use the build that wrote it, or remove the key");
+                            "layer_attn, nope_layers, logn_attn, qk_conv, qk_conv_layers, attn_sink, pointer): use the build that wrote it, or remove the key");
     }
     const long long kInt = 2147483647;
     GPTConfig c;
@@ -310,5 +317,6 @@ inline GPTConfig config_from_json(const std::string& text) {
         for (const Json& l : conv) c.qk_conv_layers.push_back((int)l.as_int("qk_conv_layers", -kInt, kInt));
     }
     if (j.has("attn_sink")) c.attn_sink = j.at("attn_sink").as_bool("attn_sink");
+    if (j.has("pointer")) c.pointer = j.at("pointer").as_bool("pointer");
     return c;
 }

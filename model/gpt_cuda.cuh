@@ -130,6 +130,7 @@ class CudaBackend : public ModelBackend {
     CudaBackend(const GPTConfig& cfg, AttnBackend attn, bool deterministic = false)
         : cfg_(cfg), attn_(attn), deterministic_(deterministic), layout_(param_layout(cfg)) {
         check_deterministic_backend(deterministic_, attn_);
+        if (cfg_.pointer) fatal("--pointer runs on the CPU only in this build (its GPU kernels are not written): use --device cpu");
         n_ = layout_.back().offset + layout_.back().size;
         CUDA_CHECK(cudaStreamCreate(&stream_));
         // Parameters and optimizer state: bf16 weights, fp32 master weights, grads, m, v.

@@ -271,6 +271,8 @@ def gpt_logits(meta, w, tokens):
     fwd = forward_record(meta, config)
     if fwd["lm_head"] != "tied_to_wte":
         sys.exit(f"error: LM head {fwd['lm_head']!r} is not one this script knows")
+    if "pointer" in fwd:  # its output is a mixture of distributions, not logits (layers/pointer.h)
+        sys.exit("error: the checkpoint's model has a pointer, whose copy this script does not compute: compare a model without --pointer")
     if len(fwd["layers"]) != config["n_layer"] or len(config["layer_attn"]) != config["n_layer"]:
         sys.exit("error: the checkpoint's forward record or layer_attn does not list every layer")
     positions = np.arange(len(tokens), dtype=np.float64)

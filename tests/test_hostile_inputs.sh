@@ -156,6 +156,21 @@ edited "$work/sink_missing" 10000 '"attn_sink":true,'
 refused "infer, checkpoint whose config has sinks and whose tensors do not" "blocks.0.attn.sink" \
     ./build/infer --device cpu --checkpoint "$work/sink_missing" --prompt "In" --max-new 2
 
+# ---- a pointer (--pointer): recorded with its tensors; a resume or --init-from that would change
+# it refused; infer and the GPU, which do not run it yet, refuse it in one line
+accepted "train --pointer" tests/last_wins.sh ./build/train "${tiny[@]}" --pointer --out "$work/ptr_ok"
+grep -qF 'pointer\":true' "$work/ptr_ok/ckpt_00000002.safetensors" && grep -qF 'ptr.gate.bias' "$work/ptr_ok/ckpt_00000002.safetensors" \
+    && pass "--pointer is recorded in the checkpoint's config, its weights as ptr.*" || fail "--pointer or its weights are not in the checkpoint"
+refused "train --resume with the pointer turned off" "--pointer is off but the checkpoint's model has a pointer" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --pointer=off --resume --out "$work/ptr_ok"
+refused "--init-from a model with a pointer into one without" "has a pointer and this run does not: pass --pointer" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --init-from "$work/ptr_ok" --out "$work/ptr_drop"
+refused "infer, a checkpoint with a pointer" "has a pointer (train --pointer), which infer does not run yet" \
+    ./build/infer --device cpu --checkpoint "$work/ptr_ok" --prompt "In" --max-new 2
+edited "$work/ptr_edit" 10000 '"pointer":1,'
+refused "infer, checkpoint with pointer 1" "pointer is not true or false" \
+    ./build/infer --device cpu --checkpoint "$work/ptr_edit" --prompt "In" --max-new 2
+
 # ---- --layer-pattern entries that would change nothing, name a layer twice, or are malformed
 refused "train --layer-pattern 0:dense in an all-dense model" "--layer-pattern: layer 0 is dense already (--attn dense), so 0:dense changes nothing" \
     tests/last_wins.sh ./build/train "${tiny[@]}" --layer-pattern 0:dense --out "$work/dense_dense"

@@ -49,6 +49,7 @@ static Batch random_batch(gc::Rng& rng, int vocab) {
 static size_t encoded_size(const GPT<float>& m) {
     size_t n = m.encoded.size() + m.lnf.size() + m.lnf_mean.size() + m.lnf_rstd.size() + m.losses.size() + m.qkv_pre.size();
     for (const auto* v : {&m.dresid, &m.dln, &m.dqkv_rot, &m.dqkv_pre, &m.datty, &m.dfch, &m.dfch_gelu, &m.dtmp}) n += v->size();
+    for (const auto* v : {&m.ptr_q, &m.ptr_kp, &m.ptr_ks, &m.ptr_gate, &m.ptr_lse, &m.ptr_pcopy, &m.ptr_w}) n += v->size();
     std::vector<const BlockActs<float>*> blocks = {&m.work};
     for (const BlockActs<float>& a : m.acts) blocks.push_back(&a);
     for (const BlockActs<float>* a : blocks)
@@ -59,9 +60,10 @@ static size_t encoded_size(const GPT<float>& m) {
 }
 
 static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0,
-                           std::vector<int> qk_conv_layers = {}, bool attn_sink = false) {
+                           std::vector<int> qk_conv_layers = {}, bool attn_sink = false, bool pointer = false) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
+    cfg.pointer = pointer;
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
     cfg.qk_conv = qk_conv;
@@ -71,9 +73,15 @@ static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int
     m.init_weights(seed);
     // Larger weights than the init so every path carries a gradient well above rounding.
     for (double& w : m.params) w += rng.uniform(-0.1, 0.1);
-    const Batch b = random_batch(rng, cfg.vocab_size);
+    // A pointer's copy needs targets that earlier tokens hold: ids from a few for it.
+    const Batch b = random_batch(rng, pointer ? 4 : cfg.vocab_size);
     auto loss = [&] { return m.forward(b.tokens.data(), b.targets.data(), b.doc_start.data(), b.B, b.T, b.pos.data()); };
     loss();
+    if (pointer) {
+        double copied = 0;
+        for (double pc : m.ptr_pcopy) copied += pc > 0.05;
+        report(copied >= 4, "pointer: the gradient check's batch has targets the earlier tokens hold", copied, 4);
+    }
     m.zero_grad();
     m.backward();
     const std::vector<double> analytic = m.grads;
@@ -96,7 +104,7 @@ static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int
                              (logn_attn ? ", log-n attention from position " + std::to_string(logn_attn) : "") +
                              (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "") +
                              (qk_conv_layers.empty() ? "" : " in layers " + int_list_text(qk_conv_layers)) +
-                             (attn_sink ? ", attention sinks" : "");
+                             (attn_sink ? ", attention sinks" : "") + (pointer ? ", a pointer" : "");
     report(worst <= tol, ("model gradient" + nope + ", all tensors (worst " + worst_name + ")").c_str(), worst, tol);
 }
 
@@ -614,6 +622,58 @@ static void test_kv_cache_file(uint64_t seed, int qk_conv = 0) {
     std::remove(path.c_str());
 }
 
+// The pointer: four tensors after lnf (query and key of a head's size, the gate's weight under
+// decay, its bias at -3 outside it), counted, aligned, in the config's JSON. A gate shut far
+// (bias -1e4) is no pointer: the loss of the same weights without one; at the init's -3 the copy
+// changes the loss (control: the check can fail). The loss is the mixture's, recomputed here from
+// the model's own pieces (the language model's log-probability from the model without a pointer).
+static void test_pointer(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig plain = tiny_config(), with = tiny_config();
+    with.pointer = true;
+    GPT<double> a(plain), b(with);
+    a.init_weights(seed);
+    b.init_weights(seed);
+    size_t found = 0, total = 0;
+    bool shapes = true;
+    const int D = with.head_dim(), C = with.n_embd;
+    for (const ParamTensor& t : b.layout) {
+        total += t.size;
+        shapes = shapes && t.offset % kParamAlign == 0;
+        if (t.name.rfind("ptr.", 0) != 0) {
+            const auto same = std::find_if(a.layout.begin(), a.layout.end(), [&](const ParamTensor& p) { return p.name == t.name; });
+            std::copy(a.params.begin() + same->offset, a.params.begin() + same->offset + same->size, b.params.begin() + t.offset);
+            continue;
+        }
+        found++;
+        if (t.name == "ptr.q.weight" || t.name == "ptr.k.weight") shapes = shapes && t.shape == std::vector<int>{D, C} && t.decay;
+        else if (t.name == "ptr.gate.weight") shapes = shapes && t.shape == std::vector<int>{1, C} && t.decay;
+        else shapes = shapes && t.name == "ptr.gate.bias" && t.shape == std::vector<int>{1} && !t.decay && b.params[t.offset] == -3.0;
+    }
+    report(found == 4 && shapes && (long long)total == config_param_count(with),
+           "pointer: four tensors of the stated shapes and decay, the gate's bias at -3, counted, aligned", (double)found, 4);
+    report(config_from_json(config_to_json(with)).pointer && !config_from_json(config_to_json(plain)).pointer,
+           "pointer: the config's JSON keeps it", 0, 0);
+    const Batch batch = random_batch(rng, 4);
+    auto run = [&](GPT<double>& m) {
+        return m.forward(batch.tokens.data(), batch.targets.data(), batch.doc_start.data(), batch.B, batch.T, batch.pos.data());
+    };
+    const double la = run(a), lb = run(b);
+    double mixed = 0, n = 0;
+    for (size_t r = 0; r < batch.targets.size(); r++) {
+        if (batch.targets[r] < 0) continue;
+        const double p_lm = std::exp(-a.losses[r]);
+        const double g = 1 / (1 + std::exp(-b.ptr_gate[r]));
+        mixed += -std::log((1 - g) * p_lm + g * b.ptr_pcopy[r]), n++;
+    }
+    report(std::fabs(lb - mixed / n) <= 1e-12 * std::fabs(lb), "pointer: the loss is the mixture of the model's language model and copy",
+           std::fabs(lb - mixed / n), 1e-12);
+    report(std::fabs(la - lb) > 1e-6, "pointer at the init's gate changes the loss (control)", std::fabs(la - lb), 1e-6);
+    b.params[b.layout.back().offset] = -1e4;
+    const double shut = run(b);
+    report(std::fabs(la - shut) <= 1e-12 * std::fabs(la), "pointer with its gate shut == no pointer", std::fabs(la - shut), 1e-12);
+}
+
 static int main_body(int argc, char** argv) {
     uint64_t seed = 1234;
     for (int i = 1; i + 1 < argc; i++)
@@ -630,6 +690,9 @@ static int main_body(int argc, char** argv) {
     test_gradients(seed, {}, 0, 0, {}, true);
     test_gradients(seed, {1}, 30, 3, {}, true);
     test_attn_sink(seed);
+    test_gradients(seed, {}, 0, 0, {}, false, true);
+    test_gradients(seed, {1}, 0, 3, {}, true, true);
+    test_pointer(seed);
     test_nope_layers(seed);
     test_logn_attn(seed);
     test_float_matches_double(seed);
