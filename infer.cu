@@ -257,11 +257,6 @@ static LoadedModel load_model(const std::string& checkpoint) {
     m.ck = load_checkpoint(m.path);
     m.tok.load_serialized(m.ck.tokenizer);
     if (m.tok.vocab_size() != m.ck.cfg.vocab_size) fatal("checkpoint %s: tokenizer and model vocab sizes differ", m.path.c_str());
-    // Its output mixes in a copy over the keys of every earlier position, which the KV cache
-    // does not keep yet; train's own validation loss is the mixture's.
-    if (m.ck.cfg.pointer)
-        fatal("checkpoint %s has a pointer (train --pointer), which infer does not run yet: score it by train's validation loss, "
-              "or train without --pointer", m.path.c_str());
     return m;
 }
 
@@ -854,6 +849,8 @@ static int main_body(int argc, char** argv) {
     const InferInputs in = read_inputs(f);
     LoadedModel m = load_model(f.checkpoint);
     apply_logn_attn(f, m);
+    if (m.ck.cfg.pointer && (!f.save_cache.empty() || !f.load_cache.empty())) fatal("%s", kPointerCacheFileError);
+    if (m.ck.cfg.pointer && dev == Device::Cuda) fatal("%s", kPointerGpuInferenceError);
     const InferPlan plan = make_plan(f, dev, attn, m);
     if (!f.tasks.empty()) return score_task_file(f, plan, m, in.task_items);
     if (!f.copy_loss.empty()) return score_copy_loss(f, plan, m);

@@ -1215,7 +1215,10 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
         return 0;
     }
     loop.report_done();
-    if (say && a.sample_tokens > 0) print_sample(*model, corpus.tok, corpus.val, a, loop.window());
+    // A pointer model samples on the CPU only (kPointerGpuInferenceError): its sample is left out.
+    if (say && a.sample_tokens > 0 && model->config().pointer && dynamic_cast<CudaBackend*>(model.get()))
+        std::printf("sample: left out (%s)\n", kPointerGpuInferenceError);
+    else if (say && a.sample_tokens > 0) print_sample(*model, corpus.tok, corpus.val, a, loop.window());
     return 0;
 }
 

@@ -172,3 +172,26 @@ void pointer_backward(T* dq, T* dks, T* dgate, const T* q, const T* ks, const T*
         }
     }
 }
+
+// The mixture's log-probabilities (V) for a query at position t, from the language model's logits
+// (V), the query q (D) and gate logit, keys kp_0..kp_(t-1) (rows of key_stride, kp_(s-1) the key of
+// position s) and the tokens 0..t: log((1 - g) softmax(logits)(v) + g sum over s in [1, t] with
+// tokens_s == v of a_s). Any sampler takes them as logits.
+template <typename T>
+void pointer_mix_logprobs(T* out, const T* logits, const T* q, T gate, const T* kp, size_t key_stride, const int* tokens, long long t,
+                          int D, int V) {
+    const T scale = T(1) / std::sqrt((T)D);
+    std::vector<T> s((size_t)t + 1, T(0));  // key 0: the null key, score 0
+    T mx = 0;
+    for (long long k = 1; k <= t; k++) mx = std::max(mx, s[k] = scale * pointer_dot(q, kp + (size_t)(k - 1) * key_stride, D));
+    T sum = 0;
+    for (long long k = 0; k <= t; k++) sum += std::exp(s[k] - mx);
+    const T L = mx + std::log(sum);
+    std::vector<T> copy((size_t)V, T(0));
+    for (long long k = 1; k <= t; k++) copy[tokens[k]] += std::exp(s[k] - L);
+    T lmx = -std::numeric_limits<T>::infinity(), lsum = 0;
+    for (int v = 0; v < V; v++) lmx = std::max(lmx, logits[v]);
+    for (int v = 0; v < V; v++) lsum += std::exp(logits[v] - lmx);
+    const T g = T(1) / (T(1) + std::exp(-gate));
+    for (int v = 0; v < V; v++) out[v] = std::log((T(1) - g) * std::exp(logits[v] - lmx) / lsum + g * copy[v]);
+}

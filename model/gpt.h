@@ -516,11 +516,19 @@ struct GPT {
         mlp_up_forward(l, a);
     }
 
-    // Logits (V) of token t of batch row b after a forward (targets not needed). A pointer's
-    // mixture needs its keys and tokens, which the KV cache holds (model/kv_cache.h).
+    // Logits (V) of token t of batch row b after a forward (targets not needed); with a pointer,
+    // the mixture's log-probabilities (layers/pointer.h), from the window's final states.
     void logits_at(T* out, int b, int t) const {
-        if (cfg.pointer) fatal("a model with a pointer (train --pointer) does not generate yet: its output mixes in a copy that logits do not hold");
         const int C = cfg.n_embd;
-        matmul_forward(out, lnf.data() + ((size_t)b * Tn + t) * C, p.wte, (const T*)nullptr, 1, C, cfg.vocab_size);
+        const T* row = lnf.data() + ((size_t)b * Tn + t) * C;
+        matmul_forward(out, row, p.wte, (const T*)nullptr, 1, C, cfg.vocab_size);
+        if (!cfg.pointer) return;
+        const int D = cfg.head_dim();
+        std::vector<T> lm(out, out + cfg.vocab_size), q(D), kp((size_t)std::max(t, 1) * D);
+        T gate;
+        matmul_forward(q.data(), row, p.ptrq, (const T*)nullptr, 1, C, D);
+        matmul_forward(&gate, row, p.ptrgw, p.ptrgb, 1, C, 1);
+        matmul_forward(kp.data(), lnf.data() + (size_t)b * Tn * C, p.ptrk, (const T*)nullptr, t, C, D);
+        pointer_mix_logprobs(out, lm.data(), q.data(), gate, kp.data(), (size_t)D, tokens.data() + (size_t)b * Tn, t, D, cfg.vocab_size);
     }
 };

@@ -21,6 +21,7 @@
 #include "layers/cuda/gelu.cuh"
 #include "layers/cuda/layernorm.cuh"
 #include "layers/cuda/matmul.cuh"
+#include "layers/cuda/pointer.cuh"
 #include "layers/cuda/qk_conv.cuh"
 #include "layers/cuda/ring_attention.cuh"
 #include "layers/cuda/residual.cuh"
@@ -130,7 +131,6 @@ class CudaBackend : public ModelBackend {
     CudaBackend(const GPTConfig& cfg, AttnBackend attn, bool deterministic = false)
         : cfg_(cfg), attn_(attn), deterministic_(deterministic), layout_(param_layout(cfg)) {
         check_deterministic_backend(deterministic_, attn_);
-        if (cfg_.pointer) fatal("--pointer runs on the CPU only in this build (its GPU kernels are not written): use --device cpu");
         n_ = layout_.back().offset + layout_.back().size;
         CUDA_CHECK(cudaStreamCreate(&stream_));
         // Parameters and optimizer state: bf16 weights, fp32 master weights, grads, m, v.
@@ -181,8 +181,9 @@ class CudaBackend : public ModelBackend {
         upload_batch(inputs, targets, doc_start, B, T, positions);
         run_forward();
         if (!targets) return 0.0f;
+        if (cfg_.pointer) pointer_forward_all();
         classifier_forward_backward_cuda(losses_, nullptr, nullptr, lnf_, p_.wte, targets_d_, B_ * T_, cfg_.n_embd,
-                                         cfg_.vocab_size, 0.0f, classifier_scratch_, stream_);
+                                         cfg_.vocab_size, 0.0f, classifier_scratch_, stream_, pointer_mix());
         return mean_loss();
     }
 
@@ -192,12 +193,14 @@ class CudaBackend : public ModelBackend {
         upload_batch(inputs, targets, doc_start, B, T, positions);
         mark("upload");
         run_forward();
+        if (cfg_.pointer && targets) pointer_forward_all();
         zero_grad();
         mark("zero grad");
         // The LM head runs once: loss, dlnf and dwte together.
         classifier_forward_backward_cuda(losses_, dln_, g_.wte, lnf_, p_.wte, targets_d_, B_ * T_, cfg_.n_embd,
-                                         cfg_.vocab_size, loss_scale(), classifier_scratch_, stream_);
+                                         cfg_.vocab_size, loss_scale(), classifier_scratch_, stream_, pointer_mix());
         mark("classifier");
+        if (cfg_.pointer && targets) pointer_backward_all();
         run_backward_from_dlnf();
         return mean_loss();
     }
@@ -252,7 +255,8 @@ class CudaBackend : public ModelBackend {
     void backward() override {
         if (!has_targets_) fatal("internal: backward() needs a forward() with targets");
         classifier_forward_backward_cuda(losses_, dln_, g_.wte, lnf_, p_.wte, targets_d_, B_ * T_, cfg_.n_embd,
-                                         cfg_.vocab_size, loss_scale(), classifier_scratch_, stream_);
+                                         cfg_.vocab_size, loss_scale(), classifier_scratch_, stream_, pointer_mix());
+        if (cfg_.pointer) pointer_backward_all();
         run_backward_from_dlnf();
     }
 
@@ -261,6 +265,7 @@ class CudaBackend : public ModelBackend {
     void set_context_parallel(Comm* comm) override {
         check_ring_backend(comm != nullptr, attn_);
         if (comm && cfg_.qk_conv) fatal("%s", kQkConvRingError);
+        if (comm && cfg_.pointer) fatal("%s", kPointerRingError);
         cp_ = comm;
     }
     // A communicator with a stream (NCCL) runs the sum there, ordered after the backward by an
@@ -339,6 +344,7 @@ class CudaBackend : public ModelBackend {
     }
 
     void logits_at(float* out, int b, int t) override {
+        if (cfg_.pointer) fatal("%s", kPointerGpuInferenceError);
         logits_cuda(logits_d_, lnf_ + ((size_t)b * T_ + t) * cfg_.n_embd, p_.wte, cfg_.n_embd, cfg_.vocab_size, stream_);
         CUDA_CHECK(cudaMemcpyAsync(out, logits_d_, (size_t)cfg_.vocab_size * 4, cudaMemcpyDeviceToHost, stream_));
         CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -432,6 +438,14 @@ class CudaBackend : public ModelBackend {
     void *classifier_scratch_, *ln_scratch_, *attn_workspace_;
     float* conv_scratch_ = nullptr;
     float* sink_scratch_ = nullptr;  // the sinks' backward partials (layers/cuda/attn_sink.cuh)
+    // The pointer's (layers/cuda/pointer.cuh), in a model with one: [q | kp] (B,T,2D), later their
+    // gradient; the head's rows (B,T,3D) and their gradient; its O and dO (B,T,D); per row the gate
+    // logit, L, p_copy, w and the gate's gradient; the gate's partial sums; the chains (4 x B,T).
+    bf16 *ptr_qk_ = nullptr, *ptr_qkv_ = nullptr, *ptr_dqkv_ = nullptr, *ptr_o_ = nullptr, *ptr_do_ = nullptr;
+    float *ptr_gate_ = nullptr, *ptr_lse_ = nullptr, *ptr_pcopy_ = nullptr, *ptr_w_ = nullptr, *ptr_dgate_ = nullptr;
+    float* ptr_scratch_ = nullptr;
+    int* ptr_links_d_ = nullptr;
+    std::vector<int> ptr_links_host_;
 
     // What the ring's buffer pool (layers/cuda/ring_attention.cuh) holds once a layer has run
     // its forward and backward, the most any rank of the ring holds (later layers and steps reuse the same
@@ -483,12 +497,16 @@ class CudaBackend : public ModelBackend {
 
     // The attention backward's workspace: the largest any layer's pattern needs (a dilated
     // layer needs an fp32 dQ accumulator for one chunk only); the ring brings its own.
+    // The pointer's head runs our dense flash backward, whatever --attention says.
+    size_t pointer_workspace_bytes(const AttnShape& s) const {
+        return cfg_.pointer ? attention_backward_workspace_bytes(pointer_attn_shape(s.B, s.N, cfg_.head_dim()), AttnPattern{}) : 0;
+    }
     size_t attention_workspace_bytes(const AttnShape& s) const {
         if (cp_) return 0;
-        if (attn_ == AttnBackend::Cudnn) return attention_cudnn_workspace_bytes(s);
+        if (attn_ == AttnBackend::Cudnn) return std::max(attention_cudnn_workspace_bytes(s), pointer_workspace_bytes(s));
         size_t most = 0;
         for (int l = 0; l < cfg_.n_layer; l++) most = std::max(most, attention_backward_workspace_bytes(s, cfg_.attn(l)));
-        return most;
+        return std::max(most, pointer_workspace_bytes(s));
     }
 
     // Every activation buffer of (B, T) under policy r, placed in `arena` (which only counts
@@ -540,6 +558,13 @@ class CudaBackend : public ModelBackend {
             place(conv_scratch_, qk_conv_backward_scratch_bytes(B, T, (int)C, cfg_.qk_conv));
         }
         if (cfg_.attn_sink) f32(sink_scratch_, attn_sink_scratch_floats((long long)BT, (int)H));
+        if (cfg_.pointer) {
+            const size_t D = cfg_.head_dim();
+            bf(ptr_qk_, BT * 2 * D), bf(ptr_qkv_, BT * 3 * D), bf(ptr_dqkv_, BT * 3 * D), bf(ptr_o_, BT * D), bf(ptr_do_, BT * D);
+            f32(ptr_gate_, BT), f32(ptr_lse_, BT), f32(ptr_pcopy_, BT), f32(ptr_w_, BT), f32(ptr_dgate_, BT);
+            f32(ptr_scratch_, pointer_gate_scratch_floats((long long)BT, (int)C));
+            place(ptr_links_d_, 4 * BT * sizeof(int));
+        }
         if (!assign) return;
         assign->push_back([this, r](const DeviceArena&) {
             qkv_pre_ = dqkv_;
@@ -598,6 +623,12 @@ class CudaBackend : public ModelBackend {
         if (targets) {
             for (size_t i = 0; i < BT; i++) counted_ += targets[i] >= 0;
             CUDA_CHECK(cudaMemcpyAsync(targets_d_, targets, BT * 4, cudaMemcpyHostToDevice, stream_));
+        }
+        if (targets && cfg_.pointer) {  // the chains of the target's keys (layers/pointer.h), on the host
+            ptr_links_host_.resize(4 * BT);
+            int* k = ptr_links_host_.data();
+            pointer_links(k, k + BT, k + 2 * BT, k + 3 * BT, inputs, targets, B, T, cfg_.vocab_size);
+            CUDA_CHECK(cudaMemcpyAsync(ptr_links_d_, k, 4 * BT * 4, cudaMemcpyHostToDevice, stream_));
         }
         // The host buffers may change once we return: wait for the copies.
         wait_host("the batch's upload");
@@ -795,6 +826,39 @@ class CudaBackend : public ModelBackend {
     }
     void refuse_split_state(const char* what) const {
         if (state_split_) fatal("internal: %s while the AdamW state is split over the ranks: call gather_state() on every rank first", what);
+    }
+
+    // The pointer's side of the classifier (none without a pointer).
+    PointerMixCuda pointer_mix() const {
+        if (!cfg_.pointer) return {};
+        return {ptr_gate_, ptr_pcopy_, ptr_w_};
+    }
+
+    // The pointer's head over lnf_ up to its copy weights (layers/cuda/pointer.cuh). The query's
+    // and key's weights are one (2D, C) product: ptr.k.weight follows ptr.q.weight in the layout.
+    void pointer_forward_all() {
+        const int C = cfg_.n_embd, D = cfg_.head_dim(), BT = B_ * T_;
+        if (p_.ptrk != p_.ptrq + (size_t)D * C) fatal("internal: ptr.k.weight does not follow ptr.q.weight");
+        const int* links = ptr_links_d_;
+        matmul_forward_cuda(ptr_qk_, lnf_, p_.ptrq, nullptr, BT, C, 2 * D, stream_);
+        pointer_pack_cuda(ptr_qkv_, ptr_qk_, B_, T_, D, stream_);
+        pointer_gate_forward_cuda(ptr_gate_, lnf_, p_.ptrgw, p_.ptrgb, BT, C, stream_);
+        pointer_forward_cuda(ptr_lse_, ptr_pcopy_, ptr_o_, ptr_qkv_, pos_d_, links, links + BT, B_, T_, D, stream_);
+        mark("pointer");
+    }
+
+    // After the classifier (which wrote dln_ and ptr_w_): the pointer's gradient into its weights
+    // and dln_. tmp_ holds the products' dlnf: nothing else uses it between the forward and the
+    // blocks' backward.
+    void pointer_backward_all() {
+        const int C = cfg_.n_embd, D = cfg_.head_dim(), BT = B_ * T_;
+        const int* links = ptr_links_d_;
+        pointer_backward_cuda(ptr_qk_, ptr_dgate_, ptr_o_, ptr_do_, ptr_dqkv_, ptr_qkv_, ptr_gate_, ptr_w_, ptr_lse_, ptr_pcopy_,
+                              targets_d_, pos_d_, links, links + BT, links + 2 * BT, links + 3 * BT, B_, T_, D, loss_scale(),
+                              deterministic_, static_cast<float*>(attn_workspace_), stream_);
+        matmul_backward_cuda(tmp_, g_.ptrq, nullptr, ptr_qk_, lnf_, p_.ptrq, BT, C, 2 * D, stream_);
+        pointer_gate_backward_cuda(dln_, g_.ptrgw, g_.ptrgb, tmp_, ptr_dgate_, lnf_, p_.ptrgw, BT, C, ptr_scratch_, stream_);
+        mark("pointer");
     }
 
     float mean_loss() {

@@ -8,16 +8,19 @@
 // branches directly (attention_decode); a chunk of queries unpacks the rows it needs into
 // ordinary rows first and runs layers/attention.h's two-sided attention, the pattern's mask
 // deciding which pairs count. The result equals a full forward over the whole sequence
-// (tests/test_model_cpu.cpp).
+// (tests/test_model_cpu.cpp). A model with a pointer keeps its keys and tokens beside the layers'
+// rows (model/pointer_cache.h), and its logits and losses are the mixture's.
 #pragma once
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 #include "layers/attention_decode.h"
 #include "layers/attn_sink.h"
 #include "layers/qk_conv.h"
 #include "model/attention_probe.h"
 #include "model/gpt.h"
+#include "model/pointer_cache.h"
 
 // The smallest key position that a query at position >= next_pos can attend under p (causal):
 // the pattern module's cache_first_key (0 unless its branches restart, as dilated segments do).
@@ -46,6 +49,10 @@ inline long long kv_unpack_rows(const GPTConfig& cfg, int chunk) {
     for (int l = 0; l < cfg.n_layer; l++) rows = std::max(rows, pattern_cache_unpack_rows(cfg.attn(l), chunk));
     return rows;
 }
+
+// A cache file (model/kv_cache_file.h) holds the layers' rows, not a pointer's keys.
+constexpr const char* kPointerCacheFileError =
+    "a KV cache file does not hold a pointer's keys (a model trained with --pointer): run without --save-cache and --load-cache";
 
 // What generation and scoring need from a cached model, whatever runs it (the CPU's KVCache
 // below, the GPU's KVCacheCuda in model/kv_cache_cuda.cuh).
@@ -122,6 +129,7 @@ class KVCache {
             }
         for (int l = 0; l < model.cfg.n_layer; l++)  // zeros: what training's windows read before their first token
             layers_[l].qk_tail.assign((size_t)B * std::max(model.cfg.layer_qk_conv(l) - 1, 0) * row, T(0));
+        if (model.cfg.pointer) ptr_ = std::make_unique<PointerCache<T>>(model, B);
     }
 
     int max_chunk() const { return max_chunk_; }
@@ -134,8 +142,8 @@ class KVCache {
         for (const std::vector<T>& s : layers_[layer].store) n += s.size() * sizeof(T);
         return n;
     }
-    size_t bytes() const {  // every layer's, and the rows that chunks unpack into
-        size_t n = scratch_.size() * sizeof(T);
+    size_t bytes() const {  // every layer's, the rows that chunks unpack into, the pointer's
+        size_t n = scratch_.size() * sizeof(T) + (ptr_ ? ptr_->bytes() : 0);
         for (int l = 0; l < (int)layers_.size(); l++) n += layer_bytes(l);
         return n;
     }
@@ -189,16 +197,19 @@ class KVCache {
             residual_forward(x_.data(), x_.data(), tmp_.data(), (size_t)BN * C);
         }
         layernorm_forward(lnf_.data(), mean_.data(), rstd_.data(), x_.data(), m_.p.lnfw, m_.p.lnfb, BN, C);
+        if (ptr_) ptr_->append(lnf_.data(), tokens, n, next_pos_);
         next_pos_ += n;
     }
 
     // Logits (V) of row i of the last chunk of sequence b.
     void logits(T* out, int b, int i) const {
         const int C = m_.cfg.n_embd;
+        if (ptr_) return ptr_->logits(out, lnf_.data() + ((size_t)b * n_ + i) * C, b, next_pos_ - n_ + i);
         matmul_forward(out, lnf_.data() + ((size_t)b * n_ + i) * C, m_.p.wte, (const T*)nullptr, 1, C, m_.cfg.vocab_size);
     }
     // Cross-entropy losses (B, n) of the last chunk against targets (B, n) (< 0: ignored, 0).
     void losses(T* out, const int* targets) const {
+        if (ptr_) return ptr_->losses(out, lnf_.data(), targets, n_, next_pos_ - n_);
         classifier_forward_backward(out, (T*)nullptr, (T*)nullptr, lnf_.data(), m_.p.wte, targets, B_ * n_, m_.cfg.n_embd,
                                     m_.cfg.vocab_size, T(0));
     }
@@ -206,6 +217,7 @@ class KVCache {
     // Each layer's rows (B, rows, 2C): its branches' rows one after the other (a dense layer's
     // one branch: the positions so far).
     IncrementalModel::State export_state() const {
+        if (ptr_) fatal("%s", kPointerCacheFileError);
         const size_t C = m_.cfg.n_embd, row = 2 * C;
         IncrementalModel::State st;
         st.position = next_pos_;
@@ -229,6 +241,7 @@ class KVCache {
         return st;
     }
     void import_state(const IncrementalModel::State& st) {
+        if (ptr_) fatal("%s", kPointerCacheFileError);
         const size_t row = (size_t)2 * m_.cfg.n_embd;
         next_pos_ = st.position, n_ = 1;
         for (size_t l = 0; l < layers_.size(); l++) {
@@ -271,6 +284,7 @@ class KVCache {
         lnf_.resize((size_t)B_ * C);
         for (int b = 0; b < B_; b++)
             std::memcpy(lnf_.data() + b * C, src.lnf_.data() + ((size_t)from[b] * src.n_ + src.n_ - 1) * C, C * sizeof(T));
+        if (ptr_) ptr_->gather(*src.ptr_, from, next_pos_);
     }
 
    private:
@@ -287,6 +301,7 @@ class KVCache {
     std::vector<Layer> layers_;
     std::vector<int> pos_;  // 0, 1, 2, ...: positions of queries and keys are slices of it
     AttnProbe* probe_ = nullptr;
+    std::unique_ptr<PointerCache<T>> ptr_;  // a model with a pointer: its keys and tokens
     std::vector<T> x_, ln_, mean_, rstd_, qkv_pre_, qkv_, atty_, lse_, tmp_, fch_, fch_gelu_, lnf_, scratch_, conv_;
 
     // A layer that keeps every row: room for `len` rows per sequence (doubling, so it rarely moves).

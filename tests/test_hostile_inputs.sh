@@ -157,7 +157,8 @@ refused "infer, checkpoint whose config has sinks and whose tensors do not" "blo
     ./build/infer --device cpu --checkpoint "$work/sink_missing" --prompt "In" --max-new 2
 
 # ---- a pointer (--pointer): recorded with its tensors; a resume or --init-from that would change
-# it refused; infer and the GPU, which do not run it yet, refuse it in one line
+# it refused; infer on the CPU runs it (generation and scoring through the KV cache), a cache file
+# does not hold its keys
 accepted "train --pointer" tests/last_wins.sh ./build/train "${tiny[@]}" --pointer --out "$work/ptr_ok"
 grep -qF 'pointer\":true' "$work/ptr_ok/ckpt_00000002.safetensors" && grep -qF 'ptr.gate.bias' "$work/ptr_ok/ckpt_00000002.safetensors" \
     && pass "--pointer is recorded in the checkpoint's config, its weights as ptr.*" || fail "--pointer or its weights are not in the checkpoint"
@@ -165,8 +166,10 @@ refused "train --resume with the pointer turned off" "--pointer is off but the c
     tests/last_wins.sh ./build/train "${tiny[@]}" --pointer=off --resume --out "$work/ptr_ok"
 refused "--init-from a model with a pointer into one without" "has a pointer and this run does not: pass --pointer" \
     tests/last_wins.sh ./build/train "${tiny[@]}" --init-from "$work/ptr_ok" --out "$work/ptr_drop"
-refused "infer, a checkpoint with a pointer" "has a pointer (train --pointer), which infer does not run yet" \
-    ./build/infer --device cpu --checkpoint "$work/ptr_ok" --prompt "In" --max-new 2
+accepted "infer --device cpu, a checkpoint with a pointer" ./build/infer --device cpu --checkpoint "$work/ptr_ok" --prompt "In" --max-new 4
+refused "infer --save-cache, a checkpoint with a pointer" "a KV cache file does not hold a pointer's keys" \
+    ./build/infer --device cpu --checkpoint "$work/ptr_ok" --prompt "In" --max-new 2 --save-cache "$work/ptr.kv"
+[ ! -e "$work/ptr.kv" ] && pass "the refused --save-cache wrote no file" || fail "the refused --save-cache left $work/ptr.kv"
 edited "$work/ptr_edit" 10000 '"pointer":1,'
 refused "infer, checkpoint with pointer 1" "pointer is not true or false" \
     ./build/infer --device cpu --checkpoint "$work/ptr_edit" --prompt "In" --max-new 2

@@ -470,10 +470,11 @@ static void test_qk_conv_layers(uint64_t seed) {
 // Dilated patterns: nested segments; and segments that do not divide one another, with a dilation
 // above the head count (offset classes that no head keeps) and one that does not divide its segment.
 static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows, std::vector<int> nope_layers = {},
-                          int logn_attn = 0, int qk_conv = 0, bool attn_sink = false) {
+                          int logn_attn = 0, int qk_conv = 0, bool attn_sink = false, bool pointer = false) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.n_layer = 3;
+    cfg.pointer = pointer;
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
     cfg.qk_conv = qk_conv;
@@ -490,13 +491,20 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
     for (const ParamTensor& t : full.layout)  // sinks that weigh: near the scores of the keys
         if (t.name.find("attn.sink") != std::string::npos)
             for (size_t i = 0; i < t.size; i++) full.params[t.offset + i] = rng.uniform(-1, 2);
-    std::vector<int> tokens(B * N);
-    for (int& t : tokens) t = rng.randint(0, cfg.vocab_size - 1);
+    if (pointer) full.params[full.layout.back().offset] = 0;  // the gate half open: the copy weighs
+    std::vector<int> tokens(B * N), targets(B * N);
+    for (int& t : tokens) t = rng.randint(0, pointer ? 5 : cfg.vocab_size - 1);  // a pointer's: tokens that recur
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < N; t++) targets[b * N + t] = t + 1 < N ? tokens[b * N + t + 1] : -1;
+    targets[3] = -1;
+    full.forward(tokens.data(), targets.data(), nullptr, B, N);
+    const std::vector<double> full_losses = full.losses;  // the mixture's, with a pointer
     full.forward(tokens.data(), nullptr, nullptr, B, N);
     KVCache<double> cache(full, B, chunk);
     std::vector<double> want(cfg.vocab_size), got(cfg.vocab_size);
-    std::vector<int> piece;
-    double worst = 0;
+    std::vector<int> piece, piece_targets;
+    std::vector<double> got_losses;
+    double worst = 0, worst_loss = 0;
     const size_t dilated_bytes = cache.layer_bytes(1);
     bool dilated_fixed = true;
     for (int at = 0; at < N;) {
@@ -504,11 +512,16 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
         piece.clear();
         for (int b = 0; b < B; b++) piece.insert(piece.end(), tokens.begin() + b * N + at, tokens.begin() + b * N + at + n);
         cache.append(piece.data(), n);
+        piece_targets.clear();
+        for (int b = 0; b < B; b++) piece_targets.insert(piece_targets.end(), targets.begin() + b * N + at, targets.begin() + b * N + at + n);
+        got_losses.assign((size_t)B * n, 0);
+        cache.losses(got_losses.data(), piece_targets.data());
         for (int b = 0; b < B; b++)
             for (int i = 0; i < n; i++) {
                 full.logits_at(want.data(), b, at + i);
                 cache.logits(got.data(), b, i);
                 worst = std::max(worst, gc::rel_error(got.data(), want.data(), cfg.vocab_size, 1e-6));
+                worst_loss = std::max(worst_loss, std::fabs(got_losses[(size_t)b * n + i] - full_losses[(size_t)b * N + at + i]));
             }
         at += n;
         dilated_fixed = dilated_fixed && cache.layer_bytes(1) == dilated_bytes;
@@ -517,8 +530,18 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
                              std::to_string(dil.dilated.segments[1]) + " r " + std::to_string(dil.dilated.dilations[0]) + "," +
                              std::to_string(dil.dilated.dilations[1]) + (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
                              (logn_attn ? ", log-n from " + std::to_string(logn_attn) : "") +
-                             (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "") + (attn_sink ? ", sinks" : "");
+                             (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "") + (attn_sink ? ", sinks" : "") +
+                             (pointer ? ", a pointer" : "");
     report(worst < 1e-10, name.c_str(), worst, 1e-10);
+    report(worst_loss < 1e-10, (name + ": the losses").c_str(), worst_loss, 1e-10);
+    if (pointer) {  // a cache copied by gather goes on as the one it copies: the keys and tokens came along
+        KVCache<double> copy(full, B, chunk);
+        copy.gather(cache, {1, 0});
+        full.logits_at(want.data(), 1, N - 1);
+        copy.logits(got.data(), 0, 0);
+        const double e = gc::rel_error(got.data(), want.data(), cfg.vocab_size, 1e-6);
+        report(e < 1e-10, "KV cache with a pointer: a gathered copy gives its source's mixture", e, 1e-10);
+    }
     // sum_i ceil(w_i / r_i) packed rows per head, of 2 x width values, per sequence.
     // With a q/k convolution the layer also keeps its last W - 1 raw q and k rows.
     const size_t bound = (size_t)B * (packed_rows + std::max(cfg.layer_qk_conv(1) - 1, 0)) * 2 * cfg.n_embd * sizeof(double);
@@ -669,6 +692,19 @@ static void test_pointer(uint64_t seed) {
     report(std::fabs(lb - mixed / n) <= 1e-12 * std::fabs(lb), "pointer: the loss is the mixture of the model's language model and copy",
            std::fabs(lb - mixed / n), 1e-12);
     report(std::fabs(la - lb) > 1e-6, "pointer at the init's gate changes the loss (control)", std::fabs(la - lb), 1e-6);
+    // What generation samples from (logits_at: the mixture's log-probabilities) is what training
+    // scores: the target's log-probability is minus its loss. (They sum to 1 - g a_null: the null
+    // key's weight copies nothing; a sampler's softmax renormalizes.)
+    const std::vector<double> losses_b = b.losses;
+    std::vector<double> lp(with.vocab_size);
+    double worst = 0;
+    for (int r = 0; r < batch.B; r++)
+        for (int t = 0; t < batch.T; t++) {
+            const int y = batch.targets[(size_t)r * batch.T + t];
+            b.logits_at(lp.data(), r, t);
+            if (y >= 0) worst = std::max(worst, std::fabs(lp[y] + losses_b[(size_t)r * batch.T + t]));
+        }
+    report(worst < 1e-12, "pointer: logits_at gives the mixture's log-probabilities, the target's = -its loss", worst, 1e-12);
     b.params[b.layout.back().offset] = -1e4;
     const double shut = run(b);
     report(std::fabs(la - shut) <= 1e-12 * std::fabs(la), "pointer with its gate shut == no pointer", std::fabs(la - shut), 1e-12);
@@ -711,6 +747,7 @@ static int main_body(int argc, char** argv) {
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10, 7);
     test_kv_cache(seed, dilated_pattern(true, {4, 8}, {1, 2}), 4 + 4, {}, 0, 0, true);
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10, 3, true);
+    test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10, 3, true, true);
     test_sliding_perplexity(seed, false);
     test_sliding_perplexity(seed, true);
     test_kv_cache_file(seed);

@@ -14,6 +14,8 @@
 // In-place layout: logits row r is fp32 at floats [r*ldl, r*ldl + V); its bf16 dlogits go to
 // bf16 elements [2*r*ldl, 2*r*ldl + V), the first half of the same bytes, so the dlogits matrix
 // has leading dimension 2*ldl bf16. The row's block reads each tile before overwriting it.
+// With a pointer (layers/pointer.h; CPU: layers/classifier.h's PointerMix), step 2 reports the
+// mixture's loss, scales the row's gradient by the language model's share 1 - w and hands w back.
 #pragma once
 #include "layers/cuda/common.cuh"
 #include "layers/cuda/matmul.cuh"
@@ -33,6 +35,27 @@ inline int classifier_ldl(int V) { return (V + 63) / 64 * 64; }
 // Kernels
 
 constexpr int CE_THREADS = 1024;
+
+// The pointer's side of the classifier (layers/classifier.h's PointerMix): all three, or none.
+struct PointerMixCuda {
+    const float* gate = nullptr;   // (N) gate logits
+    const float* pcopy = nullptr;  // (N) copy weight on each target
+    float* w = nullptr;            // (N) out: the copy's share of the target's probability
+};
+
+// layers/pointer.h's pointer_mix_loss: the loss -log((1 - g) e^lm + g p_copy), w and 1 - w.
+__device__ __forceinline__ float ce_pointer_mix_loss(float gate, float lm, float pcopy, float* w, float* lm_share) {
+    auto log_sigmoid = [](float x) { return -(fmaxf(-x, 0.0f) + log1pf(expf(-fabsf(x)))); };
+    const float a = log_sigmoid(-gate) + lm;
+    if (!(pcopy > 0)) {
+        *w = 0, *lm_share = 1;
+        return -a;
+    }
+    const float c = log_sigmoid(gate) + logf(pcopy);
+    const float hi = fmaxf(a, c), log_p = hi + log1pf(expf(fminf(a, c) - hi));
+    *w = expf(c - log_p), *lm_share = expf(a - log_p);
+    return -log_p;
+}
 
 // Block-wide (max, sum of exp) merge of the per-thread online softmax states.
 __device__ __forceinline__ void ce_block_merge(float& m, float& s, float* shm_m, float* shm_s) {
@@ -61,7 +84,7 @@ __global__ void __launch_bounds__(CE_THREADS)
     crossentropy_forward_backward_kernel(float* logits,        // (rows, ldl) fp32 in, bf16 dlogits out
                                          float* losses,        // (rows)
                                          const int* targets,   // (rows)
-                                         int V, int ldl, float dloss, bool write_grad) {
+                                         int V, int ldl, float dloss, bool write_grad, PointerMixCuda mix) {
     __shared__ float shm_m[CE_THREADS / 32], shm_s[CE_THREADS / 32];
     const int row = blockIdx.x;
     float* l = logits + (size_t)row * ldl;
@@ -69,6 +92,7 @@ __global__ void __launch_bounds__(CE_THREADS)
     const int target = targets[row];
     if (target < 0) {  // ignored: no loss, no gradient
         if (threadIdx.x == 0) losses[row] = 0.0f;
+        if (threadIdx.x == 0 && mix.w) mix.w[row] = 0.0f;
         if (!write_grad) return;
         for (int i = threadIdx.x * 4; i < V; i += blockDim.x * 4)
             for (int j = 0; j < 4 && i + j < V; j++) g[i + j] = __float2bfloat16(0.0f);
@@ -93,6 +117,13 @@ __global__ void __launch_bounds__(CE_THREADS)
     const float log_z = m + logf(s);
     const float logit_t = l[target];  // read before any thread overwrites the row
     if (threadIdx.x == 0) losses[row] = log_z - logit_t;
+    if (mix.gate) {
+        float w, lm_share;
+        const float loss = ce_pointer_mix_loss(mix.gate[row], logit_t - log_z, mix.pcopy[row], &w, &lm_share);
+        if (threadIdx.x == 0) losses[row] = loss;
+        if (threadIdx.x == 0 && mix.w) mix.w[row] = w;
+        dloss *= lm_share;
+    }
     if (!write_grad) return;
     __syncthreads();
     // Pass 2 (re-reads from L2): tile k is read whole, then written as bf16 into bytes that only
@@ -140,7 +171,7 @@ inline void classifier_forward_backward_cuda(float* losses,       // (N)
                                              const int* targets,  // (N) device
                                              int N, int C, int V, float dloss,
                                              void* scratch,       // classifier_scratch_bytes(N, V)
-                                             cudaStream_t stream) {
+                                             cudaStream_t stream, PointerMixCuda mix = {}) {
     if (C % 8 != 0) fatal("classifier: C = %d must be a multiple of 8", C);
     if (!is_aligned16(scratch)) fatal("classifier: scratch must be 16-byte aligned");
     const int ldl = classifier_ldl(V);
@@ -159,8 +190,10 @@ inline void classifier_forward_backward_cuda(float* losses,       // (N)
             matmul_cublaslt_or_die(logits + v0, CUDA_R_32F, ldl, wte + (size_t)v0 * C, true, C, xc, false, C, nv, rows, C, 0.0f,
                                    CUBLASLT_EPILOGUE_DEFAULT, nullptr, stream);
         }
+        PointerMixCuda chunk_mix;
+        if (mix.gate) chunk_mix = {mix.gate + n0, mix.pcopy + n0, mix.w ? mix.w + n0 : nullptr};
         crossentropy_forward_backward_kernel<<<rows, CE_THREADS, 0, stream>>>(logits, losses + n0, targets + n0, V, ldl,
-                                                                              dloss, grad);
+                                                                              dloss, grad, chunk_mix);
         CUDA_CHECK_LAST();
         if (dx) {
             // dx_chunk^T (C, rows) = wte (stored (C, V)) @ dlogits^T (V, rows), ld 2*ldl. The short

@@ -38,10 +38,11 @@ static Batch make_batch(gc::Rng& rng, int B, int T, int V, bool doc_mask) {
 
 static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std::vector<AttnPattern> layer_attn = {},
                           std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0, std::vector<int> qk_conv_layers = {},
-                          bool attn_sink = false) {
+                          bool attn_sink = false, bool pointer = false, int head_dim = 64) {
     gc::Rng rng(seed);
     GPTConfig cfg;
-    cfg.vocab_size = 1003, cfg.n_layer = 2, cfg.n_embd = 192, cfg.n_head = 3;  // D = 64
+    cfg.vocab_size = 1003, cfg.n_layer = 2, cfg.n_embd = 3 * head_dim, cfg.n_head = 3;
+    cfg.pointer = pointer;
     cfg.layer_attn = layer_attn;  // empty: every layer dense
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
@@ -49,7 +50,8 @@ static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std
     cfg.qk_conv_layers = qk_conv_layers;
     cfg.attn_sink = attn_sink;
     const bool doc_mask = attn == AttnBackend::Flash;  // cuDNN has no document mask
-    const Batch b = make_batch(rng, 3, 131, cfg.vocab_size, doc_mask);
+    // A pointer's copy needs targets that earlier tokens hold: ids from a few for it.
+    const Batch b = make_batch(rng, 3, 131, pointer ? 23 : cfg.vocab_size, doc_mask);
     const int* ds = doc_mask ? b.doc_start.data() : nullptr;
 
     // Both start from the same weights, rounded to bf16 (what the GPU computes with).
@@ -59,6 +61,8 @@ static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std
     for (const ParamTensor& t : param_layout(cfg))  // sinks that take a share of every row: their gradient matters
         if (t.name.find("attn.sink") != std::string::npos)
             for (size_t i = 0; i < t.size; i++) w[t.offset + i] = round_bf16((float)rng.uniform(-1, 2));
+        else if (t.name == "ptr.gate.bias")  // a gate half open: both sides of the mixture carry gradient
+            w[t.offset] = 0.0f;
     GPT<double> ref(cfg);
     for (size_t i = 0; i < w.size(); i++) ref.params[i] = w[i];
     CudaBackend gpu(cfg, attn);
@@ -80,6 +84,14 @@ static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std
         if (!(e <= worst)) worst = e, worst_name = t.name;
     }
     report(worst < 3e-2, std::string(name) + ": every gradient tensor (worst " + worst_name + ")", worst, 3e-2);
+    if (pointer) {  // the copy carried weight: the check above saw the gather's terms
+        double copied = 0;
+        for (double pc : ref.ptr_pcopy) copied += pc > 0.05;
+        report(copied > 50, std::string(name) + ": targets the pointer copies (p_copy > 0.05)", copied, 50);
+        const float loss_fwd = gpu.forward(b.tokens.data(), b.targets.data(), ds, b.B, b.T, nullptr);
+        report(std::fabs(loss_fwd - loss_ref) / loss_ref < 5e-3, std::string(name) + ": the forward's loss (no backward) vs CPU fp64",
+               std::fabs(loss_fwd - loss_ref) / loss_ref, 5e-3);
+    }
 
     // Negative control: another batch's gradients must be far off.
     const Batch other = make_batch(rng, 3, 131, cfg.vocab_size, doc_mask);
@@ -88,6 +100,7 @@ static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std
     const double control = gc::norm_rel_error(g.data(), ref.grads.data(), w.size());
     report(control > 0.3, std::string(name) + ": negative control (other batch) is rejected", control, 0.3);
 
+    if (pointer) return;  // its output is a mixture, which logits_at refuses (the KV cache will serve it)
     // Logits of a few positions, after an inference forward.
     gpu.forward(b.tokens.data(), nullptr, ds, b.B, b.T, nullptr);
     ref.forward(b.tokens.data(), nullptr, ds, b.B, b.T);
@@ -367,6 +380,12 @@ static int main_body(int argc, char** argv) {
     compare_model(AttnBackend::Cudnn, "cudnn attention with sinks", seed + 17, {}, {}, 0, 0, {}, true);
     compare_model(AttnBackend::Flash, "flash, dilated layer + NoPE dense layer with log-n from 40, sinks, doc mask", seed + 18,
                   {dilated, AttnPattern{}}, {1}, 40, 0, {}, true);
+    // The pointer (layers/cuda/pointer.cuh) at heads of 64 and of 128, over NoPE layers with sinks.
+    compare_model(AttnBackend::Flash, "flash with a pointer, heads of 64, doc mask", seed + 21, {}, {}, 0, 0, {}, false, true);
+    compare_model(AttnBackend::Flash, "flash, NoPE layer, sinks and a pointer, heads of 128, doc mask", seed + 22, {}, {1}, 0, 0, {}, true,
+                  true, 128);
+    compare_model(AttnBackend::Cudnn, "cudnn attention with a pointer (the pointer's head on our kernels)", seed + 23, {}, {}, 0, 0, {},
+                  false, true);
     compare_training(seed + 2);
     check_vocab_errors(seed + 4);
     check_gradient_buckets(seed + 13);
@@ -396,6 +415,9 @@ static int main_body(int argc, char** argv) {
         GPTConfig sink = dil;  // sinks: their gradient's two-stage sum over rows
         sink.attn_sink = true;
         check_determinism("dilated + dense with sinks, 4 heads of 128, T 1024", sink, seed + 20);
+        GPTConfig ptr = dense;  // the pointer: the chains' kernels and the gate's two-stage sum
+        ptr.pointer = true;
+        check_determinism("dense with a pointer, 4 heads of 64, T 1024", ptr, seed + 24);
     }
     return check_report();
 }
