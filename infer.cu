@@ -850,7 +850,6 @@ static int main_body(int argc, char** argv) {
     LoadedModel m = load_model(f.checkpoint);
     apply_logn_attn(f, m);
     if (m.ck.cfg.pointer && (!f.save_cache.empty() || !f.load_cache.empty())) fatal("%s", kPointerCacheFileError);
-    if (m.ck.cfg.pointer && dev == Device::Cuda) fatal("%s", kPointerGpuInferenceError);
     const InferPlan plan = make_plan(f, dev, attn, m);
     if (!f.tasks.empty()) return score_task_file(f, plan, m, in.task_items);
     if (!f.copy_loss.empty()) return score_copy_loss(f, plan, m);

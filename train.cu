@@ -1159,10 +1159,16 @@ static void print_sample(ModelBackend& model, const Tokenizer& tok, const TokenS
     } else {
         for (int id : prompt) std::fputs(stream.push(id).c_str(), stdout);
     }
-    generate(model, ids, a.sample_tokens, window, sampler, tok.eos_id(), [&](int id) {
+    auto print = [&](int id) {
         std::fputs(stream.push(id).c_str(), stdout);
         std::fflush(stdout);
-    });
+    };
+    if (model.config().pointer) {  // its mixture needs every earlier position's key: a KV cache keeps them
+        std::unique_ptr<IncrementalModel> cache = make_kv_cache(model, 1, std::min(window, 4096));
+        generate_cached(*cache, model.config().vocab_size, ids, 0, a.sample_tokens, sampler, tok.eos_id(), print, [] {});
+    } else {
+        generate(model, ids, a.sample_tokens, window, sampler, tok.eos_id(), print);
+    }
     std::printf("%s\n--------------\n", stream.flush().c_str());
 }
 
@@ -1215,10 +1221,7 @@ static int train_rank(const TrainArgs& a, const Flags& flags, const RunShape& sh
         return 0;
     }
     loop.report_done();
-    // A pointer model samples on the CPU only (kPointerGpuInferenceError): its sample is left out.
-    if (say && a.sample_tokens > 0 && model->config().pointer && dynamic_cast<CudaBackend*>(model.get()))
-        std::printf("sample: left out (%s)\n", kPointerGpuInferenceError);
-    else if (say && a.sample_tokens > 0) print_sample(*model, corpus.tok, corpus.val, a, loop.window());
+    if (say && a.sample_tokens > 0) print_sample(*model, corpus.tok, corpus.val, a, loop.window());
     return 0;
 }
 

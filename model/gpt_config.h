@@ -141,9 +141,6 @@ constexpr const char* kQkConvRingError =
     "--qk-conv and --cp do not combine (a rank's first tokens would need the last rows of the rank before): drop one of them";
 // The pointer's head is one more dense head over the whole window, which the ring does not run.
 constexpr const char* kPointerRingError = "--pointer and --cp do not combine (the pointer's head reads the whole window): drop one of them";
-// The GPU's KV cache and sampling do not carry a pointer's keys yet; the CPU's do.
-constexpr const char* kPointerGpuInferenceError =
-    "a model with a pointer (train --pointer) runs inference and samples on the CPU only in this build: use --device cpu";
 
 // False when every layer is NoPE: rope_theta then shapes nothing (a flag for it has no effect,
 // and two such models are the same whatever their recorded bases).

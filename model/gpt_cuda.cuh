@@ -344,7 +344,7 @@ class CudaBackend : public ModelBackend {
     }
 
     void logits_at(float* out, int b, int t) override {
-        if (cfg_.pointer) fatal("%s", kPointerGpuInferenceError);
+        if (cfg_.pointer) fatal("internal: CudaBackend::logits_at does not mix a pointer in: generate through a KV cache (make_kv_cache)");
         logits_cuda(logits_d_, lnf_ + ((size_t)b * T_ + t) * cfg_.n_embd, p_.wte, cfg_.n_embd, cfg_.vocab_size, stream_);
         CUDA_CHECK(cudaMemcpyAsync(out, logits_d_, (size_t)cfg_.vocab_size * 4, cudaMemcpyDeviceToHost, stream_));
         CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -9,8 +9,11 @@
 //     of packed rows and merged by log-sum-exp. Its position is read from device memory, so the
 //     whole step (every layer, ~10 launches each) is captured once as a CUDA graph and replayed
 //     while the caches stay where they are; a launch per kernel cost more than the work.
+// A model with a pointer keeps its keys and tokens beside the layers' rows
+// (model/pointer_cache_cuda.cuh), and its logits and losses are the mixture's.
 #pragma once
 #include <algorithm>
+#include <memory>
 #include <vector>
 #include "layers/cuda/attention_decode.cuh"
 #include "layers/cuda/attn_sink.cuh"
@@ -19,6 +22,7 @@
 #include "layers/cuda/ring_attention.cuh"
 #include "model/gpt_cuda.cuh"
 #include "model/kv_cache.h"
+#include "model/pointer_cache_cuda.cuh"
 
 class KVCacheCuda : public IncrementalModel {
    public:
@@ -79,6 +83,7 @@ class KVCacheCuda : public IncrementalModel {
                 CUDA_CHECK(cudaMemset(qk_tail_[l], 0, n * sizeof(bf16)));
             }
         if (cfg_.qk_conv) qk_conv_ = device_rows(BN * 3 * C, "the convolved queries and keys");
+        if (cfg_.pointer) ptr_ = std::make_unique<PointerCacheCuda>(model, B, max_chunk);
     }
     ~KVCacheCuda() {
         if (graph_) cudaGraphExecDestroy(graph_);
@@ -100,7 +105,7 @@ class KVCacheCuda : public IncrementalModel {
         return n;
     }
     size_t bytes() const override {
-        size_t n = 0;
+        size_t n = ptr_ ? ptr_->bytes() : 0;
         for (int l = 0; l < cfg_.n_layer; l++) n += layer_bytes(l);
         return n;
     }
@@ -129,12 +134,14 @@ class KVCacheCuda : public IncrementalModel {
             const int* pos = ring_gpu::ring_positions(std::max<size_t>(want, 1024), st);
             run_layers(n, pos, st);
         }
+        if (ptr_) ptr_->append(lnf_, tokens, n, next_pos_, st);
         next_pos_ += n;
     }
 
     void logits(float* out, int b, int i) override {
         cudaStream_t st = m_.stream();
-        logits_cuda(logits_, lnf_ + ((size_t)b * n_ + i) * cfg_.n_embd, m_.weights().wte, cfg_.n_embd, cfg_.vocab_size, st);
+        if (ptr_) ptr_->logits(logits_, lnf_ + ((size_t)b * n_ + i) * cfg_.n_embd, b, next_pos_ - n_ + i, st);
+        else logits_cuda(logits_, lnf_ + ((size_t)b * n_ + i) * cfg_.n_embd, m_.weights().wte, cfg_.n_embd, cfg_.vocab_size, st);
         CUDA_CHECK(cudaMemcpyAsync(out, logits_, (size_t)cfg_.vocab_size * 4, cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
     }
@@ -144,8 +151,11 @@ class KVCacheCuda : public IncrementalModel {
         for (int i = 0; i < BN; i++)
             if (targets[i] >= cfg_.vocab_size) fatal("target id %d is outside the vocabulary of %d", targets[i], cfg_.vocab_size);
         CUDA_CHECK(cudaMemcpyAsync(targets_, targets, (size_t)BN * 4, cudaMemcpyHostToDevice, st));
-        classifier_forward_backward_cuda(losses_, nullptr, nullptr, lnf_, m_.weights().wte, targets_, BN, cfg_.n_embd,
-                                         cfg_.vocab_size, 0.0f, cls_scratch_, st);
+        if (ptr_)
+            ptr_->losses(losses_, lnf_, targets, targets_, n_, next_pos_ - n_, cls_scratch_, st);
+        else
+            classifier_forward_backward_cuda(losses_, nullptr, nullptr, lnf_, m_.weights().wte, targets_, BN, cfg_.n_embd,
+                                             cfg_.vocab_size, 0.0f, cls_scratch_, st);
         CUDA_CHECK(cudaMemcpyAsync(out, losses_, (size_t)BN * 4, cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
     }
@@ -153,6 +163,7 @@ class KVCacheCuda : public IncrementalModel {
     // As KVCache::export_state: each layer's branches one after the other (a dense one: the
     // positions so far).
     State export_state() override {
+        if (ptr_) fatal("%s", kPointerCacheFileError);
         const size_t C = cfg_.n_embd, row = 2 * C;
         CUDA_CHECK(cudaStreamSynchronize(m_.stream()));
         State out;
@@ -185,6 +196,7 @@ class KVCacheCuda : public IncrementalModel {
         return out;
     }
     void import_state(const State& in) override {
+        if (ptr_) fatal("%s", kPointerCacheFileError);
         const size_t C = cfg_.n_embd, row = 2 * C;
         std::vector<bf16> h;
         for (int l = 0; l < cfg_.n_layer; l++) {
@@ -238,6 +250,7 @@ class KVCacheCuda : public IncrementalModel {
         for (int b = 0; b < B_; b++)
             CUDA_CHECK(cudaMemcpyAsync(lnf_ + b * C, src->lnf_ + ((size_t)from[b] * src->n_ + src->n_ - 1) * C, C * sizeof(bf16),
                                        cudaMemcpyDeviceToDevice, st));
+        if (ptr_) ptr_->gather(*src->ptr_, from, next_pos_, st);
         CUDA_CHECK(cudaStreamSynchronize(st));
     }
 
@@ -266,6 +279,7 @@ class KVCacheCuda : public IncrementalModel {
     bf16* unpack_ = nullptr;
     long long unpack_rows_ = 0;
     AttnProbe* probe_ = nullptr;
+    std::unique_ptr<PointerCacheCuda> ptr_;  // a model with a pointer: its keys and tokens
     // The decode step as a graph, and the allocations it was captured with.
     cudaGraphExec_t graph_ = nullptr;
     std::vector<const void*> graph_key_;

@@ -12,6 +12,8 @@
 #   hybrid-qkconv hybrid whose NoPE layers pass q and k through a causal depthwise convolution of
 #                 QKCONV tokens (default 4; train --qk-conv), in the NoPE layers QKCONV_LAYERS names
 #                 (default all: train --qk-conv-layers)
+#   hybrid-qkconv-ptr  hybrid-qkconv with a pointer (train --pointer: a copy head over the final
+#                 states mixed into the output by a gate; layers/pointer.h)
 #   dense         every layer dense and rotary (a plain GPT), rope base 1e7
 #   hybrid-theta4 hybrid with rope base 1e4
 #   dense-theta4  dense with rope base 1e4
@@ -71,13 +73,14 @@ variant_args() {
     local theta=1e7 attn v=${1%-rand}
     case $v in *-theta4) theta=1e4 ;; esac
     case ${v%-theta4} in
-        hybrid|hybrid-qkconv)
+        hybrid|hybrid-qkconv|hybrid-qkconv-ptr)
                 attn="--attn block-sparse --block ${HBLOCK:-128} --window ${HWINDOW:-2048} --layer-pattern 1:dense,3:dense,5:dense --nope-layers 1,3,5 --logn-attn ${HLOGN:-512}"
-                [ "${v%-theta4}" = hybrid-qkconv ] && attn="$attn --qk-conv ${QKCONV:-4}${QKCONV_LAYERS:+ --qk-conv-layers $QKCONV_LAYERS}" ;;
+                [ "${v%-theta4}" != hybrid ] && attn="$attn --qk-conv ${QKCONV:-4}${QKCONV_LAYERS:+ --qk-conv-layers $QKCONV_LAYERS}"
+                [ "${v%-theta4}" = hybrid-qkconv-ptr ] && attn="$attn --pointer" ;;
         dense)  attn="--attn dense" ;;
         torch|torch-hybrid|torch-moba|torch-mobalag|torch-qkconv|torch-diff|torch-qkconv-diff|torch-qkconv-ptr)
                 [ "$1" = "$v" ] && return 0; echo "copy_circuit: the torch peers train on read's documents only (no $1)" >&2; return 1 ;;
-        *) echo "copy_circuit: unknown variant $1 (hybrid, hybrid-qkconv, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba, torch-mobalag, torch-qkconv, torch-diff, torch-qkconv-diff, torch-qkconv-ptr)" >&2
+        *) echo "copy_circuit: unknown variant $1 (hybrid, hybrid-qkconv, hybrid-qkconv-ptr, dense, hybrid-theta4, dense-theta4, each with -rand; torch, torch-hybrid, torch-moba, torch-mobalag, torch-qkconv, torch-diff, torch-qkconv-diff, torch-qkconv-ptr)" >&2
            return 1 ;;
     esac
     echo "$MODEL_ARGS --rope-theta $theta $attn"

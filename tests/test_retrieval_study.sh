@@ -227,7 +227,7 @@ grep -qF '| r (3 runs) | 0.50 [0.90] | 1.25 [1.25] (1 of 3 runs) |' <<< "$t" && 
 # The copy circuit's call (scripts/copy_circuit.sh): two variants at toy size side by side, their
 # copy loss at two gaps and their quotes; an unknown variant is refused before any work.
 cc="CARRY=$work/carry OUTDIR=$work/cc WORK=$work/ccw TOKENS=2048 SEQ=512 BATCH=2 HWINDOW=256 HBLOCK=64 GAPS=16,128 COPY_CTX=1024 COPY_SAMPLES=1 SAMPLES=1"
-env $cc MODEL_ARGS="--layers 6 --width 64 --heads 1" QKCONV=3 QKCONV_LAYERS=3,5 scripts/copy_circuit.sh hybrid-qkconv dense-theta4-rand > "$work/cc.log" 2>&1
+env $cc MODEL_ARGS="--layers 6 --width 64 --heads 1" QKCONV=3 QKCONV_LAYERS=3,5 scripts/copy_circuit.sh hybrid-qkconv dense-theta4-rand hybrid-qkconv-ptr > "$work/cc.log" 2>&1
 grep -qE '^ +16 +1 +256 ' "$work/cc/hybrid-qkconv_copy.log" && grep -qE '^ +128 +1 +256 ' "$work/cc/dense-theta4-rand_copy.log" &&
     grep -q '^  quote-control' "$work/cc/summary.txt" && ! grep -q 'none in layers' "$work/cc/dense-theta4-rand_train.log" &&
     grep -q 'base 1e+07, none in layers 1,3,5 (NoPE), log-n attention from position 512, their queries and keys convolved over 3 tokens in layers 3,5 only' "$work/cc/hybrid-qkconv_train.log" &&
@@ -235,6 +235,10 @@ grep -qE '^ +16 +1 +256 ' "$work/cc/hybrid-qkconv_copy.log" && grep -qE '^ +128 
     grep -q 'tasks512-readrand.bin' "$work/cc/dense-theta4-rand_train.log" && grep -q 'random words of 16-256 tokens twice every 512' "$work/ccw/tasks512-readrand.bin.log" &&
     pass "copy_circuit: two variants side by side, their copy loss by gap and quotes (the hybrid with its q/k convolution; the plain GPT without NoPE layers, on documents with random passages)" ||
     fail "copy_circuit: $(tail -5 "$work/cc.log")"
+grep -qE '^ +128 +1 +256 ' "$work/cc/hybrid-qkconv-ptr_copy.log" && grep -q '^pointer: a copy head of 64' "$work/cc/hybrid-qkconv-ptr_train.log" &&
+    grep -q 'their queries and keys convolved over 3 tokens in layers 3,5 only' "$work/cc/hybrid-qkconv-ptr_train.log" &&
+    pass "copy_circuit: hybrid-qkconv-ptr trains with a pointer and is scored through the KV cache" ||
+    fail "copy_circuit's hybrid-qkconv-ptr: $(tail -3 "$work/cc/hybrid-qkconv-ptr_train.log" "$work/cc/hybrid-qkconv-ptr_copy.log" 2>&1)"
 env $cc WORK=$work/ccw_bad scripts/copy_circuit.sh hybrid sparse > "$work/cc_bad.log" 2>&1 && fail "copy_circuit took an unknown variant" ||
     { grep -q 'unknown variant sparse' "$work/cc_bad.log" && [ ! -e "$work/ccw_bad/hybrid" ] && [ ! -e "$work/ccw_bad/tasks512-read.bin" ] && pass "copy_circuit refuses an unknown variant before any work" ||
       fail "copy_circuit's unknown variant: $(cat "$work/cc_bad.log")"; }

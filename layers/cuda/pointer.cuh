@@ -262,3 +262,92 @@ inline void pointer_gate_backward_cuda(bf16* dx, float* dwg, float* dbg, const b
     pointer_gate_reduce_kernel<<<ceil_div(C + 1, 256), 256, 0, stream>>>(dwg, dbg, scratch, slabs, C);
     CUDA_CHECK_LAST();
 }
+
+// ------------------------------------------------------------------------------------------------
+// The KV cache's side (model/pointer_cache_cuda.cuh; CPU: model/pointer_cache.h): the shifted keys
+// K' (B, cap, D) and tokens (B, cap) of every position so far, a chunk's queries against them.
+
+// K'_(p0 + 1 + i) = kp_i for the chunk's rows i (B, n, D); K'_0 = 0 when the chunk starts the sequence.
+__global__ void pointer_cache_keys_kernel(bf16* __restrict__ keys, const bf16* __restrict__ kp, int B, int n, long long p0,
+                                          long long cap, int D) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)B * n * D) return;
+    const int c = (int)(i % D), row = (int)((i / D) % n), b = (int)(i / D / n);
+    keys[((size_t)b * cap + p0 + 1 + row) * D + c] = kp[i];
+    if (p0 == 0 && row == 0) keys[(size_t)b * cap * D + c] = __float2bfloat16(0.0f);
+}
+
+// p_copy of the chunk's rows: the warp of row (b, i) walks the keys holding its target, from
+// first_key (a position, -1: none) down prev (B, cap).
+template <int D>
+__global__ void pointer_cache_gather_kernel(float* __restrict__ pcopy, const bf16* __restrict__ q, const bf16* __restrict__ keys,
+                                            const float* __restrict__ lse, const int* __restrict__ first_key,
+                                            const int* __restrict__ prev, int B, int n, long long cap, float scale) {
+    const long long r = (long long)blockIdx.x * kPointerWarps + threadIdx.x / 32;
+    if (r >= (long long)B * n) return;
+    const long long b = r / n;
+    float qr[D / 32];
+    pointer_load_row<D>(qr, q + r * D);
+    float p = 0;
+    for (long long s = first_key[r]; s >= 1; s = prev[b * cap + s])
+        p += __expf(scale * pointer_warp_dot<D>(qr, keys + (b * cap + s) * D) - lse[r]);
+    if (threadIdx.x % 32 == 0) pcopy[r] = p;
+}
+
+// One query against keys 0..t of one sequence: scores[s] = scale q . K'_s (a warp per key).
+template <int D>
+__global__ void pointer_cache_scores_kernel(float* __restrict__ scores, const bf16* __restrict__ q, const bf16* __restrict__ keys,
+                                            long long t, float scale) {
+    const long long s = (long long)blockIdx.x * kPointerWarps + threadIdx.x / 32;
+    if (s > t) return;
+    float qr[D / 32];
+    pointer_load_row<D>(qr, q);
+    const float v = scale * pointer_warp_dot<D>(qr, keys + s * D);
+    if (threadIdx.x % 32 == 0) scores[s] = v;
+}
+
+// Block-wide max and sum of exp over n values (one block of 1024 threads): stats = (max, sum).
+__global__ void pointer_softmax_stats_kernel(float* __restrict__ stats, const float* __restrict__ x, long long n) {
+    __shared__ float shm_m[32], shm_s[32];
+    float m = -INFINITY, s = 0;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = x[i];
+        if (v > m) s = s * __expf(m - v) + 1.0f, m = v;
+        else s += __expf(v - m);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        const float mm = fmaxf(m, m2);
+        s = mm == -INFINITY ? 0.0f : s * __expf(m - mm) + s2 * __expf(m2 - mm);
+        m = mm;
+    }
+    if (threadIdx.x % 32 == 0) shm_m[threadIdx.x / 32] = m, shm_s[threadIdx.x / 32] = s;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    m = -INFINITY, s = 0;
+    for (int w = 0; w < (int)blockDim.x / 32; w++) {
+        const float mm = fmaxf(m, shm_m[w]);
+        s = mm == -INFINITY ? 0.0f : s * __expf(m - mm) + shm_s[w] * __expf(shm_m[w] - mm);
+        m = mm;
+    }
+    stats[0] = m, stats[1] = s;
+}
+
+// copy[v] += a_s for the keys 1..t by the token each holds (a_s = exp(scores[s] - L), L from
+// stats); copy must be zero before.
+__global__ void pointer_cache_scatter_kernel(float* __restrict__ copy, const float* __restrict__ scores, const int* __restrict__ tokens,
+                                             const float* __restrict__ stats, long long t) {
+    const long long s = 1 + (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (s > t) return;
+    const float L = stats[0] + logf(stats[1]);
+    atomicAdd(copy + tokens[s], __expf(scores[s] - L));
+}
+
+// out[v] = log((1 - g) softmax(logits)(v) + g copy[v]); lm_stats the logits' (max, sum).
+__global__ void pointer_cache_mix_kernel(float* __restrict__ out, const float* __restrict__ logits, const float* __restrict__ copy,
+                                         const float* __restrict__ lm_stats, const float* __restrict__ gate, int V) {
+    const int v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= V) return;
+    const float g = 1.0f / (1.0f + __expf(-gate[0]));
+    out[v] = logf((1.0f - g) * __expf(logits[v] - lm_stats[0]) / lm_stats[1] + g * copy[v]);
+}

@@ -13,6 +13,10 @@
 //     launches it replaced: the same bits); the dilated
 //     cache holds its bound from the start and never more; a saved and loaded cache decodes the
 //     same bits; a control (a sequence missing its first token) shows the check can fail.
+//   The pointer (model/pointer_cache_cuda.cuh): the cache's log-probabilities and losses, prefill
+//     in chunks then decode, against the CPU model's full forward in fp64 (its mixture), at heads
+//     of 64 and 128; a gathered copy goes on as its source; the same cache without the pointer's
+//     copy (its gate shut) is far off (control).
 // Prints PASS/FAIL lines and "N passed, M failed". --kernels: the kernel tests alone (for the
 // sanitizers).
 #include <cmath>
@@ -224,6 +228,76 @@ static double cached_vs_full(CudaBackend& full, const std::vector<std::vector<fl
 // Pieces of `rows` rows in every branch (a dense one in at most 256): short sequences in many.
 static DecodePieces pieces_of(int rows) { return DecodePieces{rows, 256, rows}; }
 
+// The pointer's cache against the CPU's full forward in fp64 (test_model_cpu checks the CPU's own
+// cache against the same forward): log-probabilities of every position through chunks then
+// decoding, each chunk's losses, and a gathered copy's last row.
+static void test_pointer_cache(gc::Rng& rng, int head_dim) {
+    GPTConfig cfg;
+    cfg.vocab_size = 1003, cfg.n_layer = 2, cfg.n_embd = 3 * head_dim, cfg.n_head = 3, cfg.nope_layers = {1}, cfg.pointer = true;
+    const int B = 2, N = 200, chunk = 48, prompt = 120;
+    std::vector<int> tokens(B * N), targets(B * N);
+    for (int& t : tokens) t = rng.randint(0, 22);  // tokens that recur: the copy weighs
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < N; t++) targets[b * N + t] = t + 1 < N ? tokens[b * N + t + 1] : -1;
+    std::vector<float> w(param_layout(cfg).back().offset + param_layout(cfg).back().size);
+    init_gpt_weights(w.data(), cfg, 11);
+    for (float& x : w) x = __bfloat162float(__float2bfloat16(x + (float)rng.uniform(-0.02, 0.02)));
+    w[param_layout(cfg).back().offset] = 0.0f;  // the gate half open
+    GPT<double> ref(cfg);
+    for (size_t i = 0; i < w.size(); i++) ref.params[i] = w[i];
+    ref.forward(tokens.data(), targets.data(), nullptr, B, N);
+    const std::vector<double> ref_losses = ref.losses;
+    double copied = 0;
+    for (double pc : ref.ptr_pcopy) copied += pc > 0.05;
+    ref.forward(tokens.data(), nullptr, nullptr, B, N);
+    CudaBackend gpu(cfg, AttnBackend::Flash);
+    gpu.set_params(w.data());
+    KVCacheCuda cache(gpu, B, chunk);
+    std::vector<float> got(cfg.vocab_size), losses;
+    std::vector<double> want(cfg.vocab_size);
+    std::vector<int> piece, piece_targets;
+    double worst = 0, worst_loss = 0;
+    for (int at = 0; at < N;) {
+        const int n = at < prompt ? std::min(chunk, prompt - at) : 1;
+        piece.clear(), piece_targets.clear();
+        for (int b = 0; b < B; b++) {
+            piece.insert(piece.end(), tokens.begin() + b * N + at, tokens.begin() + b * N + at + n);
+            piece_targets.insert(piece_targets.end(), targets.begin() + b * N + at, targets.begin() + b * N + at + n);
+        }
+        cache.append(piece.data(), n);
+        losses.assign((size_t)B * n, 0.0f);
+        cache.losses(losses.data(), piece_targets.data());
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < n; i++) {
+                cache.logits(got.data(), b, i);
+                ref.logits_at(want.data(), b, at + i);
+                worst = std::max(worst, gc::norm_rel_error(got.data(), want.data(), cfg.vocab_size));
+                const double rl = ref_losses[(size_t)b * N + at + i];
+                worst_loss = std::max(worst_loss, std::fabs(losses[(size_t)b * n + i] - rl) / std::max(rl, 1.0));
+            }
+        at += n;
+    }
+    const std::string d = "pointer cache, heads of " + std::to_string(head_dim);
+    report(copied > 50, d + ": targets the CPU's pointer copies (p_copy > 0.05)", copied, 50);
+    report(worst < 2e-2, d + ": prefill in chunks + decode == the CPU's full forward (log-probabilities, bf16)", worst, 2e-2);
+    report(worst_loss < 1e-2, d + ": each chunk's losses == the CPU's (relative, bf16)", worst_loss, 1e-2);
+    KVCacheCuda copy(gpu, B, chunk);
+    copy.gather(cache, {1, 0});
+    copy.logits(got.data(), 0, 0);
+    ref.logits_at(want.data(), 1, N - 1);
+    const double e = gc::norm_rel_error(got.data(), want.data(), cfg.vocab_size);
+    report(e < 2e-2, d + ": a gathered copy's last row == its source's", e, 2e-2);
+    w[param_layout(cfg).back().offset] = -1e4f;  // the gate shut: the language model alone
+    gpu.set_params(w.data());
+    std::vector<int> first_rows(tokens.begin(), tokens.begin() + chunk);
+    KVCacheCuda shut_chunk(gpu, 1, chunk);
+    shut_chunk.append(first_rows.data(), chunk);
+    shut_chunk.logits(got.data(), 0, chunk - 1);
+    ref.logits_at(want.data(), 0, chunk - 1);
+    const double c = gc::norm_rel_error(got.data(), want.data(), cfg.vocab_size);
+    report(c > 5e-2, d + ": the same weights with the gate shut are far from the mixture (control)", c, 5e-2);
+}
+
 static int main_body(bool kernels_only) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -262,6 +336,8 @@ static int main_body(bool kernels_only) {
     if (kernels_only) {  // what compute-sanitizer runs (scripts/device.sh sanitizers): our kernels, no cuBLASLt
         return check_report();
     }
+    test_pointer_cache(rng, 64);
+    test_pointer_cache(rng, 128);
 
     GPTConfig cfg;
     cfg.vocab_size = 1003, cfg.n_layer = 3, cfg.n_embd = 192, cfg.n_head = 3;  // D = 64

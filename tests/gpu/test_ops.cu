@@ -1286,11 +1286,11 @@ static void run_perf(const char* out_path) {
             0, 2.0 * R * (double)C * V);
         fill(lg.p, lg.n, -1, 1);
         add("  softmax-CE kernel fwd", strf("rows=%d V=%d", R, V), time_us([&] {
-                crossentropy_forward_backward_kernel<<<R, CE_THREADS, 0, g_stream>>>(lg.p, losses.p, tgt.p, V, Vp, 1.0f, false);
+                crossentropy_forward_backward_kernel<<<R, CE_THREADS, 0, g_stream>>>(lg.p, losses.p, tgt.p, V, Vp, 1.0f, false, PointerMixCuda{});
             }),
             4.0 * R * V, 0);
         add("  softmax-CE kernel fwd+bwd", strf("rows=%d V=%d", R, V), time_us([&] {
-                crossentropy_forward_backward_kernel<<<R, CE_THREADS, 0, g_stream>>>(lg.p, losses.p, tgt.p, V, Vp, 1.0f, true);
+                crossentropy_forward_backward_kernel<<<R, CE_THREADS, 0, g_stream>>>(lg.p, losses.p, tgt.p, V, Vp, 1.0f, true, PointerMixCuda{});
             }),
             10.0 * R * V, 0);
     }
