@@ -106,6 +106,7 @@ inline double kv_cache_bytes(const GPTConfig& cfg, long long len, int B, size_t 
         total += (double)kv_cache_rows_at(cfg.attn(l), len) * 2 * cfg.n_embd * elem * B;
         total += (double)std::max(cfg.layer_qk_conv(l) - 1, 0) * 2 * cfg.n_embd * elem * B;  // the q/k convolution's rows
     }
+    if (cfg.pointer) total += (double)len * (cfg.head_dim() * elem + 2 * sizeof(int)) * B;  // its keys, tokens and links
     return total;
 }
 inline double kv_unpack_bytes(const GPTConfig& cfg, int B, int chunk, size_t elem) {

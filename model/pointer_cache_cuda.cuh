@@ -49,11 +49,10 @@ class PointerCacheCuda {
                 prev_h_[(size_t)b * cap_ + s] = s >= 1 ? last : -1;
                 if (s >= 1) last = (int)s;
             }
-        for (std::vector<int>* h : {&tok_h_, &prev_h_}) {
-            int* d = h == &tok_h_ ? tok_ : prev_;
-            CUDA_CHECK(cudaMemcpy2DAsync(d + pos, cap_ * sizeof(int), h->data() + pos, cap_ * sizeof(int), n * sizeof(int), B_,
-                                         cudaMemcpyHostToDevice, st));
-        }
+        CUDA_CHECK(cudaMemcpy2DAsync(tok_ + pos, cap_ * sizeof(int), tok_h_.data() + pos, cap_ * sizeof(int), n * sizeof(int), B_,
+                                     cudaMemcpyHostToDevice, st));
+        CUDA_CHECK(cudaMemcpy2DAsync(prev_ + pos, cap_ * sizeof(int), prev_h_.data() + pos, cap_ * sizeof(int), n * sizeof(int), B_,
+                                     cudaMemcpyHostToDevice, st));
         matmul_forward_cuda(kp_, lnf, m_.weights().ptrk, nullptr, B_ * n, cfg_.n_embd, D_, st);
         pointer_cache_keys_kernel<<<ceil_div((long long)B_ * n * D_, 256), 256, 0, st>>>(keys_, kp_, B_, n, pos, cap_, D_);
         CUDA_CHECK_LAST();

@@ -43,7 +43,8 @@ grep -q '^== GPU 1, seed 12: stub train hybrid128k-readsink@12 hybrid128k-readco
     || fail "pairs train's shard size: $(cat "$CALLS.shard")"
 
 # The recipes at more tokens get task shards as many times larger: recipe, its base, shard size, how much.
-for spec in "readsink2x|readsink|100M|twice" "readsinkhd128x3|readsinkhd128|150M|three times" "readsinkhd128x3c16|readsinkhd128x3|150M|three times"; do
+for spec in "readsink2x|readsink|100M|twice" "readsinkhd128x3|readsinkhd128|150M|three times" "readsinkhd128x3c16|readsinkhd128x3|150M|three times" \
+            "readsinkhd128x3c16ptr|readsinkhd128x3c16|150M|three times"; do
     IFS='|' read -r v base size times <<< "$spec"
     : > "$CALLS"; : > "$CALLS.shard"
     scripts/reading_study.sh pairs train "hybrid128k-$v" "hybrid128k-$base" 11 12 > "$work/train_$v.log" 2>&1

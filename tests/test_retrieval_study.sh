@@ -82,9 +82,9 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart readfirst readsink readsink2x readsinkhd128 readsinkhd128x3 readsinkhd128x3c8; do
+for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart readfirst readsink readsink2x readsinkhd128 readsinkhd128x3 readsinkhd128x3c8 readsinkhd128x3c8ptr; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
-    shard=tasks4k-${v/readwide/read}.bin; shard=${shard/readconvpart/read}; shard=${shard/readconv/read}; shard=${shard/readsink2x/read}
+    shard=tasks4k-${v/readwide/read}.bin; shard=${shard/ptr.bin/.bin}; shard=${shard/readconvpart/read}; shard=${shard/readconv/read}; shard=${shard/readsink2x/read}
     shard=${shard/readsinkhd128x3c8/read}; shard=${shard/readsinkhd128x3/read}; shard=${shard/readsinkhd128/read}; shard=${shard/readsink/read}
     grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "$shard" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
         { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
@@ -125,6 +125,10 @@ hd128_recipe readsinkhd128 4 "$(sched readsink)" "readsink's model and schedule 
 hd128_recipe readsinkhd128x3 4 "stage from step 0: windows of 512 tokens, 4 per step stage from step 12: windows of 1024 tokens, 2 per step stage from step 15: windows of 2048 tokens, 1 per step stage from step 18: windows of 2048 tokens, 1 per step tokens per step, 24 steps " \
     "readsinkhd128's model with every stage's steps tripled"
 hd128_recipe readsinkhd128x3c8 8 "$(sched readsinkhd128x3)" "readsinkhd128x3 with its convolution over 8 tokens (the name's c8)"
+hd128_recipe readsinkhd128x3c8ptr 8 "$(sched readsinkhd128x3)" "readsinkhd128x3c8 with the name's ptr"
+grep -q '^pointer: a copy head' "$STUDY_OUT/hybrid128k-readsinkhd128x3c8ptr@1_train.log" && ! grep -q '^pointer' "$STUDY_OUT/hybrid128k-readsinkhd128x3c8@1_train.log" &&
+    pass "hybrid128k-readsinkhd128x3c8ptr: readsinkhd128x3c8 with a pointer (train --pointer)" ||
+    fail "readsinkhd128x3c8ptr's pointer: $(grep -E '^(model|pointer)' "$STUDY_OUT"/hybrid128k-readsinkhd128x3c8*@1_train.log)"
 # TPS below a window: each stage keeps its share of the tokens, a window longer than TPS one a step.
 TPS=1024 $study train:hybrid128k@3:0.0001 > "$work/tps.log" 2>&1
 grep -q 'stage from step 0: windows of 512 tokens, 2 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&
@@ -144,7 +148,8 @@ rm -rf "$WORK"/hybrid1m-pkfar@1 "$STUDY_OUT"/hybrid1m-pkfar@1_*
 # variant, what its log must say, what that means.
 for spec in "readconv|tasks4k-read.bin|on read's shard" "readconvpart|convolved over 4 tokens in layers 3,5 only|layers 3 and 5 convolved" \
             "readsink|^attention sinks|with its sinks" "readsinkhd128|^model: 6 layers, width 128, 1 heads|at its heads of 128" \
-            "readsinkhd128x3c8|convolved over 8 tokens in layers 3,5 only|readsinkhd128x3's with its convolution over 8 tokens"; do
+            "readsinkhd128x3c8|convolved over 8 tokens in layers 3,5 only|readsinkhd128x3's with its convolution over 8 tokens" \
+            "readsinkhd128x3c8ptr|^pointer: a copy head|with its pointer"; do
     IFS='|' read -r v want what <<< "$spec"
     log=$STUDY_OUT/hybrid1m-$v@1_train.log
     CPU_RANKS=2 STEPS_1M=1 $study train:hybrid1m-$v@1 > "$work/v_1m_$v.log" 2>&1
