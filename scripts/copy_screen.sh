@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A screen on the 2K bench (scripts/copy_circuit.sh; notes/reading.md, Results 19 and 21): several
 # configs side by side on each GPU, GPU g with seed SEED0 + g (SEED0: 1), each config the bench with some of its
-# settings changed; then one table of every config's copy loss by gap, quotes and controls,
+# settings changed (SEEDS_PER_GPU, 1: that many seeds side by side on each GPU, GPU g with seeds
+# SEED0 + g*n ... SEED0 + g*n + n-1); then one table of every config's copy loss by gap, quotes and controls,
 # validation loss and speed, by seed and variant. One device call (~4 minutes for four configs a GPU).
 #
 #   scripts/copy_screen.sh NAME[:VAR=VALUE[;VAR=VALUE...]] ...
@@ -44,16 +45,18 @@ if [ -f "$CARRY/bins.tar.xz" ]; then
     CARRY=rs
 fi
 [[ ${SEED0:-1} =~ ^[0-9]+$ ]] || { echo "error: SEED0 '$SEED0' is not a whole number (the first GPU's seed)" >&2; exit 2; }
+per_gpu=${SEEDS_PER_GPU:-1}
+[[ $per_gpu =~ ^[1-9][0-9]*$ ]] || { echo "error: SEEDS_PER_GPU '$per_gpu' is not a whole number of at least 1 (the seeds each GPU runs side by side)" >&2; exit 2; }
 gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 [ "$gpus" -ge 1 ] 2>/dev/null || { echo "error: no GPU found (nvidia-smi lists none); set GPUS=N to name how many" >&2; exit 1; }
 # Each run's checkpoints and task files, apart from every other screen's (SCREEN_WORK sets the folder):
 # a config screened twice at one seed into one folder would meet the first run's checkpoints, which
 # train refuses to overwrite, so that is refused here, before any run starts.
-for ((g = 0; g < gpus; g++)); do
+for ((k = 0; k < gpus * per_gpu; k++)); do
     for name in "${names[@]}"; do
-        for ckpt in "$work_root/${name}_s$((${SEED0:-1} + g))"/{,*/}ckpt_*.safetensors; do
+        for ckpt in "$work_root/${name}_s$((${SEED0:-1} + k))"/{,*/}ckpt_*.safetensors; do
             [ -e "$ckpt" ] || continue
-            echo "error: config $name was screened at seed $((${SEED0:-1} + g)) before into $out (its checkpoints: $(dirname "$ckpt")); set SCREEN_DIR to a new folder or SEED0 to other seeds, or remove $work_root" >&2
+            echo "error: config $name was screened at seed $((${SEED0:-1} + k)) before into $out (its checkpoints: $(dirname "$ckpt")); set SCREEN_DIR to a new folder or SEED0 to other seeds, or remove $work_root" >&2
             exit 2
         done
     done
@@ -63,8 +66,8 @@ circuit=${COPY_CIRCUIT:-scripts/copy_circuit.sh}  # tests put a stand-in here
 export CARRY BATCH=${BATCH:-16} GAPS=${GAPS:-16,128,512,1K,2K} COPY_CTX=${COPY_CTX:-4608} COPY_SAMPLES=${COPY_SAMPLES:-16}
 export QKCONV_LAYERS=${QKCONV_LAYERS-3,5} TOKENS=${TOKENS:-78643200} MODEL_ARGS=${MODEL_ARGS:---layers 6 --width 384 --heads 3 --attn-sink}
 pids=() runs=()
-for ((g = 0; g < gpus; g++)); do
-    s=$((${SEED0:-1} + g))
+for ((k = 0; k < gpus * per_gpu; k++)); do
+    g=$((k / per_gpu)) s=$((${SEED0:-1} + k))
     for i in "${!names[@]}"; do
         run=${names[$i]}_s$s
         (

@@ -96,6 +96,17 @@ out=$(SCREEN_DIR=$work/screen2 SCREEN_WORK='' scripts/copy_screen.sh H:QKCONV=8 
 out=$(SEED0=3 scripts/copy_screen.sh C 2>&1); rc=$?
 [ $rc -eq 0 ] && [ "$(cut -d'|' -f1,2 "$CALLS" | sort | tr '\n' ' ')" = "0|3 1|4 " ] && [ -n "$(row C_s4)" ] \
     && pass "SEED0=3: GPU 0 runs seed 3, GPU 1 seed 4, rows C_s3 and C_s4" || fail "SEED0: exit $rc: $(cat "$CALLS"); $out"
+# SEEDS_PER_GPU: one GPU runs several seeds side by side (GPU g: SEED0 + g*n ... + n-1).
+: > "$CALLS"
+out=$(GPUS=1 SEEDS_PER_GPU=2 SEED0=5 scripts/copy_screen.sh C 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(cut -d'|' -f1,2 "$CALLS" | sort | tr '\n' ' ')" = "0|5 0|6 " ] && [ -n "$(row C_s6)" ] \
+    && pass "SEEDS_PER_GPU=2 on one GPU: seeds 5 and 6 side by side on GPU 0" || fail "SEEDS_PER_GPU: exit $rc: $(cat "$CALLS"); $out"
+: > "$CALLS"
+out=$(SEEDS_PER_GPU=2 SEED0=7 scripts/copy_screen.sh C 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(cut -d'|' -f1,2 "$CALLS" | sort | tr '\n' ' ')" = "0|7 0|8 1|10 1|9 " ] \
+    && pass "SEEDS_PER_GPU=2 on two GPUs: 7-8 on GPU 0, 9-10 on GPU 1" || fail "SEEDS_PER_GPU on 2: exit $rc: $(cat "$CALLS"); $out"
+out=$(SEEDS_PER_GPU=0 scripts/copy_screen.sh C 2>&1); rc=$?
+[ $rc -eq 2 ] && [[ $out == "error: SEEDS_PER_GPU '0'"* ]] && pass "SEEDS_PER_GPU=0: refused in one line" || fail "SEEDS_PER_GPU=0: exit $rc: $out"
 out=$(SEED0=x scripts/copy_screen.sh C 2>&1); rc=$?
 [ $rc -eq 2 ] && [[ $out == "error: SEED0 'x'"* ]] && pass "SEED0 not a number: refused in one line" || fail "SEED0=x: exit $rc: $out"
 
