@@ -27,6 +27,8 @@
 // last s' in [1, s) with tokens_s' == tokens_s; first_query_s the first t >= s with targets_t ==
 // tokens_s, next_query_t the next t' > t with targets_t' == targets_t; -1 ends a chain. Walking
 // them costs T^2 sum_v f_v^2 D for token frequencies f_v, a few percent of the dense head's T^2 D.
+// The GPU takes the same pairs as tiles (pointer_tiles): a chain is one dependent load a pair, so
+// a warp walking it waits on memory; a tile stages the rows of one side in shared memory.
 //
 // Layout: q, ks (B, T, D), ks the shifted keys K'; gate, lse, pcopy, w (B, T); tokens, targets and
 // the links (B, T), a link a position within its row.
@@ -80,6 +82,58 @@ inline void pointer_links(int* first_key, int* prev_key, int* first_query, int* 
         }
         for (int t = 0; t < Tn; t++)
             if (tgt[t] >= 0) last[tgt[t]] = -1;
+    }
+}
+
+// The pairs the chains link, for the GPU (layers/cuda/pointer.cuh), built on the host. A group is
+// one row's queries of target v and its keys s >= 1 of token v; query_order lists every query
+// row (b T + t, targets_t >= 0) by (b, target, t), key_order every key row by (b, token, s). A
+// query tile is up to `tile` queries of one group beside the group's keys at or before its last
+// query; a key tile is up to `tile` keys of one group beside the group's queries at or after its
+// first key. A tile is four ints: [begin, end) of its own rows in their order, then [begin, end)
+// of the other side's; the kernels keep a pair only where s <= t. Tiles with no pair are left out.
+constexpr int kPointerTile = 64;
+
+struct PointerTiles {
+    std::vector<int> query_order, key_order, query_tiles, key_tiles;
+    int n_query_tiles() const { return (int)query_tiles.size() / 4; }
+    int n_key_tiles() const { return (int)key_tiles.size() / 4; }
+};
+
+inline void pointer_tiles(PointerTiles& pt, const int* tokens, const int* targets, int B, int Tn, int V, int tile = kPointerTile) {
+    pt.query_order.clear(), pt.key_order.clear(), pt.query_tiles.clear(), pt.key_tiles.clear();
+    std::vector<int> nq((size_t)V + 1), nk((size_t)V + 1);
+    for (int b = 0; b < B; b++) {
+        const int* tok = tokens + (size_t)b * Tn;
+        const int* tgt = targets + (size_t)b * Tn;
+        const int r0 = b * Tn, q0 = (int)pt.query_order.size(), k0 = (int)pt.key_order.size();
+        std::fill(nq.begin(), nq.end(), 0), std::fill(nk.begin(), nk.end(), 0);
+        for (int t = 0; t < Tn; t++) {
+            if (tgt[t] >= 0) nq[tgt[t] + 1]++;
+            if (t >= 1) nk[tok[t] + 1]++;
+        }
+        for (int v = 0; v < V; v++) nq[v + 1] += nq[v], nk[v + 1] += nk[v];  // each group's start
+        pt.query_order.resize((size_t)q0 + nq[V]), pt.key_order.resize((size_t)k0 + nk[V]);
+        std::vector<int> qfill(nq.begin(), nq.end() - 1), kfill(nk.begin(), nk.end() - 1);
+        for (int t = 0; t < Tn; t++) {  // ascending t: each group's rows in order of position
+            if (tgt[t] >= 0) pt.query_order[q0 + qfill[tgt[t]]++] = r0 + t;
+            if (t >= 1) pt.key_order[k0 + kfill[tok[t]]++] = r0 + t;
+        }
+        for (int v = 0; v < V; v++) {
+            const int qb = q0 + nq[v], qe = q0 + nq[v + 1], kb = k0 + nk[v], ke = k0 + nk[v + 1];
+            if (qb == qe || kb == ke) continue;
+            const int* kord = pt.key_order.data();
+            const int* qord = pt.query_order.data();
+            for (int i = qb; i < qe; i += tile) {  // its keys: those at or before its last query
+                const int last = qord[std::min(i + tile, qe) - 1];
+                const int kend = (int)(std::upper_bound(kord + kb, kord + ke, last) - kord);
+                if (kend > kb) pt.query_tiles.insert(pt.query_tiles.end(), {i, std::min(i + tile, qe), kb, kend});
+            }
+            for (int j = kb; j < ke; j += tile) {  // its queries: those at or after its first key
+                const int qbeg = (int)(std::lower_bound(qord + qb, qord + qe, kord[j]) - qord);
+                if (qbeg < qe) pt.key_tiles.insert(pt.key_tiles.end(), {j, std::min(j + tile, ke), qbeg, qe});
+            }
+        }
     }
 }
 

@@ -440,12 +440,15 @@ class CudaBackend : public ModelBackend {
     float* sink_scratch_ = nullptr;  // the sinks' backward partials (layers/cuda/attn_sink.cuh)
     // The pointer's (layers/cuda/pointer.cuh), in a model with one: [q | kp] (B,T,2D), later their
     // gradient; the head's rows (B,T,3D) and their gradient; its O and dO (B,T,D); per row the gate
-    // logit, L, p_copy, w and the gate's gradient; the gate's partial sums; the chains (4 x B,T).
+    // logit, L, p_copy, w and the gate's gradient; the gate's partial sums; the target's keys as
+    // tiles (pointer_tiles: two orders of at most B T rows, then at most B T tiles of each kind).
     bf16 *ptr_qk_ = nullptr, *ptr_qkv_ = nullptr, *ptr_dqkv_ = nullptr, *ptr_o_ = nullptr, *ptr_do_ = nullptr;
     float *ptr_gate_ = nullptr, *ptr_lse_ = nullptr, *ptr_pcopy_ = nullptr, *ptr_w_ = nullptr, *ptr_dgate_ = nullptr;
     float* ptr_scratch_ = nullptr;
-    int* ptr_links_d_ = nullptr;
-    std::vector<int> ptr_links_host_;
+    int* ptr_tiles_d_ = nullptr;
+    PointerTiles ptr_tiles_host_;
+    std::vector<int> ptr_tiles_staged_;
+    PointerTilesDevice ptr_tiles_;
 
     // What the ring's buffer pool (layers/cuda/ring_attention.cuh) holds once a layer has run
     // its forward and backward, the most any rank of the ring holds (later layers and steps reuse the same
@@ -563,7 +566,7 @@ class CudaBackend : public ModelBackend {
             bf(ptr_qk_, BT * 2 * D), bf(ptr_qkv_, BT * 3 * D), bf(ptr_dqkv_, BT * 3 * D), bf(ptr_o_, BT * D), bf(ptr_do_, BT * D);
             f32(ptr_gate_, BT), f32(ptr_lse_, BT), f32(ptr_pcopy_, BT), f32(ptr_w_, BT), f32(ptr_dgate_, BT);
             f32(ptr_scratch_, pointer_gate_scratch_floats((long long)BT, (int)C));
-            place(ptr_links_d_, 4 * BT * sizeof(int));
+            place(ptr_tiles_d_, 10 * BT * sizeof(int));
         }
         if (!assign) return;
         assign->push_back([this, r](const DeviceArena&) {
@@ -624,14 +627,29 @@ class CudaBackend : public ModelBackend {
             for (size_t i = 0; i < BT; i++) counted_ += targets[i] >= 0;
             CUDA_CHECK(cudaMemcpyAsync(targets_d_, targets, BT * 4, cudaMemcpyHostToDevice, stream_));
         }
-        if (targets && cfg_.pointer) {  // the chains of the target's keys (layers/pointer.h), on the host
-            ptr_links_host_.resize(4 * BT);
-            int* k = ptr_links_host_.data();
-            pointer_links(k, k + BT, k + 2 * BT, k + 3 * BT, inputs, targets, B, T, cfg_.vocab_size);
-            CUDA_CHECK(cudaMemcpyAsync(ptr_links_d_, k, 4 * BT * 4, cudaMemcpyHostToDevice, stream_));
-        }
+        if (targets && cfg_.pointer) upload_pointer_tiles(inputs, targets, B, T);
         // The host buffers may change once we return: wait for the copies.
         wait_host("the batch's upload");
+    }
+
+    // The target's keys as tiles (layers/pointer.h), built on the host and sent as one copy:
+    // [query order | key order], B T slots each, then the query tiles and the key tiles.
+    void upload_pointer_tiles(const int* inputs, const int* targets, int B, int T) {
+        const size_t BT = (size_t)B * T;
+        PointerTiles& pt = ptr_tiles_host_;
+        pointer_tiles(pt, inputs, targets, B, T, cfg_.vocab_size);
+        std::vector<int>& st = ptr_tiles_staged_;
+        st.assign(2 * BT, 0);
+        std::copy(pt.query_order.begin(), pt.query_order.end(), st.begin());
+        std::copy(pt.key_order.begin(), pt.key_order.end(), st.begin() + BT);
+        st.insert(st.end(), pt.query_tiles.begin(), pt.query_tiles.end());
+        st.insert(st.end(), pt.key_tiles.begin(), pt.key_tiles.end());
+        if (st.size() > 10 * BT) fatal("internal: the pointer's tiles (%zu ints) outgrow their buffer", st.size());
+        CUDA_CHECK(cudaMemcpyAsync(ptr_tiles_d_, st.data(), st.size() * sizeof(int), cudaMemcpyHostToDevice, stream_));
+        ptr_tiles_.query_order = ptr_tiles_d_, ptr_tiles_.key_order = ptr_tiles_d_ + BT;
+        ptr_tiles_.query_tiles = ptr_tiles_d_ + 2 * BT;
+        ptr_tiles_.key_tiles = ptr_tiles_.query_tiles + pt.query_tiles.size();
+        ptr_tiles_.n_query_tiles = pt.n_query_tiles(), ptr_tiles_.n_key_tiles = pt.n_key_tiles();
     }
 
     void attention_forward(bf16* out, float* lse, const bf16* qkv, const AttnPattern& pattern) {
@@ -839,11 +857,10 @@ class CudaBackend : public ModelBackend {
     void pointer_forward_all() {
         const int C = cfg_.n_embd, D = cfg_.head_dim(), BT = B_ * T_;
         if (p_.ptrk != p_.ptrq + (size_t)D * C) fatal("internal: ptr.k.weight does not follow ptr.q.weight");
-        const int* links = ptr_links_d_;
         matmul_forward_cuda(ptr_qk_, lnf_, p_.ptrq, nullptr, BT, C, 2 * D, stream_);
         pointer_pack_cuda(ptr_qkv_, ptr_qk_, B_, T_, D, stream_);
         pointer_gate_forward_cuda(ptr_gate_, lnf_, p_.ptrgw, p_.ptrgb, BT, C, stream_);
-        pointer_forward_cuda(ptr_lse_, ptr_pcopy_, ptr_o_, ptr_qkv_, pos_d_, links, links + BT, B_, T_, D, stream_);
+        pointer_forward_cuda(ptr_lse_, ptr_pcopy_, ptr_o_, ptr_qkv_, pos_d_, ptr_tiles_, B_, T_, D, stream_);
         mark("pointer");
     }
 
@@ -852,9 +869,8 @@ class CudaBackend : public ModelBackend {
     // blocks' backward.
     void pointer_backward_all() {
         const int C = cfg_.n_embd, D = cfg_.head_dim(), BT = B_ * T_;
-        const int* links = ptr_links_d_;
         pointer_backward_cuda(ptr_qk_, ptr_dgate_, ptr_o_, ptr_do_, ptr_dqkv_, ptr_qkv_, ptr_gate_, ptr_w_, ptr_lse_, ptr_pcopy_,
-                              targets_d_, pos_d_, links, links + BT, links + 2 * BT, links + 3 * BT, B_, T_, D, loss_scale(),
+                              targets_d_, pos_d_, ptr_tiles_, B_, T_, D, loss_scale(),
                               deterministic_, static_cast<float*>(attn_workspace_), stream_);
         matmul_backward_cuda(tmp_, g_.ptrq, nullptr, ptr_qk_, lnf_, p_.ptrq, BT, C, 2 * D, stream_);
         pointer_gate_backward_cuda(dln_, g_.ptrgw, g_.ptrgb, tmp_, ptr_dgate_, lnf_, p_.ptrgw, BT, C, ptr_scratch_, stream_);

@@ -954,6 +954,47 @@ static void pointer_extra(const PointerOp& op, const CaseState<PointerOp>& s) {
             wrong += (op.first_key[r] != fk) + (op.prev_key[r] != pk) + (op.first_query[r] != fq) + (op.next_query[r] != nq);
         }
     report("links", "pointer", op.shape, (double)wrong, 0);
+    // The GPU's tiles (pointer_tiles) hold the chains' pairs, each once: every query's keys s <= t
+    // of its target from its one query tile, every key's queries t >= s from its one key tile; at
+    // a tile of 3 rows (groups cut in several) and at the GPU's.
+    for (int tile : {3, kPointerTile}) {
+        PointerTiles pt;
+        pointer_tiles(pt, op.tokens.data(), op.targets.data(), op.B, op.Tn, op.V + 1, tile);
+        const size_t n = op.tokens.size();
+        std::vector<std::vector<int>> by_query(n), by_key(n), chain_q(n), chain_k(n);
+        std::vector<int> seen_q(n, 0), seen_k(n, 0);
+        size_t oversize = 0;
+        for (int i = 0; i < pt.n_query_tiles(); i++) {
+            const int* tl = &pt.query_tiles[4 * i];
+            oversize += tl[1] - tl[0] > tile;
+            for (int a = tl[0]; a < tl[1]; a++) {
+                const int r = pt.query_order[a];
+                seen_q[r]++;
+                for (int k = tl[2]; k < tl[3]; k++)
+                    if (pt.key_order[k] <= r) by_query[r].push_back(pt.key_order[k] % op.Tn);
+            }
+        }
+        for (int i = 0; i < pt.n_key_tiles(); i++) {
+            const int* tl = &pt.key_tiles[4 * i];
+            oversize += tl[1] - tl[0] > tile;
+            for (int a = tl[0]; a < tl[1]; a++) {
+                const int r = pt.key_order[a];
+                seen_k[r]++;
+                for (int k = tl[2]; k < tl[3]; k++)
+                    if (pt.query_order[k] >= r) by_key[r].push_back(pt.query_order[k] % op.Tn);
+            }
+        }
+        size_t twice = 0, differ = 0;
+        for (size_t r = 0; r < n; r++) {
+            const size_t r0 = r - r % op.Tn;
+            for (int k = op.first_key[r]; k >= 1; k = op.prev_key[r0 + k]) chain_q[r].push_back(k);
+            for (int t = op.first_query[r]; t >= 0; t = op.next_query[r0 + t]) chain_k[r].push_back(t);
+            for (auto* v : {&by_query[r], &by_key[r], &chain_q[r], &chain_k[r]}) std::sort(v->begin(), v->end());
+            twice += (seen_q[r] > 1) + (seen_k[r] > 1);
+            differ += (by_query[r] != chain_q[r]) + (by_key[r] != chain_k[r]);
+        }
+        report("tiles", "pointer", strf("%s,tile=%d", op.shape.c_str(), tile), (double)(twice + differ + oversize), 0);
+    }
 }
 
 // ------------------------------------------------------------------------------------------------

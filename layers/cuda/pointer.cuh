@@ -3,18 +3,22 @@
 //   pointer_pack_cuda            [q | kp] (the one product over lnf) -> the head's (B, T, 3, 1, D)
 //                                rows: q, the shifted keys K' (K'_0 = 0), V = 0
 //   pointer_forward_cuda         our dense flash forward for the head's log-sum-exp L (its output
-//                                is dropped), then the gather of p_copy over the target's keys
+//                                is dropped), then p_copy summed over the target's keys by tiles
 //   pointer_backward_cuda        the dense term w a_ts as our flash backward (V = 0, so dP = 0, and
 //                                O, dO chosen so that its delta = rowsum(dO O) is -w dloss), then
-//                                the target's keys' term, query-parallel into dq and key-parallel
-//                                into dK' (each a warp walking a chain: no atomics, deterministic),
+//                                the target's keys' term, query tiles into dq and key tiles into
+//                                dK' (each row written by one block: no atomics, deterministic),
 //                                written unshifted as d[q | kp]
+// The target's keys come as tiles (pointer_tiles, built on the host): a block stages a tile's
+// other side in shared memory, kPointerTile rows at a time, and each warp scores its rows of the
+// tile against them, so a pair costs its D multiply-adds, not a dependent load.
 //   pointer_gate_forward_cuda    g_t = lnf_t . wg + bg
 //   pointer_gate_backward_cuda   dln += dln_ptr + dgate wg; dwg, dbg by fixed-order partial sums
-// Layout: a warp per row for the gathers, D / 32 channels a lane (D = 64 or 128).
+// Layout: a warp per row, D / 32 channels a lane (D = 64 or 128).
 #pragma once
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/common.cuh"
+#include "layers/pointer.h"
 
 constexpr int kPointerWarps = 8;  // warps per block of the row kernels
 constexpr int kPointerSlab = 128;  // rows each block of the gate's weight gradient sums
@@ -47,20 +51,57 @@ __global__ void pointer_pack_kernel(bf16* __restrict__ qkv, const bf16* __restri
     out[2 * D + c] = __float2bfloat16(0.0f);
 }
 
-// p_copy_t: the warp of query t walks the keys holding its target.
+// Rows [begin, begin + n) of an order (n <= kPointerTile) staged into shared memory: part 0 (q)
+// or 1 (K') of each row's qkv, and its position in its sequence.
 template <int D>
-__global__ void pointer_gather_kernel(float* __restrict__ pcopy, const bf16* __restrict__ qkv, const float* __restrict__ lse,
-                                      const int* __restrict__ first_key, const int* __restrict__ prev_key, long long BT, int T,
-                                      float scale) {
-    const long long r = (long long)blockIdx.x * kPointerWarps + threadIdx.x / 32;
-    if (r >= BT) return;
-    const long long r0 = r - r % T;
-    float q[D / 32];
-    pointer_load_row<D>(q, qkv + r * 3 * D);
-    const float L = lse[r];
-    float p = 0;
-    for (int s = first_key[r]; s >= 1; s = prev_key[r0 + s]) p += __expf(scale * pointer_warp_dot<D>(q, qkv + (r0 + s) * 3 * D + D) - L);
-    if (threadIdx.x % 32 == 0) pcopy[r] = p;
+__device__ __forceinline__ void pointer_stage_rows(bf16 (*rows)[D], int* pos, const bf16* __restrict__ qkv, const int* order,
+                                                   int begin, int n, int part, int T) {
+    constexpr int kVec = D / 8;  // 16-byte pieces of a row
+    for (int e = threadIdx.x; e < n * kVec; e += blockDim.x) {
+        const long long r = order[begin + e / kVec];
+        reinterpret_cast<uint4*>(rows[e / kVec])[e % kVec] = reinterpret_cast<const uint4*>(qkv + r * 3 * D + part * D)[e % kVec];
+    }
+    for (int e = threadIdx.x; e < n; e += blockDim.x) pos[e] = order[begin + e] % T;
+}
+
+constexpr int kPointerRowsPerWarp = kPointerTile / kPointerWarps;
+
+// p_copy_t of a query tile's rows (tile: [query begin, end), [key begin, end)): warp w holds
+// queries w, w + 8, ...; the group's keys come kPointerTile at a time, ascending in position, so a
+// query's keys (s <= t) are a prefix. Rows in no tile keep the 0 written before.
+template <int D>
+__global__ void __launch_bounds__(32 * kPointerWarps)
+    pointer_tile_gather_kernel(float* __restrict__ pcopy, const bf16* __restrict__ qkv, const float* __restrict__ lse,
+                               const int* __restrict__ query_order, const int* __restrict__ key_order,
+                               const int* __restrict__ tiles, int T, float scale) {
+    __shared__ __align__(16) bf16 keys[kPointerTile][D];
+    __shared__ int key_pos[kPointerTile];
+    const int* tile = tiles + 4 * blockIdx.x;
+    const int q0 = tile[0], q1 = tile[1], k0 = tile[2], k1 = tile[3], warp = threadIdx.x / 32;
+    float q[kPointerRowsPerWarp][D / 32], L[kPointerRowsPerWarp], p[kPointerRowsPerWarp];
+    int t[kPointerRowsPerWarp];
+#pragma unroll
+    for (int j = 0; j < kPointerRowsPerWarp; j++) {
+        const int i = q0 + warp + kPointerWarps * j;
+        t[j] = -1, p[j] = 0, L[j] = 0;
+        if (i < q1) {
+            const long long r = query_order[i];
+            t[j] = (int)(r % T), L[j] = lse[r];
+            pointer_load_row<D>(q[j], qkv + r * 3 * D);
+        }
+    }
+    for (int kb = k0; kb < k1; kb += kPointerTile) {
+        const int n = min(kPointerTile, k1 - kb);
+        __syncthreads();
+        pointer_stage_rows<D>(keys, key_pos, qkv, key_order, kb, n, 1, T);
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < kPointerRowsPerWarp; j++)
+            for (int s = 0; s < n && key_pos[s] <= t[j]; s++) p[j] += __expf(scale * pointer_warp_dot<D>(q[j], keys[s]) - L[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < kPointerRowsPerWarp; j++)
+        if (t[j] >= 0 && threadIdx.x % 32 == 0) pcopy[query_order[q0 + warp + kPointerWarps * j]] = p[j];
 }
 
 // O and dO of the flash backward's dense term: delta = rowsum(dO O) = -w_t dloss, carried in three
@@ -78,73 +119,132 @@ __global__ void pointer_delta_rows_kernel(bf16* __restrict__ o, bf16* __restrict
     dout[i] = __float2bfloat16(c < 3 ? 1.0f : 0.0f);
 }
 
-// The gate's gradient and dq's sparse term: the warp of query t adds -w a_ts / p_copy dloss scale
-// K'_s over the keys holding its target to the flash backward's dq, into dqk's q half.
-template <int D>
-__global__ void pointer_backward_query_kernel(bf16* __restrict__ dqk, float* __restrict__ dgate, const bf16* __restrict__ dqkv,
-                                              const bf16* __restrict__ qkv, const float* __restrict__ gate,
-                                              const float* __restrict__ w, const float* __restrict__ lse,
-                                              const float* __restrict__ pcopy, const int* __restrict__ targets,
-                                              const int* __restrict__ first_key, const int* __restrict__ prev_key, long long BT,
-                                              int T, float scale, float dloss) {
-    const long long r = (long long)blockIdx.x * kPointerWarps + threadIdx.x / 32;
-    if (r >= BT) return;
-    const long long r0 = r - r % T;
-    const int lane = threadIdx.x % 32;
-    float acc[D / 32];
-#pragma unroll
-    for (int i = 0; i < D / 32; i++) acc[i] = 0;
-    const float wr = w[r];
-    if (targets[r] >= 0 && wr > 0) {
-        float q[D / 32];
-        pointer_load_row<D>(q, qkv + r * 3 * D);
-        const float L = lse[r], c = -wr * dloss / pcopy[r] * scale;
-        for (int s = first_key[r]; s >= 1; s = prev_key[r0 + s]) {
-            const bf16* k = qkv + (r0 + s) * 3 * D + D;
-            const float ds = c * __expf(scale * pointer_warp_dot<D>(q, k) - L);
-#pragma unroll
-            for (int i = 0; i < D / 32; i++) acc[i] = fmaf(ds, __bfloat162float(k[lane + 32 * i]), acc[i]);
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < D / 32; i++)
-        dqk[r * 2 * D + lane + 32 * i] = __float2bfloat16(__bfloat162float(dqkv[r * 3 * D + lane + 32 * i]) + acc[i]);
-    if (lane == 0) dgate[r] = targets[r] >= 0 ? (1.0f / (1.0f + __expf(-gate[r])) - wr) * dloss : 0.0f;
+// Every row's part of d[q | kp] without the target's keys' term (the flash backward's dq, and its
+// dK'_s unshifted into dkp_(s - 1); the last dkp of a row, which no key reads, 0), and the gate's
+// gradient; the tile kernels below then rewrite the rows they own with that term added.
+__global__ void pointer_backward_rows_kernel(bf16* __restrict__ dqk, float* __restrict__ dgate, const bf16* __restrict__ dqkv,
+                                             const float* __restrict__ gate, const float* __restrict__ w,
+                                             const int* __restrict__ targets, long long BT, int T, int D, float dloss) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= BT * D) return;
+    const long long r = i / D;
+    const int c = (int)(i % D), s = (int)(r % T);
+    dqk[r * 2 * D + c] = dqkv[r * 3 * D + c];
+    if (s >= 1) dqk[(r - 1) * 2 * D + D + c] = dqkv[r * 3 * D + D + c];
+    else dqk[(r + T - 1) * 2 * D + D + c] = __float2bfloat16(0.0f);
+    if (c == 0) dgate[r] = targets[r] >= 0 ? (1.0f / (1.0f + __expf(-gate[r])) - w[r]) * dloss : 0.0f;
 }
 
-// dK''s sparse term: the warp of key s (s >= 1) adds -w_t a_ts / p_copy_t dloss scale q_t over the
-// queries whose target it holds to the flash backward's dK'_s, written unshifted as dkp_(s - 1)
-// into dqk's kp half; key 0's warp writes the row's last dkp, which no key reads, as 0.
+// dq's sparse term over a query tile: query t adds -w_t a_ts / p_copy_t dloss scale K'_s over the
+// keys s <= t holding its target to the flash backward's dq. Rows with w_t = 0 (no copy) keep the
+// rows kernel's value.
 template <int D>
-__global__ void pointer_backward_key_kernel(bf16* __restrict__ dqk, const bf16* __restrict__ dqkv, const bf16* __restrict__ qkv,
-                                            const float* __restrict__ w, const float* __restrict__ lse,
-                                            const float* __restrict__ pcopy, const int* __restrict__ first_query,
-                                            const int* __restrict__ next_query, long long BT, int T, float scale, float dloss) {
-    const long long r = (long long)blockIdx.x * kPointerWarps + threadIdx.x / 32;
-    if (r >= BT) return;
-    const long long r0 = r - r % T;
-    const int s = (int)(r - r0), lane = threadIdx.x % 32;
-    if (s == 0) {
+__global__ void __launch_bounds__(32 * kPointerWarps)
+    pointer_tile_backward_query_kernel(bf16* __restrict__ dqk, const bf16* __restrict__ dqkv, const bf16* __restrict__ qkv,
+                                       const float* __restrict__ w, const float* __restrict__ lse,
+                                       const float* __restrict__ pcopy, const int* __restrict__ query_order,
+                                       const int* __restrict__ key_order, const int* __restrict__ tiles, int T, float scale,
+                                       float dloss) {
+    __shared__ __align__(16) bf16 keys[kPointerTile][D];
+    __shared__ int key_pos[kPointerTile];
+    const int* tile = tiles + 4 * blockIdx.x;
+    const int q0 = tile[0], q1 = tile[1], k0 = tile[2], k1 = tile[3], warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float q[kPointerRowsPerWarp][D / 32], acc[kPointerRowsPerWarp][D / 32], L[kPointerRowsPerWarp], coef[kPointerRowsPerWarp];
+    int t[kPointerRowsPerWarp];
 #pragma unroll
-        for (int i = 0; i < D / 32; i++) dqk[(r0 + T - 1) * 2 * D + D + lane + 32 * i] = __float2bfloat16(0.0f);
-        return;
+    for (int j = 0; j < kPointerRowsPerWarp; j++) {
+        const int i = q0 + warp + kPointerWarps * j;
+        t[j] = -1, L[j] = 0, coef[j] = 0;
+#pragma unroll
+        for (int c = 0; c < D / 32; c++) acc[j][c] = 0;
+        if (i < q1) {
+            const long long r = query_order[i];
+            if (w[r] > 0) {
+                t[j] = (int)(r % T), L[j] = lse[r], coef[j] = -w[r] * dloss / pcopy[r] * scale;
+                pointer_load_row<D>(q[j], qkv + r * 3 * D);
+            }
+        }
     }
-    float k[D / 32], acc[D / 32];
-    pointer_load_row<D>(k, qkv + r * 3 * D + D);
+    for (int kb = k0; kb < k1; kb += kPointerTile) {
+        const int n = min(kPointerTile, k1 - kb);
+        __syncthreads();
+        pointer_stage_rows<D>(keys, key_pos, qkv, key_order, kb, n, 1, T);
+        __syncthreads();
 #pragma unroll
-    for (int i = 0; i < D / 32; i++) acc[i] = 0;
-    for (int t = first_query[r]; t >= 0; t = next_query[r0 + t]) {
-        const long long rt = r0 + t;
-        const float wt = w[rt];
-        if (!(wt > 0)) continue;
-        const bf16* q = qkv + rt * 3 * D;
-        const float ds = -wt * dloss / pcopy[rt] * scale * __expf(scale * pointer_warp_dot<D>(k, q) - lse[rt]);
+        for (int j = 0; j < kPointerRowsPerWarp; j++)
+            for (int s = 0; s < n && key_pos[s] <= t[j]; s++) {
+                const float ds = coef[j] * __expf(scale * pointer_warp_dot<D>(q[j], keys[s]) - L[j]);
 #pragma unroll
-        for (int i = 0; i < D / 32; i++) acc[i] = fmaf(ds, __bfloat162float(q[lane + 32 * i]), acc[i]);
+                for (int c = 0; c < D / 32; c++) acc[j][c] = fmaf(ds, __bfloat162float(keys[s][lane + 32 * c]), acc[j][c]);
+            }
     }
 #pragma unroll
-    for (int i = 0; i < D / 32; i++)
-        dqk[(r - 1) * 2 * D + D + lane + 32 * i] = __float2bfloat16(__bfloat162float(dqkv[r * 3 * D + D + lane + 32 * i]) + acc[i]);
+    for (int j = 0; j < kPointerRowsPerWarp; j++) {
+        if (t[j] < 0) continue;
+        const long long r = query_order[q0 + warp + kPointerWarps * j];
+#pragma unroll
+        for (int c = 0; c < D / 32; c++)
+            dqk[r * 2 * D + lane + 32 * c] = __float2bfloat16(__bfloat162float(dqkv[r * 3 * D + lane + 32 * c]) + acc[j][c]);
+    }
+}
+
+// dK''s sparse term over a key tile: key s adds -w_t a_ts / p_copy_t dloss scale q_t over the
+// queries t >= s whose target it holds to the flash backward's dK'_s, written unshifted as
+// dkp_(s - 1). The queries come kPointerTile at a time with their coefficients (0: no copy).
+template <int D>
+__global__ void __launch_bounds__(32 * kPointerWarps)
+    pointer_tile_backward_key_kernel(bf16* __restrict__ dqk, const bf16* __restrict__ dqkv, const bf16* __restrict__ qkv,
+                                     const float* __restrict__ w, const float* __restrict__ lse,
+                                     const float* __restrict__ pcopy, const int* __restrict__ query_order,
+                                     const int* __restrict__ key_order, const int* __restrict__ tiles, int T, float scale,
+                                     float dloss) {
+    __shared__ __align__(16) bf16 queries[kPointerTile][D];
+    __shared__ int query_pos[kPointerTile];
+    __shared__ float query_coef[kPointerTile], query_lse[kPointerTile];
+    const int* tile = tiles + 4 * blockIdx.x;
+    const int k0 = tile[0], k1 = tile[1], q0 = tile[2], q1 = tile[3], warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float k[kPointerRowsPerWarp][D / 32], acc[kPointerRowsPerWarp][D / 32];
+    int s[kPointerRowsPerWarp];
+#pragma unroll
+    for (int j = 0; j < kPointerRowsPerWarp; j++) {
+        const int i = k0 + warp + kPointerWarps * j;
+        s[j] = T;  // no query is at or after it
+#pragma unroll
+        for (int c = 0; c < D / 32; c++) acc[j][c] = 0;
+        if (i < k1) {
+            const long long r = key_order[i];
+            s[j] = (int)(r % T);
+            pointer_load_row<D>(k[j], qkv + r * 3 * D + D);
+        }
+    }
+    for (int qb = q0; qb < q1; qb += kPointerTile) {
+        const int n = min(kPointerTile, q1 - qb);
+        __syncthreads();
+        pointer_stage_rows<D>(queries, query_pos, qkv, query_order, qb, n, 0, T);
+        for (int e = threadIdx.x; e < n; e += blockDim.x) {
+            const long long r = query_order[qb + e];
+            query_coef[e] = w[r] > 0 ? -w[r] * dloss / pcopy[r] * scale : 0.0f;
+            query_lse[e] = lse[r];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < kPointerRowsPerWarp; j++)
+            for (int e = 0; e < n; e++) {
+                if (query_pos[e] < s[j] || query_coef[e] == 0.0f) continue;
+                const float ds = query_coef[e] * __expf(scale * pointer_warp_dot<D>(k[j], queries[e]) - query_lse[e]);
+#pragma unroll
+                for (int c = 0; c < D / 32; c++) acc[j][c] = fmaf(ds, __bfloat162float(queries[e][lane + 32 * c]), acc[j][c]);
+            }
+    }
+#pragma unroll
+    for (int j = 0; j < kPointerRowsPerWarp; j++) {
+        if (s[j] == T) continue;
+        const long long r = key_order[k0 + warp + kPointerWarps * j];
+#pragma unroll
+        for (int c = 0; c < D / 32; c++)
+            dqk[(r - 1) * 2 * D + D + lane + 32 * c] =
+                __float2bfloat16(__bfloat162float(dqkv[r * 3 * D + D + lane + 32 * c]) + acc[j][c]);
+    }
 }
 
 // g_t = x_t . wg + bg, a warp per row.
@@ -200,16 +300,27 @@ inline void pointer_pack_cuda(bf16* qkv, const bf16* qk, int B, int T, int D, cu
     CUDA_CHECK_LAST();
 }
 
+// pointer_tiles' orders and tiles in device memory (the model uploads them with the batch).
+struct PointerTilesDevice {
+    const int *query_order = nullptr, *key_order = nullptr, *query_tiles = nullptr, *key_tiles = nullptr;
+    int n_query_tiles = 0, n_key_tiles = 0;
+};
+
 // lse (B, T) and pcopy (B, T) from the head's qkv (pointer_pack_cuda); o (B, T, D) scratch.
-inline void pointer_forward_cuda(float* lse, float* pcopy, bf16* o, const bf16* qkv, const int* pos, const int* first_key,
-                                 const int* prev_key, int B, int T, int D, cudaStream_t stream) {
+inline void pointer_forward_cuda(float* lse, float* pcopy, bf16* o, const bf16* qkv, const int* pos, const PointerTilesDevice& tiles,
+                                 int B, int T, int D, cudaStream_t stream) {
     const float scale = 1.0f / std::sqrt((float)D);
     const AttnShape s = pointer_attn_shape(B, T, D);
     attention_forward_cuda(o, lse, qkv, qkv + D, qkv + 2 * D, pos, nullptr, AttnPattern{}, s, scale, stream);
-    const long long BT = (long long)B * T;
-    const int blocks = ceil_div(BT, kPointerWarps);
-    if (D == 64) pointer_gather_kernel<64><<<blocks, 32 * kPointerWarps, 0, stream>>>(pcopy, qkv, lse, first_key, prev_key, BT, T, scale);
-    else if (D == 128) pointer_gather_kernel<128><<<blocks, 32 * kPointerWarps, 0, stream>>>(pcopy, qkv, lse, first_key, prev_key, BT, T, scale);
+    CUDA_CHECK(cudaMemsetAsync(pcopy, 0, (size_t)B * T * sizeof(float), stream));
+    if (tiles.n_query_tiles == 0) return;
+    const int blocks = tiles.n_query_tiles, threads = 32 * kPointerWarps;
+    if (D == 64)
+        pointer_tile_gather_kernel<64><<<blocks, threads, 0, stream>>>(pcopy, qkv, lse, tiles.query_order, tiles.key_order,
+                                                                      tiles.query_tiles, T, scale);
+    else if (D == 128)
+        pointer_tile_gather_kernel<128><<<blocks, threads, 0, stream>>>(pcopy, qkv, lse, tiles.query_order, tiles.key_order,
+                                                                       tiles.query_tiles, T, scale);
     else fatal("pointer: head dim %d is not 64 or 128", D);
     CUDA_CHECK_LAST();
 }
@@ -218,8 +329,8 @@ inline void pointer_forward_cuda(float* lse, float* pcopy, bf16* o, const bf16* 
 // loss_t; o, dout (B, T, D) and dqkv (B, T, 3 D) scratch; workspace as the attention backward's.
 inline void pointer_backward_cuda(bf16* dqk, float* dgate, bf16* o, bf16* dout, bf16* dqkv, const bf16* qkv, const float* gate,
                                   const float* w, const float* lse, const float* pcopy, const int* targets, const int* pos,
-                                  const int* first_key, const int* prev_key, const int* first_query, const int* next_query,
-                                  int B, int T, int D, float dloss, bool deterministic, float* workspace, cudaStream_t stream) {
+                                  const PointerTilesDevice& tiles, int B, int T, int D, float dloss, bool deterministic,
+                                  float* workspace, cudaStream_t stream) {
     const float scale = 1.0f / std::sqrt((float)D);
     const AttnShape s = pointer_attn_shape(B, T, D);
     const long long BT = (long long)B * T;
@@ -228,21 +339,28 @@ inline void pointer_backward_cuda(bf16* dqk, float* dgate, bf16* o, bf16* dout, 
     const int variant = deterministic ? flash::kDeterministicBackwardVariant : 0;
     attention_backward_cuda_variant(variant, dqkv, dqkv + D, dqkv + 2 * D, dout, o, lse, qkv, qkv + D, qkv + 2 * D, pos, nullptr,
                                     AttnPattern{}, s, scale, workspace, stream);
-    const int blocks = ceil_div(BT, kPointerWarps), threads = 32 * kPointerWarps;
-    if (D == 64) {
-        pointer_backward_query_kernel<64><<<blocks, threads, 0, stream>>>(dqk, dgate, dqkv, qkv, gate, w, lse, pcopy, targets, first_key,
-                                                                         prev_key, BT, T, scale, dloss);
-        pointer_backward_key_kernel<64><<<blocks, threads, 0, stream>>>(dqk, dqkv, qkv, w, lse, pcopy, first_query, next_query, BT, T,
-                                                                       scale, dloss);
-    } else if (D == 128) {
-        pointer_backward_query_kernel<128><<<blocks, threads, 0, stream>>>(dqk, dgate, dqkv, qkv, gate, w, lse, pcopy, targets, first_key,
-                                                                          prev_key, BT, T, scale, dloss);
-        pointer_backward_key_kernel<128><<<blocks, threads, 0, stream>>>(dqk, dqkv, qkv, w, lse, pcopy, first_query, next_query, BT, T,
-                                                                        scale, dloss);
-    } else {
-        fatal("pointer: head dim %d is not 64 or 128", D);
-    }
+    pointer_backward_rows_kernel<<<ceil_div(BT * D, 256), 256, 0, stream>>>(dqk, dgate, dqkv, gate, w, targets, BT, T, D, dloss);
     CUDA_CHECK_LAST();
+    if (D != 64 && D != 128) fatal("pointer: head dim %d is not 64 or 128", D);
+    const int threads = 32 * kPointerWarps;
+    if (tiles.n_query_tiles > 0) {
+        if (D == 64)
+            pointer_tile_backward_query_kernel<64><<<tiles.n_query_tiles, threads, 0, stream>>>(
+                dqk, dqkv, qkv, w, lse, pcopy, tiles.query_order, tiles.key_order, tiles.query_tiles, T, scale, dloss);
+        else
+            pointer_tile_backward_query_kernel<128><<<tiles.n_query_tiles, threads, 0, stream>>>(
+                dqk, dqkv, qkv, w, lse, pcopy, tiles.query_order, tiles.key_order, tiles.query_tiles, T, scale, dloss);
+        CUDA_CHECK_LAST();
+    }
+    if (tiles.n_key_tiles > 0) {
+        if (D == 64)
+            pointer_tile_backward_key_kernel<64><<<tiles.n_key_tiles, threads, 0, stream>>>(
+                dqk, dqkv, qkv, w, lse, pcopy, tiles.query_order, tiles.key_order, tiles.key_tiles, T, scale, dloss);
+        else
+            pointer_tile_backward_key_kernel<128><<<tiles.n_key_tiles, threads, 0, stream>>>(
+                dqk, dqkv, qkv, w, lse, pcopy, tiles.query_order, tiles.key_order, tiles.key_tiles, T, scale, dloss);
+        CUDA_CHECK_LAST();
+    }
 }
 
 inline void pointer_gate_forward_cuda(float* gate, const bf16* x, const bf16* wg, const bf16* bg, long long N, int C,

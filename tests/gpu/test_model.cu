@@ -38,7 +38,7 @@ static Batch make_batch(gc::Rng& rng, int B, int T, int V, bool doc_mask) {
 
 static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std::vector<AttnPattern> layer_attn = {},
                           std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0, std::vector<int> qk_conv_layers = {},
-                          bool attn_sink = false, bool pointer = false, int head_dim = 64) {
+                          bool attn_sink = false, bool pointer = false, int head_dim = 64, int pointer_ids = 23) {
     gc::Rng rng(seed);
     GPTConfig cfg;
     cfg.vocab_size = 1003, cfg.n_layer = 2, cfg.n_embd = 3 * head_dim, cfg.n_head = 3;
@@ -50,8 +50,9 @@ static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std
     cfg.qk_conv_layers = qk_conv_layers;
     cfg.attn_sink = attn_sink;
     const bool doc_mask = attn == AttnBackend::Flash;  // cuDNN has no document mask
-    // A pointer's copy needs targets that earlier tokens hold: ids from a few for it.
-    const Batch b = make_batch(rng, 3, 131, pointer ? 23 : cfg.vocab_size, doc_mask);
+    // A pointer's copy needs targets that earlier tokens hold: ids from a few for it (from 2, a
+    // sequence's groups outgrow a tile of the pointer's kernels: kPointerTile).
+    const Batch b = make_batch(rng, 3, 131, pointer ? pointer_ids : cfg.vocab_size, doc_mask);
     const int* ds = doc_mask ? b.doc_start.data() : nullptr;
 
     // Both start from the same weights, rounded to bf16 (what the GPU computes with).
@@ -386,6 +387,10 @@ static int main_body(int argc, char** argv) {
                   true, 128);
     compare_model(AttnBackend::Cudnn, "cudnn attention with a pointer (the pointer's head on our kernels)", seed + 23, {}, {}, 0, 0, {},
                   false, true);
+    for (int hd : {64, 128})
+        compare_model(AttnBackend::Flash, hd == 64 ? "a pointer over 2 ids (groups of several tiles), heads of 64"
+                                                   : "a pointer over 2 ids (groups of several tiles), heads of 128",
+                      seed + 25 + hd, {}, {}, 0, 0, {}, false, true, hd, 2);
     compare_training(seed + 2);
     check_vocab_errors(seed + 4);
     check_gradient_buckets(seed + 13);
@@ -415,7 +420,7 @@ static int main_body(int argc, char** argv) {
         GPTConfig sink = dil;  // sinks: their gradient's two-stage sum over rows
         sink.attn_sink = true;
         check_determinism("dilated + dense with sinks, 4 heads of 128, T 1024", sink, seed + 20);
-        GPTConfig ptr = dense;  // the pointer: the chains' kernels and the gate's two-stage sum
+        GPTConfig ptr = dense;  // the pointer: the tiles' kernels and the gate's two-stage sum
         ptr.pointer = true;
         check_determinism("dense with a pointer, 4 heads of 64, T 1024", ptr, seed + 24);
     }
