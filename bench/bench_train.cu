@@ -1,9 +1,11 @@
 // Training throughput of the GPU backend: tokens/s and peak memory for a model shape (default
 // GPT-2 124M: 12 layers, width 768, 12 heads, vocab 50257, T = 1024, bf16) over a range of
 // batch sizes, for each attention backend. A step is what train.cu does: forward + backward,
-// gradient norm, AdamW. Random tokens (the speed does not depend on them).
+// gradient norm, AdamW. Random tokens (the speed does not depend on them), or with --tokens a
+// token shard's first B x T + 1 (a pointer's copy costs by how often its tokens recur: real text).
 //   bench_train [--layers 12 --width 768 --heads 12 --vocab 50257 --seq-len 1024]
 //               [--batches 8,16,32] [--steps 10] [--attention flash,cudnn] [--split on] [--out FILE]
+//               [--pointer on] [--tokens SHARD]
 // --split on: also one step's time by kind of op (model/op_timer.cuh), each beside its floor:
 // its FLOPs at this GPU's measured bf16 matrix rate, or the bytes it must read and write at the
 // measured device copy rate (bench/ceilings.cuh; counted below: dense causal attention, no
@@ -15,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "data/shard.h"
 #include "model/gpt_cuda.cuh"
 #include "bench/bench_table.h"
 #include "bench/ceilings.cuh"
@@ -37,6 +40,7 @@ static Floor floor_of(const std::string& kind, const GPTConfig& c, int B, int T,
     else if (kind == "zero grad") f.bytes = 4 * P;
     else if (kind == "grad norm") f.bytes = 4 * P;
     else if (kind == "adamw") f.bytes = 30 * P;  // grad, master, m, v in; master, m, v, bf16 weight out
+    else if (kind == "pointer" && c.pointer) f.flops = 3.5 * 2 * (double)B * T * (double)T * c.head_dim();  // one causal head
     return f;
 }
 
@@ -87,7 +91,7 @@ static int main_body(int argc, char** argv) {
     GPTConfig cfg;
     cfg.n_layer = 12, cfg.n_embd = 768, cfg.n_head = 12, cfg.vocab_size = 50257;
     int T = 1024, steps = 10;
-    std::string batches = "8,16,32", attentions = "flash,cudnn", out_path, split_on = "off";
+    std::string batches = "8,16,32", attentions = "flash,cudnn", out_path, split_on = "off", pointer_on = "off", tokens_path;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
         if (a == "--layers") cfg.n_layer = std::stoi(v);
@@ -100,10 +104,21 @@ static int main_body(int argc, char** argv) {
         else if (a == "--attention") attentions = v;
         else if (a == "--out") out_path = v;
         else if (a == "--split") split_on = v;
+        else if (a == "--pointer") pointer_on = v;
+        else if (a == "--tokens") tokens_path = v;
         else fatal("bench_train: unknown flag %s", a.c_str());
     }
+    if (pointer_on != "on" && pointer_on != "off") fatal("bench_train: --pointer must be on or off (got '%s')", pointer_on.c_str());
+    cfg.pointer = pointer_on == "on";
     validate_config(cfg);
     if (split_on != "on" && split_on != "off") fatal("bench_train: --split must be on or off (got '%s')", split_on.c_str());
+    TokenShard shard;
+    if (!tokens_path.empty()) {
+        shard = read_shard(tokens_path, "--tokens");
+        if (shard.vocab_size > (uint32_t)cfg.vocab_size)
+            fatal("bench_train: --tokens %s holds ids of a vocabulary of %u, past --vocab %d: pass --vocab %u", tokens_path.c_str(),
+                  shard.vocab_size, cfg.vocab_size, shard.vocab_size);
+    }
     double tflops = 0, copy_gbs = 0;
     if (split_on == "on") {
         const Ceilings ce = measure_ceilings();
@@ -114,8 +129,9 @@ static int main_body(int argc, char** argv) {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::string table;
     char line[512];
-    snprintf(line, sizeof line, "training step, %s: %d layers, width %d, %d heads, vocab %d, T = %d, bf16\n\n", prop.name,
-             cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size, T);
+    snprintf(line, sizeof line, "training step, %s: %d layers, width %d, %d heads, vocab %d, T = %d, bf16%s; tokens: %s\n\n",
+             prop.name, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size, T, cfg.pointer ? ", a pointer" : "",
+             tokens_path.empty() ? "random" : tokens_path.c_str());
     table += line;
     table += "| attention | batch | tokens/step | ms/step | tokens/s | peak GPU memory (GiB) |\n";
     table += "| --- | --- | --- | --- | --- | --- |\n";
@@ -131,9 +147,13 @@ static int main_body(int argc, char** argv) {
                 model.init_weights(1);
                 std::vector<int> tokens((size_t)B * T), targets((size_t)B * T);
                 uint64_t x = 88172645463325252ull;
+                if (!shard.tokens.empty() && shard.n_tokens() < tokens.size() + 1)
+                    fatal("bench_train: --tokens %s holds %llu tokens, fewer than B x T + 1 = %zu: pass a larger shard or a smaller batch",
+                          tokens_path.c_str(), (unsigned long long)shard.n_tokens(), tokens.size() + 1);
                 for (size_t i = 0; i < tokens.size(); i++) {
                     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
                     tokens[i] = (int)(x % cfg.vocab_size), targets[i] = (int)((x >> 20) % cfg.vocab_size);
+                    if (!shard.tokens.empty()) tokens[i] = (int)shard.tokens[i], targets[i] = (int)shard.tokens[i + 1];
                 }
                 auto step = [&](int s) {
                     model.forward_backward(tokens.data(), targets.data(), nullptr, B, T);

@@ -9,13 +9,15 @@
 //                                the target's keys' term, query tiles into dq and key tiles into
 //                                dK' (each row written by one block: no atomics, deterministic),
 //                                written unshifted as d[q | kp]
-// The target's keys come as tiles (pointer_tiles, built on the host): a block stages a tile's
-// other side in shared memory, kPointerTile rows at a time, and each warp scores its rows of the
-// tile against them, so a pair costs its D multiply-adds, not a dependent load.
+// The target's keys come as tiles (pointer_tiles, built on the host): a block holds a tile's rows
+// and streams the other side's through shared memory, kPointerTile rows at a time, into tensor-core
+// products (pointer_tile_kernel), so a pair costs its share of an MMA, not a dependent load.
 //   pointer_gate_forward_cuda    g_t = lnf_t . wg + bg
 //   pointer_gate_backward_cuda   dln += dln_ptr + dgate wg; dwg, dbg by fixed-order partial sums
-// Layout: a warp per row, D / 32 channels a lane (D = 64 or 128).
+// Layout of the row kernels: a warp per row, D / 32 channels a lane (D = 64 or 128).
 #pragma once
+#include <climits>
+#include "layers/cuda/attention/smem_tiles.cuh"
 #include "layers/cuda/attention_flash.h"
 #include "layers/cuda/common.cuh"
 #include "layers/pointer.h"
@@ -51,57 +53,120 @@ __global__ void pointer_pack_kernel(bf16* __restrict__ qkv, const bf16* __restri
     out[2 * D + c] = __float2bfloat16(0.0f);
 }
 
-// Rows [begin, begin + n) of an order (n <= kPointerTile) staged into shared memory: part 0 (q)
-// or 1 (K') of each row's qkv, and its position in its sequence.
+// The three sums over the target's keys, one kernel on tensor cores (the flash kernels' mma.sync
+// tiles and fragment loads, layers/cuda/attention/smem_tiles.cuh). A block takes one tile: its
+// own kPointerTile rows (the "fixed" side; warp w rows 16w..16w+15) against the other side's rows
+// of the group, kPointerTile at a time (a chunk). S = q . K' for each pair, the pair kept where
+// the query's position is at or after the key's, e_ts = exp(scale S - L_t). Then by Mode:
+//   kPointerSum        fixed queries: p_copy_t = sum_s e_ts
+//   kPointerQueryGrad  fixed queries: dq_t += sum_s c_t e_ts K'_s            (c_t below)
+//   kPointerKeyGrad    fixed keys:    dK'_s += sum_t c_t e_ts q_t            (unshifted: dkp_(s - 1))
+// with c_t = -w_t dloss scale / p_copy_t (0 where w_t = 0: no copy). The gradients add to the flash
+// backward's dqkv, read here, and are written to dqk once, each row by the block that owns it.
+enum PointerTileMode { kPointerSum, kPointerQueryGrad, kPointerKeyGrad };
+constexpr int kPointerTileThreads = 32 * kPointerTile / 16;  // a warp per 16 fixed rows
+
+// Rows [begin, begin + n) of an order into a (kPointerTile, D) tile of the mma.sync layout (part
+// 0: q, 1: K'), rows past n zero; with each row's position, log-sum-exp and coefficient (queries)
+// into pos / L / coef (rows past n: a position no pair keeps).
 template <int D>
-__device__ __forceinline__ void pointer_stage_rows(bf16 (*rows)[D], int* pos, const bf16* __restrict__ qkv, const int* order,
-                                                   int begin, int n, int part, int T) {
-    constexpr int kVec = D / 8;  // 16-byte pieces of a row
-    for (int e = threadIdx.x; e < n * kVec; e += blockDim.x) {
-        const long long r = order[begin + e / kVec];
-        reinterpret_cast<uint4*>(rows[e / kVec])[e % kVec] = reinterpret_cast<const uint4*>(qkv + r * 3 * D + part * D)[e % kVec];
+__device__ __forceinline__ void pointer_load_tile(uint32_t tile, int* pos, float* L, float* coef, const bf16* __restrict__ qkv,
+                                                  const int* __restrict__ order, int begin, int n, int part, int T,
+                                                  const float* __restrict__ w, const float* __restrict__ lse,
+                                                  const float* __restrict__ pcopy, float dloss, float scale) {
+    constexpr int kChunks = D / 8;
+    for (int c = threadIdx.x; c < kPointerTile * kChunks; c += kPointerTileThreads) {
+        const int r = c / kChunks, ch = c % kChunks;
+        const bool ok = r < n;
+        const bf16* src = ok ? qkv + (size_t)order[begin + r] * 3 * D + part * D + ch * 8 : qkv;
+        flash::cp_async_16(tile + flash::swz<D>(r, ch), src, ok);
     }
-    for (int e = threadIdx.x; e < n; e += blockDim.x) pos[e] = order[begin + e] % T;
-}
-
-constexpr int kPointerRowsPerWarp = kPointerTile / kPointerWarps;
-
-// p_copy_t of a query tile's rows (tile: [query begin, end), [key begin, end)): warp w holds
-// queries w, w + 8, ...; the group's keys come kPointerTile at a time, ascending in position, so a
-// query's keys (s <= t) are a prefix. Rows in no tile keep the 0 written before.
-template <int D>
-__global__ void __launch_bounds__(32 * kPointerWarps)
-    pointer_tile_gather_kernel(float* __restrict__ pcopy, const bf16* __restrict__ qkv, const float* __restrict__ lse,
-                               const int* __restrict__ query_order, const int* __restrict__ key_order,
-                               const int* __restrict__ tiles, int T, float scale) {
-    __shared__ __align__(16) bf16 keys[kPointerTile][D];
-    __shared__ int key_pos[kPointerTile];
-    const int* tile = tiles + 4 * blockIdx.x;
-    const int q0 = tile[0], q1 = tile[1], k0 = tile[2], k1 = tile[3], warp = threadIdx.x / 32;
-    float q[kPointerRowsPerWarp][D / 32], L[kPointerRowsPerWarp], p[kPointerRowsPerWarp];
-    int t[kPointerRowsPerWarp];
-#pragma unroll
-    for (int j = 0; j < kPointerRowsPerWarp; j++) {
-        const int i = q0 + warp + kPointerWarps * j;
-        t[j] = -1, p[j] = 0, L[j] = 0;
-        if (i < q1) {
-            const long long r = query_order[i];
-            t[j] = (int)(r % T), L[j] = lse[r];
-            pointer_load_row<D>(q[j], qkv + r * 3 * D);
+    flash::cp_async_commit();
+    for (int r = threadIdx.x; r < kPointerTile; r += kPointerTileThreads) {
+        if (r >= n) {
+            pos[r] = part == 0 ? -1 : INT_MAX, L[r] = 0, coef[r] = 0;
+            continue;
+        }
+        const long long row = order[begin + r];
+        pos[r] = (int)(row % T);
+        if (part == 0) {
+            L[r] = lse[row];
+            coef[r] = w && w[row] > 0 ? -w[row] * dloss * scale / pcopy[row] : 0.0f;
         }
     }
-    for (int kb = k0; kb < k1; kb += kPointerTile) {
-        const int n = min(kPointerTile, k1 - kb);
-        __syncthreads();
-        pointer_stage_rows<D>(keys, key_pos, qkv, key_order, kb, n, 1, T);
-        __syncthreads();
+}
+
+template <int D, int Mode>
+__global__ void __launch_bounds__(kPointerTileThreads)
+    pointer_tile_kernel(float* __restrict__ pcopy_out, bf16* __restrict__ dqk, const bf16* __restrict__ dqkv,
+                        const bf16* __restrict__ qkv, const float* __restrict__ w, const float* __restrict__ lse,
+                        const float* __restrict__ pcopy, const int* __restrict__ fixed_order,
+                        const int* __restrict__ chunk_order, const int* __restrict__ tiles, int T, float scale, float dloss) {
+    constexpr bool kQueriesFixed = Mode != kPointerKeyGrad;
+    constexpr int kFixedPart = kQueriesFixed ? 0 : 1, kChunkPart = 1 - kFixedPart, NB = kPointerTile / 8;
+    __shared__ __align__(128) bf16 fixed_rows[kPointerTile * D];
+    __shared__ __align__(128) bf16 chunk_rows[kPointerTile * D];
+    __shared__ int fixed_pos[kPointerTile], chunk_pos[kPointerTile];
+    __shared__ float fixed_L[kPointerTile], fixed_coef[kPointerTile], chunk_L[kPointerTile], chunk_coef[kPointerTile];
+    const int* tile = tiles + 4 * blockIdx.x;
+    const int f0 = tile[0], f1 = tile[1], c0 = tile[2], c1 = tile[3];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+    const uint32_t sF = flash::smem_u32(fixed_rows), sC = flash::smem_u32(chunk_rows);
+    const float* wq = Mode == kPointerSum ? nullptr : w;
+    pointer_load_tile<D>(sF, fixed_pos, fixed_L, fixed_coef, qkv, fixed_order, f0, f1 - f0, kFixedPart, T, wq, lse, pcopy, dloss, scale);
+    float sum[2] = {0.0f, 0.0f};
+    float acc[1][D / 8][4];
 #pragma unroll
-        for (int j = 0; j < kPointerRowsPerWarp; j++)
-            for (int s = 0; s < n && key_pos[s] <= t[j]; s++) p[j] += __expf(scale * pointer_warp_dot<D>(q[j], keys[s]) - L[j]);
+    for (int db = 0; db < D / 8; db++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[0][db][i] = 0.0f;
+    for (int cb = c0; cb < c1; cb += kPointerTile) {
+        __syncthreads();  // the chunk before is read
+        pointer_load_tile<D>(sC, chunk_pos, chunk_L, chunk_coef, qkv, chunk_order, cb, min(kPointerTile, c1 - cb), kChunkPart, T, wq,
+                             lse, pcopy, dloss, scale);
+        flash::cp_async_wait_all();
+        __syncthreads();
+        float s[1][NB][4];
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[0][nb][i] = 0.0f;
+        flash::mma_rows_times_tile_t<1, NB, D>(s, sF, 16 * warp, sC);
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int f = 16 * warp + g + 8 * (i / 2), c = nb * 8 + 2 * t4 + (i % 2);
+                const int tq = kQueriesFixed ? fixed_pos[f] : chunk_pos[c], sk = kQueriesFixed ? chunk_pos[c] : fixed_pos[f];
+                const float Lq = kQueriesFixed ? fixed_L[f] : chunk_L[c];
+                const float e = sk <= tq ? __expf(scale * s[0][nb][i] - Lq) : 0.0f;
+                if (Mode == kPointerSum) sum[i / 2] += e;
+                else s[0][nb][i] = e * (kQueriesFixed ? fixed_coef[f] : chunk_coef[c]);
+            }
+        if (Mode != kPointerSum) flash::mma_probs_times_tile<1, NB, D / 8, D>(acc, s, sC);
     }
 #pragma unroll
-    for (int j = 0; j < kPointerRowsPerWarp; j++)
-        if (t[j] >= 0 && threadIdx.x % 32 == 0) pcopy[query_order[q0 + warp + kPointerWarps * j]] = p[j];
+    for (int h = 0; h < 2; h++) {
+        const int f = 16 * warp + g + 8 * h;
+        if (f >= f1 - f0) continue;
+        const long long r = fixed_order[f0 + f];
+        if (Mode == kPointerSum) {
+            float v = sum[h];
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            if (t4 == 0) pcopy_out[r] = v;
+            continue;
+        }
+        const bf16* in = Mode == kPointerQueryGrad ? dqkv + r * 3 * D : dqkv + r * 3 * D + D;
+        bf16* out = Mode == kPointerQueryGrad ? dqk + r * 2 * D : dqk + (r - 1) * 2 * D + D;
+#pragma unroll
+        for (int db = 0; db < D / 8; db++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int d = db * 8 + 2 * t4 + j;
+                out[d] = __float2bfloat16(__bfloat162float(in[d]) + acc[0][db][2 * h + j]);
+            }
+    }
 }
 
 // O and dO of the flash backward's dense term: delta = rowsum(dO O) = -w_t dloss, carried in three
@@ -133,118 +198,6 @@ __global__ void pointer_backward_rows_kernel(bf16* __restrict__ dqk, float* __re
     if (s >= 1) dqk[(r - 1) * 2 * D + D + c] = dqkv[r * 3 * D + D + c];
     else dqk[(r + T - 1) * 2 * D + D + c] = __float2bfloat16(0.0f);
     if (c == 0) dgate[r] = targets[r] >= 0 ? (1.0f / (1.0f + __expf(-gate[r])) - w[r]) * dloss : 0.0f;
-}
-
-// dq's sparse term over a query tile: query t adds -w_t a_ts / p_copy_t dloss scale K'_s over the
-// keys s <= t holding its target to the flash backward's dq. Rows with w_t = 0 (no copy) keep the
-// rows kernel's value.
-template <int D>
-__global__ void __launch_bounds__(32 * kPointerWarps)
-    pointer_tile_backward_query_kernel(bf16* __restrict__ dqk, const bf16* __restrict__ dqkv, const bf16* __restrict__ qkv,
-                                       const float* __restrict__ w, const float* __restrict__ lse,
-                                       const float* __restrict__ pcopy, const int* __restrict__ query_order,
-                                       const int* __restrict__ key_order, const int* __restrict__ tiles, int T, float scale,
-                                       float dloss) {
-    __shared__ __align__(16) bf16 keys[kPointerTile][D];
-    __shared__ int key_pos[kPointerTile];
-    const int* tile = tiles + 4 * blockIdx.x;
-    const int q0 = tile[0], q1 = tile[1], k0 = tile[2], k1 = tile[3], warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float q[kPointerRowsPerWarp][D / 32], acc[kPointerRowsPerWarp][D / 32], L[kPointerRowsPerWarp], coef[kPointerRowsPerWarp];
-    int t[kPointerRowsPerWarp];
-#pragma unroll
-    for (int j = 0; j < kPointerRowsPerWarp; j++) {
-        const int i = q0 + warp + kPointerWarps * j;
-        t[j] = -1, L[j] = 0, coef[j] = 0;
-#pragma unroll
-        for (int c = 0; c < D / 32; c++) acc[j][c] = 0;
-        if (i < q1) {
-            const long long r = query_order[i];
-            if (w[r] > 0) {
-                t[j] = (int)(r % T), L[j] = lse[r], coef[j] = -w[r] * dloss / pcopy[r] * scale;
-                pointer_load_row<D>(q[j], qkv + r * 3 * D);
-            }
-        }
-    }
-    for (int kb = k0; kb < k1; kb += kPointerTile) {
-        const int n = min(kPointerTile, k1 - kb);
-        __syncthreads();
-        pointer_stage_rows<D>(keys, key_pos, qkv, key_order, kb, n, 1, T);
-        __syncthreads();
-#pragma unroll
-        for (int j = 0; j < kPointerRowsPerWarp; j++)
-            for (int s = 0; s < n && key_pos[s] <= t[j]; s++) {
-                const float ds = coef[j] * __expf(scale * pointer_warp_dot<D>(q[j], keys[s]) - L[j]);
-#pragma unroll
-                for (int c = 0; c < D / 32; c++) acc[j][c] = fmaf(ds, __bfloat162float(keys[s][lane + 32 * c]), acc[j][c]);
-            }
-    }
-#pragma unroll
-    for (int j = 0; j < kPointerRowsPerWarp; j++) {
-        if (t[j] < 0) continue;
-        const long long r = query_order[q0 + warp + kPointerWarps * j];
-#pragma unroll
-        for (int c = 0; c < D / 32; c++)
-            dqk[r * 2 * D + lane + 32 * c] = __float2bfloat16(__bfloat162float(dqkv[r * 3 * D + lane + 32 * c]) + acc[j][c]);
-    }
-}
-
-// dK''s sparse term over a key tile: key s adds -w_t a_ts / p_copy_t dloss scale q_t over the
-// queries t >= s whose target it holds to the flash backward's dK'_s, written unshifted as
-// dkp_(s - 1). The queries come kPointerTile at a time with their coefficients (0: no copy).
-template <int D>
-__global__ void __launch_bounds__(32 * kPointerWarps)
-    pointer_tile_backward_key_kernel(bf16* __restrict__ dqk, const bf16* __restrict__ dqkv, const bf16* __restrict__ qkv,
-                                     const float* __restrict__ w, const float* __restrict__ lse,
-                                     const float* __restrict__ pcopy, const int* __restrict__ query_order,
-                                     const int* __restrict__ key_order, const int* __restrict__ tiles, int T, float scale,
-                                     float dloss) {
-    __shared__ __align__(16) bf16 queries[kPointerTile][D];
-    __shared__ int query_pos[kPointerTile];
-    __shared__ float query_coef[kPointerTile], query_lse[kPointerTile];
-    const int* tile = tiles + 4 * blockIdx.x;
-    const int k0 = tile[0], k1 = tile[1], q0 = tile[2], q1 = tile[3], warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float k[kPointerRowsPerWarp][D / 32], acc[kPointerRowsPerWarp][D / 32];
-    int s[kPointerRowsPerWarp];
-#pragma unroll
-    for (int j = 0; j < kPointerRowsPerWarp; j++) {
-        const int i = k0 + warp + kPointerWarps * j;
-        s[j] = T;  // no query is at or after it
-#pragma unroll
-        for (int c = 0; c < D / 32; c++) acc[j][c] = 0;
-        if (i < k1) {
-            const long long r = key_order[i];
-            s[j] = (int)(r % T);
-            pointer_load_row<D>(k[j], qkv + r * 3 * D + D);
-        }
-    }
-    for (int qb = q0; qb < q1; qb += kPointerTile) {
-        const int n = min(kPointerTile, q1 - qb);
-        __syncthreads();
-        pointer_stage_rows<D>(queries, query_pos, qkv, query_order, qb, n, 0, T);
-        for (int e = threadIdx.x; e < n; e += blockDim.x) {
-            const long long r = query_order[qb + e];
-            query_coef[e] = w[r] > 0 ? -w[r] * dloss / pcopy[r] * scale : 0.0f;
-            query_lse[e] = lse[r];
-        }
-        __syncthreads();
-#pragma unroll
-        for (int j = 0; j < kPointerRowsPerWarp; j++)
-            for (int e = 0; e < n; e++) {
-                if (query_pos[e] < s[j] || query_coef[e] == 0.0f) continue;
-                const float ds = query_coef[e] * __expf(scale * pointer_warp_dot<D>(k[j], queries[e]) - query_lse[e]);
-#pragma unroll
-                for (int c = 0; c < D / 32; c++) acc[j][c] = fmaf(ds, __bfloat162float(queries[e][lane + 32 * c]), acc[j][c]);
-            }
-    }
-#pragma unroll
-    for (int j = 0; j < kPointerRowsPerWarp; j++) {
-        if (s[j] == T) continue;
-        const long long r = key_order[k0 + warp + kPointerWarps * j];
-#pragma unroll
-        for (int c = 0; c < D / 32; c++)
-            dqk[(r - 1) * 2 * D + D + lane + 32 * c] =
-                __float2bfloat16(__bfloat162float(dqkv[r * 3 * D + D + lane + 32 * c]) + acc[j][c]);
-    }
 }
 
 // g_t = x_t . wg + bg, a warp per row.
@@ -314,13 +267,12 @@ inline void pointer_forward_cuda(float* lse, float* pcopy, bf16* o, const bf16* 
     attention_forward_cuda(o, lse, qkv, qkv + D, qkv + 2 * D, pos, nullptr, AttnPattern{}, s, scale, stream);
     CUDA_CHECK(cudaMemsetAsync(pcopy, 0, (size_t)B * T * sizeof(float), stream));
     if (tiles.n_query_tiles == 0) return;
-    const int blocks = tiles.n_query_tiles, threads = 32 * kPointerWarps;
     if (D == 64)
-        pointer_tile_gather_kernel<64><<<blocks, threads, 0, stream>>>(pcopy, qkv, lse, tiles.query_order, tiles.key_order,
-                                                                      tiles.query_tiles, T, scale);
+        pointer_tile_kernel<64, kPointerSum><<<tiles.n_query_tiles, kPointerTileThreads, 0, stream>>>(
+            pcopy, nullptr, nullptr, qkv, nullptr, lse, nullptr, tiles.query_order, tiles.key_order, tiles.query_tiles, T, scale, 0.0f);
     else if (D == 128)
-        pointer_tile_gather_kernel<128><<<blocks, threads, 0, stream>>>(pcopy, qkv, lse, tiles.query_order, tiles.key_order,
-                                                                       tiles.query_tiles, T, scale);
+        pointer_tile_kernel<128, kPointerSum><<<tiles.n_query_tiles, kPointerTileThreads, 0, stream>>>(
+            pcopy, nullptr, nullptr, qkv, nullptr, lse, nullptr, tiles.query_order, tiles.key_order, tiles.query_tiles, T, scale, 0.0f);
     else fatal("pointer: head dim %d is not 64 or 128", D);
     CUDA_CHECK_LAST();
 }
@@ -342,23 +294,23 @@ inline void pointer_backward_cuda(bf16* dqk, float* dgate, bf16* o, bf16* dout, 
     pointer_backward_rows_kernel<<<ceil_div(BT * D, 256), 256, 0, stream>>>(dqk, dgate, dqkv, gate, w, targets, BT, T, D, dloss);
     CUDA_CHECK_LAST();
     if (D != 64 && D != 128) fatal("pointer: head dim %d is not 64 or 128", D);
-    const int threads = 32 * kPointerWarps;
-    if (tiles.n_query_tiles > 0) {
+    const PointerTilesDevice& t = tiles;
+    if (t.n_query_tiles > 0) {
         if (D == 64)
-            pointer_tile_backward_query_kernel<64><<<tiles.n_query_tiles, threads, 0, stream>>>(
-                dqk, dqkv, qkv, w, lse, pcopy, tiles.query_order, tiles.key_order, tiles.query_tiles, T, scale, dloss);
+            pointer_tile_kernel<64, kPointerQueryGrad><<<t.n_query_tiles, kPointerTileThreads, 0, stream>>>(
+                nullptr, dqk, dqkv, qkv, w, lse, pcopy, t.query_order, t.key_order, t.query_tiles, T, scale, dloss);
         else
-            pointer_tile_backward_query_kernel<128><<<tiles.n_query_tiles, threads, 0, stream>>>(
-                dqk, dqkv, qkv, w, lse, pcopy, tiles.query_order, tiles.key_order, tiles.query_tiles, T, scale, dloss);
+            pointer_tile_kernel<128, kPointerQueryGrad><<<t.n_query_tiles, kPointerTileThreads, 0, stream>>>(
+                nullptr, dqk, dqkv, qkv, w, lse, pcopy, t.query_order, t.key_order, t.query_tiles, T, scale, dloss);
         CUDA_CHECK_LAST();
     }
-    if (tiles.n_key_tiles > 0) {
+    if (t.n_key_tiles > 0) {
         if (D == 64)
-            pointer_tile_backward_key_kernel<64><<<tiles.n_key_tiles, threads, 0, stream>>>(
-                dqk, dqkv, qkv, w, lse, pcopy, tiles.query_order, tiles.key_order, tiles.key_tiles, T, scale, dloss);
+            pointer_tile_kernel<64, kPointerKeyGrad><<<t.n_key_tiles, kPointerTileThreads, 0, stream>>>(
+                nullptr, dqk, dqkv, qkv, w, lse, pcopy, t.key_order, t.query_order, t.key_tiles, T, scale, dloss);
         else
-            pointer_tile_backward_key_kernel<128><<<tiles.n_key_tiles, threads, 0, stream>>>(
-                dqk, dqkv, qkv, w, lse, pcopy, tiles.query_order, tiles.key_order, tiles.key_tiles, T, scale, dloss);
+            pointer_tile_kernel<128, kPointerKeyGrad><<<t.n_key_tiles, kPointerTileThreads, 0, stream>>>(
+                nullptr, dqk, dqkv, qkv, w, lse, pcopy, t.key_order, t.query_order, t.key_tiles, T, scale, dloss);
         CUDA_CHECK_LAST();
     }
 }
