@@ -12,7 +12,7 @@
 #                  (tests/gpu/test_infer_gpu.sh), the memory planner against the measured peak;
 #                  CORPUS=dir the corpus of the resume and infer tests (build/test_corpus, made by
 #                  tests/test_data_cli.sh on the CPU machine)
-#   sanitizers     compute-sanitizer memcheck and racecheck on the attention and op kernels at small sizes
+#   sanitizers     compute-sanitizer memcheck and racecheck on the attention, op and pointer kernels at small sizes
 #                  (`make test-gpu` runs tests and sanitizers; each fits a 10-minute device call)
 #   ops            the op kernels alone: test_ops with two seeds, memcheck, racecheck (layernorm,
 #                  classifier: hazards outside cuBLASLt's nvjet kernels counted), the --perf table
@@ -133,6 +133,10 @@ stage_sanitizers() {
     # racecheck cannot model cuBLASLt's own Hopper kernels (it flags hazards inside nvjet_sm90_*),
     # so it runs on our reduction kernels only.
     sanitize racecheck_layernorm racecheck "$BIN/test_ops" --small --filter layernorm
+    # The pointer's kernels in the model they serve (cuBLASLt's products beside them: racecheck
+    # looks at our tile kernel only, whose shared memory two chunks share in turn).
+    sanitize memcheck_pointer memcheck --leak-check no "$BIN/test_model" --pointer-only
+    sanitize racecheck_pointer racecheck --kernel-name kns=pointer_tile_kernel "$BIN/test_model" --pointer-only
 }
 
 # ---- launchers: the communicator's ranks started by each launcher at hand

@@ -349,9 +349,30 @@ static int main_body(int argc, char** argv) {
         return 0;
     }
     uint64_t seed = 20261121;
-    for (int i = 1; i + 1 < argc; i++)
-        if (std::string(argv[i]) == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
+    bool pointer_only = false;  // --pointer-only: the pointer's cases alone (for compute-sanitizer)
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
+        else if (a == "--pointer-only") pointer_only = true;
+        else fatal("test_model: unknown argument %s (usage: test_model [--seed N] [--pointer-only])", a.c_str());
+    }
     std::printf("test_model: seed %llu\n", (unsigned long long)seed);
+    // The pointer (layers/cuda/pointer.cuh) at heads of 64 and of 128, over NoPE layers with sinks.
+    auto pointer_cases = [&] {
+        compare_model(AttnBackend::Flash, "flash with a pointer, heads of 64, doc mask", seed + 21, {}, {}, 0, 0, {}, false, true);
+        compare_model(AttnBackend::Flash, "flash, NoPE layer, sinks and a pointer, heads of 128, doc mask", seed + 22, {}, {1}, 0, 0, {},
+                      true, true, 128);
+        compare_model(AttnBackend::Cudnn, "cudnn attention with a pointer (the pointer's head on our kernels)", seed + 23, {}, {}, 0, 0,
+                      {}, false, true);
+        for (int hd : {64, 128})
+            compare_model(AttnBackend::Flash, hd == 64 ? "a pointer over 2 ids (groups of several tiles), heads of 64"
+                                                       : "a pointer over 2 ids (groups of several tiles), heads of 128",
+                          seed + 25 + hd, {}, {}, 0, 0, {}, false, true, hd, 2);
+    };
+    if (pointer_only) {
+        pointer_cases();
+        return check_report();
+    }
     compare_model(AttnBackend::Flash, "flash attention, doc mask", seed);
     compare_model(AttnBackend::Cudnn, "cudnn attention", seed + 1);
     // Layer 0 dilated (LongNet, r not dividing w, N not a multiple of w), layer 1 dense.
@@ -381,16 +402,7 @@ static int main_body(int argc, char** argv) {
     compare_model(AttnBackend::Cudnn, "cudnn attention with sinks", seed + 17, {}, {}, 0, 0, {}, true);
     compare_model(AttnBackend::Flash, "flash, dilated layer + NoPE dense layer with log-n from 40, sinks, doc mask", seed + 18,
                   {dilated, AttnPattern{}}, {1}, 40, 0, {}, true);
-    // The pointer (layers/cuda/pointer.cuh) at heads of 64 and of 128, over NoPE layers with sinks.
-    compare_model(AttnBackend::Flash, "flash with a pointer, heads of 64, doc mask", seed + 21, {}, {}, 0, 0, {}, false, true);
-    compare_model(AttnBackend::Flash, "flash, NoPE layer, sinks and a pointer, heads of 128, doc mask", seed + 22, {}, {1}, 0, 0, {}, true,
-                  true, 128);
-    compare_model(AttnBackend::Cudnn, "cudnn attention with a pointer (the pointer's head on our kernels)", seed + 23, {}, {}, 0, 0, {},
-                  false, true);
-    for (int hd : {64, 128})
-        compare_model(AttnBackend::Flash, hd == 64 ? "a pointer over 2 ids (groups of several tiles), heads of 64"
-                                                   : "a pointer over 2 ids (groups of several tiles), heads of 128",
-                      seed + 25 + hd, {}, {}, 0, 0, {}, false, true, hd, 2);
+    pointer_cases();
     compare_training(seed + 2);
     check_vocab_errors(seed + 4);
     check_gradient_buckets(seed + 13);
