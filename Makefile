@@ -95,7 +95,7 @@ GPU_BINARIES := $(patsubst %.cu,build/%,$(notdir $(GPU_SOURCES)))
 #   attention_cudnn.o           the cuDNN SDPA launchers and graph code
 # A program missing from the list it needs fails to link (undefined reference). The attention
 # objects get -lineinfo too (line tables only: the machine code is the same).
-ATTN_USERS := train infer attention_tool test_model test_kv_cache bench_kv_cache bench_train bench_recompute test_attention test_attention_two_sided test_ring test_cp_train bench_ring \
+ATTN_USERS := train infer attention_tool test_model test_kv_cache test_ops bench_kv_cache bench_train bench_recompute test_attention test_attention_two_sided test_ring test_cp_train bench_ring \
               bench_attention bench_attention_dilated bench_attention_block_sparse
 ATTN_VARIANT_USERS := test_attention test_attention_two_sided bench_attention bench_attention_dilated bench_attention_block_sparse
 ATTN_CUDNN_USERS := train infer attention_tool test_model test_kv_cache bench_kv_cache bench_train bench_recompute test_cp_train test_attention bench_attention_cudnn \

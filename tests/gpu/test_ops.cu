@@ -37,6 +37,7 @@
 #include "layers/matmul.h"
 #include "layers/qk_conv.h"
 #include "layers/attn_sink.h"
+#include "layers/pointer.h"
 #include "layers/residual.h"
 #include "layers/rope.h"
 #include "tests/check.h"
@@ -51,6 +52,7 @@
 #include "layers/cuda/matmul.cuh"
 #include "layers/cuda/qk_conv.cuh"
 #include "layers/cuda/attn_sink.cuh"
+#include "layers/cuda/pointer.cuh"
 #include "layers/cuda/residual.cuh"
 #include "layers/cuda/rope.cuh"
 #include "bench/ceilings.cuh"
@@ -770,6 +772,90 @@ static void test_attn_sink_case(int B, int N, int H, int D, int variant) {
     check_bits("det", "attn_sink.bwd", shape, bit_mismatch(got[0], got[1]), "two runs");
 }
 
+// The pointer (layers/cuda/pointer.cuh) against layers/pointer.h in double: its head's L and
+// p_copy, then d[q | kp] and the gate's gradient for given w (0 where nothing is copied, and on
+// some rows: their coefficient 0) and dloss, each launcher run on its own. Few ids, so that a
+// sequence's groups of one id span several tiles at V = 2; targets of -1; odd T. The backward's
+// output poisoned first; run twice under --deterministic, bit-identical.
+static void test_pointer_case(int B, int T, int D, int V, int variant) {
+    gc::Rng rng = case_rng("pointer", variant);
+    const std::string shape = strf("B=%d,T=%d,D=%d,V=%d", B, T, D, V);
+    const size_t BT = (size_t)B * T;
+    const VF qk = rand_bf16(BT * 2 * D, rng, -1, 1), gate = rand_f32(BT, rng, -2, 2);
+    std::vector<int> tokens(BT), targets(BT), pos(T);
+    for (size_t i = 0; i < BT; i++) tokens[i] = rng.randint(0, V - 1), targets[i] = i % 7 == 3 ? -1 : rng.randint(0, V - 1);
+    for (int t = 0; t < T; t++) pos[t] = t;
+    // The reference: q and the shifted keys in double, the chains, the forward.
+    VD q(BT * D), kp(BT * D), ks(BT * D), lse_ref(BT), pcopy_ref(BT);
+    for (size_t r = 0; r < BT; r++)
+        for (int c = 0; c < D; c++) q[r * D + c] = qk[r * 2 * D + c], kp[r * D + c] = qk[r * 2 * D + D + c];
+    pointer_shift_keys(ks.data(), kp.data(), B, T, D);
+    std::vector<int> fk(BT), pk(BT), fq(BT), nq(BT);
+    pointer_links(fk.data(), pk.data(), fq.data(), nq.data(), tokens.data(), targets.data(), B, T, V);
+    const double scale = 1.0 / std::sqrt((double)D);
+    pointer_forward(lse_ref.data(), pcopy_ref.data(), q.data(), ks.data(), fk.data(), pk.data(), B, T, D, scale);
+    VF w = rand_f32(BT, rng, 0.05, 0.95);
+    for (size_t r = 0; r < BT; r++)
+        if (targets[r] < 0 || !(pcopy_ref[r] > 0) || r % 5 == 1) w[r] = 0;
+    const float dloss = 0.37f;
+    VD dq(BT * D, 0.0), dks(BT * D, 0.0), dkp(BT * D, 0.0), dgate(BT, 0.0), dl(BT, dloss);
+    pointer_backward(dq.data(), dks.data(), dgate.data(), q.data(), ks.data(), to_d(gate).data(), to_d(w).data(), lse_ref.data(),
+                     pcopy_ref.data(), targets.data(), fk.data(), pk.data(), fq.data(), nq.data(), B, T, D, scale, dl.data());
+    pointer_unshift_grad(dkp.data(), dks.data(), B, T, D);
+    // The baseline a bf16 implementation of this split reaches: the dense term (every key's, as
+    // the flash backward writes it) and the target's keys' term each rounded to bf16, then their
+    // sum; where the two nearly cancel (p_copy near 1) no bf16 sum does better.
+    VD dq_dense(BT * D, 0.0), dks_dense(BT * D, 0.0), dkp_dense(BT * D, 0.0), unused(BT, 0.0);
+    const std::vector<int> none(BT, -1);
+    pointer_backward(dq_dense.data(), dks_dense.data(), unused.data(), q.data(), ks.data(), to_d(gate).data(), to_d(w).data(),
+                     lse_ref.data(), pcopy_ref.data(), targets.data(), none.data(), pk.data(), none.data(), nq.data(), B, T, D, scale,
+                     dl.data());
+    pointer_unshift_grad(dkp_dense.data(), dks_dense.data(), B, T, D);
+    auto split_base = [](const VD& total, const VD& dense) {
+        VD b(total.size());
+        for (size_t i = 0; i < b.size(); i++) b[i] = bfr(bfr(dense[i]) + (double)bfr(total[i] - dense[i]));
+        return b;
+    };
+    // The GPU: the head's rows, the tiles, the two launchers.
+    PointerTiles pt;
+    pointer_tiles(pt, tokens.data(), targets.data(), B, T, V);
+    DBuf<bf16> d_qk(BT * 2 * D), d_qkv(BT * 3 * D), d_o(BT * D), d_dout(BT * D), d_dqkv(BT * 3 * D), d_dqk(BT * 2 * D);
+    DBuf<float> d_lse(BT), d_pcopy(BT), d_gate(BT), d_w(BT), d_dgate(BT);
+    DBuf<int> d_pos(T), d_targets(BT), d_qord(std::max<size_t>(pt.query_order.size(), 1)), d_kord(std::max<size_t>(pt.key_order.size(), 1)),
+        d_qt(std::max<size_t>(pt.query_tiles.size(), 1)), d_kt(std::max<size_t>(pt.key_tiles.size(), 1));
+    const AttnPattern dense{};
+    DBuf<float> d_ws(attention_backward_workspace_bytes(pointer_attn_shape(B, T, D), dense) / sizeof(float) + 1);
+    up(d_qk, qk), up(d_gate, gate), up(d_w, w), up(d_pos, pos), up(d_targets, targets);
+    up(d_qord, pt.query_order), up(d_kord, pt.key_order), up(d_qt, pt.query_tiles), up(d_kt, pt.key_tiles);
+    PointerTilesDevice tiles{d_qord.p, d_kord.p, d_qt.p, d_kt.p, pt.n_query_tiles(), pt.n_key_tiles()};
+    pointer_pack_cuda(d_qkv.p, d_qk.p, B, T, D, g_stream);
+    d_pcopy.poison();
+    pointer_forward_cuda(d_lse.p, d_pcopy.p, d_o.p, d_qkv.p, d_pos.p, tiles, B, T, D, g_stream);
+    check_f32("fwd", "pointer.lse", shape, down(d_lse), lse_ref, 1e-3, 1e-2);
+    check_f32("fwd", "pointer.pcopy", shape, down(d_pcopy), pcopy_ref, 2e-2, 5e-2);
+    VF got[2];
+    for (int run = 0; run < 2; run++) {
+        d_dqk.poison(), d_dgate.poison();
+        pointer_backward_cuda(d_dqk.p, d_dgate.p, d_o.p, d_dout.p, d_dqkv.p, d_qkv.p, d_gate.p, d_w.p, d_lse.p, d_pcopy.p, d_targets.p,
+                              d_pos.p, tiles, B, T, D, dloss, /*deterministic=*/true, d_ws.p, g_stream);
+        got[run] = down(d_dqk);
+    }
+    VF gq(BT * D), gk(BT * D);
+    for (size_t r = 0; r < BT; r++)
+        for (int c = 0; c < D; c++) gq[r * D + c] = got[0][r * 2 * D + c], gk[r * D + c] = got[0][r * 2 * D + D + c];
+    check_vs_base("bwd", "pointer.dq", shape, gq, dq, split_base(dq, dq_dense));
+    check_vs_base("bwd", "pointer.dkp", shape, gk, dkp, split_base(dkp, dkp_dense));
+    check_f32("bwd", "pointer.dgate", shape, down(d_dgate), dgate, 1e-5, 1e-4);
+    check_bits("det", "pointer.bwd", shape, bit_mismatch(got[0], got[1]), "two deterministic runs");
+}
+
+static void test_pointer() {
+    if (!selected("pointer")) return;
+    test_pointer_case(2, S(37, 21), 64, 5, 0);
+    test_pointer_case(3, S(201, 70), 128, 2, 1);  // a group of one id holds ~100 keys: two chunks, two query tiles
+    test_pointer_case(1, S(130, 67), 64, 2, 2);
+}
+
 static void test_attn_sink() {
     if (!selected("attn_sink")) return;
     test_attn_sink_case(3, S(37, 13), 5, 64, 0);
@@ -1408,6 +1494,7 @@ static int main_body(int argc, char** argv) {
     test_logn_scale();
     test_qk_conv();
     test_attn_sink();
+    test_pointer();
     test_gelu();
     test_residual();
     test_classifier();
