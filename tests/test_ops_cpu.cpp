@@ -964,26 +964,22 @@ static void pointer_extra(const PointerOp& op, const CaseState<PointerOp>& s) {
         std::vector<std::vector<int>> by_query(n), by_key(n), chain_q(n), chain_k(n);
         std::vector<int> seen_q(n, 0), seen_k(n, 0);
         size_t oversize = 0;
-        for (int i = 0; i < pt.n_query_tiles(); i++) {
-            const int* tl = &pt.query_tiles[4 * i];
-            oversize += tl[1] - tl[0] > tile;
-            for (int a = tl[0]; a < tl[1]; a++) {
-                const int r = pt.query_order[a];
-                seen_q[r]++;
-                for (int k = tl[2]; k < tl[3]; k++)
-                    if (pt.key_order[k] <= r) by_query[r].push_back(pt.key_order[k] % op.Tn);
+        // Each tile's pairs: its own rows against the other side's, kept where the query is at or
+        // after the key (queries_own: the tile's own rows are the queries).
+        auto walk = [&](const std::vector<int>& tiles, const std::vector<int>& own, const std::vector<int>& other, bool queries_own,
+                        std::vector<int>& seen, std::vector<std::vector<int>>& pairs) {
+            for (size_t i = 0; i < tiles.size(); i += 4) {
+                oversize += tiles[i + 1] - tiles[i] > tile;
+                for (int a = tiles[i]; a < tiles[i + 1]; a++) {
+                    const int r = own[a];
+                    seen[r]++;
+                    for (int k = tiles[i + 2]; k < tiles[i + 3]; k++)
+                        if (queries_own ? other[k] <= r : other[k] >= r) pairs[r].push_back(other[k] % op.Tn);
+                }
             }
-        }
-        for (int i = 0; i < pt.n_key_tiles(); i++) {
-            const int* tl = &pt.key_tiles[4 * i];
-            oversize += tl[1] - tl[0] > tile;
-            for (int a = tl[0]; a < tl[1]; a++) {
-                const int r = pt.key_order[a];
-                seen_k[r]++;
-                for (int k = tl[2]; k < tl[3]; k++)
-                    if (pt.query_order[k] >= r) by_key[r].push_back(pt.query_order[k] % op.Tn);
-            }
-        }
+        };
+        walk(pt.query_tiles, pt.query_order, pt.key_order, true, seen_q, by_query);
+        walk(pt.key_tiles, pt.key_order, pt.query_order, false, seen_k, by_key);
         size_t twice = 0, differ = 0;
         for (size_t r = 0; r < n; r++) {
             const size_t r0 = r - r % op.Tn;

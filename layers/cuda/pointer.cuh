@@ -253,6 +253,22 @@ inline void pointer_pack_cuda(bf16* qkv, const bf16* qk, int B, int T, int D, cu
     CUDA_CHECK_LAST();
 }
 
+// One pointer_tile_kernel launch over n tiles (none: nothing to do) at head dim D.
+template <int Mode>
+inline void pointer_tile_launch(int D, int n, float* pcopy_out, bf16* dqk, const bf16* dqkv, const bf16* qkv, const float* w,
+                                const float* lse, const float* pcopy, const int* fixed_order, const int* chunk_order,
+                                const int* tiles, int T, float scale, float dloss, cudaStream_t stream) {
+    if (D != 64 && D != 128) fatal("pointer: head dim %d is not 64 or 128", D);
+    if (n == 0) return;
+    if (D == 64)
+        pointer_tile_kernel<64, Mode><<<n, kPointerTileThreads, 0, stream>>>(pcopy_out, dqk, dqkv, qkv, w, lse, pcopy, fixed_order,
+                                                                             chunk_order, tiles, T, scale, dloss);
+    else
+        pointer_tile_kernel<128, Mode><<<n, kPointerTileThreads, 0, stream>>>(pcopy_out, dqk, dqkv, qkv, w, lse, pcopy, fixed_order,
+                                                                              chunk_order, tiles, T, scale, dloss);
+    CUDA_CHECK_LAST();
+}
+
 // pointer_tiles' orders and tiles in device memory (the model uploads them with the batch).
 struct PointerTilesDevice {
     const int *query_order = nullptr, *key_order = nullptr, *query_tiles = nullptr, *key_tiles = nullptr;
@@ -266,15 +282,8 @@ inline void pointer_forward_cuda(float* lse, float* pcopy, bf16* o, const bf16* 
     const AttnShape s = pointer_attn_shape(B, T, D);
     attention_forward_cuda(o, lse, qkv, qkv + D, qkv + 2 * D, pos, nullptr, AttnPattern{}, s, scale, stream);
     CUDA_CHECK(cudaMemsetAsync(pcopy, 0, (size_t)B * T * sizeof(float), stream));
-    if (tiles.n_query_tiles == 0) return;
-    if (D == 64)
-        pointer_tile_kernel<64, kPointerSum><<<tiles.n_query_tiles, kPointerTileThreads, 0, stream>>>(
-            pcopy, nullptr, nullptr, qkv, nullptr, lse, nullptr, tiles.query_order, tiles.key_order, tiles.query_tiles, T, scale, 0.0f);
-    else if (D == 128)
-        pointer_tile_kernel<128, kPointerSum><<<tiles.n_query_tiles, kPointerTileThreads, 0, stream>>>(
-            pcopy, nullptr, nullptr, qkv, nullptr, lse, nullptr, tiles.query_order, tiles.key_order, tiles.query_tiles, T, scale, 0.0f);
-    else fatal("pointer: head dim %d is not 64 or 128", D);
-    CUDA_CHECK_LAST();
+    pointer_tile_launch<kPointerSum>(D, tiles.n_query_tiles, pcopy, nullptr, nullptr, qkv, nullptr, lse, nullptr, tiles.query_order,
+                                     tiles.key_order, tiles.query_tiles, T, scale, 0.0f, stream);
 }
 
 // dqk (B, T, 2 D) OVERWRITTEN with d[q | kp] and dgate (B, T) with the gate's, for sum_t dloss
@@ -293,26 +302,11 @@ inline void pointer_backward_cuda(bf16* dqk, float* dgate, bf16* o, bf16* dout, 
                                     AttnPattern{}, s, scale, workspace, stream);
     pointer_backward_rows_kernel<<<ceil_div(BT * D, 256), 256, 0, stream>>>(dqk, dgate, dqkv, gate, w, targets, BT, T, D, dloss);
     CUDA_CHECK_LAST();
-    if (D != 64 && D != 128) fatal("pointer: head dim %d is not 64 or 128", D);
     const PointerTilesDevice& t = tiles;
-    if (t.n_query_tiles > 0) {
-        if (D == 64)
-            pointer_tile_kernel<64, kPointerQueryGrad><<<t.n_query_tiles, kPointerTileThreads, 0, stream>>>(
-                nullptr, dqk, dqkv, qkv, w, lse, pcopy, t.query_order, t.key_order, t.query_tiles, T, scale, dloss);
-        else
-            pointer_tile_kernel<128, kPointerQueryGrad><<<t.n_query_tiles, kPointerTileThreads, 0, stream>>>(
-                nullptr, dqk, dqkv, qkv, w, lse, pcopy, t.query_order, t.key_order, t.query_tiles, T, scale, dloss);
-        CUDA_CHECK_LAST();
-    }
-    if (t.n_key_tiles > 0) {
-        if (D == 64)
-            pointer_tile_kernel<64, kPointerKeyGrad><<<t.n_key_tiles, kPointerTileThreads, 0, stream>>>(
-                nullptr, dqk, dqkv, qkv, w, lse, pcopy, t.key_order, t.query_order, t.key_tiles, T, scale, dloss);
-        else
-            pointer_tile_kernel<128, kPointerKeyGrad><<<t.n_key_tiles, kPointerTileThreads, 0, stream>>>(
-                nullptr, dqk, dqkv, qkv, w, lse, pcopy, t.key_order, t.query_order, t.key_tiles, T, scale, dloss);
-        CUDA_CHECK_LAST();
-    }
+    pointer_tile_launch<kPointerQueryGrad>(D, t.n_query_tiles, nullptr, dqk, dqkv, qkv, w, lse, pcopy, t.query_order, t.key_order,
+                                           t.query_tiles, T, scale, dloss, stream);
+    pointer_tile_launch<kPointerKeyGrad>(D, t.n_key_tiles, nullptr, dqk, dqkv, qkv, w, lse, pcopy, t.key_order, t.query_order,
+                                         t.key_tiles, T, scale, dloss, stream);
 }
 
 inline void pointer_gate_forward_cuda(float* gate, const bf16* x, const bf16* wg, const bf16* bg, long long N, int C,
