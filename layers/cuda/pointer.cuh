@@ -148,15 +148,15 @@ __global__ void __launch_bounds__(kPointerTileThreads)
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int f = 16 * warp + g + 8 * h;
-        if (f >= f1 - f0) continue;
-        const long long r = fixed_order[f0 + f];
-        if (Mode == kPointerSum) {
+        if (Mode == kPointerSum) {  // every lane shuffles (rows past the tile summed zeros); the row's owner writes
             float v = sum[h];
             v += __shfl_xor_sync(0xffffffffu, v, 1);
             v += __shfl_xor_sync(0xffffffffu, v, 2);
-            if (t4 == 0) pcopy_out[r] = v;
+            if (f < f1 - f0 && t4 == 0) pcopy_out[fixed_order[f0 + f]] = v;
             continue;
         }
+        if (f >= f1 - f0) continue;
+        const long long r = fixed_order[f0 + f];
         const bf16* in = Mode == kPointerQueryGrad ? dqkv + r * 3 * D : dqkv + r * 3 * D + D;
         bf16* out = Mode == kPointerQueryGrad ? dqk + r * 2 * D : dqk + (r - 1) * 2 * D + D;
 #pragma unroll
