@@ -6,9 +6,10 @@ cd "$(dirname "$0")/.."
 # Two lanes, one per core of the CI machine: the suites that read build/test_corpus run after
 # data_cli, which makes it, in one lane, then the fuzzer smoke test (two harnesses at a time, so
 # both cores once the other lane is done); the others (the header and pattern-module builds, the
-# unit tests, the launcher and rendezvous tests, which even the lanes' times) in the other. Each suite's output goes to build/logs/<name>.log and is
-# printed whole when the lanes are done; its result line as soon as it ends. TEST_LANES=1 runs
-# every suite in one lane, in order.
+# unit tests, the launcher and rendezvous tests, which even the lanes' times) in the other, which
+# ends with a few corpus suites (lane_corpus_tail) once data_cli has made the corpus. Each suite's
+# output goes to build/logs/<name>.log and is printed whole when the lanes are done; its result
+# line as soon as it ends. TEST_LANES=1 runs every suite in one lane, in order.
 mkdir -p build/logs
 results=build/logs/results.txt
 : > "$results"
@@ -25,23 +26,29 @@ run() {  # name, command...
     echo "$name $p $f" >> "$results"
     echo "=== $name: ${p} passed, ${f} failed, exit $code, $((SECONDS - start)) s"
 }
+corpus_ready=build/logs/corpus_ready
+rm -f "$corpus_ready"
 lane_corpus() {
     run data_cli tests/test_data_cli.sh
+    touch "$corpus_ready"  # made or not: a suite without its corpus says so itself
     run prepare_text tests/test_prepare_text.sh
     run train_cli tests/test_train_cli.sh
     run resume_recipe tests/test_resume_recipe.sh
     run run_lock tests/test_run_lock.sh
-    run recorded_values tests/test_recorded_values.sh
     run output_paths tests/test_output_paths.sh
     run bounded_reads tests/test_bounded_reads.sh
-    run hostile_inputs tests/test_hostile_inputs.sh
-    run copy_loss_cli tests/test_copy_loss_cli.sh
     run tasks_cli tests/test_tasks_cli.sh
     run shard_identity tests/test_shard_identity.sh
     run retrieval_study tests/test_retrieval_study.sh
     run layout_files tests/test_layout_files.sh
-    run reference_model tests/test_reference_model.sh
     run fuzz tests/fuzz/run_fuzz.sh smoke
+}
+# Suites that read the corpus (each in its own work folder) run at the end of the other lane.
+lane_corpus_tail() {
+    run recorded_values tests/test_recorded_values.sh
+    run hostile_inputs tests/test_hostile_inputs.sh
+    run copy_loss_cli tests/test_copy_loss_cli.sh
+    run reference_model tests/test_reference_model.sh
 }
 lane_rest() {
     run ops ./build/test_ops_cpu
@@ -79,10 +86,13 @@ lane_rest() {
 if [ "${TEST_LANES:-2}" = 1 ]; then
     lane_rest
     lane_corpus
+    lane_corpus_tail
 else
     lane_corpus &
     corpus_pid=$!
     lane_rest
+    while [ ! -f "$corpus_ready" ] && kill -0 "$corpus_pid" 2> /dev/null; do sleep 1; done
+    lane_corpus_tail
     wait "$corpus_pid"
 fi
 
