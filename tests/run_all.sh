@@ -63,6 +63,7 @@ lane_rest() {
     run peer_table tests/test_peer_table.sh
     run reading_pairs tests/test_reading_pairs.sh
     run quote_misses tests/test_quote_misses.sh
+    run quote_distractors tests/test_quote_distractors.sh
     run copy_positions tests/test_copy_positions.sh
     run copy_screen tests/test_copy_screen.sh
     run quote_examples tests/test_quote_examples.sh
