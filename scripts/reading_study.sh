@@ -21,7 +21,8 @@
 #                                   readsinkhd128x3's three times). A and B may be two
 #                                   seeds of one recipe (on one GPU: hybrid128k-readsink@11 hybrid128k-readsink@12).
 #                                   readsink2x's and readsinkhd128x3's runs take two train calls (~14 and ~18
-#                                   minutes side by side), then score
+#                                   minutes side by side), then score, which first trains a run the calls
+#                                   before cut to its end (FINISH_UNTIL, 300 s at most)
 #   scripts/reading_study.sh long A [B]  then  score1m A [B]   after `train A B` finished them in the
 #                                   same hold (the checkpoints stay on the machine): the 1M stage of each
 #                                   readsink-family run (hybrid1m-X@S from hybrid128k-X@S's weights,
@@ -210,6 +211,15 @@ case $call in
         pack ;;
     score)  # (one call) runs $2 and $3 scored at <= 128K with the copy loss; $2 also with 2K of sight
         a=${2:?score needs two runs} b=${3:?score needs two runs}
+        # A run the calls before cut (its log, no done line) is trained to its end first, for at most
+        # FINISH_UNTIL (300) s of the call: the last training call and the scores are one command.
+        for r in "$a" "$b"; do
+            log=build/rs/${r}_train.log
+            if [ -f "$log" ] && ! grep -qE '^(\[rank 0\] )?done:' "$log"; then
+                TRAIN_UNTIL=${FINISH_UNTIL:-300} "$0" train "$a" "$b" | grep -E '^(done|stopped)'
+                break
+            fi
+        done
         g=${COPY_GAPS:-16,128,512,2K,8K,32K,128K}  # the short gaps: the copy circuit where distance is no obstacle
         side "$short eval:$a" "$short eval:$b" "$(copy "$a" "$g" 140000); $(copy "$b" "$g" 140000)" \
              "CTL=2048 $short eval:$a"

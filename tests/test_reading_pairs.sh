@@ -151,6 +151,27 @@ evals=$(grep -cE '^[^|]*\|[^|]*\|[^|]*\|-\|eval:hybrid128k-readsink2x@1[12]$' "$
     && [ "$(grep -c -- '--copy-loss rs/corpus-long/val.bin --gaps 16,128,512,2K,8K,32K,128K' "$CALLS")" -eq 2 ] \
     && ! grep -q 'data' "$CALLS" && pass "score: both runs' evals and copy loss, the first also with 2K of sight; no data step" \
     || fail "score: exit $rc, calls: $(cat "$CALLS")"
+# A run the calls before cut (a log without its done line) is trained to its end first, for at most
+# FINISH_UNTIL seconds, then both are scored; a finished run's log does not start training.
+mkdir -p "$site/build/rs"
+echo 'stopped after step 11508 of 11700 (--time-limit): --resume with the same flags continues' > "$site/build/rs/hybrid128k-readsink2x@12_train.log"
+echo 'done: 11700 steps, val loss 1.2210' > "$site/build/rs/hybrid128k-readsink2x@11_train.log"
+: > "$CALLS"
+(cd "$site" && scripts/reading_study.sh score hybrid128k-readsink2x@11 hybrid128k-readsink2x@12 > score_finish.log 2>&1)
+rc=$?
+first_eval=$(grep -n 'eval:' "$CALLS" | head -n 1 | cut -d: -f1)
+last_train=$(grep -n 'train:hybrid128k-readsink2x@12:' "$CALLS" | tail -n 1 | cut -d: -f1)
+minutes=$(grep -oE 'train:hybrid128k-readsink2x@12:[0-9.]+$' "$CALLS" | cut -d: -f3)
+[ $rc -eq 0 ] && [ -n "$last_train" ] && [ -n "$first_eval" ] && [ "$last_train" -lt "$first_eval" ] \
+    && awk -v m="$minutes" 'BEGIN { exit !(m > 0 && m <= 5) }' && [ "$(grep -c 'eval:' "$CALLS")" -eq 3 ] \
+    && pass "score: a run the calls before cut trains to its end first (at most 300 s: $minutes minutes), then both are scored" \
+    || fail "score after a cut run: exit $rc, calls: $(cat "$CALLS")"
+echo 'done: 11700 steps, val loss 1.2210' > "$site/build/rs/hybrid128k-readsink2x@12_train.log"
+: > "$CALLS"
+(cd "$site" && scripts/reading_study.sh score hybrid128k-readsink2x@11 hybrid128k-readsink2x@12 > score_done.log 2>&1)
+! grep -qE 'data|train:' "$CALLS" && [ "$(grep -c 'eval:' "$CALLS")" -eq 3 ] \
+    && pass "score: two finished runs are scored without a training step" || fail "score after finished runs: calls: $(cat "$CALLS")"
+rm -r "$site/build/rs"
 
 : > "$CALLS"
 (cd "$site" && scripts/reading_study.sh long hybrid128k-readsink2x@11 hybrid128k-readsink2x@12 > long.log 2>&1)
