@@ -109,7 +109,7 @@ if [ "$call" = pairs ] || [ "$call" = seeds ]; then
                 CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=$((${TRAIN_UNTIL:-578} - (SECONDS - T0))) "$self" "$what" "${runs[@]}" > "$log" 2>&1 & ;;
             score)
                 (CUDA_VISIBLE_DEVICES=$g TRAIN_UNTIL=300 "$self" train "${runs[@]}"
-                 CUDA_VISIBLE_DEVICES=$g "$self" score "${runs[@]}") > "$log" 2>&1 & ;;
+                 CUDA_VISIBLE_DEVICES=$g FINISH_UNTIL=0 "$self" score "${runs[@]}") > "$log" 2>&1 & ;;
             score1m)  # finishes a 1M stage the call before cut by itself
                 CUDA_VISIBLE_DEVICES=$g "$self" score1m "${runs[@]}" > "$log" 2>&1 & ;;
         esac
@@ -212,8 +212,9 @@ case $call in
     score)  # (one call) runs $2 and $3 scored at <= 128K with the copy loss; $2 also with 2K of sight
         a=${2:?score needs two runs} b=${3:?score needs two runs}
         # A run the calls before cut (its log, no done line) is trained to its end first, for at most
-        # FINISH_UNTIL (300) s of the call: the last training call and the scores are one command.
-        for r in "$a" "$b"; do
+        # FINISH_UNTIL (300) s of the call: the last training call and the scores are one command
+        # (FINISH_UNTIL=0: none, where the caller has just finished them, so a call cannot run twice 300 s).
+        [ "${FINISH_UNTIL:-300}" = 0 ] || for r in "$a" "$b"; do
             log=build/rs/${r}_train.log
             if [ -f "$log" ] && ! grep -qE '^(\[rank 0\] )?done:' "$log"; then
                 TRAIN_UNTIL=${FINISH_UNTIL:-300} "$0" train "$a" "$b" | grep -E '^(done|stopped)'

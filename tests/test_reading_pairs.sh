@@ -20,6 +20,7 @@ cat > "$stub" <<'STUB'
 #!/usr/bin/env bash
 echo "${CUDA_VISIBLE_DEVICES:--}|${TRAIN_UNTIL:--}|$*" >> "$CALLS"
 [ "$1" = data ] && echo "${SHARD_TOKENS:--}" >> "$CALLS.shard"
+[ "$1" = score ] && echo "${FINISH_UNTIL:--}" >> "$CALLS.finish"
 [ "${FAIL_ON:-}" = "$*" ] && exit 3
 sleep 0.2
 echo "stub $*"
@@ -54,7 +55,7 @@ for spec in "readsink2x|readsink|100M|twice" "readsinkhd128x3|readsinkhd128|150M
         || fail "pairs train with $v: exit $rc, calls $(cat "$CALLS"), shard size $(cat "$CALLS.shard")"
 done
 
-: > "$CALLS"
+: > "$CALLS"; : > "$CALLS.finish"
 scripts/reading_study.sh pairs score hybrid128k-readsink hybrid128k-readconvpart 13 14 > "$work/score.log" 2>&1
 rc=$?
 g0=$(grep '^0|' "$CALLS" | cut -d'|' -f2-); g1=$(grep '^1|' "$CALLS" | cut -d'|' -f2-)
@@ -62,6 +63,8 @@ g0=$(grep '^0|' "$CALLS" | cut -d'|' -f2-); g1=$(grep '^1|' "$CALLS" | cut -d'|'
     && [ "$g1" = $'300|train hybrid128k-readsink@14 hybrid128k-readconvpart@14\n-|score hybrid128k-readsink@14 hybrid128k-readconvpart@14' ] \
     && ! grep -q 'data' "$CALLS" && pass "pairs score: each GPU finishes its runs, then scores them; no data step" \
     || fail "pairs score: exit $rc, calls: $(cat "$CALLS")"
+[ "$(cat "$CALLS.finish")" = $'0\n0' ] && pass "pairs score: its scores do not finish the runs again (FINISH_UNTIL=0)" \
+    || fail "pairs score's FINISH_UNTIL: $(cat "$CALLS.finish")"
 
 : > "$CALLS"
 FAIL_ON="train hybrid128k-readsink@12 hybrid128k-readconvpart@12" \
@@ -171,6 +174,12 @@ echo 'done: 11700 steps, val loss 1.2210' > "$site/build/rs/hybrid128k-readsink2
 (cd "$site" && scripts/reading_study.sh score hybrid128k-readsink2x@11 hybrid128k-readsink2x@12 > score_done.log 2>&1)
 ! grep -qE 'data|train:' "$CALLS" && [ "$(grep -c 'eval:' "$CALLS")" -eq 3 ] \
     && pass "score: two finished runs are scored without a training step" || fail "score after finished runs: calls: $(cat "$CALLS")"
+echo 'stopped after step 11508 of 11700 (--time-limit): --resume with the same flags continues' > "$site/build/rs/hybrid128k-readsink2x@12_train.log"
+: > "$CALLS"
+(cd "$site" && FINISH_UNTIL=0 scripts/reading_study.sh score hybrid128k-readsink2x@11 hybrid128k-readsink2x@12 > score_nofinish.log 2>&1)
+! grep -qE 'data|train:' "$CALLS" && [ "$(grep -c 'eval:' "$CALLS")" -eq 3 ] \
+    && pass "score: FINISH_UNTIL=0 (pairs and seeds, which finish their runs first) scores without training" \
+    || fail "score with FINISH_UNTIL=0: calls: $(cat "$CALLS")"
 rm -r "$site/build/rs"
 
 : > "$CALLS"
