@@ -260,9 +260,13 @@ static LoadedModel load_model(const std::string& checkpoint) {
     return m;
 }
 
-// --logn-attn replaces the checkpoint's setting: it scales queries, it has no weights of its own.
+// --logn-attn replaces the checkpoint's setting: it scales queries, it has no weights of its own
+// (unless the heads learned their slopes from the checkpoint's base: then the base is theirs).
 static void apply_logn_attn(const InferFlags& f, LoadedModel& m) {
     if (!f.was_given("logn-attn")) return;
+    if (m.ck.cfg.logn_learn && f.logn_attn != m.ck.cfg.logn_attn)
+        fatal("--logn-attn %d: the checkpoint's NoPE heads learned their log-n slopes from position %d, which they need: "
+              "drop --logn-attn", f.logn_attn, m.ck.cfg.logn_attn);
     const std::string why = logn_attn_error(f.logn_attn, m.ck.cfg.nope_layers);
     if (!why.empty()) fatal("%s", why.c_str());
     m.ck.cfg.logn_attn = f.logn_attn;

@@ -44,7 +44,7 @@ struct TrainArgs {
     float lr = 2e-3f, min_lr_frac = 0.1f, grad_clip = 1.0f, rope_theta = 10000.0f;
     AdamWConfig adamw;  // --weight-decay, --beta1, --beta2, --adam-eps (optim/adamw.h)
     int warmup = 60, seed = 1337, val_every = 100, val_batches = 8, ckpt_every = 200, log_every = 10;
-    bool resume = false, doc_mask = true, deterministic = false, attn_sink = false, pointer = false;
+    bool resume = false, doc_mask = true, deterministic = false, attn_sink = false, pointer = false, logn_learn = false;
     int sample_tokens = 160, keep_ckpts = 3, max_bad_steps = 5;
     int cp = 1, simulate_ranks = 0;  // context-parallel degree; ranks run as threads of this process
     bool grad_overlap = true;        // data parallel: gradients summed block by block during the backward
@@ -111,6 +111,8 @@ static void add_model_flags(Flags& flags, TrainArgs& a) {
     flags.add_string("nope-layers", &a.nope_layers, "layers without rotary embedding (NoPE: q and k match by content at any distance), e.g. 1,3,5");
     flags.add_int("logn-attn", &a.logn_attn, "log-n attention in the NoPE layers: a query at position p >= N scaled by "
                                              "ln(p + 1) / ln(N) (0: off; recorded in the checkpoint; infer may change it)");
+    flags.add_bool("logn-learn", &a.logn_learn, "each head of a NoPE layer learns the slope of its log-n factor: queries past N "
+                                                "scaled by 1 + s ln((p + 1) / N), s started at 1 / ln(N) (needs --logn-attn N)");
     flags.add_int("qk-conv", &a.qk_conv, "W: the NoPE layers' queries and keys pass a causal depthwise convolution over the W "
                                          "tokens up to each (started as the identity), so that a head can match a phrase (0: off)");
     flags.add_string("qk-conv-layers", &a.qk_conv_layers, "the NoPE layers that --qk-conv convolves, e.g. 3,5 (default: every NoPE layer)");
@@ -347,6 +349,9 @@ static std::string model_difference(const GPTConfig& now, const GPTConfig& saved
         return "--rope-theta differs from the checkpoint's model";
     if (now.nope_layers != saved.nope_layers) return "--nope-layers differs from the checkpoint's model";
     if (now.logn_attn != saved.logn_attn) return differs("--logn-attn", now.logn_attn, saved.logn_attn);
+    if (now.logn_learn != saved.logn_learn)
+        return std::string("--logn-learn is ") + (now.logn_learn ? "on" : "off") + " but the checkpoint's model " +
+               (saved.logn_learn ? "learns" : "does not learn") + " its log-n slopes";
     if (now.qk_conv != saved.qk_conv) return differs("--qk-conv", now.qk_conv, saved.qk_conv);
     if (now.attn_sink != saved.attn_sink)
         return std::string("--attn-sink is ") + (now.attn_sink ? "on" : "off") + " but the checkpoint's model " + (saved.attn_sink ? "has" : "has no") + " sinks";
@@ -414,11 +419,12 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
     // nobody gave.
     const bool nope_alone = a.resume && !flags.was_set("nope-layers");
     cfg.logn_attn = nope_alone ? 0 : a.logn_attn;
+    cfg.logn_learn = nope_alone ? false : a.logn_learn;
     cfg.qk_conv = nope_alone ? 0 : a.qk_conv;
     const std::vector<int> conv_layers = parse_int_list(a.qk_conv_layers, "--qk-conv-layers");
     if (!nope_alone) cfg.qk_conv_layers = conv_layers;
     validate_config(cfg);  // before sizing anything by --layers or --width
-    cfg.logn_attn = a.logn_attn, cfg.qk_conv = a.qk_conv, cfg.qk_conv_layers = conv_layers;
+    cfg.logn_attn = a.logn_attn, cfg.logn_learn = a.logn_learn, cfg.qk_conv = a.qk_conv, cfg.qk_conv_layers = conv_layers;
     if (flags.was_set("rope-theta") && !rotates_any_layer(cfg))
         fatal("--rope-theta has no effect: every layer is NoPE (--nope-layers %s), so nothing rotates; drop --rope-theta or "
               "leave a layer out of --nope-layers", a.nope_layers.c_str());
@@ -432,8 +438,8 @@ static GPTConfig config_from_flags(const TrainArgs& a, const Flags& flags, int v
 
 // Model flags given now must describe the checkpoint's model; flags left out take it.
 static void require_model_flags_fit(const GPTConfig& from_flags, const GPTConfig& saved, const Flags& flags) {
-    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "logn-attn", "qk-conv",
-                                           "qk-conv-layers", "attn-sink", "pointer", "attn", "layer-pattern"};
+    std::vector<std::string> model_flags = {"layers", "width", "heads", "rope-theta", "nope-layers", "logn-attn", "logn-learn",
+                                           "qk-conv", "qk-conv-layers", "attn-sink", "pointer", "attn", "layer-pattern"};
     for (const std::string& f : pattern_flag_names()) model_flags.push_back(f);
     const std::string diff = model_difference(from_flags, saved);
     bool any_model_flag = false;
@@ -505,6 +511,8 @@ static std::vector<float> load_init_weights(const TrainArgs& a, const GPTConfig&
     if (ic.pointer != cfg.pointer)
         fatal("--init-from %s %s a pointer and this run %s: %s --pointer", path.c_str(), ic.pointer ? "has" : "has no",
               cfg.pointer ? "asks for one" : "does not", ic.pointer ? "pass" : "drop");
+    if (ic.logn_learn && !cfg.logn_learn)
+        fatal("--init-from %s learns its log-n slopes and this run does not: pass --logn-learn", path.c_str());
     bool same_convolutions = true;
     for (int l = 0; l < cfg.n_layer; l++) {
         if (ic.layer_qk_conv(l) && !cfg.layer_qk_conv(l))
@@ -512,8 +520,11 @@ static std::vector<float> load_init_weights(const TrainArgs& a, const GPTConfig&
                   path.c_str(), l, int_list_text(ic.qk_conv_layers.empty() ? ic.nope_layers : ic.qk_conv_layers).c_str());
         same_convolutions = same_convolutions && ic.layer_qk_conv(l) == cfg.layer_qk_conv(l);
     }
-    if (say) std::printf("weights from %s%s\n", path.c_str(), same_convolutions ? "" : ", the q/k convolutions from the identity");
-    return same_convolutions ? std::move(init.params) : weights_with_identity_convolutions(init.params, ic, cfg);
+    const bool new_slopes = cfg.logn_learn && !ic.logn_learn;
+    if (say)
+        std::printf("weights from %s%s%s\n", path.c_str(), same_convolutions ? "" : ", the q/k convolutions from the identity",
+                    new_slopes ? ", the log-n slopes from the fixed factor's" : "");
+    return same_convolutions && !new_slopes ? std::move(init.params) : weights_with_identity_convolutions(init.params, ic, cfg);
 }
 
 static AttnBackend choose_attention(const TrainArgs& a, const GPTConfig& cfg, Device device) {
@@ -764,6 +775,7 @@ static void report_model_and_data(const TrainArgs& a, const GPTConfig& cfg, cons
     if (!cfg.nope_layers.empty())
         std::printf("rotary embedding: base %g, none in layers %s (NoPE)%s\n", cfg.rope_theta, int_list_text(cfg.nope_layers).c_str(),
                     (std::string(cfg.logn_attn ? ", log-n attention from position " + std::to_string(cfg.logn_attn) : "") +
+                     (cfg.logn_learn ? " (each head learns its slope)" : "") +
                      (cfg.qk_conv ? ", their queries and keys convolved over " + std::to_string(cfg.qk_conv) + " tokens" : "") +
                      (cfg.qk_conv_layers.empty() ? "" : " in layers " + int_list_text(cfg.qk_conv_layers) + " only"))
                         .c_str());

@@ -119,15 +119,16 @@ void attention_decode(T* out,  // (B, H, D)
 }
 
 // One token per sequence through a layer's attention, from its q, k, v before rope (qkv_pre
-// (B, 3, H, D)): q and k rotated (rope_forward, theta: the layer's base), q scaled (log-n base),
-// K and V appended, then attention_decode. attention_decode_step_cuda does all of it in one launch.
+// (B, 3, H, D)): q and k rotated (rope_forward, theta: the layer's base), q scaled (log-n base;
+// logn_slope: the heads' learned slopes, or nullptr), K and V appended, then attention_decode.
+// attention_decode_step_cuda does all of it in one launch.
 template <typename T>
 void attention_decode_step(T* out, T* lse, const T* qkv_pre, std::vector<CacheBranch<T>>& branches, long long p, int B, int H,
-                           int D, T scale, float theta, int logn_base, const T* sink = nullptr) {
+                           int D, T scale, float theta, int logn_base, const T* sink = nullptr, const T* logn_slope = nullptr) {
     std::vector<T> qkv((size_t)B * 3 * H * D);
     const int pos = (int)p;
     rope_forward(qkv.data(), qkv_pre, &pos, B, 1, H, D, theta);
-    logn_scale_queries(qkv.data(), &pos, B, 1, H, D, logn_base);
+    logn_scale_queries(qkv.data(), &pos, B, 1, H, D, logn_base, logn_slope);
     cache_append(branches, qkv.data(), p, 1, B, H, D);
     attention_decode(out, lse, qkv.data(), 3 * H * D, branches, p, B, H, D, scale, sink);
 }

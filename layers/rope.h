@@ -99,18 +99,53 @@ inline double logn_query_scale(int pos, int base) {
     return base > 0 && (long long)pos + 1 > base ? std::log((double)pos + 1) / std::log((double)base) : 1.0;
 }
 
-// In place on q (slot 0 of each token's row); k and v unchanged. The map is diagonal, so the
-// backward is the same call on the gradient (dq scaled alike).
+// A learned slope per head (GPTConfig::logn_learn): 1 + slope ln((p + 1) / base) past the base,
+// which is logn_query_scale's factor at slope = 1 / ln(base). The factor grows with the keys' count
+// at a rate each head sets: a head that must single out one key among many sharpens faster.
+inline double logn_slope_scale(int pos, int base, double slope) {
+    return base > 0 && (long long)pos + 1 > base ? 1.0 + slope * std::log(((double)pos + 1) / base) : 1.0;
+}
+// Where a learned slope starts: the fixed factor's.
+inline double logn_slope_init(int base) { return 1.0 / std::log((double)base); }
+
+// In place on q (slot 0 of each token's row); k and v unchanged. slope: (H) learned slopes, or
+// nullptr for the fixed factor. The map is diagonal, so dq's backward is the same call on the
+// gradient (dq scaled alike); a learned slope's gradient is logn_slope_backward's.
 template <typename T>
 void logn_scale_queries(T* qkv,         // (B, T, 3, H, D)
                         const int* pos,  // (T) global position of each token
-                        int B, int Tn, int H, int D, int base) {
+                        int B, int Tn, int H, int D, int base, const T* slope = nullptr) {
     if (base == 0) return;
     for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tn; t++)
+            for (int h = 0; h < H; h++) {
+                const T s = (T)(slope ? logn_slope_scale(pos[t], base, (double)slope[h]) : logn_query_scale(pos[t], base));
+                if (s == T(1)) continue;
+                T* q = qkv + ((size_t)b * Tn + t) * 3 * H * D + (size_t)h * D;
+                for (int d = 0; d < D; d++) q[d] *= s;
+            }
+}
+
+// The learned slopes' backward, before dq is scaled: q' = f q with f = 1 + s_h ln((p + 1) / base),
+// so dL/ds_h = sum over tokens past the base of ln((p + 1) / base) q . dq', where q = q' / f is
+// recovered from the scaled queries the forward kept (qkv). Adds into dslope (H).
+template <typename T>
+void logn_slope_backward(T* dslope,           // (H)
+                         const T* dqkv,       // (B, T, 3, H, D): dq' in slot 0
+                         const T* qkv,        // (B, T, 3, H, D): q' in slot 0
+                         const T* slope,      // (H)
+                         const int* pos, int B, int Tn, int H, int D, int base) {
+    for (int b = 0; b < B; b++)
         for (int t = 0; t < Tn; t++) {
-            const T s = (T)logn_query_scale(pos[t], base);
-            if (s == T(1)) continue;
-            T* q = qkv + ((size_t)b * Tn + t) * 3 * H * D;
-            for (int i = 0; i < H * D; i++) q[i] *= s;
+            if ((long long)pos[t] + 1 <= base) continue;
+            const double r = std::log(((double)pos[t] + 1) / base);
+            for (int h = 0; h < H; h++) {
+                const double f = logn_slope_scale(pos[t], base, (double)slope[h]);
+                if (f == 0) continue;  // q' = 0 holds nothing of q
+                const size_t row = ((size_t)b * Tn + t) * 3 * H * D + (size_t)h * D;
+                double dot = 0;
+                for (int d = 0; d < D; d++) dot += (double)dqkv[row + d] * (double)qkv[row + d];
+                dslope[h] += (T)(r / f * dot);
+            }
         }
 }

@@ -114,17 +114,19 @@ inline std::string latest_checkpoint(const std::string& dir) {
 // dimension i with i + D/2 (layers/rope.h), the LM head tied to wte and the attention scale
 // 1/sqrt(D) (model/gpt.h); per layer the rotary base (0: NoPE), the log-n base (0: none), in a
 // layer that has one the width of the q/k convolution (layers/qk_conv.h; its weights the layer's
-// attn.qk_conv.weight) and, in a model with them, "attn_sink": true (layers/attn_sink.h; the
-// logits the layer's attn.sink); the last two written only there, so records of models without
+// attn.qk_conv.weight), in a NoPE layer whose heads learn their log-n slopes "logn_slope": true
+// (layers/rope.h logn_slope_scale: the factor 1 + s_h ln((p + 1) / logn_base), s the layer's
+// attn.logn_slope) and, in a model with them, "attn_sink": true (layers/attn_sink.h; the
+// logits the layer's attn.sink); the last three written only there, so records of models without
 // them read as before. Each layer's attention pattern, with its parameters, is the config's
 // layer_attn. A model with a pointer has "pointer" (layers/pointer.h: its head's scale, the null
 // key, the keys from the state before, the gate's mixture in probability), likewise only there.
 inline std::string forward_record_json(const GPTConfig& c) {
     std::string layers = "[";
     for (int l = 0; l < c.n_layer; l++)
-        layers += strf("%s{\"rotary_base\":%.9g,\"logn_base\":%d%s%s}", l ? "," : "", (double)c.layer_rope_theta(l),
+        layers += strf("%s{\"rotary_base\":%.9g,\"logn_base\":%d%s%s%s}", l ? "," : "", (double)c.layer_rope_theta(l),
                        c.layer_logn_base(l), c.layer_qk_conv(l) ? strf(",\"qk_conv\":%d", c.layer_qk_conv(l)).c_str() : "",
-                       c.attn_sink ? ",\"attn_sink\":true" : "");
+                       c.layer_logn_learn(l) ? ",\"logn_slope\":true" : "", c.attn_sink ? ",\"attn_sink\":true" : "");
     const std::string pointer =
         c.pointer ? strf(",\"pointer\":{\"scale\":%.9g,\"null_key\":true,\"key_from\":\"previous_state\",\"mix\":\"probability\"}",
                          1.0 / std::sqrt((double)c.head_dim()))

@@ -71,6 +71,9 @@ inline std::vector<ParamTensor> param_layout(const GPTConfig& c) {
         // The sink logits start at 0, like a key that matches nothing in particular; decay would
         // pull them toward that start, away from what they learn.
         if (c.attn_sink) add(p + "attn.sink", {c.n_head}, false);
+        // The log-n slopes start at the fixed factor's (layers/rope.h logn_slope_init); decay would
+        // pull them toward no growth at all.
+        if (c.layer_logn_learn(l)) add(p + "attn.logn_slope", {c.n_head}, false);
         add(p + "attn.proj.weight", {C, C}, true);
         add(p + "attn.proj.bias", {C}, false);
         add(p + "ln2.weight", {C}, false);
@@ -97,6 +100,7 @@ struct BlockParams {
     T *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
     T* qkconv = nullptr;  // (W, 2C) in a layer with a q/k convolution, else none
     T* sink = nullptr;    // (H) in a model with attention sinks, else none
+    T* logn_slope = nullptr;  // (H) in a NoPE layer whose heads learn their log-n slopes, else none
 };
 template <typename T>
 struct ParamViews {
@@ -117,6 +121,7 @@ ParamViews<T> param_views(T* base, const GPTConfig& c) {
         b.ln1w = next(), b.ln1b = next(), b.qkvw = next(), b.qkvb = next();
         if (c.layer_qk_conv(l)) b.qkconv = next();
         if (c.attn_sink) b.sink = next();
+        if (c.layer_logn_learn(l)) b.logn_slope = next();
         b.projw = next(), b.projb = next();
         b.ln2w = next(), b.ln2b = next(), b.fcw = next(), b.fcb = next(), b.fcprojw = next(), b.fcprojb = next();
         v.blocks.push_back(b);
@@ -127,9 +132,9 @@ ParamViews<T> param_views(T* base, const GPTConfig& c) {
 }
 
 // GPT-2 style initialization: N(0, 0.02), residual projections scaled by 1/sqrt(2L),
-// LayerNorm gains 1, biases 0, q/k convolutions the identity, the pointer's gate bias -3 (nearly
-// shut: the language model learns first, the copy where it pays). Deterministic in the seed; every
-// backend starts from it.
+// LayerNorm gains 1, biases 0, q/k convolutions the identity, log-n slopes the fixed factor's,
+// the pointer's gate bias -3 (nearly shut: the language model learns first, the copy where it
+// pays). Deterministic in the seed; every backend starts from it.
 template <typename T>
 void init_gpt_weights(T* params, const GPTConfig& cfg, uint64_t seed) {
     SplitMix64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
@@ -139,6 +144,10 @@ void init_gpt_weights(T* params, const GPTConfig& cfg, uint64_t seed) {
         T* w = params + t.offset;
         if (t.name.find("qk_conv") != std::string::npos) {  // row 0 (the token itself) ones, the rest zeros
             for (size_t i = 0; i < t.size; i++) w[i] = i < (size_t)t.shape[1] ? T(1) : T(0);
+            continue;
+        }
+        if (t.name.find("logn_slope") != std::string::npos) {
+            for (size_t i = 0; i < t.size; i++) w[i] = (T)logn_slope_init(cfg.logn_attn);
             continue;
         }
         if (t.name == "ptr.gate.bias") {
@@ -156,9 +165,10 @@ void init_gpt_weights(T* params, const GPTConfig& cfg, uint64_t seed) {
     }
 }
 
-// The weights of a model without q/k convolutions laid out for `to`, the same model with them
-// (train --init-from): every tensor by name, each convolution at the identity, where a fresh run
-// starts it, so the model computes what it computed before and training goes on from there.
+// The weights of a model without q/k convolutions (or learned log-n slopes) laid out for `to`, the
+// same model with them (train --init-from): every tensor by name, each convolution at the
+// identity and each slope at the fixed factor's, where a fresh run starts them, so the model
+// computes what it computed before and training goes on from there.
 inline std::vector<float> weights_with_identity_convolutions(const std::vector<float>& params, const GPTConfig& from,
                                                              const GPTConfig& to) {
     const std::vector<ParamTensor> had = param_layout(from), now = param_layout(to);
@@ -167,7 +177,7 @@ inline std::vector<float> weights_with_identity_convolutions(const std::vector<f
     for (const ParamTensor& t : now) {
         const auto same = std::find_if(had.begin(), had.end(), [&](const ParamTensor& h) { return h.name == t.name; });
         if (same == had.end()) {
-            if (t.name.find("qk_conv") == std::string::npos) fatal("internal: --init-from: the checkpoint has no tensor %s", t.name.c_str());
+            if (t.name.find("qk_conv") == std::string::npos && t.name.find("logn_slope") == std::string::npos) fatal("internal: --init-from: the checkpoint has no tensor %s", t.name.c_str());
             continue;
         }
         std::copy(params.begin() + same->offset, params.begin() + same->offset + same->size, out.begin() + t.offset);
@@ -414,7 +424,10 @@ struct GPT {
             // The sink's gradient; atty and att_lse are the sink's already, so the attention's
             // backward above needed nothing of it (layers/attn_sink.h).
             if (w.sink) attn_sink_backward(dw.sink, datty.data(), a.atty, a.att_lse, w.sink, B, Tn, cfg.n_head, cfg.head_dim());
-            logn_scale_queries(dqkv_rot.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_logn_base(l));
+            if (w.logn_slope)  // before dq is scaled: it reads dq' (layers/rope.h)
+                logn_slope_backward(dw.logn_slope, dqkv_rot.data(), a.qkv, w.logn_slope, pos.data(), B, Tn, cfg.n_head, cfg.head_dim(),
+                                    cfg.layer_logn_base(l));
+            logn_scale_queries(dqkv_rot.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_logn_base(l), (const T*)w.logn_slope);
             std::fill(dqkv_pre.begin(), dqkv_pre.end(), T(0));
             if (const int W = cfg.layer_qk_conv(l))  // a NoPE layer: no rotary to undo
                 qk_conv_backward(dqkv_pre.data(), dw.qkconv, dqkv_rot.data(), a.qk_raw, w.qkconv, pos.data(), ds, B, Tn, C, W);
@@ -480,7 +493,7 @@ struct GPT {
             qk_conv_forward(a.qkv, a.qk_raw, qkv_pre.data(), (const T*)nullptr, w.qkconv, pos.data(), ds, B, Tn, C, W);
         else
             rope_forward(a.qkv, qkv_pre.data(), pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_rope_theta(l));
-        logn_scale_queries(a.qkv, pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_logn_base(l));
+        logn_scale_queries(a.qkv, pos.data(), B, Tn, cfg.n_head, cfg.head_dim(), cfg.layer_logn_base(l), (const T*)w.logn_slope);
         const T* qkv = a.qkv;
         if (cp)
             ring_attention_forward(*cp, RingPlan(cfg.attn(l), cp->size(), Tn * cp->size()), a.atty, a.att_lse, qkv,

@@ -25,6 +25,11 @@ struct GPTConfig {
     // by ln(p + 1) / ln(logn_attn) (layers/rope.h logn_scale_queries). Set it to the longest
     // window trained on, where it changes nothing, to read further.
     int logn_attn = 0;
+    // Each head of a NoPE layer learns the slope of its log-n factor: a query at p >= logn_attn is
+    // scaled by 1 + s_h ln((p + 1) / logn_attn) (layers/rope.h logn_scale_queries), s_h starting
+    // at 1 / ln(logn_attn), where the factor is the fixed one above. The slopes, one (H) tensor
+    // per NoPE layer, are the model's "attn.logn_slope".
+    bool logn_learn = false;
     // The NoPE layers' queries and keys pass a causal depthwise convolution of this many tokens
     // (0: off; layers/qk_conv.h), so that a head can match a phrase rather than one token. Its
     // weights, one (W, 2C) tensor per NoPE layer, are the model's "attn.qk_conv.weight".
@@ -53,6 +58,8 @@ struct GPTConfig {
     int layer_logn_base(int layer) const {
         return logn_attn && std::binary_search(nope_layers.begin(), nope_layers.end(), layer) ? logn_attn : 0;
     }
+    // Whether a layer's heads learn their log-n slopes: logn_learn in a NoPE layer.
+    bool layer_logn_learn(int layer) const { return logn_learn && layer_logn_base(layer) != 0; }
     // The width of a layer's q/k convolution: qk_conv in a NoPE layer that qk_conv_layers names
     // (or in every NoPE layer when it names none), else 0 (none).
     int layer_qk_conv(int layer) const {
@@ -110,6 +117,11 @@ inline std::string logn_attn_error(int base, const std::vector<int>& nope_layers
         return "--logn-attn scales the queries of NoPE layers and the model has none (train --nope-layers makes them): drop --logn-attn";
     return "";
 }
+inline std::string logn_learn_error(bool learn, int base) {
+    if (learn && base == 0)
+        return "--logn-learn learns the slope of each NoPE head's log-n factor and log-n attention is off: give --logn-attn N too";
+    return "";
+}
 
 // The q/k convolution: one rule for --qk-conv and the checkpoint's config. The ceiling keeps the
 // kernels' per-thread loops short; published uses take 3 (Primer) or 4.
@@ -157,8 +169,10 @@ inline long long config_param_count(const GPTConfig& c) {
     long long conv = 0;  // a (W, 2C) tensor per NoPE layer with a q/k convolution
     for (int l = 0; l < c.n_layer; l++) conv += (long long)c.layer_qk_conv(l) * 2 * C;
     const long long sinks = c.attn_sink ? L * c.n_head : 0;  // an (H) tensor per layer
+    long long slopes = 0;                                      // an (H) tensor per NoPE layer that learns them
+    for (int l = 0; l < c.n_layer; l++) slopes += c.layer_logn_learn(l) ? c.n_head : 0;
     const long long pointer = c.pointer ? 2LL * c.head_dim() * C + C + 1 : 0;  // query, key, gate
-    return V * C + L * (12 * C * C + 13 * C) + 2 * C + conv + sinks + pointer;
+    return V * C + L * (12 * C * C + 13 * C) + 2 * C + conv + sinks + slopes + pointer;
 }
 
 // Head dims the kernels take. The CPU reference takes any even head dim; the tests use small
@@ -191,6 +205,8 @@ inline void validate_config(const GPTConfig& c, bool allow_any_head_dim = false)
     if (!nope.empty()) fatal("%s", nope.c_str());
     const std::string logn = logn_attn_error(c.logn_attn, c.nope_layers);
     if (!logn.empty()) fatal("%s", logn.c_str());
+    const std::string learn = logn_learn_error(c.logn_learn, c.logn_attn);
+    if (!learn.empty()) fatal("%s", learn.c_str());
     const std::string conv = qk_conv_error(c.qk_conv, c.nope_layers);
     if (!conv.empty()) fatal("%s", conv.c_str());
     const std::string conv_layers = qk_conv_layers_error(c.qk_conv_layers, c.qk_conv, c.nope_layers);
@@ -273,9 +289,10 @@ inline std::string config_to_json(const GPTConfig& c) {
     const std::string logn = c.logn_attn ? "\"logn_attn\":" + std::to_string(c.logn_attn) + "," : "";  // likewise
     const std::string conv = c.qk_conv ? "\"qk_conv\":" + std::to_string(c.qk_conv) + "," : "";  // likewise
     const std::string conv_layers = c.qk_conv_layers.empty() ? "" : "\"qk_conv_layers\":[" + int_list_text(c.qk_conv_layers) + "],";
+    const std::string learn = c.logn_learn ? "\"logn_learn\":true," : "";  // likewise
     const std::string sink = c.attn_sink ? "\"attn_sink\":true," : "";  // likewise
     const std::string pointer = c.pointer ? "\"pointer\":true," : "";  // likewise
-    return std::string(buf) + nope + logn + conv + conv_layers + sink + pointer + "\"layer_attn\":" + attn + "}";
+    return std::string(buf) + nope + logn + learn + conv + conv_layers + sink + pointer + "\"layer_attn\":" + attn + "}";
 }
 
 // Throws JsonError on a malformed or incomplete config (values of the wrong type or outside
@@ -287,10 +304,10 @@ inline GPTConfig config_from_json(const std::string& text) {
     // (or edited by hand) would otherwise run as another model, and a resume would drop the key.
     for (const auto& [key, value] : j.obj) {
         static const char* const kKeys[] = {"vocab_size", "n_layer", "n_embd", "n_head", "rope_theta", "layer_attn", "nope_layers", "logn_attn",
-                                             "qk_conv", "qk_conv_layers", "attn_sink", "pointer"};
+                                             "logn_learn", "qk_conv", "qk_conv_layers", "attn_sink", "pointer"};
         if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
             throw JsonError("unknown key \"" + key.substr(0, 40) + "\" (this build reads vocab_size, n_layer, n_embd, n_head, rope_theta, "
-                            "layer_attn, nope_layers, logn_attn, qk_conv, qk_conv_layers, attn_sink, pointer): use the build that wrote it, or remove the key");
+                            "layer_attn, nope_layers, logn_attn, logn_learn, qk_conv, qk_conv_layers, attn_sink, pointer): use the build that wrote it, or remove the key");
     }
     const long long kInt = 2147483647;
     GPTConfig c;
@@ -310,6 +327,7 @@ inline GPTConfig config_from_json(const std::string& text) {
         for (const Json& l : nope) c.nope_layers.push_back((int)l.as_int("nope_layers", -kInt, kInt));
     }
     if (j.has("logn_attn")) c.logn_attn = (int)j.at("logn_attn").as_int("logn_attn", -kInt, kInt);  // validate_config: logn_attn_error
+    if (j.has("logn_learn")) c.logn_learn = j.at("logn_learn").as_bool("logn_learn");  // validate_config: logn_learn_error
     if (j.has("qk_conv")) c.qk_conv = (int)j.at("qk_conv").as_int("qk_conv", -kInt, kInt);  // validate_config: qk_conv_error
     if (j.has("qk_conv_layers")) {  // validate_config: qk_conv_layers_error
         const std::vector<Json>& conv = j.at("qk_conv_layers").as_array("qk_conv_layers");

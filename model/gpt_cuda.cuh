@@ -438,6 +438,7 @@ class CudaBackend : public ModelBackend {
     void *classifier_scratch_, *ln_scratch_, *attn_workspace_;
     float* conv_scratch_ = nullptr;
     float* sink_scratch_ = nullptr;  // the sinks' backward partials (layers/cuda/attn_sink.cuh)
+    float* logn_scratch_ = nullptr;  // the learned log-n slopes' backward partials (layers/cuda/rope.cuh)
     // The pointer's (layers/cuda/pointer.cuh), in a model with one: [q | kp] (B,T,2D), later their
     // gradient; the head's rows (B,T,3D) and their gradient; its O and dO (B,T,D); per row the gate
     // logit, L, p_copy, w and the gate's gradient; the gate's partial sums; the target's keys as
@@ -561,6 +562,7 @@ class CudaBackend : public ModelBackend {
             place(conv_scratch_, qk_conv_backward_scratch_bytes(B, T, (int)C, cfg_.qk_conv));
         }
         if (cfg_.attn_sink) f32(sink_scratch_, attn_sink_scratch_floats((long long)BT, (int)H));
+        if (cfg_.logn_learn) f32(logn_scratch_, logn_slope_scratch_floats((long long)BT, (int)H));
         if (cfg_.pointer) {
             const size_t D = cfg_.head_dim();
             bf(ptr_qk_, BT * 2 * D), bf(ptr_qkv_, BT * 3 * D), bf(ptr_dqkv_, BT * 3 * D), bf(ptr_o_, BT * D), bf(ptr_do_, BT * D);
@@ -716,7 +718,7 @@ class CudaBackend : public ModelBackend {
                                  T_, C, W, stream_);
         else
             rope_forward_cuda(a.qkv, qkv_pre_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_rope_theta(l), stream_);
-        logn_scale_queries_cuda(a.qkv, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_);
+        logn_scale_queries_cuda(a.qkv, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_, w.logn_slope);
         mark("rope");  // the q/k convolution too, where it stands in the rotary's place
         attention_forward(a.atty, a.lse, a.qkv, cfg_.attn(l));                       // (B, T, H, D)
         if (w.sink) attn_sink_forward_cuda(a.atty, a.lse, w.sink, B_, T_, cfg_.n_head, cfg_.head_dim(), stream_);
@@ -782,7 +784,10 @@ class CudaBackend : public ModelBackend {
             if (w.sink) attn_sink_backward_cuda(dw.sink, datty_, a.atty, a.lse, w.sink, B_, T_, cfg_.n_head, cfg_.head_dim(),
                                                 sink_scratch_, stream_);
             mark("attention");
-            logn_scale_queries_cuda(dqkv_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_);
+            if (w.logn_slope)  // before dq is scaled: it reads dq'
+                logn_slope_backward_cuda(dw.logn_slope, dqkv_, a.qkv, pos_d_, w.logn_slope, B_, T_, cfg_.n_head, cfg_.head_dim(),
+                                         cfg_.layer_logn_base(l), logn_scratch_, stream_);
+            logn_scale_queries_cuda(dqkv_, pos_d_, B_, T_, cfg_.n_head, cfg_.head_dim(), cfg_.layer_logn_base(l), stream_, w.logn_slope);
             const bf16* dqkv_pre = dqkv_;  // the gradient of the QKV product's output
             if (const int W = cfg_.layer_qk_conv(l)) {  // a NoPE layer: no rotary to undo
                 qk_conv_backward_cuda(dqkv_conv_, dw.qkconv, dqkv_, a.qk_raw, w.qkconv, pos_d_, use_doc_start_ ? doc_start_d_ : nullptr,

@@ -183,10 +183,10 @@ class KVCache {
             if (n == 1 && pattern_decodes_one_token(pat)) {  // one token: rope, append and attend against the branches
                 grow(c, next_pos_ + 1);
                 attention_decode_step(atty_.data(), lse_.data(), qkv_pre_.data(), c.branches, next_pos_, B_, H, D, scale,
-                                      cfg.layer_rope_theta(l), cfg.layer_logn_base(l), w.sink);
+                                      cfg.layer_rope_theta(l), cfg.layer_logn_base(l), w.sink, (const T*)w.logn_slope);
             } else {
                 rope_forward(qkv_.data(), qkv_pre_.data(), qpos, B_, n, H, D, cfg.layer_rope_theta(l));  // (B, n, 3, H, D)
-                logn_scale_queries(qkv_.data(), qpos, B_, n, H, D, cfg.layer_logn_base(l));
+                logn_scale_queries(qkv_.data(), qpos, B_, n, H, D, cfg.layer_logn_base(l), (const T*)w.logn_slope);
                 attend_chunk(c, pat, l, n, scale);
             }
             matmul_forward(tmp_.data(), atty_.data(), w.projw, w.projb, BN, C, C);

@@ -340,10 +340,10 @@ class KVCacheCuda : public IncrementalModel {
             const int logn = cfg_.layer_logn_base(l);
             if (decoding && kDecodeOneLaunch && B_ <= kDecodeOneLaunchMaxBatch) {  // rope, log-n, append, attention and merge: one launch
                 attention_decode_step_cuda(atty_, lse_, qkv_pre, layers_[l], decode_pos_, B_, H, D, scale, theta, logn,
-                                           kDecodePieces, part_o_, part_l_, tickets_, st, w.sink);
+                                           kDecodePieces, part_o_, part_l_, tickets_, st, w.sink, w.logn_slope);
             } else {
                 rope_forward_cuda(qkv_, qkv_pre, qpos, B_, n, H, D, theta, st);  // (B, n, 3, H, D)
-                logn_scale_queries_cuda(qkv_, qpos, B_, n, H, D, logn, st);
+                logn_scale_queries_cuda(qkv_, qpos, B_, n, H, D, logn, st, w.logn_slope);
                 if (decoding) {
                     cache_append_cuda(layers_[l], qkv_, decode_pos_, 1, B_, H, D, st);
                     attention_decode_cuda(atty_, lse_, qkv_, 3 * C, layers_[l], decode_pos_, B_, H, D, scale, kDecodePieces,

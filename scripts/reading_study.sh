@@ -22,7 +22,9 @@
 #                                   seeds of one recipe (on one GPU: hybrid128k-readsink@11 hybrid128k-readsink@12).
 #                                   readsink2x's and readsinkhd128x3's runs take two train calls (~14 and ~18
 #                                   minutes side by side), then score, which first trains a run the calls
-#                                   before cut to its end (FINISH_UNTIL, 300 s at most)
+#                                   before cut to its end (FINISH_UNTIL, 300 s at most); a run whose NoPE
+#                                   heads learn their log-n slopes (a name ending in ls) also gets the
+#                                   slopes it learned (scripts/logn_slopes.py, RUN_slopes.md)
 #   scripts/reading_study.sh long A [B]  then  score1m A [B]   after `train A B` finished them in the
 #                                   same hold (the checkpoints stay on the machine): the 1M stage of each
 #                                   readsink-family run (hybrid1m-X@S from hybrid128k-X@S's weights,
@@ -226,6 +228,13 @@ case $call in
              "CTL=2048 $short eval:$a"
         $study table | head -60
         misses "$a" "$b" "ctl2048-$a"
+        # What a run whose NoPE heads learn their log-n slopes (a name ending in ls) learned.
+        for r in "$a" "$b"; do
+            if [[ $r == *ls@* ]]; then
+                python3 scripts/logn_slopes.py "$WORK/$r" > "build/rs/${r}_slopes.md" 2>&1 || true
+                cat "build/rs/${r}_slopes.md"
+            fi
+        done
         pack ;;
     long|score1m)  # (one call each) the 1M stages of the 128K runs named, side by side; then their scores at 512K-1M
         [ $# -ge 2 ] || { echo "usage: scripts/reading_study.sh $call A@S [B@S] (128K runs trained in this hold)" >&2; exit 2; }

@@ -17,7 +17,8 @@ docs/attention-spec.md gives it. No KV cache, no document masks (infer applies n
 eps (LayerNorm epsilon 1e-6), rotary (no rotary embedding in layer 0), pairing (rotate
 neighbouring dimensions, 2i with 2i+1), logn (no log-n scaling), mask (every layer dense causal),
 qkconv (the q/k convolution's taps reversed: the weight of the token itself on the oldest), qkswap
-(q's convolution weights on k and k's on q), sink (the attention sinks left out).
+(q's convolution weights on k and k's on q), sink (the attention sinks left out), slope (the
+learned log-n slopes left out: the fixed factor instead).
 numpy comes from Debian's python3-numpy (scripts/install_deps.sh).
 """
 import argparse
@@ -124,12 +125,17 @@ def qk_conv(x, weight, broken=False):
     return out
 
 
-def logn_scale(q, positions, base):
-    """Queries at position p scaled by ln(p + 1) / ln(base) where p + 1 > base (base 0: none)."""
+def logn_scale(q, positions, base, slope=None):
+    """Queries at position p scaled by ln(p + 1) / ln(base) where p + 1 > base (base 0: none); with
+    learned slopes (slope[h], layers/rope.h logn_slope_scale) by 1 + slope[h] ln((p + 1) / base)."""
     if base == 0:
         return q
-    scale = np.where(positions + 1 > base, np.log(positions + 1.0) / math.log(base), 1.0)
-    return q * scale[:, None, None]
+    past = positions + 1 > base
+    if slope is None:
+        scale = np.where(past, np.log(positions + 1.0) / math.log(base), 1.0)
+        return q * scale[:, None, None]
+    scale = np.where(past[:, None], 1.0 + slope[None, :] * np.log((positions[:, None] + 1.0) / base), 1.0)
+    return q * scale[:, :, None]
 
 
 # ---- the attention patterns (docs/attention-spec.md): m[p, k] for one head --------------------
@@ -256,7 +262,8 @@ def block(x, w, l, config, fwd, positions):
     base = 0 if ("rotary" in BROKEN and l == 0) else layer["rotary_base"]
     pairing = "interleaved" if "pairing" in BROKEN else fwd["rotary"]
     q, k = rope(q, positions, base, pairing), rope(k, positions, base, pairing)
-    q = logn_scale(q, positions, 0 if "logn" in BROKEN else layer["logn_base"])
+    slope = w[p + "attn.logn_slope"] if layer.get("logn_slope", False) and "slope" not in BROKEN else None
+    q = logn_scale(q, positions, 0 if "logn" in BROKEN else layer["logn_base"], slope)
     sink = w[p + "attn.sink"] if layer.get("attn_sink", False) and "sink" not in BROKEN else None
     a = attention(q, k, v, config["layer_attn"][l], fwd["attn_scale"], sink).reshape(T, C)
     x = x + matmul(a, w[p + "attn.proj.weight"], w[p + "attn.proj.bias"])  # residual
@@ -303,7 +310,7 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-4, help="--compare: the largest relative difference accepted")
     ap.add_argument("--all", action="store_true", help="print the logits of every position, not only the last")
     ap.add_argument("--break", dest="broken", action="append", default=[],
-                    choices=["eps", "rotary", "pairing", "logn", "mask", "qkconv", "qkswap", "sink"], help="compute a deliberately wrong model")
+                    choices=["eps", "rotary", "pairing", "logn", "mask", "qkconv", "qkswap", "sink", "slope"], help="compute a deliberately wrong model")
     a = ap.parse_args()
     BROKEN.update(a.broken)
     meta, w = read_safetensors(a.checkpoint)

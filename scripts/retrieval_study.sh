@@ -90,6 +90,9 @@
 #   hybrid128k-readsink...ptr  any readsink recipe above (cW ones included) with a pointer (train
 #              --pointer: a copy head over the final states mixed into the output in probability;
 #              e.g. hybrid128k-readsinkhd128x3c16ptr)
+#   hybrid128k-readsink...ls  any readsink recipe above (cW ones included) whose NoPE heads learn
+#              their log-n slopes (train --logn-learn: queries past LOGN scaled by 1 + s_h ln((p + 1) /
+#              LOGN), s_h from 1 / ln LOGN; e.g. hybrid128k-readsinkhd128x3c16ls)
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
 #              visible GPUs (train --cp P, P = their number), STEPS_1M steps, half of them retrieval
 #              documents of 1M tokens
@@ -132,9 +135,12 @@ gpu_count() {
 # A readsink recipe named with a trailing cW (hybrid128k-readsinkhd128x3c16) is that recipe with its
 # q/k convolution over W tokens: conv_base prints the recipe without it, conv_width the W (else QKCONV's).
 # One named with a trailing ptr after that (hybrid128k-readsinkhd128x3c16ptr) is the recipe with a
-# pointer (train --pointer, layers/pointer.h): pointer_flag prints the flag, without_ptr the rest.
-without_ptr() { if [[ $1 =~ ^(hybrid(128k|1m)-readsink[a-z0-9]*)ptr$ ]]; then echo "${BASH_REMATCH[1]}"; else echo "$1"; fi; }
+# pointer (train --pointer, layers/pointer.h), one with a trailing ls the recipe whose NoPE heads
+# learn their log-n slopes (train --logn-learn): pointer_flag and slope_flag print the flags,
+# without_ptr the rest.
+without_ptr() { if [[ $1 =~ ^(hybrid(128k|1m)-readsink[a-z0-9]*)(ptr|ls)$ ]]; then echo "${BASH_REMATCH[1]}"; else echo "$1"; fi; }
 pointer_flag() { [[ $1 =~ ^hybrid(128k|1m)-readsink[a-z0-9]*ptr$ ]] && echo --pointer; return 0; }
+slope_flag() { [[ $1 =~ ^hybrid(128k|1m)-readsink[a-z0-9]*ls$ ]] && echo --logn-learn; return 0; }
 conv_base() {
     local r; r=$(without_ptr "$1")
     if [[ $r =~ ^(hybrid(128k|1m)-readsink[a-z0-9]*)c([0-9]+)$ ]]; then echo "${BASH_REMATCH[1]}"; else echo "$r"; fi
@@ -250,7 +256,7 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                   [ "${base#hybrid128k-readsink}" != "$base" ] && sink=--attn-sink
                   [ "$base" = hybrid128k-readsink2x ] && cur=$(curriculum_times 2)
                   [ "$base" = hybrid128k-readsinkhd128x3 ] && cur=$(curriculum_times 3)
-                  echo "$HYBRID --logn-attn $LOGN --qk-conv $w --qk-conv-layers ${QKCONV_LAYERS:-3,5} $sink $(pointer_flag "$1")"\
+                  echo "$HYBRID --logn-attn $LOGN --qk-conv $w --qk-conv-layers ${QKCONV_LAYERS:-3,5} $sink $(pointer_flag "$1") $(slope_flag "$1")"\
                        "${cur/--mix $MIX128K/--mix $(mix_variant $data)} $OPT" ;;
         hybrid1m) echo "$HYBRID --logn-attn $LOGN --init-from $WORK/hybrid128k$2 --seq-len $W1M --batch 1 --steps ${STEPS_1M:-24}"\
                        "--mix $(shard "$W1M"):0.5 $OPT_1M" ;;
@@ -259,7 +265,7 @@ M_ARGS() {  # the flags of recipe $1 (run $2: "" or @S)
                        "--mix $(mix_variant_1m "${1#hybrid1m-}"):0.5 $OPT_1M" ;;
         hybrid1m-readconv|hybrid1m-readconvpart|hybrid1m-readsink|hybrid1m-readsink2x|hybrid1m-readsinkhd128|hybrid1m-readsinkhd128x3)
                   local layers=""; [ "$base" != hybrid1m-readconv ] && layers="--qk-conv-layers ${QKCONV_LAYERS:-3,5}"
-                  [ "${base#hybrid1m-readsink}" != "$base" ] && layers+=" --attn-sink $(pointer_flag "$1")"
+                  [ "${base#hybrid1m-readsink}" != "$base" ] && layers+=" --attn-sink $(pointer_flag "$1") $(slope_flag "$1")"
                   echo "$HYBRID --logn-attn $LOGN --qk-conv $w $layers --init-from $WORK/hybrid128k-${1#hybrid1m-}$2 --seq-len $W1M"\
                        "--batch 1 --steps ${STEPS_1M:-24} --mix $(mix_variant_1m read):0.5 $OPT_1M" ;;
         *) echo "unknown model $1" >&2; return 1 ;;

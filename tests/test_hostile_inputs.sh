@@ -88,6 +88,34 @@ accepted "infer --logn-attn 0 (off) and 64 on the log-n checkpoint" bash -c "./b
     > /dev/null 2>&1 || fail "infer --save-cache under --logn-attn 8"
 refused "infer --load-cache prefilled under another --logn-attn" "was prefilled with --logn-attn 8 and this run has 16: pass --logn-attn 8" \
     ./build/infer --device cpu --checkpoint "$work/logn_ok" --prompt " and" --max-new 2 --load-cache "$work/logn8.kv"
+
+# ---- learned log-n slopes (--logn-learn): they need a base; recorded with their tensors; a resume
+# that would drop them refused, an --init-from of the fixed factor starts them at it; infer may
+# not move the base they learned from
+refused "train --logn-learn without --logn-attn" "--logn-learn learns the slope of each NoPE head's log-n factor and log-n attention is off" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --logn-learn --out "$work/slope_no_base"
+[ ! -e "$work/slope_no_base" ] && pass "the refused --logn-learn run left no --out" || fail "the refused --logn-learn run made its --out"
+accepted "train --logn-learn --logn-attn 16 with NoPE layer 1" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 16 --logn-learn --out "$work/slope_ok"
+grep -qF 'logn_learn\":true' "$work/slope_ok/ckpt_00000002.safetensors" && grep -qF 'blocks.1.attn.logn_slope' "$work/slope_ok/ckpt_00000002.safetensors" \
+    && ! grep -qF 'blocks.0.attn.logn_slope' "$work/slope_ok/ckpt_00000002.safetensors" \
+    && pass "--logn-learn is recorded in the checkpoint's config, its slopes as blocks.L.attn.logn_slope of the NoPE layer only" \
+    || fail "--logn-learn or its slopes are not in the checkpoint"
+refused "train --resume with the slopes turned off" "--logn-learn is off but the checkpoint's model learns its log-n slopes" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 16 --logn-learn=off --resume --out "$work/slope_ok"
+accepted "--init-from the fixed factor's model into one that learns its slopes" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 16 --logn-learn --init-from "$work/logn_ok" --out "$work/slope_from"
+grep -qF 'blocks.1.attn.logn_slope' "$work/slope_from/ckpt_00000002.safetensors" \
+    && pass "--init-from of the fixed factor's model trains on with slopes" || fail "--init-from into --logn-learn wrote no slopes"
+refused "--init-from a model with learned slopes into one without" "learns its log-n slopes and this run does not: pass --logn-learn" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 16 --init-from "$work/slope_ok" --out "$work/slope_drop"
+refused "infer --logn-attn on a model that learned its slopes" "learned their log-n slopes from position 16, which they need: drop --logn-attn" \
+    ./build/infer --device cpu --checkpoint "$work/slope_ok" --prompt "In" --max-new 2 --logn-attn 64
+accepted "infer on the CPU, a model with learned slopes (its own --logn-attn allowed)" \
+    ./build/infer --device cpu --checkpoint "$work/slope_ok" --prompt "In" --max-new 2 --logn-attn 16
+edited "$work/slope_edit" 10000 '"logn_learn":1,'
+refused "infer, checkpoint with logn_learn 1" "logn_learn is not true or false" \
+    ./build/infer --device cpu --checkpoint "$work/slope_edit" --prompt "In" --max-new 2
 accepted "infer --load-cache with the --logn-attn it was prefilled with" ./build/infer --device cpu --checkpoint "$work/logn_ok" \
     --prompt " and" --max-new 2 --logn-attn 8 --load-cache "$work/logn8.kv"
 edited "$work/logn_edit" 10000 '"nope_layers":[1],"logn_attn":1,'

@@ -60,12 +60,13 @@ static size_t encoded_size(const GPT<float>& m) {
 }
 
 static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0,
-                           std::vector<int> qk_conv_layers = {}, bool attn_sink = false, bool pointer = false) {
+                           std::vector<int> qk_conv_layers = {}, bool attn_sink = false, bool pointer = false, bool logn_learn = false) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.pointer = pointer;
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
+    cfg.logn_learn = logn_learn;
     cfg.qk_conv = qk_conv;
     cfg.qk_conv_layers = qk_conv_layers;
     cfg.attn_sink = attn_sink;
@@ -102,7 +103,7 @@ static void test_gradients(uint64_t seed, std::vector<int> nope_layers = {}, int
     }
     const std::string nope = (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
                              (logn_attn ? ", log-n attention from position " + std::to_string(logn_attn) : "") +
-                             (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "") +
+                             (logn_learn ? " (learned slopes)" : "") + (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "") +
                              (qk_conv_layers.empty() ? "" : " in layers " + int_list_text(qk_conv_layers)) +
                              (attn_sink ? ", attention sinks" : "") + (pointer ? ", a pointer" : "");
     report(worst <= tol, ("model gradient" + nope + ", all tensors (worst " + worst_name + ")").c_str(), worst, tol);
@@ -164,6 +165,70 @@ static void test_logn_attn(uint64_t seed) {
         what = e.what();
     }
     report(what.find("NoPE layers") != std::string::npos, "log-n attention in a model without NoPE layers is refused", 0, 0);
+}
+
+// Learned log-n slopes: an (H) tensor per NoPE layer, out of weight decay, in the config's JSON
+// and the parameter count, started where the fixed factor is (the same loss as the model without
+// them, to rounding); other slopes change the loss (control), and a slope acts on its own head only.
+static void test_logn_learn(uint64_t seed) {
+    gc::Rng rng(seed);
+    GPTConfig fixed = tiny_config();
+    fixed.n_layer = 3, fixed.nope_layers = {0, 2}, fixed.logn_attn = 100;
+    GPTConfig learn = fixed;
+    learn.logn_learn = true;
+    GPT<double> a(fixed), b(learn);
+    a.init_weights(seed);
+    b.init_weights(seed);
+    for (double& w : a.params) w += rng.uniform(-0.3, 0.3);
+    size_t slopes = 0, total = 0;
+    bool shapes = true, started = true;
+    for (const ParamTensor& t : b.layout) {
+        total += t.size;
+        shapes = shapes && t.offset % kParamAlign == 0;
+        if (t.name.find("attn.logn_slope") == std::string::npos) {
+            const auto same = std::find_if(a.layout.begin(), a.layout.end(), [&](const ParamTensor& p) { return p.name == t.name; });
+            std::copy(a.params.begin() + same->offset, a.params.begin() + same->offset + same->size, b.params.begin() + t.offset);
+            continue;
+        }
+        slopes++;
+        shapes = shapes && t.shape == std::vector<int>{learn.n_head} && !t.decay && t.name.find("blocks.1.") == std::string::npos;
+        for (size_t i = 0; i < t.size; i++) started = started && b.params[t.offset + i] == 1.0 / std::log(100.0);
+    }
+    report(slopes == 2 && shapes && (long long)total == config_param_count(learn),
+           "log-n slopes: an (H) tensor per NoPE layer only, no decay, counted, every tensor aligned", (double)slopes, 2);
+    report(started, "log-n slopes start at 1 / ln(base)", 0, 0);
+    report(config_from_json(config_to_json(learn)).logn_learn && !config_from_json(config_to_json(fixed)).logn_learn,
+           "log-n slopes: the config's JSON keeps them", 0, 0);
+    const Batch x = random_batch(rng, fixed.vocab_size);  // positions 1000 ..., all past the base
+    auto loss = [&](GPT<double>& m) { return m.forward(x.tokens.data(), x.targets.data(), nullptr, x.B, x.T, x.pos.data()); };
+    const double la = loss(a), lb = loss(b);
+    report(std::fabs(la - lb) <= 1e-12 * std::fabs(la), "log-n slopes at their start == the fixed factor", std::fabs(la - lb), 1e-12);
+    // One head's slope moved: that head's queries change, the others' do not.
+    const ParamTensor& s0 = *std::find_if(b.layout.begin(), b.layout.end(), [](const ParamTensor& t) { return t.name == "blocks.0.attn.logn_slope"; });
+    b.params[s0.offset + 1] *= 2;
+    const double lc = loss(b);
+    report(std::fabs(lc - la) > 1e-6, "a log-n slope moved changes the loss (control)", std::fabs(lc - la), 1e-6);
+    const int H = learn.n_head, D = learn.head_dim();
+    const std::vector<double> qkv = b.acts[0].qkv;  // layer 0's scaled queries
+    b.params[s0.offset + 1] /= 2;
+    loss(b);
+    double head0 = 0, head1 = 0;
+    for (int t = 0; t < x.T; t++)
+        for (int d = 0; d < D; d++) {
+            const size_t i = (size_t)t * 3 * H * D;
+            head0 = std::max(head0, std::fabs(qkv[i + d] - b.acts[0].qkv[i + d]));
+            head1 = std::max(head1, std::fabs(qkv[i + D + d] - b.acts[0].qkv[i + D + d]));
+        }
+    report(head0 == 0 && head1 > 1e-6, "a log-n slope scales its own head's queries only", head0, 0);
+    std::string what;
+    GPTConfig off = learn;
+    off.logn_attn = 0;
+    try {
+        validate_config(off, /*allow_any_head_dim=*/true);
+    } catch (const FatalError& e) {
+        what = e.what();
+    }
+    report(what.find("--logn-attn N") != std::string::npos, "learned log-n slopes without log-n attention are refused", 0, 0);
 }
 
 static void test_float_matches_double(uint64_t seed) {
@@ -470,13 +535,14 @@ static void test_qk_conv_layers(uint64_t seed) {
 // Dilated patterns: nested segments; and segments that do not divide one another, with a dilation
 // above the head count (offset classes that no head keeps) and one that does not divide its segment.
 static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows, std::vector<int> nope_layers = {},
-                          int logn_attn = 0, int qk_conv = 0, bool attn_sink = false, bool pointer = false) {
+                          int logn_attn = 0, int qk_conv = 0, bool attn_sink = false, bool pointer = false, bool logn_learn = false) {
     gc::Rng rng(seed);
     GPTConfig cfg = tiny_config();
     cfg.n_layer = 3;
     cfg.pointer = pointer;
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
+    cfg.logn_learn = logn_learn;
     cfg.qk_conv = qk_conv;
     cfg.attn_sink = attn_sink;
     AttnPattern bs;
@@ -491,6 +557,9 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
     for (const ParamTensor& t : full.layout)  // sinks that weigh: near the scores of the keys
         if (t.name.find("attn.sink") != std::string::npos)
             for (size_t i = 0; i < t.size; i++) full.params[t.offset + i] = rng.uniform(-1, 2);
+    for (const ParamTensor& t : full.layout)  // slopes of their own, a head's unlike another's
+        if (t.name.find("attn.logn_slope") != std::string::npos)
+            for (size_t i = 0; i < t.size; i++) full.params[t.offset + i] = rng.uniform(0.05, 1.5);
     if (pointer) full.params[full.layout.back().offset] = 0;  // the gate half open: the copy weighs
     std::vector<int> tokens(B * N), targets(B * N);
     for (int& t : tokens) t = rng.randint(0, pointer ? 5 : cfg.vocab_size - 1);  // a pointer's: tokens that recur
@@ -530,8 +599,8 @@ static void test_kv_cache(uint64_t seed, const AttnPattern& dil, int packed_rows
                              std::to_string(dil.dilated.segments[1]) + " r " + std::to_string(dil.dilated.dilations[0]) + "," +
                              std::to_string(dil.dilated.dilations[1]) + (nope_layers.empty() ? "" : ", NoPE layers " + int_list_text(nope_layers)) +
                              (logn_attn ? ", log-n from " + std::to_string(logn_attn) : "") +
-                             (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "") + (attn_sink ? ", sinks" : "") +
-                             (pointer ? ", a pointer" : "");
+                             (logn_learn ? " (learned slopes)" : "") + (qk_conv ? ", q/k convolution " + std::to_string(qk_conv) : "") +
+                             (attn_sink ? ", sinks" : "") + (pointer ? ", a pointer" : "");
     report(worst < 1e-10, name.c_str(), worst, 1e-10);
     report(worst_loss < 1e-10, (name + ": the losses").c_str(), worst_loss, 1e-10);
     if (pointer) {  // a cache copied by gather goes on as the one it copies: the keys and tokens came along
@@ -731,6 +800,9 @@ static int main_body(int argc, char** argv) {
     test_pointer(seed);
     test_nope_layers(seed);
     test_logn_attn(seed);
+    test_gradients(seed, {0, 1}, 30, 0, {}, false, false, true);
+    test_gradients(seed, {1}, 30, 3, {}, true, false, true);
+    test_logn_learn(seed);
     test_float_matches_double(seed);
     test_document_mask(seed);
     test_determinism(seed);
@@ -748,6 +820,7 @@ static int main_body(int argc, char** argv) {
     test_kv_cache(seed, dilated_pattern(true, {4, 8}, {1, 2}), 4 + 4, {}, 0, 0, true);
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10, 3, true);
     test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10, 3, true, true);
+    test_kv_cache(seed, dilated_pattern(true, {6, 9}, {4, 3}), 2 + 3, {0, 2}, 10, 3, true, false, true);
     test_sliding_perplexity(seed, false);
     test_sliding_perplexity(seed, true);
     test_kv_cache_file(seed);

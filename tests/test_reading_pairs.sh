@@ -45,7 +45,7 @@ grep -q '^== GPU 1, seed 12: stub train hybrid128k-readsink@12 hybrid128k-readco
 
 # The recipes at more tokens get task shards as many times larger: recipe, its base, shard size, how much.
 for spec in "readsink2x|readsink|100M|twice" "readsinkhd128x3|readsinkhd128|150M|three times" "readsinkhd128x3c16|readsinkhd128x3|150M|three times" \
-            "readsinkhd128x3c16ptr|readsinkhd128x3c16|150M|three times"; do
+            "readsinkhd128x3c16ptr|readsinkhd128x3c16|150M|three times" "readsinkhd128x3c16ls|readsinkhd128x3c16|150M|three times"; do
     IFS='|' read -r v base size times <<< "$spec"
     : > "$CALLS"; : > "$CALLS.shard"
     scripts/reading_study.sh pairs train "hybrid128k-$v" "hybrid128k-$base" 11 12 > "$work/train_$v.log" 2>&1
@@ -180,6 +180,21 @@ echo 'stopped after step 11508 of 11700 (--time-limit): --resume with the same f
 ! grep -qE 'data|train:' "$CALLS" && [ "$(grep -c 'eval:' "$CALLS")" -eq 3 ] \
     && pass "score: FINISH_UNTIL=0 (pairs and seeds, which finish their runs first) scores without training" \
     || fail "score with FINISH_UNTIL=0: calls: $(cat "$CALLS")"
+# A run whose NoPE heads learn their log-n slopes (ls) gets what it learned beside its scores; the
+# other run of the call does not.
+cat > "$site/scripts/logn_slopes.py" <<'STUB'
+import os, sys
+open(os.environ["CALLS"], "a").write("slopes|" + " ".join(sys.argv[1:]) + "\n")
+print("| layer | head | slope |")
+STUB
+: > "$CALLS"
+(cd "$site" && FINISH_UNTIL=0 scripts/reading_study.sh score hybrid128k-readsinkhd128x3c16ls@11 hybrid128k-readsinkhd128x3c16@11 > score_ls.log 2>&1)
+rc=$?
+[ $rc -eq 0 ] && [ "$(grep '^slopes' "$CALLS")" = "slopes|out/study/hybrid128k-readsinkhd128x3c16ls@11" ] \
+    && grep -q '^| layer | head | slope |' "$site/build/rs/hybrid128k-readsinkhd128x3c16ls@11_slopes.md" \
+    && [ ! -e "$site/build/rs/hybrid128k-readsinkhd128x3c16@11_slopes.md" ] \
+    && pass "score: the ls run's learned log-n slopes in its _slopes.md, the other run none" \
+    || fail "score with an ls run: exit $rc, calls: $(cat "$CALLS"), files: $(ls "$site/build/rs" | grep slopes)"
 rm -r "$site/build/rs"
 
 : > "$CALLS"

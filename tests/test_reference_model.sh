@@ -2,7 +2,7 @@
 # scripts/reference_model.py (numpy, float64, every hyperparameter from the checkpoint's metadata)
 # against `infer --device cpu --logits-out` on tiny checkpoints of every attention pattern (dense,
 # dilated, block-sparse with every builder, a per-head layout file, fixed, NoPE with log-n, a
-# q/k convolution, attention sinks, a per-layer list), to 1e-4 of the logits' scale over every position of a prompt longer than the
+# q/k convolution, attention sinks, learned log-n slopes, a per-layer list), to 1e-4 of the logits' scale over every position of a prompt longer than the
 # patterns' segments, strides and blocks. Deliberate mistakes in the reference (--break) must be
 # seen: each pattern's mask, the LayerNorm epsilon, the rotary pairing and layer, log-n. The
 # checkpoint's "forward" record: one that contradicts this build is refused in one line, one
@@ -89,9 +89,24 @@ make_case qkconvpart --layers 3 --nope-layers 1,2 --qk-conv 4 --qk-conv-layers 2
 # Attention sinks (one more score per head, of value zero), beside a dilated layer: left out, seen.
 make_case sink --layers 2 --attn dilated,dense --segments 16,32 --dilations 1,2 --nope-layers 1 --attn-sink --lr 3e-2 \
     && { matches sink; sees sink sink; }
+# Learned log-n slopes (one per head of the NoPE layer), moved well off their start by a high rate:
+# the fixed factor instead of them is seen.
+make_case slope --layers 2 --nope-layers 1 --logn-attn 4 --logn-learn --lr 3e-2 \
+    && { matches slope; sees slope slope; sees slope logn; }
+# scripts/logn_slopes.py reads what the slopes learned: a row per head of the NoPE layer only (2
+# heads of layer 1), moved off their start; a model without learned slopes is named and exits 1.
+if out=$("$py" scripts/logn_slopes.py "$work/slope" 2>&1) && [ "$(grep -cE '^\| 1 \| [01] \| ' <<< "$out")" -eq 2 ] \
+        && [ "$(grep -cE '^\| [0-9]+ \| [0-9]+ \| ' <<< "$out")" -eq 2 ] && ! grep -qE '^\| 1 \| [01] \| [0-9.]+ \| 1\.00 \|' <<< "$out"; then
+    pass "logn_slopes.py: the NoPE layer's two heads, moved off their start"
+else
+    fail "logn_slopes.py on the slope model: $out"
+fi
+out=$("$py" scripts/logn_slopes.py "$work/nope_logn" 2>&1) && fail "logn_slopes.py on a model without slopes exited 0: $out" \
+    || { grep -q 'no learned log-n slopes' <<< "$out" && pass "logn_slopes.py: a model without learned slopes is named, exit 1" \
+         || fail "logn_slopes.py without slopes: $out"; }
 # Prefilled in chunks of 7 tokens (the convolution's rows carried from chunk to chunk), the cache
 # gives the same logits.
-for name in hybrid qkconv sink; do
+for name in hybrid qkconv sink slope; do
     if build/infer --checkpoint "$work/$name" --device cpu --prompt "$prompt" --chunk 7 --logits-out "$work/${name}7.logits" \
             > "$work/${name}7.log" 2>&1; then
         out=$("$py" scripts/reference_model.py "$(ckpt $name)" --compare "$work/${name}7.logits" 2>&1) \

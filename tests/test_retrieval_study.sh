@@ -82,9 +82,9 @@ grep -q 'stage: windows of 2048 tokens, 1 per step' "$STUDY_OUT/hybrid128k@1_tra
     pass "hybrid128k: the curriculum reaches its last window; layers 1, 3, 5 are NoPE" || fail "hybrid128k's log: $(grep -E 'stage|rotary' "$STUDY_OUT/hybrid128k@1_train.log" | head -4)"
 
 # The depth-0 variants start on their own shards (one step each).
-for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart readfirst readsink readsink2x readsinkhd128 readsinkhd128x3 readsinkhd128x3c8 readsinkhd128x3c8ptr; do
+for v in pkfar whole leadmk read readmore readfar readwide readconv readconvpart readfirst readsink readsink2x readsinkhd128 readsinkhd128x3 readsinkhd128x3c8 readsinkhd128x3c8ptr readsinkhd128x3c8ls; do
     $study train:hybrid128k-$v@1:0.0001 > "$work/v_$v.log" 2>&1
-    shard=tasks4k-${v/readwide/read}.bin; shard=${shard/ptr.bin/.bin}; shard=${shard/readconvpart/read}; shard=${shard/readconv/read}; shard=${shard/readsink2x/read}
+    shard=tasks4k-${v/readwide/read}.bin; shard=${shard/ptr.bin/.bin}; shard=${shard/ls.bin/.bin}; shard=${shard/readconvpart/read}; shard=${shard/readconv/read}; shard=${shard/readsink2x/read}
     shard=${shard/readsinkhd128x3c8/read}; shard=${shard/readsinkhd128x3/read}; shard=${shard/readsinkhd128/read}; shard=${shard/readsink/read}
     grep -q '^stopped after step' "$STUDY_OUT/hybrid128k-$v@1_train.log" && { [ $v = whole ] || grep -q "$shard" "$STUDY_OUT/hybrid128k-$v@1_train.log"; } ||
         { fail "hybrid128k-$v: $(tail -3 "$STUDY_OUT/hybrid128k-$v@1_train.log")"; continue; }
@@ -129,6 +129,11 @@ hd128_recipe readsinkhd128x3c8ptr 8 "$(sched readsinkhd128x3)" "readsinkhd128x3c
 grep -q '^pointer: a copy head' "$STUDY_OUT/hybrid128k-readsinkhd128x3c8ptr@1_train.log" && ! grep -q '^pointer' "$STUDY_OUT/hybrid128k-readsinkhd128x3c8@1_train.log" &&
     pass "hybrid128k-readsinkhd128x3c8ptr: readsinkhd128x3c8 with a pointer (train --pointer)" ||
     fail "readsinkhd128x3c8ptr's pointer: $(grep -E '^(model|pointer)' "$STUDY_OUT"/hybrid128k-readsinkhd128x3c8*@1_train.log)"
+hd128_recipe readsinkhd128x3c8ls 8 "$(sched readsinkhd128x3)" "readsinkhd128x3c8 with the name's ls"
+grep -q 'each head learns its slope' "$STUDY_OUT/hybrid128k-readsinkhd128x3c8ls@1_train.log" &&
+    ! grep -q 'learns its slope' "$STUDY_OUT/hybrid128k-readsinkhd128x3c8@1_train.log" && ! grep -q '^pointer' "$STUDY_OUT/hybrid128k-readsinkhd128x3c8ls@1_train.log" &&
+    pass "hybrid128k-readsinkhd128x3c8ls: readsinkhd128x3c8 whose NoPE heads learn their log-n slopes (train --logn-learn)" ||
+    fail "readsinkhd128x3c8ls's slopes: $(grep -E '^(rotary|pointer)' "$STUDY_OUT"/hybrid128k-readsinkhd128x3c8*@1_train.log)"
 # TPS below a window: each stage keeps its share of the tokens, a window longer than TPS one a step.
 TPS=1024 $study train:hybrid128k@3:0.0001 > "$work/tps.log" 2>&1
 grep -q 'stage from step 0: windows of 512 tokens, 2 per step' "$STUDY_OUT/hybrid128k@3_train.log" &&

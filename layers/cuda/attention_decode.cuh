@@ -121,6 +121,7 @@ struct StepArgs {
     bf16* out;       // (B, H, D) and (B, H): the merged O and log-sum-exp
     float* lse;
     const bf16* sink;  // (H) the layer's sink logits (layers/attn_sink.h), or nullptr: none
+    const bf16* logn_slope;  // (H) its heads' learned log-n slopes (layers/rope.h), or nullptr: the fixed factor
     int prefetch_rows;  // how many of its piece's rows a dense layer's block fetches into L2 before the wait
 };
 
@@ -224,7 +225,7 @@ __device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* _
         }
         if (tid < HALF && end > row0) {
             if (st.theta != 0.0f) rope_angle(p, tid, D, st.theta, cs, sn);
-            logn = logn_factor(p, st.logn_base);
+            logn = logn_factor(p, st.logn_base, st.logn_slope, h);
         }
         pdl_wait();
     }
@@ -451,18 +452,18 @@ inline int g_decode_prefetch_rows = decode::kThreads;  // StepArgs::prefetch_row
 
 // One token per sequence through a layer's attention in one launch, from qkv_pre (B, 3, H, D),
 // the qkv product's rows before rope: the same bits, in out, lse and the branches, as
-// rope_forward_cuda + logn_scale_queries_cuda (theta, logn_base: the layer's) +
+// rope_forward_cuda + logn_scale_queries_cuda (theta, logn_base, logn_slope: the layer's) +
 // cache_append_cuda + attention_decode_cuda. tickets: (B, H) ints, zero before the first call;
 // each call leaves them zero (one launch at a time may use them).
 inline void attention_decode_step_cuda(bf16* out, float* lse, const bf16* qkv_pre, const std::vector<CacheBranch<bf16>>& branches,
                                        const int* pos_dev, int B, int H, int D, float scale, float theta, int logn_base,
                                        const DecodePieces& cut, float* po, float* pl, int* tickets, cudaStream_t stream,
-                                       const bf16* sink = nullptr) {
+                                       const bf16* sink = nullptr, const bf16* logn_slope = nullptr) {
     decode::check_head_dim(D, "attention_decode_step_cuda");
     const decode::Branches br = decode::make_branches(branches, H, cut);
     const dim3 grid(br.first_piece[br.n], H, B);
     const float scale_log2 = scale * 1.4426950408889634f;
-    const decode::StepArgs st{theta, logn_base, tickets, out, lse, sink, g_decode_prefetch_rows};
+    const decode::StepArgs st{theta, logn_base, tickets, out, lse, sink, logn_slope, g_decode_prefetch_rows};
     if (D == 64) launch_pdl(decode::attention_decode_step_kernel<64>, grid, decode::kThreads, 0, stream, po, pl, qkv_pre, br, pos_dev, scale_log2, st);
     else launch_pdl(decode::attention_decode_step_kernel<128>, grid, decode::kThreads, 0, stream, po, pl, qkv_pre, br, pos_dev, scale_log2, st);
 }

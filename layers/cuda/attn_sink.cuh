@@ -12,6 +12,7 @@
 // every run rounds dsink the same way.
 #pragma once
 #include "layers/cuda/common.cuh"
+#include "layers/cuda/head_sums.cuh"
 #include "layers/cuda/pack.cuh"
 
 constexpr int kSinkThreads = 256;  // threads per block, both kernels
@@ -85,23 +86,7 @@ __global__ void attn_sink_backward_partial_kernel(float* __restrict__ partial, c
             mine += w[u] * delta;
         }
     }
-    __shared__ float group_sums[kSinkThreads];
-    if (threadIdx.x % per_row == 0) group_sums[g] = mine;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float total = 0;
-        for (int i = 0; i < groups; i++) total += group_sums[i];
-        partial[(size_t)h * gridDim.x + blockIdx.x] = total;
-    }
-}
-
-// One warp per head: dsink[h] -= the head's partials, each lane's in order, then a fixed butterfly.
-__global__ void attn_sink_backward_sum_kernel(float* __restrict__ dsink, const float* __restrict__ partial, int slabs) {
-    const int h = blockIdx.x, lane = threadIdx.x;
-    float total = 0;
-    for (int x = lane; x < slabs; x += 32) total += partial[(size_t)h * slabs + x];
-    total = warp_sum(total);
-    if (lane == 0) dsink[h] -= total;
+    store_block_partial<kSinkThreads>(partial, mine, per_row, g);
 }
 
 // The scratch attn_sink_backward_cuda needs for B N rows and H heads, in floats.
@@ -133,6 +118,6 @@ inline void attn_sink_backward_cuda(float* dsink, const bf16* dout, const bf16* 
     const int slabs = ceil_div(rows, kSinkSlab);
     attn_sink_backward_partial_kernel<<<dim3(slabs, H), kSinkThreads, 0, stream>>>(scratch, dout, out, lse, sink, rows, N, H, D);
     CUDA_CHECK_LAST();
-    attn_sink_backward_sum_kernel<<<H, 32, 0, stream>>>(dsink, scratch, slabs);
+    add_head_partials_kernel<<<H, 32, 0, stream>>>(dsink, scratch, slabs, -1.0f);  // dsink[h] -= the head's sum
     CUDA_CHECK_LAST();
 }

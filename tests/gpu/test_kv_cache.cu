@@ -136,8 +136,10 @@ static void test_decode_kernels(gc::Rng& rng, int D, int B, int H, const std::ve
 // attention_decode_step_cuda (one launch: rope, log-n, append, attention, merge) against the
 // four launches it replaces, on two copies of the same cache: the same bits in O, the
 // log-sum-exp and every cached row; and O against the CPU reference in float64. Two tokens in a row (p, p + 1): the second finds the tickets the first left at zero.
+// slopes: the heads' learned log-n slopes (empty: the fixed factor).
 static void test_decode_step(gc::Rng& rng, int D, int B, int H, const std::vector<CacheBranchShape>& shapes, long long p,
-                             const DecodePieces& cut, float theta, int logn_base, const std::string& what) {
+                             const DecodePieces& cut, float theta, int logn_base, const std::string& what,
+                             const std::vector<double>& slopes = {}) {
     const int C = H * D;
     DevArena mem;
     TestCaches t = filled_caches(rng, mem, shapes, B, H, D, p + 2, p - 1, 2);  // rows before p, in both copies
@@ -148,6 +150,10 @@ static void test_decode_step(gc::Rng& rng, int D, int B, int H, const std::vecto
     int* tickets = mem.alloc<int>((size_t)B * H, 0);
     bf16* qkv = mem.alloc<bf16>((size_t)B * 3 * C, 0xff);
     const double scale = 1.0 / std::sqrt((double)D);
+    const std::vector<bf16> slope_bf = to_bf16(slopes);
+    const std::vector<double> slope_d = as_double(slope_bf);  // the reference reads the bf16 slopes the kernels do
+    const bf16* slope_dev = slopes.empty() ? nullptr : mem.upload(slope_bf);
+    const double* slope_ref = slopes.empty() ? nullptr : slope_d.data();
     double worst = 0;
     size_t diff = 0;
     for (long long pt = p; pt <= p + 1; pt++) {
@@ -162,7 +168,7 @@ static void test_decode_step(gc::Rng& rng, int D, int B, int H, const std::vecto
         rope_forward(qkv_r.data(), as_double(pre_bf).data(), &pi, B, 1, H, D, theta);
         qkv_r = as_double(to_bf16(qkv_r));
         if (logn_base) {
-            logn_scale_queries(qkv_r.data(), &pi, B, 1, H, D, logn_base);
+            logn_scale_queries(qkv_r.data(), &pi, B, 1, H, D, logn_base, slope_ref);
             qkv_r = as_double(to_bf16(qkv_r));
         }
         cache_append(ref, qkv_r.data(), pt, 1, B, H, D);
@@ -172,12 +178,13 @@ static void test_decode_step(gc::Rng& rng, int D, int B, int H, const std::vecto
         bf16 *o4 = mem.alloc<bf16>((size_t)B * C, 0xff), *o1 = mem.alloc<bf16>((size_t)B * C, 0xff);
         float *l4 = mem.alloc<float>((size_t)B * H, 0xff), *l1 = mem.alloc<float>((size_t)B * H, 0xff);
         rope_forward_cuda(qkv, pre_dev, pos, B, 1, H, D, theta, 0);
-        logn_scale_queries_cuda(qkv, pos, B, 1, H, D, logn_base, 0);
+        logn_scale_queries_cuda(qkv, pos, B, 1, H, D, logn_base, 0, slope_dev);
         cache_append_cuda(four, qkv, pos, 1, B, H, D, 0);
         attention_decode_cuda(o4, l4, qkv, 3 * C, four, pos, B, H, D, (float)scale, cut, po, pl, 0);
         CUDA_CHECK(cudaMemset(po, 0xff, (size_t)B * S * C * 4));  // poison again: the one launch writes its own
         CUDA_CHECK(cudaMemset(pl, 0xff, (size_t)B * S * H * 4));
-        attention_decode_step_cuda(o1, l1, pre_dev, one, pos, B, H, D, (float)scale, theta, logn_base, cut, po, pl, tickets, 0);
+        attention_decode_step_cuda(o1, l1, pre_dev, one, pos, B, H, D, (float)scale, theta, logn_base, cut, po, pl, tickets, 0,
+                                   nullptr, slope_dev);
         const std::vector<bf16> a = download(o4, (size_t)B * C), b = download(o1, (size_t)B * C);
         const std::vector<float> la = download(l4, (size_t)B * H), lb = download(l1, (size_t)B * H);
         diff += gc::count_bit_mismatch(a.data(), b.data(), a.size()) + gc::count_bit_mismatch(la.data(), lb.data(), la.size());
@@ -323,6 +330,8 @@ static int main_body(bool kernels_only) {
             const std::string d = "D " + std::to_string(D);
             test_decode_step(rng, D, 3, 5, longnet, 599, pieces_of(7), 10000.0f, 0, d + ", dilated 64/96/200 r 1/3/16, p 599, 600");
             test_decode_step(rng, D, 2, 5, longnet, 191, pieces_of(16), 0.0f, 100, d + ", dilated, NoPE with log-n from 100, p 191, 192");
+            test_decode_step(rng, D, 2, 5, longnet, 191, pieces_of(16), 0.0f, 100,
+                             d + ", dilated, NoPE with learned log-n slopes from 100, p 191, 192", {0.05, 0.4, 1.5, 0.9, 3.0});
             test_decode_step(rng, D, 2, 3, dense, 1030, pieces_of(100), 500.0f, 0, d + ", dense, theta 500, p 1030, 1031");
         }
         test_decode_step(rng, 64, 1, 12, dense, 5000, pieces_of(7), 10000.0f, 300, "D 64, dense, 12 heads, p 5000: 251 pieces, log-n from 300");
@@ -360,7 +369,8 @@ static int main_body(bool kernels_only) {
         // step, the graph and the four launches below), layers 0 and 2 NoPE, a q/k convolution of
         // 3 in layer 2 only (--qk-conv-layers 2), so a step mixes convolved and plain NoPE layers.
         cfg.nope_layers = with_bs == 2 || with_bs == 0 ? std::vector<int>{0, 2} : std::vector<int>{};
-        cfg.logn_attn = with_bs == 2 ? 100 : 0;
+        cfg.logn_attn = with_bs == 2 ? 100 : with_bs == 0 ? 60 : 0;
+        cfg.logn_learn = with_bs == 0;  // learned slopes where every layer decodes in the one-launch step
         cfg.qk_conv = with_bs == 2 ? 4 : with_bs == 0 ? 3 : 0;
         if (with_bs == 0) cfg.qk_conv_layers = {2};
         // Attention sinks without the fixed layer: in the decode step's merge (direct decoding) and
@@ -368,7 +378,8 @@ static int main_body(bool kernels_only) {
         cfg.attn_sink = with_bs < 2;
         CudaBackend full(cfg, AttnBackend::Flash);
         full.init_weights(5);
-        if (cfg.qk_conv || cfg.attn_sink) {  // convolutions off the identity, so that the rows before a chunk count; sinks that weigh
+        if (cfg.qk_conv || cfg.attn_sink) {  // convolutions off the identity, so that the rows before a chunk count; sinks that
+                                             // weigh; slopes of their own, a head's unlike another's
             std::vector<float> w(full.num_params());
             full.get_params(w.data());
             for (const ParamTensor& t : param_layout(cfg)) {
@@ -376,6 +387,8 @@ static int main_body(bool kernels_only) {
                     for (size_t i = 0; i < t.size; i++) w[t.offset + i] += (float)rng.uniform(-0.5, 0.5);
                 if (t.name.find("attn.sink") != std::string::npos)
                     for (size_t i = 0; i < t.size; i++) w[t.offset + i] = (float)rng.uniform(-1, 2);
+                if (t.name.find("attn.logn_slope") != std::string::npos)
+                    for (size_t i = 0; i < t.size; i++) w[t.offset + i] = (float)rng.uniform(0.05, 1.5);
             }
             full.set_params(w.data());
         }
@@ -385,7 +398,8 @@ static int main_body(bool kernels_only) {
             for (int t = 0; t < N; t++) full.logits_at(want[(size_t)b * N + t].data(), b, t);
         const std::string layers = with_bs == 2 ? "dense + dilated + fixed l32 c4, NoPE layers 0, 2 with log-n from 100, q/k conv 4"
                                    : with_bs   ? "dense + dilated + block-sparse, sinks"
-                                               : "dense + dilated + dilated 24/40 r 4/3, NoPE layers 0, 2, q/k conv 3 in layer 2, sinks";
+                                               : "dense + dilated + dilated 24/40 r 4/3, NoPE layers 0, 2 with learned log-n slopes from 60, "
+                                                 "q/k conv 3 in layer 2, sinks";
         bool fixed = true;
         std::vector<float> graph_logits, eager_logits;
         KVCacheCuda::kUseGraphs = true;

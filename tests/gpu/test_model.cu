@@ -38,7 +38,7 @@ static Batch make_batch(gc::Rng& rng, int B, int T, int V, bool doc_mask) {
 
 static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std::vector<AttnPattern> layer_attn = {},
                           std::vector<int> nope_layers = {}, int logn_attn = 0, int qk_conv = 0, std::vector<int> qk_conv_layers = {},
-                          bool attn_sink = false, bool pointer = false, int head_dim = 64, int pointer_ids = 23) {
+                          bool attn_sink = false, bool pointer = false, int head_dim = 64, int pointer_ids = 23, bool logn_learn = false) {
     gc::Rng rng(seed);
     GPTConfig cfg;
     cfg.vocab_size = 1003, cfg.n_layer = 2, cfg.n_embd = 3 * head_dim, cfg.n_head = 3;
@@ -46,6 +46,7 @@ static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std
     cfg.layer_attn = layer_attn;  // empty: every layer dense
     cfg.nope_layers = nope_layers;
     cfg.logn_attn = logn_attn;
+    cfg.logn_learn = logn_learn;
     cfg.qk_conv = qk_conv;
     cfg.qk_conv_layers = qk_conv_layers;
     cfg.attn_sink = attn_sink;
@@ -62,6 +63,8 @@ static void compare_model(AttnBackend attn, const char* name, uint64_t seed, std
     for (const ParamTensor& t : param_layout(cfg))  // sinks that take a share of every row: their gradient matters
         if (t.name.find("attn.sink") != std::string::npos)
             for (size_t i = 0; i < t.size; i++) w[t.offset + i] = round_bf16((float)rng.uniform(-1, 2));
+        else if (t.name.find("attn.logn_slope") != std::string::npos)  // a head's slope unlike another's
+            for (size_t i = 0; i < t.size; i++) w[t.offset + i] = round_bf16((float)rng.uniform(0.05, 1.5));
         else if (t.name == "ptr.gate.bias")  // a gate half open: both sides of the mixture carry gradient
             w[t.offset] = 0.0f;
     GPT<double> ref(cfg);
@@ -402,6 +405,12 @@ static int main_body(int argc, char** argv) {
     compare_model(AttnBackend::Cudnn, "cudnn attention with sinks", seed + 17, {}, {}, 0, 0, {}, true);
     compare_model(AttnBackend::Flash, "flash, dilated layer + NoPE dense layer with log-n from 40, sinks, doc mask", seed + 18,
                   {dilated, AttnPattern{}}, {1}, 40, 0, {}, true);
+    // Learned log-n slopes (one per head of the NoPE layer: the slopes' gradient, dq scaled by each
+    // head's factor), beside a q/k convolution and sinks, heads of 64 and 128.
+    compare_model(AttnBackend::Flash, "flash, dense + NoPE dense layer with learned log-n slopes from 40, doc mask", seed + 30, {}, {1}, 40,
+                  0, {}, false, false, 64, 23, true);
+    compare_model(AttnBackend::Flash, "flash, NoPE layers with learned log-n slopes from 40, q/k conv 4, sinks, heads of 128", seed + 31,
+                  {}, {0, 1}, 40, 4, {}, true, false, 128, 23, true);
     pointer_cases();
     compare_training(seed + 2);
     check_vocab_errors(seed + 4);

@@ -535,13 +535,16 @@ static void test_rope() {
 }
 
 // Log-n attention's query scaling (in place on q; k and v must come back untouched), with the
-// base inside the rows (some scaled, some not), below them all, and a decoded token far out.
+// base inside the rows (some scaled, some not), below them all, and a decoded token far out; then
+// with learned slopes (one per head, one near 0 and one steep): the forward, dq (the same scaling
+// on dq'), and the slopes' gradient against the reference in double from the same bf16 inputs,
+// added into what dslope held, its scratch poisoned, two runs bit-identical.
 static void test_logn_scale() {
     if (!selected("rope")) return;
     struct LognCase {
         int D, offset, T, base;
     };
-    const LognCase cases[] = {{64, 0, 0, 100}, {128, 1000000, 0, 131072}, {64, 1048575, 1, 32768}, {64, 50, 1, 4096}};
+    const LognCase cases[] = {{64, 0, 0, 100}, {128, 1000000, 0, 131072}, {64, 1048575, 1, 32768}, {64, 50, 1, 4096}, {128, 3, 517, 64}};
     int variant = 0;
     for (const LognCase& lc : cases) {
         gc::Rng rng = case_rng("logn", variant++);
@@ -550,14 +553,42 @@ static void test_logn_scale() {
         const size_t n = (size_t)B * T * 3 * H * D;
         std::vector<int> pos(T);
         for (int t = 0; t < T; t++) pos[t] = lc.offset + t;
-        VF x = rand_bf16(n, rng, -1, 1);
+        const VF x = rand_bf16(n, rng, -1, 1), dx = rand_bf16(n, rng, -1, 1);
         DBuf<int> d_pos(T);
-        DBuf<bf16> d_x(n);
+        DBuf<bf16> d_x(n), d_dx(n), d_slope(H);
         up(d_pos, pos), up(d_x, x);
         VD ref = to_d(x);
         logn_scale_queries(ref.data(), pos.data(), B, T, H, D, lc.base);
         logn_scale_queries_cuda(d_x.p, d_pos.p, B, T, H, D, lc.base, g_stream);
         check_vs_base("fwd", "logn_scale_queries", shape, down(d_x), ref, round_bf16(ref));
+
+        VF slope = rand_bf16(H, rng, 0.05, 1.5);
+        slope[0] = (float)round_bf16(VD{0.001})[0], slope[H - 1] = (float)round_bf16(VD{3.0})[0];
+        up(d_x, x), up(d_slope, slope);
+        const VD slope_d = to_d(slope);
+        ref = to_d(x);
+        logn_scale_queries(ref.data(), pos.data(), B, T, H, D, lc.base, slope_d.data());
+        logn_scale_queries_cuda(d_x.p, d_pos.p, B, T, H, D, lc.base, g_stream, d_slope.p);
+        const VF q_scaled = down(d_x);
+        check_vs_base("fwd", "logn_scale_queries(slopes)", shape, q_scaled, ref, round_bf16(ref));
+        // The backward reads the GPU forward's scaled queries, as the model's does.
+        VD dslope(H, 0.0);
+        logn_slope_backward(dslope.data(), to_d(dx).data(), to_d(q_scaled).data(), slope_d.data(), pos.data(), B, T, H, D, lc.base);
+        VD dref = to_d(dx);
+        logn_scale_queries(dref.data(), pos.data(), B, T, H, D, lc.base, slope_d.data());
+        const VF dslope0 = rand_f32(H, rng, -1, 1);
+        DBuf<float> d_dslope(H), d_scratch(logn_slope_scratch_floats((long long)B * T, H));
+        VF got[2];
+        for (int run = 0; run < 2; run++) {
+            up(d_dslope, dslope0), up(d_dx, dx);
+            d_scratch.poison();
+            logn_slope_backward_cuda(d_dslope.p, d_dx.p, d_x.p, d_pos.p, d_slope.p, B, T, H, D, lc.base, d_scratch.p, g_stream);
+            got[run] = down(d_dslope);
+        }
+        check_f32("bwd", "logn_slope.dslope(+=)", shape, minus(got[0], dslope0), dslope, 1e-4, 1e-4);
+        check_bits("det", "logn_slope.bwd", shape, bit_mismatch(got[0], got[1]), "two runs");
+        logn_scale_queries_cuda(d_dx.p, d_pos.p, B, T, H, D, lc.base, g_stream, d_slope.p);
+        check_vs_base("bwd", "logn_scale_queries(slopes).dq", shape, down(d_dx), dref, round_bf16(dref));
     }
 }
 
