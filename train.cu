@@ -513,6 +513,10 @@ static std::vector<float> load_init_weights(const TrainArgs& a, const GPTConfig&
               cfg.pointer ? "asks for one" : "does not", ic.pointer ? "pass" : "drop");
     if (ic.logn_learn && !cfg.logn_learn)
         fatal("--init-from %s learns its log-n slopes and this run does not: pass --logn-learn", path.c_str());
+    // A slope is per unit of ln((p + 1) / N): under another N the same slopes are another model.
+    if (ic.logn_learn && ic.logn_attn != cfg.logn_attn)
+        fatal("--init-from %s learned its log-n slopes from --logn-attn %d and this run asks for %d: pass --logn-attn %d",
+              path.c_str(), ic.logn_attn, cfg.logn_attn, ic.logn_attn);
     bool same_convolutions = true;
     for (int l = 0; l < cfg.n_layer; l++) {
         if (ic.layer_qk_conv(l) && !cfg.layer_qk_conv(l))

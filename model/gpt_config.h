@@ -27,8 +27,9 @@ struct GPTConfig {
     int logn_attn = 0;
     // Each head of a NoPE layer learns the slope of its log-n factor: a query at p >= logn_attn is
     // scaled by 1 + s_h ln((p + 1) / logn_attn) (layers/rope.h logn_scale_queries), s_h starting
-    // at 1 / ln(logn_attn), where the factor is the fixed one above. The slopes, one (H) tensor
-    // per NoPE layer, are the model's "attn.logn_slope".
+    // at 1 / ln(logn_attn), where the factor is the fixed one above (to the rounding of the slope
+    // to bf16 on the GPU, ~4e-4 of the factor). The slopes, one (H) tensor per NoPE layer, are the
+    // model's "attn.logn_slope".
     bool logn_learn = false;
     // The NoPE layers' queries and keys pass a causal depthwise convolution of this many tokens
     // (0: off; layers/qk_conv.h), so that a head can match a phrase rather than one token. Its

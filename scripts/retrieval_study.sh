@@ -90,7 +90,7 @@
 #   hybrid128k-readsink...ptr  any readsink recipe above (cW ones included) with a pointer (train
 #              --pointer: a copy head over the final states mixed into the output in probability;
 #              e.g. hybrid128k-readsinkhd128x3c16ptr)
-#   hybrid128k-readsink...ls  any readsink recipe above (cW ones included) whose NoPE heads learn
+#   hybrid128k-readsink...ls  any readsink recipe above (cW ones included, ptr ones not) whose NoPE heads learn
 #              their log-n slopes (train --logn-learn: queries past LOGN scaled by 1 + s_h ln((p + 1) /
 #              LOGN), s_h from 1 / ln LOGN; e.g. hybrid128k-readsinkhd128x3c16ls)
 #   hybrid1m   hybrid128k@S (same seed) trained on from its weights at windows of 1M tokens split over the
@@ -136,8 +136,8 @@ gpu_count() {
 # q/k convolution over W tokens: conv_base prints the recipe without it, conv_width the W (else QKCONV's).
 # One named with a trailing ptr after that (hybrid128k-readsinkhd128x3c16ptr) is the recipe with a
 # pointer (train --pointer, layers/pointer.h), one with a trailing ls the recipe whose NoPE heads
-# learn their log-n slopes (train --logn-learn): pointer_flag and slope_flag print the flags,
-# without_ptr the rest.
+# learn their log-n slopes (train --logn-learn): one of the two, not both; pointer_flag and
+# slope_flag print the flags, without_ptr the rest.
 without_ptr() { if [[ $1 =~ ^(hybrid(128k|1m)-readsink[a-z0-9]*)(ptr|ls)$ ]]; then echo "${BASH_REMATCH[1]}"; else echo "$1"; fi; }
 pointer_flag() { [[ $1 =~ ^hybrid(128k|1m)-readsink[a-z0-9]*ptr$ ]] && echo --pointer; return 0; }
 slope_flag() { [[ $1 =~ ^hybrid(128k|1m)-readsink[a-z0-9]*ls$ ]] && echo --logn-learn; return 0; }

@@ -109,6 +109,9 @@ grep -qF 'blocks.1.attn.logn_slope' "$work/slope_from/ckpt_00000002.safetensors"
     && pass "--init-from of the fixed factor's model trains on with slopes" || fail "--init-from into --logn-learn wrote no slopes"
 refused "--init-from a model with learned slopes into one without" "learns its log-n slopes and this run does not: pass --logn-learn" \
     tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 16 --init-from "$work/slope_ok" --out "$work/slope_drop"
+refused "--init-from a model with learned slopes under another --logn-attn" "learned its log-n slopes from --logn-attn 16 and this run asks for 8: pass --logn-attn 16" \
+    tests/last_wins.sh ./build/train "${tiny[@]}" --nope-layers 1 --logn-attn 8 --logn-learn --init-from "$work/slope_ok" --out "$work/slope_base"
+[ ! -e "$work/slope_drop" ] && [ ! -e "$work/slope_base" ] && pass "the refused --init-from runs left no --out" || fail "a refused --init-from made its --out"
 refused "infer --logn-attn on a model that learned its slopes" "learned their log-n slopes from position 16, which they need: drop --logn-attn" \
     ./build/infer --device cpu --checkpoint "$work/slope_ok" --prompt "In" --max-new 2 --logn-attn 64
 accepted "infer on the CPU, a model with learned slopes (its own --logn-attn allowed)" \

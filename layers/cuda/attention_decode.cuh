@@ -225,7 +225,7 @@ __device__ __forceinline__ void decode_piece(float* po, float* pl, const bf16* _
         }
         if (tid < HALF && end > row0) {
             if (st.theta != 0.0f) rope_angle(p, tid, D, st.theta, cs, sn);
-            logn = logn_factor(p, st.logn_base, st.logn_slope, h);
+            logn = logn_factor(p, st.logn_base, st.logn_slope, h);  // the slopes are weights: no kernel before writes them
         }
         pdl_wait();
     }

@@ -7,7 +7,8 @@
 #include "layers/cuda/common.cuh"
 
 // The block's partial for head blockIdx.y at slab blockIdx.x: `mine` is the running sum of thread
-// group g (each of whose per_row threads holds it); every thread of the block calls this.
+// group g (each of whose per_row threads holds it); every thread of a block of THREADS calls this,
+// once (a second call would need a __syncthreads first: thread 0 may still read the sums).
 template <int THREADS>
 __device__ __forceinline__ void store_block_partial(float* __restrict__ partial, float mine, int per_row, int g) {
     __shared__ float group_sums[THREADS];
