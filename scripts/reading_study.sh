@@ -25,6 +25,9 @@
 #                                   before cut to its end (FINISH_UNTIL, 300 s at most); a run whose NoPE
 #                                   heads learn their log-n slopes (a name ending in ls) also gets the
 #                                   slopes it learned (scripts/logn_slopes.py, RUN_slopes.md)
+#   scripts/reading_study.sh weights A   after A's training: A's weights alone into $OUT (56 MB; one run a
+#                                   call), so that a later hold can `restore A FILE` (after a `data` call)
+#                                   and score it or train its 1M stage without training it again
 #   scripts/reading_study.sh long A [B]  then  score1m A [B]   after `train A B` finished them in the
 #                                   same hold (the checkpoints stay on the machine): the 1M stage of each
 #                                   readsink-family run (hybrid1m-X@S from hybrid128k-X@S's weights,
@@ -236,6 +239,17 @@ case $call in
             fi
         done
         pack ;;
+    weights)  # (one call, after the run's training) run $2's weights alone in $OUT (scripts/weights_only.py: 56 MB for
+              # the 13.8M model, so one run a call), for a later hold to score or to train its 1M stage from
+        r=${2:?weights needs a run, say hybrid128k-readsinkhd128x3c16@11}
+        [ -n "${OUT:-}" ] || { echo "weights: OUT (the device call's folder) is not set" >&2; exit 2; }
+        python3 scripts/weights_only.py "$WORK/$r" "$OUT/${r//@/-}_weights.safetensors" ;;
+    restore)  # run $2 from the weights file $3 (a `weights` call's): its folder as training would leave it, so that
+              # score, long and score1m take it as a run trained in this hold (its data: the `data` call)
+        r=${2:?restore needs a run and its weights file} w=${3:?restore needs a run and its weights file}
+        [ -f "$w" ] || { echo "restore: no weights file $w: carry the one a weights call brought back" >&2; exit 2; }
+        [ ! -e "$WORK/$r" ] || { echo "restore: $WORK/$r exists already: a run of this hold; restore under another name" >&2; exit 2; }
+        mkdir -p "$WORK/$r" && cp "$w" "$WORK/$r/ckpt_00000000.safetensors" && echo "restored $r from $w" ;;
     long|score1m)  # (one call each) the 1M stages of the 128K runs named, side by side; then their scores at 512K-1M
         [ $# -ge 2 ] || { echo "usage: scripts/reading_study.sh $call A@S [B@S] (128K runs trained in this hold)" >&2; exit 2; }
         runs=() trains=() cmds=()
@@ -261,6 +275,6 @@ case $call in
         fi
         for r in "${runs[@]}"; do grep -hE '^(done|stopped)' "build/rs/${r}_train.log" | tail -1; done
         pack ;;
-    *) echo "usage: scripts/reading_study.sh pack|1|2|full|data [V]|train A B|score A B|long A [B]|score1m A [B]|pairs train|score|long|score1m A B S1 S2...|seeds train|score|long|score1m A S1 S2 S3 S4..." >&2; exit 2 ;;
+    *) echo "usage: scripts/reading_study.sh pack|1|2|full|data [V]|train A B|score A B|weights A|restore A FILE|long A [B]|score1m A [B]|pairs train|score|long|score1m A B S1 S2...|seeds train|score|long|score1m A S1 S2 S3 S4..." >&2; exit 2 ;;
 esac
 exit "$side_failed"

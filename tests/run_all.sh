@@ -49,6 +49,7 @@ lane_corpus_tail() {
     run hostile_inputs tests/test_hostile_inputs.sh
     run copy_loss_cli tests/test_copy_loss_cli.sh
     run reference_model tests/test_reference_model.sh
+    run weights_only tests/test_weights_only.sh
 }
 lane_rest() {
     run ops ./build/test_ops_cpu

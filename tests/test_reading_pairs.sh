@@ -197,6 +197,42 @@ rc=$?
     || fail "score with an ls run: exit $rc, calls: $(cat "$CALLS"), files: $(ls "$site/build/rs" | grep slopes)"
 rm -r "$site/build/rs"
 
+# weights: a run's weights alone into $OUT (scripts/weights_only.py, on a stand-in training checkpoint:
+# its AdamW moments and training state dropped); restore: a run's folder from such a file, not over a
+# run of the hold, not from a file that is not there.
+cp scripts/weights_only.py "$site/scripts/"
+mkdir -p "$site/out/study/hybrid128k-readsink@11" "$site/out_call"
+python3 - "$site/out/study/hybrid128k-readsink@11/ckpt_00000100.safetensors" <<'PY'
+import json, struct, sys
+meta = {"format": "longnet-gpt/1", "config": "{}", "forward": "{}", "tokenizer": "dG9r", "step": "100"}
+header = {"__metadata__": meta, "wte": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+          "optim.m.wte": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + struct.pack("<4f", 1, 2, 3, 4))
+PY
+(cd "$site" && OUT=$PWD/out_call scripts/reading_study.sh weights hybrid128k-readsink@11 > weights.log 2>&1)
+rc=$?
+w=$(cd "$site" && pwd)/out_call/hybrid128k-readsink-11_weights.safetensors
+[ $rc -eq 0 ] && [ -f "$w" ] && grep -qF '"wte"' "$w" && ! grep -qF 'optim.' "$w" && ! grep -qF '"step"' "$w" \
+    && pass "weights: the run's newest checkpoint without its AdamW moments or training state, in \$OUT" \
+    || fail "weights: exit $rc, $(tail -2 "$site/weights.log")"
+(cd "$site" && scripts/reading_study.sh restore hybrid128k-readsink@12 "$w" > restore.log 2>&1)
+rc=$?
+[ $rc -eq 0 ] && cmp -s "$w" "$site/out/study/hybrid128k-readsink@12/ckpt_00000000.safetensors" \
+    && pass "restore: the run's folder holds the weights file as its checkpoint" || fail "restore: exit $rc, $(tail -2 "$site/restore.log")"
+(cd "$site" && scripts/reading_study.sh restore hybrid128k-readsink@11 "$w" > restore2.log 2>&1)
+rc=$?
+[ $rc -eq 2 ] && grep -q 'exists already' "$site/restore2.log" && [ ! -e "$site/out/study/hybrid128k-readsink@11/ckpt_00000000.safetensors" ] \
+    && pass "restore: refused over a run of the hold" || fail "restore over a run: exit $rc, $(tail -2 "$site/restore2.log")"
+(cd "$site" && scripts/reading_study.sh restore hybrid128k-readsink@13 nothing.safetensors > restore3.log 2>&1)
+[ $? -eq 2 ] && grep -q 'no weights file' "$site/restore3.log" && [ ! -e "$site/out/study/hybrid128k-readsink@13" ] \
+    && pass "restore: refused without its file" || fail "restore without a file: $(tail -2 "$site/restore3.log")"
+(cd "$site" && env -u OUT scripts/reading_study.sh weights hybrid128k-readsink@11 > weights2.log 2>&1)
+[ $? -eq 2 ] && grep -q 'OUT .* is not set' "$site/weights2.log" && pass "weights: refused outside a device call (no \$OUT)" \
+    || fail "weights without OUT: $(tail -2 "$site/weights2.log")"
+rm -r "$site/out" "$site/out_call"
+
 : > "$CALLS"
 (cd "$site" && scripts/reading_study.sh long hybrid128k-readsink2x@11 hybrid128k-readsink2x@12 > long.log 2>&1)
 rc=$?
