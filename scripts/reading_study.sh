@@ -24,7 +24,8 @@
 #                                   minutes side by side), then score, which first trains a run the calls
 #                                   before cut to its end (FINISH_UNTIL, 300 s at most); a run whose NoPE
 #                                   heads learn their log-n slopes (a name ending in ls) also gets the
-#                                   slopes it learned (scripts/logn_slopes.py, RUN_slopes.md)
+#                                   slopes it learned (scripts/logn_slopes.py, RUN_slopes.md); WEIGHTS=1
+#                                   brings A's weights back as the `weights` call does
 #   scripts/reading_study.sh weights A   after A's training: A's weights alone into $OUT (56 MB; one run a
 #                                   call), so that a later hold can `restore A FILE` (after a `data` call)
 #                                   and score it or train its 1M stage without training it again
@@ -238,6 +239,8 @@ case $call in
                 cat "build/rs/${r}_slopes.md"
             fi
         done
+        # WEIGHTS=1: the first run's weights alone come back too (the `weights` call's file; 56 MB).
+        [ "${WEIGHTS:-0}" = 1 ] && [ -n "${OUT:-}" ] && python3 scripts/weights_only.py "$WORK/$a" "$OUT/${a//@/-}_weights.safetensors"
         pack ;;
     weights)  # (one call, after the run's training) run $2's weights alone in $OUT (scripts/weights_only.py: 56 MB for
               # the 13.8M model, so one run a call), for a later hold to score or to train its 1M stage from

@@ -217,6 +217,13 @@ w=$(cd "$site" && pwd)/out_call/hybrid128k-readsink-11_weights.safetensors
 [ $rc -eq 0 ] && [ -f "$w" ] && grep -qF '"wte"' "$w" && ! grep -qF 'optim.' "$w" && ! grep -qF '"step"' "$w" \
     && pass "weights: the run's newest checkpoint without its AdamW moments or training state, in \$OUT" \
     || fail "weights: exit $rc, $(tail -2 "$site/weights.log")"
+rm "$w"
+(cd "$site" && WEIGHTS=1 FINISH_UNTIL=0 OUT=$PWD/out_call scripts/reading_study.sh score hybrid128k-readsink@11 hybrid128k-readsink@13 \
+    > score_weights.log 2>&1)
+rc=$?
+[ $rc -eq 0 ] && [ -f "$w" ] && [ "$(ls "$site/out_call" | grep -c '_weights.safetensors$')" -eq 1 ] \
+    && pass "score with WEIGHTS=1: the first run's weights alone come back beside its tables" \
+    || fail "score with WEIGHTS=1: exit $rc, $(ls "$site/out_call")"
 (cd "$site" && scripts/reading_study.sh restore hybrid128k-readsink@12 "$w" > restore.log 2>&1)
 rc=$?
 [ $rc -eq 0 ] && cmp -s "$w" "$site/out/study/hybrid128k-readsink@12/ckpt_00000000.safetensors" \
