@@ -544,7 +544,9 @@ static void test_logn_scale() {
     struct LognCase {
         int D, offset, T, base;
     };
-    const LognCase cases[] = {{64, 0, 0, 100}, {128, 1000000, 0, 131072}, {64, 1048575, 1, 32768}, {64, 50, 1, 4096}, {128, 3, 517, 64}};
+    // Head dims past the model's 64 and 128 too: 32 and 256 put several tokens in a warp, or one token across it.
+    const LognCase cases[] = {{64, 0, 0, 100}, {128, 1000000, 0, 131072}, {64, 1048575, 1, 32768}, {64, 50, 1, 4096}, {128, 3, 517, 64},
+                              {32, 7, 300, 50}, {256, 90, 0, 100}};
     int variant = 0;
     for (const LognCase& lc : cases) {
         gc::Rng rng = case_rng("logn", variant++);
