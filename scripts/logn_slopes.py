@@ -8,7 +8,6 @@ Prints, per checkpoint, a markdown row per NoPE layer: each head's slope s_h, it
 fixed factor's beside them). A checkpoint without learned slopes is named and skipped; exit 1 if
 none had any. numpy comes from Debian's python3-numpy (scripts/install_deps.sh).
 """
-import glob
 import json
 import math
 import os
@@ -16,15 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_model import read_safetensors  # noqa: E402
-
-
-def newest(path):
-    if os.path.isdir(path):
-        found = sorted(glob.glob(os.path.join(path, "ckpt_*.safetensors")))
-        if not found:
-            sys.exit(f"error: {path} holds no ckpt_*.safetensors: name a checkpoint file or a run's folder")
-        return found[-1]
-    return path
+from weights_only import newest  # noqa: E402
 
 
 def factor(slope, base, p):

@@ -21,6 +21,7 @@ KEEP_META = ("format", "config", "forward", "tokenizer")
 
 
 def newest(path):
+    """path itself, or a run's folder's newest checkpoint (scripts/logn_slopes.py reads it so too)."""
     if os.path.isdir(path):
         found = sorted(glob.glob(os.path.join(path, "ckpt_*.safetensors")))
         if not found:
