@@ -26,9 +26,10 @@
 #                                   heads learn their log-n slopes (a name ending in ls) also gets the
 #                                   slopes it learned (scripts/logn_slopes.py, RUN_slopes.md); WEIGHTS=1
 #                                   brings A's weights back as the `weights` call does
-#   scripts/reading_study.sh weights A   after A's training: A's weights alone into $OUT (56 MB; one run a
-#                                   call), so that a later hold can `restore A FILE` (after a `data` call)
-#                                   and score it or train its 1M stage without training it again
+#   scripts/reading_study.sh weights A   after A's training: A's weights alone into $OUT (56 MB as four
+#                                   xz pieces of 15 MiB; one run a call), so that a later hold in the same
+#                                   checkout can `restore A FILE.xz.aa` (after a `data` call) and score
+#                                   it or train its 1M stage without training it again
 #   scripts/reading_study.sh long A [B]  then  score1m A [B]   after `train A B` finished them in the
 #                                   same hold (the checkpoints stay on the machine): the 1M stage of each
 #                                   readsink-family run (hybrid1m-X@S from hybrid128k-X@S's weights,
@@ -146,6 +147,19 @@ label=$call; case $call in train|score|long|score1m) label="${call}_${2:-}_${3:-
 label=${label//@/-}  # the device tool brings back only plain file names
 # Each item's answer and continuation come back too (the *_items.csv: what a miss wrote); the scored
 # tokens and the task files do not (the sizes).
+# A run's weights alone (scripts/weights_only.py: 56 MB for the 13.8M model) into $OUT as xz pieces
+# of WEIGHTS_PIECE bytes (15M): a call brings back files of at most 16 MiB, 8 of them, so 56 MB come
+# back as RUN_weights.safetensors.xz.aa, .ab, ...; `restore RUN FILE.xz.aa` joins them.
+weights_out() {
+    local r=$1 f
+    f=$(mktemp -d)/${1//@/-}_weights.safetensors
+    python3 scripts/weights_only.py "$WORK/$r" "$f" || return 1
+    xz -0 -T0 -c "$f" | split -b "${WEIGHTS_PIECE:-15M}" - "$OUT/$(basename "$f").xz."
+    local rc=$?
+    rm -r "$(dirname "$f")"
+    ls "$OUT/$(basename "$f").xz."*
+    return $rc
+}
 pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/rs_$label.tgz" --exclude='*_tokens.csv' --exclude='*.jsonl' build/rs; echo "call $label: $((SECONDS - T0)) s"; }
 # Minutes until $1 s into the call (at least 0.3: train's --time-limit 0 would mean none).
 left() { echo "$1 $SECONDS $T0" | awk '{ m = ($1 - ($2 - $3)) / 60; printf "%.2f", m < 0.3 ? 0.3 : m }'; }
@@ -239,20 +253,30 @@ case $call in
                 cat "build/rs/${r}_slopes.md"
             fi
         done
-        # WEIGHTS=1: the first run's weights alone come back too (the `weights` call's file; 56 MB).
-        [ "${WEIGHTS:-0}" = 1 ] && [ -n "${OUT:-}" ] && python3 scripts/weights_only.py "$WORK/$a" "$OUT/${a//@/-}_weights.safetensors"
+        # WEIGHTS=1: the first run's weights alone come back too (as the `weights` call's pieces).
+        [ "${WEIGHTS:-0}" = 1 ] && [ -n "${OUT:-}" ] && weights_out "$a"
         pack ;;
     weights)  # (one call, after the run's training) run $2's weights alone in $OUT (scripts/weights_only.py: 56 MB for
               # the 13.8M model, so one run a call), for a later hold to score or to train its 1M stage from
         r=${2:?weights needs a run, say hybrid128k-readsinkhd128x3c16@11}
         [ -n "${OUT:-}" ] || { echo "weights: OUT (the device call's folder) is not set" >&2; exit 2; }
-        python3 scripts/weights_only.py "$WORK/$r" "$OUT/${r//@/-}_weights.safetensors" ;;
+        weights_out "$r" ;;
     restore)  # run $2 from the weights file $3 (a `weights` call's): its folder as training would leave it, so that
               # score, long and score1m take it as a run trained in this hold (its data: the `data` call)
         r=${2:?restore needs a run and its weights file} w=${3:?restore needs a run and its weights file}
         [ -f "$w" ] || { echo "restore: no weights file $w: carry the one a weights call brought back" >&2; exit 2; }
         [ ! -e "$WORK/$r" ] || { echo "restore: $WORK/$r exists already: a run of this hold; restore under another name" >&2; exit 2; }
-        mkdir -p "$WORK/$r" && cp "$w" "$WORK/$r/ckpt_00000000.safetensors" && echo "restored $r from $w" ;;
+        mkdir -p "$WORK/$r"
+        ck=$WORK/$r/ckpt_00000000.safetensors
+        case $w in
+            # The first of a `weights` call's pieces: the rest lie beside it, in name order.
+            *.xz.aa) cat "${w%aa}"?? | xz -dc > "$ck.part" 2> "$WORK/$r/restore.err" && mv "$ck.part" "$ck" \
+                || { echo "error: restore: the pieces ${w%aa}?? do not join into one xz file ($(head -1 "$WORK/$r/restore.err")): carry every piece the weights call brought back" >&2
+                     rm -r "${WORK:?}/$r"; exit 1; } ;;
+            *) cp "$w" "$ck" ;;
+        esac
+        rm -f "$WORK/$r/restore.err"
+        echo "restored $r from $w" ;;
     long|score1m)  # (one call each) the 1M stages of the 128K runs named, side by side; then their scores at 512K-1M
         [ $# -ge 2 ] || { echo "usage: scripts/reading_study.sh $call A@S [B@S] (128K runs trained in this hold)" >&2; exit 2; }
         runs=() trains=() cmds=()

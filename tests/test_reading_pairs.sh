@@ -211,23 +211,44 @@ text = json.dumps(header).encode()
 text += b" " * (-len(text) % 8)
 open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + struct.pack("<4f", 1, 2, 3, 4))
 PY
-(cd "$site" && OUT=$PWD/out_call scripts/reading_study.sh weights hybrid128k-readsink@11 > weights.log 2>&1)
+# Pieces of 64 bytes here (WEIGHTS_PIECE), as a call's 15 MiB pieces of the 56 MB file: each at most
+# that size, and restore joins them to the bytes weights_only.py writes.
+(cd "$site" && WEIGHTS_PIECE=64 OUT=$PWD/out_call scripts/reading_study.sh weights hybrid128k-readsink@11 > weights.log 2>&1)
 rc=$?
-w=$(cd "$site" && pwd)/out_call/hybrid128k-readsink-11_weights.safetensors
-[ $rc -eq 0 ] && [ -f "$w" ] && grep -qF '"wte"' "$w" && ! grep -qF 'optim.' "$w" && ! grep -qF '"step"' "$w" \
-    && pass "weights: the run's newest checkpoint without its AdamW moments or training state, in \$OUT" \
-    || fail "weights: exit $rc, $(tail -2 "$site/weights.log")"
-rm "$w"
+site_abs=$(cd "$site" && pwd)
+p=$site_abs/out_call/hybrid128k-readsink-11_weights.safetensors.xz.
+w=$site_abs/whole.safetensors
+python3 scripts/weights_only.py "$site/out/study/hybrid128k-readsink@11" "$w" > /dev/null
+pieces=$(ls "$p"* 2> /dev/null | wc -l)
+big=$(find "$site/out_call" -type f -size +64c | wc -l)
+[ $rc -eq 0 ] && [ "$pieces" -ge 2 ] && [ "$big" -eq 0 ] && cat "$p"* | xz -dc | cmp -s - "$w" \
+    && grep -qF '"wte"' "$w" && ! grep -qF 'optim.' "$w" && ! grep -qF '"step"' "$w" \
+    && pass "weights: the run's newest checkpoint without its AdamW moments or training state, in \$OUT as $pieces xz pieces" \
+    || fail "weights: exit $rc, $pieces pieces, $big over 64 bytes, $(tail -1 "$site/weights.log")"
+(cd "$site" && scripts/reading_study.sh restore hybrid128k-readsink@12 "${p}aa" > restore.log 2>&1)
+rc=$?
+[ $rc -eq 0 ] && cmp -s "$w" "$site/out/study/hybrid128k-readsink@12/ckpt_00000000.safetensors" \
+    && pass "restore: the run's folder holds the weights, joined from the call's pieces, as its checkpoint" \
+    || fail "restore: exit $rc, $(tail -2 "$site/restore.log")"
+(cd "$site" && scripts/reading_study.sh restore hybrid128k-readsink@14 "$w" > restore4.log 2>&1)
+[ $? -eq 0 ] && cmp -s "$w" "$site/out/study/hybrid128k-readsink@14/ckpt_00000000.safetensors" \
+    && pass "restore: from a whole weights file too" || fail "restore from a whole file: $(tail -2 "$site/restore4.log")"
+rm "${p}ab"
+(cd "$site" && scripts/reading_study.sh restore hybrid128k-readsink@15 "${p}aa" > restore5.log 2>&1)
+rc=$?
+[ $rc -eq 1 ] && grep -q '^error: restore: the pieces .* do not join' "$site/restore5.log" && [ "$(grep -c "^error:" "$site/restore5.log")" -eq 1 ] \
+    && [ ! -e "$site/out/study/hybrid128k-readsink@15" ] \
+    && pass "restore: a piece missing is refused in one line, no run's folder left" \
+    || fail "restore with a piece missing: exit $rc, $(cat "$site/restore5.log")"
+rm "$p"*
 (cd "$site" && WEIGHTS=1 FINISH_UNTIL=0 OUT=$PWD/out_call scripts/reading_study.sh score hybrid128k-readsink@11 hybrid128k-readsink@13 \
     > score_weights.log 2>&1)
 rc=$?
-[ $rc -eq 0 ] && [ -f "$w" ] && [ "$(ls "$site/out_call" | grep -c '_weights.safetensors$')" -eq 1 ] \
+[ $rc -eq 0 ] && [ -f "${p}aa" ] && [ "$(ls "$site/out_call" | grep -c '_weights.safetensors.xz.aa$')" -eq 1 ] \
+    && cat "$p"* | xz -dc | cmp -s - "$w" \
     && pass "score with WEIGHTS=1: the first run's weights alone come back beside its tables" \
     || fail "score with WEIGHTS=1: exit $rc, $(ls "$site/out_call")"
-(cd "$site" && scripts/reading_study.sh restore hybrid128k-readsink@12 "$w" > restore.log 2>&1)
-rc=$?
-[ $rc -eq 0 ] && cmp -s "$w" "$site/out/study/hybrid128k-readsink@12/ckpt_00000000.safetensors" \
-    && pass "restore: the run's folder holds the weights file as its checkpoint" || fail "restore: exit $rc, $(tail -2 "$site/restore.log")"
+w=${p}aa
 (cd "$site" && scripts/reading_study.sh restore hybrid128k-readsink@11 "$w" > restore2.log 2>&1)
 rc=$?
 [ $rc -eq 2 ] && grep -q 'exists already' "$site/restore2.log" && [ ! -e "$site/out/study/hybrid128k-readsink@11/ckpt_00000000.safetensors" ] \
