@@ -28,6 +28,8 @@ struct TileList {
 // lists already carry each launch's sides, so nothing else differs.
 struct BlockSparseSchedule {
     static constexpr bool kPerBlockMaps = false, kMayMerge = true, kTwoSided = true, kOwnElementMask = true;
+    static constexpr bool kIntervalRule = true;  // the token rules: a window and the global keys
+    __device__ static bool block_rules(const Params& p) { return p.args.block_sparse.rules.args.any_block_rules; }
     static bool serves(const Params& p) { return p.pattern->kind == AttnKind::BlockSparse; }
     __device__ static TileList key_tiles(const Params& p, const QueryTile& qt, int) {
         const int t = qt.r0 / p.args.block_sparse.tiles.BM, a = __ldg(p.args.block_sparse.tiles.q_ptr + t);
@@ -54,6 +56,16 @@ struct BlockSparseSchedule {
         if (G && qp < G) return RowRule{INT_MIN, INT_MAX, INT_MIN};
         if (!W) return RowRule{INT_MAX, INT_MIN, G};
         return RowRule{qp - W + 1, p.args.block_sparse.rules.causal || qp > INT_MAX - W ? INT_MAX : qp + W - 1, G};
+    }
+    // The token rules from a key's side (the backward's P^T masks): the queries whose rule keeps
+    // key kp, as a RowRule over query positions. A global key is every query's; else the global
+    // rows (qp < global) and the queries whose window holds kp: kp <= qp + W - 1 when causal (the
+    // earlier queries are the causal mask's), |qp - kp| < W if not.
+    __device__ static RowRule col_rule(const Params& p, int kp) {
+        const int W = p.args.block_sparse.rules.args.window, G = p.args.block_sparse.rules.args.global;
+        if (G && kp < G) return RowRule{INT_MIN, INT_MAX, INT_MIN};
+        if (!W) return RowRule{INT_MAX, INT_MIN, G};
+        return RowRule{p.args.block_sparse.rules.causal ? INT_MIN : kp - W + 1, kp > INT_MAX - W ? INT_MAX : kp + W - 1, G};
     }
     // The block rules (dilated, random, explicit blocks) for one row of a thread's element mask:
     // bit c is set when head h keeps the pair of the row at position rp and the column at position

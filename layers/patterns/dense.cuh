@@ -21,7 +21,12 @@ struct DenseSchedule {
     //   unrolled mask, worked out once per query row) or its bit of kept_bits<NC, Q_ROWS>(p, h, rp,
     //   c0) is set (the other rules, asked once per row: bit c for the column at position c0 +
     //   8 (c / 2) + c % 2; Q_ROWS: rows are queries).
+    // kIntervalRule: row_rule(p, qp) keeps exactly the keys kp < rule.global and rule.lo <= kp <=
+    //   rule.hi wherever block_rules(p) is false (no kept_bits), and col_rule(p, kp) the queries
+    //   that keep key kp in the same form: the masks then bound each row's columns once (masks.cuh,
+    //   mask_by_intervals).
     static constexpr bool kPerBlockMaps = false, kMayMerge = false, kTwoSided = false, kOwnElementMask = false;
+    static constexpr bool kIntervalRule = false;
     // The launches this instance runs (every schedule says so; exactly one serves a launch).
     static bool serves(const Params& p) { return p.pattern->kind == AttnKind::Dense && !p.two_sided && p.seqs.len == 0; }
     // Key tiles of BN rows for a query tile: up to the last key at or before the tile's last

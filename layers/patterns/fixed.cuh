@@ -42,6 +42,7 @@ struct FixedSchedule {
     // One instance for one-sided and two-sided launches (it may merge, into bf16 or fp32 O); the
     // pattern masks elements itself (row_rule, kept_bits) on the pairs its tiles cut.
     static constexpr bool kPerBlockMaps = false, kMayMerge = true, kTwoSided = true, kOwnElementMask = true;
+    static constexpr bool kIntervalRule = false;
     static bool serves(const Params& p) { return p.pattern->kind == AttnKind::Fixed; }
 
     __device__ static FixedKeyTiles key_tiles(const Params& p, const QueryTile& qt, int BN) {

@@ -5,6 +5,7 @@
 // rules above them; the element masks take a schedule as a template parameter.
 #pragma once
 #include <climits>
+#include <type_traits>
 #include "layers/cuda/attention/params.cuh"
 #include "layers/cuda/attention/ptx.cuh"
 
@@ -386,6 +387,77 @@ __device__ __forceinline__ void mask_by_elements(float (&s)[MT][NB][4], const Pa
         }
 }
 
+// Rows whose pattern keeps at most two intervals of positions on the other side
+// (Schedule::kIntervalRule, with no block rules), over a column side of unit step: each row's kept
+// columns, its rule's intervals cut by the causal bound, the row's document start and the tile's
+// columns, become two column ranges once per row, so that an element costs two or four compares
+// with constants where mask_by_elements works out each element's position and rule. Rows are
+// queries (row_rule of the query: the forward's S) or keys (col_rule of the key: the backward's
+// P^T, without documents, whose starts belong to the columns there). It keeps exactly the
+// elements mask_by_elements keeps.
+template <bool KEY_ROWS, int MT, int NB, class Schedule>
+__device__ __forceinline__ void mask_by_intervals(float (&s)[MT][NB][4], const Params& p, int b, int row0, int col0, int ncols,
+                                                  bool cut, bool docs, const int (&kp)[MT][2], const bool (&kok)[MT][2]) {
+    constexpr float masked = KEY_ROWS ? 0.f : -INFINITY;
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    const RowMap& cols = KEY_ROWS ? p.qrows : p.krows;
+    const int first = (KEY_ROWS ? p.q_pos0 : p.k_pos0) + cols.token(col0), last = first + ncols - 1;  // the columns' positions
+    // Column c of the thread's fragment (c = 8 j + e, at tile column 2 t + c) is kept in row (mt, r)
+    // when lo <= c <= hi for one of the row's two ranges, both empty or inside the tile.
+    int lo[MT][2][2], hi[MT][2][2];
+    bool second = false;  // does any of the thread's rows keep a second range?
+    auto range = [&](int x, int y, int& l, int& u) {  // positions [x, y] within the tile, as columns less 2t
+        x = max(x, first);
+        y = min(y, last);
+        l = x > y ? 1 : x - first - 2 * t;
+        u = x > y ? 0 : y - first - 2 * t;
+    };
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            int rp, x, y;  // the row's position; the other side's allowed positions [x, y]
+            if constexpr (KEY_ROWS) {
+                rp = kp[mt][r];
+                x = kok[mt][r] ? (p.causal ? rp : INT_MIN) : INT_MAX;  // a row past the keys keeps nothing
+                y = kok[mt][r] ? INT_MAX : INT_MIN;
+            } else {
+                const int tok = p.qrows.token(min(row0 + mt * 16 + g + 8 * r, p.qrows.len - 1));
+                rp = p.q_pos0 + tok;
+                x = docs ? __ldg(p.doc_start + (size_t)b * p.q_tokens + tok) : INT_MIN;
+                y = p.causal ? rp : INT_MAX;
+            }
+            if (!cut) {
+                range(x, y, lo[mt][r][0], hi[mt][r][0]);
+                range(1, 0, lo[mt][r][1], hi[mt][r][1]);
+                continue;
+            }
+            const typename Schedule::RowRule rule = KEY_ROWS ? Schedule::col_rule(p, rp) : Schedule::row_rule(p, rp);
+            range(max(x, rule.lo), min(y, rule.hi), lo[mt][r][0], hi[mt][r][0]);
+            const int gx = max(x, first);  // below the rule's global bound: [gx, global - 1], when global > gx
+            if (rule.global > gx) range(gx, min(y, rule.global - 1), lo[mt][r][1], hi[mt][r][1]);
+            else range(1, 0, lo[mt][r][1], hi[mt][r][1]);
+            second = second || lo[mt][r][1] <= hi[mt][r][1];
+        }
+    auto apply = [&](auto two) {
+#pragma unroll
+        for (int j = 0; j < NB; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++) {
+                        const int c = 8 * j + e;
+                        bool keep = c >= lo[mt][r][0] && c <= hi[mt][r][0];
+                        if constexpr (decltype(two)::value) keep = keep || (c >= lo[mt][r][1] && c <= hi[mt][r][1]);
+                        if (!keep) s[mt][j][2 * r + e] = masked;
+                    }
+    };
+    if (second) apply(std::true_type{});
+    else apply(std::false_type{});
+}
+
 // The element mask of one tile (above): rows by their column ranges where the pattern and the
 // documents allow, element by element otherwise.
 template <bool KEY_ROWS, int MT, int NB, class Schedule>
@@ -394,6 +466,12 @@ __device__ __forceinline__ void mask_tile(float (&s)[MT][NB][4], const Params& p
     int kp[MT][2];
     bool kok[MT][2];
     if constexpr (KEY_ROWS) key_rows_of_fragment<MT, Schedule>(kp, kok, p, row0);
+    if constexpr (Schedule::kIntervalRule) {
+        if ((KEY_ROWS ? p.qrows.step == 1 && !docs : p.krows.step == 1) && !Schedule::block_rules(p)) {
+            mask_by_intervals<KEY_ROWS, MT, NB, Schedule>(s, p, b, row0, col0, ncols, cut, docs, kp, kok);
+            return;
+        }
+    }
     if constexpr (!Schedule::kOwnElementMask) {
         if (Schedule::kTwoSided ? !docs : rows_mask_ok(p, docs))
             if (mask_by_rows<KEY_ROWS, MT, NB, Schedule>(s, p, row0, col0, ncols, kp, kok)) return;
