@@ -228,7 +228,14 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
             // This consumer's (BM, D/2) block of dQ to shared memory as boxes of 32 columns (128-byte
             // rows, 16-byte chunks swizzled by the row), then its first thread adds each box into the
             // accumulator with one TMA reduce-add. Rows past the last query hold dS = 0, so they add 0.
+            // A 64-bit store is served a half-warp (rows g = 0..3 or 4..7) at a time; with every lane
+            // on the same 8 columns, rows g and g ^ 1 land in the same 32-byte slot of the swizzle
+            // (two wavefronts where one would do). So the lanes of odd rows store column group j ^ 2
+            // (16 columns away, in the same box) in the instruction where the even rows store j,
+            // and j in the one where they store j ^ 2: the four rows of a half-warp fill four slots.
+            static_assert(DQN % 32 == 0, "j ^ 2 stays in the box: whole boxes of 32 columns");
             const uint32_t dQs = sdQ + cw * BM * DQN * 4;
+            const int jx = (g & 1) << 1;
 #pragma unroll
             for (int mq = 0; mq < MQ; mq++)
 #pragma unroll
@@ -236,10 +243,12 @@ __global__ void __launch_bounds__(kBwsThreads, 1)
                     const int row = mq * 64 + warp * 16 + g + 8 * r;
 #pragma unroll
                     for (int j = 0; j < DQN / 8; j++) {
-                        const int col = j * 8 + 2 * t, box = col / 32, chunk = (col % 32) / 4;
+                        const int jl = j ^ jx;  // this lane's column group in this store
+                        const float v0 = jx ? dq[mq][j ^ 2][2 * r] : dq[mq][j][2 * r];
+                        const float v1 = jx ? dq[mq][j ^ 2][2 * r + 1] : dq[mq][j][2 * r + 1];
+                        const int col = jl * 8 + 2 * t, box = col / 32, chunk = (col % 32) / 4;
                         const uint32_t at = dQs + box * BM * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) + (col % 4) * 4;
-                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(dq[mq][j][2 * r]), "f"(dq[mq][j][2 * r + 1])
-                                     : "memory");
+                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(v0), "f"(v1) : "memory");
                     }
                 }
             fence_proxy_async();  // the stores (generic proxy) before the TMA reads them (async proxy)
