@@ -45,6 +45,7 @@ if [ "$PARTS" != peers ]; then
         { echo "91M dilated model, T = 262144, its steps, then one step by kind of op (train --op-split 5):"; echo; echo '```'
           grep -E '^step +[0-9]+/[0-9]+ \| loss' "$OUTDIR/split_256k.log"; grep -A14 '^op split' "$OUTDIR/split_256k.log"; echo '```'; } \
             > "$OUTDIR/train_split_256k.md"
+        rm -f "$OUTDIR"/split_256k/ckpt_*.safetensors  # weights and AdamW moments, over a gigabyte: the speed is what is kept
     fi
     # Ring attention: per-rank compute measured here, the ring time predicted for a link (--bw)
     "$BIN/bench_ring" --out "$OUTDIR/ring.md" ${BENCH_RING_ARGS:-}
