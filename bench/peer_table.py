@@ -65,13 +65,17 @@ def dilated(text, n, name):
 
 def step_tokens_per_s(text, warmup=2):
     """The median tokens/s of train's steps after the first `warmup`, leaving out the one --op-split
-    timed op by op (its clock counts the timing)."""
+    timed op by op (its clock counts the timing); each step once (the table repeats the steps
+    that follow the op split's lines)."""
     split = re.search(r"op split of step (\d+)", text or "")
-    rates = [float(m.group(2)) for m in re.finditer(r"^step +(\d+)/\d+ \| loss .*\| +(\d+) tok/s", text or "", re.M)
-             if int(m.group(1)) > warmup and not (split and int(m.group(1)) == int(split.group(1)))]
-    if not rates:
+    by_step = {}
+    for m in re.finditer(r"^step +(\d+)/\d+ \| loss .*\| +(\d+) tok/s", text or "", re.M):
+        step = int(m.group(1))
+        if step > warmup and not (split and step == int(split.group(1))):
+            by_step.setdefault(step, float(m.group(2)))
+    if not by_step:
         return None
-    rates.sort()
+    rates = sorted(by_step.values())
     mid = len(rates) // 2
     return rates[mid] if len(rates) % 2 else (rates[mid - 1] + rates[mid]) / 2
 
